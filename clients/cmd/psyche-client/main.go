@@ -1,0 +1,71 @@
+// Command psyche-client trains in, and administers, decentralized training runs
+// coordinated by the Psyche programs on Solana.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes. Bad input (flags, files, keys, URLs) is 2 so scripts can tell it
+// from a failure of the run or the chain.
+const (
+	exitFailure  = 1
+	exitBadInput = 2
+)
+
+func main() {
+	os.Exit(run(os.Args))
+}
+
+func run(args []string) int {
+	app := &cli.App{
+		Name:                 "psyche-client",
+		Usage:                "train in, and administer, Psyche runs on Solana",
+		EnableBashCompletion: true,
+		Commands:             commands(),
+		// Usage errors are reported by run, once, with the exit code for bad input.
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return badInput(err)
+		},
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "psyche-client: %v\n", err)
+	var bad *badInputError
+	if errors.As(err, &bad) {
+		return exitBadInput
+	}
+	var coder cli.ExitCoder
+	if errors.As(err, &coder) && coder.ExitCode() != 0 {
+		return coder.ExitCode()
+	}
+	return exitFailure
+}
+
+// commands lists every subcommand; each concern keeps its commands in its own file.
+func commands() []*cli.Command {
+	var all []*cli.Command
+	for _, group := range [][]*cli.Command{} {
+		all = append(all, group...)
+	}
+	return all
+}
+
+// badInputError marks an error caused by what the user gave us.
+type badInputError struct{ err error }
+
+func (e *badInputError) Error() string { return e.err.Error() }
+func (e *badInputError) Unwrap() error { return e.err }
+
+// badInput wraps err so the process exits with exitBadInput.
+func badInput(err error) error { return &badInputError{err} }
+
+// badInputf formats a bad-input error.
+func badInputf(format string, args ...any) error { return badInput(fmt.Errorf(format, args...)) }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs whatever this repo needs and is missing: Debian packages, npm packages
+# from committed lockfiles, Go modules, the `just` runner. Idempotent, and quick
+# when nothing is missing (each step keys a stamp on the inputs it installed from).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+stamps="$root/.cache/stamps"
+mkdir -p "$stamps" "$root/bin"
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+# Debian packages. rustc-web/rust-web-src/llvm-22 build the on-chain programs
+# (see programs/toolchain); clang-19 compiles the linker's C test objects.
+apt_packages=(
+  ca-certificates git build-essential pkg-config
+  rustc-web rust-web-src cargo-web llvm-22 clang-19
+  nodejs npm
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node and npm may come from outside Debian (as on these machines): keep those.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+read -ra missing <<<"${missing[*]:-}"
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm packages, from each committed lockfile; reinstalled only when it changes.
+for lock in */package-lock.json; do
+  [ -f "$lock" ] || continue
+  dir=$(dirname "$lock")
+  sum=$(sha256sum "$dir/package-lock.json" | cut -c1-16)
+  stamp="$stamps/npm-${dir//\//_}"
+  if [ ! -d "$dir/node_modules" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
+    log "npm ci in $dir/"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$sum" >"$stamp"
+  fi
+done
+
+# just: the npm package ships the native binary; expose it in bin/ and, when we
+# may write there and no other just exists, on the PATH.
+ln -sf "$root/tools/node_modules/rust-just-linux-x64/bin/just" "$root/bin/just"
+if ! command -v just >/dev/null && [ -w /usr/local/bin ]; then
+  ln -sf "$root/bin/just" /usr/local/bin/just
+fi
+
+# Go modules.
+sum=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+if [ "$(cat "$stamps/go-mod" 2>/dev/null)" != "$sum" ]; then
+  log "downloading Go modules"
+  go mod download
+  echo "$sum" >"$stamps/go-mod"
+fi
+
+# Extra steps owned by other parts of the repo (e.g. the data corpus cache).
+for step in scripts/setup.d/*.sh; do
+  [ -f "$step" ] || continue
+  bash "$step"
+done

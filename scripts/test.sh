@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs every test suite in the repo after installing what is missing.
+# Usage: scripts/test.sh [go test flags...]   e.g. scripts/test.sh -run Localnet
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/setup.sh
+export PATH="$root/bin:$PATH"
+
+status=0
+section() { printf '\n=== %s\n' "$*"; }
+
+# On-chain programs: build every .so first, since Go tests deploy them.
+if [ -x scripts/build-programs.sh ]; then
+  section "build programs"
+  scripts/build-programs.sh || status=1
+fi
+
+if [ -f programs/Cargo.toml ]; then
+  section "cargo test (programs, host)"
+  (cd programs && cargo test --quiet) || status=1
+fi
+
+for dir in localnet; do
+  if [ -f "$dir/package.json" ] && grep -q '"test"' "$dir/package.json"; then
+    section "npm test ($dir)"
+    (cd "$dir" && npm test --silent) || status=1
+  fi
+done
+
+section "go vet"
+go vet ./... || status=1
+
+section "go test"
+go test -count=1 -timeout 25m "$@" ./... || status=1
+
+exit $status
