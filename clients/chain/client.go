@@ -103,3 +103,12 @@ func (c *Client) AccountData(ctx context.Context, key solana.PublicKey) ([]byte,
 
 // ErrAccountNotFound is returned for accounts that do not exist on the cluster.
 var ErrAccountNotFound = errors.New("account not found")
+
+// Airdrop requests lamports from the cluster's faucet and waits for them.
+func (c *Client) Airdrop(ctx context.Context, to solana.PublicKey, lamports uint64) (solana.Signature, error) {
+	sig, err := c.RPC.RequestAirdrop(ctx, to, lamports, rpc.CommitmentConfirmed)
+	if err != nil {
+		return solana.Signature{}, fmt.Errorf("request airdrop from %s: %w", c.rpcURL, err)
+	}
+	return sig, c.Confirm(ctx, sig, 0)
+}

@@ -52,7 +52,9 @@ func run(args []string) int {
 // commands lists every subcommand; each concern keeps its commands in its own file.
 func commands() []*cli.Command {
 	var all []*cli.Command
-	for _, group := range [][]*cli.Command{} {
+	for _, group := range [][]*cli.Command{
+		walletCommands(),
+	} {
 		all = append(all, group...)
 	}
 	return all
