@@ -27,12 +27,14 @@ func run(args []string) int {
 		Usage:                "train in, and administer, Psyche runs on Solana",
 		EnableBashCompletion: true,
 		Commands:             commands(),
-		// Usage errors are reported by run, once, with the exit code for bad input.
-		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return badInput(err)
+		OnUsageError:         usageError,
+		ExitErrHandler:       func(*cli.Context, error) {},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "psyche-client: no command %q; see psyche-client --help\n", name)
+			os.Exit(exitBadInput)
 		},
-		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	setUsageErrors(app.Commands)
 	err := app.Run(args)
 	if err == nil {
 		return 0
@@ -47,6 +49,18 @@ func run(args []string) int {
 		return coder.ExitCode()
 	}
 	return exitFailure
+}
+
+// usageError reports flag and argument mistakes, once, as bad input.
+func usageError(_ *cli.Context, err error, _ bool) error { return badInput(err) }
+
+func setUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			c.OnUsageError = usageError
+		}
+		setUsageErrors(c.Subcommands)
+	}
 }
 
 // commands lists every subcommand; each concern keeps its commands in its own file.

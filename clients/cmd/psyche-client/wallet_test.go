@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/psyche-go/psyche/clients/wallet"
+)
+
+var cliBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// builtCLI builds the psyche-client binary once per test process, so CLI tests
+// run the real program with its real exit codes.
+func builtCLI(t testing.TB) string {
+	t.Helper()
+	cliBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "psyche-client-test")
+		if err != nil {
+			cliBuild.err = err
+			return
+		}
+		cliBuild.path = filepath.Join(dir, "psyche-client")
+		out, err := exec.Command("go", "build", "-o", cliBuild.path, ".").CombinedOutput()
+		if err != nil {
+			cliBuild.err = errors.New(string(out))
+		}
+	})
+	if cliBuild.err != nil {
+		t.Fatalf("build psyche-client: %v", cliBuild.err)
+	}
+	return cliBuild.path
+}
+
+// runCLI runs the built binary with env added to the test's environment.
+func runCLI(t testing.TB, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(builtCLI(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("run psyche-client: %v", err)
+	}
+	return o.String(), e.String(), code
+}
+
+func TestKeygenPubkey(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "k.json")
+	out, errOut, code := runCLI(t, nil, "keygen", "-o", path)
+	if code != 0 {
+		t.Fatalf("keygen exit %d: %s", code, errOut)
+	}
+	key, err := wallet.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, key.PublicKey().String()) {
+		t.Errorf("keygen output %q lacks the pubkey", out)
+	}
+	out, _, code = runCLI(t, nil, "pubkey", path)
+	if code != 0 || strings.TrimSpace(out) != key.PublicKey().String() {
+		t.Errorf("pubkey = %q (exit %d)", out, code)
+	}
+	// WALLET_FILE is honoured when no path is given.
+	out, _, code = runCLI(t, []string{"WALLET_FILE=" + path}, "pubkey")
+	if code != 0 || strings.TrimSpace(out) != key.PublicKey().String() {
+		t.Errorf("pubkey via WALLET_FILE = %q (exit %d)", out, code)
+	}
+	// A second keygen to the same path must not destroy the wallet.
+	_, errOut, code = runCLI(t, nil, "keygen", "-o", path)
+	if code != exitBadInput || !strings.Contains(errOut, "refusing to overwrite") {
+		t.Errorf("keygen over existing: exit %d, %q", code, errOut)
+	}
+	if again, _ := wallet.Load(path); string(again) != string(key) {
+		t.Error("refused keygen changed the wallet")
+	}
+}
+
+func TestBadInputExitsTwoWithOneLine(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.json")
+	os.WriteFile(garbage, []byte("not json"), 0o600)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing keypair file", []string{"pubkey", filepath.Join(dir, "none.json")}, "does not exist"},
+		{"corrupt keypair file", []string{"pubkey", garbage}, "not a JSON array"},
+		{"bad pubkey", []string{"balance", "not-a-key"}, "not a base58 public key"},
+		{"bad amount", []string{"airdrop", "1.2.3", "11111111111111111111111111111111"}, "not a number"},
+		{"unreachable rpc", []string{"balance", "--rpc", "http://127.0.0.1:1", "11111111111111111111111111111111"}, "cannot reach the RPC endpoint"},
+		{"unknown flag", []string{"balance", "--nope"}, "flag provided but not defined"},
+		{"unknown command", []string{"nosuch"}, "no command \"nosuch\""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := runCLI(t, nil, tc.args...)
+			if code != exitBadInput {
+				t.Errorf("exit = %d, want %d", code, exitBadInput)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr = %q, want it to mention %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseSOL(t *testing.T) {
+	for in, want := range map[string]uint64{"1": 1e9, "0.5": 5e8, "2.000000001": 2000000001, ".25": 25e7} {
+		got, err := parseSOL(in)
+		if err != nil || got != want {
+			t.Errorf("parseSOL(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0", "x", "1.0000000001", "-1", "99999999999999999999"} {
+		if _, err := parseSOL(bad); err == nil {
+			t.Errorf("parseSOL(%q) accepted", bad)
+		}
+	}
+	if formatSOL(1500000000) != "1.5" || formatSOL(2e9) != "2" || formatSOL(1) != "0.000000001" {
+		t.Error("formatSOL")
+	}
+}
