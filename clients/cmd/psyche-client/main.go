@@ -68,6 +68,7 @@ func commands() []*cli.Command {
 	var all []*cli.Command
 	for _, group := range [][]*cli.Command{
 		walletCommands(),
+		authorizerCommands(),
 	} {
 		all = append(all, group...)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/wallet"
+	"github.com/psyche-go/psyche/idl"
 )
 
 // Flags shared by every command that talks to a cluster.
@@ -190,6 +191,11 @@ func newChainClient(c *cli.Context) (*chain.Client, error) {
 	if err := client.Ping(c.Context); err != nil {
 		return nil, badInput(err)
 	}
+	tables, err := idl.ErrorTables()
+	if err != nil {
+		return nil, err
+	}
+	client.Errors = tables
 	return client, nil
 }
 
