@@ -1,0 +1,42 @@
+// Package tokenizer turns text into the uint16 token ids that training shards
+// hold: a byte-level tokenizer (vocab 256) for small CPU runs and GPT-2's BPE
+// (r50k_base, vocab 50257) for real ones.
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Tokenizer encodes documents into token ids and back. Values are not safe for
+// concurrent use; create one per goroutine (the GPT-2 tables are shared).
+type Tokenizer interface {
+	// Name is the identifier that shards and manifests record ("byte", "gpt2").
+	Name() string
+	// VocabSize is the number of distinct token ids; every id is below it.
+	VocabSize() int
+	// EOT is the id that separates documents in packed shards.
+	EOT() uint16
+	// Encode tokenizes one document. Text that spells a special token, such
+	// as "<|endoftext|>", is encoded as ordinary text, so documents cannot
+	// inject separators. It fails on text the tokenizer cannot represent
+	// exactly (invalid UTF-8 for GPT-2, NUL bytes for the byte tokenizer).
+	Encode(text string) ([]uint16, error)
+	// Decode returns the text of ids; the EOT id decodes to its text form.
+	Decode(ids []uint16) (string, error)
+}
+
+// Names lists the tokenizers New accepts.
+func Names() []string { return []string{ByteName, GPT2Name} }
+
+// New returns the tokenizer with the given name.
+func New(name string) (Tokenizer, error) {
+	switch name {
+	case ByteName:
+		return Byte{}, nil
+	case GPT2Name:
+		return NewGPT2(), nil
+	default:
+		return nil, fmt.Errorf("unknown tokenizer %q (want one of %s)", name, strings.Join(Names(), ", "))
+	}
+}
