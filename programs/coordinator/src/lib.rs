@@ -1,2 +1,14 @@
-//! Pure logic of the Coordinator program (no syscalls, host-testable).
+//! Pure logic of the Coordinator program: the run state machine, validation,
+//! deterministic selection and batch assignment. No syscalls (except the SHA-256
+//! one on the Solana target), so `cargo test` runs it natively; the instruction
+//! glue (entrypoint, account checks, CPI, event logging) stays thin around it.
+//! See README.md for the protocol.
 #![cfg_attr(not(test), no_std)]
+
+pub mod bloom;
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod selection;
+pub mod sha256;
+pub mod state;

@@ -1,0 +1,365 @@
+//! Validation of what the run authority sets: config, model, progress, metadata.
+//! Every rule of the reference's `check_error`, plus the ones marked "ours".
+
+use crate::error::CoordinatorError as E;
+use crate::selection::{MAX_WARMUP_TOKENS, MAX_WITNESSES};
+use crate::state::*;
+
+/// Longest accepted duration (one year, in seconds); keeps timestamp sums far
+/// from i64 overflow (ours).
+pub const MAX_DURATION: u64 = 365 * 24 * 3600;
+/// Longest accepted sequence length.
+pub const MAX_SEQ_LEN: u32 = 1 << 16;
+
+impl CoordinatorConfig {
+    pub fn validate(&self) -> Result<(), E> {
+        if self.epoch_time == 0 || self.epoch_time > MAX_DURATION {
+            return Err(E::ConfigEpochTime);
+        }
+        // Ours: warmup_time > 0 (clients need time to load the model).
+        if self.warmup_time == 0 || self.warmup_time >= self.epoch_time {
+            return Err(E::ConfigWarmupTime);
+        }
+        if self.max_round_train_time == 0 || self.max_round_train_time >= self.epoch_time {
+            return Err(E::ConfigRoundTrainTime);
+        }
+        if self.round_witness_time == 0 || self.round_witness_time > MAX_DURATION {
+            return Err(E::ConfigRoundWitnessTime);
+        }
+        if self.cooldown_time == 0 || self.cooldown_time > MAX_DURATION {
+            return Err(E::ConfigCooldownTime);
+        }
+        if self.waiting_for_members_extra_time == 0 {
+            return Err(E::ConfigWaitingTime);
+        }
+        if self.min_clients == 0 {
+            return Err(E::ConfigMinClients);
+        }
+        if self.global_batch_size_start == 0 || self.global_batch_size_start > self.global_batch_size_end {
+            return Err(E::ConfigBatchSize);
+        }
+        // Ours: init_min_clients <= global_batch_size_start, because an epoch never
+        // admits more clients than sequences in its first batch (every member must
+        // train something, or health checks could not tell idle from absent).
+        if self.init_min_clients < self.min_clients
+            || usize::from(self.init_min_clients) > MAX_CLIENTS
+            || self.init_min_clients > self.global_batch_size_start
+        {
+            return Err(E::ConfigInitMinClients);
+        }
+        if self.global_batch_size_warmup_tokens > MAX_WARMUP_TOKENS {
+            return Err(E::ConfigWarmupTokens);
+        }
+        // Ours: total_steps < u32::MAX so `step` (which ends at total_steps + 1) fits.
+        if self.total_steps == 0 || self.total_steps == u32::MAX {
+            return Err(E::ConfigTotalSteps);
+        }
+        if self.witness_nodes > self.min_clients || self.witness_nodes > MAX_WITNESSES {
+            return Err(E::ConfigWitnessNodes);
+        }
+        Ok(())
+    }
+}
+
+const F32_SIGN: u32 = 0x8000_0000;
+const F32_EXP: u32 = 0x7f80_0000;
+const F32_ONE: u32 = 0x3f80_0000;
+
+/// A finite, non-negative f32 given as bits (no float operations on-chain).
+fn f32_nonneg_finite(bits: u32) -> bool {
+    bits & F32_SIGN == 0 && bits & F32_EXP != F32_EXP
+}
+
+/// For non-negative finite f32 values, bit order equals numeric order.
+fn f32_le(a: u32, b: u32) -> bool {
+    a <= b
+}
+
+impl Model {
+    /// Rules that need only the model.
+    pub fn validate(&self) -> Result<(), E> {
+        if self.architecture != ARCH_GPT2 {
+            return Err(E::ModelArchitecture);
+        }
+        if self.n_layer == 0 || self.n_head == 0 || self.n_embd == 0 || self.n_embd % u32::from(self.n_head) != 0 {
+            return Err(E::ModelShape);
+        }
+        if self.max_seq_len == 0 || self.max_seq_len > MAX_SEQ_LEN {
+            return Err(E::ModelSeqLen);
+        }
+        let tokenizer_vocab = match self.tokenizer {
+            TOKENIZER_BYTE => TOKENIZER_BYTE_VOCAB,
+            TOKENIZER_GPT2 => TOKENIZER_GPT2_VOCAB,
+            _ => return Err(E::ModelTokenizer),
+        };
+        if self.vocab_size < tokenizer_vocab {
+            return Err(E::ModelTokenizer);
+        }
+        if !matches!(self.data_type, DATA_PRETRAINING | DATA_FINETUNING) {
+            return Err(E::ModelDataType);
+        }
+        let repo = fixed_str_len(&self.checkpoint_repo).ok_or(E::ModelCheckpoint)?;
+        fixed_str_len(&self.checkpoint_revision).ok_or(E::ModelCheckpoint)?;
+        match self.checkpoint_kind {
+            CHECKPOINT_EPHEMERAL if repo == 0 => {}
+            CHECKPOINT_HUB | CHECKPOINT_P2P if repo > 0 => {}
+            _ => return Err(E::ModelCheckpoint),
+        }
+        let location = fixed_str_len(&self.data_location).ok_or(E::ModelDataLocation)?;
+        if !matches!(self.data_location_kind, DATA_LOCAL | DATA_HTTP) || location == 0 {
+            return Err(E::ModelDataLocation);
+        }
+        let lr_ok = f32_nonneg_finite(self.learning_rate)
+            && self.learning_rate != 0
+            && f32_nonneg_finite(self.final_learning_rate)
+            && f32_le(self.final_learning_rate, self.learning_rate);
+        let schedule_ok = match self.lr_schedule {
+            LR_CONSTANT => true,
+            LR_LINEAR | LR_COSINE => self.lr_decay_steps > 0,
+            _ => false,
+        };
+        if !lr_ok || !schedule_ok {
+            return Err(E::ModelLearningRate);
+        }
+        let chunk = self.compression_chunk;
+        let distro_ok = self.optimizer == OPTIMIZER_DISTRO
+            && self.quantize_1bit <= 1
+            && chunk.is_power_of_two()
+            && self.compression_topk > 0
+            && self.compression_topk <= chunk
+            && f32_nonneg_finite(self.compression_decay)
+            && f32_le(self.compression_decay, F32_ONE)
+            && f32_nonneg_finite(self.weight_decay)
+            && f32_nonneg_finite(self.clip_grad_norm);
+        if !distro_ok {
+            return Err(E::ModelOptimizer);
+        }
+        Ok(())
+    }
+
+    /// Rules that relate the model to the config: the cold-start warmup must fit
+    /// in the rounds one epoch can hold (reference `check_cold_start_warmup_steps`).
+    pub fn validate_with(&self, config: &CoordinatorConfig) -> Result<(), E> {
+        self.validate()?;
+        let rounds = (config.epoch_time - config.warmup_time) / config.max_round_train_time;
+        if u64::from(self.cold_start_warmup_steps) > rounds {
+            return Err(E::ModelColdStartSteps);
+        }
+        Ok(())
+    }
+}
+
+impl Progress {
+    pub fn validate(&self, config: &CoordinatorConfig) -> Result<(), E> {
+        if self.step == 0 || self.step > config.total_steps {
+            return Err(E::InvalidProgress);
+        }
+        Ok(())
+    }
+}
+
+impl RunMetadata {
+    pub fn validate(&self) -> Result<(), E> {
+        fixed_str_len(&self.name).ok_or(E::InvalidMetadata)?;
+        fixed_str_len(&self.description).ok_or(E::InvalidMetadata)?;
+        Ok(())
+    }
+}
+
+/// Valid contents of a fixed string field that must not be empty.
+pub(crate) fn nonempty_str(field: &[u8]) -> bool {
+    matches!(fixed_str_len(field), Some(n) if n > 0)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn valid_config() -> CoordinatorConfig {
+        CoordinatorConfig {
+            warmup_time: 30,
+            cooldown_time: 10,
+            max_round_train_time: 20,
+            round_witness_time: 5,
+            epoch_time: 600,
+            global_batch_size_warmup_tokens: 0,
+            total_steps: 100,
+            init_min_clients: 3,
+            min_clients: 2,
+            witness_nodes: 2,
+            global_batch_size_start: 8,
+            global_batch_size_end: 8,
+            waiting_for_members_extra_time: 3,
+        }
+    }
+
+    fn text<const N: usize>(s: &str) -> [u8; N] {
+        let mut out = [0u8; N];
+        out[..s.len()].copy_from_slice(s.as_bytes());
+        out
+    }
+
+    pub fn valid_model() -> Model {
+        Model {
+            architecture: ARCH_GPT2,
+            tokenizer: TOKENIZER_BYTE,
+            data_type: DATA_PRETRAINING,
+            checkpoint_kind: CHECKPOINT_HUB,
+            data_location_kind: DATA_HTTP,
+            lr_schedule: LR_COSINE,
+            optimizer: OPTIMIZER_DISTRO,
+            quantize_1bit: 1,
+            max_seq_len: 256,
+            cold_start_warmup_steps: 10,
+            n_layer: 4,
+            n_head: 4,
+            n_embd: 128,
+            vocab_size: 256,
+            lr_warmup_steps: 10,
+            lr_decay_steps: 1000,
+            learning_rate: 0x3a83126f,       // 0.001
+            final_learning_rate: 0x38d1b717, // 0.0001
+            weight_decay: 0x3dcccccd,        // 0.1
+            clip_grad_norm: 0x3f800000,      // 1.0
+            compression_decay: 0x3f7a5e35,   // 0.999
+            compression_topk: 32,
+            compression_chunk: 64,
+            checkpoint_repo: text("http://127.0.0.1:9000/ckpt/run"),
+            checkpoint_revision: [0; REVISION_LEN],
+            data_location: text("http://127.0.0.1:9000/data"),
+            data_root: [0; 32],
+        }
+    }
+
+    #[test]
+    fn config_rules() {
+        type Edit = fn(&mut CoordinatorConfig);
+        let cases: &[(&str, Edit, Result<(), E>)] = &[
+            ("valid", |_| {}, Ok(())),
+            ("epoch_time 0", |c| c.epoch_time = 0, Err(E::ConfigEpochTime)),
+            ("epoch_time > 1y", |c| c.epoch_time = MAX_DURATION + 1, Err(E::ConfigEpochTime)),
+            ("warmup 0", |c| c.warmup_time = 0, Err(E::ConfigWarmupTime)),
+            ("warmup == epoch", |c| c.warmup_time = 600, Err(E::ConfigWarmupTime)),
+            ("warmup just below epoch", |c| c.warmup_time = 599, Ok(())),
+            ("train 0", |c| c.max_round_train_time = 0, Err(E::ConfigRoundTrainTime)),
+            ("train == epoch", |c| c.max_round_train_time = 600, Err(E::ConfigRoundTrainTime)),
+            ("witness time 0", |c| c.round_witness_time = 0, Err(E::ConfigRoundWitnessTime)),
+            ("cooldown 0", |c| c.cooldown_time = 0, Err(E::ConfigCooldownTime)),
+            ("cooldown huge", |c| c.cooldown_time = u64::MAX, Err(E::ConfigCooldownTime)),
+            ("waiting extra 0", |c| c.waiting_for_members_extra_time = 0, Err(E::ConfigWaitingTime)),
+            ("min_clients 0", |c| c.min_clients = 0, Err(E::ConfigMinClients)),
+            ("init < min", |c| c.init_min_clients = 1, Err(E::ConfigInitMinClients)),
+            ("init > batch start", |c| c.init_min_clients = 9, Err(E::ConfigInitMinClients)),
+            ("init > 256", |c| {
+                c.init_min_clients = 257;
+                c.global_batch_size_start = 300;
+                c.global_batch_size_end = 300;
+            }, Err(E::ConfigInitMinClients)),
+            ("init == 256", |c| {
+                c.init_min_clients = 256;
+                c.global_batch_size_start = 300;
+                c.global_batch_size_end = 300;
+            }, Ok(())),
+            ("batch start 0", |c| c.global_batch_size_start = 0, Err(E::ConfigBatchSize)),
+            ("batch start > end", |c| c.global_batch_size_start = 9, Err(E::ConfigBatchSize)),
+            ("warmup tokens max", |c| c.global_batch_size_warmup_tokens = MAX_WARMUP_TOKENS, Ok(())),
+            ("warmup tokens too many", |c| c.global_batch_size_warmup_tokens = MAX_WARMUP_TOKENS + 1, Err(E::ConfigWarmupTokens)),
+            ("total_steps 0", |c| c.total_steps = 0, Err(E::ConfigTotalSteps)),
+            ("total_steps max", |c| c.total_steps = u32::MAX, Err(E::ConfigTotalSteps)),
+            ("witness > min", |c| c.witness_nodes = 3, Err(E::ConfigWitnessNodes)),
+            ("witness > 32", |c| {
+                c.min_clients = 40;
+                c.init_min_clients = 40;
+                c.global_batch_size_start = 40;
+                c.global_batch_size_end = 40;
+                c.witness_nodes = 33;
+            }, Err(E::ConfigWitnessNodes)),
+            ("witness 0", |c| c.witness_nodes = 0, Ok(())),
+        ];
+        for (name, edit, want) in cases {
+            let mut c = valid_config();
+            edit(&mut c);
+            assert_eq!(c.validate(), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn model_rules() {
+        type Edit = fn(&mut Model);
+        let cases: &[(&str, Edit, Result<(), E>)] = &[
+            ("valid", |_| {}, Ok(())),
+            ("zeroed architecture", |m| m.architecture = 0, Err(E::ModelArchitecture)),
+            ("n_head 0", |m| m.n_head = 0, Err(E::ModelShape)),
+            ("n_layer 0", |m| m.n_layer = 0, Err(E::ModelShape)),
+            ("embd not divisible", |m| m.n_embd = 130, Err(E::ModelShape)),
+            ("seq 0", |m| m.max_seq_len = 0, Err(E::ModelSeqLen)),
+            ("seq too long", |m| m.max_seq_len = MAX_SEQ_LEN + 1, Err(E::ModelSeqLen)),
+            ("tokenizer unknown", |m| m.tokenizer = 9, Err(E::ModelTokenizer)),
+            ("gpt2 vocab too small", |m| m.tokenizer = TOKENIZER_GPT2, Err(E::ModelTokenizer)),
+            ("gpt2 padded vocab", |m| {
+                m.tokenizer = TOKENIZER_GPT2;
+                m.vocab_size = 50304;
+            }, Ok(())),
+            ("data type", |m| m.data_type = 0, Err(E::ModelDataType)),
+            ("hub without repo", |m| m.checkpoint_repo = [0; URL_LEN], Err(E::ModelCheckpoint)),
+            ("ephemeral with repo", |m| m.checkpoint_kind = CHECKPOINT_EPHEMERAL, Err(E::ModelCheckpoint)),
+            ("ephemeral", |m| {
+                m.checkpoint_kind = CHECKPOINT_EPHEMERAL;
+                m.checkpoint_repo = [0; URL_LEN];
+            }, Ok(())),
+            ("checkpoint kind unknown", |m| m.checkpoint_kind = 7, Err(E::ModelCheckpoint)),
+            ("bad revision utf8", |m| m.checkpoint_revision[0] = 0xff, Err(E::ModelCheckpoint)),
+            ("data location empty", |m| m.data_location = [0; URL_LEN], Err(E::ModelDataLocation)),
+            ("data location kind", |m| m.data_location_kind = 0, Err(E::ModelDataLocation)),
+            ("lr zero", |m| m.learning_rate = 0, Err(E::ModelLearningRate)),
+            ("lr negative", |m| m.learning_rate = 0xba83126f, Err(E::ModelLearningRate)),
+            ("lr nan", |m| m.learning_rate = 0x7fc00000, Err(E::ModelLearningRate)),
+            ("lr inf", |m| m.learning_rate = 0x7f800000, Err(E::ModelLearningRate)),
+            ("final above peak", |m| m.final_learning_rate = 0x3c23d70a, Err(E::ModelLearningRate)),
+            ("cosine without decay steps", |m| m.lr_decay_steps = 0, Err(E::ModelLearningRate)),
+            ("constant without decay steps", |m| {
+                m.lr_schedule = LR_CONSTANT;
+                m.lr_decay_steps = 0;
+            }, Ok(())),
+            ("schedule unknown", |m| m.lr_schedule = 0, Err(E::ModelLearningRate)),
+            ("optimizer unknown", |m| m.optimizer = 2, Err(E::ModelOptimizer)),
+            ("chunk not pow2", |m| m.compression_chunk = 48, Err(E::ModelOptimizer)),
+            ("topk 0", |m| m.compression_topk = 0, Err(E::ModelOptimizer)),
+            ("topk > chunk", |m| m.compression_topk = 65, Err(E::ModelOptimizer)),
+            ("decay > 1", |m| m.compression_decay = 0x3f800001, Err(E::ModelOptimizer)),
+            ("decay == 1", |m| m.compression_decay = F32_ONE, Ok(())),
+            ("weight decay negative", |m| m.weight_decay = 0xbdcccccd, Err(E::ModelOptimizer)),
+            ("clip nan", |m| m.clip_grad_norm = 0x7fc00000, Err(E::ModelOptimizer)),
+            ("quantize flag 2", |m| m.quantize_1bit = 2, Err(E::ModelOptimizer)),
+        ];
+        for (name, edit, want) in cases {
+            let mut m = valid_model();
+            edit(&mut m);
+            assert_eq!(m.validate(), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn cold_start_steps_must_fit_an_epoch() {
+        let c = valid_config(); // (600 - 30) / 20 = 28 rounds
+        let mut m = valid_model();
+        m.cold_start_warmup_steps = 28;
+        assert_eq!(m.validate_with(&c), Ok(()));
+        m.cold_start_warmup_steps = 29;
+        assert_eq!(m.validate_with(&c), Err(E::ModelColdStartSteps));
+    }
+
+    #[test]
+    fn progress_and_metadata_rules() {
+        let c = valid_config();
+        let p = |step| Progress { epoch: 0, step, data_index: 0 };
+        assert_eq!(p(0).validate(&c), Err(E::InvalidProgress));
+        assert_eq!(p(1).validate(&c), Ok(()));
+        assert_eq!(p(100).validate(&c), Ok(()));
+        assert_eq!(p(101).validate(&c), Err(E::InvalidProgress));
+        let mut md = RunMetadata { name: text("run"), description: [0; DESCRIPTION_LEN], num_parameters: 1, vocab_size: 256 };
+        assert_eq!(md.validate(), Ok(()));
+        md.description[5] = b'x';
+        assert_eq!(md.validate(), Err(E::InvalidMetadata));
+    }
+}

@@ -1,0 +1,110 @@
+//! Program errors. Codes are explicit and stable (Anchor's custom-error range
+//! starts at 6000); the IDL lists them with these names and messages.
+
+macro_rules! errors {
+    ($($name:ident = $code:literal: $msg:literal,)*) => {
+        /// Every way an instruction of the Coordinator can be rejected.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u32)]
+        pub enum CoordinatorError {
+            $($name = $code,)*
+        }
+
+        impl CoordinatorError {
+            /// All errors, in code order (for the IDL and tests).
+            pub const ALL: &'static [CoordinatorError] = &[$(CoordinatorError::$name,)*];
+
+            /// The custom error code returned to the runtime.
+            pub fn code(self) -> u32 {
+                self as u32
+            }
+
+            /// The variant's name, as the IDL spells it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(CoordinatorError::$name => stringify!($name),)*
+                }
+            }
+
+            /// A message for users.
+            pub fn message(self) -> &'static str {
+                match self {
+                    $(CoordinatorError::$name => $msg,)*
+                }
+            }
+        }
+    };
+}
+
+errors! {
+    AlreadyInitialized = 6000: "the coordinator account is already initialized",
+    InvalidRunId = 6001: "the run id must be 1 to 32 bytes of UTF-8 without NUL bytes",
+    RunUninitialized = 6002: "the run has not been configured and started yet",
+    RunFinished = 6003: "the run has finished",
+    RunHalted = 6004: "the run is paused, uninitialized or finished",
+    RunNotHalted = 6005: "config, model, progress and client version can only change while the run is paused or uninitialized",
+    AlreadyPaused = 6006: "the run is already paused or a pause is already pending",
+    NotPaused = 6007: "the run is not paused",
+    TickTooEarly = 6008: "nothing to advance yet: the current phase's condition or timer has not been met",
+    WrongPhase = 6009: "this instruction is not accepted in the run's current phase",
+    InvalidMetadata = 6010: "run metadata strings must be UTF-8, zero-padded, without NUL bytes inside",
+    InvalidClientVersion = 6011: "the client version must be 1 to 64 bytes of UTF-8",
+    ConfigEpochTime = 6012: "config: epoch_time must be positive and at most one year",
+    ConfigWarmupTime = 6013: "config: warmup_time must be positive and less than epoch_time",
+    ConfigRoundTrainTime = 6014: "config: max_round_train_time must be positive and less than epoch_time",
+    ConfigRoundWitnessTime = 6015: "config: round_witness_time must be positive and at most one year",
+    ConfigCooldownTime = 6016: "config: cooldown_time must be positive and at most one year",
+    ConfigWaitingTime = 6017: "config: waiting_for_members_extra_time must be positive",
+    ConfigMinClients = 6018: "config: min_clients must be positive",
+    ConfigInitMinClients = 6019: "config: init_min_clients must be at least min_clients, at most 256 and at most global_batch_size_start",
+    ConfigBatchSize = 6020: "config: global batch sizes must satisfy 0 < global_batch_size_start <= global_batch_size_end",
+    ConfigWarmupTokens = 6021: "config: global_batch_size_warmup_tokens must be at most 2^47",
+    ConfigTotalSteps = 6022: "config: total_steps must be positive and less than 2^32 - 1",
+    ConfigWitnessNodes = 6023: "config: witness_nodes must be at most min_clients and at most 32",
+    ModelArchitecture = 6024: "model: unknown architecture",
+    ModelShape = 6025: "model: n_layer, n_head and n_embd must be positive and n_embd divisible by n_head",
+    ModelSeqLen = 6026: "model: max_seq_len must be 1 to 65536",
+    ModelTokenizer = 6027: "model: unknown tokenizer or vocab_size smaller than the tokenizer's vocabulary",
+    ModelDataType = 6028: "model: unknown data type",
+    ModelCheckpoint = 6029: "model: checkpoint must be Ephemeral (no repo) or Hub/P2P with a repo",
+    ModelDataLocation = 6030: "model: data location kind unknown or location string missing",
+    ModelLearningRate = 6031: "model: learning rates must be finite, the peak positive, the final at most the peak, and decaying schedules need decay steps",
+    ModelOptimizer = 6032: "model: optimizer must be DisTrO with 0 < topk <= chunk, chunk a power of two, decay in [0, 1], finite non-negative weight decay and clipping",
+    ModelColdStartSteps = 6033: "model: cold_start_warmup_steps exceeds the rounds that fit in an epoch",
+    InvalidProgress = 6034: "progress: step must be 1 to total_steps",
+    ClientsFull = 6035: "no free client slot: all 256 hold members, pending joiners or unsettled reward points",
+    AlreadyJoined = 6036: "this signer has already joined the next epoch",
+    P2pIdentityTaken = 6037: "this p2p identity is registered by another signer",
+    P2pIdentityLocked = 6038: "the p2p identity cannot change while the client is in the current epoch",
+    NotAClient = 6039: "the signer has neither joined nor is in the current epoch",
+    NotInEpoch = 6040: "the signer is not a healthy member of the current epoch",
+    ClientIndexMismatch = 6041: "the client index does not name that client in the current epoch",
+    WrongRound = 6042: "the report is for a different step than the current round",
+    NotAWitness = 6043: "the client is not an elected witness of this round",
+    AlreadyWitnessed = 6044: "this client has already reported for this round",
+    InvalidBloom = 6045: "bloom filter must have 64..=1024 bits (a multiple of 64), 1..=16 hashes and no bits past its size",
+    HealthCheckTooEarly = 6046: "health checks start in the third round of an epoch",
+    ClientNotHealthy = 6047: "the accused client is no longer healthy",
+    ClientHealthy = 6048: "the accused client was seen by a quorum of witnesses",
+    CheckpointNotConfigured = 6049: "the run's checkpoint is ephemeral: there is no repo to update",
+    InvalidCheckpoint = 6050: "checkpoint repo must be non-empty UTF-8 (revision optional)",
+    CorruptState = 6051: "the coordinator account holds an invalid state",
+    ArithmeticOverflow = 6052: "arithmetic overflow",
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_consecutive_from_6000_with_unique_names() {
+        for (i, e) in CoordinatorError::ALL.iter().enumerate() {
+            assert_eq!(e.code(), 6000 + i as u32, "{}", e.name());
+            assert!(!e.message().is_empty());
+        }
+        let mut names: Vec<_> = CoordinatorError::ALL.iter().map(|e| e.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), CoordinatorError::ALL.len());
+    }
+}

@@ -1,0 +1,300 @@
+//! Deterministic per-round selection, identical in Rust (on-chain) and Go
+//! (clients compute their own roles): round seed, swap-or-not shuffle, witness
+//! election, quorum, batch-size ramp and per-client batch assignment.
+//!
+//! Everything here is a pure function of on-chain round state, so any client can
+//! recompute any other client's role and the chain can verify a claimed one with a
+//! single shuffle evaluation (180 hashes) instead of shuffling the whole list.
+
+use crate::sha256::hashv;
+
+/// A 32-byte round seed.
+pub type Seed = [u8; 32];
+
+/// Rounds of the swap-or-not network. 90 is Ethereum's choice for the same
+/// shuffle; the bias after that many rounds is negligible for lists this small.
+pub const SHUFFLE_ROUNDS: u8 = 90;
+
+/// Witnesses elected per round when `witness_nodes` is 0 ("as many as fit").
+pub const MAX_WITNESSES: u16 = 32;
+
+const ROUND_SEED_DOMAIN: &[u8] = b"psyche:round-seed:v1";
+const WITNESS_DOMAIN: &[u8] = b"psyche:witness";
+const DATA_DOMAIN: &[u8] = b"psyche:data";
+
+/// Chain entropy read at the tick that starts a round: the most recent entry of
+/// the SlotHashes sysvar (the bank hash of an already-finished slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entropy {
+    pub slot: u64,
+    pub slot_hash: [u8; 32],
+}
+
+/// Seed of the round that trains `step`: a hash of the previous round's seed (so
+/// the chain of seeds is fixed by history) and the latest SlotHashes entry (so it
+/// is unknown until that slot is finished). Nothing the ticker passes in enters it.
+pub fn round_seed(prev: &Seed, entropy: &Entropy, step: u32) -> Seed {
+    hashv(&[
+        ROUND_SEED_DOMAIN,
+        prev,
+        &entropy.slot.to_le_bytes(),
+        &entropy.slot_hash,
+        &step.to_le_bytes(),
+    ])
+}
+
+/// The seed a run starts its seed chain from.
+pub fn genesis_seed(run_id: &[u8]) -> Seed {
+    hashv(&[ROUND_SEED_DOMAIN, b"genesis", run_id])
+}
+
+/// Seed of the witness election, domain-separated from the data shuffle so that
+/// being a witness says nothing about which batch a client trains.
+pub fn witness_seed(round: &Seed) -> Seed {
+    hashv(&[round, WITNESS_DOMAIN])
+}
+
+/// Seed of the data-order shuffle.
+pub fn data_seed(round: &Seed) -> Seed {
+    hashv(&[round, DATA_DOMAIN])
+}
+
+/// Position of `index` in a swap-or-not permutation of `0..n` keyed by `seed`
+/// (the construction of Ethereum's `compute_shuffled_index`). `None` when
+/// `index >= n`.
+pub fn shuffled_position(index: u32, n: u32, seed: &Seed) -> Option<u32> {
+    if index >= n {
+        return None;
+    }
+    let n64 = u64::from(n);
+    let mut index = u64::from(index);
+    for round in 0..SHUFFLE_ROUNDS {
+        let pivot_hash = hashv(&[seed, &[round]]);
+        let pivot = u64::from_le_bytes(first8(&pivot_hash)) % n64;
+        let flip = (pivot + n64 - index) % n64;
+        let position = if index > flip { index } else { flip };
+        // position < n <= u32::MAX, so the block number fits in u32.
+        let block = (position / 256) as u32;
+        let source = hashv(&[seed, &[round], &block.to_le_bytes()]);
+        let byte = source[((position % 256) / 8) as usize];
+        if (byte >> (position % 8)) & 1 == 1 {
+            index = flip;
+        }
+    }
+    // index < n <= u32::MAX.
+    Some(index as u32)
+}
+
+fn first8(h: &[u8; 32]) -> [u8; 8] {
+    [h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]
+}
+
+/// Number of witnesses elected in a round of `n` clients.
+pub fn witness_count(witness_nodes: u16, n: u16) -> u16 {
+    let wanted = if witness_nodes == 0 { MAX_WITNESSES } else { witness_nodes };
+    if wanted < n {
+        wanted
+    } else {
+        n
+    }
+}
+
+/// Whether client `index` of a round of `n` clients is one of its witnesses.
+pub fn is_witness(index: u16, n: u16, witness_nodes: u16, round: &Seed) -> bool {
+    let seed = witness_seed(round);
+    match shuffled_position(u32::from(index), u32::from(n), &seed) {
+        Some(p) => p < u32::from(witness_count(witness_nodes, n)),
+        None => false,
+    }
+}
+
+/// Witness reports needed for a round with `elected` witnesses: ceil(2/3 of the
+/// elected ones), counted against the election, never against what arrived, so it
+/// cannot be met vacuously. With nobody elected it is 1, which cannot be met.
+pub fn quorum(elected: u16) -> u16 {
+    if elected == 0 {
+        return 1;
+    }
+    // elected <= u16::MAX, so 2 * elected + 2 fits in u32.
+    ((2 * u32::from(elected) + 2) / 3) as u16
+}
+
+/// Largest `global_batch_size_warmup_tokens` accepted, so that the ramp's
+/// product (end - start) * tokens stays below 2^63 without 128-bit arithmetic.
+pub const MAX_WARMUP_TOKENS: u64 = 1 << 47;
+
+/// Global batch size (sequences) once `tokens` tokens have been trained: a linear
+/// ramp from `start` to `end` over the first `warmup_tokens`, then `end`.
+/// Callers guarantee start <= end and warmup_tokens <= MAX_WARMUP_TOKENS.
+pub fn batch_size(start: u16, end: u16, warmup_tokens: u64, tokens: u64) -> u16 {
+    if end <= start || tokens >= warmup_tokens || warmup_tokens > MAX_WARMUP_TOKENS {
+        return end;
+    }
+    let span = u64::from(end - start);
+    // span < 2^16 and tokens < warmup_tokens <= 2^47: the product fits in u64.
+    let grown = span * tokens / warmup_tokens;
+    start + grown as u16
+}
+
+/// A half-open range of global sequence indices `[start, start + len)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    pub start: u64,
+    pub len: u64,
+}
+
+/// The sequences client `index` of `n` trains in a round whose global batch of
+/// `batch_size` sequences starts at `data_index`. Clients are put in the order of
+/// a swap-or-not shuffle keyed by the round's data seed; the batch is cut into `n`
+/// contiguous chunks, the first `batch_size % n` one sequence longer. Every
+/// sequence of the batch goes to exactly one client.
+pub fn assignment(index: u16, n: u16, batch_size: u16, data_index: u64, round: &Seed) -> Option<Assignment> {
+    let seed = data_seed(round);
+    let p = u64::from(shuffled_position(u32::from(index), u32::from(n), &seed)?);
+    let n = u64::from(n);
+    let b = u64::from(batch_size);
+    let (q, r) = (b / n, b % n);
+    let offset = p * q + if p < r { p } else { r };
+    let len = q + u64::from(p < r);
+    Some(Assignment { start: data_index.checked_add(offset)?, len })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed(i: u8) -> Seed {
+        hashv(&[b"test-seed", &[i]])
+    }
+
+    #[test]
+    fn shuffle_is_a_permutation_for_every_size() {
+        for n in [1u32, 2, 3, 7, 31, 32, 33, 100, 255, 256, 257, 600] {
+            let s = seed(n as u8);
+            let mut seen = vec![false; n as usize];
+            for i in 0..n {
+                let p = shuffled_position(i, n, &s).unwrap() as usize;
+                assert!(!seen[p], "n={n}: position {p} hit twice");
+                seen[p] = true;
+            }
+            assert_eq!(shuffled_position(n, n, &s), None);
+        }
+        assert_eq!(shuffled_position(0, 0, &seed(0)), None);
+    }
+
+    #[test]
+    fn shuffle_depends_on_the_seed_and_moves_elements() {
+        let n = 64;
+        let perm = |s: &Seed| (0..n).map(|i| shuffled_position(i, n, s).unwrap()).collect::<Vec<_>>();
+        let (a, b) = (perm(&seed(1)), perm(&seed(2)));
+        assert_ne!(a, b);
+        let fixed_points = a.iter().enumerate().filter(|(i, p)| *i as u32 == **p).count();
+        assert!(fixed_points < 10, "{fixed_points} fixed points of 64 is not a shuffle");
+    }
+
+    #[test]
+    fn shuffle_spreads_positions_evenly() {
+        // Over many seeds, client 0 should land in each of 8 positions about 1/8 of
+        // the time; 4000 trials give a standard deviation of ~21 around 500.
+        let n = 8u32;
+        let mut counts = [0u32; 8];
+        for t in 0..4000u32 {
+            let s = hashv(&[b"spread", &t.to_le_bytes()]);
+            counts[shuffled_position(0, n, &s).unwrap() as usize] += 1;
+        }
+        for c in counts {
+            assert!((400..600).contains(&c), "position counts {counts:?}");
+        }
+    }
+
+    #[test]
+    fn witness_count_table() {
+        let cases = [(0, 0, 0), (0, 5, 5), (0, 32, 32), (0, 256, 32), (3, 2, 2), (3, 10, 3), (32, 256, 32), (1, 1, 1)];
+        for (nodes, n, want) in cases {
+            assert_eq!(witness_count(nodes, n), want, "witness_nodes={nodes} n={n}");
+        }
+    }
+
+    #[test]
+    fn exactly_witness_count_clients_are_witnesses() {
+        for (nodes, n) in [(0u16, 1u16), (0, 10), (0, 40), (3, 10), (5, 5), (32, 256)] {
+            let s = seed(n as u8 ^ nodes as u8);
+            let w = (0..n).filter(|&i| is_witness(i, n, nodes, &s)).count();
+            assert_eq!(w, witness_count(nodes, n) as usize, "witness_nodes={nodes} n={n}");
+            assert!(!is_witness(n, n, nodes, &s), "index n is out of the round");
+        }
+    }
+
+    #[test]
+    fn quorum_is_two_thirds_rounded_up_and_never_zero() {
+        let cases = [(0, 1), (1, 1), (2, 2), (3, 2), (4, 3), (5, 4), (6, 4), (9, 6), (10, 7), (32, 22)];
+        for (elected, want) in cases {
+            assert_eq!(quorum(elected), want, "elected={elected}");
+        }
+        for e in 1..=300u16 {
+            let q = u32::from(quorum(e));
+            assert!(3 * q >= 2 * u32::from(e) && 3 * (q - 1) < 2 * u32::from(e), "elected={e}");
+        }
+    }
+
+    #[test]
+    fn batch_size_ramps_linearly_then_stays_at_end() {
+        let cases = [
+            (8, 8, 1000, 0, 8),
+            (2, 10, 0, 0, 10),
+            (2, 10, 800, 0, 2),
+            (2, 10, 800, 99, 2),
+            (2, 10, 800, 100, 3),
+            (2, 10, 800, 400, 6),
+            (2, 10, 800, 799, 9),
+            (2, 10, 800, 800, 10),
+            (2, 10, 800, u64::MAX, 10),
+            (1, u16::MAX, MAX_WARMUP_TOKENS, MAX_WARMUP_TOKENS - 1, u16::MAX - 1),
+            (1, 100, MAX_WARMUP_TOKENS + 1, 5, 100),
+        ];
+        for (start, end, warm, tokens, want) in cases {
+            assert_eq!(batch_size(start, end, warm, tokens), want, "start={start} end={end} warm={warm} tokens={tokens}");
+        }
+    }
+
+    #[test]
+    fn assignment_covers_the_batch_exactly_once() {
+        for (n, b) in [(1u16, 1u16), (1, 7), (3, 3), (3, 10), (7, 100), (64, 64), (100, 1000), (256, 256), (256, 4099), (10, 3)] {
+            let s = seed(b as u8);
+            let data_index = 1_000_000u64;
+            let mut covered = vec![0u8; b as usize];
+            let mut total = 0;
+            for i in 0..n {
+                let a = assignment(i, n, b, data_index, &s).unwrap();
+                let q = u64::from(b / n);
+                assert!(a.len == q || (a.len == q + 1 && b % n != 0), "n={n} b={b} client {i}: len {}", a.len);
+                for seq in a.start..a.start + a.len {
+                    covered[(seq - data_index) as usize] += 1;
+                }
+                total += a.len;
+            }
+            assert_eq!(total, u64::from(b));
+            assert!(covered.iter().all(|&c| c == 1), "n={n} b={b}: {covered:?}");
+            assert_eq!(assignment(n, n, b, data_index, &s), None);
+        }
+    }
+
+    #[test]
+    fn assignment_order_changes_with_the_seed() {
+        let a: Vec<_> = (0..16).map(|i| assignment(i, 16, 64, 0, &seed(1)).unwrap().start).collect();
+        let b: Vec<_> = (0..16).map(|i| assignment(i, 16, 64, 0, &seed(2)).unwrap().start).collect();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn round_seed_depends_on_every_input() {
+        let e = Entropy { slot: 10, slot_hash: [7; 32] };
+        let base = round_seed(&seed(1), &e, 5);
+        assert_ne!(base, round_seed(&seed(2), &e, 5));
+        assert_ne!(base, round_seed(&seed(1), &Entropy { slot: 11, ..e }, 5));
+        assert_ne!(base, round_seed(&seed(1), &Entropy { slot_hash: [8; 32], ..e }, 5));
+        assert_ne!(base, round_seed(&seed(1), &e, 6));
+        assert_eq!(base, round_seed(&seed(1), &e, 5));
+        assert_ne!(witness_seed(&base), data_seed(&base));
+    }
+}

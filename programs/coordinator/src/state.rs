@@ -1,0 +1,437 @@
+//! The fixed layout of the CoordinatorAccount (zero-copy, `#[repr(C)]`).
+//!
+//! Rules that keep Borsh and the C layout identical (so anchor-go's Borsh
+//! decoder reads the raw account bytes): every field naturally aligned, every
+//! padding byte an explicit `_padding` field, bools and enum tags as `u8`, no
+//! Rust enums or `bool` in the layout. Every bit pattern is a valid value of every
+//! struct here; tags are checked when read.
+
+use crate::bloom::Bloom;
+use crate::selection::MAX_WITNESSES;
+
+/// Layout version written by `init` (bump with a new program id on change).
+pub const STATE_VERSION: u64 = 1;
+/// Client slots: members, pending joiners and holders of unsettled points.
+pub const MAX_CLIENTS: usize = 256;
+/// Rounds kept in the ring buffer (current, previous, and two for lagging readers).
+pub const NUM_STORED_ROUNDS: usize = 4;
+pub const RUN_ID_LEN: usize = 32;
+pub const CLIENT_VERSION_LEN: usize = 64;
+pub const NAME_LEN: usize = 64;
+pub const DESCRIPTION_LEN: usize = 280;
+pub const URL_LEN: usize = 192;
+pub const REVISION_LEN: usize = 64;
+
+/// Phases of a run. Numbering matches the reference implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RunState {
+    Uninitialized = 0,
+    WaitingForMembers = 1,
+    Warmup = 2,
+    RoundTrain = 3,
+    RoundWitness = 4,
+    Cooldown = 5,
+    Finished = 6,
+    Paused = 7,
+}
+
+impl RunState {
+    pub fn from_u8(v: u8) -> Option<RunState> {
+        Some(match v {
+            0 => RunState::Uninitialized,
+            1 => RunState::WaitingForMembers,
+            2 => RunState::Warmup,
+            3 => RunState::RoundTrain,
+            4 => RunState::RoundWitness,
+            5 => RunState::Cooldown,
+            6 => RunState::Finished,
+            7 => RunState::Paused,
+            _ => return None,
+        })
+    }
+
+    /// No timers run and no tick advances the run.
+    pub fn is_halted(self) -> bool {
+        matches!(self, RunState::Uninitialized | RunState::Paused | RunState::Finished)
+    }
+}
+
+/// State of a member within the current epoch (`EpochClient::state`).
+pub mod client_state {
+    /// Trains and is rewarded at epoch end.
+    pub const HEALTHY: u8 = 1;
+    /// Dropped by a health check (slashed).
+    pub const DROPPED: u8 = 2;
+    /// Left with `leave_run` (forfeits this epoch's reward).
+    pub const LEFT: u8 = 3;
+}
+
+/// `Model::architecture`.
+pub const ARCH_GPT2: u8 = 1;
+/// `Model::tokenizer`: byte-level (vocab 256) or GPT-2 BPE (vocab 50257).
+pub const TOKENIZER_BYTE: u8 = 1;
+pub const TOKENIZER_GPT2: u8 = 2;
+pub const TOKENIZER_BYTE_VOCAB: u32 = 256;
+pub const TOKENIZER_GPT2_VOCAB: u32 = 50257;
+/// `Model::data_type`.
+pub const DATA_PRETRAINING: u8 = 1;
+pub const DATA_FINETUNING: u8 = 2;
+/// `Model::checkpoint_kind`. Hub: joiners load `checkpoint_repo`. P2P: joiners
+/// load from peers that finished the previous epoch (the repo stays the fallback).
+pub const CHECKPOINT_EPHEMERAL: u8 = 1;
+pub const CHECKPOINT_HUB: u8 = 2;
+pub const CHECKPOINT_P2P: u8 = 3;
+/// `Model::data_location_kind`: a local directory or our HTTP data server.
+pub const DATA_LOCAL: u8 = 1;
+pub const DATA_HTTP: u8 = 2;
+/// `Model::lr_schedule`.
+pub const LR_CONSTANT: u8 = 1;
+pub const LR_LINEAR: u8 = 2;
+pub const LR_COSINE: u8 = 3;
+/// `Model::optimizer`.
+pub const OPTIMIZER_DISTRO: u8 = 1;
+
+/// Free-text description of the run (changeable at any time).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunMetadata {
+    pub name: [u8; NAME_LEN],
+    pub description: [u8; DESCRIPTION_LEN],
+    pub num_parameters: u64,
+    pub vocab_size: u64,
+}
+
+/// Timers (seconds), membership and batch-size schedule of a run.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CoordinatorConfig {
+    pub warmup_time: u64,
+    pub cooldown_time: u64,
+    pub max_round_train_time: u64,
+    pub round_witness_time: u64,
+    pub epoch_time: u64,
+    pub global_batch_size_warmup_tokens: u64,
+    pub total_steps: u32,
+    pub init_min_clients: u16,
+    pub min_clients: u16,
+    /// Witnesses elected per round; 0 means min(clients, 32).
+    pub witness_nodes: u16,
+    /// Global batch size in sequences, ramped from start to end.
+    pub global_batch_size_start: u16,
+    pub global_batch_size_end: u16,
+    pub waiting_for_members_extra_time: u16,
+}
+
+/// What is trained and how. Floating-point hyperparameters are stored as IEEE-754
+/// f32 bit patterns (u32): the program validates them with integer operations
+/// only, since the BPF target has no floating point.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Model {
+    pub architecture: u8,
+    pub tokenizer: u8,
+    pub data_type: u8,
+    pub checkpoint_kind: u8,
+    pub data_location_kind: u8,
+    pub lr_schedule: u8,
+    pub optimizer: u8,
+    pub quantize_1bit: u8,
+    pub max_seq_len: u32,
+    pub cold_start_warmup_steps: u32,
+    pub n_layer: u16,
+    pub n_head: u16,
+    pub n_embd: u32,
+    pub vocab_size: u32,
+    pub lr_warmup_steps: u32,
+    pub lr_decay_steps: u32,
+    pub learning_rate: u32,
+    pub final_learning_rate: u32,
+    pub weight_decay: u32,
+    pub clip_grad_norm: u32,
+    pub compression_decay: u32,
+    pub compression_topk: u32,
+    pub compression_chunk: u32,
+    pub checkpoint_repo: [u8; URL_LEN],
+    pub checkpoint_revision: [u8; REVISION_LEN],
+    pub data_location: [u8; URL_LEN],
+    /// Merkle root of the data manifest the run pins (all zero: not pinned).
+    pub data_root: [u8; 32],
+}
+
+/// Where the run is: the epoch, the next step to train and the data cursor
+/// (global index of the next round's first sequence).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Progress {
+    pub epoch: u32,
+    pub step: u32,
+    pub data_index: u64,
+}
+
+/// Reward points shared by an epoch's finishers, and the slash per dropped client.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct EpochRates {
+    pub earning_rate_total_shared: u64,
+    pub slashing_rate_per_client: u64,
+}
+
+/// A registered client. A slot is free when unoccupied, or when its client is
+/// neither pending nor in the current epoch and holds no unsettled points.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientSlot {
+    pub signer: [u8; 32],
+    pub p2p_identity: [u8; 32],
+    pub earned: u64,
+    pub slashed: u64,
+    /// Epoch this client last finished healthy (valid when `has_finished`).
+    pub last_finished_epoch: u32,
+    pub occupied: u8,
+    /// Joined for the next epoch that forms.
+    pub pending: u8,
+    /// Listed in the current epoch's clients.
+    pub in_epoch: u8,
+    pub has_finished: u8,
+}
+
+/// An entry of the current epoch's ordered client list.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochClient {
+    /// Index into `CoordinatorState::clients`.
+    pub slot: u16,
+    /// One of `client_state`.
+    pub state: u8,
+    pub warmup_witnessed: u8,
+}
+
+/// One witness report of a round.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Witness {
+    /// The witness's index in the round's client list.
+    pub index: u16,
+    pub _padding: [u8; 6],
+    /// Signers whose payload the witness downloaded and verified.
+    pub participant_bloom: Bloom,
+    /// Commitment hashes of the first valid payload per batch.
+    pub broadcast_bloom: Bloom,
+    /// Merkle root over all broadcast commitment hashes the witness saw.
+    pub broadcast_merkle: [u8; 32],
+}
+
+/// One training round.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Round {
+    pub seed: [u8; 32],
+    /// Global index of the round's first sequence.
+    pub data_index: u64,
+    /// The optimizer step this round trains.
+    pub step: u32,
+    /// Round number within the epoch (0 = first).
+    pub height: u32,
+    pub batch_size: u16,
+    /// Clients in the round (the first `clients_len` epoch entries).
+    pub clients_len: u16,
+    /// Witnesses elected.
+    pub witness_count: u16,
+    /// Witness reports received (valid entries of `witnesses`).
+    pub witnesses_len: u16,
+    pub witnesses: [Witness; MAX_WITNESSES as usize],
+}
+
+/// The current epoch. Reset when an epoch forms.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochState {
+    pub start_timestamp: i64,
+    pub start_step: u32,
+    /// Step at which the epoch ends after its time ran out (0: not yet decided).
+    pub last_step: u32,
+    pub clients_len: u16,
+    pub warmup_witnesses: u16,
+    /// Ring index of the current round in `rounds`.
+    pub rounds_head: u8,
+    /// First epoch after a pause: clients ramp the learning rate from zero.
+    pub cold_start: u8,
+    /// A round ended without a witness quorum: the epoch ends without rewards.
+    pub quorum_failed: u8,
+    pub _padding: u8,
+    pub rounds: [Round; NUM_STORED_ROUNDS],
+    pub clients: [EpochClient; MAX_CLIENTS],
+}
+
+/// The CoordinatorAccount's data after its 8-byte Anchor discriminator.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoordinatorState {
+    pub version: u64,
+    /// Bumped on every successful instruction; clients drop stale notifications.
+    pub nonce: u64,
+    pub run_id: [u8; RUN_ID_LEN],
+    pub client_version: [u8; CLIENT_VERSION_LEN],
+    pub metadata: RunMetadata,
+    pub config: CoordinatorConfig,
+    pub model: Model,
+    pub progress: Progress,
+    pub current_rates: EpochRates,
+    pub future_rates: EpochRates,
+    /// Seed of the latest round (the chain every next seed extends).
+    pub seed: [u8; 32],
+    pub run_state_start: i64,
+    /// A `RunState` tag.
+    pub run_state: u8,
+    /// A pause was requested while active; it takes effect at epoch end.
+    pub pending_pause: u8,
+    /// The next epoch to form is a cold start (set by pausing).
+    pub cold_start_next: u8,
+    pub _padding: [u8; 5],
+    pub epoch: EpochState,
+    pub clients: [ClientSlot; MAX_CLIENTS],
+}
+
+/// Account data size including the 8-byte discriminator.
+pub const ACCOUNT_SIZE: usize = 8 + core::mem::size_of::<CoordinatorState>();
+
+impl CoordinatorState {
+    /// Views account data (after the discriminator) as the state. Fails unless the
+    /// buffer has exactly the state's size and is 8-byte aligned.
+    pub fn from_bytes_mut(data: &mut [u8]) -> Option<&mut CoordinatorState> {
+        if data.len() != core::mem::size_of::<CoordinatorState>()
+            || data.as_ptr() as usize % core::mem::align_of::<CoordinatorState>() != 0
+        {
+            return None;
+        }
+        // SAFETY: size and alignment were checked above; the struct is repr(C)
+        // made only of integers and byte arrays, so every bit pattern is a valid
+        // value; the returned borrow keeps `data` exclusively borrowed.
+        Some(unsafe { &mut *(data.as_mut_ptr() as *mut CoordinatorState) })
+    }
+
+    /// Read-only view, same rules as `from_bytes_mut`.
+    pub fn from_bytes(data: &[u8]) -> Option<&CoordinatorState> {
+        if data.len() != core::mem::size_of::<CoordinatorState>()
+            || data.as_ptr() as usize % core::mem::align_of::<CoordinatorState>() != 0
+        {
+            return None;
+        }
+        // SAFETY: as in `from_bytes_mut`, with a shared borrow.
+        Some(unsafe { &*(data.as_ptr() as *const CoordinatorState) })
+    }
+
+    /// The state's bytes (for hashing, comparison and writing back).
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the struct has no implicit padding (tested), so all its bytes
+        // are initialized; the slice borrows `self`.
+        unsafe { core::slice::from_raw_parts(self as *const Self as *const u8, core::mem::size_of::<Self>()) }
+    }
+}
+
+/// Length of the string in a zero-padded fixed field, if it is valid UTF-8 with
+/// nothing but zeros after its end.
+pub fn fixed_str_len(field: &[u8]) -> Option<usize> {
+    let len = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    if field[len..].iter().any(|&b| b != 0) || core::str::from_utf8(&field[..len]).is_err() {
+        return None;
+    }
+    Some(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{offset_of, size_of};
+
+    /// Asserts that the listed fields tile the struct with no gaps, i.e. no
+    /// implicit padding, so Borsh and the C layout coincide.
+    macro_rules! assert_tiled {
+        ($t:ty, $($f:ident: $ft:ty),+ $(,)?) => {{
+            let mut next = 0usize;
+            $(
+                assert_eq!(offset_of!($t, $f), next, "{}::{} offset", stringify!($t), stringify!($f));
+                next += size_of::<$ft>();
+            )+
+            assert_eq!(size_of::<$t>(), next, "{} has trailing padding", stringify!($t));
+        }};
+    }
+
+    #[test]
+    fn layouts_have_no_implicit_padding() {
+        assert_tiled!(Bloom, bits: [u64; 16], salt: [u8; 8], num_bits: u16, num_hashes: u8, _padding: [u8; 5]);
+        assert_tiled!(RunMetadata, name: [u8; NAME_LEN], description: [u8; DESCRIPTION_LEN], num_parameters: u64, vocab_size: u64);
+        assert_tiled!(CoordinatorConfig, warmup_time: u64, cooldown_time: u64, max_round_train_time: u64,
+            round_witness_time: u64, epoch_time: u64, global_batch_size_warmup_tokens: u64, total_steps: u32,
+            init_min_clients: u16, min_clients: u16, witness_nodes: u16, global_batch_size_start: u16,
+            global_batch_size_end: u16, waiting_for_members_extra_time: u16);
+        assert_tiled!(Model, architecture: u8, tokenizer: u8, data_type: u8, checkpoint_kind: u8,
+            data_location_kind: u8, lr_schedule: u8, optimizer: u8, quantize_1bit: u8, max_seq_len: u32,
+            cold_start_warmup_steps: u32, n_layer: u16, n_head: u16, n_embd: u32, vocab_size: u32,
+            lr_warmup_steps: u32, lr_decay_steps: u32, learning_rate: u32, final_learning_rate: u32,
+            weight_decay: u32, clip_grad_norm: u32, compression_decay: u32, compression_topk: u32,
+            compression_chunk: u32, checkpoint_repo: [u8; URL_LEN], checkpoint_revision: [u8; REVISION_LEN],
+            data_location: [u8; URL_LEN], data_root: [u8; 32]);
+        assert_tiled!(Progress, epoch: u32, step: u32, data_index: u64);
+        assert_tiled!(EpochRates, earning_rate_total_shared: u64, slashing_rate_per_client: u64);
+        assert_tiled!(ClientSlot, signer: [u8; 32], p2p_identity: [u8; 32], earned: u64, slashed: u64,
+            last_finished_epoch: u32, occupied: u8, pending: u8, in_epoch: u8, has_finished: u8);
+        assert_tiled!(EpochClient, slot: u16, state: u8, warmup_witnessed: u8);
+        assert_tiled!(Witness, index: u16, _padding: [u8; 6], participant_bloom: Bloom, broadcast_bloom: Bloom,
+            broadcast_merkle: [u8; 32]);
+        assert_tiled!(Round, seed: [u8; 32], data_index: u64, step: u32, height: u32, batch_size: u16,
+            clients_len: u16, witness_count: u16, witnesses_len: u16, witnesses: [Witness; 32]);
+        assert_tiled!(EpochState, start_timestamp: i64, start_step: u32, last_step: u32, clients_len: u16,
+            warmup_witnesses: u16, rounds_head: u8, cold_start: u8, quorum_failed: u8, _padding: u8,
+            rounds: [Round; NUM_STORED_ROUNDS], clients: [EpochClient; MAX_CLIENTS]);
+        assert_tiled!(CoordinatorState, version: u64, nonce: u64, run_id: [u8; RUN_ID_LEN],
+            client_version: [u8; CLIENT_VERSION_LEN], metadata: RunMetadata, config: CoordinatorConfig,
+            model: Model, progress: Progress, current_rates: EpochRates, future_rates: EpochRates,
+            seed: [u8; 32], run_state_start: i64, run_state: u8, pending_pause: u8, cold_start_next: u8,
+            _padding: [u8; 5], epoch: EpochState, clients: [ClientSlot; MAX_CLIENTS]);
+        assert_eq!(core::mem::align_of::<CoordinatorState>(), 8);
+    }
+
+    #[test]
+    fn from_bytes_checks_size_and_alignment() {
+        let words = vec![0u64; size_of::<CoordinatorState>() / 8 + 1];
+        let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let n = size_of::<CoordinatorState>();
+        // A Vec<u8> is not guaranteed 8-aligned; find an aligned window in it.
+        let off = (8 - bytes.as_ptr() as usize % 8) % 8;
+        assert!(CoordinatorState::from_bytes_mut(&mut bytes[off..off + n]).is_some());
+        assert!(CoordinatorState::from_bytes_mut(&mut bytes[off..off + n - 1]).is_none());
+        if off + n + 1 <= bytes.len() {
+            assert!(CoordinatorState::from_bytes(&bytes[off + 1..off + n + 1]).is_none());
+        }
+        let state = CoordinatorState::from_bytes(&bytes[off..off + n]).unwrap();
+        assert_eq!(state.as_bytes().len(), n);
+        assert_eq!(RunState::from_u8(state.run_state), Some(RunState::Uninitialized));
+    }
+
+    #[test]
+    fn fixed_strings() {
+        let cases: [(&[u8], Option<usize>); 6] = [
+            (b"abc\0\0", Some(3)),
+            (b"abcde", Some(5)),
+            (b"\0\0\0", Some(0)),
+            (b"ab\0c\0", None),
+            (b"\xff\xfe\0\0", None),
+            ("é\0".as_bytes(), Some(2)),
+        ];
+        for (field, want) in cases {
+            assert_eq!(fixed_str_len(field), want, "{field:?}");
+        }
+    }
+
+    #[test]
+    fn run_state_tags_round_trip() {
+        for v in 0..=255u8 {
+            match RunState::from_u8(v) {
+                Some(s) => assert_eq!(s as u8, v),
+                None => assert!(v > 7),
+            }
+        }
+    }
+}
