@@ -1,0 +1,564 @@
+// JSON-RPC methods with the params and result shapes of the real Solana RPC.
+import * as bs58 from './base58.js';
+import {
+  BLOCKHASH_VALID_SLOTS, SLOTS_PER_EPOCH, TOKEN_PROGRAMS, isMintData, isTokenAccountData, isTokenProgram, uiTokenAmount,
+} from './chain.js';
+import {
+  INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, TRANSACTION_SIGNATURE_VERIFICATION_FAILURE,
+  UNSUPPORTED_TRANSACTION_VERSION, invalidParams,
+} from './errors.js';
+import { MAX_TX_BYTES, messageFee, parseMessage, WireError, zstdFrame } from './wire.js';
+
+export const API_VERSION = '2.2.0';
+const SOLANA_CORE_VERSION = '2.2.0';
+const FEATURE_SET = 3640012085;
+const MAX_SIGNATURE_STATUSES = 256;
+const MAX_MULTIPLE_ACCOUNTS = 100;
+const MAX_SIGNATURES_FOR_ADDRESS = 1000;
+const MAX_BASE58_ACCOUNT_BYTES = 128;
+const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
+const COMMITMENTS = new Set(['processed', 'confirmed', 'finalized', 'recent', 'single', 'singleGossip', 'root', 'max']);
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+// ---- parameter readers: each throws -32602 with what was wrong ----
+
+function typeName(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'sequence';
+  if (typeof v === 'bigint') return 'integer';
+  return typeof v === 'number' ? (Number.isInteger(v) ? 'integer' : 'floating point') : typeof v;
+}
+
+const wrongType = (v, expected) => invalidParams(`Invalid params: invalid type: ${typeName(v)}, expected ${expected}.`);
+
+function str(v, expected = 'a string') {
+  if (typeof v !== 'string') throw wrongType(v, expected);
+  return v;
+}
+
+export function pubkey(v) {
+  str(v, 'a base58 public key string');
+  const b = bs58.decodeAddress(v);
+  if (!b) throw invalidParams('Invalid param: Invalid');
+  return b;
+}
+
+function u64(v, what = 'u64') {
+  if (typeof v === 'bigint') {
+    if (v >= 0n && v < 2n ** 64n) return v;
+  } else if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) {
+    return BigInt(v);
+  }
+  throw wrongType(v, what);
+}
+
+function usize(v, what = 'usize') {
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v;
+  throw wrongType(v, what);
+}
+
+function config(v) {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw wrongType(v, 'a config object');
+  if (v.commitment !== undefined && !COMMITMENTS.has(v.commitment)) {
+    throw invalidParams(`Invalid params: unknown commitment ${JSON.stringify(v.commitment)}.`);
+  }
+  return v;
+}
+
+function args(params, min, max) {
+  if (params === undefined || params === null) params = [];
+  if (!Array.isArray(params)) throw invalidParams('Invalid params: expected an array of parameters.');
+  if (params.length < min) throw invalidParams(`Invalid params: expected at least ${min} parameter(s), got ${params.length}.`);
+  if (params.length > max) throw invalidParams(`Invalid params: expected at most ${max} parameter(s), got ${params.length}.`);
+  return params;
+}
+
+function signature(v) {
+  str(v, 'a base58 signature string');
+  const b = v.length <= 88 ? bs58.decode(v) : null;
+  if (!b || b.length !== 64) throw invalidParams('Invalid param: Invalid');
+  return v;
+}
+
+export class Rpc {
+  /** @param {import('./chain.js').Chain} chain */
+  constructor(chain, log) {
+    this.chain = chain;
+    this.log = log;
+    this.methods = {
+      getVersion: () => ({ 'solana-core': SOLANA_CORE_VERSION, 'feature-set': FEATURE_SET }),
+      getHealth: () => 'ok',
+      getIdentity: () => ({ identity: chain.identity }),
+      getGenesisHash: () => chain.genesisHash,
+      getSlot: (p) => this.withCfg(p, 0, () => chain.slot),
+      getBlockHeight: (p) => this.withCfg(p, 0, () => chain.slot),
+      getTransactionCount: (p) => this.withCfg(p, 0, () => chain.txCount),
+      getFirstAvailableBlock: () => 0,
+      minimumLedgerSlot: () => 0,
+      getEpochSchedule: () => ({ slotsPerEpoch: SLOTS_PER_EPOCH, leaderScheduleSlotOffset: SLOTS_PER_EPOCH, warmup: false, firstNormalEpoch: 0, firstNormalSlot: 0 }),
+      getEpochInfo: (p) => this.withCfg(p, 0, () => ({
+        absoluteSlot: chain.slot, blockHeight: chain.slot, epoch: Math.floor(chain.slot / SLOTS_PER_EPOCH),
+        slotIndex: chain.slot % SLOTS_PER_EPOCH, slotsInEpoch: SLOTS_PER_EPOCH, transactionCount: chain.txCount,
+      })),
+      getLatestBlockhash: (p) => this.withCfg(p, 0, () => this.ctx({
+        blockhash: chain.latest.hash, lastValidBlockHeight: chain.latest.slot + BLOCKHASH_VALID_SLOTS,
+      })),
+      isBlockhashValid: (p) => {
+        const [hash, cfg] = args(p, 1, 2);
+        str(hash, 'a base58 blockhash string');
+        this.checkCfg(cfg);
+        const last = chain.lastValidSlot(hash);
+        return this.ctx(last !== null && chain.slot <= last);
+      },
+      getFeeForMessage: (p) => {
+        const [msg, cfg] = args(p, 1, 2);
+        this.checkCfg(cfg);
+        let parsed;
+        try {
+          parsed = parseMessage(this.bytes(msg, 'base64'));
+        } catch (e) {
+          if (e instanceof WireError) throw invalidParams(`invalid message: ${e.message}`);
+          throw e;
+        }
+        const valid = chain.lastValidSlot(bs58.encode(parsed.recentBlockhash)) !== null;
+        return this.ctx(valid ? messageFee(parsed) : null);
+      },
+      getBalance: (p) => {
+        const [key, cfg] = args(p, 1, 2);
+        const k = pubkey(key);
+        this.checkCfg(cfg);
+        return this.ctx(chain.svm.getBalance(k) ?? 0n);
+      },
+      getMinimumBalanceForRentExemption: (p) => {
+        const [len, cfg] = args(p, 1, 2);
+        config(cfg);
+        return chain.svm.minimumBalanceForRentExemption(BigInt(usize(len)));
+      },
+      getAccountInfo: (p) => {
+        const [key, c] = args(p, 1, 2);
+        const k = pubkey(key);
+        const cfg = this.checkCfg(c);
+        return this.ctx(this.account(chain.getAccount(k), cfg));
+      },
+      getMultipleAccounts: (p) => {
+        const [keys, c] = args(p, 1, 2);
+        if (!Array.isArray(keys)) throw wrongType(keys, 'a sequence of public keys');
+        if (keys.length > MAX_MULTIPLE_ACCOUNTS) throw invalidParams(`Too many inputs provided; max ${MAX_MULTIPLE_ACCOUNTS}`);
+        const ks = keys.map(pubkey);
+        const cfg = this.checkCfg(c);
+        return this.ctx(ks.map((k) => this.account(chain.getAccount(k), cfg)));
+      },
+      getProgramAccounts: (p) => {
+        const [key, c] = args(p, 1, 2);
+        const program = pubkey(key);
+        const cfg = this.checkCfg(c);
+        const filters = this.filters(cfg.filters);
+        const out = [];
+        for (const item of chain.svm.getProgramAccounts(program)) {
+          const acc = item.account();
+          const data = acc.data();
+          if (!filters.every((f) => f(data))) continue;
+          out.push({ pubkey: bs58.encode(item.address), account: this.account(acc, cfg) });
+        }
+        return cfg.withContext ? this.ctx(out) : out;
+      },
+      requestAirdrop: (p) => {
+        const [key, lamports, cfg] = args(p, 2, 3);
+        const k = pubkey(key);
+        const amount = u64(lamports);
+        this.checkCfg(cfg);
+        return chain.requestAirdrop(k, amount);
+      },
+      sendTransaction: (p) => {
+        const [tx, c] = args(p, 1, 2);
+        const cfg = this.checkCfg(c);
+        const raw = this.txBytes(tx, cfg.encoding);
+        if (cfg.skipPreflight !== undefined && typeof cfg.skipPreflight !== 'boolean') throw wrongType(cfg.skipPreflight, 'a boolean');
+        return chain.sendTransaction(raw, { skipPreflight: cfg.skipPreflight === true });
+      },
+      simulateTransaction: (p) => this.simulateTransaction(p),
+      getSignatureStatuses: (p) => {
+        const [sigs, cfg] = args(p, 1, 2);
+        if (!Array.isArray(sigs)) throw wrongType(sigs, 'a sequence of signatures');
+        if (sigs.length > MAX_SIGNATURE_STATUSES) throw invalidParams(`Too many inputs provided; max ${MAX_SIGNATURE_STATUSES}`);
+        sigs.forEach(signature);
+        config(cfg);
+        return this.ctx(sigs.map((s) => {
+          const r = chain.records.get(s);
+          return r ? this.status(r) : null;
+        }));
+      },
+      getTransaction: (p) => this.getTransaction(p),
+      getSignaturesForAddress: (p) => {
+        const [key, c] = args(p, 1, 2);
+        const address = bs58.encode(pubkey(key));
+        const cfg = this.checkCfg(c);
+        const limit = cfg.limit === undefined || cfg.limit === null ? MAX_SIGNATURES_FOR_ADDRESS : usize(cfg.limit);
+        if (limit < 1 || limit > MAX_SIGNATURES_FOR_ADDRESS) throw invalidParams(`Invalid limit; max ${MAX_SIGNATURES_FOR_ADDRESS}`);
+        if (cfg.before) signature(cfg.before);
+        if (cfg.until) signature(cfg.until);
+        const list = chain.byAddress.get(address) ?? [];
+        const out = [];
+        let i = list.length - 1;
+        if (cfg.before) {
+          const b = chain.records.get(cfg.before);
+          if (!b) return [];
+          while (i >= 0 && list[i].seq >= b.seq) i--;
+        }
+        for (; i >= 0 && out.length < limit; i--) {
+          const r = list[i];
+          if (r.signature === cfg.until) break;
+          out.push({ signature: r.signature, slot: r.slot, err: r.err, memo: null, blockTime: r.blockTime, confirmationStatus: 'finalized' });
+        }
+        return out;
+      },
+      getTokenAccountBalance: (p) => {
+        const [key, cfg] = args(p, 1, 2);
+        const data = this.tokenData(pubkey(key), isTokenAccountData, 'Token account');
+        this.checkCfg(cfg);
+        return this.ctx(uiTokenAmount(data.readBigUInt64LE(64), this.decimals(data.subarray(0, 32))));
+      },
+      getTokenSupply: (p) => {
+        const [key, cfg] = args(p, 1, 2);
+        const data = this.tokenData(pubkey(key), isMintData, 'Token mint');
+        this.checkCfg(cfg);
+        return this.ctx(uiTokenAmount(data.readBigUInt64LE(36), data[44]));
+      },
+      getTokenAccountsByOwner: (p) => {
+        const [key, filter, c] = args(p, 2, 3);
+        const owner = pubkey(key);
+        if (!filter || typeof filter !== 'object' || Array.isArray(filter)) throw wrongType(filter, 'a mint or programId filter');
+        const cfg = this.checkCfg(c);
+        let programs = TOKEN_PROGRAMS;
+        let mint = null;
+        if (filter.mint !== undefined) {
+          mint = pubkey(filter.mint);
+          const m = chain.getAccount(mint);
+          if (!m) throw invalidParams('Invalid param: could not find mint');
+          programs = [Buffer.from(m.owner())];
+        } else if (filter.programId !== undefined) {
+          const prog = pubkey(filter.programId);
+          if (!isTokenProgram(prog)) throw invalidParams('Invalid param: unrecognized Token program id');
+          programs = [prog];
+        } else {
+          throw invalidParams('Invalid params: expected a mint or programId filter.');
+        }
+        const out = [];
+        for (const prog of programs) {
+          for (const item of chain.svm.getProgramAccounts(prog)) {
+            const acc = item.account();
+            const data = Buffer.from(acc.data());
+            if (!isTokenAccountData(data) || !data.subarray(32, 64).equals(owner)) continue;
+            if (mint && !data.subarray(0, 32).equals(mint)) continue;
+            out.push({ pubkey: bs58.encode(item.address), account: this.account(acc, cfg) });
+          }
+        }
+        return this.ctx(out);
+      },
+      getRecentPrioritizationFees: () => [],
+    };
+  }
+
+  /** Answers one request object; returns the response object. */
+  handle(req) {
+    const id = req && typeof req === 'object' && !Array.isArray(req) && req.id !== undefined ? req.id : null;
+    try {
+      if (!req || typeof req !== 'object' || Array.isArray(req) || req.jsonrpc !== '2.0' || typeof req.method !== 'string') {
+        throw new RpcError(INVALID_REQUEST, 'Invalid request');
+      }
+      const fn = Object.hasOwn(this.methods, req.method) ? this.methods[req.method] : null;
+      if (!fn) throw new RpcError(METHOD_NOT_FOUND, 'Method not found');
+      return { jsonrpc: '2.0', result: fn(req.params), id };
+    } catch (e) {
+      if (e instanceof RpcError) return { jsonrpc: '2.0', error: e.toJSON(), id };
+      this.log.error(`internal error in ${req && req.method}: ${e.stack ?? e}`);
+      return { jsonrpc: '2.0', error: { code: -32603, message: `Internal error: ${e.message}` }, id };
+    }
+  }
+
+  ctx(value) {
+    return { context: { slot: this.chain.slot, apiVersion: API_VERSION }, value };
+  }
+
+  checkCfg(c) {
+    const cfg = config(c);
+    if (cfg.minContextSlot !== undefined && cfg.minContextSlot !== null && usize(cfg.minContextSlot) > this.chain.slot) {
+      throw new RpcError(MIN_CONTEXT_SLOT_NOT_REACHED, 'Minimum context slot has not been reached', { contextSlot: this.chain.slot });
+    }
+    return cfg;
+  }
+
+  withCfg(p, min, fn) {
+    const [cfg] = args(p, min, 1);
+    this.checkCfg(cfg);
+    return fn();
+  }
+
+  bytes(v, encoding) {
+    str(v);
+    if (encoding === 'base58') {
+      const b = bs58.decode(v);
+      if (!b) throw invalidParams('invalid base58 encoding');
+      return b;
+    }
+    if (v.length % 4 !== 0 || !BASE64.test(v)) throw invalidParams('invalid base64 encoding');
+    return Buffer.from(v, 'base64');
+  }
+
+  txBytes(v, encoding = 'base58') {
+    if (encoding !== 'base58' && encoding !== 'base64') {
+      throw invalidParams(`unsupported encoding: ${encoding}. Supported encodings: base58, base64`);
+    }
+    str(v, 'an encoded transaction string');
+    // The encoded length of MAX_TX_BYTES, as a real validator checks it.
+    const maxLen = encoding === 'base58' ? 1683 : 4 * Math.ceil(MAX_TX_BYTES / 3);
+    if (v.length > maxLen) {
+      throw invalidParams(`${encoding} encoded solana_transaction::versioned::VersionedTransaction too large: ${v.length} bytes (max: encoded/raw ${maxLen}/${MAX_TX_BYTES})`);
+    }
+    return this.bytes(v, encoding);
+  }
+
+  filters(list) {
+    if (list === undefined || list === null) return [];
+    if (!Array.isArray(list)) throw wrongType(list, 'a sequence of filters');
+    if (list.length > 4) throw invalidParams('Too many filters provided; max 4');
+    return list.map((f) => {
+      if (f && typeof f === 'object' && f.dataSize !== undefined) {
+        const size = usize(f.dataSize);
+        return (data) => data.length === size;
+      }
+      if (f && typeof f === 'object' && f.memcmp && typeof f.memcmp === 'object') {
+        const offset = usize(f.memcmp.offset);
+        const enc = f.memcmp.encoding ?? 'base58';
+        if (enc !== 'base58' && enc !== 'base64') throw invalidParams(`Invalid param: unsupported memcmp encoding ${enc}`);
+        const bytes = this.bytes(f.memcmp.bytes, enc);
+        if (bytes.length > 128) throw invalidParams('Invalid param: memcmp bytes longer than 128');
+        return (data) => {
+          if (offset + bytes.length > data.length) return false;
+          for (let i = 0; i < bytes.length; i++) if (data[offset + i] !== bytes[i]) return false;
+          return true;
+        };
+      }
+      throw invalidParams(`Invalid param: unsupported filter ${JSON.stringify(f)}`);
+    });
+  }
+
+  /** An account in the RPC's UiAccount shape, or null. */
+  account(acc, cfg) {
+    if (!acc) return null;
+    let data = Buffer.from(acc.data());
+    const owner = Buffer.from(acc.owner());
+    const space = data.length;
+    const encoding = cfg.encoding ?? 'binary';
+    if (cfg.dataSlice !== undefined && cfg.dataSlice !== null) {
+      if (encoding === 'jsonParsed') throw invalidParams('Invalid param: dataSlice cannot be used with jsonParsed');
+      const { offset, length } = cfg.dataSlice;
+      const o = usize(offset);
+      data = data.subarray(o, o + usize(length));
+    }
+    let encoded;
+    switch (encoding) {
+      case 'binary':
+      case 'base58':
+        if (data.length > MAX_BASE58_ACCOUNT_BYTES) {
+          throw new RpcError(INVALID_REQUEST, `Encoded binary (base 58) data should be less than ${MAX_BASE58_ACCOUNT_BYTES} bytes, please use Base64 encoding.`);
+        }
+        encoded = encoding === 'binary' ? bs58.encode(data) : [bs58.encode(data), 'base58'];
+        break;
+      case 'base64':
+        encoded = [data.toString('base64'), 'base64'];
+        break;
+      case 'base64+zstd':
+        encoded = [zstdFrame(data).toString('base64'), 'base64+zstd'];
+        break;
+      case 'jsonParsed':
+        encoded = this.parsed(owner, data) ?? [data.toString('base64'), 'base64'];
+        break;
+      default:
+        throw invalidParams(`Invalid params: unknown encoding ${JSON.stringify(encoding)}.`);
+    }
+    return { data: encoded, executable: acc.executable(), lamports: acc.lamports(), owner: bs58.encode(owner), rentEpoch: acc.rentEpoch(), space };
+  }
+
+  /** jsonParsed for SPL token accounts and mints; null for everything else. */
+  parsed(owner, data) {
+    if (!isTokenProgram(owner)) return null;
+    const program = owner.equals(TOKEN_PROGRAMS[0]) ? 'spl-token' : 'spl-token-2022';
+    const coption = (off) => (data.readUInt32LE(off) === 1 ? bs58.encode(data.subarray(off + 4, off + 36)) : null);
+    if (isTokenAccountData(data)) {
+      const state = ['uninitialized', 'initialized', 'frozen'][data[108]] ?? 'uninitialized';
+      const info = {
+        isNative: data.readUInt32LE(109) === 1, mint: bs58.encode(data.subarray(0, 32)), owner: bs58.encode(data.subarray(32, 64)),
+        state, tokenAmount: uiTokenAmount(data.readBigUInt64LE(64), this.decimals(data.subarray(0, 32))),
+      };
+      const delegate = coption(72);
+      if (delegate) {
+        info.delegate = delegate;
+        info.delegatedAmount = uiTokenAmount(data.readBigUInt64LE(121), info.tokenAmount.decimals);
+      }
+      return { program, parsed: { info, type: 'account' }, space: data.length };
+    }
+    if (isMintData(data)) {
+      return {
+        program,
+        parsed: {
+          info: {
+            decimals: data[44], freezeAuthority: coption(46), isInitialized: data[45] === 1,
+            mintAuthority: coption(0), supply: data.readBigUInt64LE(36).toString(),
+          },
+          type: 'mint',
+        },
+        space: data.length,
+      };
+    }
+    return null;
+  }
+
+  decimals(mint) {
+    const m = this.chain.getAccount(mint);
+    return m ? m.data()[44] ?? 0 : 0;
+  }
+
+  tokenData(key, isKind, kind) {
+    const acc = this.chain.getAccount(key);
+    const data = acc ? Buffer.from(acc.data()) : null;
+    if (!acc || !isTokenProgram(Buffer.from(acc.owner())) || !isKind(data)) {
+      throw invalidParams(`Invalid param: not a ${kind}`);
+    }
+    return data;
+  }
+
+  status(r) {
+    return { slot: r.slot, confirmations: null, err: r.err, status: r.err ? { Err: r.err } : { Ok: null }, confirmationStatus: 'finalized' };
+  }
+
+  simulateTransaction(p) {
+    const { chain } = this;
+    const [tx, c] = args(p, 1, 2);
+    const cfg = this.checkCfg(c);
+    const sigVerify = cfg.sigVerify === true;
+    const replace = cfg.replaceRecentBlockhash === true;
+    if (sigVerify && replace) throw invalidParams('sigVerify may not be used with replaceRecentBlockhash');
+    let raw = this.txBytes(tx, cfg.encoding);
+    const parsed = chain.decode(raw);
+    let replacementBlockhash = null;
+    const value = {
+      err: null, logs: [], accounts: null, unitsConsumed: 0, returnData: null, innerInstructions: null, replacementBlockhash,
+    };
+    if (replace) {
+      raw = Buffer.from(raw);
+      const off = parsed.message.recentBlockhash.byteOffset - parsed.raw.byteOffset;
+      bs58.decode(chain.latest.hash).copy(raw, off);
+      replacementBlockhash = { blockhash: chain.latest.hash, lastValidBlockHeight: chain.latest.slot + BLOCKHASH_VALID_SLOTS };
+      value.replacementBlockhash = replacementBlockhash;
+    } else if (chain.lastValidSlot(bs58.encode(parsed.message.recentBlockhash)) === null) {
+      return this.ctx({ ...value, err: 'BlockhashNotFound' });
+    }
+    let addresses = null;
+    if (cfg.accounts !== undefined && cfg.accounts !== null) {
+      if (typeof cfg.accounts !== 'object' || !Array.isArray(cfg.accounts.addresses)) throw wrongType(cfg.accounts, 'an accounts config');
+      addresses = cfg.accounts.addresses.map(pubkey);
+    }
+    const sim = chain.simulate(raw, parsed.message.version !== 'legacy', { sigVerify });
+    if (sim.err === 'SignatureFailure' && sigVerify) {
+      throw new RpcError(TRANSACTION_SIGNATURE_VERIFICATION_FAILURE, 'Transaction signature verification failure');
+    }
+    const meta = sim.meta;
+    value.err = sim.err;
+    value.logs = meta.logs();
+    value.unitsConsumed = meta.computeUnitsConsumed();
+    const rd = meta.returnData();
+    if (rd.data().length) value.returnData = { programId: bs58.encode(rd.programId()), data: [Buffer.from(rd.data()).toString('base64'), 'base64'] };
+    if (cfg.innerInstructions === true) {
+      value.innerInstructions = [];
+      meta.innerInstructions().forEach((list, index) => {
+        if (list.length) {
+          value.innerInstructions.push({
+            index,
+            instructions: list.map((inner) => {
+              const ci = inner.instruction();
+              return { programIdIndex: ci.programIdIndex(), accounts: Array.from(ci.accounts()), data: bs58.encode(ci.data()), stackHeight: inner.stackHeight() };
+            }),
+          });
+        }
+      });
+    }
+    if (addresses) {
+      const acctCfg = { encoding: cfg.accounts.encoding ?? 'base64' };
+      if (sim.info) {
+        const post = new Map(sim.info.postAccounts().map((a) => [bs58.encode(a.address), a.account()]));
+        value.accounts = addresses.map((a) => this.account(post.get(bs58.encode(a)) ?? chain.getAccount(a), acctCfg));
+      } else {
+        value.accounts = addresses.map(() => null);
+      }
+    }
+    return this.ctx(value);
+  }
+
+  getTransaction(p) {
+    const [sig, c] = args(p, 1, 2);
+    signature(sig);
+    const cfg = typeof c === 'string' ? { encoding: c } : this.checkCfg(c);
+    const r = this.chain.records.get(sig);
+    if (!r) return null;
+    const maxVersion = cfg.maxSupportedTransactionVersion;
+    if (maxVersion !== undefined && maxVersion !== null && maxVersion !== 0) {
+      throw invalidParams(`Invalid params: unsupported maxSupportedTransactionVersion ${maxVersion}.`);
+    }
+    const version = r.tx.message.version;
+    if (version !== 'legacy' && (maxVersion === undefined || maxVersion === null)) {
+      throw new RpcError(UNSUPPORTED_TRANSACTION_VERSION,
+        `Transaction version (${version}) is not supported by the requesting client. Please try the request again with the following configuration parameter: "maxSupportedTransactionVersion": ${version}`);
+    }
+    const encoding = cfg.encoding ?? 'json';
+    let transaction;
+    switch (encoding) {
+      case 'json':
+      case 'jsonParsed': // parsed instructions are not provided: plain json
+        transaction = this.txJSON(r);
+        break;
+      case 'base64':
+        transaction = [r.raw.toString('base64'), 'base64'];
+        break;
+      case 'base58':
+        transaction = [bs58.encode(r.raw), 'base58'];
+        break;
+      default:
+        throw invalidParams(`Invalid params: unknown encoding ${JSON.stringify(encoding)}.`);
+    }
+    const loaded = r.tx.loaded ?? { writable: [], readonly: [] };
+    const out = {
+      slot: r.slot,
+      blockTime: r.blockTime,
+      transaction,
+      meta: {
+        err: r.err, status: r.err ? { Err: r.err } : { Ok: null }, fee: r.fee,
+        preBalances: r.preBalances, postBalances: r.postBalances,
+        innerInstructions: r.innerInstructions, logMessages: r.logs,
+        preTokenBalances: r.preTokenBalances, postTokenBalances: r.postTokenBalances, rewards: [],
+        loadedAddresses: { writable: loaded.writable.map(bs58.encode), readonly: loaded.readonly.map(bs58.encode) },
+        computeUnitsConsumed: r.computeUnitsConsumed,
+      },
+    };
+    if (r.returnData) out.meta.returnData = r.returnData;
+    if (maxVersion !== undefined && maxVersion !== null) out.version = version;
+    return out;
+  }
+
+  txJSON(r) {
+    const m = r.tx.message;
+    const message = {
+      accountKeys: m.accountKeys.map(bs58.encode),
+      header: m.header,
+      recentBlockhash: bs58.encode(m.recentBlockhash),
+      instructions: m.instructions.map((ix) => ({ programIdIndex: ix.programIdIndex, accounts: ix.accounts, data: bs58.encode(ix.data), stackHeight: null })),
+    };
+    if (m.version !== 'legacy') {
+      message.addressTableLookups = m.addressTableLookups.map((l) => ({
+        accountKey: bs58.encode(l.accountKey), writableIndexes: l.writableIndexes, readonlyIndexes: l.readonlyIndexes,
+      }));
+    }
+    return { signatures: r.tx.signatures.map(bs58.encode), message };
+  }
+}
