@@ -1,0 +1,75 @@
+package trainer
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Config is a model shape. Two trainers can exchange DeMo payloads and
+// states only when every field except MicroBatch matches.
+type Config struct {
+	Name        string `json:"name"`
+	Vocab       int    `json:"vocab"`        // real vocabulary size
+	PaddedVocab int    `json:"padded_vocab"` // rows of the embedding, >= Vocab
+	Layers      int    `json:"layers"`
+	Channels    int    `json:"channels"`
+	Heads       int    `json:"heads"`
+	SeqLen      int    `json:"seq_len"` // maximum sequence length
+	// MicroBatch is how many sequences one forward/backward pass holds in
+	// memory; Step accumulates gradients over as many passes as needed. It
+	// changes memory use, never results.
+	MicroBatch int `json:"micro_batch"`
+}
+
+var namedConfigs = map[string]Config{
+	"light":          {Name: "light", Vocab: 256, PaddedVocab: 256, Layers: 4, Channels: 128, Heads: 4, SeqLen: 128, MicroBatch: 8},
+	"small":          {Name: "small", Vocab: 256, PaddedVocab: 256, Layers: 6, Channels: 384, Heads: 6, SeqLen: 256, MicroBatch: 8},
+	"gpt2-bpe-small": {Name: "gpt2-bpe-small", Vocab: 50257, PaddedVocab: 50304, Layers: 6, Channels: 384, Heads: 6, SeqLen: 256, MicroBatch: 4},
+	"gpt2-124m":      {Name: "gpt2-124m", Vocab: 50257, PaddedVocab: 50304, Layers: 12, Channels: 768, Heads: 12, SeqLen: 1024, MicroBatch: 1},
+}
+
+// ConfigNames lists the named configurations.
+func ConfigNames() []string {
+	names := make([]string, 0, len(namedConfigs))
+	for n := range namedConfigs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ConfigByName returns a named configuration: light, small, gpt2-bpe-small or gpt2-124m.
+func ConfigByName(name string) (Config, error) {
+	c, ok := namedConfigs[name]
+	if !ok {
+		return Config{}, fmt.Errorf("unknown model config %q (known: %v)", name, ConfigNames())
+	}
+	return c, nil
+}
+
+// Validate reports the first field that makes c unusable.
+func (c Config) Validate() error {
+	switch {
+	case c.Vocab < 2 || c.Vocab > 1<<24:
+		return fmt.Errorf("model config: vocab %d out of range [2, 2^24]", c.Vocab)
+	case c.PaddedVocab < c.Vocab || c.PaddedVocab > 1<<24:
+		return fmt.Errorf("model config: padded vocab %d must be in [vocab=%d, 2^24]", c.PaddedVocab, c.Vocab)
+	case c.Layers < 1 || c.Layers > 1024:
+		return fmt.Errorf("model config: layers %d out of range [1, 1024]", c.Layers)
+	case c.Channels < 8 || c.Channels > 65536:
+		return fmt.Errorf("model config: channels %d out of range [8, 65536]", c.Channels)
+	case c.Heads < 1 || c.Channels%c.Heads != 0:
+		return fmt.Errorf("model config: heads %d must divide channels %d", c.Heads, c.Channels)
+	case c.SeqLen < 1 || c.SeqLen > 65536:
+		return fmt.Errorf("model config: seq_len %d out of range [1, 65536]", c.SeqLen)
+	case c.MicroBatch < 1 || c.MicroBatch > 65536:
+		return fmt.Errorf("model config: micro_batch %d out of range [1, 65536]", c.MicroBatch)
+	}
+	return nil
+}
+
+// sameModel reports whether c and o describe the same parameters.
+func (c Config) sameModel(o Config) bool {
+	return c.Vocab == o.Vocab && c.PaddedVocab == o.PaddedVocab && c.Layers == o.Layers &&
+		c.Channels == o.Channels && c.Heads == o.Heads && c.SeqLen == o.SeqLen
+}

@@ -1,0 +1,536 @@
+// demo.c: DeMo / DisTrO. Each client keeps a momentum delta, sends only the
+// top-k chunked-DCT coefficients of it (optionally as signs with a per-tensor
+// scale) and removes what it sent from delta (error feedback). Every client
+// then applies the scatter-mean of all accepted payloads, in one fixed client
+// order, as a sign-SGD step, so replicas stay bit-identical.
+//
+// Payload format v1, little-endian (README.md has the full spec):
+//   header  "PDMO" | u16 version=1 | u16 flags (bit 0: one-bit values) | u32 ntensors
+//   tensor  u32 rows | u32 cols | u16 chunk_rows | u16 chunk_cols | u16 k | u8 index_bytes | u8 0
+//           [f32 scale if one-bit] | indices (nchunks*k, index_bytes each)
+//           | values: one-bit: ceil(nchunks*k/8) bytes, LSB first, 1 = negative; else nchunks*k f32
+
+#define TR_DEMO_MAGIC "PDMO"
+#define TR_DEMO_VERSION 1
+#define TR_DEMO_HEADER 12
+#define TR_DEMO_TENSOR_HEADER 16
+#define TR_DEMO_MAX_CHUNK 256
+
+typedef struct {
+    int rows, cols;  // 2-D view of the parameter tensor
+    int cr, cc;      // chunk edges
+    int k;           // coefficients per chunk
+    int width;       // index bytes: 1, 2 or 4
+    size_t nchunks;
+    size_t offset;   // into the flat parameter array
+} tr_demo_tensor;
+
+static int tr_largest_divisor(int n, int cap) {
+    for (int d = cap < n ? cap : n; d > 1; d--)
+        if (n % d == 0) return d;
+    return 1;
+}
+
+static int tr_demo_check(const tr_demo *hp) {
+    if (!hp) return TR_EINVAL;
+    if (hp->chunk < 1 || hp->chunk > TR_DEMO_MAX_CHUNK || hp->topk < 1 || (hp->one_bit != 0 && hp->one_bit != 1) ||
+        (hp->lookahead != 0 && hp->lookahead != 1))
+        return TR_EINVAL;
+    // Written as negations so NaN fails too.
+    if (!(hp->lr >= 0.0f && hp->lr < 1e6f) || !(hp->decay >= 0.0f && hp->decay <= 1.0f) ||
+        !(hp->weight_decay >= 0.0f && hp->weight_decay < 1e6f) || !(hp->clip_norm < 1e30f) || hp->clip_norm != hp->clip_norm)
+        return TR_EINVAL;
+    return TR_OK;
+}
+
+// 2-D views: stacked per-layer matrices (L, OC, IC) are (L*OC, IC) with row
+// chunks dividing OC so no chunk spans two layers; stacked vectors (L, n) are
+// (L, n); the final LayerNorm vectors are (1, C).
+static void tr_demo_layout(const tr_model *m, const tr_demo *hp, tr_demo_tensor t[TR_NUM_TENSORS]) {
+    int L = m->cfg.layers, C = m->cfg.channels;
+    int dims[TR_NUM_TENSORS][3] = { // rows, cols, rows per layer
+        {m->cfg.padded_vocab, C, m->cfg.padded_vocab}, {m->cfg.seq_len, C, m->cfg.seq_len}, {L, C, L}, {L, C, L},
+        {L * 3 * C, C, 3 * C}, {L, 3 * C, L}, {L * C, C, C}, {L, C, L},
+        {L, C, L}, {L, C, L}, {L * 4 * C, C, 4 * C}, {L, 4 * C, L},
+        {L * C, 4 * C, C}, {L, C, L}, {1, C, 1}, {1, C, 1},
+    };
+    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+        tr_demo_tensor *x = &t[i];
+        x->rows = dims[i][0];
+        x->cols = dims[i][1];
+        x->cr = tr_largest_divisor(dims[i][2], hp->chunk);
+        x->cc = tr_largest_divisor(x->cols, hp->chunk);
+        int n = x->cr * x->cc;
+        x->k = hp->topk < n ? hp->topk : n;
+        x->width = n <= 256 ? 1 : n <= 65536 ? 2 : 4;
+        x->nchunks = (size_t)(x->rows / x->cr) * (size_t)(x->cols / x->cc);
+        x->offset = m->offsets[i];
+    }
+}
+
+static size_t tr_demo_tensor_bytes(const tr_demo_tensor *t, int one_bit) {
+    size_t e = t->nchunks * (size_t)t->k;
+    return TR_DEMO_TENSOR_HEADER + (one_bit ? 4 + (e + 7) / 8 : 4 * e) + e * (size_t)t->width;
+}
+
+int tr_demo_payload_size(const tr_model *m, const tr_demo *hp, size_t *size) {
+    if (!m || !size || tr_demo_check(hp)) return TR_EINVAL;
+    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_layout(m, hp, t);
+    size_t s = TR_DEMO_HEADER;
+    for (int i = 0; i < TR_NUM_TENSORS; i++) s += tr_demo_tensor_bytes(&t[i], hp->one_bit);
+    *size = s;
+    return TR_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Chunked orthonormal DCT-II. D[i][j] = s_i cos(pi (2j+1) i / 2n), s_0 = sqrt(1/n),
+// s_i = sqrt(2/n). A block X (cr, cc) maps to Y = Dr X Dc^T and back with
+// X = Dr^T Y Dc; every sum runs over its index in increasing order.
+
+static float *tr_dct_build(int n) {
+    float *d = malloc(sizeof(float) * (size_t)n * n);
+    if (!d) return NULL;
+    const double pi = 3.14159265358979323846;
+    for (int i = 0; i < n; i++) {
+        double s = __builtin_sqrt((i == 0 ? 1.0 : 2.0) / n);
+        for (int j = 0; j < n; j++) d[(size_t)i * n + j] = (float)(s * tr_cos(pi * (2 * j + 1) * i / (2.0 * n)));
+    }
+    return d;
+}
+
+static const float *tr_dct_get(tr_model *m, int n) {
+    if (!m->dct[n]) m->dct[n] = tr_dct_build(n);
+    return m->dct[n];
+}
+
+// tmp (cr, cc) scratch. Forward: y = Dr x Dc^T.
+static void tr_dct2(const float *dr, const float *dc, int cr, int cc, const float *x, float *y, float *tmp) {
+    for (int i = 0; i < cr; i++)
+        for (int q = 0; q < cc; q++) {
+            float s = 0.0f;
+            for (int j = 0; j < cc; j++) s += x[i * cc + j] * dc[q * cc + j];
+            tmp[i * cc + q] = s;
+        }
+    for (int p = 0; p < cr; p++)
+        for (int q = 0; q < cc; q++) {
+            float s = 0.0f;
+            for (int i = 0; i < cr; i++) s += dr[p * cr + i] * tmp[i * cc + q];
+            y[p * cc + q] = s;
+        }
+}
+
+// Inverse: x = Dr^T y Dc.
+static void tr_idct2(const float *dr, const float *dc, int cr, int cc, const float *y, float *x, float *tmp) {
+    for (int p = 0; p < cr; p++)
+        for (int j = 0; j < cc; j++) {
+            float s = 0.0f;
+            for (int q = 0; q < cc; q++) s += y[p * cc + q] * dc[q * cc + j];
+            tmp[p * cc + j] = s;
+        }
+    for (int i = 0; i < cr; i++)
+        for (int j = 0; j < cc; j++) {
+            float s = 0.0f;
+            for (int p = 0; p < cr; p++) s += dr[p * cr + i] * tmp[p * cc + j];
+            x[i * cc + j] = s;
+        }
+}
+
+static void tr_block_get(const float *base, int cols, int r0, int c0, int cr, int cc, float *blk) {
+    for (int i = 0; i < cr; i++) memcpy(blk + i * cc, base + (size_t)(r0 + i) * cols + c0, sizeof(float) * cc);
+}
+
+static int tr_dct_hook(int rows, int cols, int chunk, const float *in, float *out, int inverse) {
+    if (rows < 1 || cols < 1 || chunk < 1 || chunk > TR_DEMO_MAX_CHUNK || !in || !out) return TR_EINVAL;
+    int cr = tr_largest_divisor(rows, chunk), cc = tr_largest_divisor(cols, chunk);
+    float *dr = tr_dct_build(cr), *dc = tr_dct_build(cc);
+    float *blk = malloc(sizeof(float) * 3 * cr * cc);
+    int rc = TR_OK;
+    if (!dr || !dc || !blk) { rc = TR_ENOMEM; goto done; }
+    for (int r0 = 0; r0 < rows; r0 += cr)
+        for (int c0 = 0; c0 < cols; c0 += cc) {
+            tr_block_get(in, cols, r0, c0, cr, cc, blk);
+            if (inverse) tr_idct2(dr, dc, cr, cc, blk, blk + cr * cc, blk + 2 * cr * cc);
+            else tr_dct2(dr, dc, cr, cc, blk, blk + cr * cc, blk + 2 * cr * cc);
+            for (int i = 0; i < cr; i++)
+                memcpy(out + (size_t)(r0 + i) * cols + c0, blk + cr * cc + i * cc, sizeof(float) * cc);
+        }
+done:
+    free(dr); free(dc); free(blk);
+    return rc;
+}
+
+int tr_dct_forward(int rows, int cols, int chunk, const float *x, float *y) { return tr_dct_hook(rows, cols, chunk, x, y, 0); }
+int tr_dct_inverse(int rows, int cols, int chunk, const float *y, float *x) { return tr_dct_hook(rows, cols, chunk, y, x, 1); }
+
+// ---------------------------------------------------------------------------
+// Top-k: order indices by |y| descending, ties by lower index, with a stable
+// bottom-up merge sort (deterministic and total on finite values).
+static void tr_topk(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out) {
+    for (int i = 0; i < n; i++) idx[i] = (uint32_t)i;
+    uint32_t *src = idx, *dst = tmp;
+    for (int w = 1; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) {
+                float fa = y[src[a]], fb = y[src[b]];
+                fa = fa < 0 ? -fa : fa;
+                fb = fb < 0 ? -fb : fb;
+                dst[o++] = fb > fa ? src[b++] : src[a++]; // stable: equal keys keep index order
+            }
+            while (a < mid) dst[o++] = src[a++];
+            while (b < hi) dst[o++] = src[b++];
+        }
+        uint32_t *t = src; src = dst; dst = t;
+    }
+    memcpy(out, src, sizeof(uint32_t) * k);
+}
+
+// Sum of squares in fixed 4096-element blocks, blocks added in order.
+static int tr_grad_norm(tr_model *m, float *norm) {
+    const size_t BS = 4096;
+    size_t nb = (m->num_params + BS - 1) / BS;
+    float *part = malloc(sizeof(float) * nb);
+    if (!part) return TR_ENOMEM;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t b = 0; b < nb; b++) {
+        size_t end = (b + 1) * BS < m->num_params ? (b + 1) * BS : m->num_params;
+        float s = 0.0f;
+        for (size_t i = b * BS; i < end; i++) s += m->grads[i] * m->grads[i];
+        part[b] = s;
+    }
+    float s = 0.0f;
+    for (size_t b = 0; b < nb; b++) s += part[b];
+    free(part);
+    if (!(s - s == 0.0f)) return TR_EINVAL; // NaN or Inf gradients
+    *norm = __builtin_sqrtf(s);
+    return TR_OK;
+}
+
+// Multiplier for the gradients: 1, or clip/norm when the norm exceeds clip.
+static int tr_grad_scale(tr_model *m, float clip, float *scale) {
+    float norm;
+    int rc = tr_grad_norm(m, &norm);
+    if (rc) return rc;
+    *scale = (clip > 0.0f && norm > clip) ? clip / norm : 1.0f;
+    return TR_OK;
+}
+
+static void tr_put_u16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void tr_put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint32_t tr_get_u16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t tr_get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static void tr_put_f32(uint8_t *p, float f) { tr_put_u32(p, tr_f2bits(f)); }
+static float tr_get_f32(const uint8_t *p) { return tr_bits2f(tr_get_u32(p)); }
+
+static void tr_put_index(uint8_t *p, int width, uint32_t v) {
+    if (width == 1) p[0] = (uint8_t)v;
+    else if (width == 2) tr_put_u16(p, v);
+    else tr_put_u32(p, v);
+}
+
+static uint32_t tr_get_index(const uint8_t *p, int width) {
+    return width == 1 ? p[0] : width == 2 ? tr_get_u16(p) : tr_get_u32(p);
+}
+
+// Per-thread scratch for one chunk: 3 float blocks and 3 index arrays.
+typedef struct {
+    float *f;
+    uint32_t *u;
+    size_t per; // floats (and indices) per block
+} tr_demo_scratch;
+
+static int tr_demo_scratch_alloc(tr_model *m, const tr_demo_tensor *t, tr_demo_scratch *s) {
+    size_t per = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+        size_t n = (size_t)t[i].cr * t[i].cc;
+        if (n > per) per = n;
+    }
+    s->per = per;
+    s->f = malloc(sizeof(float) * 3 * per * m->nthreads);
+    s->u = malloc(sizeof(uint32_t) * 3 * per * m->nthreads);
+    if (!s->f || !s->u) { free(s->f); free(s->u); return TR_ENOMEM; }
+    for (int i = 0; i < TR_NUM_TENSORS; i++)
+        if (!tr_dct_get(m, t[i].cr) || !tr_dct_get(m, t[i].cc)) { free(s->f); free(s->u); return TR_ENOMEM; }
+    return TR_OK;
+}
+
+int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, size_t *len) {
+    if (!m || !out || !len || tr_demo_check(hp)) return TR_EINVAL;
+    if (!m->have_grads) return TR_ENOGRAD;
+    size_t need;
+    tr_demo_payload_size(m, hp, &need);
+    if (cap < need) return TR_ESHORT;
+    float gscale;
+    int rc = tr_grad_scale(m, hp->clip_norm, &gscale);
+    if (rc) return rc;
+    if (!m->delta) {
+        m->delta = calloc(m->num_params, sizeof(float));
+        if (!m->delta) return TR_ENOMEM;
+    }
+    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_layout(m, hp, t);
+    tr_demo_scratch s;
+    if ((rc = tr_demo_scratch_alloc(m, t, &s))) return rc;
+    size_t maxe = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++)
+        if (t[i].nchunks * t[i].k > maxe) maxe = t[i].nchunks * t[i].k;
+    uint32_t *sel_idx = malloc(sizeof(uint32_t) * maxe);
+    float *sel_val = malloc(sizeof(float) * maxe);
+    size_t maxc = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++)
+        if (t[i].nchunks > maxc) maxc = t[i].nchunks;
+    float *abs_part = malloc(sizeof(float) * maxc);
+    if (!sel_idx || !sel_val || !abs_part) { rc = TR_ENOMEM; goto done; }
+
+    // delta = decay * delta + lr * g (elementwise, so no order question)
+    float decay = hp->decay, lrs = hp->lr * gscale;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < m->num_params; i++) m->delta[i] = decay * m->delta[i] + lrs * m->grads[i];
+
+    memcpy(out, TR_DEMO_MAGIC, 4);
+    tr_put_u16(out + 4, TR_DEMO_VERSION);
+    tr_put_u16(out + 6, hp->one_bit ? 1 : 0);
+    tr_put_u32(out + 8, TR_NUM_TENSORS);
+    uint8_t *p = out + TR_DEMO_HEADER;
+    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+        const tr_demo_tensor *x = &t[ti];
+        const float *dr = m->dct[x->cr], *dc = m->dct[x->cc];
+        float *delta = m->delta + x->offset;
+        int n = x->cr * x->cc, k = x->k, bcols = x->cols / x->cc;
+        // 1. transform each chunk and select its top-k
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t b = 0; b < x->nchunks; b++) {
+            int tid = omp_get_thread_num();
+            float *blk = s.f + 3 * s.per * tid, *y = blk + s.per, *tmp = y + s.per;
+            uint32_t *ia = s.u + 3 * s.per * tid;
+            int r0 = (int)(b / bcols) * x->cr, c0 = (int)(b % bcols) * x->cc;
+            tr_block_get(delta, x->cols, r0, c0, x->cr, x->cc, blk);
+            tr_dct2(dr, dc, x->cr, x->cc, blk, y, tmp);
+            tr_topk(y, n, k, ia, ia + s.per, sel_idx + b * k);
+            float a = 0.0f;
+            for (int e = 0; e < k; e++) {
+                float v = y[sel_idx[b * k + e]];
+                sel_val[b * k + e] = v;
+                a += v < 0 ? -v : v;
+            }
+            abs_part[b] = a;
+        }
+        // 2. one-bit scale: mean |value| over the tensor, chunks added in order
+        float scale = 0.0f;
+        if (hp->one_bit) {
+            for (size_t b = 0; b < x->nchunks; b++) scale += abs_part[b];
+            scale = scale / (float)(x->nchunks * k);
+        }
+        // 3. error feedback: remove exactly what receivers will decode
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t b = 0; b < x->nchunks; b++) {
+            int tid = omp_get_thread_num();
+            float *y = s.f + 3 * s.per * tid, *blk = y + s.per, *tmp = blk + s.per;
+            int r0 = (int)(b / bcols) * x->cr, c0 = (int)(b % bcols) * x->cc;
+            memset(y, 0, sizeof(float) * n);
+            for (int e = 0; e < k; e++) {
+                float v = sel_val[b * k + e];
+                y[sel_idx[b * k + e]] = hp->one_bit ? (v < 0 ? -scale : scale) : v;
+            }
+            tr_idct2(dr, dc, x->cr, x->cc, y, blk, tmp);
+            for (int i = 0; i < x->cr; i++) {
+                float *d = delta + (size_t)(r0 + i) * x->cols + c0;
+                for (int j = 0; j < x->cc; j++) d[j] -= blk[i * x->cc + j];
+            }
+        }
+        // 4. serialise
+        tr_put_u32(p, (uint32_t)x->rows);
+        tr_put_u32(p + 4, (uint32_t)x->cols);
+        tr_put_u16(p + 8, (uint32_t)x->cr);
+        tr_put_u16(p + 10, (uint32_t)x->cc);
+        tr_put_u16(p + 12, (uint32_t)k);
+        p[14] = (uint8_t)x->width;
+        p[15] = 0;
+        p += TR_DEMO_TENSOR_HEADER;
+        size_t e = x->nchunks * k;
+        if (hp->one_bit) { tr_put_f32(p, scale); p += 4; }
+        for (size_t i = 0; i < e; i++, p += x->width) tr_put_index(p, x->width, sel_idx[i]);
+        if (hp->one_bit) {
+            size_t nb = (e + 7) / 8;
+            memset(p, 0, nb);
+            for (size_t i = 0; i < e; i++)
+                if (sel_val[i] < 0) p[i / 8] |= (uint8_t)(1u << (i % 8));
+            p += nb;
+        } else {
+            for (size_t i = 0; i < e; i++, p += 4) tr_put_f32(p, sel_val[i]);
+        }
+    }
+    *len = (size_t)(p - out);
+    m->have_grads = 0;
+done:
+    free(s.f); free(s.u); free(sel_idx); free(sel_val); free(abs_part);
+    return rc;
+}
+
+// Where each tensor's parts start inside one validated payload.
+typedef struct {
+    const uint8_t *idx, *val;
+    float scale;
+} tr_demo_view;
+
+// Checks one payload against this model and hp without touching any state;
+// fills v[TR_NUM_TENSORS] when v is not NULL. seen is scratch of max chunk size.
+static int tr_demo_parse(const tr_demo_tensor *t, const tr_demo *hp, const uint8_t *p, size_t len,
+                         tr_demo_view *v, uint32_t *seen) {
+    if (!p || len < TR_DEMO_HEADER || memcmp(p, TR_DEMO_MAGIC, 4) != 0) return TR_EPAYLOAD;
+    if (tr_get_u16(p + 4) != TR_DEMO_VERSION) return TR_EPAYLOAD;
+    uint32_t flags = tr_get_u16(p + 6);
+    if (flags != (uint32_t)(hp->one_bit ? 1 : 0)) return TR_EPAYLOAD;
+    if (tr_get_u32(p + 8) != TR_NUM_TENSORS) return TR_EPAYLOAD;
+    size_t off = TR_DEMO_HEADER;
+    uint32_t stamp = 0;
+    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+        const tr_demo_tensor *x = &t[ti];
+        if (len - off < TR_DEMO_TENSOR_HEADER) return TR_EPAYLOAD;
+        const uint8_t *h = p + off;
+        if (tr_get_u32(h) != (uint32_t)x->rows || tr_get_u32(h + 4) != (uint32_t)x->cols ||
+            tr_get_u16(h + 8) != (uint32_t)x->cr || tr_get_u16(h + 10) != (uint32_t)x->cc ||
+            tr_get_u16(h + 12) != (uint32_t)x->k || h[14] != x->width || h[15] != 0)
+            return TR_EPAYLOAD;
+        off += TR_DEMO_TENSOR_HEADER;
+        size_t e = x->nchunks * x->k;
+        size_t body = tr_demo_tensor_bytes(x, hp->one_bit) - TR_DEMO_TENSOR_HEADER;
+        if (len - off < body) return TR_EPAYLOAD;
+        const uint8_t *q = p + off;
+        float scale = 0.0f;
+        if (hp->one_bit) {
+            scale = tr_get_f32(q);
+            if (!(scale >= 0.0f && scale < 3.0e38f)) return TR_EPAYLOAD;
+            q += 4;
+        }
+        const uint8_t *idx = q;
+        uint32_t n = (uint32_t)x->cr * (uint32_t)x->cc;
+        // Indices in range and distinct within each chunk (stamp per chunk).
+        for (size_t b = 0; b < x->nchunks; b++) {
+            stamp++;
+            if (stamp == 0) { memset(seen, 0, sizeof(uint32_t) * n); stamp = 1; }
+            for (int j = 0; j < x->k; j++) {
+                uint32_t ix = tr_get_index(idx + (b * x->k + j) * x->width, x->width);
+                if (ix >= n || seen[ix] == stamp) return TR_EPAYLOAD;
+                seen[ix] = stamp;
+            }
+        }
+        const uint8_t *val = idx + e * x->width;
+        if (hp->one_bit) {
+            size_t nb = (e + 7) / 8;
+            if (e % 8 && (val[nb - 1] >> (e % 8)) != 0) return TR_EPAYLOAD; // padding bits must be 0
+        } else {
+            for (size_t i = 0; i < e; i++) {
+                float f = tr_get_f32(val + 4 * i);
+                if (!(f - f == 0.0f) || f > 1e30f || f < -1e30f) return TR_EPAYLOAD;
+            }
+        }
+        if (v) { v[ti].idx = idx; v[ti].val = val; v[ti].scale = scale; }
+        off += body;
+    }
+    if (off != len) return TR_EPAYLOAD; // trailing bytes
+    return TR_OK;
+}
+
+static uint32_t *tr_seen_alloc(const tr_demo_tensor *t) {
+    size_t n = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++)
+        if ((size_t)t[i].cr * t[i].cc > n) n = (size_t)t[i].cr * t[i].cc;
+    return calloc(n, sizeof(uint32_t));
+}
+
+int tr_demo_validate(const tr_model *m, const tr_demo *hp, const uint8_t *p, size_t len) {
+    if (!m || tr_demo_check(hp)) return TR_EINVAL;
+    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_layout(m, hp, t);
+    uint32_t *seen = tr_seen_alloc(t);
+    if (!seen) return TR_ENOMEM;
+    int rc = tr_demo_parse(t, hp, p, len, NULL, seen);
+    free(seen);
+    return rc;
+}
+
+// The forward point of the next step: x - lr*sign(delta), where this client's
+// own pending update leads. Derived state: recomputed, never exported.
+static void tr_demo_refresh_lookahead(tr_model *m, int on) {
+    m->lookahead_on = on && m->delta && m->lookahead;
+    if (!m->lookahead_on) return;
+    float lr = m->demo_lr;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < m->num_params; i++) {
+        float d = m->delta[i];
+        float sg = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+        m->lookahead[i] = m->params[i] - lr * sg;
+    }
+}
+
+static int tr_lookahead_alloc(tr_model *m) {
+    if (!m->lookahead) m->lookahead = malloc(sizeof(float) * m->num_params);
+    return m->lookahead ? TR_OK : TR_ENOMEM;
+}
+
+int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n) {
+    if (!m || tr_demo_check(hp) || n < 0 || (n > 0 && (!payloads || !lens))) return TR_EINVAL;
+    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_layout(m, hp, t);
+    tr_demo_view *views = malloc(sizeof(tr_demo_view) * TR_NUM_TENSORS * (n > 0 ? n : 1));
+    uint32_t *seen = tr_seen_alloc(t);
+    tr_demo_scratch s = {0};
+    int rc = TR_OK;
+    if (!views || !seen) { rc = TR_ENOMEM; goto done; }
+    // All payloads are checked before anything changes.
+    size_t off = 0;
+    for (int c = 0; c < n; c++) {
+        if ((rc = tr_demo_parse(t, hp, payloads + off, lens[c], views + (size_t)c * TR_NUM_TENSORS, seen))) goto done;
+        off += lens[c];
+    }
+    if ((rc = tr_demo_scratch_alloc(m, t, &s))) goto done;
+    if (hp->lookahead && (rc = tr_lookahead_alloc(m))) goto done;
+    float wdf = 1.0f - hp->lr * hp->weight_decay, lr = hp->lr;
+    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+        const tr_demo_tensor *x = &t[ti];
+        const float *dr = m->dct[x->cr], *dc = m->dct[x->cc];
+        float *param = m->params + x->offset;
+        int nn = x->cr * x->cc, k = x->k, bcols = x->cols / x->cc;
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t b = 0; b < x->nchunks; b++) {
+            int tid = omp_get_thread_num();
+            float *y = s.f + 3 * s.per * tid, *upd = y + s.per, *tmp = upd + s.per;
+            uint32_t *cnt = s.u + 3 * s.per * tid;
+            memset(y, 0, sizeof(float) * nn);
+            memset(cnt, 0, sizeof(uint32_t) * nn);
+            // scatter-mean: clients in the given order, entries in payload order
+            for (int c = 0; c < n; c++) {
+                const tr_demo_view *v = &views[(size_t)c * TR_NUM_TENSORS + ti];
+                for (int e = 0; e < k; e++) {
+                    size_t ei = b * k + e;
+                    uint32_t ix = tr_get_index(v->idx + ei * x->width, x->width);
+                    float val = hp->one_bit ? ((v->val[ei / 8] >> (ei % 8)) & 1 ? -v->scale : v->scale)
+                                            : tr_get_f32(v->val + 4 * ei);
+                    y[ix] += val;
+                    cnt[ix]++;
+                }
+            }
+            for (int i = 0; i < nn; i++)
+                if (cnt[i] > 1) y[i] = y[i] / (float)cnt[i];
+            tr_idct2(dr, dc, x->cr, x->cc, y, upd, tmp);
+            int r0 = (int)(b / bcols) * x->cr, c0 = (int)(b % bcols) * x->cc;
+            for (int i = 0; i < x->cr; i++) {
+                float *w = param + (size_t)(r0 + i) * x->cols + c0;
+                for (int j = 0; j < x->cc; j++) {
+                    float u = upd[i * x->cc + j];
+                    float sg = u > 0.0f ? 1.0f : u < 0.0f ? -1.0f : 0.0f;
+                    w[j] = w[j] * wdf - lr * sg;
+                }
+            }
+        }
+    }
+    m->demo_lr = lr;
+    m->step++;
+    tr_demo_refresh_lookahead(m, hp->lookahead);
+done:
+    free(views); free(seen); free(s.f); free(s.u);
+    return rc;
+}

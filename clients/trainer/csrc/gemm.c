@@ -1,0 +1,95 @@
+// gemm.c: the deterministic GEMM behind every matmul of the model, with one
+// kernel per ISA level chosen at run time. See gemm_kernel.h for the order.
+
+typedef float v8f __attribute__((vector_size(32)));
+
+typedef struct {
+    int M, N, K;
+    const float *a; int lda; // (M, K) rows
+    const float *b; int ldb; // (N, K) rows
+    float *out; int ldo;     // (M, N)
+    const float *bias;       // (N) or NULL: base = bias[n]
+    int accumulate;          // 1: base = out[m][n] (bias ignored)
+} tr_gemm_args;
+
+static inline __attribute__((always_inline)) v8f tr_load8(const float *p) {
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) v8f tr_load_tail(const float *p, int n) {
+    v8f v = {0};
+    for (int i = 0; i < n; i++) v[i] = p[i];
+    return v;
+}
+
+static inline __attribute__((always_inline)) float tr_hsum8(v8f v) {
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+// The same lane order as the tiled kernels, for edges and single products.
+static inline __attribute__((always_inline)) float tr_dot8(const float *a, const float *b, int K) {
+    v8f acc = {0};
+    int k = 0;
+    for (; k + 8 <= K; k += 8) acc += tr_load8(a + k) * tr_load8(b + k);
+    if (k < K) acc += tr_load_tail(a + k, K - k) * tr_load_tail(b + k, K - k);
+    return tr_hsum8(acc);
+}
+
+static inline __attribute__((always_inline)) void tr_gemm_store(const tr_gemm_args *g, int i, int j, float s) {
+    float *o = g->out + (size_t)i * g->ldo + j;
+    if (g->accumulate) *o = *o + s;
+    else if (g->bias) *o = g->bias[j] + s;
+    else *o = s;
+}
+
+#define GEMM_NAME gemm_base
+#define GEMM_TARGET
+#define GEMM_MR 2
+#define GEMM_NR 3
+#include "gemm_kernel.h"
+#undef GEMM_NAME
+#undef GEMM_TARGET
+#undef GEMM_MR
+#undef GEMM_NR
+
+#define GEMM_NAME gemm_avx2
+#define GEMM_TARGET __attribute__((target("avx2")))
+#define GEMM_MR 3
+#define GEMM_NR 4
+#include "gemm_kernel.h"
+#undef GEMM_NAME
+#undef GEMM_TARGET
+#undef GEMM_MR
+#undef GEMM_NR
+
+#define GEMM_NAME gemm_avx512
+#define GEMM_TARGET __attribute__((target("avx512f,avx512vl")))
+#define GEMM_MR 6
+#define GEMM_NR 4
+#include "gemm_kernel.h"
+#undef GEMM_NAME
+#undef GEMM_TARGET
+#undef GEMM_MR
+#undef GEMM_NR
+
+typedef void (*tr_gemm_fn)(const tr_gemm_args *, int);
+
+// Highest level the CPU supports, capped at want (TR_ISA_AUTO: no cap).
+static int tr_isa_pick(int want) {
+    __builtin_cpu_init();
+    int best = TR_ISA_BASE;
+    if (__builtin_cpu_supports("avx2")) best = TR_ISA_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) best = TR_ISA_AVX512;
+    if (want != TR_ISA_AUTO && want < best) best = want;
+    return best;
+}
+
+static tr_gemm_fn tr_isa_kernel(int isa) {
+    switch (isa) {
+    case TR_ISA_AVX512: return gemm_avx512;
+    case TR_ISA_AVX2: return gemm_avx2;
+    default: return gemm_base;
+    }
+}

@@ -1,0 +1,695 @@
+// gpt.c: a GPT-2 style decoder (token + position embeddings, pre-LayerNorm,
+// causal multi-head attention, GELU MLP, tied lm-head) trained in fp32 on the
+// CPU. Each layer's forward and backward sit side by side, llm.c style.
+//
+// Determinism: every output element is computed by one thread, and every sum
+// runs in a fixed order that depends on neither the thread count nor the ISA
+// (see gemm_kernel.h for the matmuls). Build flags are pinned in cgo.go.
+
+#define TR_NUM_TENSORS 16
+#define TR_MAX_THREADS 256
+
+static const char *const tr_tensor_names[TR_NUM_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb",
+};
+
+// Views into one flat parameter (or gradient) array. Shapes in comments.
+typedef struct {
+    float *wte;      // (Vp, C)
+    float *wpe;      // (maxT, C)
+    float *ln1w;     // (L, C)
+    float *ln1b;     // (L, C)
+    float *qkvw;     // (L, 3C, C)
+    float *qkvb;     // (L, 3C)
+    float *attprojw; // (L, C, C)
+    float *attprojb; // (L, C)
+    float *ln2w;     // (L, C)
+    float *ln2b;     // (L, C)
+    float *fcw;      // (L, 4C, C)
+    float *fcb;      // (L, 4C)
+    float *fcprojw;  // (L, C, 4C)
+    float *fcprojb;  // (L, C)
+    float *lnfw;     // (C)
+    float *lnfb;     // (C)
+} tr_params;
+
+// Activations of one micro-batch of B sequences of length T.
+typedef struct {
+    float *encoded;   // (B, T, C)
+    float *ln1;       // (L, B, T, C)
+    float *ln1_mean;  // (L, B, T)
+    float *ln1_rstd;  // (L, B, T)
+    float *qkv;       // (L, B, T, 3C)
+    float *atty;      // (L, B, T, C)
+    float *att;       // (L, B, NH, T, T) softmax output
+    float *residual2; // (L, B, T, C)
+    float *ln2;       // (L, B, T, C)
+    float *ln2_mean;  // (L, B, T)
+    float *ln2_rstd;  // (L, B, T)
+    float *fch;       // (L, B, T, 4C)
+    float *fch_gelu;  // (L, B, T, 4C)
+    float *residual3; // (L, B, T, C)
+    float *lnf;       // (B, T, C)
+    float *lnf_mean;  // (B, T)
+    float *lnf_rstd;  // (B, T)
+    float *logits;    // (B, T, Vp)
+    float *probs;     // (B, T, Vp)
+    float *losses;    // (B, T)
+} tr_acts;
+
+// Gradients of activations, reused layer after layer during backward.
+typedef struct {
+    float *dres;      // (B, T, C)  gradient of the residual stream
+    float *dln;       // (B, T, C)
+    float *datty;     // (B, T, C)
+    float *dqkv;      // (B, T, 3C)
+    float *dfch;      // (B, T, 4C)
+    float *dfch_gelu; // (B, T, 4C)
+    float *dlogits;   // (B, T, Vp)
+} tr_dacts;
+
+struct tr_model {
+    tr_config cfg;
+    int nthreads;
+    int isa;
+    tr_gemm_fn gemm;
+    size_t sizes[TR_NUM_TENSORS];
+    size_t offsets[TR_NUM_TENSORS];
+    size_t num_params;
+
+    float *params;    // (N) master weights, identical on every replica
+    float *grads;     // (N) gradients of the last tr_step
+    int have_grads;
+    float *lookahead; // (N) x - lr*sign(delta) when DeMo lookahead is on, else NULL
+    int lookahead_on;
+
+    float *adam_m, *adam_v; // (N) each, allocated on first AdamW step
+    uint64_t adam_t;
+    float *delta;           // (N) DeMo momentum, allocated on first generate
+    float demo_lr;          // lr of the last DeMo apply (for the lookahead)
+    uint64_t step;          // optimizer steps taken
+
+    float *act_mem;   // activations for micro_batch x seq_len
+    float *dact_mem;
+    float *scratch_w; // (max(4C*C, C*Vp)) transposed weights
+    float *scratch_o; // (max(4C, Vp) * B*T) transposed output gradients
+    float *scratch_i; // (4C * B*T) transposed inputs
+    float *row_buf;   // (TR_MAX_THREADS, 2*maxT) attention backward rows
+    float *dct[257];  // DCT-II matrices by size, built on first use
+};
+
+static size_t tr_act_floats(const tr_config *c, int B, int T) {
+    size_t L = c->layers, C = c->channels, NH = c->heads, BT = (size_t)B * T, Vp = c->padded_vocab;
+    return BT * C + L * BT * (5 * C + 3 * C + 8 * C + 4) + L * B * NH * (size_t)T * T +
+           BT * (C + 2) + 2 * BT * Vp + BT;
+}
+
+static tr_acts tr_act_views(const tr_model *m, float *p, int B, int T) {
+    size_t L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, BT = (size_t)B * T, Vp = m->cfg.padded_vocab;
+    tr_acts a;
+    a.encoded = p; p += BT * C;
+    a.ln1 = p; p += L * BT * C;
+    a.ln1_mean = p; p += L * BT;
+    a.ln1_rstd = p; p += L * BT;
+    a.qkv = p; p += L * BT * 3 * C;
+    a.atty = p; p += L * BT * C;
+    a.att = p; p += L * B * NH * (size_t)T * T;
+    a.residual2 = p; p += L * BT * C;
+    a.ln2 = p; p += L * BT * C;
+    a.ln2_mean = p; p += L * BT;
+    a.ln2_rstd = p; p += L * BT;
+    a.fch = p; p += L * BT * 4 * C;
+    a.fch_gelu = p; p += L * BT * 4 * C;
+    a.residual3 = p; p += L * BT * C;
+    a.lnf = p; p += BT * C;
+    a.lnf_mean = p; p += BT;
+    a.lnf_rstd = p; p += BT;
+    a.logits = p; p += BT * Vp;
+    a.probs = p; p += BT * Vp;
+    a.losses = p;
+    return a;
+}
+
+static size_t tr_dact_floats(const tr_config *c, int B, int T) {
+    size_t BT = (size_t)B * T, C = c->channels;
+    return BT * (C * 3 + 3 * C + 8 * C + (size_t)c->padded_vocab);
+}
+
+static tr_dacts tr_dact_views(const tr_model *m, float *p, int B, int T) {
+    size_t BT = (size_t)B * T, C = m->cfg.channels;
+    tr_dacts d;
+    d.dres = p; p += BT * C;
+    d.dln = p; p += BT * C;
+    d.datty = p; p += BT * C;
+    d.dqkv = p; p += BT * 3 * C;
+    d.dfch = p; p += BT * 4 * C;
+    d.dfch_gelu = p; p += BT * 4 * C;
+    d.dlogits = p;
+    return d;
+}
+
+static tr_params tr_param_views(const tr_model *m, float *base) {
+    float *t[TR_NUM_TENSORS];
+    for (int i = 0; i < TR_NUM_TENSORS; i++) t[i] = base + m->offsets[i];
+    tr_params p = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
+    return p;
+}
+
+// ----------------------------------------------------------------------------
+// Layers: forward and backward side by side.
+
+// out(B,T,C) = wte[tok] + wpe[t]
+static void encoder_forward(const tr_model *m, float *out, const int32_t *tok, const float *wte, const float *wpe, int B, int T) {
+    int C = m->cfg.channels;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *we = wte + (size_t)tok[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int i = 0; i < C; i++) o[i] = we[i] + pe[i];
+    }
+}
+
+// Channels are split across threads; each element sums its positions in (b,t) order.
+static void encoder_backward(const tr_model *m, float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B, int T) {
+    int C = m->cfg.channels;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (int i = 0; i < C; i++) {
+        for (int bt = 0; bt < B * T; bt++) {
+            float d = dout[(size_t)bt * C + i];
+            dwte[(size_t)tok[bt] * C + i] += d;
+            dwpe[(size_t)(bt % T) * C + i] += d;
+        }
+    }
+}
+
+// out(N,C) = (x - mean) * rstd * w + b per row.
+static void layernorm_forward(const tr_model *m, float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C) {
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (int r = 0; r < N; r++) {
+        const float *x = inp + (size_t)r * C;
+        float s = 0.0f;
+        for (int i = 0; i < C; i++) s += x[i];
+        float mu = s / C;
+        float v = 0.0f;
+        for (int i = 0; i < C; i++) { float d = x[i] - mu; v += d * d; }
+        v = v / C;
+        float rs = 1.0f / __builtin_sqrtf(v + 1e-5f);
+        float *o = out + (size_t)r * C;
+        for (int i = 0; i < C; i++) o[i] = (x[i] - mu) * rs * w[i] + b[i];
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+}
+
+// dinp(N,C) += ..., dw(C) += sum_r norm*dout, db(C) += sum_r dout (rows in order).
+static void layernorm_backward(const tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                               const float *w, const float *mean, const float *rstd, int N, int C) {
+    #pragma omp parallel num_threads(m->nthreads)
+    {
+        #pragma omp for schedule(static)
+        for (int r = 0; r < N; r++) {
+            const float *x = inp + (size_t)r * C, *dy = dout + (size_t)r * C;
+            float mu = mean[r], rs = rstd[r];
+            float dmean = 0.0f, dnm = 0.0f;
+            for (int i = 0; i < C; i++) {
+                float norm = (x[i] - mu) * rs;
+                float dn = w[i] * dy[i];
+                dmean += dn;
+                dnm += dn * norm;
+            }
+            dmean = dmean / C;
+            dnm = dnm / C;
+            float *dx = dinp + (size_t)r * C;
+            for (int i = 0; i < C; i++) {
+                float norm = (x[i] - mu) * rs;
+                float dn = w[i] * dy[i];
+                dx[i] += (dn - dmean - norm * dnm) * rs;
+            }
+        }
+        #pragma omp for schedule(static)
+        for (int i = 0; i < C; i++) {
+            float sw = 0.0f, sb = 0.0f;
+            for (int r = 0; r < N; r++) {
+                float dy = dout[(size_t)r * C + i];
+                sw += (inp[(size_t)r * C + i] - mean[r]) * rstd[r] * dy;
+                sb += dy;
+            }
+            dw[i] = dw[i] + sw;
+            db[i] = db[i] + sb;
+        }
+    }
+}
+
+// dst(cols, rows) = src(rows, cols)^T, in cache blocks.
+static void transpose(const tr_model *m, float *dst, const float *src, int rows, int cols) {
+    const int TB = 32;
+    int rb = (rows + TB - 1) / TB, cb = (cols + TB - 1) / TB;
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(m->nthreads)
+    for (int i = 0; i < rb; i++)
+        for (int j = 0; j < cb; j++)
+            for (int r = i * TB; r < (i + 1) * TB && r < rows; r++)
+                for (int c = j * TB; c < (j + 1) * TB && c < cols; c++)
+                    dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+}
+
+// out(BT,OC) = inp(BT,C) * w(OC,C)^T + bias(OC)
+static void matmul_forward(const tr_model *m, float *out, const float *inp, const float *w, const float *bias, int BT, int C, int OC) {
+    tr_gemm_args g = {BT, OC, C, inp, C, w, C, out, OC, bias, 0};
+    m->gemm(&g, m->nthreads);
+}
+
+// dinp(BT,C) = dout * w (overwritten); dw(OC,C) += dout^T * inp; dbias(OC) += column sums of dout.
+static void matmul_backward(tr_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                            const float *w, int BT, int C, int OC) {
+    transpose(m, m->scratch_w, w, OC, C); // (C, OC)
+    tr_gemm_args gi = {BT, C, OC, dout, OC, m->scratch_w, OC, dinp, C, NULL, 0};
+    m->gemm(&gi, m->nthreads);
+    transpose(m, m->scratch_o, dout, BT, OC); // (OC, BT)
+    transpose(m, m->scratch_i, inp, BT, C);   // (C, BT)
+    tr_gemm_args gw = {OC, C, BT, m->scratch_o, BT, m->scratch_i, BT, dw, C, NULL, 1};
+    m->gemm(&gw, m->nthreads);
+    if (dbias) {
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (int o = 0; o < OC; o++) {
+            const float *row = m->scratch_o + (size_t)o * BT;
+            float s = 0.0f;
+            for (int i = 0; i < BT; i++) s += row[i];
+            dbias[o] = dbias[o] + s;
+        }
+    }
+}
+
+// out(B,T,C) = causal softmax(q k^T / sqrt(hs)) v per head; att(B,NH,T,T) keeps the softmax.
+static void attention_forward(const tr_model *m, float *out, float *att, const float *qkv, int B, int T) {
+    int C = m->cfg.channels, NH = m->cfg.heads, hs = C / NH;
+    int C3 = 3 * C;
+    float scale = 1.0f / __builtin_sqrtf((float)hs);
+    #pragma omp parallel for collapse(3) schedule(static) num_threads(m->nthreads)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+                float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                float mx = -3.4e38f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
+                    float s = 0.0f;
+                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
+                    s *= scale;
+                    a[t2] = s;
+                    if (s > mx) mx = s;
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) { float e = tr_expf(a[t2] - mx); a[t2] = e; sum += e; }
+                float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+                for (int t2 = 0; t2 < T; t2++) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
+                float *o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) o[i] = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+                    float w = a[t2];
+                    for (int i = 0; i < hs; i++) o[i] += w * v[i];
+                }
+            }
+}
+
+// dqkv(B,T,3C) = gradient of attention_forward. Work is split by (b, h): each
+// pair owns its slice of dqkv, and t runs in order inside it.
+static void attention_backward(tr_model *m, float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T) {
+    int C = m->cfg.channels, NH = m->cfg.heads, hs = C / NH;
+    int C3 = 3 * C;
+    float scale = 1.0f / __builtin_sqrtf((float)hs);
+    memset(dqkv, 0, sizeof(float) * (size_t)B * T * C3);
+    #pragma omp parallel num_threads(m->nthreads)
+    {
+        float *datt = m->row_buf + (size_t)omp_get_thread_num() * 2 * m->cfg.seq_len;
+        float *dpre = datt + m->cfg.seq_len;
+        #pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                    const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
+                    const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+                    float *dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
+                    float s = 0.0f;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+                        float *dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+                        float d = 0.0f;
+                        for (int i = 0; i < hs; i++) { d += dy[i] * v[i]; dv[i] += a[t2] * dy[i]; }
+                        datt[t2] = d;
+                        s += a[t2] * d;
+                    }
+                    for (int t2 = 0; t2 <= t; t2++) dpre[t2] = a[t2] * (datt[t2] - s) * scale;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
+                        float *dk = dqkv + ((size_t)b * T + t2) * C3 + C + h * hs;
+                        float g = dpre[t2];
+                        for (int i = 0; i < hs; i++) { dq[i] += g * k[i]; dk[i] += g * q[i]; }
+                    }
+                }
+    }
+}
+
+#define GELU_SCALE 0.7978845608f // sqrt(2/pi)
+
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+static void gelu_forward(const tr_model *m, float *out, const float *x, size_t n) {
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        out[i] = 0.5f * v * (1.0f + tr_tanhf(GELU_SCALE * (v + 0.044715f * v * v * v)));
+    }
+}
+
+static void gelu_backward(const tr_model *m, float *dinp, const float *x, const float *dout, size_t n) {
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float u = GELU_SCALE * (v + 0.044715f * v * v * v);
+        float th = tr_tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float local = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+        dinp[i] = local * dout[i];
+    }
+}
+
+static void residual_forward(const tr_model *m, float *out, const float *a, const float *b, size_t n) {
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// probs(BT,Vp) = softmax over the first V logits; losses(BT) = -ln probs[target].
+static void crossentropy_forward(const tr_model *m, float *probs, float *losses, const float *logits, const int32_t *targets, int BT) {
+    int V = m->cfg.vocab, Vp = m->cfg.padded_vocab;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (int r = 0; r < BT; r++) {
+        const float *l = logits + (size_t)r * Vp;
+        float *p = probs + (size_t)r * Vp;
+        float mx = -3.4e38f;
+        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) { p[i] = tr_expf(l[i] - mx); sum += p[i]; }
+        float inv = 1.0f / sum;
+        for (int i = 0; i < V; i++) p[i] *= inv;
+        for (int i = V; i < Vp; i++) p[i] = 0.0f;
+        // -ln p[target] = ln(sum) - (l - mx): no underflow for confident mistakes.
+        losses[r] = tr_logf(sum) - (l[targets[r]] - mx);
+    }
+}
+
+// dlogits(BT,Vp) = (probs - onehot(target)) * dloss; zero on padded columns.
+static void crossentropy_backward(const tr_model *m, float *dlogits, const float *probs, const int32_t *targets, float dloss, int BT) {
+    int V = m->cfg.vocab, Vp = m->cfg.padded_vocab;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (int r = 0; r < BT; r++) {
+        const float *p = probs + (size_t)r * Vp;
+        float *d = dlogits + (size_t)r * Vp;
+        for (int i = 0; i < V; i++) d[i] = (p[i] - (i == targets[r] ? 1.0f : 0.0f)) * dloss;
+        for (int i = V; i < Vp; i++) d[i] = 0.0f;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// The model.
+
+static void gpt_forward(tr_model *m, const tr_params *p, tr_acts *a, const int32_t *tok, const int32_t *tgt, int B, int T) {
+    int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, Vp = m->cfg.padded_vocab;
+    size_t BT = (size_t)B * T;
+    encoder_forward(m, a->encoded, tok, p->wte, p->wpe, B, T);
+    for (int l = 0; l < L; l++) {
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
+        float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
+        float *att = a->att + (size_t)l * B * NH * T * T, *res2 = a->residual2 + l * BT * C;
+        float *ln2 = a->ln2 + l * BT * C, *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C;
+        float *res3 = a->residual3 + l * BT * C;
+        layernorm_forward(m, ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual, p->ln1w + l * C, p->ln1b + l * C, BT, C);
+        matmul_forward(m, qkv, ln1, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, BT, C, 3 * C);
+        attention_forward(m, atty, att, qkv, B, T);
+        // res3 doubles as scratch for the attention projection before it holds residual3.
+        matmul_forward(m, res3, atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, BT, C, C);
+        residual_forward(m, res2, residual, res3, BT * C);
+        layernorm_forward(m, ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2, p->ln2w + l * C, p->ln2b + l * C, BT, C);
+        matmul_forward(m, fch, ln2, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, BT, C, 4 * C);
+        gelu_forward(m, fchg, fch, BT * 4 * C);
+        matmul_forward(m, res3, fchg, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, BT, 4 * C, C);
+        residual_forward(m, res3, res2, res3, BT * C);
+    }
+    layernorm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BT * C, p->lnfw, p->lnfb, BT, C);
+    matmul_forward(m, a->logits, a->lnf, p->wte, NULL, BT, C, Vp);
+    crossentropy_forward(m, a->probs, a->losses, a->logits, tgt, BT);
+}
+
+static void gpt_backward(tr_model *m, const tr_params *p, tr_params *g, tr_acts *a, tr_dacts *d,
+                         const int32_t *tok, const int32_t *tgt, float dloss, int B, int T) {
+    int L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, Vp = m->cfg.padded_vocab;
+    size_t BT = (size_t)B * T;
+    crossentropy_backward(m, d->dlogits, a->probs, tgt, dloss, BT);
+    matmul_backward(m, d->dln, g->wte, NULL, d->dlogits, a->lnf, p->wte, BT, C, Vp);
+    memset(d->dres, 0, sizeof(float) * BT * C);
+    layernorm_backward(m, d->dres, g->lnfw, g->lnfb, d->dln, a->residual3 + (L - 1) * BT * C, p->lnfw,
+                       a->lnf_mean, a->lnf_rstd, BT, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
+        const float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
+        const float *att = a->att + (size_t)l * B * NH * T * T, *res2 = a->residual2 + l * BT * C;
+        const float *ln2 = a->ln2 + l * BT * C, *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C;
+        // dres = d residual3 = d fcproj (and d residual2 through the skip connection)
+        matmul_backward(m, d->dfch_gelu, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + l * C, d->dres, fchg,
+                        p->fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
+        gelu_backward(m, d->dfch, fch, d->dfch_gelu, BT * 4 * C);
+        matmul_backward(m, d->dln, g->fcw + (size_t)l * 4 * C * C, g->fcb + l * 4 * C, d->dfch, ln2,
+                        p->fcw + (size_t)l * 4 * C * C, BT, C, 4 * C);
+        layernorm_backward(m, d->dres, g->ln2w + l * C, g->ln2b + l * C, d->dln, res2, p->ln2w + l * C,
+                           a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C);
+        // dres = d residual2 = d attproj (and d residual)
+        matmul_backward(m, d->datty, g->attprojw + (size_t)l * C * C, g->attprojb + l * C, d->dres, atty,
+                        p->attprojw + (size_t)l * C * C, BT, C, C);
+        attention_backward(m, d->dqkv, d->datty, qkv, att, B, T);
+        matmul_backward(m, d->dln, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + l * 3 * C, d->dqkv, ln1,
+                        p->qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
+        layernorm_backward(m, d->dres, g->ln1w + l * C, g->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
+                           a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C);
+    }
+    encoder_backward(m, g->wte, g->wpe, d->dres, tok, B, T);
+}
+
+// Uniform in [0,1) from splitmix64; N(0,1) approximated by Irwin-Hall (12 uniforms),
+// which needs no transcendental functions.
+static uint64_t tr_splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float tr_normal(uint64_t *s) {
+    float sum = 0.0f;
+    for (int i = 0; i < 12; i++) sum += (float)(tr_splitmix(s) >> 40) * (1.0f / 16777216.0f);
+    return sum - 6.0f;
+}
+
+static int tr_config_check(const tr_config *c) {
+    if (!c) return TR_EINVAL;
+    if (c->vocab < 2 || c->padded_vocab < c->vocab || c->layers < 1 || c->channels < 8 || c->heads < 1 ||
+        c->channels % c->heads != 0 || c->seq_len < 1 || c->micro_batch < 1)
+        return TR_EINVAL;
+    if (c->vocab > (1 << 24) || c->padded_vocab > (1 << 24) || c->layers > 1024 || c->channels > 65536 ||
+        c->seq_len > 65536 || c->micro_batch > 65536)
+        return TR_EINVAL;
+    return TR_OK;
+}
+
+int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
+    if (!out) return TR_EINVAL;
+    *out = NULL;
+    int rc = tr_config_check(cfg);
+    if (rc) return rc;
+    tr_model *m = calloc(1, sizeof *m);
+    if (!m) return TR_ENOMEM;
+    m->cfg = *cfg;
+    size_t L = cfg->layers, C = cfg->channels, Vp = cfg->padded_vocab, T = cfg->seq_len;
+    size_t sz[TR_NUM_TENSORS] = {Vp * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
+                                 L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C};
+    size_t off = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++) { m->sizes[i] = sz[i]; m->offsets[i] = off; off += sz[i]; }
+    m->num_params = off;
+    int B = cfg->micro_batch;
+    size_t BT = (size_t)B * T;
+    size_t wmax = 4 * C * C > C * Vp ? 4 * C * C : C * Vp;
+    size_t omax = (4 * C > Vp ? 4 * C : Vp) * BT;
+    m->nthreads = omp_get_num_procs();
+    if (m->nthreads < 1) m->nthreads = 1;
+    if (m->nthreads > TR_MAX_THREADS) m->nthreads = TR_MAX_THREADS;
+    m->params = malloc(sizeof(float) * off);
+    m->grads = calloc(off, sizeof(float));
+    m->act_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T));
+    m->dact_mem = malloc(sizeof(float) * tr_dact_floats(cfg, B, T));
+    m->scratch_w = malloc(sizeof(float) * wmax);
+    m->scratch_o = malloc(sizeof(float) * omax);
+    m->scratch_i = malloc(sizeof(float) * 4 * C * BT);
+    m->row_buf = malloc(sizeof(float) * 2 * T * (size_t)TR_MAX_THREADS);
+    if (!m->params || !m->grads || !m->act_mem || !m->dact_mem || !m->scratch_w || !m->scratch_o || !m->scratch_i || !m->row_buf) {
+        tr_destroy(m);
+        return TR_ENOMEM;
+    }
+    m->isa = tr_isa_pick(TR_ISA_AUTO);
+    m->gemm = tr_isa_kernel(m->isa);
+    // GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L),
+    // LayerNorm weights 1, biases 0; padded vocabulary rows stay 0.
+    uint64_t s = seed;
+    float std = 0.02f, proj_std = 0.02f / __builtin_sqrtf(2.0f * L);
+    memset(m->params, 0, sizeof(float) * off);
+    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+        float *p = m->params + m->offsets[i];
+        size_t n = m->sizes[i];
+        if (i == 0) n = (size_t)cfg->vocab * C;
+        switch (i) {
+        case 0: case 1: case 4: case 10:
+            for (size_t j = 0; j < n; j++) p[j] = std * tr_normal(&s);
+            break;
+        case 6: case 12:
+            for (size_t j = 0; j < n; j++) p[j] = proj_std * tr_normal(&s);
+            break;
+        case 2: case 8: case 14:
+            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+            break;
+        default:
+            break;
+        }
+    }
+    *out = m;
+    return TR_OK;
+}
+
+void tr_destroy(tr_model *m) {
+    if (!m) return;
+    free(m->params); free(m->grads); free(m->lookahead);
+    free(m->adam_m); free(m->adam_v); free(m->delta);
+    free(m->act_mem); free(m->dact_mem);
+    free(m->scratch_w); free(m->scratch_o); free(m->scratch_i); free(m->row_buf);
+    for (int i = 0; i < 257; i++) free(m->dct[i]);
+    free(m);
+}
+
+int tr_set_threads(tr_model *m, int n) {
+    if (!m || n < 1 || n > TR_MAX_THREADS) return TR_EINVAL;
+    m->nthreads = n;
+    return TR_OK;
+}
+
+int tr_set_isa(tr_model *m, int isa) {
+    if (!m || isa < TR_ISA_AUTO || isa > TR_ISA_AVX512) return TR_EINVAL;
+    m->isa = tr_isa_pick(isa);
+    m->gemm = tr_isa_kernel(m->isa);
+    return m->isa;
+}
+
+size_t tr_num_params(const tr_model *m) { return m ? m->num_params : 0; }
+
+static int tr_check_batch(const tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t) {
+    if (!m || !tokens || !targets || n < 1 || t < 1 || t > m->cfg.seq_len) return TR_EINVAL;
+    size_t total = (size_t)n * t;
+    for (size_t i = 0; i < total; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab || targets[i] < 0 || targets[i] >= m->cfg.vocab) return TR_EINVAL;
+    return TR_OK;
+}
+
+// Weights the forward pass sees: the lookahead point under DeMo, else the master weights.
+static float *tr_forward_weights(tr_model *m) { return m->lookahead_on ? m->lookahead : m->params; }
+
+static float tr_sum_losses(const float *losses, int BT) {
+    float s = 0.0f;
+    for (int i = 0; i < BT; i++) s += losses[i];
+    return s;
+}
+
+int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+    int rc = tr_check_batch(m, tokens, targets, n, t);
+    if (rc) return rc;
+    if (!loss) return TR_EINVAL;
+    tr_params p = tr_param_views(m, tr_forward_weights(m));
+    tr_params g = tr_param_views(m, m->grads);
+    memset(m->grads, 0, sizeof(float) * m->num_params);
+    float dloss = 1.0f / ((float)n * (float)t);
+    float total = 0.0f;
+    for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
+        int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
+        tr_acts a = tr_act_views(m, m->act_mem, B, t);
+        tr_dacts d = tr_dact_views(m, m->dact_mem, B, t);
+        const int32_t *tok = tokens + (size_t)b0 * t, *tgt = targets + (size_t)b0 * t;
+        gpt_forward(m, &p, &a, tok, tgt, B, t);
+        total += tr_sum_losses(a.losses, B * t);
+        gpt_backward(m, &p, &g, &a, &d, tok, tgt, dloss, B, t);
+    }
+    m->have_grads = 1;
+    *loss = total / ((float)n * (float)t);
+    return TR_OK;
+}
+
+int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+    int rc = tr_check_batch(m, tokens, targets, n, t);
+    if (rc) return rc;
+    if (!loss) return TR_EINVAL;
+    tr_params p = tr_param_views(m, m->params);
+    float total = 0.0f;
+    for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
+        int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
+        tr_acts a = tr_act_views(m, m->act_mem, B, t);
+        gpt_forward(m, &p, &a, tokens + (size_t)b0 * t, targets + (size_t)b0 * t, B, t);
+        total += tr_sum_losses(a.losses, B * t);
+    }
+    *loss = total / ((float)n * (float)t);
+    return TR_OK;
+}
+
+int tr_get_grads(const tr_model *m, float *out, size_t len) {
+    if (!m || !out || len != m->num_params) return TR_EINVAL;
+    if (!m->have_grads) return TR_ENOGRAD;
+    memcpy(out, m->grads, sizeof(float) * len);
+    return TR_OK;
+}
+
+int tr_get_params(const tr_model *m, float *out, size_t len) {
+    if (!m || !out || len != m->num_params) return TR_EINVAL;
+    memcpy(out, m->params, sizeof(float) * len);
+    return TR_OK;
+}
+
+int tr_set_params(tr_model *m, const float *in, size_t len) {
+    if (!m || !in || len != m->num_params) return TR_EINVAL;
+    for (size_t i = 0; i < len; i++)
+        if (!(in[i] - in[i] == 0.0f)) return TR_EINVAL; // NaN or Inf
+    memcpy(m->params, in, sizeof(float) * len);
+    m->lookahead_on = 0;
+    m->have_grads = 0;
+    return TR_OK;
+}
+
+int tr_num_tensors(const tr_model *m) { return m ? TR_NUM_TENSORS : 0; }
+
+int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int shape[3], size_t *offset) {
+    if (!m || i < 0 || i >= TR_NUM_TENSORS || !name || !ndim || !shape || !offset) return TR_EINVAL;
+    int L = m->cfg.layers, C = m->cfg.channels;
+    int shapes[TR_NUM_TENSORS][4] = {
+        {2, m->cfg.padded_vocab, C, 0}, {2, m->cfg.seq_len, C, 0}, {2, L, C, 0}, {2, L, C, 0},
+        {3, L, 3 * C, C}, {2, L, 3 * C, 0}, {3, L, C, C}, {2, L, C, 0},
+        {2, L, C, 0}, {2, L, C, 0}, {3, L, 4 * C, C}, {2, L, 4 * C, 0},
+        {3, L, C, 4 * C}, {2, L, C, 0}, {1, C, 0, 0}, {1, C, 0, 0},
+    };
+    *name = tr_tensor_names[i];
+    *ndim = shapes[i][0];
+    for (int d = 0; d < 3; d++) shape[d] = shapes[i][d + 1];
+    *offset = m->offsets[i];
+    return TR_OK;
+}
+
+int tr_gemm(tr_model *m, int M, int N, int K, const float *a, const float *b, float *out) {
+    if (!m || !a || !b || !out || M < 1 || N < 1 || K < 1) return TR_EINVAL;
+    tr_gemm_args g = {M, N, K, a, K, b, K, out, N, NULL, 0};
+    m->gemm(&g, m->nthreads);
+    return TR_OK;
+}

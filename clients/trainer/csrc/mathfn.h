@@ -1,0 +1,76 @@
+// mathfn.h: exp, log and tanh from basic IEEE operations only, so the bits of
+// the numeric contract do not depend on the libm version. Accuracy ~1-2 ulp.
+#ifndef TR_MATHFN_H
+#define TR_MATHFN_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline float tr_bits2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t tr_f2bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+// 2^n for n in [-126, 127].
+static inline float tr_pow2i(int n) { return tr_bits2f((uint32_t)(n + 127) << 23); }
+
+// e^x: x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite split), degree-7 Taylor for e^r.
+static inline float tr_expf(float x) {
+    if (x != x) return x;
+    if (x > 88.72283f) return tr_bits2f(0x7f800000u);
+    if (x < -103.97208f) return 0.0f;
+    float kf = x * 1.44269504f;
+    int n = (int)(kf >= 0.0f ? kf + 0.5f : kf - 0.5f);
+    float r = x - (float)n * 0.693145751953125f;
+    r = r - (float)n * 1.428606765330187e-06f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
+              r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
+    if (n > 127) return p * tr_pow2i(127) * tr_pow2i(n - 127);
+    if (n < -126) return p * tr_pow2i(n + 64) * tr_pow2i(-64);
+    return p * tr_pow2i(n);
+}
+
+// ln x for x > 0: x = m*2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s), s = (m-1)/(m+1).
+static inline float tr_logf(float x) {
+    if (x != x || x < 0.0f) return tr_bits2f(0x7fc00000u);
+    if (x == 0.0f) return tr_bits2f(0xff800000u);
+    uint32_t u = tr_f2bits(x);
+    if (u >= 0x7f800000u) return x; // +inf
+    int e = 0;
+    if (u < 0x00800000u) { x *= 8388608.0f; u = tr_f2bits(x); e = -23; } // subnormal
+    e += (int)(u >> 23) - 127;
+    float m = tr_bits2f((u & 0x007fffffu) | 0x3f800000u); // [1, 2)
+    if (m > 1.41421356f) { m *= 0.5f; e += 1; }
+    float s = (m - 1.0f) / (m + 1.0f);
+    float s2 = s * s;
+    float lm = 2.0f * s * (1.0f + s2 * (0.33333334f + s2 * (0.2f + s2 * (0.14285715f + s2 * 0.11111111f))));
+    return (float)e * 0.693145751953125f + ((float)e * 1.428606765330187e-06f + lm);
+}
+
+// tanh x = sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|}).
+static inline float tr_tanhf(float x) {
+    float ax = x < 0.0f ? -x : x;
+    if (ax > 9.0f) return x < 0.0f ? -1.0f : 1.0f;
+    float t = tr_expf(-2.0f * ax);
+    float y = (1.0f - t) / (1.0f + t);
+    return x < 0.0f ? -y : y;
+}
+
+// cos in double for building DCT bases once (not on a hot path).
+static inline double tr_cos(double x) {
+    const double pi = 3.14159265358979323846;
+    // reduce to [0, pi]: cos is even and 2*pi periodic
+    if (x < 0) x = -x;
+    double k = (double)(long long)(x / (2.0 * pi));
+    x -= k * 2.0 * pi;
+    if (x > pi) x = 2.0 * pi - x;
+    // cos(x) = -cos(pi - x); use the smaller argument
+    double sign = 1.0;
+    if (x > pi / 2) { x = pi - x; sign = -1.0; }
+    double x2 = x * x, term = 1.0, sum = 1.0;
+    for (int i = 1; i < 14; i++) {
+        term *= -x2 / (double)((2 * i - 1) * (2 * i));
+        sum += term;
+    }
+    return sign * sum;
+}
+
+#endif

@@ -1,0 +1,127 @@
+// state.c: the full trainer state as one canonical blob, for checkpoints,
+// audit restore and the per-step digest.
+//
+// Format v1, little-endian:
+//   "PSYS" | u32 version=1 | u32 vocab, padded_vocab, layers, channels, heads, seq_len
+//   | u64 step | u64 adam_t | f32 demo_lr | u32 flags (bit 0: AdamW m,v; bit 1: DeMo delta;
+//   bit 2: DeMo lookahead on) | f32 params[N] | [f32 m[N], f32 v[N]] | [f32 delta[N]]
+
+#define TR_STATE_MAGIC "PSYS"
+#define TR_STATE_VERSION 1
+#define TR_STATE_HEADER 56
+#define TR_STATE_ADAM 1u
+#define TR_STATE_DELTA 2u
+#define TR_STATE_LOOKAHEAD 4u
+
+static uint32_t tr_state_flags(const tr_model *m) {
+    return (m->adam_m ? TR_STATE_ADAM : 0) | (m->delta ? TR_STATE_DELTA : 0) | (m->lookahead_on ? TR_STATE_LOOKAHEAD : 0);
+}
+
+static size_t tr_state_bytes(const tr_model *m, uint32_t flags) {
+    size_t n = 1 + ((flags & TR_STATE_ADAM) ? 2 : 0) + ((flags & TR_STATE_DELTA) ? 1 : 0);
+    return TR_STATE_HEADER + 4 * n * m->num_params;
+}
+
+int tr_state_size(const tr_model *m, size_t *size) {
+    if (!m || !size) return TR_EINVAL;
+    *size = tr_state_bytes(m, tr_state_flags(m));
+    return TR_OK;
+}
+
+static void tr_put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint64_t tr_get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint8_t *tr_put_floats(uint8_t *p, const float *f, size_t n) {
+    for (size_t i = 0; i < n; i++, p += 4) tr_put_f32(p, f[i]);
+    return p;
+}
+
+int tr_state_export(const tr_model *m, uint8_t *out, size_t cap) {
+    if (!m || !out) return TR_EINVAL;
+    uint32_t flags = tr_state_flags(m);
+    if (cap < tr_state_bytes(m, flags)) return TR_ESHORT;
+    const tr_config *c = &m->cfg;
+    memcpy(out, TR_STATE_MAGIC, 4);
+    tr_put_u32(out + 4, TR_STATE_VERSION);
+    int dims[6] = {c->vocab, c->padded_vocab, c->layers, c->channels, c->heads, c->seq_len};
+    for (int i = 0; i < 6; i++) tr_put_u32(out + 8 + 4 * i, (uint32_t)dims[i]);
+    tr_put_u64(out + 32, m->step);
+    tr_put_u64(out + 40, m->adam_t);
+    tr_put_f32(out + 48, m->demo_lr);
+    tr_put_u32(out + 52, flags);
+    uint8_t *p = tr_put_floats(out + TR_STATE_HEADER, m->params, m->num_params);
+    if (flags & TR_STATE_ADAM) {
+        p = tr_put_floats(p, m->adam_m, m->num_params);
+        p = tr_put_floats(p, m->adam_v, m->num_params);
+    }
+    if (flags & TR_STATE_DELTA) tr_put_floats(p, m->delta, m->num_params);
+    return TR_OK;
+}
+
+static int tr_floats_ok(const uint8_t *p, size_t n, int nonneg) {
+    for (size_t i = 0; i < n; i++) {
+        float f = tr_get_f32(p + 4 * i);
+        if (!(f - f == 0.0f) || (nonneg && f < 0.0f)) return 0;
+    }
+    return 1;
+}
+
+static void tr_get_floats(float *dst, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = tr_get_f32(p + 4 * i);
+}
+
+int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
+    if (!m || !in) return TR_EINVAL;
+    if (len < TR_STATE_HEADER || memcmp(in, TR_STATE_MAGIC, 4) != 0 || tr_get_u32(in + 4) != TR_STATE_VERSION) return TR_ESTATE;
+    const tr_config *c = &m->cfg;
+    int dims[6] = {c->vocab, c->padded_vocab, c->layers, c->channels, c->heads, c->seq_len};
+    for (int i = 0; i < 6; i++)
+        if (tr_get_u32(in + 8 + 4 * i) != (uint32_t)dims[i]) return TR_ESTATE;
+    uint32_t flags = tr_get_u32(in + 52);
+    if (flags & ~(TR_STATE_ADAM | TR_STATE_DELTA | TR_STATE_LOOKAHEAD)) return TR_ESTATE;
+    if ((flags & TR_STATE_LOOKAHEAD) && !(flags & TR_STATE_DELTA)) return TR_ESTATE;
+    if (len != tr_state_bytes(m, flags)) return TR_ESTATE;
+    float demo_lr = tr_get_f32(in + 48);
+    if (!(demo_lr >= 0.0f && demo_lr < 1e6f)) return TR_ESTATE;
+    size_t N = m->num_params;
+    const uint8_t *p = in + TR_STATE_HEADER;
+    if (!tr_floats_ok(p, N, 0)) return TR_ESTATE;
+    const uint8_t *pa = p + 4 * N, *pd = pa;
+    if (flags & TR_STATE_ADAM) {
+        if (!tr_floats_ok(pa, N, 0) || !tr_floats_ok(pa + 4 * N, N, 1)) return TR_ESTATE;
+        pd = pa + 8 * N;
+    }
+    if ((flags & TR_STATE_DELTA) && !tr_floats_ok(pd, N, 0)) return TR_ESTATE;
+    // Allocate everything first so a failure leaves the model unchanged.
+    if ((flags & TR_STATE_ADAM) && !m->adam_m) {
+        m->adam_m = malloc(sizeof(float) * N);
+        m->adam_v = malloc(sizeof(float) * N);
+        if (!m->adam_m || !m->adam_v) {
+            free(m->adam_m); free(m->adam_v);
+            m->adam_m = m->adam_v = NULL;
+            return TR_ENOMEM;
+        }
+    }
+    if ((flags & TR_STATE_DELTA) && !m->delta && !(m->delta = malloc(sizeof(float) * N))) return TR_ENOMEM;
+    if ((flags & TR_STATE_LOOKAHEAD) && tr_lookahead_alloc(m)) return TR_ENOMEM;
+    tr_get_floats(m->params, p, N);
+    if (flags & TR_STATE_ADAM) {
+        tr_get_floats(m->adam_m, pa, N);
+        tr_get_floats(m->adam_v, pa + 4 * N, N);
+    } else {
+        free(m->adam_m); free(m->adam_v);
+        m->adam_m = m->adam_v = NULL;
+    }
+    if (flags & TR_STATE_DELTA) tr_get_floats(m->delta, pd, N);
+    else { free(m->delta); m->delta = NULL; }
+    m->step = tr_get_u64(in + 32);
+    m->adam_t = tr_get_u64(in + 40);
+    m->demo_lr = demo_lr;
+    m->have_grads = 0;
+    tr_demo_refresh_lookahead(m, (flags & TR_STATE_LOOKAHEAD) != 0);
+    return TR_OK;
+}

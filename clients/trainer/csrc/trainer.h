@@ -1,0 +1,101 @@
+// trainer.h: the C API of the native trainer, called from Go through cgo.
+//
+// Contract: every function returns TR_OK or a negative TR_E* code and never
+// exits or asserts on input. C copies data in and out of caller buffers during
+// a call and keeps no caller pointer afterwards. A tr_model is used by one
+// caller at a time (the Go wrapper serialises calls).
+#ifndef TRAINER_H
+#define TRAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    TR_OK = 0,
+    TR_EINVAL = -1,   // bad argument (shape, range, token id, config)
+    TR_ENOMEM = -2,   // allocation failed
+    TR_EPAYLOAD = -3, // malformed or mismatching DeMo payload
+    TR_ESTATE = -4,   // state blob does not match this model
+    TR_ESHORT = -5,   // output buffer too small
+    TR_ENOGRAD = -6,  // optimizer step without accumulated gradients
+    TR_EDEVICE = -7,  // GPU runtime failure
+};
+
+typedef struct {
+    int vocab;        // real vocabulary size V
+    int padded_vocab; // Vp >= V, rows of wte (padding keeps GEMM tiles aligned)
+    int layers;       // L
+    int channels;     // C
+    int heads;        // NH, divides C
+    int seq_len;      // maximum T (rows of wpe)
+    int micro_batch;  // sequences per forward/backward pass (activation memory)
+} tr_config;
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float clip_norm; // <= 0: no clipping
+} tr_adamw;
+
+typedef struct {
+    float lr;
+    float decay;        // momentum decay (beta), e.g. 0.999
+    float weight_decay; // decoupled, applied as x *= 1 - lr*wd
+    float clip_norm;    // <= 0: no clipping
+    int chunk;          // DCT chunk edge, e.g. 64
+    int topk;           // coefficients kept per chunk
+    int one_bit;        // 1: values sent as signs with a per-tensor scale
+    int lookahead;      // 1: forward/backward at x - lr*sign(delta)
+} tr_demo;
+
+typedef struct tr_model tr_model;
+
+// ISA levels for the GEMM kernels; all give identical bits.
+enum { TR_ISA_AUTO = 0, TR_ISA_BASE = 1, TR_ISA_AVX2 = 2, TR_ISA_AVX512 = 3 };
+
+int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out);
+void tr_destroy(tr_model *m);
+int tr_set_threads(tr_model *m, int n);
+int tr_set_isa(tr_model *m, int isa); // returns the level chosen (>0) or an error
+size_t tr_num_params(const tr_model *m);
+
+// Forward+backward over n sequences of length t (t <= seq_len), accumulated in
+// micro-batches; gradients are of the mean loss over all n*t targets and are
+// replaced (not added to) by each call. *loss receives the mean loss.
+int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+// Forward only: mean loss, parameters and gradients untouched.
+int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+// Copies the gradients (after tr_step) into out, which holds tr_num_params floats.
+int tr_get_grads(const tr_model *m, float *out, size_t len);
+int tr_get_params(const tr_model *m, float *out, size_t len);
+int tr_set_params(tr_model *m, const float *in, size_t len);
+
+int tr_adamw_step(tr_model *m, const tr_adamw *hp);
+
+// DeMo: generate this client's payload from the current gradients (updating
+// its own momentum), then apply all accepted payloads in the given order.
+int tr_demo_payload_size(const tr_model *m, const tr_demo *hp, size_t *size);
+int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, size_t *len);
+int tr_demo_validate(const tr_model *m, const tr_demo *hp, const uint8_t *p, size_t len);
+// payloads: n payloads concatenated in client order, lens[i] bytes each.
+int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n);
+
+// Test hooks for the transform: chunked orthonormal DCT-II of x (rows x cols)
+// and its inverse; chunk edges are the largest divisors <= chunk.
+int tr_dct_forward(int rows, int cols, int chunk, const float *x, float *y);
+int tr_dct_inverse(int rows, int cols, int chunk, const float *y, float *x);
+
+// Full state (parameters, optimizer buffers, counters) as a canonical,
+// versioned little-endian blob; see README.md.
+int tr_state_size(const tr_model *m, size_t *size);
+int tr_state_export(const tr_model *m, uint8_t *out, size_t cap);
+int tr_state_import(tr_model *m, const uint8_t *in, size_t len);
+
+// Parameter tensors, for checkpoints: name, shape and offset into the flat
+// parameter array.
+int tr_num_tensors(const tr_model *m);
+int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int shape[3], size_t *offset);
+
+// GEMM benchmark hook: out(M,N) = A(M,K) * B(N,K)^T with the model's kernel.
+int tr_gemm(tr_model *m, int M, int N, int K, const float *a, const float *b, float *out);
+
+#endif

@@ -1,0 +1,484 @@
+// Package trainer drives the native GPT trainer (C with OpenMP, and CUDA under
+// the cuda build tag): forward/backward, AdamW, the DeMo optimizer with its
+// compact payloads, full-state export/import, per-step digests and
+// safetensors checkpoints. Results are bit-for-bit reproducible on the same
+// backend whatever the thread count or x86-64 ISA level; see README.md.
+package trainer
+
+/*
+#cgo CFLAGS: -O3 -std=c11 -fopenmp -Wall -Wno-psabi -Wno-unknown-pragmas
+#cgo LDFLAGS: -fopenmp -lm
+#include <stdlib.h>
+#include "csrc/trainer.h"
+*/
+import "C"
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Errors returned (wrapped) by the trainer.
+var (
+	ErrInvalid  = errors.New("invalid argument")
+	ErrNoMemory = errors.New("out of memory")
+	ErrPayload  = errors.New("malformed or mismatching DeMo payload")
+	ErrState    = errors.New("state does not match this model")
+	ErrNoGrad   = errors.New("no gradients: run Step first")
+	ErrDevice   = errors.New("GPU runtime failure")
+	ErrClosed   = errors.New("trainer is closed")
+)
+
+func codeErr(rc C.int, what string) error {
+	var base error
+	switch rc {
+	case C.TR_OK:
+		return nil
+	case C.TR_EINVAL:
+		base = ErrInvalid
+	case C.TR_ENOMEM:
+		base = ErrNoMemory
+	case C.TR_EPAYLOAD:
+		base = ErrPayload
+	case C.TR_ESTATE:
+		base = ErrState
+	case C.TR_ENOGRAD:
+		base = ErrNoGrad
+	case C.TR_EDEVICE:
+		base = ErrDevice
+	default:
+		base = fmt.Errorf("native trainer error code %d", int(rc))
+	}
+	return fmt.Errorf("%s: %w", what, base)
+}
+
+// Trainer owns one native model. Its methods are safe for concurrent use
+// (calls are serialised). The C handle is the only C pointer Go keeps; no
+// Go memory is retained by C after a call returns.
+type Trainer struct {
+	mu  sync.Mutex
+	m   *C.tr_model
+	cfg Config
+	n   int // parameter count
+}
+
+// New builds a model with GPT-2 initialisation drawn from seed.
+func New(cfg Config, seed uint64) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cc := C.tr_config{
+		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
+		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
+	}
+	var m *C.tr_model
+	if err := codeErr(C.tr_create(&cc, C.uint64_t(seed), &m), "create model"); err != nil {
+		return nil, err
+	}
+	t := &Trainer{m: m, cfg: cfg, n: int(C.tr_num_params(m))}
+	if err := t.initBackend(); err != nil {
+		C.tr_destroy(m)
+		return nil, err
+	}
+	return t, nil
+}
+
+// Close frees the native model. Later calls return ErrClosed.
+func (t *Trainer) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		return ErrClosed
+	}
+	t.closeBackend()
+	C.tr_destroy(t.m)
+	t.m = nil
+	return nil
+}
+
+// Config returns the model configuration.
+func (t *Trainer) Config() Config { return t.cfg }
+
+// NumParams returns the number of fp32 parameters.
+func (t *Trainer) NumParams() int { return t.n }
+
+func (t *Trainer) lock() error {
+	t.mu.Lock()
+	if t.m == nil {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// SetThreads sets the OpenMP threads used by this trainer's kernels
+// (default: all processors). Results do not depend on it.
+func (t *Trainer) SetThreads(n int) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return codeErr(C.tr_set_threads(t.m, C.int(n)), fmt.Sprintf("set %d threads", n))
+}
+
+// ISA selects the GEMM kernel's instruction set; all levels give the same bits.
+type ISA int
+
+// ISA levels.
+const (
+	ISAAuto   ISA = C.TR_ISA_AUTO
+	ISABase   ISA = C.TR_ISA_BASE // x86-64 baseline (SSE2)
+	ISAAVX2   ISA = C.TR_ISA_AVX2
+	ISAAVX512 ISA = C.TR_ISA_AVX512
+)
+
+func (i ISA) String() string {
+	switch i {
+	case ISAAuto:
+		return "auto"
+	case ISABase:
+		return "x86-64"
+	case ISAAVX2:
+		return "avx2"
+	case ISAAVX512:
+		return "avx512"
+	}
+	return fmt.Sprintf("isa(%d)", int(i))
+}
+
+// SetISA caps the GEMM kernel at level (ISAAuto: best available) and returns
+// the level in use.
+func (t *Trainer) SetISA(level ISA) (ISA, error) {
+	if err := t.lock(); err != nil {
+		return 0, err
+	}
+	defer t.mu.Unlock()
+	rc := C.tr_set_isa(t.m, C.int(level))
+	if rc < 0 {
+		return 0, codeErr(rc, "set ISA "+level.String())
+	}
+	return ISA(rc), nil
+}
+
+// checkBatch validates tokens/targets for sequences of length seqLen.
+func (t *Trainer) checkBatch(tokens, targets []int32, seqLen int) (int, error) {
+	if seqLen < 1 || seqLen > t.cfg.SeqLen {
+		return 0, fmt.Errorf("sequence length %d out of range [1, %d]: %w", seqLen, t.cfg.SeqLen, ErrInvalid)
+	}
+	if len(tokens) == 0 || len(tokens)%seqLen != 0 || len(targets) != len(tokens) {
+		return 0, fmt.Errorf("batch of %d tokens and %d targets is not a whole number of %d-token sequences: %w",
+			len(tokens), len(targets), seqLen, ErrInvalid)
+	}
+	for i := range tokens {
+		if tokens[i] < 0 || int(tokens[i]) >= t.cfg.Vocab || targets[i] < 0 || int(targets[i]) >= t.cfg.Vocab {
+			return 0, fmt.Errorf("token %d at position %d outside vocabulary of %d: %w", max(tokens[i], targets[i]), i, t.cfg.Vocab, ErrInvalid)
+		}
+	}
+	return len(tokens) / seqLen, nil
+}
+
+// Step runs forward and backward over the batch (sequences of seqLen tokens,
+// targets[i] the token after tokens[i]), in micro-batches of
+// Config.MicroBatch sequences, and returns the mean loss. The gradients of the
+// mean loss replace those of the previous step. ctx is checked before the
+// native call; a step, once started, runs to completion.
+func (t *Trainer) Step(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := t.checkBatch(tokens, targets, seqLen)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.lock(); err != nil {
+		return 0, err
+	}
+	defer t.mu.Unlock()
+	var loss C.float
+	rc := t.stepBackend((*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(seqLen), &loss)
+	if err := codeErr(rc, "training step"); err != nil {
+		return 0, err
+	}
+	return float32(loss), nil
+}
+
+// Eval returns the mean loss of the batch under the current weights
+// (forward only; nothing changes).
+func (t *Trainer) Eval(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := t.checkBatch(tokens, targets, seqLen)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.lock(); err != nil {
+		return 0, err
+	}
+	defer t.mu.Unlock()
+	var loss C.float
+	rc := C.tr_eval(t.m, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(seqLen), &loss)
+	if err := codeErr(rc, "evaluation"); err != nil {
+		return 0, err
+	}
+	return float32(loss), nil
+}
+
+// Grads returns a copy of the gradients of the last Step.
+func (t *Trainer) Grads() ([]float32, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	out := make([]float32, t.n)
+	return out, codeErr(C.tr_get_grads(t.m, (*C.float)(&out[0]), C.size_t(t.n)), "read gradients")
+}
+
+// Params returns a copy of the (master) parameters in the flat layout of Tensors.
+func (t *Trainer) Params() ([]float32, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	out := make([]float32, t.n)
+	return out, codeErr(C.tr_get_params(t.m, (*C.float)(&out[0]), C.size_t(t.n)), "read parameters")
+}
+
+// SetParams replaces the parameters (all finite, NumParams long). Optimizer
+// buffers are kept; the DeMo lookahead is switched off until the next apply.
+func (t *Trainer) SetParams(p []float32) error {
+	if len(p) != t.n {
+		return fmt.Errorf("got %d parameters, model has %d: %w", len(p), t.n, ErrInvalid)
+	}
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return codeErr(C.tr_set_params(t.m, (*C.float)(&p[0]), C.size_t(t.n)), "set parameters")
+}
+
+// Tensor describes one parameter tensor inside the flat parameter array.
+type Tensor struct {
+	Name   string
+	Shape  []int
+	Offset int // in floats
+	Size   int // in floats
+}
+
+// Tensors lists the parameter tensors in storage order.
+func (t *Trainer) Tensors() ([]Tensor, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	n := int(C.tr_num_tensors(t.m))
+	out := make([]Tensor, n)
+	for i := range n {
+		var name *C.char
+		var ndim C.int
+		var shape [3]C.int
+		var off C.size_t
+		if err := codeErr(C.tr_tensor_info(t.m, C.int(i), &name, &ndim, &shape[0], &off), "tensor info"); err != nil {
+			return nil, err
+		}
+		size := 1
+		dims := make([]int, int(ndim))
+		for d := range dims {
+			dims[d] = int(shape[d])
+			size *= dims[d]
+		}
+		out[i] = Tensor{Name: C.GoString(name), Shape: dims, Offset: int(off), Size: size}
+	}
+	return out, nil
+}
+
+// AdamW holds AdamW hyperparameters.
+type AdamW struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	ClipNorm                           float32 // <= 0: no gradient clipping
+}
+
+// AdamWStep updates the parameters from the gradients of the last Step.
+func (t *Trainer) AdamWStep(hp AdamW) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	c := C.tr_adamw{lr: C.float(hp.LR), beta1: C.float(hp.Beta1), beta2: C.float(hp.Beta2), eps: C.float(hp.Eps),
+		weight_decay: C.float(hp.WeightDecay), clip_norm: C.float(hp.ClipNorm)}
+	return codeErr(C.tr_adamw_step(t.m, &c), "AdamW step")
+}
+
+// DeMo holds the DeMo/DisTrO hyperparameters. Chunk, TopK and OneBit fix the
+// payload layout: every client of a run must use the same values.
+type DeMo struct {
+	LR          float32
+	Decay       float32 // momentum decay, e.g. 0.999
+	WeightDecay float32
+	ClipNorm    float32 // <= 0: no gradient clipping
+	Chunk       int     // DCT chunk edge, e.g. 64
+	TopK        int     // coefficients kept per chunk, e.g. 8
+	OneBit      bool    // send signs with one scale per tensor
+	Lookahead   bool    // compute gradients at x - lr*sign(delta)
+}
+
+func (hp DeMo) c() C.tr_demo {
+	b := func(v bool) C.int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	return C.tr_demo{lr: C.float(hp.LR), decay: C.float(hp.Decay), weight_decay: C.float(hp.WeightDecay),
+		clip_norm: C.float(hp.ClipNorm), chunk: C.int(hp.Chunk), topk: C.int(hp.TopK), one_bit: b(hp.OneBit), lookahead: b(hp.Lookahead)}
+}
+
+// PayloadSize returns the exact size of a DeMo payload for hp.
+func (t *Trainer) PayloadSize(hp DeMo) (int, error) {
+	if err := t.lock(); err != nil {
+		return 0, err
+	}
+	defer t.mu.Unlock()
+	return t.payloadSize(hp)
+}
+
+func (t *Trainer) payloadSize(hp DeMo) (int, error) {
+	c := hp.c()
+	var size C.size_t
+	if err := codeErr(C.tr_demo_payload_size(t.m, &c, &size), "DeMo payload size"); err != nil {
+		return 0, err
+	}
+	return int(size), nil
+}
+
+// DeMoGenerate folds the gradients of the last Step into this client's
+// momentum and returns the payload to broadcast (format in README.md).
+func (t *Trainer) DeMoGenerate(hp DeMo) ([]byte, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	size, err := t.payloadSize(hp)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, size)
+	c := hp.c()
+	var n C.size_t
+	if err := codeErr(C.tr_demo_generate(t.m, &c, (*C.uint8_t)(&out[0]), C.size_t(size), &n), "DeMo generate"); err != nil {
+		return nil, err
+	}
+	return out[:n], nil
+}
+
+// ValidatePayload checks a peer's payload against this model and hp without
+// changing anything.
+func (t *Trainer) ValidatePayload(hp DeMo, p []byte) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	c := hp.c()
+	var ptr *C.uint8_t
+	if len(p) > 0 {
+		ptr = (*C.uint8_t)(&p[0])
+	}
+	return codeErr(C.tr_demo_validate(t.m, &c, ptr, C.size_t(len(p))), "validate DeMo payload")
+}
+
+// DeMoApply applies the scatter-mean of the payloads, in the given (client)
+// order, as one sign-SGD step. Either all payloads are valid and the step is
+// taken, or nothing changes.
+func (t *Trainer) DeMoApply(hp DeMo, payloads [][]byte) error {
+	total := 0
+	for _, p := range payloads {
+		total += len(p)
+	}
+	// One contiguous copy: C may not receive Go memory holding Go pointers.
+	buf := make([]byte, 0, total+1)
+	lens := make([]C.size_t, len(payloads)+1)
+	for i, p := range payloads {
+		buf = append(buf, p...)
+		lens[i] = C.size_t(len(p))
+	}
+	buf = buf[:total+1]
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	c := hp.c()
+	rc := C.tr_demo_apply(t.m, &c, (*C.uint8_t)(&buf[0]), &lens[0], C.int(len(payloads)))
+	return codeErr(rc, "DeMo apply")
+}
+
+// ExportState returns the full state (parameters, optimizer buffers, step
+// counters, last DeMo lr) as a canonical blob; ImportState restores it.
+func (t *Trainer) ExportState() ([]byte, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	return t.exportState()
+}
+
+func (t *Trainer) exportState() ([]byte, error) {
+	var size C.size_t
+	if err := codeErr(C.tr_state_size(t.m, &size), "state size"); err != nil {
+		return nil, err
+	}
+	out := make([]byte, int(size))
+	return out, codeErr(C.tr_state_export(t.m, (*C.uint8_t)(&out[0]), size), "export state")
+}
+
+// ImportState restores a blob from ExportState of a model with the same
+// shape. A malformed blob is rejected and changes nothing.
+func (t *Trainer) ImportState(state []byte) error {
+	if len(state) == 0 {
+		return fmt.Errorf("import state: empty blob: %w", ErrState)
+	}
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return codeErr(C.tr_state_import(t.m, (*C.uint8_t)(&state[0]), C.size_t(len(state))), "import state")
+}
+
+// Digest is sha256 over the canonical state blob, then the payload length as
+// u64 little-endian, then the payload: one value per step that an auditor
+// replaying the same inputs on the same backend must reproduce bit for bit.
+func (t *Trainer) Digest(payload []byte) ([32]byte, error) {
+	if err := t.lock(); err != nil {
+		return [32]byte{}, err
+	}
+	defer t.mu.Unlock()
+	state, err := t.exportState()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	h := sha256.New()
+	h.Write(state)
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(payload)))
+	h.Write(n[:])
+	h.Write(payload)
+	var d [32]byte
+	copy(d[:], h.Sum(nil))
+	return d, nil
+}
+
+// GEMM computes out(M,N) = a(M,K) * b(N,K)^T with the model's kernel (for benchmarks).
+func (t *Trainer) GEMM(m, n, k int, a, b, out []float32) error {
+	if m < 1 || n < 1 || k < 1 || len(a) != m*k || len(b) != n*k || len(out) != m*n {
+		return fmt.Errorf("GEMM shapes (%d,%d,%d) do not match buffers: %w", m, n, k, ErrInvalid)
+	}
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return codeErr(C.tr_gemm(t.m, C.int(m), C.int(n), C.int(k), (*C.float)(&a[0]), (*C.float)(&b[0]), (*C.float)(&out[0])), "GEMM")
+}
