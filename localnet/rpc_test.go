@@ -1,0 +1,442 @@
+package localnet_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	bin "github.com/gagliardetto/binary"
+	"github.com/gagliardetto/solana-go"
+	associatedtokenaccount "github.com/gagliardetto/solana-go/programs/associated-token-account"
+	"github.com/gagliardetto/solana-go/programs/system"
+	"github.com/gagliardetto/solana-go/programs/token"
+	"github.com/gagliardetto/solana-go/rpc"
+	"github.com/gagliardetto/solana-go/rpc/jsonrpc"
+	confirm "github.com/gagliardetto/solana-go/rpc/sendAndConfirmTransaction"
+	"github.com/gorilla/websocket"
+
+	"github.com/psyche-go/psyche/localnet"
+	"github.com/psyche-go/psyche/localnet/localnettest"
+)
+
+const fee = 5000 // lamports per signature
+
+func TestTransferConfirmedBySignatureSubscribe(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	client := localnettest.Client(v)
+	payer := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL)
+	to := solana.NewWallet().PublicKey()
+
+	tx := buildTx(t, ctx, client, payer, nil, system.NewTransferInstruction(1_000_000, payer.PublicKey(), to).Build())
+	sig, err := confirm.SendAndConfirmTransaction(ctx, client, wsClient(t, ctx, v), tx)
+	if err != nil {
+		t.Fatalf("send and confirm: %v", err)
+	}
+
+	bal, err := client.GetBalance(ctx, to, rpc.CommitmentFinalized)
+	if err != nil || bal.Value != 1_000_000 {
+		t.Fatalf("recipient balance = %v, %v; want 1000000", bal, err)
+	}
+	bal, err = client.GetBalance(ctx, payer.PublicKey(), rpc.CommitmentProcessed)
+	if want := 2*solana.LAMPORTS_PER_SOL - 1_000_000 - fee; err != nil || bal.Value != want {
+		t.Fatalf("payer balance = %v, %v; want %d", bal, err, want)
+	}
+
+	maxVersion := uint64(0)
+	got, err := client.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{Encoding: solana.EncodingBase64, MaxSupportedTransactionVersion: &maxVersion})
+	if err != nil {
+		t.Fatalf("getTransaction: %v", err)
+	}
+	if got.Meta.Fee != fee || got.Meta.Err != nil {
+		t.Errorf("meta fee=%d err=%v; want %d, nil", got.Meta.Fee, got.Meta.Err, fee)
+	}
+	if len(got.Meta.PreBalances) != 3 || got.Meta.PreBalances[0]-got.Meta.PostBalances[0] != 1_000_000+fee ||
+		got.Meta.PostBalances[1] != 1_000_000 {
+		t.Errorf("balances pre=%v post=%v", got.Meta.PreBalances, got.Meta.PostBalances)
+	}
+	if len(got.Meta.LogMessages) == 0 || !strings.Contains(got.Meta.LogMessages[0], "11111111111111111111111111111111 invoke [1]") {
+		t.Errorf("logs = %q", got.Meta.LogMessages)
+	}
+	decoded, err := got.Transaction.GetTransaction()
+	if err != nil || !decoded.Signatures[0].Equals(sig) {
+		t.Errorf("transaction bytes decode to %v, %v", decoded, err)
+	}
+	if got.BlockTime == nil || time.Since(got.BlockTime.Time()) > time.Minute {
+		t.Errorf("blockTime = %v", got.BlockTime)
+	}
+
+	sigs, err := client.GetSignaturesForAddress(ctx, to)
+	if err != nil || len(sigs) != 1 || !sigs[0].Signature.Equals(sig) {
+		t.Fatalf("getSignaturesForAddress = %v, %v", sigs, err)
+	}
+	st, err := client.GetSignatureStatuses(ctx, true, sig, solana.Signature{1})
+	if err != nil || st.Value[0] == nil || st.Value[0].ConfirmationStatus != rpc.ConfirmationStatusFinalized || st.Value[1] != nil {
+		t.Fatalf("getSignatureStatuses = %+v, %v", st, err)
+	}
+
+	// The same transaction again is a duplicate: preflight says so.
+	if _, err := client.SendTransaction(ctx, tx); err == nil || !strings.Contains(err.Error(), "already been processed") {
+		t.Fatalf("duplicate send: err = %v", err)
+	}
+	// Subscribing after the fact notifies at once.
+	sub, err := wsClient(t, ctx, v).SignatureSubscribe(sig, rpc.CommitmentFinalized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-sub.Response():
+		if r.Value.Err != nil {
+			t.Fatalf("late signature notification err = %v", r.Value.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification for an already processed signature")
+	}
+}
+
+func TestAccountAndLogsSubscriptions(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	payer := localnettest.NewFundedKeypair(t, v, solana.LAMPORTS_PER_SOL)
+	to := solana.NewWallet().PublicKey()
+	wsc := wsClient(t, ctx, v)
+
+	accSub, err := wsc.AccountSubscribeWithOpts(to, rpc.CommitmentConfirmed, solana.EncodingBase64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logSub, err := wsc.LogsSubscribeMentions(to, rpc.CommitmentConfirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotSub, err := wsc.SlotSubscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := send(t, ctx, v, payer, nil, system.NewTransferInstruction(5_000_000, payer.PublicKey(), to).Build())
+
+	select {
+	case r := <-accSub.Response():
+		if r.Value.Lamports != 5_000_000 || !r.Value.Owner.Equals(solana.SystemProgramID) {
+			t.Fatalf("account notification = %+v", r.Value)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no account notification")
+	}
+	select {
+	case r := <-logSub.Response():
+		if !r.Value.Signature.Equals(sig) || r.Value.Err != nil || len(r.Value.Logs) == 0 {
+			t.Fatalf("logs notification = %+v", r.Value)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no logs notification")
+	}
+	select {
+	case r := <-slotSub.Response():
+		if r.Slot == 0 || r.Parent != r.Slot-1 {
+			t.Fatalf("slot notification = %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no slot notification")
+	}
+	accSub.Unsubscribe()
+	logSub.Unsubscribe()
+	slotSub.Unsubscribe()
+}
+
+func TestSPLTokenMint(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	client := localnettest.Client(v)
+	payer := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
+	mint := solana.NewWallet().PrivateKey
+	owner := solana.NewWallet().PublicKey()
+
+	rent, err := client.GetMinimumBalanceForRentExemption(ctx, 82, rpc.CommitmentConfirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, ctx, v, payer, []solana.PrivateKey{mint},
+		system.NewCreateAccountInstruction(rent, 82, solana.TokenProgramID, payer.PublicKey(), mint.PublicKey()).Build(),
+		token.NewInitializeMint2Instruction(6, payer.PublicKey(), payer.PublicKey(), mint.PublicKey()).Build(),
+	)
+	ata, _, err := solana.FindAssociatedTokenAddress(owner, mint.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := send(t, ctx, v, payer, nil,
+		associatedtokenaccount.NewCreateInstruction(payer.PublicKey(), owner, mint.PublicKey()).Build(),
+		token.NewMintToInstruction(1_234_500_000, mint.PublicKey(), ata, payer.PublicKey(), nil).Build(),
+	)
+
+	bal, err := client.GetTokenAccountBalance(ctx, ata, rpc.CommitmentConfirmed)
+	if err != nil || bal.Value.Amount != "1234500000" || bal.Value.Decimals != 6 || bal.Value.UiAmountString != "1234.5" {
+		t.Fatalf("getTokenAccountBalance = %+v, %v", bal, err)
+	}
+	supply, err := client.GetTokenSupply(ctx, mint.PublicKey(), rpc.CommitmentConfirmed)
+	if err != nil || supply.Value.Amount != "1234500000" {
+		t.Fatalf("getTokenSupply = %+v, %v", supply, err)
+	}
+	byOwner, err := client.GetTokenAccountsByOwner(ctx, owner, &rpc.GetTokenAccountsConfig{Mint: ptr(mint.PublicKey())},
+		&rpc.GetTokenAccountsOpts{Encoding: solana.EncodingBase64})
+	if err != nil || len(byOwner.Value) != 1 || !byOwner.Value[0].Pubkey.Equals(ata) {
+		t.Fatalf("getTokenAccountsByOwner = %+v, %v", byOwner, err)
+	}
+	var acct token.Account
+	if err := acct.UnmarshalWithDecoder(bin.NewBinDecoder(byOwner.Value[0].Account.Data.GetBinary())); err != nil || acct.Amount != 1_234_500_000 || !acct.Owner.Equals(owner) {
+		t.Fatalf("decoded token account = %+v, %v", acct, err)
+	}
+
+	maxVersion := uint64(0)
+	got, err := client.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{MaxSupportedTransactionVersion: &maxVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Meta.PostTokenBalances) != 1 || got.Meta.PostTokenBalances[0].UiTokenAmount.Amount != "1234500000" ||
+		!got.Meta.PostTokenBalances[0].Mint.Equals(mint.PublicKey()) || len(got.Meta.InnerInstructions) == 0 {
+		t.Fatalf("token meta: post=%+v inner=%d", got.Meta.PostTokenBalances, len(got.Meta.InnerInstructions))
+	}
+}
+
+func TestGetProgramAccountsFilters(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	client := localnettest.Client(v)
+	payer := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
+	program := solana.NewWallet().PublicKey() // owner of plain data accounts
+	rent, err := client.GetMinimumBalanceForRentExemption(ctx, 48, rpc.CommitmentConfirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []solana.PrivateKey
+	var ixs []solana.Instruction
+	for _, size := range []uint64{16, 48, 48} {
+		k := solana.NewWallet().PrivateKey
+		keys = append(keys, k)
+		ixs = append(ixs, system.NewCreateAccountInstruction(rent, size, program, payer.PublicKey(), k.PublicKey()).Build())
+	}
+	send(t, ctx, v, payer, keys, ixs...)
+
+	tests := []struct {
+		name    string
+		filters []rpc.RPCFilter
+		want    int
+	}{
+		{"no filter", nil, 3},
+		{"dataSize 48", []rpc.RPCFilter{{DataSize: 48}}, 2},
+		{"dataSize 16", []rpc.RPCFilter{{DataSize: 16}}, 1},
+		{"memcmp zeros", []rpc.RPCFilter{{Memcmp: &rpc.RPCFilterMemcmp{Offset: 8, Bytes: solana.Base58{0, 0, 0, 0}}}}, 3},
+		{"memcmp nonzero", []rpc.RPCFilter{{Memcmp: &rpc.RPCFilterMemcmp{Offset: 0, Bytes: solana.Base58{1}}}}, 0},
+		{"memcmp past end", []rpc.RPCFilter{{DataSize: 16}, {Memcmp: &rpc.RPCFilterMemcmp{Offset: 40, Bytes: solana.Base58{0}}}}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := client.GetProgramAccountsWithOpts(ctx, program, &rpc.GetProgramAccountsOpts{
+				Encoding: solana.EncodingBase64, Filters: tc.filters,
+				DataSlice: &rpc.DataSlice{Offset: ptr(uint64(0)), Length: ptr(uint64(4))},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) != tc.want {
+				t.Fatalf("got %d accounts, want %d", len(out), tc.want)
+			}
+			for _, a := range out {
+				if n := len(a.Account.Data.GetBinary()); n != 4 {
+					t.Errorf("dataSlice: %d bytes, want 4", n)
+				}
+			}
+		})
+	}
+}
+
+func TestSimulateTransaction(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	client := localnettest.Client(v)
+	payer := localnettest.NewFundedKeypair(t, v, solana.LAMPORTS_PER_SOL)
+	to := solana.NewWallet().PublicKey()
+
+	ok := buildTx(t, ctx, client, payer, nil, system.NewTransferInstruction(1_000_000, payer.PublicKey(), to).Build())
+	sim, err := client.SimulateTransactionWithOpts(ctx, ok, &rpc.SimulateTransactionOpts{
+		SigVerify: true, Accounts: &rpc.SimulateTransactionAccountsOpts{Encoding: solana.EncodingBase64, Addresses: []solana.PublicKey{to}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sim.Value.Err != nil || len(sim.Value.Logs) == 0 || sim.Value.UnitsConsumed == nil || *sim.Value.UnitsConsumed == 0 ||
+		len(sim.Value.Accounts) != 1 || sim.Value.Accounts[0].Lamports != 1_000_000 {
+		t.Fatalf("simulation = %+v", sim.Value)
+	}
+	if bal, _ := client.GetBalance(ctx, to, rpc.CommitmentConfirmed); bal.Value != 0 {
+		t.Fatalf("simulation changed state: balance %d", bal.Value)
+	}
+
+	tooMuch := buildTx(t, ctx, client, payer, nil, system.NewTransferInstruction(10*solana.LAMPORTS_PER_SOL, payer.PublicKey(), to).Build())
+	sim, err = client.SimulateTransaction(ctx, tooMuch)
+	if err != nil || sim.Value.Err == nil || !strings.Contains(fmt.Sprint(sim.Value.Err), "InstructionError") {
+		t.Fatalf("failing simulation = %+v, %v", sim, err)
+	}
+	// Preflight rejects it with -32002, the error and the logs.
+	_, err = client.SendTransaction(ctx, tooMuch)
+	var rpcErr *jsonrpc.RPCError
+	if !errors.As(err, &rpcErr) || rpcErr.Code != -32002 {
+		t.Fatalf("preflight failure = %v", err)
+	}
+	if data, _ := json.Marshal(rpcErr.Data); !strings.Contains(string(data), "InstructionError") || !strings.Contains(string(data), "Program 11111111111111111111111111111111 invoke") {
+		t.Fatalf("preflight failure data = %s", data)
+	}
+	// Without preflight it lands as failed and the fee is charged.
+	sig, err := client.SendTransactionWithOpts(ctx, tooMuch, rpc.TransactionOpts{SkipPreflight: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := client.GetSignatureStatuses(ctx, false, sig)
+	if err != nil || st.Value[0] == nil || st.Value[0].Err == nil {
+		t.Fatalf("failed transaction status = %+v, %v", st, err)
+	}
+	if bal, _ := client.GetBalance(ctx, payer.PublicKey(), rpc.CommitmentConfirmed); bal.Value != solana.LAMPORTS_PER_SOL-fee {
+		t.Fatalf("payer balance after failed tx = %d", bal.Value)
+	}
+
+	// A stale blockhash is replaced on request.
+	stale := signTx(t, solana.Hash{7}, payer, nil, system.NewTransferInstruction(1_000_000, payer.PublicKey(), to).Build())
+	sim, err = client.SimulateTransactionWithOpts(ctx, stale, &rpc.SimulateTransactionOpts{ReplaceRecentBlockhash: true})
+	if err != nil || sim.Value.Err != nil {
+		t.Fatalf("replaceRecentBlockhash simulation = %+v, %v", sim, err)
+	}
+	sim, err = client.SimulateTransaction(ctx, stale)
+	if err != nil || fmt.Sprint(sim.Value.Err) != "BlockhashNotFound" {
+		t.Fatalf("stale simulation = %+v, %v", sim, err)
+	}
+}
+
+func TestMalformedRequests(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	huge := `{"jsonrpc":"2.0","id":1,"method":"getHealth","params":["` + strings.Repeat("x", 60_000) + `"]}`
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantCode   int
+	}{
+		{"malformed JSON", `{"jsonrpc":"2.0",`, http.StatusOK, -32700},
+		{"not an object", `42`, http.StatusOK, -32600},
+		{"no jsonrpc version", `{"id":1,"method":"getSlot"}`, http.StatusOK, -32600},
+		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"getWhatever"}`, http.StatusOK, -32601},
+		{"pubkey of wrong type", `{"jsonrpc":"2.0","id":1,"method":"getBalance","params":[123]}`, http.StatusOK, -32602},
+		{"invalid pubkey", `{"jsonrpc":"2.0","id":1,"method":"getBalance","params":["not-a-key"]}`, http.StatusOK, -32602},
+		{"params not an array", `{"jsonrpc":"2.0","id":1,"method":"getBalance","params":{"a":1}}`, http.StatusOK, -32602},
+		{"negative lamports", `{"jsonrpc":"2.0","id":1,"method":"requestAirdrop","params":["11111111111111111111111111111111",-1]}`, http.StatusOK, -32602},
+		{"lamports above u64", `{"jsonrpc":"2.0","id":1,"method":"requestAirdrop","params":["11111111111111111111111111111111",18446744073709551616]}`, http.StatusOK, -32602},
+		{"garbage transaction", `{"jsonrpc":"2.0","id":1,"method":"sendTransaction","params":["AAAA",{"encoding":"base64"}]}`, http.StatusOK, -32602},
+		{"bad base64", `{"jsonrpc":"2.0","id":1,"method":"sendTransaction","params":["!!!!",{"encoding":"base64"}]}`, http.StatusOK, -32602},
+		{"unknown encoding", `{"jsonrpc":"2.0","id":1,"method":"getAccountInfo","params":["11111111111111111111111111111111",{"encoding":"hex"}]}`, http.StatusOK, -32602},
+		{"bad commitment", `{"jsonrpc":"2.0","id":1,"method":"getSlot","params":[{"commitment":"soon"}]}`, http.StatusOK, -32602},
+		{"too many signatures", `{"jsonrpc":"2.0","id":1,"method":"getSignatureStatuses","params":[[` + strings.Repeat(`"1",`, 256) + `"1"]]}`, http.StatusOK, -32602},
+		{"empty batch", `[]`, http.StatusOK, -32600},
+		{"oversized body", huge, http.StatusRequestEntityTooLarge, -32600},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, out := post(t, v.RPCURL, []byte(tc.body))
+			if status != tc.wantStatus {
+				t.Fatalf("HTTP %d, want %d: %s", status, tc.wantStatus, out)
+			}
+			var r rpcResponse
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("response is not JSON-RPC: %s", out)
+			}
+			if r.Error == nil || r.Error.Code != tc.wantCode {
+				t.Fatalf("got %s, want error %d", out, tc.wantCode)
+			}
+		})
+	}
+	// A batch answers each member, and the server still serves afterwards.
+	status, out := post(t, v.RPCURL, []byte(`[{"jsonrpc":"2.0","id":1,"method":"getHealth"},{"jsonrpc":"2.0","id":2,"method":"nope"},{"jsonrpc":"2.0","id":3,"method":"getSlot"}]`))
+	var batch []rpcResponse
+	if err := json.Unmarshal(out, &batch); status != 200 || err != nil || len(batch) != 3 ||
+		string(batch[0].Result) != `"ok"` || batch[1].Error == nil || batch[1].Error.Code != -32601 || batch[2].Error != nil {
+		t.Fatalf("batch: HTTP %d %s", status, out)
+	}
+	if r := call(t, v, "getHealth", nil); string(r.Result) != `"ok"` {
+		t.Fatalf("getHealth after bad input = %s", r.Result)
+	}
+}
+
+func TestWebsocket63BitIDs(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	conn, _, err := websocket.DefaultDialer.Dial(v.WSURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const id = "9007199254740993123" // > 2^53: a float64 would round it
+	read := func() map[string]json.RawMessage {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, msg, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(msg, &m); err != nil {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		return m
+	}
+	if err := conn.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"rootSubscribe"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	for m = read(); m["id"] == nil; m = read() { // skip notifications
+	}
+	if string(m["id"]) != id {
+		t.Fatalf("id echoed as %s, want %s", m["id"], id)
+	}
+	subID := string(m["result"])
+	if err := conn.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":18446744073709551615,"method":"rootUnsubscribe","params":[`+subID+`]}`)); err != nil {
+		t.Fatal(err)
+	}
+	for m = read(); m["id"] == nil; m = read() {
+	}
+	if string(m["id"]) != "18446744073709551615" || string(m["result"]) != "true" {
+		t.Fatalf("unsubscribe answer = %v", m)
+	}
+	// Malformed input on the socket gets an error and the socket stays usable.
+	conn.WriteMessage(websocket.TextMessage, []byte(`{nope`))
+	if m = read(); !bytes.Contains(m["error"], []byte("-32700")) {
+		t.Fatalf("parse error answer = %v", m)
+	}
+	conn.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":5,"method":"accountSubscribe","params":["bad"]}`))
+	if m = read(); !bytes.Contains(m["error"], []byte("-32602")) {
+		t.Fatalf("bad param answer = %v", m)
+	}
+}
+
+func TestU64Serialization(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	// Airdrop an amount above 2^53 and read it back exactly.
+	const amount = "9007199254740993"
+	r := call(t, v, "requestAirdrop", []json.RawMessage{json.RawMessage(`"` + solana.NewWallet().PublicKey().String() + `"`), json.RawMessage(amount)})
+	if r.Error != nil {
+		t.Fatalf("airdrop: %+v", r.Error)
+	}
+	var sig solana.Signature
+	if err := json.Unmarshal(r.Result, &sig); err != nil {
+		t.Fatal(err)
+	}
+	localnettest.WaitConfirmed(t, v, sig)
+	maxVersion := uint64(0)
+	got, err := localnettest.Client(v).GetTransaction(testContext(t), sig, &rpc.GetTransactionOpts{MaxSupportedTransactionVersion: &maxVersion})
+	if err != nil || got.Meta.PostBalances[1] != 9007199254740993 {
+		t.Fatalf("post balance = %v, %v", got, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
