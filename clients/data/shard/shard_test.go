@@ -1,0 +1,304 @@
+package shard
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMerkleRootFollowsRFC6962(t *testing.T) {
+	leaf := func(s string) Hash { return LeafHash([]byte(s)) }
+	a, b, c, d, e := leaf("a"), leaf("b"), leaf("c"), leaf("d"), leaf("e")
+	tests := []struct {
+		name   string
+		leaves []Hash
+		want   Hash
+	}{
+		{"empty", nil, sha256.Sum256(nil)},
+		{"one", []Hash{a}, a},
+		{"two", []Hash{a, b}, nodeHash(a, b)},
+		{"three splits 2+1", []Hash{a, b, c}, nodeHash(nodeHash(a, b), c)},
+		{"five splits 4+1", []Hash{a, b, c, d, e}, nodeHash(nodeHash(nodeHash(a, b), nodeHash(c, d)), e)},
+	}
+	for _, tt := range tests {
+		if got := MerkleRoot(tt.leaves); got != tt.want {
+			t.Errorf("%s: root %x, want %x", tt.name, got, tt.want)
+		}
+	}
+	// RFC 6962's leaf hash of the empty string.
+	empty := leaf("")
+	if got := hex.EncodeToString(empty[:]); got != "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d" {
+		t.Errorf("LeafHash(\"\") = %s", got)
+	}
+}
+
+func TestHeaderRoundTripAndRejects(t *testing.T) {
+	h := Header{VocabSize: 50257, EOT: 50256, SeqLen: 1024, SeqsPerChunk: 31, NumSequences: 7, FirstIndex: 99, Tokenizer: "gpt2"}
+	raw, err := h.MarshalBinary()
+	if err != nil || len(raw) != HeaderSize {
+		t.Fatalf("MarshalBinary: %d bytes, %v", len(raw), err)
+	}
+	var back Header
+	if err := back.UnmarshalBinary(raw); err != nil || back != h {
+		t.Fatalf("round trip gave %+v, %v", back, err)
+	}
+	corrupt := func(at int, v byte) []byte { b := slices.Clone(raw); b[at] = v; return b }
+	for name, b := range map[string][]byte{
+		"short":        raw[:10],
+		"magic":        corrupt(0, 'X'),
+		"version":      corrupt(8, 9),
+		"header size":  corrupt(12, 65),
+		"name garbage": corrupt(60, 'x'),
+	} {
+		if err := new(Header).UnmarshalBinary(b); err == nil {
+			t.Errorf("%s: UnmarshalBinary accepted a corrupt header", name)
+		}
+	}
+}
+
+// writeDataset packs docs with seq_len 4 (5 tokens per sequence), 2 sequences
+// per chunk and 4 per shard.
+func writeDataset(t *testing.T, docs [][]uint16) (string, *Manifest, int) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "ds")
+	w, err := NewWriter(out, Params{Tokenizer: "byte", VocabSize: 256, EOT: 0, SeqLen: 4, SeqsPerChunk: 2, SeqsPerShard: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		if err := w.AddDocument(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, dropped, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, m, dropped
+}
+
+func readSequence(t *testing.T, d *Dataset, i uint64) []uint16 {
+	t.Helper()
+	loc, err := d.Manifest.Locate(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk, err := d.ReadChunk(loc.Shard, loc.Chunk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := make([]uint16, d.Manifest.SeqLen+1)
+	if err := DecodeTokens(seq, chunk[loc.Skip:loc.Skip+d.Manifest.SequenceBytes()], d.Manifest.VocabSize); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+func TestWriterPacksDocumentsIntoFixedSequences(t *testing.T) {
+	// 3 + 1 + 7 + 1 + 11 + 1 + 13 + 1 = 38 tokens: 7 sequences of 5, 3 dropped.
+	var docs [][]uint16
+	var stream []uint16
+	next := uint16(1)
+	for _, n := range []int{3, 7, 11, 13} {
+		var d []uint16
+		for range n {
+			d = append(d, next)
+			next = next%255 + 1
+		}
+		docs = append(docs, d)
+		stream = append(append(stream, d...), 0)
+	}
+	dir, m, dropped := writeDataset(t, docs)
+	if m.NumSequences != 7 || dropped != 3 {
+		t.Fatalf("%d sequences, %d dropped; want 7 and 3", m.NumSequences, dropped)
+	}
+	// SeqsPerShard 5 rounds down to 4 (whole chunks): shards of 4 and 3.
+	if len(m.Shards) != 2 || m.Shards[0].NumSequences != 4 || m.Shards[1].NumSequences != 3 {
+		t.Fatalf("shards %+v, want 4 + 3 sequences", m.Shards)
+	}
+	d, err := Open(dir, m.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for i := range uint64(7) {
+		if got, want := readSequence(t, d, i), stream[i*5:i*5+5]; !slices.Equal(got, want) {
+			t.Errorf("sequence %d = %v, want %v", i, got, want)
+		}
+	}
+	if err := d.Verify(context.Background()); err != nil {
+		t.Fatalf("Verify on an intact dataset: %v", err)
+	}
+	if _, err := m.Locate(7); err == nil {
+		t.Error("Locate(7) succeeded on a 7-sequence dataset")
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	if len(entries) != 1 {
+		t.Errorf("%d entries next to the dataset, want no leftover temporary directory", len(entries))
+	}
+}
+
+func TestWriterRejectsBadInput(t *testing.T) {
+	if _, err := NewWriter(t.TempDir()+"/x", Params{Tokenizer: "byte", VocabSize: 256, EOT: 300, SeqLen: 4, SeqsPerChunk: 1, SeqsPerShard: 1}); err == nil {
+		t.Error("EOT outside the vocabulary accepted")
+	}
+	full := t.TempDir()
+	os.WriteFile(filepath.Join(full, "keep"), []byte("x"), 0o644)
+	if _, err := NewWriter(full, Params{Tokenizer: "byte", VocabSize: 256, SeqLen: 4, SeqsPerChunk: 1, SeqsPerShard: 1}); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("non-empty output accepted: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "ds")
+	w, err := NewWriter(out, Params{Tokenizer: "byte", VocabSize: 256, SeqLen: 4, SeqsPerChunk: 1, SeqsPerShard: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddDocument([]uint16{5, 0, 6}); err == nil {
+		t.Error("a document containing the separator was accepted")
+	}
+	if err := w.AddDocument([]uint16{5, 256}); err == nil {
+		t.Error("a token outside the vocabulary was accepted")
+	}
+	if err := w.AddDocument([]uint16{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Close(); err == nil || !strings.Contains(err.Error(), "too few") {
+		t.Errorf("Close with less than one sequence: %v", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed write left %s behind", out)
+	}
+}
+
+func TestTamperingIsDetectedWithTheShardName(t *testing.T) {
+	docs := [][]uint16{make([]uint16, 40)}
+	for i := range docs[0] {
+		docs[0][i] = uint16(i + 1)
+	}
+	tests := []struct {
+		name    string
+		tamper  func(dir string, m *Manifest)
+		pinned  bool
+		openErr string // error from Open, or "" if Open succeeds
+		// errors from reading sequence 5 (shard-00001 chunk 0) and from Verify
+		readErr, verifyErr string
+	}{
+		{"flipped token byte", func(dir string, m *Manifest) { flip(t, filepath.Join(dir, "shard-00001.tok"), HeaderSize+3) }, true,
+			"", "shard shard-00001.tok chunk 0: content does not match", "shard shard-00001.tok: file SHA-256 does not match"},
+		{"flipped header byte", func(dir string, m *Manifest) { flip(t, filepath.Join(dir, "shard-00001.tok"), 40) }, true,
+			"", "", "shard shard-00001.tok: file SHA-256 does not match"},
+		{"truncated shard", func(dir string, m *Manifest) { os.Truncate(filepath.Join(dir, "shard-00001.tok"), 70) }, true,
+			"shard shard-00001.tok: file is 70 bytes", "", ""},
+		{"appended bytes", func(dir string, m *Manifest) { appendTo(t, filepath.Join(dir, "shard-00000.tok"), "x") }, true,
+			"shard shard-00000.tok: file is", "", ""},
+		{"chunk hash file altered", func(dir string, m *Manifest) { flip(t, filepath.Join(dir, "shard-00001.chunks"), 0) }, true,
+			"", "shard shard-00001.tok: chunk hash file does not match", "shard shard-00001.tok: chunk hash file does not match"},
+		{"manifest edited", func(dir string, m *Manifest) { editManifest(t, dir, `"eot": 0`, `"eot": 1`) }, false,
+			"does not match its content", "", ""},
+		{"manifest replaced by another consistent one", func(dir string, m *Manifest) {
+			other, _, _ := writeDataset(t, [][]uint16{make40(2)})
+			os.Rename(filepath.Join(other, ManifestName), filepath.Join(dir, ManifestName))
+		}, true, "does not match the pinned root", "", ""},
+		{"unknown manifest field", func(dir string, m *Manifest) { editManifest(t, dir, `"format"`, `"extra": 1, "format"`) }, false,
+			"unknown field", "", ""},
+		{"path in shard name", func(dir string, m *Manifest) { editManifest(t, dir, `"shard-00000.tok"`, `"../shard-00000.tok"`) }, false,
+			"not a plain file name", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, m, _ := writeDataset(t, docs)
+			tt.tamper(dir, m)
+			pin := ""
+			if tt.pinned {
+				pin = m.Root
+			}
+			d, err := Open(dir, pin)
+			if tt.openErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.openErr) {
+					t.Fatalf("Open error = %v, want %q", err, tt.openErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer d.Close()
+			loc, _ := d.Manifest.Locate(5)
+			_, readErr := d.ReadChunk(loc.Shard, loc.Chunk, nil)
+			verifyErr := d.Verify(context.Background())
+			if verifyErr == nil || !strings.Contains(verifyErr.Error(), tt.verifyErr) {
+				t.Errorf("Verify error = %v, want %q", verifyErr, tt.verifyErr)
+			}
+			var ie *IntegrityError
+			if !errors.As(verifyErr, &ie) {
+				t.Errorf("Verify error %v is not an IntegrityError", verifyErr)
+			}
+			if tt.readErr == "" && readErr != nil {
+				t.Errorf("ReadChunk of an intact chunk: %v", readErr)
+			}
+			if tt.readErr != "" && (readErr == nil || !strings.Contains(readErr.Error(), tt.readErr)) {
+				t.Errorf("ReadChunk error = %v, want %q", readErr, tt.readErr)
+			}
+		})
+	}
+}
+
+func make40(start uint16) []uint16 {
+	d := make([]uint16, 40)
+	for i := range d {
+		d[i] = start + uint16(i)
+	}
+	return d
+}
+
+func flip(t *testing.T, path string, at int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	f.ReadAt(b, at)
+	b[0] ^= 0x01
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendTo(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(s)
+	f.Close()
+}
+
+func editManifest(t *testing.T, dir, old, new string) {
+	t.Helper()
+	path := filepath.Join(dir, ManifestName)
+	raw, _ := os.ReadFile(path)
+	if !strings.Contains(string(raw), old) {
+		t.Fatalf("manifest lacks %q:\n%s", old, raw)
+	}
+	os.WriteFile(path, []byte(strings.Replace(string(raw), old, new, 1)), 0o644)
+}
+
+func TestDecodeTokensRejectsIdsOutsideVocabulary(t *testing.T) {
+	b := binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint16(nil, 7), 300)
+	dst := make([]uint16, 2)
+	if err := DecodeTokens(dst, b, 256); err == nil {
+		t.Fatal("token 300 accepted with a vocabulary of 256")
+	}
+	if err := DecodeTokens(dst, b, 301); err != nil || dst[1] != 300 {
+		t.Fatalf("DecodeTokens = %v, %v", dst, err)
+	}
+}
