@@ -153,6 +153,13 @@ func Build(ctx context.Context, cfg Config) ([]Program, error) {
 		}
 		cfg.TargetDir = filepath.Join(cfg.Workspace, "target", "sbpf-"+key)
 	}
+	for _, dir := range []*string{&cfg.TargetDir, &cfg.DeployDir, &cfg.TestDeployDir} {
+		abs, err := filepath.Abs(*dir)
+		if err != nil {
+			return nil, err
+		}
+		*dir = abs
+	}
 	crates, err := discover(ctx, &cfg)
 	if err != nil {
 		return nil, err
