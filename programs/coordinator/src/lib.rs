@@ -9,6 +9,10 @@ pub mod bloom;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod machine;
 pub mod selection;
 pub mod sha256;
 pub mod state;
+
+#[cfg(test)]
+mod machine_tests;

@@ -1,0 +1,813 @@
+//! The run state machine and every instruction's logic, as methods on the
+//! account state. Each public method validates everything before it changes
+//! anything, so a rejected instruction leaves the account bytes as they were
+//! (the runtime would revert them anyway; tests check we do not rely on it).
+//! Every successful call bumps `nonce`.
+
+use crate::bloom::Bloom;
+use crate::config::nonempty_str;
+use crate::error::CoordinatorError as E;
+use crate::event::{Event, Events};
+use crate::selection::{self, Entropy};
+use crate::state::client_state::{DROPPED, HEALTHY, LEFT};
+use crate::state::*;
+
+/// Rounds still run after `epoch_time` is up: a round's results are applied
+/// during the next one, so two more rounds drain the pipeline before Cooldown.
+pub const DRAIN_ROUNDS: u32 = 2;
+
+/// Height of the first round whose predecessor can be health-checked: the first
+/// round of an epoch is exempt because late joiners may still be loading.
+pub const FIRST_HEALTH_CHECK_HEIGHT: u32 = 2;
+
+/// What the instruction glue reads from sysvars for every state transition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clock {
+    /// Clock::unix_timestamp, in seconds.
+    pub unix_timestamp: i64,
+    /// Latest SlotHashes entry, mixed into round seeds.
+    pub entropy: Entropy,
+}
+
+/// Arguments of `update`: each part present is validated and replaced.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Update<'a> {
+    pub metadata: Option<&'a RunMetadata>,
+    pub config: Option<&'a CoordinatorConfig>,
+    pub model: Option<&'a Model>,
+    pub progress: Option<&'a Progress>,
+}
+
+/// Arguments of `witness` (loss, throughput and other metadata travel in the
+/// transaction for indexers but are not stored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WitnessReport {
+    /// The step of the round being witnessed (stale reports are rejected).
+    pub step: u32,
+    /// The witness's index in the round's client list.
+    pub index: u16,
+    pub participant_bloom: Bloom,
+    pub broadcast_bloom: Bloom,
+    pub broadcast_merkle: [u8; 32],
+}
+
+/// Arguments of `health_check`: the accused by index and signer, for the
+/// previous round of the current epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// The current round's step (the previous round is judged).
+    pub step: u32,
+    pub index: u16,
+    pub accused: [u8; 32],
+}
+
+/// Arguments of `checkpoint`: where the latest model was uploaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointRepo {
+    pub repo: [u8; URL_LEN],
+    pub revision: [u8; REVISION_LEN],
+}
+
+type Key = [u8; 32];
+
+/// Seconds from `since` to `now`, 0 if the clock has not moved forward.
+fn elapsed(now: i64, since: i64) -> u64 {
+    if now > since {
+        // now > since, so the two's-complement difference is the true distance.
+        (now as u64).wrapping_sub(since as u64)
+    } else {
+        0
+    }
+}
+
+fn valid_id_str(s: &[u8], max: usize) -> bool {
+    !s.is_empty() && s.len() <= max && !s.contains(&0) && core::str::from_utf8(s).is_ok()
+}
+
+impl CoordinatorState {
+    /// Initializes a zeroed account for `run_id`.
+    pub fn init(&mut self, run_id: &[u8], client_version: &[u8]) -> Result<(), E> {
+        if self.version != 0 {
+            return Err(E::AlreadyInitialized);
+        }
+        if !valid_id_str(run_id, RUN_ID_LEN) {
+            return Err(E::InvalidRunId);
+        }
+        if !valid_id_str(client_version, CLIENT_VERSION_LEN) {
+            return Err(E::InvalidClientVersion);
+        }
+        self.version = STATE_VERSION;
+        self.nonce = 0;
+        self.run_id = [0; RUN_ID_LEN];
+        self.run_id[..run_id.len()].copy_from_slice(run_id);
+        self.client_version = [0; CLIENT_VERSION_LEN];
+        self.client_version[..client_version.len()].copy_from_slice(client_version);
+        self.seed = selection::genesis_seed(run_id);
+        self.run_state = RunState::Uninitialized as u8;
+        Ok(())
+    }
+
+    /// The current phase; fails on an uninitialized or corrupt account.
+    pub fn run_state(&self) -> Result<RunState, E> {
+        if self.version != STATE_VERSION {
+            return Err(E::CorruptState);
+        }
+        RunState::from_u8(self.run_state).ok_or(E::CorruptState)
+    }
+
+    /// The round in progress (meaningful in RoundTrain, RoundWitness, Cooldown).
+    pub fn current_round(&self) -> &Round {
+        &self.epoch.rounds[usize::from(self.epoch.rounds_head) % NUM_STORED_ROUNDS]
+    }
+
+    /// The round before the current one in the ring buffer.
+    pub fn previous_round(&self) -> &Round {
+        let prev = (usize::from(self.epoch.rounds_head) + NUM_STORED_ROUNDS - 1) % NUM_STORED_ROUNDS;
+        &self.epoch.rounds[prev]
+    }
+
+    /// The registered client behind epoch entry `index`.
+    pub fn epoch_client(&self, index: usize) -> Option<(&EpochClient, &ClientSlot)> {
+        if index >= self.epoch_len() {
+            return None;
+        }
+        let e = &self.epoch.clients[index];
+        Some((e, &self.clients[usize::from(e.slot) % MAX_CLIENTS]))
+    }
+
+    /// Global batch size of the next round, from the data cursor.
+    pub fn next_batch_size(&self) -> u16 {
+        let tokens = self.progress.data_index.saturating_mul(u64::from(self.model.max_seq_len));
+        let c = &self.config;
+        selection::batch_size(c.global_batch_size_start, c.global_batch_size_end, c.global_batch_size_warmup_tokens, tokens)
+    }
+
+    // ----- authority instructions -----
+
+    /// `update`: metadata at any time before the run finishes; config, model and
+    /// progress only while halted.
+    pub fn update(&mut self, u: &Update) -> Result<(), E> {
+        let s = self.run_state()?;
+        if s == RunState::Finished {
+            return Err(E::RunFinished);
+        }
+        let touches_run = u.config.is_some() || u.model.is_some() || u.progress.is_some();
+        if touches_run && !matches!(s, RunState::Uninitialized | RunState::Paused) {
+            return Err(E::RunNotHalted);
+        }
+        if let Some(m) = u.metadata {
+            m.validate()?;
+        }
+        let config = u.config.copied().unwrap_or(self.config);
+        if let Some(c) = u.config {
+            c.validate()?;
+        }
+        let config_ok = config.validate().is_ok();
+        if let Some(m) = u.model {
+            if config_ok {
+                m.validate_with(&config)?;
+            } else {
+                m.validate()?;
+            }
+        }
+        if let Some(p) = u.progress {
+            if p.step == 0 || (config_ok && p.validate(&config).is_err()) {
+                return Err(E::InvalidProgress);
+            }
+        }
+        if let Some(m) = u.metadata {
+            self.metadata = *m;
+        }
+        self.config = config;
+        if let Some(m) = u.model {
+            self.model = *m;
+        }
+        if let Some(p) = u.progress {
+            self.progress = *p;
+        }
+        self.bump();
+        Ok(())
+    }
+
+    /// `update_client_version`: only while halted.
+    pub fn update_client_version(&mut self, version: &[u8]) -> Result<(), E> {
+        match self.run_state()? {
+            RunState::Finished => return Err(E::RunFinished),
+            RunState::Uninitialized | RunState::Paused => {}
+            _ => return Err(E::RunNotHalted),
+        }
+        if !valid_id_str(version, CLIENT_VERSION_LEN) {
+            return Err(E::InvalidClientVersion);
+        }
+        self.client_version = [0; CLIENT_VERSION_LEN];
+        self.client_version[..version.len()].copy_from_slice(version);
+        self.bump();
+        Ok(())
+    }
+
+    /// `set_future_epoch_rates`: takes effect when the next epoch forms.
+    pub fn set_future_epoch_rates(&mut self, earning: Option<u64>, slashing: Option<u64>) -> Result<(), E> {
+        if self.run_state()? == RunState::Finished {
+            return Err(E::RunFinished);
+        }
+        if let Some(e) = earning {
+            self.future_rates.earning_rate_total_shared = e;
+        }
+        if let Some(s) = slashing {
+            self.future_rates.slashing_rate_per_client = s;
+        }
+        self.bump();
+        Ok(())
+    }
+
+    /// `set_paused`. Pausing while WaitingForMembers or in Warmup withdraws
+    /// everyone at once; while rounds run it is deferred to the end of the epoch.
+    /// Resuming validates config, model and progress and waits for members;
+    /// resuming while a pause is pending cancels it.
+    pub fn set_paused(&mut self, paused: bool, clock: &Clock) -> Result<Events, E> {
+        let s = self.run_state()?;
+        let mut ev = Events::default();
+        let step = self.progress.step;
+        match (paused, s) {
+            (_, RunState::Finished) => return Err(E::RunFinished),
+            (true, RunState::Paused) => return Err(E::AlreadyPaused),
+            (true, RunState::Uninitialized) => self.set_state(RunState::Paused, clock.unix_timestamp, &mut ev),
+            (true, RunState::WaitingForMembers | RunState::Warmup) => {
+                self.withdraw_all();
+                self.cold_start_next = 1;
+                self.set_state(RunState::Paused, clock.unix_timestamp, &mut ev);
+            }
+            (true, _) => {
+                if self.pending_pause != 0 {
+                    return Err(E::AlreadyPaused);
+                }
+                self.pending_pause = 1;
+                ev.push(Event::PauseRequested { step });
+            }
+            (false, RunState::Uninitialized | RunState::Paused) => {
+                let mut progress = self.progress;
+                if s == RunState::Uninitialized && progress.step == 0 {
+                    progress.step = 1;
+                }
+                self.config.validate()?;
+                self.model.validate_with(&self.config)?;
+                progress.validate(&self.config)?;
+                self.progress = progress;
+                self.set_state(RunState::WaitingForMembers, clock.unix_timestamp, &mut ev);
+            }
+            (false, _) if self.pending_pause != 0 => {
+                self.pending_pause = 0;
+                ev.push(Event::PauseCancelled { step });
+            }
+            (false, _) => return Err(E::NotPaused),
+        }
+        self.bump();
+        Ok(ev)
+    }
+
+    /// Hands a client's reward and slash points to the Treasurer (which calls
+    /// this through CPI and credits or debits them) and zeroes them here, so that
+    /// the slot of a client that left can be reused without losing anything.
+    pub fn settle_points(&mut self, signer: &Key) -> Result<(u64, u64), E> {
+        self.run_state()?;
+        let i = self.slot_of(signer).ok_or(E::NotAClient)?;
+        let c = &mut self.clients[i];
+        let points = (c.earned, c.slashed);
+        c.earned = 0;
+        c.slashed = 0;
+        self.bump();
+        Ok(points)
+    }
+
+    // ----- client instructions -----
+
+    /// `join_run`: registers `signer` (already authorized by the glue) for the
+    /// next epoch that forms, with its p2p identity.
+    pub fn join(&mut self, signer: &Key, p2p_identity: &Key, clock: &Clock) -> Result<Events, E> {
+        match self.run_state()? {
+            RunState::Uninitialized => return Err(E::RunUninitialized),
+            RunState::Finished => return Err(E::RunFinished),
+            _ => {}
+        }
+        let existing = self.slot_of(signer);
+        if let Some(i) = existing {
+            let c = &self.clients[i];
+            if c.pending != 0 {
+                return Err(E::AlreadyJoined);
+            }
+            if c.in_epoch != 0 && c.p2p_identity != *p2p_identity {
+                return Err(E::P2pIdentityLocked);
+            }
+        }
+        let taken = self
+            .clients
+            .iter()
+            .enumerate()
+            .any(|(j, c)| Some(j) != existing && c.occupied != 0 && !c.is_free() && c.p2p_identity == *p2p_identity);
+        if taken {
+            return Err(E::P2pIdentityTaken);
+        }
+        let i = match existing {
+            Some(i) => i,
+            None => self.clients.iter().position(|c| c.occupied == 0 || c.is_free()).ok_or(E::ClientsFull)?,
+        };
+        let c = &mut self.clients[i];
+        if existing.is_none() {
+            *c = ClientSlot {
+                signer: *signer,
+                p2p_identity: [0; 32],
+                earned: 0,
+                slashed: 0,
+                last_finished_epoch: 0,
+                occupied: 1,
+                pending: 0,
+                in_epoch: 0,
+                has_finished: 0,
+            };
+        }
+        c.p2p_identity = *p2p_identity;
+        c.pending = 1;
+        let mut ev = Events::default();
+        // i < MAX_CLIENTS = 256.
+        ev.push(Event::ClientJoined { signer: *signer, slot: i as u16 });
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `leave_run`: withdraws a pending join and/or leaves the current epoch
+    /// (forfeiting its reward). The slot becomes reusable once its points are settled.
+    pub fn leave(&mut self, signer: &Key, clock: &Clock) -> Result<Events, E> {
+        if self.run_state()? == RunState::Uninitialized {
+            return Err(E::RunUninitialized);
+        }
+        let i = self.slot_of(signer).ok_or(E::NotAClient)?;
+        let member = self.member_of(signer).filter(|&m| self.epoch.clients[m].state == HEALTHY);
+        if self.clients[i].pending == 0 && member.is_none() {
+            return Err(E::NotAClient);
+        }
+        self.clients[i].pending = 0;
+        if let Some(m) = member {
+            self.epoch.clients[m].state = LEFT;
+        }
+        let mut ev = Events::default();
+        ev.push(Event::ClientLeft { signer: *signer });
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `tick`: advances the run if a condition or timer allows; an error when
+    /// nothing can happen yet, so useless ticks cost nothing but a failed tx.
+    pub fn tick(&mut self, clock: &Clock) -> Result<Events, E> {
+        if self.run_state()?.is_halted() {
+            return Err(E::RunHalted);
+        }
+        let mut ev = Events::default();
+        if !self.advance(clock, &mut ev)? {
+            return Err(E::TickTooEarly);
+        }
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `warmup_witness`: a member reports it has the model loaded.
+    pub fn warmup_witness(&mut self, signer: &Key, clock: &Clock) -> Result<Events, E> {
+        self.require_phase(&[RunState::Warmup])?;
+        let m = self.healthy_member(signer)?;
+        if self.epoch.clients[m].warmup_witnessed != 0 {
+            return Err(E::AlreadyWitnessed);
+        }
+        self.epoch.clients[m].warmup_witnessed = 1;
+        self.epoch.warmup_witnesses = self.epoch.warmup_witnesses.saturating_add(1);
+        let mut ev = Events::default();
+        ev.push(Event::WarmupWitnessed { signer: *signer });
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `witness`: an elected witness reports what it saw in the current round.
+    pub fn witness(&mut self, signer: &Key, report: &WitnessReport, clock: &Clock) -> Result<Events, E> {
+        self.require_phase(&[RunState::RoundTrain, RunState::RoundWitness])?;
+        let round = self.current_round();
+        if report.step != round.step {
+            return Err(E::WrongRound);
+        }
+        let n = round.clients_len;
+        let index = self.client_at(report.index, signer)?;
+        if self.epoch.clients[index].state != HEALTHY {
+            return Err(E::NotInEpoch);
+        }
+        let round = self.current_round();
+        let len = usize::from(round.witnesses_len).min(round.witnesses.len());
+        if round.witnesses[..len].iter().any(|w| w.index == report.index) {
+            return Err(E::AlreadyWitnessed);
+        }
+        if report.participant_bloom.validate().is_err() || report.broadcast_bloom.validate().is_err() {
+            return Err(E::InvalidBloom);
+        }
+        if !selection::is_witness(report.index, n, self.config.witness_nodes, &round.seed) {
+            return Err(E::NotAWitness);
+        }
+        if len >= round.witnesses.len() {
+            return Err(E::CorruptState);
+        }
+        let head = usize::from(self.epoch.rounds_head) % NUM_STORED_ROUNDS;
+        let round = &mut self.epoch.rounds[head];
+        let w = &mut round.witnesses[len];
+        w.index = report.index;
+        w._padding = [0; 6];
+        w.participant_bloom = report.participant_bloom;
+        w.broadcast_bloom = report.broadcast_bloom;
+        w.broadcast_merkle = report.broadcast_merkle;
+        round.witnesses_len += 1;
+        let mut ev = Events::default();
+        ev.push(Event::WitnessReported { signer: *signer, step: report.step, index: report.index });
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `health_check`: a member accuses another of not delivering in the previous
+    /// round. Accepted only if fewer than a quorum of that round's elected
+    /// witnesses saw the accused; the accused is then dropped and slashed.
+    pub fn health_check(&mut self, signer: &Key, check: &HealthCheck, clock: &Clock) -> Result<Events, E> {
+        self.require_phase(&[RunState::RoundTrain, RunState::RoundWitness])?;
+        let round = self.current_round();
+        if check.step != round.step {
+            return Err(E::WrongRound);
+        }
+        if round.height < FIRST_HEALTH_CHECK_HEIGHT {
+            return Err(E::HealthCheckTooEarly);
+        }
+        self.healthy_member(signer)?;
+        let accused = self.client_at(check.index, &check.accused)?;
+        if self.epoch.clients[accused].state != HEALTHY {
+            return Err(E::ClientNotHealthy);
+        }
+        let prev = self.previous_round();
+        let len = usize::from(prev.witnesses_len).min(prev.witnesses.len());
+        let seen = prev.witnesses[..len].iter().filter(|w| w.participant_bloom.contains(&check.accused)).count();
+        if seen >= usize::from(selection::quorum(prev.witness_count)) {
+            return Err(E::ClientHealthy);
+        }
+        self.epoch.clients[accused].state = DROPPED;
+        let slot = usize::from(self.epoch.clients[accused].slot) % MAX_CLIENTS;
+        let slash = self.current_rates.slashing_rate_per_client;
+        self.clients[slot].slashed = self.clients[slot].slashed.saturating_add(slash);
+        let mut ev = Events::default();
+        ev.push(Event::ClientDropped { client: check.accused, reporter: *signer, step: check.step });
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `checkpoint`: a member records where it uploaded the latest model.
+    pub fn checkpoint(&mut self, signer: &Key, repo: &CheckpointRepo, clock: &Clock) -> Result<Events, E> {
+        if self.run_state()?.is_halted() {
+            return Err(E::RunHalted);
+        }
+        self.healthy_member(signer)?;
+        if !matches!(self.model.checkpoint_kind, CHECKPOINT_HUB | CHECKPOINT_P2P) {
+            return Err(E::CheckpointNotConfigured);
+        }
+        if !nonempty_str(&repo.repo) || fixed_str_len(&repo.revision).is_none() {
+            return Err(E::InvalidCheckpoint);
+        }
+        self.model.checkpoint_repo = repo.repo;
+        self.model.checkpoint_revision = repo.revision;
+        let mut ev = Events::default();
+        ev.push(Event::CheckpointUpdated { signer: *signer });
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    // ----- the state machine -----
+
+    /// Makes at most one transition. Returns whether one happened.
+    fn advance(&mut self, clock: &Clock, ev: &mut Events) -> Result<bool, E> {
+        let now = clock.unix_timestamp;
+        match self.run_state()? {
+            RunState::Uninitialized | RunState::Paused | RunState::Finished => Ok(false),
+            RunState::WaitingForMembers => Ok(self.try_form_epoch(now, ev)),
+            RunState::Warmup => self.try_start_training(clock, ev),
+            RunState::RoundTrain => {
+                let r = self.current_round();
+                if r.witnesses_len >= r.witness_count || self.timed_out(now, self.config.max_round_train_time) {
+                    self.set_state(RunState::RoundWitness, now, ev);
+                    return Ok(true);
+                }
+                Ok(false)
+            }
+            RunState::RoundWitness => {
+                if !self.timed_out(now, self.config.round_witness_time) {
+                    return Ok(false);
+                }
+                self.end_round(clock, ev)?;
+                Ok(true)
+            }
+            RunState::Cooldown => {
+                if !self.timed_out(now, self.config.cooldown_time) {
+                    return Ok(false);
+                }
+                self.end_epoch(now, ev);
+                Ok(true)
+            }
+        }
+    }
+
+    /// At most one timed transition per second: a phase that began at `now` never
+    /// times out at `now`, whatever its duration.
+    fn timed_out(&self, now: i64, duration: u64) -> bool {
+        now != self.run_state_start && elapsed(now, self.run_state_start) >= duration
+    }
+
+    /// WaitingForMembers -> Warmup once enough joined and the extra wait is over.
+    /// The epoch takes pending clients in slot order, at most as many as the next
+    /// batch has sequences (so everyone trains something) and at most 256.
+    fn try_form_epoch(&mut self, now: i64, ev: &mut Events) -> bool {
+        let pending = self.clients.iter().filter(|c| c.occupied != 0 && c.pending != 0).count();
+        if pending < usize::from(self.config.init_min_clients)
+            || !self.timed_out(now, u64::from(self.config.waiting_for_members_extra_time))
+        {
+            return false;
+        }
+        let cap = usize::from(self.next_batch_size()).min(MAX_CLIENTS);
+        let previous_epoch = self.progress.epoch.wrapping_sub(1);
+        let mut n = 0usize;
+        let mut model_holder = false;
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            if n == cap {
+                break;
+            }
+            if c.occupied == 0 || c.pending == 0 {
+                continue;
+            }
+            c.pending = 0;
+            c.in_epoch = 1;
+            model_holder |= c.has_finished != 0 && self.progress.epoch > 0 && c.last_finished_epoch == previous_epoch;
+            // i < MAX_CLIENTS = 256.
+            self.epoch.clients[n] = EpochClient { slot: i as u16, state: HEALTHY, warmup_witnessed: 0 };
+            n += 1;
+        }
+        // Nobody who holds the latest model came back: joiners need the repo.
+        if self.model.checkpoint_kind == CHECKPOINT_P2P && !model_holder {
+            self.model.checkpoint_kind = CHECKPOINT_HUB;
+        }
+        let e = &mut self.epoch;
+        e.start_timestamp = now;
+        e.start_step = self.progress.step;
+        e.last_step = 0;
+        e.clients_len = n as u16;
+        e.warmup_witnesses = 0;
+        e.rounds_head = 0;
+        e.cold_start = self.cold_start_next;
+        e.quorum_failed = 0;
+        for r in e.rounds.iter_mut() {
+            r.witnesses_len = 0;
+            r.witness_count = 0;
+            r.clients_len = 0;
+        }
+        self.cold_start_next = 0;
+        self.current_rates = self.future_rates;
+        self.set_state(RunState::Warmup, now, ev);
+        true
+    }
+
+    /// Warmup -> RoundTrain when enough members reported ready (as many as
+    /// witnesses will be elected) or the warmup timer ran out; back to
+    /// WaitingForMembers, members still pending, if too few remain.
+    fn try_start_training(&mut self, clock: &Clock, ev: &mut Events) -> Result<bool, E> {
+        let now = clock.unix_timestamp;
+        let healthy = self.healthy_count();
+        let target = selection::witness_count(self.config.witness_nodes, healthy);
+        let ready = target > 0 && self.epoch.warmup_witnesses >= target;
+        if !ready && !self.timed_out(now, self.config.warmup_time) {
+            return Ok(false);
+        }
+        if healthy < self.config.min_clients {
+            for k in 0..self.epoch_len() {
+                let e = self.epoch.clients[k];
+                let c = &mut self.clients[usize::from(e.slot) % MAX_CLIENTS];
+                c.in_epoch = 0;
+                if e.state == HEALTHY {
+                    c.pending = 1;
+                }
+            }
+            self.epoch.clients_len = 0;
+            self.cold_start_next = self.epoch.cold_start;
+            ev.push(Event::EpochEnded { epoch: self.progress.epoch, success: false, rewarded: 0 });
+            self.set_state(RunState::WaitingForMembers, now, ev);
+            return Ok(true);
+        }
+        let next = self.data_index_after_next_round()?;
+        self.compact();
+        self.set_state(RunState::RoundTrain, now, ev);
+        self.start_round(clock, true, next, ev);
+        Ok(true)
+    }
+
+    /// End of RoundWitness: the step is done. Continue with the next round, or go
+    /// to Cooldown when the round missed its witness quorum, too few clients
+    /// remain, all steps are done, a pause is pending, or the drain after the
+    /// epoch's time ran out is over.
+    fn end_round(&mut self, clock: &Clock, ev: &mut Events) -> Result<(), E> {
+        let now = clock.unix_timestamp;
+        let r = self.current_round();
+        let quorum_failed = r.witnesses_len < selection::quorum(r.witness_count);
+        let step = self.progress.step.checked_add(1).ok_or(E::ArithmeticOverflow)?;
+        let mut last_step = self.epoch.last_step;
+        if last_step == 0 && elapsed(now, self.epoch.start_timestamp) >= self.config.epoch_time {
+            last_step = step.checked_add(DRAIN_ROUNDS).ok_or(E::ArithmeticOverflow)?;
+        }
+        let cooldown = quorum_failed
+            || self.healthy_count() < self.config.min_clients
+            || step > self.config.total_steps
+            || self.pending_pause != 0
+            || (last_step != 0 && step >= last_step);
+        let next = if cooldown { 0 } else { self.data_index_after_next_round()? };
+        self.progress.step = step;
+        self.epoch.last_step = last_step;
+        if quorum_failed {
+            self.epoch.quorum_failed = 1;
+        }
+        if cooldown {
+            self.set_state(RunState::Cooldown, now, ev);
+        } else {
+            self.compact();
+            self.set_state(RunState::RoundTrain, now, ev);
+            self.start_round(clock, false, next, ev);
+        }
+        Ok(())
+    }
+
+    /// End of Cooldown: rewards, checkpoint hand-over to peers, next phase.
+    fn end_epoch(&mut self, now: i64, ev: &mut Events) {
+        let success = self.epoch.quorum_failed == 0;
+        let healthy = u64::from(self.healthy_count());
+        let rate = self.current_rates.earning_rate_total_shared;
+        let (share, mut extra) = if success && healthy > 0 { (rate / healthy, rate % healthy) } else { (0, 0) };
+        let mut rewarded = 0u16;
+        for k in 0..self.epoch_len() {
+            let e = self.epoch.clients[k];
+            let c = &mut self.clients[usize::from(e.slot) % MAX_CLIENTS];
+            c.in_epoch = 0;
+            if e.state != HEALTHY {
+                continue;
+            }
+            c.has_finished = 1;
+            c.last_finished_epoch = self.progress.epoch;
+            if success {
+                // The first `rate % healthy` finishers get one extra point, so the
+                // shares add up to exactly the rate.
+                let bonus = u64::from(extra > 0);
+                extra -= bonus;
+                c.earned = c.earned.saturating_add(share + bonus);
+                rewarded += 1;
+            }
+        }
+        self.epoch.clients_len = 0;
+        let finished = self.progress.epoch;
+        self.progress.epoch = finished.saturating_add(1);
+        if self.model.checkpoint_kind == CHECKPOINT_HUB {
+            self.model.checkpoint_kind = CHECKPOINT_P2P;
+        }
+        ev.push(Event::EpochEnded { epoch: finished, success, rewarded });
+        if self.pending_pause != 0 {
+            self.pending_pause = 0;
+            self.withdraw_all();
+            self.cold_start_next = 1;
+            self.set_state(RunState::Paused, now, ev);
+        } else if self.progress.step > self.config.total_steps {
+            self.set_state(RunState::Finished, now, ev);
+        } else {
+            self.set_state(RunState::WaitingForMembers, now, ev);
+        }
+    }
+
+    /// Starts a round over the (compacted) epoch list; `next_data_index` was
+    /// computed (overflow-checked) by the caller before anything changed.
+    fn start_round(&mut self, clock: &Clock, first: bool, next_data_index: u64, ev: &mut Events) {
+        let prev_head = usize::from(self.epoch.rounds_head) % NUM_STORED_ROUNDS;
+        let (head, height) =
+            if first { (0, 0) } else { ((prev_head + 1) % NUM_STORED_ROUNDS, self.epoch.rounds[prev_head].height.saturating_add(1)) };
+        let batch_size = self.next_batch_size();
+        let n = self.epoch.clients_len;
+        let seed = selection::round_seed(&self.seed, &clock.entropy, self.progress.step);
+        let data_index = self.progress.data_index;
+        self.seed = seed;
+        self.progress.data_index = next_data_index;
+        // head < NUM_STORED_ROUNDS = 4.
+        self.epoch.rounds_head = head as u8;
+        let r = &mut self.epoch.rounds[head];
+        r.seed = seed;
+        r.data_index = data_index;
+        r.step = self.progress.step;
+        r.height = height;
+        r.batch_size = batch_size;
+        r.clients_len = n;
+        r.witness_count = selection::witness_count(self.config.witness_nodes, n);
+        r.witnesses_len = 0;
+        ev.push(Event::RoundStarted { step: r.step, height, data_index, batch_size, clients: n, seed });
+    }
+
+    fn data_index_after_next_round(&self) -> Result<u64, E> {
+        self.progress.data_index.checked_add(u64::from(self.next_batch_size())).ok_or(E::ArithmeticOverflow)
+    }
+
+    /// Removes entries that are no longer healthy, keeping order, so that indices
+    /// are stable within a round and dense across rounds.
+    fn compact(&mut self) {
+        let n = self.epoch_len();
+        let mut w = 0usize;
+        for k in 0..n {
+            let e = self.epoch.clients[k];
+            if e.state == HEALTHY {
+                self.epoch.clients[w] = e;
+                w += 1;
+            } else {
+                self.clients[usize::from(e.slot) % MAX_CLIENTS].in_epoch = 0;
+            }
+        }
+        for e in self.epoch.clients[w..n].iter_mut() {
+            *e = EpochClient { slot: 0, state: 0, warmup_witnessed: 0 };
+        }
+        // w <= n <= MAX_CLIENTS.
+        self.epoch.clients_len = w as u16;
+    }
+
+    /// Empties the epoch and cancels every pending join (pausing).
+    fn withdraw_all(&mut self) {
+        for k in 0..self.epoch_len() {
+            let slot = usize::from(self.epoch.clients[k].slot) % MAX_CLIENTS;
+            self.clients[slot].in_epoch = 0;
+        }
+        self.epoch.clients_len = 0;
+        for c in self.clients.iter_mut() {
+            c.pending = 0;
+        }
+    }
+
+    fn set_state(&mut self, to: RunState, now: i64, ev: &mut Events) {
+        let from = RunState::from_u8(self.run_state).unwrap_or(RunState::Uninitialized);
+        self.run_state = to as u8;
+        self.run_state_start = now;
+        ev.push(Event::StateChanged { from, to, epoch: self.progress.epoch, step: self.progress.step });
+    }
+
+    fn bump(&mut self) {
+        self.nonce = self.nonce.wrapping_add(1);
+    }
+
+    // ----- lookups -----
+
+    fn epoch_len(&self) -> usize {
+        usize::from(self.epoch.clients_len).min(MAX_CLIENTS)
+    }
+
+    fn require_phase(&self, allowed: &[RunState]) -> Result<(), E> {
+        let s = self.run_state()?;
+        if allowed.contains(&s) {
+            Ok(())
+        } else if s.is_halted() {
+            Err(E::RunHalted)
+        } else {
+            Err(E::WrongPhase)
+        }
+    }
+
+    fn slot_of(&self, signer: &Key) -> Option<usize> {
+        self.clients.iter().position(|c| c.occupied != 0 && c.signer == *signer)
+    }
+
+    fn member_of(&self, signer: &Key) -> Option<usize> {
+        (0..self.epoch_len()).find(|&k| self.clients[usize::from(self.epoch.clients[k].slot) % MAX_CLIENTS].signer == *signer)
+    }
+
+    fn healthy_member(&self, signer: &Key) -> Result<usize, E> {
+        self.member_of(signer).filter(|&k| self.epoch.clients[k].state == HEALTHY).ok_or(E::NotInEpoch)
+    }
+
+    /// Epoch entry `index`, checked to belong to `signer`.
+    fn client_at(&self, index: u16, signer: &Key) -> Result<usize, E> {
+        match self.epoch_client(usize::from(index)) {
+            Some((_, c)) if c.signer == *signer => Ok(usize::from(index)),
+            _ => Err(E::ClientIndexMismatch),
+        }
+    }
+
+    fn healthy_count(&self) -> u16 {
+        // At most MAX_CLIENTS entries.
+        self.epoch.clients[..self.epoch_len()].iter().filter(|e| e.state == HEALTHY).count() as u16
+    }
+}
+
+impl ClientSlot {
+    /// Reusable by a new signer: not pending, not in the current epoch, and no
+    /// reward or slash points that the Treasurer has yet to settle.
+    pub fn is_free(&self) -> bool {
+        self.pending == 0 && self.in_epoch == 0 && self.earned == 0 && self.slashed == 0
+    }
+}

@@ -1,0 +1,815 @@
+//! State-machine tests: every transition, timer boundary and rejection path.
+
+use crate::bloom::Bloom;
+use crate::config::tests::{valid_config, valid_model};
+use crate::error::CoordinatorError as E;
+use crate::event::{Event, Events};
+use crate::machine::*;
+use crate::selection::{self, Entropy};
+use crate::sha256::hashv;
+use crate::state::client_state::*;
+use crate::state::*;
+
+fn zeroed_state() -> Box<CoordinatorState> {
+    // SAFETY: CoordinatorState consists of integers and byte arrays only, so the
+    // all-zero pattern is a valid value (an uninitialized account).
+    unsafe { Box::<CoordinatorState>::new_zeroed().assume_init() }
+}
+
+fn key(i: u32) -> [u8; 32] {
+    hashv(&[b"signer", &i.to_le_bytes()])
+}
+
+fn p2p(i: u32) -> [u8; 32] {
+    hashv(&[b"p2p", &i.to_le_bytes()])
+}
+
+fn text<const N: usize>(s: &str) -> [u8; N] {
+    let mut out = [0u8; N];
+    out[..s.len()].copy_from_slice(s.as_bytes());
+    out
+}
+
+struct Sim {
+    s: Box<CoordinatorState>,
+    now: i64,
+    slot: u64,
+}
+
+impl Sim {
+    fn uninitialized() -> Sim {
+        let mut s = zeroed_state();
+        s.init(b"test-run", b"v1").unwrap();
+        Sim { s, now: 1_000_000, slot: 500 }
+    }
+
+    fn with(config: CoordinatorConfig) -> Sim {
+        let mut sim = Sim::uninitialized();
+        let model = Model { cold_start_warmup_steps: 2, ..valid_model() };
+        sim.s.update(&Update { config: Some(&config), model: Some(&model), ..Default::default() }).unwrap();
+        sim.s.set_paused(false, &sim.clock()).unwrap();
+        assert_eq!(sim.state(), RunState::WaitingForMembers);
+        sim
+    }
+
+    fn new() -> Sim {
+        Sim::with(valid_config())
+    }
+
+    fn clock(&self) -> Clock {
+        Clock { unix_timestamp: self.now, entropy: Entropy { slot: self.slot, slot_hash: hashv(&[b"slot", &self.slot.to_le_bytes()]) } }
+    }
+
+    fn wait(&mut self, secs: i64) {
+        self.now += secs;
+        self.slot += 2 * secs as u64 + 1;
+    }
+
+    fn state(&self) -> RunState {
+        self.s.run_state().unwrap()
+    }
+
+    fn tick(&mut self) -> Result<Events, E> {
+        let c = self.clock();
+        self.s.tick(&c)
+    }
+
+    fn join(&mut self, i: u32) -> Result<Events, E> {
+        let c = self.clock();
+        self.s.join(&key(i), &p2p(i), &c)
+    }
+
+    fn leave(&mut self, i: u32) -> Result<Events, E> {
+        let c = self.clock();
+        self.s.leave(&key(i), &c)
+    }
+
+    /// Runs `f` and checks that it fails with `want` and changes no byte.
+    fn rejects<T: std::fmt::Debug>(&mut self, want: E, f: impl FnOnce(&mut CoordinatorState, &Clock) -> Result<T, E>) {
+        let before = self.s.as_bytes().to_vec();
+        let c = self.clock();
+        let got = f(&mut self.s, &c);
+        assert_eq!(got.err(), Some(want));
+        assert!(self.s.as_bytes() == &before[..], "rejected {want:?} changed the account");
+    }
+
+    /// Joins `ids` and forms the epoch (WaitingForMembers -> Warmup).
+    fn form_epoch(&mut self, ids: impl IntoIterator<Item = u32>) {
+        for i in ids {
+            self.join(i).unwrap();
+        }
+        self.wait(i64::from(self.s.config.waiting_for_members_extra_time));
+        self.tick().unwrap();
+        assert_eq!(self.state(), RunState::Warmup);
+    }
+
+    fn members(&self) -> Vec<(u16, [u8; 32])> {
+        (0..self.s.epoch.clients_len as usize).map(|i| (i as u16, self.s.epoch_client(i).unwrap().1.signer)).collect()
+    }
+
+    /// Every healthy member reports ready until training starts.
+    fn start_training(&mut self) {
+        for (_, signer) in self.members() {
+            if self.state() != RunState::Warmup {
+                break;
+            }
+            let c = self.clock();
+            self.s.warmup_witness(&signer, &c).unwrap();
+        }
+        assert_eq!(self.state(), RunState::RoundTrain);
+    }
+
+    fn elected(&self) -> Vec<(u16, [u8; 32])> {
+        let r = self.s.current_round();
+        self.members()
+            .into_iter()
+            .filter(|(i, _)| selection::is_witness(*i, r.clients_len, self.s.config.witness_nodes, &r.seed))
+            .collect()
+    }
+
+    fn report(&self, index: u16, seen: &[[u8; 32]]) -> WitnessReport {
+        let mut participant = Bloom::new(1024, 6, [index as u8; 8]).unwrap();
+        for k in seen {
+            participant.add(k);
+        }
+        WitnessReport {
+            step: self.s.progress.step,
+            index,
+            participant_bloom: participant,
+            broadcast_bloom: Bloom::new(512, 4, [9; 8]).unwrap(),
+            broadcast_merkle: [3; 32],
+        }
+    }
+
+    /// The first `count` elected witnesses report having seen `seen`.
+    fn witness(&mut self, count: usize, seen: &[[u8; 32]]) {
+        for (index, signer) in self.elected().into_iter().take(count) {
+            let report = self.report(index, seen);
+            let c = self.clock();
+            self.s.witness(&signer, &report, &c).unwrap();
+        }
+    }
+
+    fn healthy_signers(&self) -> Vec<[u8; 32]> {
+        self.members().into_iter().filter(|(i, _)| self.s.epoch.clients[*i as usize].state == HEALTHY).map(|(_, k)| k).collect()
+    }
+
+    /// All witnesses report everyone healthy; the round ends.
+    fn finish_round(&mut self) {
+        assert_eq!(self.state(), RunState::RoundTrain);
+        let seen = self.healthy_signers();
+        self.witness(usize::MAX, &seen);
+        assert_eq!(self.state(), RunState::RoundWitness);
+        self.wait(self.s.config.round_witness_time as i64);
+        self.tick().unwrap();
+    }
+}
+
+#[test]
+fn init_once_with_a_valid_run_id() {
+    let mut s = zeroed_state();
+    assert_eq!(s.init(b"", b"v1"), Err(E::InvalidRunId));
+    assert_eq!(s.init(&[b'a'; 33], b"v1"), Err(E::InvalidRunId));
+    assert_eq!(s.init(b"a\0b", b"v1"), Err(E::InvalidRunId));
+    assert_eq!(s.init(b"\xff", b"v1"), Err(E::InvalidRunId));
+    assert_eq!(s.init(b"run", b""), Err(E::InvalidClientVersion));
+    assert_eq!(s.version, 0);
+    s.init(&[b'a'; 32], b"v1").unwrap();
+    assert_eq!(s.run_state(), Ok(RunState::Uninitialized));
+    assert_eq!(s.init(b"other", b"v1"), Err(E::AlreadyInitialized));
+    let mut corrupt = zeroed_state();
+    assert_eq!(corrupt.tick(&Sim::uninitialized().clock()), Err(E::CorruptState));
+    corrupt.init(b"x", b"v").unwrap();
+    corrupt.run_state = 8;
+    assert_eq!(corrupt.run_state(), Err(E::CorruptState));
+}
+
+#[test]
+fn resume_from_uninitialized_needs_a_valid_config_and_model() {
+    let mut sim = Sim::uninitialized();
+    sim.rejects(E::ConfigEpochTime, |s, c| s.set_paused(false, c));
+    sim.rejects(E::RunUninitialized, |s, c| s.join(&key(1), &p2p(1), c));
+    sim.rejects(E::RunHalted, |s, c| s.tick(c));
+    let config = valid_config();
+    sim.s.update(&Update { config: Some(&config), ..Default::default() }).unwrap();
+    sim.rejects(E::ModelArchitecture, |s, c| s.set_paused(false, c));
+    let mut bad_model = valid_model();
+    bad_model.cold_start_warmup_steps = 1000;
+    sim.rejects(E::ModelColdStartSteps, |s, _| s.update(&Update { model: Some(&bad_model), ..Default::default() }));
+    sim.s.update(&Update { model: Some(&valid_model()), ..Default::default() }).unwrap();
+    let ev = sim.s.set_paused(false, &sim.clock()).unwrap();
+    assert_eq!(sim.state(), RunState::WaitingForMembers);
+    assert_eq!(sim.s.progress.step, 1);
+    assert!(matches!(ev.iter().next(), Some(Event::StateChanged { from: RunState::Uninitialized, to: RunState::WaitingForMembers, .. })));
+}
+
+#[test]
+fn updates_only_while_halted_and_validated() {
+    let mut sim = Sim::new();
+    let config = valid_config();
+    sim.rejects(E::RunNotHalted, |s, _| s.update(&Update { config: Some(&config), ..Default::default() }));
+    sim.rejects(E::RunNotHalted, |s, _| s.update_client_version(b"v2"));
+    let md = RunMetadata { name: text("run"), description: text("desc"), num_parameters: 10, vocab_size: 256 };
+    let nonce = sim.s.nonce;
+    sim.s.update(&Update { metadata: Some(&md), ..Default::default() }).unwrap();
+    assert_eq!(sim.s.metadata, md);
+    assert_eq!(sim.s.nonce, nonce + 1);
+    let bad_md = RunMetadata { name: [0xff; NAME_LEN], ..md };
+    sim.rejects(E::InvalidMetadata, |s, _| s.update(&Update { metadata: Some(&bad_md), ..Default::default() }));
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    let bad = CoordinatorConfig { min_clients: 0, ..config };
+    sim.rejects(E::ConfigMinClients, |s, _| s.update(&Update { config: Some(&bad), ..Default::default() }));
+    let progress = Progress { epoch: 3, step: 101, data_index: 7 };
+    sim.rejects(E::InvalidProgress, |s, _| s.update(&Update { progress: Some(&progress), ..Default::default() }));
+    let progress = Progress { step: 50, ..progress };
+    sim.s.update(&Update { progress: Some(&progress), ..Default::default() }).unwrap();
+    sim.s.update_client_version(b"v2").unwrap();
+    assert_eq!(&sim.s.client_version[..3], b"v2\0");
+    sim.s.set_future_epoch_rates(Some(90), None).unwrap();
+    sim.s.set_future_epoch_rates(None, Some(5)).unwrap();
+    assert_eq!(sim.s.future_rates, EpochRates { earning_rate_total_shared: 90, slashing_rate_per_client: 5 });
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    assert_eq!(sim.s.progress, progress);
+}
+
+#[test]
+fn waiting_for_members_needs_init_min_clients_and_the_extra_time() {
+    let mut sim = Sim::new();
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c));
+    sim.join(1).unwrap();
+    sim.join(2).unwrap();
+    sim.wait(100);
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c)); // 2 < init_min_clients = 3
+    // A fresh WaitingForMembers phase: the extra time counts from its start.
+    let mut sim = Sim::new();
+    let start = sim.now;
+    for i in 1..=3 {
+        sim.join(i).unwrap();
+    }
+    sim.now = start + 2;
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c));
+    sim.now = start + 3; // exactly waiting_for_members_extra_time
+    let ev = sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Warmup);
+    assert!(matches!(ev.iter().next(), Some(Event::StateChanged { to: RunState::Warmup, .. })));
+    assert_eq!(sim.s.epoch.clients_len, 3);
+    assert_eq!(sim.s.epoch.start_timestamp, sim.now);
+    // Same-second double tick: nothing more can happen.
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c));
+    assert!(sim.s.clients.iter().filter(|c| c.occupied != 0).all(|c| c.in_epoch == 1 && c.pending == 0));
+}
+
+#[test]
+fn a_join_that_completes_the_quorum_forms_the_epoch_itself() {
+    let mut sim = Sim::new();
+    sim.join(1).unwrap();
+    sim.join(2).unwrap();
+    sim.wait(10);
+    let ev = sim.join(3).unwrap();
+    assert_eq!(sim.state(), RunState::Warmup);
+    assert_eq!(ev.len(), 2);
+}
+
+#[test]
+fn warmup_ends_on_enough_ready_reports() {
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=4);
+    let members = sim.members();
+    let c = sim.clock();
+    sim.s.warmup_witness(&members[0].1, &c).unwrap();
+    sim.rejects(E::AlreadyWitnessed, |s, c| s.warmup_witness(&members[0].1, c));
+    sim.rejects(E::NotInEpoch, |s, c| s.warmup_witness(&key(99), c));
+    assert_eq!(sim.state(), RunState::Warmup);
+    // witness_nodes = 2: the second report starts training in the same second.
+    let ev = sim.s.warmup_witness(&members[1].1, &c).unwrap();
+    assert_eq!(sim.state(), RunState::RoundTrain);
+    let kinds: Vec<_> = ev.iter().collect();
+    assert!(matches!(kinds[1], Event::StateChanged { to: RunState::RoundTrain, .. }));
+    assert!(matches!(kinds[2], Event::RoundStarted { height: 0, step: 1, data_index: 0, batch_size: 8, clients: 4, .. }));
+    sim.rejects(E::WrongPhase, |s, c| s.warmup_witness(&members[2].1, c));
+}
+
+#[test]
+fn warmup_times_out_at_exactly_warmup_time() {
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=3);
+    let start = sim.now;
+    sim.now = start + 29;
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c));
+    sim.now = start + 30;
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::RoundTrain);
+}
+
+#[test]
+fn warmup_returns_to_waiting_when_members_left() {
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=3);
+    sim.leave(1).unwrap();
+    sim.leave(2).unwrap();
+    sim.wait(30);
+    let ev = sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::WaitingForMembers);
+    assert!(matches!(ev.iter().next(), Some(Event::EpochEnded { success: false, .. })));
+    // The one who stayed is pending again; those who left are not.
+    let pending: Vec<_> = sim.s.clients.iter().filter(|c| c.pending != 0).map(|c| c.signer).collect();
+    assert_eq!(pending, vec![key(3)]);
+    assert_eq!(sim.s.epoch.clients_len, 0);
+    assert!(sim.s.clients.iter().all(|c| c.in_epoch == 0));
+}
+
+#[test]
+fn round_train_ends_when_all_witnesses_report_or_on_timeout() {
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=4);
+    sim.start_training();
+    let seen = sim.healthy_signers();
+    sim.witness(1, &seen);
+    assert_eq!(sim.state(), RunState::RoundTrain);
+    let (index, signer) = sim.elected()[1];
+    let report = sim.report(index, &seen);
+    let c = sim.clock();
+    sim.s.witness(&signer, &report, &c).unwrap();
+    assert_eq!(sim.state(), RunState::RoundWitness, "all elected witnesses reported");
+
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=4);
+    sim.start_training();
+    let start = sim.now;
+    sim.now = start + 19;
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c));
+    sim.now = start + 20;
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::RoundWitness);
+    // RoundWitness lasts round_witness_time = 5 seconds.
+    sim.now = start + 24;
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c));
+    sim.now = start + 25;
+    sim.tick().unwrap();
+    // No witness reported: the round missed its quorum and the epoch cools down.
+    assert_eq!(sim.state(), RunState::Cooldown);
+    assert_eq!(sim.s.epoch.quorum_failed, 1);
+}
+
+#[test]
+fn rounds_advance_step_data_cursor_height_and_seed() {
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=4);
+    sim.start_training();
+    let mut seeds = vec![sim.s.current_round().seed];
+    for round in 1..=6u32 {
+        let before = sim.s.progress;
+        sim.finish_round();
+        assert_eq!(sim.state(), RunState::RoundTrain);
+        let r = sim.s.current_round();
+        assert_eq!(r.height, round);
+        assert_eq!(r.step, before.step + 1);
+        assert_eq!(r.data_index, before.data_index);
+        assert_eq!(sim.s.progress.data_index, before.data_index + 8);
+        assert_eq!(usize::from(sim.s.epoch.rounds_head), round as usize % NUM_STORED_ROUNDS);
+        assert!(!seeds.contains(&r.seed));
+        seeds.push(r.seed);
+    }
+    assert_eq!(sim.s.progress.step, 7);
+    assert_eq!(sim.s.progress.data_index, 7 * 8);
+}
+
+#[test]
+fn batch_size_ramps_and_caps_the_epoch_size() {
+    let config = CoordinatorConfig {
+        global_batch_size_start: 3,
+        global_batch_size_end: 11,
+        global_batch_size_warmup_tokens: 256 * 40, // 40 sequences of 256 tokens
+        ..valid_config()
+    };
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=5);
+    // Only 3 sequences in the first batch: 3 members, the other 2 stay pending.
+    assert_eq!(sim.s.epoch.clients_len, 3);
+    assert_eq!(sim.s.clients.iter().filter(|c| c.pending != 0).count(), 2);
+    sim.start_training();
+    let mut sizes = vec![sim.s.current_round().batch_size];
+    for _ in 0..8 {
+        sim.finish_round();
+        sizes.push(sim.s.current_round().batch_size);
+    }
+    // tokens = data_index * 256; size = 3 + 8 * data_index / 40 until 40 sequences.
+    // data_index 0, 3, 6, 10, 15, 21, 28, 36, 46 (>= 40: the end size).
+    assert_eq!(sizes, vec![3, 3, 4, 5, 6, 7, 8, 10, 11]);
+    assert_eq!(sim.s.progress.data_index, 46 + 11);
+}
+
+#[test]
+fn epoch_ends_after_its_time_plus_two_drain_rounds_and_pays_finishers() {
+    let config = CoordinatorConfig { epoch_time: 120, ..valid_config() };
+    let mut sim = Sim::with(config);
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    sim.s.set_future_epoch_rates(Some(100), Some(7)).unwrap();
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    let epoch_start = sim.s.epoch.start_timestamp;
+    let mut rounds = 1;
+    while sim.s.epoch.last_step == 0 {
+        sim.wait(10);
+        sim.finish_round();
+        rounds += 1;
+    }
+    assert!(sim.now - epoch_start >= 120);
+    assert_eq!(sim.s.epoch.last_step, sim.s.progress.step + DRAIN_ROUNDS);
+    sim.finish_round();
+    assert_eq!(sim.state(), RunState::RoundTrain);
+    sim.finish_round();
+    assert_eq!(sim.state(), RunState::Cooldown);
+    assert_eq!(sim.s.progress.step as usize, rounds + 2, "two drain rounds after the one that saw the time run out");
+    let start = sim.now;
+    sim.now = start + 9;
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c));
+    sim.now = start + 10;
+    let ev = sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::WaitingForMembers);
+    assert!(matches!(ev.iter().next(), Some(Event::EpochEnded { epoch: 0, success: true, rewarded: 3 })));
+    assert_eq!(sim.s.progress.epoch, 1);
+    // 100 points over 3 finishers: 34 + 33 + 33, exactly the rate.
+    let mut earned: Vec<_> = (1..=3).map(|i| sim.s.clients.iter().find(|c| c.signer == key(i)).unwrap().earned).collect();
+    earned.sort();
+    assert_eq!(earned, vec![33, 33, 34]);
+    // Hub hands over to peers; everyone must re-join.
+    assert_eq!(sim.s.model.checkpoint_kind, CHECKPOINT_P2P);
+    assert!(sim.s.clients.iter().all(|c| c.pending == 0 && c.in_epoch == 0));
+}
+
+#[test]
+fn checkpoint_reverts_to_hub_when_no_model_holder_returns() {
+    let mut sim = Sim::new();
+    let run_epoch = |sim: &mut Sim, ids: std::ops::RangeInclusive<u32>| {
+        sim.form_epoch(ids);
+        sim.start_training();
+        sim.s.set_paused(true, &sim.clock()).unwrap(); // pending pause ends the epoch after this round
+        sim.finish_round();
+        assert_eq!(sim.state(), RunState::Cooldown);
+        sim.wait(10);
+        sim.tick().unwrap();
+        assert_eq!(sim.state(), RunState::Paused);
+        sim.s.set_paused(false, &sim.clock()).unwrap();
+    };
+    run_epoch(&mut sim, 1..=3);
+    assert_eq!(sim.s.model.checkpoint_kind, CHECKPOINT_P2P);
+    // One finisher of epoch 0 returns: peers can serve the model.
+    sim.form_epoch([3, 4, 5]);
+    assert_eq!(sim.s.model.checkpoint_kind, CHECKPOINT_P2P);
+    assert_eq!(sim.s.epoch.cold_start, 1, "first epoch after a pause is a cold start");
+    sim.start_training();
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    sim.finish_round();
+    sim.wait(10);
+    sim.tick().unwrap();
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    // Nobody from epoch 1 returns: joiners must load the repo.
+    sim.form_epoch(10..=12);
+    assert_eq!(sim.s.model.checkpoint_kind, CHECKPOINT_HUB);
+}
+
+#[test]
+fn run_finishes_after_total_steps() {
+    let config = CoordinatorConfig { total_steps: 3, ..valid_config() };
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    sim.finish_round();
+    sim.finish_round();
+    assert_eq!(sim.state(), RunState::RoundTrain);
+    sim.finish_round();
+    assert_eq!(sim.state(), RunState::Cooldown);
+    assert_eq!(sim.s.progress.step, 4);
+    sim.wait(10);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Finished);
+    sim.rejects(E::RunHalted, |s, c| s.tick(c));
+    sim.rejects(E::RunFinished, |s, c| s.join(&key(1), &p2p(1), c));
+    sim.rejects(E::RunFinished, |s, c| s.set_paused(false, c));
+    sim.rejects(E::RunFinished, |s, _| s.update(&Update::default()));
+}
+
+#[test]
+fn quorum_counts_elected_witnesses_not_arrivals() {
+    // witness_nodes = 0: min(clients, 32) are elected; 6 clients -> 6 elected, quorum 4.
+    let config = CoordinatorConfig { witness_nodes: 0, init_min_clients: 6, min_clients: 2, ..valid_config() };
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    assert_eq!(sim.s.current_round().witness_count, 6);
+    let seen = sim.healthy_signers();
+    sim.witness(3, &seen);
+    sim.wait(20);
+    sim.tick().unwrap();
+    sim.wait(5);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Cooldown, "3 of 6 elected is below quorum 4");
+    sim.wait(10);
+    let ev = sim.tick().unwrap();
+    assert!(matches!(ev.iter().next(), Some(Event::EpochEnded { success: false, rewarded: 0, .. })));
+
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    let seen = sim.healthy_signers();
+    sim.witness(4, &seen);
+    sim.wait(20);
+    sim.tick().unwrap();
+    sim.wait(5);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::RoundTrain, "4 of 6 meets quorum");
+}
+
+#[test]
+fn witness_rejections() {
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=5);
+    sim.rejects(E::WrongPhase, |s, c| s.witness(&key(1), &WitnessReport { step: 1, index: 0, ..dummy_report() }, c));
+    sim.start_training();
+    let elected = sim.elected();
+    let (wi, wk) = elected[0];
+    let (ni, nk) = sim.members().into_iter().find(|m| !elected.contains(m)).unwrap();
+    let good = sim.report(wi, &[]);
+    sim.rejects(E::WrongRound, |s, c| s.witness(&wk, &WitnessReport { step: 2, ..good }, c));
+    sim.rejects(E::ClientIndexMismatch, |s, c| s.witness(&wk, &WitnessReport { index: ni, ..good }, c));
+    sim.rejects(E::ClientIndexMismatch, |s, c| s.witness(&wk, &WitnessReport { index: 200, ..good }, c));
+    sim.rejects(E::NotAWitness, |s, c| s.witness(&nk, &WitnessReport { index: ni, ..good }, c));
+    let mut bad_bloom = good;
+    bad_bloom.participant_bloom.num_bits = 2048;
+    sim.rejects(E::InvalidBloom, |s, c| s.witness(&wk, &bad_bloom, c));
+    let mut bad_bloom = good;
+    bad_bloom.broadcast_bloom.num_hashes = 0;
+    sim.rejects(E::InvalidBloom, |s, c| s.witness(&wk, &bad_bloom, c));
+    let c = sim.clock();
+    sim.s.witness(&wk, &good, &c).unwrap();
+    sim.rejects(E::AlreadyWitnessed, |s, c| s.witness(&wk, &good, c));
+    // A witness that left is no longer accepted.
+    let (wi2, wk2) = elected[1];
+    let signer_id = (1..=5).find(|&i| key(i) == wk2).unwrap();
+    sim.leave(signer_id).unwrap();
+    let report = sim.report(wi2, &[]);
+    sim.rejects(E::NotInEpoch, |s, c| s.witness(&wk2, &report, c));
+    // Late reports are accepted during RoundWitness, stale ones after.
+    sim.wait(20);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::RoundWitness);
+}
+
+fn dummy_report() -> WitnessReport {
+    let b = Bloom::new(64, 1, [0; 8]).unwrap();
+    WitnessReport { step: 0, index: 0, participant_bloom: b, broadcast_bloom: b, broadcast_merkle: [0; 32] }
+}
+
+#[test]
+fn health_checks_drop_only_clients_a_quorum_did_not_see() {
+    let config = CoordinatorConfig { witness_nodes: 3, min_clients: 3, init_min_clients: 5, ..valid_config() };
+    let mut sim = Sim::with(config);
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    sim.s.set_future_epoch_rates(None, Some(50)).unwrap();
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    sim.form_epoch(1..=5);
+    sim.start_training();
+    let members = sim.members();
+    let (bad_index, bad) = members[4];
+    let reporter = members[0].1;
+    let check = |sim: &Sim| HealthCheck { step: sim.s.progress.step, index: bad_index, accused: bad };
+    // Rounds 0 and 1: too early.
+    let hc = check(&sim);
+    sim.rejects(E::HealthCheckTooEarly, |s, c| s.health_check(&reporter, &hc, c));
+    sim.finish_round();
+    // Round 1 is witnessed without the bad client.
+    let others: Vec<_> = sim.healthy_signers().into_iter().filter(|k| *k != bad).collect();
+    sim.witness(usize::MAX, &others);
+    sim.wait(5);
+    sim.tick().unwrap();
+    assert_eq!(sim.s.current_round().height, 2);
+    let hc = check(&sim);
+    sim.rejects(E::WrongRound, |s, c| s.health_check(&reporter, &HealthCheck { step: hc.step - 1, ..hc }, c));
+    sim.rejects(E::NotInEpoch, |s, c| s.health_check(&key(77), &hc, c));
+    sim.rejects(E::ClientIndexMismatch, |s, c| s.health_check(&reporter, &HealthCheck { accused: key(77), ..hc }, c));
+    // A client every witness saw cannot be dropped.
+    let good = HealthCheck { step: hc.step, index: members[1].0, accused: members[1].1 };
+    sim.rejects(E::ClientHealthy, |s, c| s.health_check(&reporter, &good, c));
+    let ev = sim.s.health_check(&reporter, &hc, &sim.clock()).unwrap();
+    assert!(matches!(ev.iter().next(), Some(Event::ClientDropped { .. })));
+    assert_eq!(sim.s.epoch.clients[bad_index as usize].state, DROPPED);
+    assert_eq!(sim.s.clients.iter().find(|c| c.signer == bad).unwrap().slashed, 50);
+    sim.rejects(E::ClientNotHealthy, |s, c| s.health_check(&reporter, &hc, c));
+    // The dropped client is compacted away at the next round and gets no reward.
+    sim.finish_round();
+    assert_eq!(sim.s.epoch.clients_len, 4);
+    assert!(sim.members().iter().all(|m| m.1 != bad));
+    assert_eq!(sim.s.clients.iter().find(|c| c.signer == bad).unwrap().in_epoch, 0);
+}
+
+#[test]
+fn joins_leaves_and_slot_reuse() {
+    let mut sim = Sim::new();
+    sim.join(1).unwrap();
+    sim.rejects(E::AlreadyJoined, |s, c| s.join(&key(1), &p2p(1), c));
+    sim.rejects(E::P2pIdentityTaken, |s, c| s.join(&key(2), &p2p(1), c));
+    sim.rejects(E::NotAClient, |s, c| s.leave(&key(2), c));
+    sim.leave(1).unwrap();
+    sim.rejects(E::NotAClient, |s, c| s.leave(&key(1), c));
+    // The slot of a client that left with no points is reused.
+    sim.join(2).unwrap();
+    assert_eq!(sim.s.clients[0].signer, key(2));
+    for i in 3..=257 {
+        sim.join(i).unwrap();
+    }
+    sim.rejects(E::ClientsFull, |s, c| s.join(&key(1000), &p2p(1000), c));
+    // A leaver's slot with unsettled points is kept until settled.
+    sim.s.clients[5].earned = 10;
+    let holder = sim.s.clients[5].signer;
+    let c = sim.clock();
+    sim.s.leave(&holder, &c).unwrap();
+    sim.rejects(E::ClientsFull, |s, c| s.join(&key(1000), &p2p(1000), c));
+    assert_eq!(sim.s.settle_points(&holder), Ok((10, 0)));
+    sim.join(1000).unwrap();
+    assert_eq!(sim.s.clients[5].signer, key(1000));
+    assert_eq!(sim.s.clients[5].earned, 0);
+}
+
+#[test]
+fn members_can_rejoin_for_the_next_epoch_but_keep_their_p2p_identity() {
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=3);
+    let c = sim.clock();
+    sim.rejects(E::P2pIdentityLocked, |s, c| s.join(&key(1), &p2p(50), c));
+    sim.s.join(&key(1), &p2p(1), &c).unwrap();
+    sim.rejects(E::AlreadyJoined, |s, c| s.join(&key(1), &p2p(1), c));
+    let slot = sim.s.clients.iter().find(|c| c.signer == key(1)).unwrap();
+    assert_eq!((slot.pending, slot.in_epoch), (1, 1));
+    // Leaving while pending and in the epoch withdraws both.
+    sim.leave(1).unwrap();
+    let slot = sim.s.clients.iter().find(|c| c.signer == key(1)).unwrap();
+    assert_eq!(slot.pending, 0);
+    assert_eq!(sim.s.epoch.clients[0].state, LEFT);
+}
+
+#[test]
+fn pause_is_immediate_while_forming_and_deferred_while_training() {
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=3);
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    assert_eq!(sim.state(), RunState::Paused);
+    assert_eq!(sim.s.epoch.clients_len, 0);
+    assert!(sim.s.clients.iter().all(|c| c.pending == 0 && c.in_epoch == 0));
+    sim.rejects(E::AlreadyPaused, |s, c| s.set_paused(true, c));
+    sim.rejects(E::RunHalted, |s, c| s.tick(c));
+    // Joining while paused counts for the epoch after resuming.
+    sim.join(7).unwrap();
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    sim.rejects(E::NotPaused, |s, c| s.set_paused(false, c));
+    sim.form_epoch([8, 9]);
+    assert_eq!(sim.s.epoch.cold_start, 1);
+    sim.start_training();
+    let ev = sim.s.set_paused(true, &sim.clock()).unwrap();
+    assert!(matches!(ev.iter().next(), Some(Event::PauseRequested { step: 1 })));
+    sim.rejects(E::AlreadyPaused, |s, c| s.set_paused(true, c));
+    // Resuming cancels the pending pause.
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    assert_eq!(sim.s.pending_pause, 0);
+    sim.finish_round();
+    assert_eq!(sim.state(), RunState::RoundTrain);
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    sim.finish_round();
+    assert_eq!(sim.state(), RunState::Cooldown);
+    sim.wait(10);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Paused);
+    assert_eq!(sim.s.cold_start_next, 1);
+    let data_index = sim.s.progress.data_index;
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    assert_eq!(sim.s.current_round().data_index, data_index, "a resumed run continues where it stopped");
+}
+
+#[test]
+fn checkpoint_updates_come_from_members_of_hub_or_p2p_runs() {
+    let mut sim = Sim::new();
+    let repo = CheckpointRepo { repo: text("http://127.0.0.1:9/new"), revision: text("abc") };
+    sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&key(1), &repo, c));
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    let empty = CheckpointRepo { repo: [0; URL_LEN], revision: repo.revision };
+    sim.rejects(E::InvalidCheckpoint, |s, c| s.checkpoint(&key(1), &empty, c));
+    sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&key(9), &repo, c));
+    let c = sim.clock();
+    sim.s.checkpoint(&key(1), &repo, &c).unwrap();
+    assert_eq!(sim.s.model.checkpoint_repo, repo.repo);
+    assert_eq!(sim.s.model.checkpoint_kind, CHECKPOINT_HUB);
+
+    let mut sim = Sim::uninitialized();
+    let mut model = valid_model();
+    model.checkpoint_kind = CHECKPOINT_EPHEMERAL;
+    model.checkpoint_repo = [0; URL_LEN];
+    sim.s.update(&Update { config: Some(&valid_config()), model: Some(&model), ..Default::default() }).unwrap();
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    sim.form_epoch(1..=3);
+    sim.rejects(E::CheckpointNotConfigured, |s, c| s.checkpoint(&key(1), &repo, c));
+}
+
+#[test]
+fn nonce_bumps_on_every_success() {
+    let mut sim = Sim::new();
+    let mut last = sim.s.nonce;
+    for i in 1..=3 {
+        sim.join(i).unwrap();
+        assert_eq!(sim.s.nonce, last + 1);
+        last = sim.s.nonce;
+    }
+    sim.wait(3);
+    sim.tick().unwrap();
+    assert_eq!(sim.s.nonce, last + 1);
+}
+
+/// splitmix64: a tiny deterministic generator for the random walk below.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Random operations from random signers: every call either succeeds or fails
+/// without changing a byte, and the invariants hold after each step.
+#[test]
+fn random_walk_keeps_invariants() {
+    let config = CoordinatorConfig { witness_nodes: 0, min_clients: 2, init_min_clients: 3, total_steps: 60, epoch_time: 200, ..valid_config() };
+    let mut rng = Rng(42);
+    let mut sim = Sim::with(config);
+    let mut batches = 0u64;
+    let mut visited = std::collections::BTreeSet::new();
+    for _ in 0..4000 {
+        sim.wait(rng.below(4) as i64);
+        let who = rng.below(12) as u32;
+        let before = sim.s.as_bytes().to_vec();
+        let c = sim.clock();
+        let result = match rng.below(10) {
+            0 | 1 => sim.s.join(&key(who), &p2p(who), &c).map(|_| ()),
+            2 => sim.s.leave(&key(who), &c).map(|_| ()),
+            3 | 4 => sim.s.tick(&c).map(|_| ()),
+            5 => sim.s.warmup_witness(&key(who), &c).map(|_| ()),
+            6 | 7 => {
+                let index = sim.members().iter().position(|m| m.1 == key(who)).unwrap_or(0) as u16;
+                let seen = sim.healthy_signers();
+                let mut report = sim.report(index, &seen);
+                if rng.below(8) == 0 {
+                    report.step = report.step.wrapping_add(1);
+                }
+                sim.s.witness(&key(who), &report, &c).map(|_| ())
+            }
+            8 => {
+                let index = rng.below(6) as u16;
+                let accused = sim.s.epoch_client(index as usize).map(|(_, s)| s.signer).unwrap_or([0; 32]);
+                let hc = HealthCheck { step: sim.s.progress.step, index, accused };
+                sim.s.health_check(&key(who), &hc, &c).map(|_| ())
+            }
+            _ => sim.s.set_paused(rng.below(2) == 0, &c).map(|_| ()),
+        };
+        if result.is_err() {
+            assert!(sim.s.as_bytes() == &before[..], "{result:?} changed the account");
+        }
+        let s = &sim.s;
+        let state = s.run_state().unwrap();
+        visited.insert(state as u8);
+        assert!(usize::from(s.epoch.clients_len) <= MAX_CLIENTS);
+        if matches!(state, RunState::RoundTrain | RunState::RoundWitness) {
+            let r = s.current_round();
+            assert_eq!(r.clients_len, s.epoch.clients_len);
+            assert!(r.batch_size >= r.clients_len, "every member trains at least one sequence");
+            assert!(r.witnesses_len <= r.witness_count);
+            assert_eq!(s.progress.data_index, r.data_index + u64::from(r.batch_size));
+        }
+        for k in 0..s.epoch.clients_len as usize {
+            let (e, slot) = s.epoch_client(k).unwrap();
+            assert_eq!(slot.in_epoch, 1);
+            assert_ne!(e.state, 0);
+        }
+        let in_epoch = s.clients.iter().filter(|c| c.in_epoch != 0).count();
+        assert_eq!(in_epoch, s.epoch.clients_len as usize);
+        if state == RunState::Finished {
+            break;
+        }
+        if let Ok(()) = result {
+            batches += 1;
+        }
+    }
+    assert!(batches > 100, "the walk should mostly make progress ({batches} successes)");
+    for state in [RunState::Warmup, RunState::RoundTrain, RunState::RoundWitness, RunState::Cooldown, RunState::Paused] {
+        assert!(visited.contains(&(state as u8)), "the walk never reached {state:?}: {visited:?}");
+    }
+}
