@@ -3,7 +3,7 @@
 package trainer
 
 /*
-#include "csrc/trainer.h"
+#include "trainer.h"
 */
 import "C"
 

@@ -9,7 +9,7 @@ package trainer
 #cgo CFLAGS: -O3 -std=c11 -fopenmp -Wall -Wno-psabi -Wno-unknown-pragmas
 #cgo LDFLAGS: -fopenmp -lm
 #include <stdlib.h>
-#include "csrc/trainer.h"
+#include "trainer.h"
 */
 import "C"
 

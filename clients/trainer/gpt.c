@@ -4,10 +4,9 @@
 //
 // Determinism: every output element is computed by one thread, and every sum
 // runs in a fixed order that depends on neither the thread count nor the ISA
-// (see gemm_kernel.h for the matmuls). Build flags are pinned in cgo.go.
+// (see gemm_kernel.h for the matmuls). Build flags are pinned in trainer.go.
 
-#define TR_NUM_TENSORS 16
-#define TR_MAX_THREADS 256
+#include "internal.h"
 
 static const char *const tr_tensor_names[TR_NUM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
@@ -69,35 +68,6 @@ typedef struct {
     float *dlogits;   // (B, T, Vp)
 } tr_dacts;
 
-struct tr_model {
-    tr_config cfg;
-    int nthreads;
-    int isa;
-    tr_gemm_fn gemm;
-    size_t sizes[TR_NUM_TENSORS];
-    size_t offsets[TR_NUM_TENSORS];
-    size_t num_params;
-
-    float *params;    // (N) master weights, identical on every replica
-    float *grads;     // (N) gradients of the last tr_step
-    int have_grads;
-    float *lookahead; // (N) x - lr*sign(delta) when DeMo lookahead is on, else NULL
-    int lookahead_on;
-
-    float *adam_m, *adam_v; // (N) each, allocated on first AdamW step
-    uint64_t adam_t;
-    float *delta;           // (N) DeMo momentum, allocated on first generate
-    float demo_lr;          // lr of the last DeMo apply (for the lookahead)
-    uint64_t step;          // optimizer steps taken
-
-    float *act_mem;   // activations for micro_batch x seq_len
-    float *dact_mem;
-    float *scratch_w; // (max(4C*C, C*Vp)) transposed weights
-    float *scratch_o; // (max(4C, Vp) * B*T) transposed output gradients
-    float *scratch_i; // (4C * B*T) transposed inputs
-    float *row_buf;   // (TR_MAX_THREADS, 2*maxT) attention backward rows
-    float *dct[257];  // DCT-II matrices by size, built on first use
-};
 
 static size_t tr_act_floats(const tr_config *c, int B, int T) {
     size_t L = c->layers, C = c->channels, NH = c->heads, BT = (size_t)B * T, Vp = c->padded_vocab;
@@ -243,7 +213,7 @@ static void layernorm_backward(const tr_model *m, float *dinp, float *dw, float 
 }
 
 // dst(cols, rows) = src(rows, cols)^T, in cache blocks.
-static void transpose(const tr_model *m, float *dst, const float *src, int rows, int cols) {
+void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int cols) {
     const int TB = 32;
     int rb = (rows + TB - 1) / TB, cb = (cols + TB - 1) / TB;
     #pragma omp parallel for collapse(2) schedule(static) num_threads(m->nthreads)
@@ -263,11 +233,11 @@ static void matmul_forward(const tr_model *m, float *out, const float *inp, cons
 // dinp(BT,C) = dout * w (overwritten); dw(OC,C) += dout^T * inp; dbias(OC) += column sums of dout.
 static void matmul_backward(tr_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                             const float *w, int BT, int C, int OC) {
-    transpose(m, m->scratch_w, w, OC, C); // (C, OC)
+    tr_transpose(m, m->scratch_w, w, OC, C); // (C, OC)
     tr_gemm_args gi = {BT, C, OC, dout, OC, m->scratch_w, OC, dinp, C, NULL, 0};
     m->gemm(&gi, m->nthreads);
-    transpose(m, m->scratch_o, dout, BT, OC); // (OC, BT)
-    transpose(m, m->scratch_i, inp, BT, C);   // (C, BT)
+    tr_transpose(m, m->scratch_o, dout, BT, OC); // (OC, BT)
+    tr_transpose(m, m->scratch_i, inp, BT, C);   // (C, BT)
     tr_gemm_args gw = {OC, C, BT, m->scratch_o, BT, m->scratch_i, BT, dw, C, NULL, 1};
     m->gemm(&gw, m->nthreads);
     if (dbias) {
@@ -570,7 +540,7 @@ void tr_destroy(tr_model *m) {
     free(m->params); free(m->grads); free(m->lookahead);
     free(m->adam_m); free(m->adam_v); free(m->delta);
     free(m->act_mem); free(m->dact_mem);
-    free(m->scratch_w); free(m->scratch_o); free(m->scratch_i); free(m->row_buf);
+    free(m->scratch_w); free(m->scratch_o); free(m->scratch_i); free(m->row_buf); free(m->demo_buf);
     for (int i = 0; i < 257; i++) free(m->dct[i]);
     free(m);
 }

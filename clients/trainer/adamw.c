@@ -1,6 +1,8 @@
 // adamw.c: plain AdamW for single-node baselines (decoupled weight decay on
 // every parameter, llm.c style). Elementwise, so thread count cannot matter.
 
+#include "internal.h"
+
 int tr_adamw_step(tr_model *m, const tr_adamw *hp) {
     if (!m || !hp) return TR_EINVAL;
     if (!(hp->lr >= 0.0f && hp->lr < 1e6f) || !(hp->beta1 >= 0.0f && hp->beta1 < 1.0f) ||

@@ -10,6 +10,8 @@
 //           [f32 scale if one-bit] | indices (nchunks*k, index_bytes each)
 //           | values: one-bit: ceil(nchunks*k/8) bytes, LSB first, 1 = negative; else nchunks*k f32
 
+#include "internal.h"
+
 #define TR_DEMO_MAGIC "PDMO"
 #define TR_DEMO_VERSION 1
 #define TR_DEMO_HEADER 12
@@ -85,16 +87,23 @@ int tr_demo_payload_size(const tr_model *m, const tr_demo *hp, size_t *size) {
 
 // ---------------------------------------------------------------------------
 // Chunked orthonormal DCT-II. D[i][j] = s_i cos(pi (2j+1) i / 2n), s_0 = sqrt(1/n),
-// s_i = sqrt(2/n). A block X (cr, cc) maps to Y = Dr X Dc^T and back with
-// X = Dr^T Y Dc; every sum runs over its index in increasing order.
+// s_i = sqrt(2/n). A chunk X (cr, cc) maps to Y = Dr X Dc^T and back with
+// X = Dr^T Y Dc. Both products run through the deterministic GEMM over whole
+// tensors: first along the columns of every chunk, then (on the transpose)
+// along the rows, so the order of every sum is the GEMM's fixed order.
 
+// D (n, n) followed by D^T (n, n).
 static float *tr_dct_build(int n) {
-    float *d = malloc(sizeof(float) * (size_t)n * n);
+    float *d = malloc(sizeof(float) * 2 * (size_t)n * n);
     if (!d) return NULL;
     const double pi = 3.14159265358979323846;
     for (int i = 0; i < n; i++) {
         double s = __builtin_sqrt((i == 0 ? 1.0 : 2.0) / n);
-        for (int j = 0; j < n; j++) d[(size_t)i * n + j] = (float)(s * tr_cos(pi * (2 * j + 1) * i / (2.0 * n)));
+        for (int j = 0; j < n; j++) {
+            float v = (float)(s * tr_cos(pi * (2 * j + 1) * i / (2.0 * n)));
+            d[(size_t)i * n + j] = v;
+            d[(size_t)n * n + (size_t)j * n + i] = v;
+        }
     }
     return d;
 }
@@ -104,59 +113,52 @@ static const float *tr_dct_get(tr_model *m, int n) {
     return m->dct[n];
 }
 
-// tmp (cr, cc) scratch. Forward: y = Dr x Dc^T.
-static void tr_dct2(const float *dr, const float *dc, int cr, int cc, const float *x, float *y, float *tmp) {
-    for (int i = 0; i < cr; i++)
-        for (int q = 0; q < cc; q++) {
-            float s = 0.0f;
-            for (int j = 0; j < cc; j++) s += x[i * cc + j] * dc[q * cc + j];
-            tmp[i * cc + q] = s;
+// out (R, cols) = chunked DCT (or inverse) of in (R, cols) with (cr, cc)
+// chunks. s1, s2: scratch of R*cols floats; out must not alias in, s1 or s2.
+static void tr_dct_tensor(tr_model *m, int R, int cols, int cr, int cc, const float *in, float *out,
+                          float *s1, float *s2, int inverse) {
+    size_t n = (size_t)R * cols;
+    const float *z = in;
+    if (cc > 1) {
+        // Forward Z = X Dc^T: B rows are Dc rows. Inverse Z = Y Dc: B rows are Dc^T rows.
+        const float *dc = m->dct[cc] + (inverse ? (size_t)cc * cc : 0);
+        float *zb = cr > 1 ? s1 : out;
+        for (int c0 = 0; c0 < cols; c0 += cc) {
+            tr_gemm_args g = {R, cc, cc, in + c0, cols, dc, cc, zb + c0, cols, NULL, 0};
+            m->gemm(&g, m->nthreads);
         }
-    for (int p = 0; p < cr; p++)
-        for (int q = 0; q < cc; q++) {
-            float s = 0.0f;
-            for (int i = 0; i < cr; i++) s += dr[p * cr + i] * tmp[i * cc + q];
-            y[p * cc + q] = s;
-        }
-}
-
-// Inverse: x = Dr^T y Dc.
-static void tr_idct2(const float *dr, const float *dc, int cr, int cc, const float *y, float *x, float *tmp) {
-    for (int p = 0; p < cr; p++)
-        for (int j = 0; j < cc; j++) {
-            float s = 0.0f;
-            for (int q = 0; q < cc; q++) s += y[p * cc + q] * dc[q * cc + j];
-            tmp[p * cc + j] = s;
-        }
-    for (int i = 0; i < cr; i++)
-        for (int j = 0; j < cc; j++) {
-            float s = 0.0f;
-            for (int p = 0; p < cr; p++) s += dr[p * cr + i] * tmp[p * cc + j];
-            x[i * cc + j] = s;
-        }
-}
-
-static void tr_block_get(const float *base, int cols, int r0, int c0, int cr, int cc, float *blk) {
-    for (int i = 0; i < cr; i++) memcpy(blk + i * cc, base + (size_t)(r0 + i) * cols + c0, sizeof(float) * cc);
+        z = zb;
+    }
+    if (cr == 1) {
+        if (z != out) memcpy(out, z, sizeof(float) * n);
+        return;
+    }
+    // Along rows on the transpose: Y^T = Z^T Dr^T (forward), X^T = Y^T Dr (inverse).
+    const float *dr = m->dct[cr] + (inverse ? (size_t)cr * cr : 0);
+    tr_transpose(m, s2, z, R, cols); // (cols, R)
+    for (int r0 = 0; r0 < R; r0 += cr) {
+        tr_gemm_args g = {cols, cr, cr, s2 + r0, R, dr, cr, s1 + r0, R, NULL, 0};
+        m->gemm(&g, m->nthreads);
+    }
+    tr_transpose(m, out, s1, cols, R);
 }
 
 static int tr_dct_hook(int rows, int cols, int chunk, const float *in, float *out, int inverse) {
     if (rows < 1 || cols < 1 || chunk < 1 || chunk > TR_DEMO_MAX_CHUNK || !in || !out) return TR_EINVAL;
+    if ((size_t)rows * (size_t)cols > ((size_t)1 << 28)) return TR_EINVAL;
     int cr = tr_largest_divisor(rows, chunk), cc = tr_largest_divisor(cols, chunk);
-    float *dr = tr_dct_build(cr), *dc = tr_dct_build(cc);
-    float *blk = malloc(sizeof(float) * 3 * cr * cc);
+    // A bare model carries the kernel, thread count and DCT cache.
+    tr_model *m = calloc(1, sizeof *m);
+    float *s = malloc(sizeof(float) * 2 * (size_t)rows * cols);
     int rc = TR_OK;
-    if (!dr || !dc || !blk) { rc = TR_ENOMEM; goto done; }
-    for (int r0 = 0; r0 < rows; r0 += cr)
-        for (int c0 = 0; c0 < cols; c0 += cc) {
-            tr_block_get(in, cols, r0, c0, cr, cc, blk);
-            if (inverse) tr_idct2(dr, dc, cr, cc, blk, blk + cr * cc, blk + 2 * cr * cc);
-            else tr_dct2(dr, dc, cr, cc, blk, blk + cr * cc, blk + 2 * cr * cc);
-            for (int i = 0; i < cr; i++)
-                memcpy(out + (size_t)(r0 + i) * cols + c0, blk + cr * cc + i * cc, sizeof(float) * cc);
-        }
+    if (!m || !s) { rc = TR_ENOMEM; goto done; }
+    m->nthreads = 1;
+    m->gemm = tr_isa_kernel(tr_isa_pick(TR_ISA_AUTO));
+    if (!tr_dct_get(m, cr) || !tr_dct_get(m, cc)) { rc = TR_ENOMEM; goto done; }
+    tr_dct_tensor(m, rows, cols, cr, cc, in, out, s, s + (size_t)rows * cols, inverse);
 done:
-    free(dr); free(dc); free(blk);
+    if (m) for (int i = 0; i < 257; i++) free(m->dct[i]);
+    free(m); free(s);
     return rc;
 }
 
@@ -164,9 +166,23 @@ int tr_dct_forward(int rows, int cols, int chunk, const float *x, float *y) { re
 int tr_dct_inverse(int rows, int cols, int chunk, const float *y, float *x) { return tr_dct_hook(rows, cols, chunk, y, x, 1); }
 
 // ---------------------------------------------------------------------------
-// Top-k: order indices by |y| descending, ties by lower index, with a stable
-// bottom-up merge sort (deterministic and total on finite values).
-static void tr_topk(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out) {
+// Top-k of one chunk: indices ordered by |y| descending, ties by lower index.
+
+// k small: keep a sorted list; an element must beat the current k-th strictly.
+static void tr_topk_small(const float *y, int n, int k, uint32_t *out, float *best) {
+    int cnt = 0;
+    for (int i = 0; i < n; i++) {
+        float a = y[i] < 0 ? -y[i] : y[i];
+        if (cnt == k && !(a > best[k - 1])) continue;
+        int pos = cnt < k ? cnt++ : k - 1;
+        while (pos > 0 && a > best[pos - 1]) { best[pos] = best[pos - 1]; out[pos] = out[pos - 1]; pos--; }
+        best[pos] = a;
+        out[pos] = (uint32_t)i;
+    }
+}
+
+// k large: stable bottom-up merge sort of all indices, same order.
+static void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out) {
     for (int i = 0; i < n; i++) idx[i] = (uint32_t)i;
     uint32_t *src = idx, *dst = tmp;
     for (int w = 1; w < n; w *= 2) {
@@ -186,6 +202,8 @@ static void tr_topk(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, 
     }
     memcpy(out, src, sizeof(uint32_t) * k);
 }
+
+#define TR_TOPK_SMALL 64
 
 // Sum of squares in fixed 4096-element blocks, blocks added in order.
 static int tr_grad_norm(tr_model *m, float *norm) {
@@ -209,20 +227,13 @@ static int tr_grad_norm(tr_model *m, float *norm) {
 }
 
 // Multiplier for the gradients: 1, or clip/norm when the norm exceeds clip.
-static int tr_grad_scale(tr_model *m, float clip, float *scale) {
+int tr_grad_scale(tr_model *m, float clip, float *scale) {
     float norm;
     int rc = tr_grad_norm(m, &norm);
     if (rc) return rc;
     *scale = (clip > 0.0f && norm > clip) ? clip / norm : 1.0f;
     return TR_OK;
 }
-
-static void tr_put_u16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void tr_put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint32_t tr_get_u16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-static uint32_t tr_get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static void tr_put_f32(uint8_t *p, float f) { tr_put_u32(p, tr_f2bits(f)); }
-static float tr_get_f32(const uint8_t *p) { return tr_bits2f(tr_get_u32(p)); }
 
 static void tr_put_index(uint8_t *p, int width, uint32_t v) {
     if (width == 1) p[0] = (uint8_t)v;
@@ -234,26 +245,46 @@ static uint32_t tr_get_index(const uint8_t *p, int width) {
     return width == 1 ? p[0] : width == 2 ? tr_get_u16(p) : tr_get_u32(p);
 }
 
-// Per-thread scratch for one chunk: 3 float blocks and 3 index arrays.
+// Per-thread scratch for one chunk (f: values and top-k magnitudes, u: sort
+// indices or counts), plus tensor-sized buffers kept in the model.
 typedef struct {
     float *f;
     uint32_t *u;
-    size_t per; // floats (and indices) per block
+    size_t per; // largest chunk
 } tr_demo_scratch;
 
 static int tr_demo_scratch_alloc(tr_model *m, const tr_demo_tensor *t, tr_demo_scratch *s) {
-    size_t per = 0;
+    size_t per = 0, big = 0;
     for (int i = 0; i < TR_NUM_TENSORS; i++) {
-        size_t n = (size_t)t[i].cr * t[i].cc;
+        size_t n = (size_t)t[i].cr * t[i].cc, sz = (size_t)t[i].rows * t[i].cols;
         if (n > per) per = n;
+        if (sz > big) big = sz;
     }
     s->per = per;
-    s->f = malloc(sizeof(float) * 3 * per * m->nthreads);
-    s->u = malloc(sizeof(uint32_t) * 3 * per * m->nthreads);
-    if (!s->f || !s->u) { free(s->f); free(s->u); return TR_ENOMEM; }
+    s->f = malloc(sizeof(float) * 2 * per * m->nthreads);
+    s->u = malloc(sizeof(uint32_t) * 2 * per * m->nthreads);
+    if (!s->f || !s->u) goto fail;
+    if (m->demo_buf_len < big) {
+        float *b = malloc(sizeof(float) * 4 * big);
+        if (!b) goto fail;
+        free(m->demo_buf);
+        m->demo_buf = b;
+        m->demo_buf_len = big;
+    }
     for (int i = 0; i < TR_NUM_TENSORS; i++)
-        if (!tr_dct_get(m, t[i].cr) || !tr_dct_get(m, t[i].cc)) { free(s->f); free(s->u); return TR_ENOMEM; }
+        if (!tr_dct_get(m, t[i].cr) || !tr_dct_get(m, t[i].cc)) goto fail;
     return TR_OK;
+fail:
+    free(s->f); free(s->u);
+    s->f = NULL; s->u = NULL;
+    return TR_ENOMEM;
+}
+
+// Offset of in-chunk index ix of chunk b inside the (rows, cols) tensor.
+static inline size_t tr_chunk_pos(const tr_demo_tensor *x, size_t b, uint32_t ix) {
+    size_t bcols = (size_t)(x->cols / x->cc);
+    size_t r = (b / bcols) * x->cr + ix / x->cc, c = (b % bcols) * x->cc + ix % x->cc;
+    return r * x->cols + c;
 }
 
 int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, size_t *len) {
@@ -273,16 +304,16 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
     tr_demo_layout(m, hp, t);
     tr_demo_scratch s;
     if ((rc = tr_demo_scratch_alloc(m, t, &s))) return rc;
-    size_t maxe = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++)
+    size_t maxe = 0, maxc = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++) {
         if (t[i].nchunks * t[i].k > maxe) maxe = t[i].nchunks * t[i].k;
+        if (t[i].nchunks > maxc) maxc = t[i].nchunks;
+    }
     uint32_t *sel_idx = malloc(sizeof(uint32_t) * maxe);
     float *sel_val = malloc(sizeof(float) * maxe);
-    size_t maxc = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++)
-        if (t[i].nchunks > maxc) maxc = t[i].nchunks;
     float *abs_part = malloc(sizeof(float) * maxc);
     if (!sel_idx || !sel_val || !abs_part) { rc = TR_ENOMEM; goto done; }
+    float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *E = S2 + m->demo_buf_len;
 
     // delta = decay * delta + lr * g (elementwise, so no order question)
     float decay = hp->decay, lrs = hp->lr * gscale;
@@ -296,22 +327,22 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
     uint8_t *p = out + TR_DEMO_HEADER;
     for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
         const tr_demo_tensor *x = &t[ti];
-        const float *dr = m->dct[x->cr], *dc = m->dct[x->cc];
         float *delta = m->delta + x->offset;
-        int n = x->cr * x->cc, k = x->k, bcols = x->cols / x->cc;
-        // 1. transform each chunk and select its top-k
+        size_t numel = (size_t)x->rows * x->cols;
+        int n = x->cr * x->cc, k = x->k;
+        // 1. transform, then select each chunk's top-k
+        tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, delta, Y, S1, S2, 0);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t b = 0; b < x->nchunks; b++) {
             int tid = omp_get_thread_num();
-            float *blk = s.f + 3 * s.per * tid, *y = blk + s.per, *tmp = y + s.per;
-            uint32_t *ia = s.u + 3 * s.per * tid;
-            int r0 = (int)(b / bcols) * x->cr, c0 = (int)(b % bcols) * x->cc;
-            tr_block_get(delta, x->cols, r0, c0, x->cr, x->cc, blk);
-            tr_dct2(dr, dc, x->cr, x->cc, blk, y, tmp);
-            tr_topk(y, n, k, ia, ia + s.per, sel_idx + b * k);
+            float *blk = s.f + 2 * s.per * tid, *best = blk + s.per;
+            uint32_t *ia = s.u + 2 * s.per * tid;
+            for (int ix = 0; ix < n; ix++) blk[ix] = Y[tr_chunk_pos(x, b, (uint32_t)ix)];
+            if (k <= TR_TOPK_SMALL) tr_topk_small(blk, n, k, sel_idx + b * k, best);
+            else tr_topk_sort(blk, n, k, ia, ia + s.per, sel_idx + b * k);
             float a = 0.0f;
             for (int e = 0; e < k; e++) {
-                float v = y[sel_idx[b * k + e]];
+                float v = blk[sel_idx[b * k + e]];
                 sel_val[b * k + e] = v;
                 a += v < 0 ? -v : v;
             }
@@ -324,22 +355,16 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
             scale = scale / (float)(x->nchunks * k);
         }
         // 3. error feedback: remove exactly what receivers will decode
+        memset(Y, 0, sizeof(float) * numel);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (size_t b = 0; b < x->nchunks; b++) {
-            int tid = omp_get_thread_num();
-            float *y = s.f + 3 * s.per * tid, *blk = y + s.per, *tmp = blk + s.per;
-            int r0 = (int)(b / bcols) * x->cr, c0 = (int)(b % bcols) * x->cc;
-            memset(y, 0, sizeof(float) * n);
+        for (size_t b = 0; b < x->nchunks; b++)
             for (int e = 0; e < k; e++) {
                 float v = sel_val[b * k + e];
-                y[sel_idx[b * k + e]] = hp->one_bit ? (v < 0 ? -scale : scale) : v;
+                Y[tr_chunk_pos(x, b, sel_idx[b * k + e])] = hp->one_bit ? (v < 0 ? -scale : scale) : v;
             }
-            tr_idct2(dr, dc, x->cr, x->cc, y, blk, tmp);
-            for (int i = 0; i < x->cr; i++) {
-                float *d = delta + (size_t)(r0 + i) * x->cols + c0;
-                for (int j = 0; j < x->cc; j++) d[j] -= blk[i * x->cc + j];
-            }
-        }
+        tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, Y, E, S1, S2, 1);
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t i = 0; i < numel; i++) delta[i] -= E[i];
         // 4. serialise
         tr_put_u32(p, (uint32_t)x->rows);
         tr_put_u32(p + 4, (uint32_t)x->cols);
@@ -454,7 +479,7 @@ int tr_demo_validate(const tr_model *m, const tr_demo *hp, const uint8_t *p, siz
 
 // The forward point of the next step: x - lr*sign(delta), where this client's
 // own pending update leads. Derived state: recomputed, never exported.
-static void tr_demo_refresh_lookahead(tr_model *m, int on) {
+void tr_demo_refresh_lookahead(tr_model *m, int on) {
     m->lookahead_on = on && m->delta && m->lookahead;
     if (!m->lookahead_on) return;
     float lr = m->demo_lr;
@@ -466,7 +491,7 @@ static void tr_demo_refresh_lookahead(tr_model *m, int on) {
     }
 }
 
-static int tr_lookahead_alloc(tr_model *m) {
+int tr_lookahead_alloc(tr_model *m) {
     if (!m->lookahead) m->lookahead = malloc(sizeof(float) * m->num_params);
     return m->lookahead ? TR_OK : TR_ENOMEM;
 }
@@ -489,19 +514,19 @@ int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const
     if ((rc = tr_demo_scratch_alloc(m, t, &s))) goto done;
     if (hp->lookahead && (rc = tr_lookahead_alloc(m))) goto done;
     float wdf = 1.0f - hp->lr * hp->weight_decay, lr = hp->lr;
+    float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *U = S2 + m->demo_buf_len;
     for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
         const tr_demo_tensor *x = &t[ti];
-        const float *dr = m->dct[x->cr], *dc = m->dct[x->cc];
         float *param = m->params + x->offset;
-        int nn = x->cr * x->cc, k = x->k, bcols = x->cols / x->cc;
+        size_t numel = (size_t)x->rows * x->cols;
+        int nn = x->cr * x->cc, k = x->k;
+        memset(Y, 0, sizeof(float) * numel);
+        // scatter-mean: clients in the given order, entries in payload order;
+        // chunks are disjoint, so they can go to different threads.
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t b = 0; b < x->nchunks; b++) {
-            int tid = omp_get_thread_num();
-            float *y = s.f + 3 * s.per * tid, *upd = y + s.per, *tmp = upd + s.per;
-            uint32_t *cnt = s.u + 3 * s.per * tid;
-            memset(y, 0, sizeof(float) * nn);
+            uint32_t *cnt = s.u + 2 * s.per * omp_get_thread_num();
             memset(cnt, 0, sizeof(uint32_t) * nn);
-            // scatter-mean: clients in the given order, entries in payload order
             for (int c = 0; c < n; c++) {
                 const tr_demo_view *v = &views[(size_t)c * TR_NUM_TENSORS + ti];
                 for (int e = 0; e < k; e++) {
@@ -509,22 +534,23 @@ int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const
                     uint32_t ix = tr_get_index(v->idx + ei * x->width, x->width);
                     float val = hp->one_bit ? ((v->val[ei / 8] >> (ei % 8)) & 1 ? -v->scale : v->scale)
                                             : tr_get_f32(v->val + 4 * ei);
-                    y[ix] += val;
+                    size_t pos = tr_chunk_pos(x, b, ix);
+                    Y[pos] = Y[pos] + val;
                     cnt[ix]++;
                 }
             }
-            for (int i = 0; i < nn; i++)
-                if (cnt[i] > 1) y[i] = y[i] / (float)cnt[i];
-            tr_idct2(dr, dc, x->cr, x->cc, y, upd, tmp);
-            int r0 = (int)(b / bcols) * x->cr, c0 = (int)(b % bcols) * x->cc;
-            for (int i = 0; i < x->cr; i++) {
-                float *w = param + (size_t)(r0 + i) * x->cols + c0;
-                for (int j = 0; j < x->cc; j++) {
-                    float u = upd[i * x->cc + j];
-                    float sg = u > 0.0f ? 1.0f : u < 0.0f ? -1.0f : 0.0f;
-                    w[j] = w[j] * wdf - lr * sg;
+            for (int ix = 0; ix < nn; ix++)
+                if (cnt[ix] > 1) {
+                    size_t pos = tr_chunk_pos(x, b, (uint32_t)ix);
+                    Y[pos] = Y[pos] / (float)cnt[ix];
                 }
-            }
+        }
+        tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, Y, U, S1, S2, 1);
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t i = 0; i < numel; i++) {
+            float u = U[i];
+            float sg = u > 0.0f ? 1.0f : u < 0.0f ? -1.0f : 0.0f;
+            param[i] = param[i] * wdf - lr * sg;
         }
     }
     m->demo_lr = lr;

@@ -1,16 +1,10 @@
 // gemm.c: the deterministic GEMM behind every matmul of the model, with one
 // kernel per ISA level chosen at run time. See gemm_kernel.h for the order.
 
+#include "internal.h"
+
 typedef float v8f __attribute__((vector_size(32)));
 
-typedef struct {
-    int M, N, K;
-    const float *a; int lda; // (M, K) rows
-    const float *b; int ldb; // (N, K) rows
-    float *out; int ldo;     // (M, N)
-    const float *bias;       // (N) or NULL: base = bias[n]
-    int accumulate;          // 1: base = out[m][n] (bias ignored)
-} tr_gemm_args;
 
 static inline __attribute__((always_inline)) v8f tr_load8(const float *p) {
     v8f v;
@@ -74,10 +68,8 @@ static inline __attribute__((always_inline)) void tr_gemm_store(const tr_gemm_ar
 #undef GEMM_MR
 #undef GEMM_NR
 
-typedef void (*tr_gemm_fn)(const tr_gemm_args *, int);
-
 // Highest level the CPU supports, capped at want (TR_ISA_AUTO: no cap).
-static int tr_isa_pick(int want) {
+int tr_isa_pick(int want) {
     __builtin_cpu_init();
     int best = TR_ISA_BASE;
     if (__builtin_cpu_supports("avx2")) best = TR_ISA_AVX2;
@@ -86,7 +78,7 @@ static int tr_isa_pick(int want) {
     return best;
 }
 
-static tr_gemm_fn tr_isa_kernel(int isa) {
+tr_gemm_fn tr_isa_kernel(int isa) {
     switch (isa) {
     case TR_ISA_AVX512: return gemm_avx512;
     case TR_ISA_AVX2: return gemm_avx2;

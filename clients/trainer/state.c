@@ -6,6 +6,8 @@
 //   | u64 step | u64 adam_t | f32 demo_lr | u32 flags (bit 0: AdamW m,v; bit 1: DeMo delta;
 //   bit 2: DeMo lookahead on) | f32 params[N] | [f32 m[N], f32 v[N]] | [f32 delta[N]]
 
+#include "internal.h"
+
 #define TR_STATE_MAGIC "PSYS"
 #define TR_STATE_VERSION 1
 #define TR_STATE_HEADER 56

@@ -1,0 +1,201 @@
+// Command trainer-bench prints the native trainer's throughput figures:
+// GEMM GFLOP/s per kernel ISA level and thread count, training tokens/s for
+// the light and small configs (AdamW and DeMo steps), and DeMo payload bytes
+// per step with the ratio to dense fp32 gradients.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "trainer-bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("trainer-bench", flag.ContinueOnError)
+	configs := fs.String("configs", "light,small", "comma-separated model configs to train")
+	steps := fs.Int("steps", 5, "timed training steps per config")
+	batch := fs.Int("batch", 8, "sequences per step")
+	threads := fs.Int("threads", 0, "threads for the training runs (0: all processors)")
+	gemm := fs.Bool("gemm", true, "run the GEMM benchmark")
+	topk := fs.Int("topk", 8, "DeMo top-k per chunk for the payload figures")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *steps < 1 || *batch < 1 {
+		return fmt.Errorf("-steps and -batch must be positive")
+	}
+	if *gemm {
+		if err := benchGEMM(w); err != nil {
+			return err
+		}
+	}
+	for _, name := range strings.Split(*configs, ",") {
+		if err := benchTrain(ctx, w, strings.TrimSpace(name), *steps, *batch, *threads, *topk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchGEMM times out(M,N) = A(M,K) B(N,K)^T at the shapes of the small
+// config's MLP (B*T=2048 rows) for every kernel level and 1 and 2 threads.
+func benchGEMM(w io.Writer) error {
+	cfg, err := trainer.ConfigByName("light")
+	if err != nil {
+		return err
+	}
+	cfg.MicroBatch = 1
+	tr, err := trainer.New(cfg, 1)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	shapes := [][3]int{{2048, 1536, 384}, {2048, 384, 1536}, {1024, 1024, 1024}}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, s := range shapes {
+		m, n, k := s[0], s[1], s[2]
+		a, b, out := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+		for i := range a {
+			a[i] = r.Float32() - 0.5
+		}
+		for i := range b {
+			b[i] = r.Float32() - 0.5
+		}
+		var ref []float32
+		for _, level := range []trainer.ISA{trainer.ISABase, trainer.ISAAVX2, trainer.ISAAVX512} {
+			got, err := tr.SetISA(level)
+			if err != nil {
+				return err
+			}
+			if got != level {
+				continue // CPU lacks this level
+			}
+			for _, th := range []int{1, 2} {
+				if err := tr.SetThreads(th); err != nil {
+					return err
+				}
+				if err := tr.GEMM(m, n, k, a, b, out); err != nil { // warm-up
+					return err
+				}
+				reps := 0
+				start := time.Now()
+				for time.Since(start) < 700*time.Millisecond {
+					if err := tr.GEMM(m, n, k, a, b, out); err != nil {
+						return err
+					}
+					reps++
+				}
+				sec := time.Since(start).Seconds()
+				same := "ref"
+				if ref == nil {
+					ref = append([]float32(nil), out...)
+				} else {
+					same = "identical"
+					for i := range out {
+						if out[i] != ref[i] {
+							same = "DIFFERENT"
+							break
+						}
+					}
+				}
+				fmt.Fprintf(w, "gemm M=%d N=%d K=%d isa=%-7s threads=%d  %6.1f GFLOP/s  bits=%s\n",
+					m, n, k, level, th, 2*float64(m)*float64(n)*float64(k)*float64(reps)/sec/1e9, same)
+			}
+		}
+	}
+	return nil
+}
+
+func benchTrain(ctx context.Context, w io.Writer, name string, steps, batch, threads, topk int) error {
+	cfg, err := trainer.ConfigByName(name)
+	if err != nil {
+		return err
+	}
+	tr, err := trainer.New(cfg, 1)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	if threads > 0 {
+		if err := tr.SetThreads(threads); err != nil {
+			return err
+		}
+	}
+	T := cfg.SeqLen
+	text := trainer.MarkovText(1, (2*steps+2)*batch*T+1)
+	adam := trainer.AdamW{LR: 3e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+	demo := trainer.DeMo{LR: 1e-3, Decay: 0.999, WeightDecay: 0.1, Chunk: 64, TopK: topk, OneBit: true, Lookahead: true}
+	window := 0
+	step := func() (float32, error) {
+		tok, tgt := trainer.Window(text, window*batch*T, batch, T)
+		window++
+		return tr.Step(ctx, tok, tgt, T)
+	}
+	if _, err := step(); err != nil { // warm-up
+		return err
+	}
+	if err := tr.AdamWStep(adam); err != nil {
+		return err
+	}
+	var fwdbwd, opt time.Duration
+	var loss float32
+	for range steps {
+		t0 := time.Now()
+		if loss, err = step(); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if err := tr.AdamWStep(adam); err != nil {
+			return err
+		}
+		fwdbwd += t1.Sub(t0)
+		opt += time.Since(t1)
+	}
+	tokens := float64(steps * batch * T)
+	fmt.Fprintf(w, "train %-6s params=%d B=%d T=%d adamw: %7.0f tok/s (fwd+bwd %.0f ms/step, adamw %.1f ms/step, loss %.3f)\n",
+		name, tr.NumParams(), batch, T, tokens/(fwdbwd+opt).Seconds(),
+		float64(fwdbwd.Milliseconds())/float64(steps), float64(opt.Microseconds())/1e3/float64(steps), loss)
+	var gen, apply time.Duration
+	var size int
+	fwdbwd = 0
+	for range steps {
+		t0 := time.Now()
+		if loss, err = step(); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		p, err := tr.DeMoGenerate(demo)
+		if err != nil {
+			return err
+		}
+		t2 := time.Now()
+		if err := tr.DeMoApply(demo, [][]byte{p}); err != nil {
+			return err
+		}
+		fwdbwd += t1.Sub(t0)
+		gen += t2.Sub(t1)
+		apply += time.Since(t2)
+		size = len(p)
+	}
+	fmt.Fprintf(w, "train %-6s params=%d B=%d T=%d demo:  %7.0f tok/s (generate %.1f ms/step, apply %.1f ms/step, loss %.3f)\n",
+		name, tr.NumParams(), batch, T, tokens/(fwdbwd+gen+apply).Seconds(),
+		float64(gen.Microseconds())/1e3/float64(steps), float64(apply.Microseconds())/1e3/float64(steps), loss)
+	dense := 4 * tr.NumParams()
+	fmt.Fprintf(w, "payload %-6s top-k=%d one-bit: %d bytes/step, dense fp32 gradients %d bytes: %.0fx smaller\n",
+		name, topk, size, dense, float64(dense)/float64(size))
+	return nil
+}

@@ -1,0 +1,85 @@
+// internal.h: what the trainer's C files share: the model struct, the GEMM
+// entry point and small helpers. Not part of the API (that is trainer.h).
+#ifndef TR_INTERNAL_H
+#define TR_INTERNAL_H
+
+// ISO C mode (-std=c11, which defines __STRICT_ANSI__) makes GCC default to
+// -ffp-contract=off: no fused multiply-add, so the bits do not depend on -march.
+// (cgo does not accept -ffp-contract=off itself.)
+#if !defined(__STRICT_ANSI__) || defined(__FAST_MATH__)
+#error "the numeric contract needs -std=c11 and no -ffast-math"
+#endif
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mathfn.h"
+#include "trainer.h"
+
+#define TR_NUM_TENSORS 16
+#define TR_MAX_THREADS 256
+
+typedef struct {
+    int M, N, K;
+    const float *a; int lda; // (M, K) rows
+    const float *b; int ldb; // (N, K) rows
+    float *out; int ldo;     // (M, N)
+    const float *bias;       // (N) or NULL: base = bias[n]
+    int accumulate;          // 1: base = out[m][n] (bias ignored)
+} tr_gemm_args;
+
+typedef void (*tr_gemm_fn)(const tr_gemm_args *, int nthreads);
+
+struct tr_model {
+    tr_config cfg;
+    int nthreads;
+    int isa;
+    tr_gemm_fn gemm;
+    size_t sizes[TR_NUM_TENSORS];
+    size_t offsets[TR_NUM_TENSORS];
+    size_t num_params;
+
+    float *params;    // (N) master weights, identical on every replica
+    float *grads;     // (N) gradients of the last tr_step
+    int have_grads;
+    float *lookahead; // (N) x - lr*sign(delta) when DeMo lookahead is on, else NULL
+    int lookahead_on;
+
+    float *adam_m, *adam_v; // (N) each, allocated on first AdamW step
+    uint64_t adam_t;
+    float *delta;           // (N) DeMo momentum, allocated on first generate
+    float demo_lr;          // lr of the last DeMo apply (for the lookahead)
+    uint64_t step;          // optimizer steps taken
+
+    float *act_mem;   // activations for micro_batch x seq_len
+    float *dact_mem;
+    float *scratch_w; // (max(4C*C, C*Vp)) transposed weights
+    float *scratch_o; // (max(4C, Vp) * B*T) transposed output gradients
+    float *scratch_i; // (4C * B*T) transposed inputs
+    float *row_buf;   // (TR_MAX_THREADS, 2*maxT) attention backward rows
+    float *dct[257];  // DCT-II matrices (D then D^T) by size, built on first use
+    float *demo_buf;  // (4, demo_buf_len) tensor-sized DeMo buffers
+    size_t demo_buf_len;
+};
+
+// gemm.c
+int tr_isa_pick(int want);
+tr_gemm_fn tr_isa_kernel(int isa);
+// gpt.c
+void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int cols);
+// demo.c
+int tr_grad_scale(tr_model *m, float clip, float *scale);
+int tr_lookahead_alloc(tr_model *m);
+void tr_demo_refresh_lookahead(tr_model *m, int on);
+
+// Little-endian byte helpers for the payload and state formats.
+static inline void tr_put_u16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void tr_put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline uint32_t tr_get_u16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static inline uint32_t tr_get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static inline void tr_put_f32(uint8_t *p, float f) { tr_put_u32(p, tr_f2bits(f)); }
+static inline float tr_get_f32(const uint8_t *p) { return tr_bits2f(tr_get_u32(p)); }
+
+#endif
