@@ -350,7 +350,7 @@ export class Rpc {
     let data = Buffer.from(acc.data());
     const owner = Buffer.from(acc.owner());
     const space = data.length;
-    const encoding = cfg.encoding ?? 'binary';
+    const encoding = cfg.encoding ?? 'base64';
     if (cfg.dataSlice !== undefined && cfg.dataSlice !== null) {
       if (encoding === 'jsonParsed') throw invalidParams('Invalid param: dataSlice cannot be used with jsonParsed');
       const { offset, length } = cfg.dataSlice;
