@@ -1,0 +1,91 @@
+// Package provider serves training sequences, by global index, from a local
+// dataset directory, from a data server over HTTP, or from a weighted mix of
+// several datasets. Every sequence returned has been verified against the
+// dataset's manifest, whose Merkle root the run pins; data that fails
+// verification is reported as a *shard.IntegrityError naming the shard and is
+// never returned.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/psyche-go/psyche/clients/data/shard"
+)
+
+// Info describes the sequences a provider serves.
+type Info struct {
+	Tokenizer    string
+	VocabSize    uint32
+	EOT          uint32
+	SeqLen       uint32 // each sequence has SeqLen+1 tokens: inputs [0,SeqLen), targets [1,SeqLen]
+	NumSequences uint64 // valid indices are [0, NumSequences)
+	Root         string // hex commitment to the data, to pin in a run config
+}
+
+// Provider returns training sequences by global index.
+type Provider interface {
+	Info() Info
+	// Sequences returns the sequences with the given indices, in that order.
+	// Which indices a client trains on is decided elsewhere (the batch
+	// assignment); a provider only fetches and verifies them.
+	Sequences(ctx context.Context, indices []uint64) ([][]uint16, error)
+	Close() error
+}
+
+func infoOf(m *shard.Manifest) Info {
+	return Info{
+		Tokenizer: m.Tokenizer, VocabSize: m.VocabSize, EOT: m.EOT, SeqLen: m.SeqLen,
+		NumSequences: m.NumSequences, Root: m.Root,
+	}
+}
+
+// chunkKey names one chunk of one shard.
+type chunkKey struct{ shard, chunk int }
+
+// gather locates indices, has fetch produce the verified bytes of every chunk
+// they touch (each chunk once), and cuts the sequences out.
+func gather(ctx context.Context, m *shard.Manifest, indices []uint64,
+	fetch func(ctx context.Context, keys []chunkKey) (map[chunkKey][]byte, error)) ([][]uint16, error) {
+	locs := make([]shard.Location, len(indices))
+	seen := make(map[chunkKey]bool)
+	var keys []chunkKey
+	for i, idx := range indices {
+		loc, err := m.Locate(idx)
+		if err != nil {
+			return nil, err
+		}
+		locs[i] = loc
+		k := chunkKey{loc.Shard, loc.Chunk}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		if keys[a].shard != keys[b].shard {
+			return keys[a].shard < keys[b].shard
+		}
+		return keys[a].chunk < keys[b].chunk
+	})
+	chunks, err := fetch(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	n := int(m.SeqLen) + 1
+	flat := make([]uint16, len(indices)*n)
+	out := make([][]uint16, len(indices))
+	for i, loc := range locs {
+		data := chunks[chunkKey{loc.Shard, loc.Chunk}]
+		end := loc.Skip + m.SequenceBytes()
+		if int64(len(data)) < end {
+			return nil, fmt.Errorf("internal error: chunk %d of %s has %d bytes, sequence ends at %d", loc.Chunk, m.Shards[loc.Shard].Name, len(data), end)
+		}
+		out[i] = flat[i*n : (i+1)*n : (i+1)*n]
+		if err := shard.DecodeTokens(out[i], data[loc.Skip:end], m.VocabSize); err != nil {
+			return nil, &shard.IntegrityError{Shard: m.Shards[loc.Shard].Name, Chunk: loc.Chunk, Reason: err.Error()}
+		}
+	}
+	return out, nil
+}
