@@ -1,0 +1,210 @@
+// Package schedule computes a training round's roles from on-chain round state,
+// exactly as the Coordinator program does (programs/coordinator/src/selection.rs):
+// round seeds, the swap-or-not shuffle, witness election, quorum, the batch-size
+// ramp and each client's batch assignment. Shared JSON test vectors written by
+// the Rust crate keep the two implementations identical.
+package schedule
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Seed is a 32-byte round seed.
+type Seed [32]byte
+
+const (
+	// ShuffleRounds is the number of swap-or-not rounds.
+	ShuffleRounds = 90
+	// MaxWitnesses is the number of witnesses elected when witness_nodes is 0.
+	MaxWitnesses = 32
+	// MaxWarmupTokens bounds global_batch_size_warmup_tokens (see BatchSize).
+	MaxWarmupTokens = 1 << 47
+)
+
+var (
+	roundSeedDomain = []byte("psyche:round-seed:v1")
+	witnessDomain   = []byte("psyche:witness")
+	dataDomain      = []byte("psyche:data")
+)
+
+// ErrIndexOutOfRange means a client index is not below the round's client count.
+var ErrIndexOutOfRange = errors.New("client index out of range")
+
+func hashv(parts ...[]byte) Seed {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write(p)
+	}
+	var out Seed
+	h.Sum(out[:0])
+	return out
+}
+
+func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+// RoundSeed is the seed of the round that trains step, from the previous round's
+// seed and the latest SlotHashes entry at the tick that started the round.
+func RoundSeed(prev Seed, slot uint64, slotHash [32]byte, step uint32) Seed {
+	return hashv(roundSeedDomain, prev[:], le64(slot), slotHash[:], le32(step))
+}
+
+// GenesisSeed is the seed a run's seed chain starts from.
+func GenesisSeed(runID []byte) Seed {
+	return hashv(roundSeedDomain, []byte("genesis"), runID)
+}
+
+// WitnessSeed keys the witness election of a round.
+func WitnessSeed(round Seed) Seed { return hashv(round[:], witnessDomain) }
+
+// DataSeed keys the data-order shuffle of a round.
+func DataSeed(round Seed) Seed { return hashv(round[:], dataDomain) }
+
+// ShuffledPosition is the position of index in the swap-or-not permutation of
+// 0..n keyed by seed.
+func ShuffledPosition(index, n uint32, seed Seed) (uint32, error) {
+	if index >= n {
+		return 0, fmt.Errorf("%w: index %d, %d clients", ErrIndexOutOfRange, index, n)
+	}
+	s := newShuffler(n, seed)
+	return s.position(index), nil
+}
+
+// Permutation returns the shuffled position of every index 0..n-1, computing
+// each round's hashes once (90 * (1 + ceil(n/256)) hashes instead of 180 per index).
+func Permutation(n uint32, seed Seed) []uint32 {
+	s := newShuffler(n, seed)
+	for r := range s.pivots {
+		for b := range s.sources[r] {
+			s.source(r, uint32(b))
+		}
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = s.position(uint32(i))
+	}
+	return out
+}
+
+// shuffler caches the per-round pivots and source blocks of one permutation.
+type shuffler struct {
+	n       uint64
+	seed    Seed
+	pivots  [ShuffleRounds]uint64
+	sources [ShuffleRounds][]*Seed
+}
+
+func newShuffler(n uint32, seed Seed) *shuffler {
+	s := &shuffler{n: uint64(n), seed: seed}
+	blocks := (n + 255) / 256
+	for r := range s.pivots {
+		h := hashv(seed[:], []byte{byte(r)})
+		s.pivots[r] = binary.LittleEndian.Uint64(h[:8]) % s.n
+		s.sources[r] = make([]*Seed, blocks)
+	}
+	return s
+}
+
+func (s *shuffler) source(round int, block uint32) *Seed {
+	if s.sources[round][block] == nil {
+		h := hashv(s.seed[:], []byte{byte(round)}, le32(block))
+		s.sources[round][block] = &h
+	}
+	return s.sources[round][block]
+}
+
+func (s *shuffler) position(index uint32) uint32 {
+	idx := uint64(index)
+	for r := range s.pivots {
+		flip := (s.pivots[r] + s.n - idx) % s.n
+		pos := max(idx, flip)
+		src := s.source(r, uint32(pos/256))
+		if (src[(pos%256)/8]>>(pos%8))&1 == 1 {
+			idx = flip
+		}
+	}
+	return uint32(idx)
+}
+
+// WitnessCount is the number of witnesses elected in a round of n clients.
+func WitnessCount(witnessNodes, n uint16) uint16 {
+	wanted := witnessNodes
+	if wanted == 0 {
+		wanted = MaxWitnesses
+	}
+	return min(wanted, n)
+}
+
+// IsWitness reports whether client index of a round of n clients is a witness.
+func IsWitness(index, n, witnessNodes uint16, round Seed) bool {
+	p, err := ShuffledPosition(uint32(index), uint32(n), WitnessSeed(round))
+	return err == nil && p < uint32(WitnessCount(witnessNodes, n))
+}
+
+// Witnesses lists the elected witnesses of a round, by client index, ascending.
+func Witnesses(n, witnessNodes uint16, round Seed) []uint16 {
+	count := uint32(WitnessCount(witnessNodes, n))
+	var out []uint16
+	for i, p := range Permutation(uint32(n), WitnessSeed(round)) {
+		if p < count {
+			out = append(out, uint16(i))
+		}
+	}
+	return out
+}
+
+// Quorum is the number of witness reports a round with elected witnesses needs:
+// ceil(2/3 of elected); 1 (unreachable) when nobody is elected.
+func Quorum(elected uint16) uint16 {
+	if elected == 0 {
+		return 1
+	}
+	return uint16((2*uint32(elected) + 2) / 3)
+}
+
+// BatchSize is the global batch size (sequences) once tokens tokens have been
+// trained: a linear ramp from start to end over warmupTokens, then end.
+func BatchSize(start, end uint16, warmupTokens, tokens uint64) uint16 {
+	if end <= start || tokens >= warmupTokens || warmupTokens > MaxWarmupTokens {
+		return end
+	}
+	return start + uint16(uint64(end-start)*tokens/warmupTokens)
+}
+
+// Assignment is the half-open range of global sequence indices [Start, Start+Len)
+// that one client trains in a round.
+type Assignment struct {
+	Start uint64
+	Len   uint64
+}
+
+func chunk(p, n, batchSize uint64, dataIndex uint64) Assignment {
+	q, r := batchSize/n, batchSize%n
+	a := Assignment{Start: dataIndex + p*q + min(p, r), Len: q}
+	if p < r {
+		a.Len++
+	}
+	return a
+}
+
+// AssignmentFor is the batch client index trains in a round of n clients whose
+// global batch of batchSize sequences starts at dataIndex.
+func AssignmentFor(index, n, batchSize uint16, dataIndex uint64, round Seed) (Assignment, error) {
+	p, err := ShuffledPosition(uint32(index), uint32(n), DataSeed(round))
+	if err != nil {
+		return Assignment{}, err
+	}
+	return chunk(uint64(p), uint64(n), uint64(batchSize), dataIndex), nil
+}
+
+// Assignments lists every client's batch in a round, by client index.
+func Assignments(n, batchSize uint16, dataIndex uint64, round Seed) []Assignment {
+	out := make([]Assignment, n)
+	for i, p := range Permutation(uint32(n), DataSeed(round)) {
+		out[i] = chunk(uint64(p), uint64(n), uint64(batchSize), dataIndex)
+	}
+	return out
+}

@@ -1,0 +1,121 @@
+package schedule
+
+import (
+	"errors"
+	"testing"
+)
+
+func testSeed(i byte) Seed { return hashv([]byte("go-test-seed"), []byte{i}) }
+
+func TestPermutationIsABijection(t *testing.T) {
+	for _, n := range []uint32{1, 2, 5, 64, 255, 256, 257, 513} {
+		perm := Permutation(n, testSeed(byte(n)))
+		seen := make([]bool, n)
+		for i, p := range perm {
+			if p >= n || seen[p] {
+				t.Fatalf("n=%d: index %d maps to %d twice or out of range", n, i, p)
+			}
+			seen[p] = true
+		}
+	}
+}
+
+func TestShuffledPositionRejectsOutOfRange(t *testing.T) {
+	for _, c := range []struct{ index, n uint32 }{{0, 0}, {5, 5}, {100, 3}} {
+		if _, err := ShuffledPosition(c.index, c.n, testSeed(1)); !errors.Is(err, ErrIndexOutOfRange) {
+			t.Errorf("ShuffledPosition(%d, %d): err %v, want ErrIndexOutOfRange", c.index, c.n, err)
+		}
+	}
+	if _, err := AssignmentFor(3, 3, 10, 0, testSeed(1)); !errors.Is(err, ErrIndexOutOfRange) {
+		t.Errorf("AssignmentFor out of range: %v", err)
+	}
+	if IsWitness(3, 3, 0, testSeed(1)) {
+		t.Error("an index outside the round is not a witness")
+	}
+}
+
+func TestAssignmentsCoverTheBatchOnce(t *testing.T) {
+	cases := []struct {
+		n, batch uint16
+		dataIndex uint64
+	}{{1, 1, 0}, {3, 10, 5}, {7, 7, 1 << 33}, {256, 256, 0}, {256, 4099, 77}, {100, 1000, 9}}
+	for _, c := range cases {
+		all := Assignments(c.n, c.batch, c.dataIndex, testSeed(byte(c.n)))
+		covered := make([]int, c.batch)
+		for _, a := range all {
+			q := uint64(c.batch / c.n)
+			if a.Len != q && a.Len != q+1 {
+				t.Fatalf("n=%d batch=%d: uneven chunk %+v", c.n, c.batch, a)
+			}
+			for s := a.Start; s < a.Start+a.Len; s++ {
+				covered[s-c.dataIndex]++
+			}
+		}
+		for s, k := range covered {
+			if k != 1 {
+				t.Fatalf("n=%d batch=%d: sequence %d assigned %d times", c.n, c.batch, s, k)
+			}
+		}
+	}
+}
+
+func TestWitnessesCountAndQuorum(t *testing.T) {
+	cases := []struct{ n, nodes, want uint16 }{{1, 0, 1}, {10, 0, 10}, {40, 0, 32}, {10, 3, 3}, {2, 3, 2}}
+	for _, c := range cases {
+		if got := len(Witnesses(c.n, c.nodes, testSeed(byte(c.n)))); got != int(c.want) {
+			t.Errorf("Witnesses(n=%d, nodes=%d): %d, want %d", c.n, c.nodes, got, c.want)
+		}
+	}
+	for e := uint16(1); e < 300; e++ {
+		q := uint32(Quorum(e))
+		if 3*q < 2*uint32(e) || 3*(q-1) >= 2*uint32(e) {
+			t.Fatalf("Quorum(%d) = %d is not ceil(2e/3)", e, q)
+		}
+	}
+	if Quorum(0) != 1 {
+		t.Error("Quorum(0) must be unreachable (1)")
+	}
+}
+
+func TestBloomParamsStayWithinLimits(t *testing.T) {
+	cases := []struct {
+		items  int
+		bits   uint16
+		hashes uint8
+	}{{0, 64, 16}, {1, 64, 16}, {10, 128, 9}, {100, 960, 7}, {256, 1024, 3}, {10000, 1024, 1}}
+	for _, c := range cases {
+		bits, hashes := BloomParams(c.items)
+		if bits != c.bits || hashes != c.hashes {
+			t.Errorf("BloomParams(%d) = %d bits %d hashes, want %d, %d", c.items, bits, hashes, c.bits, c.hashes)
+		}
+		if _, err := NewBloom(bits, hashes, [8]byte{}); err != nil {
+			t.Errorf("BloomParams(%d) gives an invalid shape: %v", c.items, err)
+		}
+	}
+}
+
+func TestBloomValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		b    Bloom
+		ok   bool
+	}{
+		{"valid", Bloom{NumBits: 1024, NumHashes: 8}, true},
+		{"zero bits", Bloom{NumBits: 0, NumHashes: 8}, false},
+		{"not a multiple of 64", Bloom{NumBits: 100, NumHashes: 8}, false},
+		{"too big", Bloom{NumBits: 2048, NumHashes: 8}, false},
+		{"no hashes", Bloom{NumBits: 64, NumHashes: 0}, false},
+		{"too many hashes", Bloom{NumBits: 64, NumHashes: 17}, false},
+		{"bits past size", Bloom{NumBits: 64, NumHashes: 1, Words: [BloomWords]uint64{0, 1}}, false},
+	}
+	for _, c := range cases {
+		err := c.b.Validate()
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrBadBloom)) {
+			t.Errorf("%s: Validate() = %v", c.name, err)
+		}
+	}
+	empty := Bloom{}
+	if empty.Contains(testSeed(1)) {
+		t.Error("a zero filter contains nothing")
+	}
+}
