@@ -192,6 +192,14 @@ func TestSPLTokenMint(t *testing.T) {
 		t.Fatalf("decoded token account = %+v, %v", acct, err)
 	}
 
+	parsed, err := client.GetAccountInfoWithOpts(ctx, ata, &rpc.GetAccountInfoOpts{Encoding: solana.EncodingJSONParsed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := string(parsed.Value.Data.GetRawJSON()); !strings.Contains(raw, `"uiAmountString":"1234.5"`) || !strings.Contains(raw, `"type":"account"`) {
+		t.Fatalf("jsonParsed token account = %s", raw)
+	}
+
 	maxVersion := uint64(0)
 	got, err := client.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{MaxSupportedTransactionVersion: &maxVersion})
 	if err != nil {

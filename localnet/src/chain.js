@@ -252,6 +252,12 @@ export class Chain extends EventEmitter {
     c.leaderScheduleEpoch = epoch + 1n;
     c.unixTimestamp = BigInt(Math.floor(Date.now() / 1000));
     this.svm.setClock(c);
+    // SlotHashes, newest first: programs such as the address lookup table
+    // program accept only a recent slot found there. Our window's blockhashes
+    // stand in for bank hashes.
+    const hashes = [];
+    for (let i = this.window.length - 1; i >= 0; i--) hashes.push({ slot: BigInt(this.window[i].slot), hash: this.window[i].hash });
+    this.svm.setSlotHashes(hashes);
   }
 
   get latest() {
