@@ -69,6 +69,7 @@ func commands() []*cli.Command {
 	for _, group := range [][]*cli.Command{
 		walletCommands(),
 		authorizerCommands(),
+		dataCommands(),
 		{logsCommand()},
 	} {
 		all = append(all, group...)

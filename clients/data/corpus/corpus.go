@@ -47,6 +47,17 @@ func SOTUDir() (string, error) {
 	return "", fmt.Errorf("the default corpus is not installed (no %s above %s): run scripts/setup.sh in the repository", SOTURelDir, strings.Join(starts, " or "))
 }
 
+// InputError marks a problem with the corpus itself (a malformed document,
+// a file outside the split's naming rule), as opposed to a failure to read it.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErrorf(format string, args ...any) error {
+	return &InputError{fmt.Errorf(format, args...)}
+}
+
 // Document is one unit of text; documents are separated in packed shards.
 type Document struct {
 	Name string // file path relative to the corpus root, with ":line" for jsonl
@@ -117,7 +128,7 @@ func Walk(ctx context.Context, root string, split Split, fn func(Document) error
 		}
 		keep, err := split.Keep(leadingYear(d.Name()))
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return inputErrorf("%s: %w", path, err)
 		}
 		if keep {
 			files = append(files, path)
@@ -128,7 +139,7 @@ func Walk(ctx context.Context, root string, split Split, fn func(Document) error
 		return fmt.Errorf("reading corpus: %w", err)
 	}
 	if len(files) == 0 {
-		return fmt.Errorf("no .txt or .jsonl documents in %s for split %q", root, split.Name)
+		return inputErrorf("no .txt or .jsonl documents in %s for split %q", root, split.Name)
 	}
 	for _, path := range files {
 		if err := ctx.Err(); err != nil {
@@ -169,10 +180,10 @@ func walkJSONL(name string, raw []byte, fn func(Document) error) error {
 			Text *string `json:"text"`
 		}
 		if err := json.Unmarshal(b, &rec); err != nil {
-			return fmt.Errorf("%s:%d: not a JSON object: %w", name, line, err)
+			return inputErrorf("%s:%d: not a JSON object: %w", name, line, err)
 		}
 		if rec.Text == nil {
-			return fmt.Errorf("%s:%d: the object has no \"text\" string", name, line)
+			return inputErrorf("%s:%d: the object has no \"text\" string", name, line)
 		}
 		if *rec.Text == "" {
 			continue

@@ -47,7 +47,8 @@ type Result struct {
 }
 
 // Run tokenizes every document of the split and writes the dataset to
-// opts.Out, which appears only if everything succeeded.
+// opts.Out, which appears only if everything succeeded. Problems with the
+// documents themselves are *corpus.InputError.
 func Run(ctx context.Context, opts Options) (Result, error) {
 	log := opts.Log
 	if log == nil {
@@ -100,7 +101,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		}
 		for i, ids := range encoded {
 			if err := w.AddDocument(ids); err != nil {
-				return fmt.Errorf("%s: %w", batch[i].Name, err)
+				return &corpus.InputError{Err: fmt.Errorf("%s: %w", batch[i].Name, err)}
 			}
 		}
 		batch = batch[:0]
@@ -146,7 +147,7 @@ func encodeAll(toks []tokenizer.Tokenizer, docs []corpus.Document) ([][]uint16, 
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", docs[i].Name, err)
+			return nil, &corpus.InputError{Err: fmt.Errorf("%s: %w", docs[i].Name, err)}
 		}
 	}
 	return out, nil

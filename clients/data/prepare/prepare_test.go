@@ -2,6 +2,7 @@ package prepare
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,6 +116,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"invalid utf-8", Options{Input: writeCorpus(t, map[string]string{"a.txt": "ok", "b.txt": "bad \xff"}), Split: all, Tokenizer: "gpt2", SeqLen: 1}, "b.txt: gpt2 tokenizer: invalid UTF-8"},
 		{"NUL for byte", Options{Input: writeCorpus(t, map[string]string{"a.txt": "x\x00y"}), Split: all, Tokenizer: "byte", SeqLen: 1}, "a.txt: byte tokenizer: NUL byte"},
 		{"too small", Options{Input: good, Split: all, Tokenizer: "byte", SeqLen: 4096}, "too few for one sequence"},
+		{"bad jsonl", Options{Input: writeCorpus(t, map[string]string{"a.jsonl": "{"}), Split: all, Tokenizer: "byte", SeqLen: 1}, "a.jsonl:1: not a JSON object"},
 		{"missing input", Options{Input: filepath.Join(good, "nope"), Split: all, Tokenizer: "byte", SeqLen: 8}, "reading corpus"},
 	}
 	for _, tt := range tests {
@@ -123,6 +125,10 @@ func TestRunRejectsBadInput(t *testing.T) {
 			_, err := Run(context.Background(), tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("error = %v, want %q", err, tt.wantErr)
+			}
+			var inErr *corpus.InputError
+			if isDocumentProblem := strings.Contains(tt.wantErr, ".txt:") || strings.Contains(tt.wantErr, "jsonl:") || strings.Contains(tt.name, "utf-8"); isDocumentProblem != errors.As(err, &inErr) {
+				t.Errorf("error %v: InputError %v, want %v", err, !isDocumentProblem, isDocumentProblem)
 			}
 			if _, err := os.Stat(tt.opts.Out); !os.IsNotExist(err) {
 				t.Fatalf("failed run left %s behind", tt.opts.Out)

@@ -105,19 +105,26 @@ func ParseManifest(data []byte, pinnedRoot string) (*Manifest, error) {
 	dec.DisallowUnknownFields()
 	var m Manifest
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+		return nil, &ManifestError{fmt.Errorf("manifest: %w", err)}
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("manifest: trailing data after the JSON object")
+		return nil, &ManifestError{fmt.Errorf("manifest: trailing data after the JSON object")}
 	}
 	if err := m.Validate(); err != nil {
-		return nil, err
+		return nil, &ManifestError{err}
 	}
 	if pinnedRoot != "" && !strings.EqualFold(pinnedRoot, m.Root) {
-		return nil, fmt.Errorf("manifest root %s does not match the pinned root %s: this is not the dataset the run expects", m.Root, pinnedRoot)
+		return nil, &ManifestError{fmt.Errorf("manifest root %s does not match the pinned root %s: this is not the dataset the run expects", m.Root, pinnedRoot)}
 	}
 	return &m, nil
 }
+
+// ManifestError reports a manifest that is malformed, inconsistent, or not
+// the pinned one.
+type ManifestError struct{ Err error }
+
+func (e *ManifestError) Error() string { return e.Err.Error() }
+func (e *ManifestError) Unwrap() error { return e.Err }
 
 // Marshal encodes the manifest as indented JSON.
 func (m *Manifest) Marshal() ([]byte, error) {

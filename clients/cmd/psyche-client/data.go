@@ -1,0 +1,271 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/psyche-go/psyche/clients/data/corpus"
+	"github.com/psyche-go/psyche/clients/data/prepare"
+	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/data/server"
+	"github.com/psyche-go/psyche/clients/data/shard"
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
+)
+
+func dataCommands() []*cli.Command {
+	return []*cli.Command{{
+		Name:  "data",
+		Usage: "prepare, serve, verify and read tokenized training data",
+		Subcommands: []*cli.Command{
+			dataPrepareCommand(),
+			dataServeCommand(),
+			dataVerifyCommand(),
+			dataFetchCommand(),
+		},
+	}}
+}
+
+func dataPrepareCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "prepare",
+		Usage: "tokenize a directory of .txt/.jsonl documents into shards with a manifest",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "input", Usage: "corpus directory (default: the State of the Union corpus that scripts/setup.sh installs)"},
+			&cli.StringFlag{Name: "tokenizer", Usage: "byte or gpt2", Value: tokenizer.GPT2Name},
+			&cli.StringFlag{Name: "out", Usage: "dataset directory to create (required; must not exist or be empty)"},
+			&cli.UintFlag{Name: "seq-len", Usage: "tokens a sequence trains on; each stores seq-len+1 for the targets", Value: 1024},
+			&cli.StringFlag{Name: "split", Usage: "all, train (files from years up to --last-train-year) or validation (later years)", Value: "all"},
+			&cli.IntFlag{Name: "last-train-year", Usage: "last year of the train split", Value: corpus.DefaultLastTrainYear},
+			&cli.Int64Flag{Name: "chunk-bytes", Usage: "target size of a hashed chunk", Value: prepare.DefaultChunkBytes},
+			&cli.Int64Flag{Name: "shard-bytes", Usage: "target size of a shard file", Value: prepare.DefaultShardBytes},
+		},
+		Action: func(c *cli.Context) error {
+			if err := requireFlags(c, "data prepare", "out"); err != nil {
+				return err
+			}
+			input := c.String("input")
+			if input == "" {
+				dir, err := corpus.SOTUDir()
+				if err != nil {
+					return badInput(err)
+				}
+				input = dir
+			}
+			if st, err := os.Stat(input); err != nil || !st.IsDir() {
+				return badInputf("--input %s is not a directory", input)
+			}
+			if _, err := tokenizer.New(c.String("tokenizer")); err != nil {
+				return badInputf("--tokenizer: %w", err)
+			}
+			split, err := corpus.NewSplit(c.String("split"), c.Int("last-train-year"))
+			if err != nil {
+				return badInputf("--split: %w", err)
+			}
+			seqLen := c.Uint("seq-len")
+			if seqLen == 0 || seqLen > shard.MaxSeqLen {
+				return badInputf("--seq-len %d must be between 1 and %d", seqLen, shard.MaxSeqLen)
+			}
+			if c.Int64("chunk-bytes") <= 0 || c.Int64("shard-bytes") <= 0 {
+				return badInputf("--chunk-bytes and --shard-bytes must be positive")
+			}
+			out := c.String("out")
+			if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+				return badInputf("--out %s is not empty", out)
+			}
+			res, err := prepare.Run(c.Context, prepare.Options{
+				Input: input, Split: split, Tokenizer: c.String("tokenizer"), SeqLen: uint32(seqLen),
+				ChunkBytes: c.Int64("chunk-bytes"), ShardBytes: c.Int64("shard-bytes"), Out: out,
+			})
+			if err != nil {
+				var inErr *corpus.InputError
+				if errors.As(err, &inErr) {
+					return badInput(err)
+				}
+				return err
+			}
+			m := res.Manifest
+			w := c.App.Writer
+			fmt.Fprintf(w, "dataset    %s\n", out)
+			fmt.Fprintf(w, "input      %s (split %s): %d documents, %d bytes\n", input, split.Name, res.Documents, res.InputBytes)
+			fmt.Fprintf(w, "tokens     %d with separators (%s, vocab %d), %d dropped at the end\n", res.Tokens, m.Tokenizer, m.VocabSize, res.DroppedTokens)
+			fmt.Fprintf(w, "sequences  %d of %d+1 tokens in %d shards, %d per chunk\n", m.NumSequences, m.SeqLen, len(m.Shards), m.SeqsPerChunk)
+			fmt.Fprintf(w, "root       %s\n", m.Root)
+			return nil
+		},
+	}
+}
+
+func dataServeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve a dataset directory over HTTP (range requests) to data providers",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Usage: "dataset directory (required)"},
+			&cli.IntFlag{Name: "port", Usage: "TCP port (required; 0 picks a free one)"},
+			&cli.StringFlag{Name: "host", Usage: "address to listen on", Value: "127.0.0.1"},
+			&cli.BoolFlag{Name: "verify", Usage: "hash every byte of the dataset before serving"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := requireFlags(c, "data serve", "dir", "port"); err != nil {
+				return err
+			}
+			port := c.Int("port")
+			if port < 0 || port > 65535 {
+				return badInputf("--port %d is not a TCP port", port)
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+			s, err := server.New(ctx, c.String("dir"), c.Bool("verify"), log)
+			if err != nil {
+				return badInput(err)
+			}
+			ln, err := net.Listen("tcp", net.JoinHostPort(c.String("host"), strconv.Itoa(port)))
+			if err != nil {
+				return badInputf("listening on %s port %d: %w", c.String("host"), port, err)
+			}
+			fmt.Fprintf(c.App.Writer, "serving %s (root %s) on http://%s/\n", c.String("dir"), s.Manifest().Root, ln.Addr())
+			return server.Serve(ctx, ln, s)
+		},
+	}
+}
+
+func dataVerifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "verify",
+		Usage: "check every byte of a dataset directory against its manifest",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Usage: "dataset directory (required)"},
+			&cli.StringFlag{Name: "root", Usage: "the root the dataset must have (hex)"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := requireFlags(c, "data verify", "dir"); err != nil {
+				return err
+			}
+			l, err := provider.OpenLocal(c.String("dir"), c.String("root"))
+			if err != nil {
+				return badInput(err)
+			}
+			defer l.Close()
+			if err := l.Verify(c.Context); err != nil {
+				return badInput(err)
+			}
+			in := l.Info()
+			fmt.Fprintf(c.App.Writer, "ok: %d sequences, root %s\n", in.NumSequences, in.Root)
+			return nil
+		},
+	}
+}
+
+func dataFetchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "fetch",
+		Usage: "print sequences by global index, verified, from a dataset directory or data server",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "from", Usage: "dataset directory or http(s) URL of a data server (required)"},
+			&cli.StringFlag{Name: "root", Usage: "the dataset root to pin (hex; required for a server)"},
+			&cli.StringFlag{Name: "indices", Usage: "comma-separated global sequence indices (required)"},
+			&cli.StringFlag{Name: "cache", Usage: "cache directory for data fetched from a server"},
+			&cli.BoolFlag{Name: "text", Usage: "print decoded text instead of token ids"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := requireFlags(c, "data fetch", "from", "indices"); err != nil {
+				return err
+			}
+			var indices []uint64
+			for _, s := range strings.Split(c.String("indices"), ",") {
+				i, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+				if err != nil {
+					return badInputf("--indices: %q is not a sequence index", s)
+				}
+				indices = append(indices, i)
+			}
+			var p provider.Provider
+			from := c.String("from")
+			if strings.HasPrefix(from, "http://") || strings.HasPrefix(from, "https://") {
+				if c.String("root") == "" {
+					return badInputf("--root is required with a data server: pin the dataset you expect")
+				}
+				h, err := provider.OpenHTTP(c.Context, from, provider.HTTPOptions{
+					Root: c.String("root"), CacheDir: c.String("cache"),
+					Log: slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)),
+				})
+				if err != nil {
+					return asBadData(err)
+				}
+				p = h
+			} else {
+				l, err := provider.OpenLocal(from, c.String("root"))
+				if err != nil {
+					return badInput(err)
+				}
+				p = l
+			}
+			defer p.Close()
+			if n := p.Info().NumSequences; slices.Max(indices) >= n {
+				return badInputf("--indices: %d is out of range; the dataset has %d sequences", slices.Max(indices), n)
+			}
+			seqs, err := p.Sequences(c.Context, indices)
+			if err != nil {
+				return asBadData(err)
+			}
+			var tok tokenizer.Tokenizer
+			if c.Bool("text") {
+				if tok, err = tokenizer.New(p.Info().Tokenizer); err != nil {
+					return err
+				}
+			}
+			enc := json.NewEncoder(c.App.Writer)
+			for i, seq := range seqs {
+				if tok == nil {
+					if err := enc.Encode(map[string]any{"index": indices[i], "tokens": seq}); err != nil {
+						return err
+					}
+					continue
+				}
+				text, err := tok.Decode(seq)
+				if err != nil {
+					return err
+				}
+				if err := enc.Encode(map[string]any{"index": indices[i], "text": text}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// requireFlags checks for positional arguments and missing flags, reporting
+// either as bad input (urfave/cli's own Required check exits 1).
+func requireFlags(c *cli.Context, cmd string, names ...string) error {
+	if c.Args().Present() {
+		return badInputf("%s takes no arguments, got %q", cmd, c.Args().Slice())
+	}
+	for _, n := range names {
+		if !c.IsSet(n) {
+			return badInputf("%s: --%s is required", cmd, n)
+		}
+	}
+	return nil
+}
+
+// asBadData marks data that failed verification, and manifests that are not
+// the pinned one, as bad input; network failures stay ordinary failures.
+func asBadData(err error) error {
+	if errors.As(err, new(*shard.IntegrityError)) || errors.As(err, new(*shard.ManifestError)) {
+		return badInput(err)
+	}
+	return err
+}
