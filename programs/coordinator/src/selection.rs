@@ -143,20 +143,30 @@ pub struct Assignment {
     pub len: u64,
 }
 
-/// The sequences client `index` of `n` trains in a round whose global batch of
-/// `batch_size` sequences starts at `data_index`. Clients are put in the order of
-/// a swap-or-not shuffle keyed by the round's data seed; the batch is cut into `n`
-/// contiguous chunks, the first `batch_size % n` one sequence longer. Every
-/// sequence of the batch goes to exactly one client.
-pub fn assignment(index: u16, n: u16, batch_size: u16, data_index: u64, round: &Seed) -> Option<Assignment> {
-    let seed = data_seed(round);
-    let p = u64::from(shuffled_position(u32::from(index), u32::from(n), &seed)?);
-    let n = u64::from(n);
-    let b = u64::from(batch_size);
+/// What batch assignment needs from a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataRound {
+    pub seed: Seed,
+    /// Global index of the round's first sequence.
+    pub data_index: u64,
+    pub batch_size: u16,
+    /// Clients in the round.
+    pub clients: u16,
+}
+
+/// The sequences client `index` trains in `round`. Clients are put in the order
+/// of a swap-or-not shuffle keyed by the round's data seed; the batch is cut into
+/// `clients` contiguous chunks, the first `batch_size % clients` one sequence
+/// longer. Every sequence of the batch goes to exactly one client.
+pub fn assignment(round: &DataRound, index: u16) -> Option<Assignment> {
+    let seed = data_seed(&round.seed);
+    let p = u64::from(shuffled_position(u32::from(index), u32::from(round.clients), &seed)?);
+    let n = u64::from(round.clients);
+    let b = u64::from(round.batch_size);
     let (q, r) = (b / n, b % n);
     let offset = p * q + if p < r { p } else { r };
     let len = q + u64::from(p < r);
-    Some(Assignment { start: data_index.checked_add(offset)?, len })
+    Some(Assignment { start: round.data_index.checked_add(offset)?, len })
 }
 
 #[cfg(test)]
@@ -265,7 +275,7 @@ mod tests {
             let mut covered = vec![0u8; b as usize];
             let mut total = 0;
             for i in 0..n {
-                let a = assignment(i, n, b, data_index, &s).unwrap();
+                let a = assignment(&DataRound { seed: s, data_index, batch_size: b, clients: n }, i).unwrap();
                 let q = u64::from(b / n);
                 assert!(a.len == q || (a.len == q + 1 && b % n != 0), "n={n} b={b} client {i}: len {}", a.len);
                 for seq in a.start..a.start + a.len {
@@ -275,14 +285,15 @@ mod tests {
             }
             assert_eq!(total, u64::from(b));
             assert!(covered.iter().all(|&c| c == 1), "n={n} b={b}: {covered:?}");
-            assert_eq!(assignment(n, n, b, data_index, &s), None);
+            assert_eq!(assignment(&DataRound { seed: s, data_index, batch_size: b, clients: n }, n), None);
         }
     }
 
     #[test]
     fn assignment_order_changes_with_the_seed() {
-        let a: Vec<_> = (0..16).map(|i| assignment(i, 16, 64, 0, &seed(1)).unwrap().start).collect();
-        let b: Vec<_> = (0..16).map(|i| assignment(i, 16, 64, 0, &seed(2)).unwrap().start).collect();
+        let round = |s| DataRound { seed: s, data_index: 0, batch_size: 64, clients: 16 };
+        let a: Vec<_> = (0..16).map(|i| assignment(&round(seed(1)), i).unwrap().start).collect();
+        let b: Vec<_> = (0..16).map(|i| assignment(&round(seed(2)), i).unwrap().start).collect();
         assert_ne!(a, b);
     }
 

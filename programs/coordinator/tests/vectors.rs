@@ -74,7 +74,7 @@ fn generate() -> String {
     for (i, (n, b, data_index)) in cases.into_iter().enumerate() {
         let s = seed("assign-round", i as u32);
         let a = list(0..n, |k| {
-            let a = selection::assignment(k, n, b, data_index, &s).unwrap();
+            let a = selection::assignment(&selection::DataRound { seed: s, data_index, batch_size: b, clients: n }, k).unwrap();
             format!("[{}, {}]", a.start, a.len)
         });
         rows.push(format!(
