@@ -3,34 +3,6 @@
 
 #include "internal.h"
 
-typedef float v8f __attribute__((vector_size(32)));
-
-
-static inline __attribute__((always_inline)) v8f tr_load8(const float *p) {
-    v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline __attribute__((always_inline)) v8f tr_load_tail(const float *p, int n) {
-    v8f v = {0};
-    for (int i = 0; i < n; i++) v[i] = p[i];
-    return v;
-}
-
-static inline __attribute__((always_inline)) float tr_hsum8(v8f v) {
-    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-
-// The same lane order as the tiled kernels, for edges and single products.
-static inline __attribute__((always_inline)) float tr_dot8(const float *a, const float *b, int K) {
-    v8f acc = {0};
-    int k = 0;
-    for (; k + 8 <= K; k += 8) acc += tr_load8(a + k) * tr_load8(b + k);
-    if (k < K) acc += tr_load_tail(a + k, K - k) * tr_load_tail(b + k, K - k);
-    return tr_hsum8(acc);
-}
-
 static inline __attribute__((always_inline)) void tr_gemm_store(const tr_gemm_args *g, int i, int j, float s) {
     float *o = g->out + (size_t)i * g->ldo + j;
     if (g->accumulate) *o = *o + s;

@@ -265,14 +265,13 @@ static void attention_forward(const tr_model *m, float *out, float *att, const f
                 float mx = -3.4e38f;
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
-                    float s = 0.0f;
-                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
-                    s *= scale;
+                    float s = tr_dot8(q, k, hs) * scale;
                     a[t2] = s;
                     if (s > mx) mx = s;
                 }
+                for (int t2 = 0; t2 <= t; t2++) a[t2] = tr_expf(a[t2] - mx);
                 float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) { float e = tr_expf(a[t2] - mx); a[t2] = e; sum += e; }
+                for (int t2 = 0; t2 <= t; t2++) sum += a[t2];
                 float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
                 for (int t2 = 0; t2 < T; t2++) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
                 float *o = out + ((size_t)b * T + t) * C + h * hs;
@@ -308,8 +307,8 @@ static void attention_backward(tr_model *m, float *dqkv, const float *dout, cons
                     for (int t2 = 0; t2 <= t; t2++) {
                         const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
                         float *dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                        float d = 0.0f;
-                        for (int i = 0; i < hs; i++) { d += dy[i] * v[i]; dv[i] += a[t2] * dy[i]; }
+                        float d = tr_dot8(dy, v, hs);
+                        for (int i = 0; i < hs; i++) dv[i] += a[t2] * dy[i];
                         datt[t2] = d;
                         s += a[t2] * d;
                     }
@@ -361,8 +360,9 @@ static void crossentropy_forward(const tr_model *m, float *probs, float *losses,
         float *p = probs + (size_t)r * Vp;
         float mx = -3.4e38f;
         for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
+        for (int i = 0; i < V; i++) p[i] = tr_expf(l[i] - mx);
         float sum = 0.0f;
-        for (int i = 0; i < V; i++) { p[i] = tr_expf(l[i] - mx); sum += p[i]; }
+        for (int i = 0; i < V; i++) sum += p[i];
         float inv = 1.0f / sum;
         for (int i = 0; i < V; i++) p[i] *= inv;
         for (int i = V; i < Vp; i++) p[i] = 0.0f;

@@ -12,20 +12,24 @@ static inline uint32_t tr_f2bits(float f) { uint32_t u; memcpy(&u, &f, 4); retur
 // 2^n for n in [-126, 127].
 static inline float tr_pow2i(int n) { return tr_bits2f((uint32_t)(n + 127) << 23); }
 
-// e^x: x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite split), degree-7 Taylor for e^r.
+// e^x: x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite split), degree-7 Taylor for
+// e^r. Branch-free (selects only) so that GCC vectorises loops that call it;
+// vector lanes perform the same IEEE operations as scalar code, so the bits
+// are the same either way. x is clamped to [-86, 88.7]: results below e^-86
+// (4.5e-38) come out as e^-86, which no caller can tell from 0 after adding
+// it to a sum of at least 1.
 static inline float tr_expf(float x) {
-    if (x != x) return x;
-    if (x > 88.72283f) return tr_bits2f(0x7f800000u);
-    if (x < -103.97208f) return 0.0f;
-    float kf = x * 1.44269504f;
+    float xc = x < -86.0f ? -86.0f : x;
+    xc = xc > 88.7f ? 88.7f : xc;
+    float kf = xc * 1.44269504f;
     int n = (int)(kf >= 0.0f ? kf + 0.5f : kf - 0.5f);
-    float r = x - (float)n * 0.693145751953125f;
+    float r = xc - (float)n * 0.693145751953125f;
     r = r - (float)n * 1.428606765330187e-06f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
               r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    if (n > 127) return p * tr_pow2i(127) * tr_pow2i(n - 127);
-    if (n < -126) return p * tr_pow2i(n + 64) * tr_pow2i(-64);
-    return p * tr_pow2i(n);
+    float y = p * tr_pow2i(n - 1) * 2.0f; // n - 1 >= -125 keeps 2^(n-1) normal
+    y = x > 88.72283f ? tr_bits2f(0x7f800000u) : y;
+    return x != x ? x : y;
 }
 
 // ln x for x > 0: x = m*2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s), s = (m-1)/(m+1).
@@ -45,10 +49,10 @@ static inline float tr_logf(float x) {
     return (float)e * 0.693145751953125f + ((float)e * 1.428606765330187e-06f + lm);
 }
 
-// tanh x = sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|}).
+// tanh x = sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|}); |x| >= 9 rounds to +-1.
 static inline float tr_tanhf(float x) {
     float ax = x < 0.0f ? -x : x;
-    if (ax > 9.0f) return x < 0.0f ? -1.0f : 1.0f;
+    ax = ax > 9.0f ? 9.0f : ax;
     float t = tr_expf(-2.0f * ax);
     float y = (1.0f - t) / (1.0f + t);
     return x < 0.0f ? -y : y;

@@ -1,0 +1,342 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestConfigByName(t *testing.T) {
+	for _, name := range ConfigNames() {
+		cfg, err := ConfigByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ConfigByName("huge"); err == nil {
+		t.Error("unknown config accepted")
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"heads do not divide channels", func(c *Config) { c.Heads = 3 }},
+		{"padded vocab below vocab", func(c *Config) { c.PaddedVocab = 100 }},
+		{"no layers", func(c *Config) { c.Layers = 0 }},
+		{"no micro-batch", func(c *Config) { c.MicroBatch = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := lightConfig(t)
+			tc.mod(&cfg)
+			if tr, err := New(cfg, 1); err == nil {
+				tr.Close()
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+// The analytic gradient of every tensor, along sign(g) restricted to that
+// tensor, must match a central finite difference of the loss.
+func TestGradientMatchesFiniteDifferences(t *testing.T) {
+	cfg := lightConfig(t)
+	tr := newTrainer(t, cfg, 7)
+	const n, seqLen = 2, 16
+	text := MarkovText(3, n*seqLen+1)
+	tok, tgt := Window(text, 0, n, seqLen)
+	ctx := context.Background()
+	if _, err := tr.Step(ctx, tok, tgt, seqLen); err != nil {
+		t.Fatal(err)
+	}
+	g, err := tr.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x0, err := tr.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensors, err := tr.Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossAt := func(x []float32) float64 {
+		if err := tr.SetParams(x); err != nil {
+			t.Fatal(err)
+		}
+		l, err := tr.Eval(ctx, tok, tgt, seqLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(l)
+	}
+	for _, ts := range tensors {
+		var l1 float64
+		for _, v := range g[ts.Offset : ts.Offset+ts.Size] {
+			l1 += math.Abs(float64(v))
+		}
+		if l1 == 0 {
+			t.Errorf("%s: zero gradient", ts.Name)
+			continue
+		}
+		// Step size giving a loss change of ~2e-3, far above float32 rounding of the loss.
+		eps := float32(2e-3 / l1)
+		xp, xm := append([]float32(nil), x0...), append([]float32(nil), x0...)
+		for i := ts.Offset; i < ts.Offset+ts.Size; i++ {
+			s := float32(0)
+			if g[i] > 0 {
+				s = 1
+			} else if g[i] < 0 {
+				s = -1
+			}
+			xp[i] += eps * s
+			xm[i] -= eps * s
+		}
+		fd := (lossAt(xp) - lossAt(xm)) / (2 * float64(eps))
+		rel := math.Abs(fd-l1) / l1
+		t.Logf("%-9s |g|_1=%.4g finite difference=%.4g rel err=%.2g", ts.Name, l1, fd, rel)
+		if rel > 2e-3 {
+			t.Errorf("%s: analytic %.5g vs finite difference %.5g (rel err %.3g)", ts.Name, l1, fd, rel)
+		}
+	}
+}
+
+// Results may not depend on the thread count or the GEMM kernel's ISA.
+func TestDigestIndependentOfThreadsAndISA(t *testing.T) {
+	cfg := lightConfig(t)
+	text := MarkovText(5, 4*2*32+1)
+	type run struct {
+		threads int
+		isa     ISA
+	}
+	for _, opt := range []string{"demo", "adamw"} {
+		var ref [][32]byte
+		var refRun run
+		for _, r := range []run{{2, ISAAuto}, {1, ISAAuto}, {1, ISABase}, {2, ISABase}, {2, ISAAVX2}} {
+			tr := newTrainer(t, cfg, 11)
+			if err := tr.SetThreads(r.threads); err != nil {
+				t.Fatal(err)
+			}
+			got, err := tr.SetISA(r.isa)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.isa != ISAAuto && got != r.isa {
+				continue // this CPU lacks the level
+			}
+			ds := runSteps(t, tr, opt, text, 0, 2, 2, 32)
+			if ref == nil {
+				ref, refRun = ds, r
+				continue
+			}
+			for i := range ds {
+				if ds[i] != ref[i] {
+					t.Errorf("%s step %d: threads=%d isa=%s digest %x, threads=%d isa=%s digest %x",
+						opt, i, r.threads, got, ds[i][:8], refRun.threads, refRun.isa, ref[i][:8])
+				}
+			}
+		}
+	}
+}
+
+// Export, continue, then import into a fresh trainer and replay: same digests.
+func TestRestoreThenReplay(t *testing.T) {
+	cfg := lightConfig(t)
+	text := MarkovText(9, 6*2*32+1)
+	for _, opt := range []string{"demo", "adamw"} {
+		t.Run(opt, func(t *testing.T) {
+			a := newTrainer(t, cfg, 1)
+			runSteps(t, a, opt, text, 0, 2, 2, 32)
+			state, err := a.ExportState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := runSteps(t, a, opt, text, 2, 3, 2, 32)
+			b := newTrainer(t, cfg, 99) // different init: everything must come from the state
+			if err := b.ImportState(state); err != nil {
+				t.Fatal(err)
+			}
+			got := runSteps(t, b, opt, text, 2, 3, 2, 32)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("replayed step %d: digest %x, original %x", i, got[i][:8], want[i][:8])
+				}
+			}
+		})
+	}
+}
+
+func TestImportStateRejectsBadBlobs(t *testing.T) {
+	cfg := lightConfig(t)
+	tr := newTrainer(t, cfg, 1)
+	text := MarkovText(1, 2*32+1)
+	runSteps(t, tr, "demo", text, 0, 1, 2, 32)
+	good, err := tr.ExportState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := digest(t, tr, nil)
+	nan := math.Float32bits(float32(math.NaN()))
+	for _, tc := range []struct {
+		name string
+		mod  func([]byte) []byte
+	}{
+		{"empty", func(b []byte) []byte { return nil }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"extended", func(b []byte) []byte { return append(b, 0) }},
+		{"bad magic", func(b []byte) []byte { b[0] = 'X'; return b }},
+		{"bad version", func(b []byte) []byte { b[4] = 2; return b }},
+		{"other model", func(b []byte) []byte { b[16]++; return b }},
+		{"unknown flag", func(b []byte) []byte { b[52] |= 8; return b }},
+		{"NaN parameter", func(b []byte) []byte {
+			b[56], b[57], b[58], b[59] = byte(nan), byte(nan>>8), byte(nan>>16), byte(nan>>24)
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tr.ImportState(tc.mod(append([]byte(nil), good...)))
+			if !errors.Is(err, ErrState) {
+				t.Fatalf("got %v, want ErrState", err)
+			}
+			if d := digest(t, tr, nil); d != before {
+				t.Fatal("rejected state changed the trainer")
+			}
+		})
+	}
+}
+
+func TestStepRejectsBadBatches(t *testing.T) {
+	cfg := lightConfig(t)
+	tr := newTrainer(t, cfg, 1)
+	before := digest(t, tr, nil)
+	ctx := context.Background()
+	ok := make([]int32, 64)
+	for _, tc := range []struct {
+		name            string
+		tokens, targets []int32
+		seqLen          int
+	}{
+		{"token outside vocabulary", append([]int32{256}, ok[1:]...), ok, 32},
+		{"negative target", ok, append([]int32{-1}, ok[1:]...), 32},
+		{"ragged batch", ok[:63], ok[:63], 32},
+		{"targets shorter", ok, ok[:32], 32},
+		{"sequence too long", ok, ok, 129},
+		{"empty", nil, nil, 32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tr.Step(ctx, tc.tokens, tc.targets, tc.seqLen); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Step: got %v, want ErrInvalid", err)
+			}
+			if _, err := tr.Eval(ctx, tc.tokens, tc.targets, tc.seqLen); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Eval: got %v, want ErrInvalid", err)
+			}
+		})
+	}
+	if err := tr.AdamWStep(testAdamW); !errors.Is(err, ErrNoGrad) {
+		t.Errorf("AdamW without gradients: got %v, want ErrNoGrad", err)
+	}
+	if _, err := tr.DeMoGenerate(testDeMo); !errors.Is(err, ErrNoGrad) {
+		t.Errorf("DeMo generate without gradients: got %v, want ErrNoGrad", err)
+	}
+	if err := tr.SetThreads(0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SetThreads(0): got %v", err)
+	}
+	if d := digest(t, tr, nil); d != before {
+		t.Error("rejected input changed the trainer")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := tr.Step(cancelled, ok, ok, 32); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Step: got %v", err)
+	}
+	tr.Close()
+	if _, err := tr.Step(ctx, ok, ok, 32); !errors.Is(err, ErrClosed) {
+		t.Errorf("Step after Close: got %v", err)
+	}
+}
+
+// Micro-batching changes memory use, never results... up to the order of
+// summation across micro-batches, which is fixed for a given MicroBatch. Here:
+// the loss of a batch must not depend on it beyond float rounding, and the
+// same MicroBatch must give identical bits.
+func TestMicroBatchAccumulation(t *testing.T) {
+	cfg := lightConfig(t)
+	text := MarkovText(2, 4*32+1)
+	losses := map[int]float32{}
+	var grads [][]float32
+	for _, mb := range []int{1, 4} {
+		c := cfg
+		c.MicroBatch = mb
+		tr := newTrainer(t, c, 3)
+		losses[mb] = step(t, tr, text, 0, 4, 32)
+		g, err := tr.Grads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		grads = append(grads, g)
+	}
+	if d := math.Abs(float64(losses[1] - losses[4])); d > 1e-5 {
+		t.Errorf("loss with micro-batch 1 %v vs 4 %v", losses[1], losses[4])
+	}
+	var num, den float64
+	for i := range grads[0] {
+		d := float64(grads[0][i] - grads[1][i])
+		num += d * d
+		den += float64(grads[1][i]) * float64(grads[1][i])
+	}
+	if r := math.Sqrt(num / den); r > 1e-4 {
+		t.Errorf("gradients with micro-batch 1 vs 4 differ by %.3g (relative L2)", r)
+	}
+}
+
+func TestGEMMMatchesReference(t *testing.T) {
+	tr := newTrainer(t, tinyConfig, 1)
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, s := range [][3]int{{1, 1, 1}, {7, 5, 13}, {12, 8, 64}, {37, 29, 130}} {
+		m, n, k := s[0], s[1], s[2]
+		a, b, out := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+		for i := range a {
+			a[i] = r.Float32()*2 - 1
+		}
+		for i := range b {
+			b[i] = r.Float32()*2 - 1
+		}
+		var ref []float32
+		for _, level := range []ISA{ISABase, ISAAVX2, ISAAVX512} {
+			if got, _ := tr.SetISA(level); got != level {
+				continue
+			}
+			if err := tr.GEMM(m, n, k, a, b, out); err != nil {
+				t.Fatal(err)
+			}
+			for i := range m {
+				for j := range n {
+					var want float64
+					for q := range k {
+						want += float64(a[i*k+q]) * float64(b[j*k+q])
+					}
+					if d := math.Abs(float64(out[i*n+j]) - want); d > 1e-5*float64(k) {
+						t.Fatalf("%v (%d,%d,%d) out[%d][%d] = %v, want %v", level, m, n, k, i, j, out[i*n+j], want)
+					}
+				}
+			}
+			if ref == nil {
+				ref = append([]float32(nil), out...)
+			} else {
+				for i := range out {
+					if out[i] != ref[i] {
+						t.Fatalf("%v (%d,%d,%d): bits differ from the baseline kernel at %d", level, m, n, k, i)
+					}
+				}
+			}
+		}
+	}
+}
