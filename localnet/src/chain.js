@@ -30,6 +30,8 @@ export const SYSTEM_PROGRAM = Buffer.alloc(32);
 export const UPGRADEABLE_LOADER = addr('BPFLoaderUpgradeab1e11111111111111111111111');
 export const TOKEN_PROGRAMS = [addr('TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'),
   addr('TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb')];
+/** A cheap Map key for a 32-byte address (base58 costs far more to compute). */
+export const addressKey = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('base64');
 export const isTokenProgram = (owner) => TOKEN_PROGRAMS.some((p) => p.equals(owner));
 
 // SPL token account layout: mint, owner, amount; Token-2022 accounts with
@@ -120,7 +122,7 @@ export class Chain extends EventEmitter {
     this.log = opts.log;
     this.records = new Map(); // signature -> record
     this.order = []; // records, oldest first
-    this.byAddress = new Map(); // base58 address -> records, oldest first
+    this.byAddress = new Map(); // addressKey(address) -> records, oldest first
     this.seq = 0;
     this.window = []; // {slot, hash}, oldest first
     this.blockhashSlot = new Map(); // hash -> slot
@@ -480,7 +482,7 @@ export class Chain extends EventEmitter {
     this.records.set(rec.signature, rec);
     this.order.push(rec);
     for (const k of rec.keys) {
-      const a = bs58.encode(k);
+      const a = addressKey(k);
       let list = this.byAddress.get(a);
       if (!list) this.byAddress.set(a, (list = []));
       list.push(rec);
@@ -502,7 +504,7 @@ export class Chain extends EventEmitter {
     for (const rec of dropped) {
       this.records.delete(rec.signature);
       for (const k of rec.keys) {
-        const a = bs58.encode(k);
+        const a = addressKey(k);
         const list = this.byAddress.get(a);
         if (!list) continue;
         let i = 0;

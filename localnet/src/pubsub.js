@@ -121,7 +121,7 @@ export class PubSub {
         if (f === 'all' || f === 'allWithVotes') {
           mentions = null;
         } else if (f && typeof f === 'object' && Array.isArray(f.mentions) && f.mentions.length === 1) {
-          mentions = bs58.encode(pubkey(f.mentions[0]));
+          mentions = pubkey(f.mentions[0]);
         } else {
           throw invalidParams('Invalid params: expected "all", "allWithVotes" or {"mentions": [one address]}.');
         }
@@ -216,7 +216,7 @@ export class PubSub {
     if (this.logs.size) {
       const value = { signature: rec.signature, err: rec.err, logs: rec.logs };
       for (const sub of this.logs) {
-        if (sub.mentions && !rec.keys.some((k) => bs58.encode(k) === sub.mentions)) continue;
+        if (sub.mentions && !rec.keys.some((k) => k.equals(sub.mentions))) continue;
         this.notify(sub, 'logsNotification', this.ctx(value));
       }
     }

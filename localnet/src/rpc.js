@@ -1,7 +1,7 @@
 // JSON-RPC methods with the params and result shapes of the real Solana RPC.
 import * as bs58 from './base58.js';
 import {
-  BLOCKHASH_VALID_SLOTS, SLOTS_PER_EPOCH, TOKEN_PROGRAMS, isMintData, isTokenAccountData, isTokenProgram, uiTokenAmount,
+  BLOCKHASH_VALID_SLOTS, SLOTS_PER_EPOCH, addressKey, TOKEN_PROGRAMS, isMintData, isTokenAccountData, isTokenProgram, uiTokenAmount,
 } from './chain.js';
 import {
   INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, TRANSACTION_SIGNATURE_VERIFICATION_FAILURE,
@@ -192,7 +192,7 @@ export class Rpc {
       getTransaction: (p) => this.getTransaction(p),
       getSignaturesForAddress: (p) => {
         const [key, c] = args(p, 1, 2);
-        const address = bs58.encode(pubkey(key));
+        const address = addressKey(pubkey(key));
         const cfg = this.checkCfg(c);
         const limit = cfg.limit === undefined || cfg.limit === null ? MAX_SIGNATURES_FOR_ADDRESS : usize(cfg.limit);
         if (limit < 1 || limit > MAX_SIGNATURES_FOR_ADDRESS) throw invalidParams(`Invalid limit; max ${MAX_SIGNATURES_FOR_ADDRESS}`);
