@@ -1,0 +1,353 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/core/record"
+	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+)
+
+// Discovery timing and bounds.
+const (
+	dialTimeout = 10 * time.Second
+	// recordTTL is how long addresses learned from a signed record are kept.
+	recordTTL = 10 * time.Minute
+	// maxRecordSize bounds a rendezvous file; a record with a dozen addresses
+	// is well under 1 KiB.
+	maxRecordSize    = 16 << 10
+	recordSuffix     = ".rec"
+	publicAdvertise  = 10 * time.Minute
+	publicFindPeriod = time.Minute
+)
+
+func (n *Node) startDiscovery() error {
+	if !n.cfg.DisableRunDHT {
+		// A Kademlia DHT private to the run: its protocol prefix keeps it apart
+		// from the public DHT and from other runs, and every participant is a
+		// server, so any one known participant is enough to find the rest.
+		d, err := dht.New(n.host,
+			dht.Mode(dht.ModeServer),
+			dht.ProtocolPrefix(protocol.ID("/psyche/"+n.tag)),
+			dht.BootstrapPeersFunc(n.bootstrapCandidates),
+		)
+		if err != nil {
+			return fmt.Errorf("start run DHT: %w", err)
+		}
+		n.runDHT = d
+	}
+	if n.cfg.PublicDHT {
+		d, err := dht.New(n.host,
+			dht.Mode(dht.ModeAuto),
+			dht.BootstrapPeers(dht.GetDefaultBootstrapPeerAddrInfos()...),
+		)
+		if err != nil {
+			return fmt.Errorf("start public DHT: %w", err)
+		}
+		n.publicDHT = d
+		n.wg.Add(1)
+		go n.publicRendezvous()
+	}
+	if n.cfg.RendezvousDir != "" {
+		if err := os.MkdirAll(n.rendezvousDir(), 0o755); err != nil {
+			return fmt.Errorf("create rendezvous directory: %w", err)
+		}
+	}
+	n.trigger = make(chan struct{}, 1)
+	n.wg.Add(1)
+	go n.discoverLoop()
+	return nil
+}
+
+// triggerDiscovery asks the discovery loop to run now, e.g. after the
+// participant set changed.
+func (n *Node) triggerDiscovery() {
+	select {
+	case n.trigger <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) discoverLoop() {
+	defer n.wg.Done()
+	if n.cfg.RendezvousDir != "" {
+		defer n.removeOwnRecord()
+	}
+	ticker := time.NewTicker(n.cfg.DiscoveryInterval)
+	defer ticker.Stop()
+	var dialing sync.Map
+	for {
+		n.discoverOnce(&dialing)
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ticker.C:
+		case <-n.trigger:
+		}
+	}
+}
+
+// discoverOnce publishes our own record and dials every bootstrap peer and
+// participant we are not connected to, resolving addresses from rendezvous
+// records and the run DHT.
+func (n *Node) discoverOnce(dialing *sync.Map) {
+	if n.cfg.RendezvousDir != "" {
+		if err := n.writeOwnRecord(); err != nil {
+			n.log.Warn("publish rendezvous record", "err", err)
+		}
+		n.readRecords()
+	}
+	for _, ai := range n.cfg.BootstrapPeers {
+		n.dial(dialing, ai.ID, ai)
+	}
+	for _, p := range n.Participants() {
+		if p == n.host.ID() || !n.allowed(p) {
+			continue
+		}
+		n.dial(dialing, p, peer.AddrInfo{ID: p})
+	}
+	if n.runDHT != nil && len(n.runDHT.RoutingTable().ListPeers()) == 0 && len(n.host.Network().Peers()) > 0 {
+		// Connections made before the DHT saw them do not fill its table.
+		go func() { _ = n.runDHT.Bootstrap(n.ctx) }()
+	}
+}
+
+// dial connects to p in the background unless connected or already dialling.
+func (n *Node) dial(dialing *sync.Map, p peer.ID, ai peer.AddrInfo) {
+	if p == n.host.ID() || n.host.Network().Connectedness(p) == network.Connected {
+		return
+	}
+	if _, busy := dialing.LoadOrStore(p, struct{}{}); busy {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer dialing.Delete(p)
+		ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
+		defer cancel()
+		if len(ai.Addrs) == 0 && len(n.host.Peerstore().Addrs(p)) == 0 {
+			if n.runDHT == nil {
+				return
+			}
+			found, err := n.runDHT.FindPeer(ctx, p)
+			if err != nil {
+				n.log.Debug("run DHT lookup", "peer", p, "err", err)
+				return
+			}
+			ai = found
+		}
+		if err := n.host.Connect(ctx, ai); err != nil {
+			n.log.Debug("dial peer", "peer", p, "err", err)
+		}
+	}()
+}
+
+// bootstrapCandidates are the peers the run DHT bootstraps from: the
+// configured bootstrap peers and every participant we are connected to.
+func (n *Node) bootstrapCandidates() []peer.AddrInfo {
+	out := append([]peer.AddrInfo(nil), n.cfg.BootstrapPeers...)
+	for _, p := range n.ConnectedParticipants() {
+		out = append(out, n.host.Peerstore().PeerInfo(p))
+	}
+	return out
+}
+
+// relayCandidates feeds AutoRelay with connected participants: any publicly
+// reachable one runs a relay service for the others in the run.
+func (n *Node) relayCandidates(ctx context.Context, num int) <-chan peer.AddrInfo {
+	out := make(chan peer.AddrInfo, num)
+	defer close(out)
+	for _, p := range n.ConnectedParticipants() {
+		if len(out) == num || ctx.Err() != nil {
+			break
+		}
+		out <- n.host.Peerstore().PeerInfo(p)
+	}
+	return out
+}
+
+// publicRendezvous advertises the run on the public DHT and looks there for
+// participants; found addresses go into the peerstore for the dial loop.
+func (n *Node) publicRendezvous() {
+	defer n.wg.Done()
+	disc := drouting.NewRoutingDiscovery(n.publicDHT)
+	ns := "psyche/run/" + n.tag
+	var nextAdvertise time.Time
+	ticker := time.NewTicker(publicFindPeriod)
+	defer ticker.Stop()
+	for {
+		if time.Now().After(nextAdvertise) {
+			ttl, err := disc.Advertise(n.ctx, ns)
+			if err != nil {
+				n.log.Debug("advertise run on public DHT", "err", err)
+				ttl = publicFindPeriod
+			}
+			nextAdvertise = time.Now().Add(min(ttl, publicAdvertise))
+		}
+		if found, err := disc.FindPeers(n.ctx, ns); err == nil {
+			for ai := range found {
+				if ai.ID != n.host.ID() && n.IsParticipant(ai.ID) {
+					n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, recordTTL)
+				}
+			}
+			n.triggerDiscovery()
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// SignedPeerRecord returns this node's addresses as a libp2p signed peer
+// record, to be carried wherever participants can read it (a rendezvous
+// directory, a join transaction, a web rendezvous).
+func (n *Node) SignedPeerRecord() ([]byte, error) {
+	rec := peer.PeerRecordFromAddrInfo(n.AddrInfo())
+	env, err := record.Seal(rec, n.key)
+	if err != nil {
+		return nil, fmt.Errorf("seal peer record: %w", err)
+	}
+	data, err := env.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode peer record: %w", err)
+	}
+	return data, nil
+}
+
+// AddPeerRecord verifies a signed peer record and remembers its addresses;
+// a record that is malformed, badly signed or older than one already seen
+// changes nothing. It returns the peer the record describes.
+func (n *Node) AddPeerRecord(data []byte) (peer.ID, error) {
+	if len(data) > maxRecordSize {
+		return "", fmt.Errorf("peer record of %d bytes exceeds %d", len(data), maxRecordSize)
+	}
+	env, rec, err := record.ConsumeEnvelope(data, peer.PeerRecordEnvelopeDomain)
+	if err != nil {
+		return "", fmt.Errorf("peer record: %w", err)
+	}
+	pr, ok := rec.(*peer.PeerRecord)
+	if !ok {
+		return "", errors.New("peer record: envelope holds another record type")
+	}
+	if !pr.PeerID.MatchesPublicKey(env.PublicKey) {
+		return "", fmt.Errorf("peer record for %s is signed by another key", pr.PeerID)
+	}
+	cab, ok := peerstore.GetCertifiedAddrBook(n.host.Peerstore())
+	if !ok {
+		return "", errors.New("peer record: the peerstore cannot hold signed records")
+	}
+	if _, err := cab.ConsumePeerRecord(env, recordTTL); err != nil {
+		return "", fmt.Errorf("peer record of %s: %w", pr.PeerID, err)
+	}
+	return pr.PeerID, nil
+}
+
+func (n *Node) rendezvousDir() string { return filepath.Join(n.cfg.RendezvousDir, n.tag) }
+
+// writeOwnRecord publishes our signed record when our addresses change,
+// atomically so that readers never see half a record.
+func (n *Node) writeOwnRecord() error {
+	addrs := fmt.Sprint(n.host.Addrs())
+	n.mu.RLock()
+	same := string(n.lastRecord) == addrs
+	n.mu.RUnlock()
+	if same {
+		return nil
+	}
+	data, err := n.SignedPeerRecord()
+	if err != nil {
+		return err
+	}
+	dir := n.rendezvousDir()
+	tmp, err := os.CreateTemp(dir, ".rec-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, n.host.ID().String()+recordSuffix)); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.lastRecord = []byte(addrs)
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *Node) removeOwnRecord() {
+	_ = os.Remove(filepath.Join(n.rendezvousDir(), n.host.ID().String()+recordSuffix))
+}
+
+// readRecords loads the records of participants we are not connected to.
+// Files are untrusted: each must parse, be signed by the key of the peer it
+// names, and name the peer its file name says.
+func (n *Node) readRecords() {
+	entries, err := os.ReadDir(n.rendezvousDir())
+	if err != nil {
+		n.log.Warn("read rendezvous directory", "err", err)
+		return
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), recordSuffix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		id, err := peer.Decode(name)
+		if err != nil || id == n.host.ID() || !n.allowed(id) ||
+			n.host.Network().Connectedness(id) == network.Connected {
+			continue
+		}
+		data, err := readLimited(filepath.Join(n.rendezvousDir(), e.Name()), maxRecordSize)
+		if err != nil {
+			continue
+		}
+		got, err := n.AddPeerRecord(data)
+		if err != nil {
+			n.log.Debug("ignored rendezvous record", "file", e.Name(), "err", err)
+			continue
+		}
+		if got != id {
+			n.log.Debug("ignored rendezvous record naming another peer", "file", e.Name(), "peer", got)
+		}
+	}
+}
+
+func readLimited(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s exceeds %d bytes", path, max)
+	}
+	return data, nil
+}

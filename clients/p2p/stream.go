@@ -1,0 +1,168 @@
+package p2p
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// Response status of the blob and model protocols. Every response is one
+// status byte, then for statusOK a big-endian u64 length and the payload.
+const (
+	statusOK       = 0
+	statusNotFound = 1
+	statusRefused  = 2 // the requester is not a participant of the run, or is banned
+	statusBusy     = 3 // the requester has too many requests in flight with us
+	statusBadReq   = 4
+)
+
+var (
+	// errBadData marks a peer that served bytes failing verification; such a
+	// peer is banned.
+	errBadData = errors.New("peer served bad data")
+	// errUnavailable marks a peer that answered but cannot serve this now.
+	errUnavailable = errors.New("peer cannot serve the request")
+)
+
+func statusError(status byte) error {
+	switch status {
+	case statusNotFound:
+		return fmt.Errorf("%w: not found", errUnavailable)
+	case statusRefused:
+		return fmt.Errorf("%w: refused (are we a current participant?)", errUnavailable)
+	case statusBusy:
+		return fmt.Errorf("%w: busy", errUnavailable)
+	case statusBadReq:
+		return fmt.Errorf("%w: it rejected our request as malformed", errUnavailable)
+	default:
+		return fmt.Errorf("%w: unknown status %d", errBadData, status)
+	}
+}
+
+// writeResponse writes a status and, for statusOK, the payload.
+func writeResponse(w io.Writer, status byte, payload []byte) error {
+	hdr := []byte{status}
+	if status == statusOK {
+		hdr = binary.BigEndian.AppendUint64(hdr, uint64(len(payload)))
+	}
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	if status != statusOK {
+		return nil
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+// request sends req on a new stream to p and reads a payload of exactly want
+// bytes (or, when want is 0, at most max bytes). The caller verifies content.
+func (n *Node) request(ctx context.Context, p peer.ID, proto protocol.ID, req []byte, want, max uint64) ([]byte, error) {
+	release, err := n.downloadSlot(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "psyche"), p, proto)
+	if err != nil {
+		n.countFailure(p)
+		return nil, fmt.Errorf("open stream to %s: %w", p, err)
+	}
+	defer s.Close()
+	// The deadline, not just ctx, bounds reads from a peer that stalls.
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(deadline)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	if _, err := s.Write(req); err != nil {
+		n.countFailure(p)
+		return nil, fmt.Errorf("send request to %s: %w", p, err)
+	}
+	if err := s.CloseWrite(); err != nil {
+		n.countFailure(p)
+		return nil, fmt.Errorf("send request to %s: %w", p, err)
+	}
+	var hdr [9]byte
+	if _, err := io.ReadFull(s, hdr[:1]); err != nil {
+		n.countFailure(p)
+		return nil, fmt.Errorf("read response from %s: %w", p, err)
+	}
+	if hdr[0] != statusOK {
+		return nil, fmt.Errorf("%s: %w", p, statusError(hdr[0]))
+	}
+	if _, err := io.ReadFull(s, hdr[1:]); err != nil {
+		n.countFailure(p)
+		return nil, fmt.Errorf("read response from %s: %w", p, err)
+	}
+	size := binary.BigEndian.Uint64(hdr[1:])
+	if (want != 0 && size != want) || size > max {
+		return nil, fmt.Errorf("%w: %s sent %d bytes, expected %d (limit %d)", errBadData, p, size, want, max)
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(s, buf); err != nil {
+		n.countFailure(p)
+		return nil, fmt.Errorf("read %d-byte payload from %s: %w", size, p, err)
+	}
+	return buf, nil
+}
+
+// downloadSlot waits for one of the MaxConcurrentDownloads slots for peer p.
+func (n *Node) downloadSlot(ctx context.Context, p peer.ID) (func(), error) {
+	n.mu.Lock()
+	sem, ok := n.downloads[p]
+	if !ok {
+		sem = make(chan struct{}, n.cfg.MaxConcurrentDownloads)
+		n.downloads[p] = sem
+	}
+	n.mu.Unlock()
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for a download slot to %s: %w", p, ctx.Err())
+	}
+}
+
+// uploadSlot takes one of the MaxUploadsPerPeer slots for p without waiting.
+func (n *Node) uploadSlot(p peer.ID) (func(), bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.uploads[p] >= n.cfg.MaxUploadsPerPeer {
+		return nil, false
+	}
+	n.uploads[p]++
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.uploads[p]--; n.uploads[p] == 0 {
+			delete(n.uploads, p)
+		}
+	}, true
+}
+
+// admit checks that the requester of s may be served now; if not it answers
+// and returns false. release must be called when the request is done.
+func (n *Node) admit(s network.Stream) (release func(), ok bool) {
+	remote := s.Conn().RemotePeer()
+	if !n.allowed(remote) {
+		n.stats.refused.Add(1)
+		_ = writeResponse(s, statusRefused, nil)
+		return nil, false
+	}
+	release, ok = n.uploadSlot(remote)
+	if !ok {
+		n.stats.busy.Add(1)
+		_ = writeResponse(s, statusBusy, nil)
+		return nil, false
+	}
+	return release, true
+}
