@@ -259,3 +259,37 @@ func containsLog(logs []string, s string) bool {
 	}
 	return false
 }
+
+func TestStartRejectsBadGenesisPrograms(t *testing.T) {
+	dir := t.TempDir()
+	notELF := filepath.Join(dir, "text.so")
+	badELF := filepath.Join(dir, "bad.so")
+	if err := os.WriteFile(notELF, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(badELF, append([]byte("\x7fELF"), make([]byte, 200)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, wantLog string
+	}{
+		{"missing file", filepath.Join(dir, "missing.so"), "cannot read"},
+		{"not an ELF", notELF, "is not an ELF file"},
+		{"broken ELF", badELF, "does not load"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var log logBuffer
+			v, err := localnet.Start(testContext(t), localnet.Options{
+				Programs: []localnet.Program{{ID: solana.NewWallet().PublicKey(), Path: tc.path}}, Stderr: &log,
+			})
+			if err == nil {
+				v.Stop()
+				t.Fatal("started with a bad genesis program")
+			}
+			if !log.contains(tc.wantLog) {
+				t.Fatalf("log does not say %q:\n%s", tc.wantLog, log.String())
+			}
+		})
+	}
+}

@@ -554,7 +554,8 @@ export class Chain extends EventEmitter {
   // ---- persistence ----
 
   snapshotChunks() {
-    const records = this.order.slice(-this.opts.persistRecords).map((r) => ({
+    const keep = this.opts.persistRecords;
+    const records = (keep > 0 ? this.order.slice(-keep) : []).map((r) => ({
       slot: r.slot, blockTime: r.blockTime, raw: r.raw.toString('base64'), err: r.err, fee: r.fee,
       preBalances: r.preBalances, postBalances: r.postBalances, preTokenBalances: r.preTokenBalances,
       postTokenBalances: r.postTokenBalances, logs: r.logs, innerInstructions: r.innerInstructions,

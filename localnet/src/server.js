@@ -53,10 +53,11 @@ function parseFlags(argv) {
     if (argv.length - i - 1 < n) throw new UsageError(`${flag} needs ${n} argument(s)`);
     return argv.slice(i + 1, i + 1 + n);
   };
-  const int = (v, flag, min, max) => {
-    if (!/^\d+(\.\d+)?$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`${flag}: ${v} is not a number in [${min}, ${max}]`);
+  const num = (v, flag, min, max, pattern = /^\d+(\.\d+)?$/) => {
+    if (!pattern.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`${flag}: ${v} is not a number in [${min}, ${max}]`);
     return Number(v);
   };
+  const int = (v, flag, min, max) => num(v, flag, min, max, /^\d+$/);
   const key = (v, flag) => {
     const b = bs58.decodeAddress(v);
     if (!b) throw new UsageError(`${flag}: ${v} is not a base58 public key`);
@@ -82,7 +83,7 @@ function parseFlags(argv) {
         i += 3;
         break;
       }
-      case '--slot-ms': o.slotMs = int(take(i, 1, flag)[0], flag, 1, 60_000); i++; break;
+      case '--slot-ms': o.slotMs = num(take(i, 1, flag)[0], flag, 1, 60_000); i++; break;
       case '--snapshot-interval-ms': o.snapshotMs = int(take(i, 1, flag)[0], flag, 10, 60_000); i++; break;
       case '--max-tx-records': o.maxRecords = int(take(i, 1, flag)[0], flag, 1000, 1e9); i++; break;
       case '--persist-tx-records': o.persistRecords = int(take(i, 1, flag)[0], flag, 0, 1e7); i++; break;
@@ -171,7 +172,7 @@ async function main() {
     flags = parseFlags(process.argv.slice(2));
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
-    process.stderr.write(`localnet: ${e.message}\n${USAGE}\n`);
+    process.stderr.write(`localnet: ${e.message} (see --help)\n`);
     process.exit(2);
   }
   const log = makeLogger(flags.logLevel);
