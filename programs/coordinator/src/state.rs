@@ -391,6 +391,8 @@ mod tests {
             seed: [u8; 32], run_state_start: i64, run_state: u8, pending_pause: u8, cold_start_next: u8,
             _padding: [u8; 5], epoch: EpochState, clients: [ClientSlot; MAX_CLIENTS]);
         assert_eq!(core::mem::align_of::<CoordinatorState>(), 8);
+        // The account size is part of the wire contract (clients allocate it).
+        assert_eq!(ACCOUNT_SIZE, 66_968);
     }
 
     #[test]
