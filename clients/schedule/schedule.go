@@ -174,6 +174,31 @@ func BatchSize(start, end uint16, warmupTokens, tokens uint64) uint16 {
 	return start + uint16(uint64(end-start)*tokens/warmupTokens)
 }
 
+// TokensBefore is the number of tokens trained before sequence dataIndex with
+// sequences of seqLen tokens (seqLen clamped to 2^16, saturating past 2^47
+// sequences, where every batch ramp is over), as the program computes it.
+func TokensBefore(dataIndex uint64, seqLen uint32) uint64 {
+	if dataIndex > MaxWarmupTokens {
+		return ^uint64(0)
+	}
+	return dataIndex * uint64(min(seqLen, 1<<16))
+}
+
+// DataIndexForStep is the data cursor at the start of step for a run that began
+// at step 1 with cursor 0 and kept this batch schedule: each step is one round
+// and moves the cursor by its batch size. Used to restart a run from a step.
+func DataIndexForStep(start, end uint16, warmupTokens uint64, seqLen, step uint32) uint64 {
+	var index uint64
+	for s := uint32(1); s < step; s++ {
+		tokens := TokensBefore(index, seqLen)
+		if tokens >= warmupTokens {
+			return index + uint64(step-s)*uint64(end)
+		}
+		index += uint64(BatchSize(start, end, warmupTokens, tokens))
+	}
+	return index
+}
+
 // Assignment is the half-open range of global sequence indices [Start, Start+Len)
 // that one client trains in a round.
 type Assignment struct {
@@ -207,4 +232,45 @@ func Assignments(n, batchSize uint16, dataIndex uint64, round Seed) []Assignment
 		out[i] = chunk(uint64(p), uint64(n), uint64(batchSize), dataIndex)
 	}
 	return out
+}
+
+// Round is what a client reads from the Coordinator account to find its role:
+// the current round's fields and the run's witness_nodes.
+type Round struct {
+	Seed         Seed
+	DataIndex    uint64
+	BatchSize    uint16
+	Clients      uint16
+	WitnessNodes uint16
+}
+
+// Role is one client's part in a round.
+type Role struct {
+	// Witness is true when the client must report Bloom filters for the round.
+	Witness bool
+	// Batch is the range of sequences the client trains.
+	Batch Assignment
+}
+
+// Role computes the role of the client at index in the round's client list.
+func (r Round) Role(index uint16) (Role, error) {
+	batch, err := AssignmentFor(index, r.Clients, r.BatchSize, r.DataIndex, r.Seed)
+	if err != nil {
+		return Role{}, err
+	}
+	return Role{Witness: IsWitness(index, r.Clients, r.WitnessNodes, r.Seed), Batch: batch}, nil
+}
+
+// Healthy applies the program's health rule to one client of a finished round:
+// it is healthy when at least a quorum of the round's elected witnesses put its
+// signer in their participant filter. Witnesses use it to decide whom to accuse;
+// an accusation of a healthy client is rejected on-chain.
+func Healthy(participantBlooms []*Bloom, elected uint16, signer [32]byte) bool {
+	seen := 0
+	for _, b := range participantBlooms {
+		if b != nil && b.Contains(signer) {
+			seen++
+		}
+	}
+	return seen >= int(Quorum(elected))
 }

@@ -36,7 +36,7 @@ func TestShuffledPositionRejectsOutOfRange(t *testing.T) {
 
 func TestAssignmentsCoverTheBatchOnce(t *testing.T) {
 	cases := []struct {
-		n, batch uint16
+		n, batch  uint16
 		dataIndex uint64
 	}{{1, 1, 0}, {3, 10, 5}, {7, 7, 1 << 33}, {256, 256, 0}, {256, 4099, 77}, {100, 1000, 9}}
 	for _, c := range cases {
@@ -117,5 +117,67 @@ func TestBloomValidate(t *testing.T) {
 	empty := Bloom{}
 	if empty.Contains(testSeed(1)) {
 		t.Error("a zero filter contains nothing")
+	}
+}
+
+func TestRoleMatchesTheParts(t *testing.T) {
+	r := Round{Seed: testSeed(9), DataIndex: 1000, BatchSize: 40, Clients: 10, WitnessNodes: 3}
+	witnesses, total := 0, uint64(0)
+	for i := range r.Clients {
+		role, err := r.Role(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := AssignmentFor(i, r.Clients, r.BatchSize, r.DataIndex, r.Seed)
+		if role.Batch != want || role.Witness != IsWitness(i, r.Clients, r.WitnessNodes, r.Seed) {
+			t.Fatalf("client %d: role %+v disagrees with AssignmentFor/IsWitness", i, role)
+		}
+		if role.Witness {
+			witnesses++
+		}
+		total += role.Batch.Len
+	}
+	if witnesses != 3 || total != 40 {
+		t.Fatalf("%d witnesses, %d sequences; want 3 and 40", witnesses, total)
+	}
+	if _, err := r.Role(10); !errors.Is(err, ErrIndexOutOfRange) {
+		t.Fatalf("Role(10) of 10 clients: %v", err)
+	}
+}
+
+func TestHealthyNeedsAQuorumOfElectedWitnesses(t *testing.T) {
+	signer := testSeed(1)
+	bloomWith := func(add bool) *Bloom {
+		b, err := NewBloom(256, 4, [8]byte{byte(len(signer))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if add {
+			b.Add(signer)
+		}
+		return b
+	}
+	cases := []struct {
+		name    string
+		reports []bool
+		elected uint16
+		want    bool
+	}{
+		{"all saw it", []bool{true, true, true}, 3, true},
+		{"two of three", []bool{true, true, false}, 3, true},
+		{"one of three", []bool{true, false, false}, 3, false},
+		{"one report of three elected", []bool{true}, 3, false},
+		{"nobody elected", nil, 0, false},
+		{"three of six", []bool{true, true, true}, 6, false},
+		{"four of six", []bool{true, true, true, true}, 6, true},
+	}
+	for _, c := range cases {
+		var blooms []*Bloom
+		for _, saw := range c.reports {
+			blooms = append(blooms, bloomWith(saw))
+		}
+		if got := Healthy(blooms, c.elected, signer); got != c.want {
+			t.Errorf("%s: Healthy = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -65,6 +65,13 @@ type vectors struct {
 		Tokens       uint64
 		Size         uint16
 	} `json:"batch_sizes"`
+	DataIndexForStep []struct {
+		Start, End   uint16
+		WarmupTokens uint64 `json:"warmup_tokens"`
+		SeqLen       uint32 `json:"seq_len"`
+		Step         uint32
+		DataIndex    uint64 `json:"data_index"`
+	} `json:"data_index_for_step"`
 	Quorums []struct {
 		Elected, Quorum uint16
 	} `json:"quorums"`
@@ -163,6 +170,14 @@ func TestVectorsBatchSizesAndQuorums(t *testing.T) {
 	for _, c := range v.BatchSizes {
 		if got := BatchSize(c.Start, c.End, c.WarmupTokens, c.Tokens); got != c.Size {
 			t.Errorf("BatchSize(%d, %d, %d, %d) = %d, Rust %d", c.Start, c.End, c.WarmupTokens, c.Tokens, got, c.Size)
+		}
+	}
+	if len(v.DataIndexForStep) == 0 {
+		t.Fatal("no data_index_for_step vectors")
+	}
+	for _, c := range v.DataIndexForStep {
+		if got := DataIndexForStep(c.Start, c.End, c.WarmupTokens, c.SeqLen, c.Step); got != c.DataIndex {
+			t.Errorf("DataIndexForStep(%d, %d, %d, %d, %d) = %d, Rust %d", c.Start, c.End, c.WarmupTokens, c.SeqLen, c.Step, got, c.DataIndex)
 		}
 	}
 	for _, c := range v.Quorums {

@@ -80,18 +80,6 @@ fn elapsed(now: i64, since: i64) -> u64 {
     }
 }
 
-/// Tokens trained before sequence `data_index`. Past 2^47 sequences the batch
-/// ramp (at most 2^47 tokens) is over whatever the length, so the product is only
-/// formed below that, where it cannot overflow; no checked multiply, because
-/// LLVM lowers those to a 128-bit multiply that the BPF backend rejects.
-fn tokens_before(data_index: u64, seq_len: u32) -> u64 {
-    if data_index > selection::MAX_WARMUP_TOKENS {
-        return u64::MAX;
-    }
-    // data_index <= 2^47 and seq_len <= 2^16 after the clamp: below 2^63.
-    data_index * u64::from(seq_len.min(crate::config::MAX_SEQ_LEN))
-}
-
 fn valid_id_str(s: &[u8], max: usize) -> bool {
     !s.is_empty() && s.len() <= max && !s.contains(&0) && core::str::from_utf8(s).is_ok()
 }
@@ -149,7 +137,7 @@ impl CoordinatorState {
 
     /// Global batch size of the next round, from the data cursor.
     pub fn next_batch_size(&self) -> u16 {
-        let tokens = tokens_before(self.progress.data_index, self.model.max_seq_len);
+        let tokens = selection::tokens_before(self.progress.data_index, self.model.max_seq_len);
         let c = &self.config;
         selection::batch_size(c.global_batch_size_start, c.global_batch_size_end, c.global_batch_size_warmup_tokens, tokens)
     }

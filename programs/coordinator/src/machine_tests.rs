@@ -396,6 +396,8 @@ fn batch_size_ramps_and_caps_the_epoch_size() {
     // tokens = data_index * 256; size = 3 + 8 * data_index / 40 until 40 sequences.
     // data_index 0, 3, 6, 10, 15, 21, 28, 36, 46 (>= 40: the end size).
     assert_eq!(sizes, vec![3, 3, 4, 5, 6, 7, 8, 10, 11]);
+    let r = sim.s.current_round();
+    assert_eq!(r.data_index, selection::data_index_for_step(3, 11, 256 * 40, 256, r.step), "restart formula agrees");
     assert_eq!(sim.s.progress.data_index, 46 + 11);
 }
 

@@ -92,6 +92,14 @@ fn generate() -> String {
     }
     section(&mut out, "batch_sizes", rows, false);
 
+    let mut rows = Vec::new();
+    let cases = [(8u16, 8u16, 0u64, 256u32, 1u32), (8, 8, 0, 256, 1000), (3, 11, 10240, 256, 9), (3, 11, 10240, 256, 500), (1, 5, 1000, 7, 77), (16, 1024, 1 << 30, 2048, 100_000)];
+    for (start, end, warm, seq_len, step) in cases {
+        let index = selection::data_index_for_step(start, end, warm, seq_len, step);
+        rows.push(format!("\"start\": {start}, \"end\": {end}, \"warmup_tokens\": {warm}, \"seq_len\": {seq_len}, \"step\": {step}, \"data_index\": {index}"));
+    }
+    section(&mut out, "data_index_for_step", rows, false);
+
     let rows = (0..=34u16).map(|e| format!("\"elected\": {e}, \"quorum\": {}", selection::quorum(e))).collect();
     section(&mut out, "quorums", rows, false);
 
