@@ -127,7 +127,11 @@ func OpenHTTP(ctx context.Context, baseURL string, opts HTTPOptions) (*HTTP, err
 
 func (h *HTTP) Info() Info { return infoOf(h.m) }
 
-func (h *HTTP) Close() error { return nil }
+// Close releases idle connections to the server.
+func (h *HTTP) Close() error {
+	h.opts.Client.CloseIdleConnections()
+	return nil
+}
 
 func (h *HTTP) Sequences(ctx context.Context, indices []uint64) ([][]uint16, error) {
 	return gather(ctx, h.m, indices, h.fetchChunks)

@@ -24,58 +24,21 @@ import (
 	"github.com/psyche-go/psyche/clients/data/shard"
 )
 
-// prepared builds datasets from the default corpus's validation split once
-// per test binary, keyed by tokenizer and sequence length.
-var (
-	preparedMu sync.Mutex
-	preparedAt = map[string]string{}
-)
-
+// prepared builds a dataset from the default corpus's validation split
+// (0.8 MB) for one test, with small chunks and shards, so that requests span
+// chunks and shards.
 func prepared(t *testing.T, tok string, seqLen uint32) string {
 	t.Helper()
-	preparedMu.Lock()
-	defer preparedMu.Unlock()
-	key := tok + "/" + strconv.Itoa(int(seqLen))
-	if dir, ok := preparedAt[key]; ok {
-		return dir
-	}
 	in, err := corpus.SOTUDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	split, _ := corpus.NewSplit("validation", corpus.DefaultLastTrainYear)
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("psyche-provider-test-%d-%s-%d", os.Getpid(), tok, seqLen))
-	os.RemoveAll(dir)
-	// Small chunks and shards, so requests span chunks and shards.
+	dir := filepath.Join(t.TempDir(), "ds")
 	if _, err := prepare.Run(context.Background(), prepare.Options{Input: in, Split: split, Tokenizer: tok, SeqLen: seqLen, ChunkBytes: 1024, ShardBytes: 64 << 10, Out: dir}); err != nil {
 		t.Fatal(err)
 	}
-	preparedAt[key] = dir
 	return dir
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	for _, dir := range preparedAt {
-		os.RemoveAll(dir)
-	}
-	os.Exit(code)
-}
-
-// copyDataset gives a test its own copy to damage.
-func copyDataset(t *testing.T, src string) string {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "ds")
-	os.MkdirAll(dst, 0o755)
-	entries, _ := os.ReadDir(src)
-	for _, e := range entries {
-		raw, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(dst, e.Name()), raw, 0o644)
-	}
-	return dst
 }
 
 // rangeLog records the Range headers a handler was asked for.
@@ -211,13 +174,6 @@ func checkRangesCoverOnly(t *testing.T, m *shard.Manifest, indices []uint64, ran
 }
 
 func TestHTTPRejectsBadServersAndData(t *testing.T) {
-	base := prepared(t, "byte", 64)
-	local, err := OpenLocal(base, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := local.Info().Root
-	local.Close()
 	// Sequence 3 lives in shard-00000 chunk 0 (bytes from 64 on).
 	tests := []struct {
 		name    string
@@ -250,7 +206,13 @@ func TestHTTPRejectsBadServersAndData(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := copyDataset(t, base)
+			dir := prepared(t, "byte", 64)
+			local, err := OpenLocal(dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			root := local.Info().Root
+			local.Close()
 			ts := serve(t, dir, tt.wrap)
 			if tt.damage != nil {
 				tt.damage(dir) // after the server's own checks, as if the disk went bad

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -82,8 +83,12 @@ type Location struct {
 	Skip  int64  // byte offset of the sequence within its chunk
 }
 
-// Locate finds global sequence index i. The manifest must have been validated.
+// Locate finds global sequence index i in a validated manifest (as
+// ParseManifest and Writer.Close return).
 func (m *Manifest) Locate(i uint64) (Location, error) {
+	if m.starts == nil {
+		return Location{}, errors.New("internal error: manifest used before Validate")
+	}
 	if i >= m.NumSequences {
 		return Location{}, fmt.Errorf("sequence %d is out of range: the dataset has %d", i, m.NumSequences)
 	}
