@@ -265,6 +265,16 @@ impl CoordinatorState {
         Ok(ev)
     }
 
+    /// `free_coordinator` may close the accounts only while the run is halted
+    /// (Uninitialized, Paused or Finished), so no epoch in progress loses its state.
+    pub fn check_closable(&self) -> Result<(), E> {
+        if self.run_state()?.is_halted() {
+            Ok(())
+        } else {
+            Err(E::RunNotHalted)
+        }
+    }
+
     /// Hands a client's reward and slash points to the Treasurer (which calls
     /// this through CPI and credits or debits them) and zeroes them here, so that
     /// the slot of a client that left can be reused without losing anything.

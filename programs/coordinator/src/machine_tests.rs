@@ -716,6 +716,18 @@ fn checkpoint_updates_come_from_members_of_hub_or_p2p_runs() {
 }
 
 #[test]
+fn accounts_close_only_while_halted() {
+    let mut sim = Sim::uninitialized();
+    assert_eq!(sim.s.check_closable(), Ok(()));
+    sim = Sim::new();
+    assert_eq!(sim.s.check_closable(), Err(E::RunNotHalted));
+    sim.form_epoch(1..=3);
+    assert_eq!(sim.s.check_closable(), Err(E::RunNotHalted));
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    assert_eq!(sim.s.check_closable(), Ok(()));
+}
+
+#[test]
 fn nonce_bumps_on_every_success() {
     let mut sim = Sim::new();
     let mut last = sim.s.nonce;
