@@ -75,16 +75,27 @@ const stopTimeout = 15 * time.Second
 const defaultStartTimeout = 60 * time.Second
 
 // Dir returns the directory holding the server sources and node_modules:
-// $PSYCHE_LOCALNET_DIR if set, else this package's source directory.
+// $PSYCHE_LOCALNET_DIR if set, else this package's source directory, else
+// (binaries built with -trimpath) a localnet/ directory in or above the
+// working directory.
 func Dir() (string, error) {
 	if d := os.Getenv("PSYCHE_LOCALNET_DIR"); d != "" {
 		return d, nil
 	}
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("localnet: cannot locate the server sources; set PSYCHE_LOCALNET_DIR")
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Dir(file), nil
 	}
-	return filepath.Dir(file), nil
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "localnet", "src", "server.js")); err == nil {
+				return filepath.Join(d, "localnet"), nil
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", errors.New("localnet: cannot locate the server sources; set PSYCHE_LOCALNET_DIR")
 }
 
 // CheckInstalled reports whether node and the server's npm dependencies are
