@@ -2,7 +2,7 @@
 // subscriptions, notified as the chain processes transactions and slots.
 import * as bs58 from './base58.js';
 import { parseJSON, stringifyJSON } from './json.js';
-import { INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, invalidParams } from './errors.js';
+import { INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, invalidParams } from './errors.js';
 import { pubkey } from './rpc.js';
 
 const ENCODINGS = new Set(['binary', 'base58', 'base64', 'base64+zstd', 'jsonParsed']);
@@ -81,7 +81,7 @@ export class PubSub {
     } catch (e) {
       if (e instanceof RpcError) return { jsonrpc: '2.0', error: e.toJSON(), id };
       this.log.error(`internal error in websocket ${req && req.method}: ${e.stack ?? e}`);
-      return { jsonrpc: '2.0', error: { code: -32603, message: `Internal error: ${e.message}` }, id };
+      return { jsonrpc: '2.0', error: { code: INTERNAL_ERROR, message: `Internal error: ${e.message}` }, id };
     }
   }
 
@@ -222,11 +222,13 @@ export class PubSub {
     }
   }
 
+  // Subscriptions validated their encoding; only base58's 128-byte limit can
+  // still refuse an account, and then base64 is sent rather than nothing.
   encode(acc, cfg) {
     try {
       return this.rpc.account(acc, cfg);
-    } catch (e) {
-      return { error: e.message };
+    } catch {
+      return this.rpc.account(acc, { ...cfg, encoding: 'base64' });
     }
   }
 

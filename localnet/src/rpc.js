@@ -4,7 +4,7 @@ import {
   BLOCKHASH_VALID_SLOTS, SLOTS_PER_EPOCH, addressKey, TOKEN_PROGRAMS, isMintData, isTokenAccountData, isTokenProgram, uiTokenAmount,
 } from './chain.js';
 import {
-  INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, TRANSACTION_SIGNATURE_VERIFICATION_FAILURE,
+  INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, TRANSACTION_SIGNATURE_VERIFICATION_FAILURE,
   UNSUPPORTED_TRANSACTION_VERSION, invalidParams,
 } from './errors.js';
 import { MAX_TX_BYTES, messageFee, parseMessage, WireError, zstdFrame } from './wire.js';
@@ -273,7 +273,7 @@ export class Rpc {
     } catch (e) {
       if (e instanceof RpcError) return { jsonrpc: '2.0', error: e.toJSON(), id };
       this.log.error(`internal error in ${req && req.method}: ${e.stack ?? e}`);
-      return { jsonrpc: '2.0', error: { code: -32603, message: `Internal error: ${e.message}` }, id };
+      return { jsonrpc: '2.0', error: { code: INTERNAL_ERROR, message: `Internal error: ${e.message}` }, id };
     }
   }
 
