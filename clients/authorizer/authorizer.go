@@ -18,7 +18,7 @@ import (
 
 // Limits enforced by the program.
 const (
-	MaxScopeLen  = 64
+	MaxScopeLen  = 32
 	MaxDelegates = 32
 )
 

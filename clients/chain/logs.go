@@ -2,8 +2,10 @@ package chain
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
@@ -101,4 +103,40 @@ func (c *Client) followOnce(ctx context.Context, programs []solana.PublicKey, de
 			deliver(e)
 		}
 	}
+}
+
+// EventData returns the payloads of the "Program data:" log lines (Anchor
+// events: an 8-byte discriminator, then Borsh), in order. Lines that are not
+// valid base64 are skipped: logs are not trusted input.
+func EventData(logs []string) [][]byte {
+	var out [][]byte
+	for _, l := range logs {
+		rest, ok := strings.CutPrefix(l, "Program data: ")
+		if !ok {
+			continue
+		}
+		for _, field := range strings.Fields(rest) {
+			if b, err := base64.StdEncoding.DecodeString(field); err == nil {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// TransactionLogs fetches a confirmed transaction's log lines.
+func (c *Client) TransactionLogs(ctx context.Context, sig solana.Signature) ([]string, error) {
+	maxVersion := uint64(0)
+	out, err := c.RPC.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{
+		Encoding:                       solana.EncodingBase64,
+		Commitment:                     rpc.CommitmentConfirmed,
+		MaxSupportedTransactionVersion: &maxVersion,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get transaction %s: %w", sig, err)
+	}
+	if out.Meta == nil {
+		return nil, fmt.Errorf("transaction %s has no metadata", sig)
+	}
+	return out.Meta.LogMessages, nil
 }

@@ -3,6 +3,8 @@ package chain
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/gagliardetto/solana-go"
@@ -97,7 +99,7 @@ func (c *Client) decode(raw any, sig solana.Signature, logs []string, tx *solana
 		te.Kind = v
 	case map[string]any:
 		if ie, ok := v["InstructionError"].([]any); ok && len(ie) == 2 {
-			if idx, ok := ie[0].(float64); ok {
+			if idx, ok := number(ie[0]); ok {
 				te.Instruction = int(idx)
 			}
 			switch kind := ie[1].(type) {
@@ -106,7 +108,7 @@ func (c *Client) decode(raw any, sig solana.Signature, logs []string, tx *solana
 			case map[string]any:
 				for k, val := range kind {
 					te.Kind = k
-					if n, ok := val.(float64); ok && k == "Custom" {
+					if n, ok := number(val); ok && k == "Custom" {
 						code := uint32(n)
 						te.Code = &code
 					}
@@ -134,6 +136,22 @@ func (c *Client) decode(raw any, sig solana.Signature, logs []string, tx *solana
 		}
 	}
 	return te
+}
+
+// number reads a JSON number decoded either as float64 or as json.Number
+// (solana-go's RPC client decodes with UseNumber).
+func number(v any) (uint32, bool) {
+	switch n := v.(type) {
+	case float64:
+		if n >= 0 && n <= math.MaxUint32 && n == float64(uint32(n)) {
+			return uint32(n), true
+		}
+	case json.Number:
+		if u, err := strconv.ParseUint(string(n), 10, 32); err == nil {
+			return uint32(u), true
+		}
+	}
+	return 0, false
 }
 
 // failingProgram returns the program named in the first "Program X failed"

@@ -36,12 +36,15 @@ func TestDecodeTransactionErrors(t *testing.T) {
 		{"innermost failing program wins", `{"InstructionError":[0,{"Custom":6000}]}`,
 			[]string{"Program " + inner.String() + " failed: custom program error: 0x1770", "Program " + prog.String() + " failed: custom program error: 0x1770"},
 			"Custom", 6000, "", inner, "custom program error 6000 (0x1770)"},
+		{"json.Number code", "NUMBER", nil, "Custom", 6000, "", solana.PublicKey{}, "custom program error 6000"},
 		{"struct error", `{"InsufficientFundsForRent":{"account_index":0}}`, nil, "InsufficientFundsForRent", -1, "", solana.PublicKey{}, "InsufficientFundsForRent"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var raw any
-			if err := json.Unmarshal([]byte(tc.raw), &raw); err != nil {
+			if tc.raw == "NUMBER" {
+				raw = map[string]any{"InstructionError": []any{json.Number("0"), map[string]any{"Custom": json.Number("6000")}}}
+			} else if err := json.Unmarshal([]byte(tc.raw), &raw); err != nil {
 				t.Fatal(err)
 			}
 			te := c.decode(raw, solana.Signature{}, tc.logs, nil)
