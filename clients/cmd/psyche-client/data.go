@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -171,16 +172,17 @@ func dataVerifyCommand() *cli.Command {
 func dataFetchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "fetch",
-		Usage: "print sequences by global index, verified, from a dataset directory or data server",
+		Usage: "print sequences by global index, verified, from a dataset directory, a data server or a mix",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "from", Usage: "dataset directory or http(s) URL of a data server (required)"},
+			&cli.StringFlag{Name: "from", Usage: "dataset directory or http(s) URL of a data server"},
+			&cli.StringFlag{Name: "mix", Usage: `JSON file listing datasets to mix: [{"location": DIR|URL, "root": HEX, "weight": N}, ...]`},
 			&cli.StringFlag{Name: "root", Usage: "the dataset root to pin (hex; required for a server)"},
 			&cli.StringFlag{Name: "indices", Usage: "comma-separated global sequence indices (required)"},
 			&cli.StringFlag{Name: "cache", Usage: "cache directory for data fetched from a server"},
 			&cli.BoolFlag{Name: "text", Usage: "print decoded text instead of token ids"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := requireFlags(c, "data fetch", "from", "indices"); err != nil {
+			if err := requireFlags(c, "data fetch", "indices"); err != nil {
 				return err
 			}
 			var indices []uint64
@@ -191,26 +193,32 @@ func dataFetchCommand() *cli.Command {
 				}
 				indices = append(indices, i)
 			}
-			var p provider.Provider
-			from := c.String("from")
-			if strings.HasPrefix(from, "http://") || strings.HasPrefix(from, "https://") {
-				if c.String("root") == "" {
-					return badInputf("--root is required with a data server: pin the dataset you expect")
-				}
-				h, err := provider.OpenHTTP(c.Context, from, provider.HTTPOptions{
-					Root: c.String("root"), CacheDir: c.String("cache"),
-					Log: slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)),
-				})
+			var sources []provider.Source
+			switch {
+			case c.IsSet("mix") == c.IsSet("from"):
+				return badInputf("data fetch: give either --from or --mix")
+			case c.IsSet("mix"):
+				raw, err := os.ReadFile(c.String("mix"))
 				if err != nil {
-					return asBadData(err)
+					return badInputf("--mix: %w", err)
 				}
-				p = h
-			} else {
-				l, err := provider.OpenLocal(from, c.String("root"))
-				if err != nil {
-					return badInput(err)
+				if sources, err = provider.ParseSources(raw); err != nil {
+					return badInputf("--mix %s: %w", c.String("mix"), err)
 				}
-				p = l
+			default:
+				sources = []provider.Source{{Location: c.String("from"), Root: c.String("root")}}
+			}
+			for _, s := range sources {
+				if (strings.HasPrefix(s.Location, "http://") || strings.HasPrefix(s.Location, "https://")) && s.Root == "" {
+					return badInputf("data source %s: a root is required for a data server: pin the dataset you expect", s.Location)
+				}
+			}
+			p, err := provider.Open(c.Context, sources, provider.HTTPOptions{
+				CacheDir: c.String("cache"),
+				Log:      slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)),
+			})
+			if err != nil {
+				return asBadData(err)
 			}
 			defer p.Close()
 			if n := p.Info().NumSequences; slices.Max(indices) >= n {
@@ -261,10 +269,11 @@ func requireFlags(c *cli.Context, cmd string, names ...string) error {
 	return nil
 }
 
-// asBadData marks data that failed verification, and manifests that are not
-// the pinned one, as bad input; network failures stay ordinary failures.
+// asBadData marks data that failed verification, manifests that are not the
+// pinned one, and missing local files as bad input; network failures stay
+// ordinary failures.
 func asBadData(err error) error {
-	if errors.As(err, new(*shard.IntegrityError)) || errors.As(err, new(*shard.ManifestError)) {
+	if errors.As(err, new(*shard.IntegrityError)) || errors.As(err, new(*shard.ManifestError)) || errors.As(err, new(*fs.PathError)) {
 		return badInput(err)
 	}
 	return err

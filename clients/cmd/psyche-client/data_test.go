@@ -64,6 +64,20 @@ func TestDataCommands(t *testing.T) {
 	if _, stderr, code := runCLI(t, nil, "data", "fetch", "--from", url, "--root", strings.Repeat("0", 64), "--indices", "0"); code != 2 || !strings.Contains(stderr, "pinned root") {
 		t.Fatalf("fetch with a wrong root: exit %d, %s", code, stderr)
 	}
+	mix := filepath.Join(tmp, "mix.json")
+	os.WriteFile(mix, []byte(`[{"location": "`+out+`", "weight": 2}, {"location": "`+url+`", "root": "`+root+`", "weight": 1}]`), 0o644)
+	mixed, stderr, code := runCLI(t, nil, "data", "fetch", "--mix", mix, "--indices", "0,1,2,3")
+	// Both parts are the same dataset; weights 2:1 give slots 0 1 0, so mix
+	// indices 0 1 2 3 read sequences 0 0 1 2.
+	lines := strings.Split(mixed, "\n")
+	body := func(i int) string { _, b, _ := strings.Cut(lines[i], ","); return b }
+	if code != 0 || len(lines) != 5 || body(0) != body(1) || body(1) == body(2) || body(2) == body(3) {
+		t.Fatalf("fetch --mix: exit %d, %s\n%s", code, stderr, mixed)
+	}
+	os.WriteFile(mix, []byte(`[{"location": "`+url+`", "weight": 1}, {"location": "`+out+`"}]`), 0o644)
+	if _, stderr, code := runCLI(t, nil, "data", "fetch", "--mix", mix, "--indices", "0"); code != 2 {
+		t.Fatalf("fetch --mix with a bad mix: exit %d, %s", code, stderr)
+	}
 	srv.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- srv.Wait() }()
@@ -104,6 +118,8 @@ func TestDataCommands(t *testing.T) {
 		{"data", "fetch", "--from", out, "--indices", "1,x"},
 		{"data", "fetch", "--from", out, "--indices", "99999999"},
 		{"data", "fetch", "--from", "http://127.0.0.1:1/", "--indices", "0"},
+		{"data", "fetch", "--from", filepath.Join(tmp, "missing"), "--indices", "0"},
+		{"data", "fetch", "--indices", "0"},
 	} {
 		if _, stderr, code := runCLI(t, nil, args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, stderr)
