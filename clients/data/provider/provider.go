@@ -89,3 +89,28 @@ func gather(ctx context.Context, m *shard.Manifest, indices []uint64,
 	}
 	return out, nil
 }
+
+// InputsAndTargets lays sequences out as one flat trainer batch: for each
+// sequence of seq_len+1 tokens, inputs get tokens [0, seq_len) and targets
+// tokens [1, seq_len], so targets[i] is the token after inputs[i].
+func InputsAndTargets(seqs [][]uint16) (inputs, targets []int32, err error) {
+	if len(seqs) == 0 {
+		return nil, nil, fmt.Errorf("no sequences")
+	}
+	n := len(seqs[0]) - 1
+	if n < 1 {
+		return nil, nil, fmt.Errorf("sequences of %d tokens leave nothing to predict", n+1)
+	}
+	inputs = make([]int32, 0, len(seqs)*n)
+	targets = make([]int32, 0, len(seqs)*n)
+	for i, s := range seqs {
+		if len(s) != n+1 {
+			return nil, nil, fmt.Errorf("sequence %d has %d tokens, sequence 0 has %d", i, len(s), n+1)
+		}
+		for k := range n {
+			inputs = append(inputs, int32(s[k]))
+			targets = append(targets, int32(s[k+1]))
+		}
+	}
+	return inputs, targets, nil
+}
