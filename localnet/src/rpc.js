@@ -7,6 +7,7 @@ import {
   INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, TRANSACTION_SIGNATURE_VERIFICATION_FAILURE,
   UNSUPPORTED_TRANSACTION_VERSION, invalidParams,
 } from './errors.js';
+import { u64JSON } from './json.js';
 import { MAX_TX_BYTES, messageFee, parseMessage, WireError, zstdFrame } from './wire.js';
 
 export const API_VERSION = '2.2.0';
@@ -122,18 +123,18 @@ export class Rpc {
           throw e;
         }
         const valid = chain.lastValidSlot(bs58.encode(parsed.recentBlockhash)) !== null;
-        return this.ctx(valid ? messageFee(parsed) : null);
+        return this.ctx(valid ? u64JSON(messageFee(parsed)) : null);
       },
       getBalance: (p) => {
         const [key, cfg] = args(p, 1, 2);
         const k = pubkey(key);
         this.checkCfg(cfg);
-        return this.ctx(chain.svm.getBalance(k) ?? 0n);
+        return this.ctx(u64JSON(chain.svm.getBalance(k) ?? 0n));
       },
       getMinimumBalanceForRentExemption: (p) => {
         const [len, cfg] = args(p, 1, 2);
         config(cfg);
-        return chain.svm.minimumBalanceForRentExemption(BigInt(usize(len)));
+        return u64JSON(chain.svm.minimumBalanceForRentExemption(BigInt(usize(len))));
       },
       getAccountInfo: (p) => {
         const [key, c] = args(p, 1, 2);
@@ -378,7 +379,7 @@ export class Rpc {
       default:
         throw invalidParams(`Invalid params: unknown encoding ${JSON.stringify(encoding)}.`);
     }
-    return { data: encoded, executable: acc.executable(), lamports: acc.lamports(), owner: bs58.encode(owner), rentEpoch: acc.rentEpoch(), space };
+    return { data: encoded, executable: acc.executable(), lamports: u64JSON(acc.lamports()), owner: bs58.encode(owner), rentEpoch: u64JSON(acc.rentEpoch()), space };
   }
 
   /** jsonParsed for SPL token accounts and mints; null for everything else. */
@@ -467,7 +468,7 @@ export class Rpc {
     const meta = sim.meta;
     value.err = sim.err;
     value.logs = meta.logs();
-    value.unitsConsumed = meta.computeUnitsConsumed();
+    value.unitsConsumed = u64JSON(meta.computeUnitsConsumed());
     const rd = meta.returnData();
     if (rd.data().length) value.returnData = { programId: bs58.encode(rd.programId()), data: [Buffer.from(rd.data()).toString('base64'), 'base64'] };
     if (cfg.innerInstructions === true) {
@@ -533,12 +534,12 @@ export class Rpc {
       blockTime: r.blockTime,
       transaction,
       meta: {
-        err: r.err, status: r.err ? { Err: r.err } : { Ok: null }, fee: r.fee,
-        preBalances: r.preBalances, postBalances: r.postBalances,
+        err: r.err, status: r.err ? { Err: r.err } : { Ok: null }, fee: u64JSON(r.fee),
+        preBalances: r.preBalances.map(u64JSON), postBalances: r.postBalances.map(u64JSON),
         innerInstructions: r.innerInstructions, logMessages: r.logs,
         preTokenBalances: r.preTokenBalances, postTokenBalances: r.postTokenBalances, rewards: [],
         loadedAddresses: { writable: loaded.writable.map(bs58.encode), readonly: loaded.readonly.map(bs58.encode) },
-        computeUnitsConsumed: r.computeUnitsConsumed,
+        computeUnitsConsumed: u64JSON(r.computeUnitsConsumed),
       },
     };
     if (r.returnData) out.meta.returnData = r.returnData;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 
 import * as bs58 from '../src/base58.js';
-import { parseJSON, stringifyJSON } from '../src/json.js';
+import { parseJSON, stringifyJSON, u64JSON } from '../src/json.js';
 import { messageFee, parseTransaction, WireError, zstdFrame } from '../src/wire.js';
 
 test('parseJSON keeps integers above 2^53 exact and leaves strings and floats alone', () => {
@@ -19,6 +19,13 @@ test('parseJSON keeps integers above 2^53 exact and leaves strings and floats al
 
 test('stringifyJSON writes u64 max exactly', () => {
   assert.equal(stringifyJSON({ rentEpoch: 2n ** 64n - 1n }), '{"rentEpoch":18446744073709551615}');
+});
+
+test('u64JSON keeps exact values only as BigInt when they need it', () => {
+  assert.equal(u64JSON(5n), 5);
+  assert.equal(u64JSON(9007199254740991n), 9007199254740991);
+  assert.equal(u64JSON(9007199254740993n), 9007199254740993n);
+  assert.equal(stringifyJSON({ a: u64JSON(9007199254740993n), b: u64JSON(7n) }), '{"a":9007199254740993,"b":7}');
 });
 
 test('parseJSON rejects malformed input', () => {
