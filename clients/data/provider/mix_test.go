@@ -123,15 +123,3 @@ func TestMixRejectsIncompatibleDatasets(t *testing.T) {
 		}
 	}
 }
-
-func TestInputsAndTargets(t *testing.T) {
-	in, tg, err := InputsAndTargets([][]uint16{{1, 2, 3}, {7, 8, 9}})
-	if err != nil || !slices.Equal(in, []int32{1, 2, 7, 8}) || !slices.Equal(tg, []int32{2, 3, 8, 9}) {
-		t.Fatalf("InputsAndTargets = %v %v %v", in, tg, err)
-	}
-	for _, bad := range [][][]uint16{nil, {{1}}, {{1, 2, 3}, {1, 2}}} {
-		if _, _, err := InputsAndTargets(bad); err == nil {
-			t.Errorf("InputsAndTargets(%v) succeeded", bad)
-		}
-	}
-}
