@@ -336,7 +336,7 @@ func (h *HTTP) get(ctx context.Context, name string) ([]byte, error) {
 	}
 	// Manifests and chunk hash files are small; the bound stops a
 	// misbehaving server from exhausting memory.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
