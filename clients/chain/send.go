@@ -31,7 +31,14 @@ func (c *Client) Send(ctx context.Context, payer solana.PrivateKey, ixs []solana
 			PreflightCommitment: rpc.CommitmentProcessed,
 		})
 		if err != nil {
-			return solana.Signature{}, c.sendError(err)
+			err = c.sendError(err)
+			// The same instructions signed with the same blockhash make the same
+			// transaction: report what the earlier copy did.
+			var te *TxError
+			if !errors.As(err, &te) || te.Kind != "AlreadyProcessed" {
+				return solana.Signature{}, err
+			}
+			sig = tx.Signatures[0]
 		}
 		err = c.Confirm(ctx, sig, lastValid)
 		if errors.Is(err, errExpired) {
