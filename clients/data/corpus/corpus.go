@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -149,30 +150,43 @@ func Walk(ctx context.Context, root string, split Split, fn func(Document) error
 		if err != nil {
 			rel = path
 		}
+		if filepath.Ext(path) == ".jsonl" {
+			if err := walkJSONL(path, rel, fn); err != nil {
+				return err
+			}
+			continue
+		}
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("reading corpus: %w", err)
 		}
-		if filepath.Ext(path) == ".txt" {
-			if len(raw) > 0 {
-				if err := fn(Document{Name: rel, Text: string(raw)}); err != nil {
-					return err
-				}
+		if len(raw) > 0 {
+			if err := fn(Document{Name: rel, Text: string(raw)}); err != nil {
+				return err
 			}
-			continue
-		}
-		if err := walkJSONL(rel, raw, fn); err != nil {
-			return err
 		}
 	}
 	return nil
 }
 
-func walkJSONL(name string, raw []byte, fn func(Document) error) error {
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(nil, len(raw)+1)
-	for line := 1; sc.Scan(); line++ {
-		b := bytes.TrimSpace(sc.Bytes())
+// walkJSONL streams a .jsonl file line by line, so its size is not bounded
+// by memory.
+func walkJSONL(path, name string, fn func(Document) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("reading corpus: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	for line := 1; ; line++ {
+		raw, err := r.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading corpus: %s: %w", name, err)
+		}
+		if len(raw) == 0 && err != nil {
+			return nil
+		}
+		b := bytes.TrimSpace(raw)
 		if len(b) == 0 {
 			continue
 		}
@@ -192,5 +206,4 @@ func walkJSONL(name string, raw []byte, fn func(Document) error) error {
 			return err
 		}
 	}
-	return sc.Err()
 }

@@ -62,6 +62,7 @@ func TestWalkReadsTextAndJSONLInOrder(t *testing.T) {
 	write("b.txt", "second")
 	write("a.jsonl", `{"text": "first"}`+"\n\n"+`{"text": "", "id": 3}`+"\n"+`{"text": "also first", "meta": {}}`+"\n")
 	write("c/d.txt", "third")
+	write("c/e.jsonl", `{"text": "no newline at the end"}`)
 	write("empty.txt", "")
 	write("notes.md", "ignored")
 	all, _ := NewSplit("all", DefaultLastTrainYear)
@@ -73,7 +74,7 @@ func TestWalkReadsTextAndJSONLInOrder(t *testing.T) {
 	for _, d := range docs {
 		got = append(got, d.Name+"="+d.Text)
 	}
-	want := "a.jsonl:1=first a.jsonl:4=also first b.txt=second c/d.txt=third"
+	want := "a.jsonl:1=first a.jsonl:4=also first b.txt=second c/d.txt=third c/e.jsonl:1=no newline at the end"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("documents %q, want %q", strings.Join(got, " "), want)
 	}
