@@ -169,3 +169,20 @@ func (c *Client) decodeLanded(ctx context.Context, txErr any, sig solana.Signatu
 	}
 	return c.decode(txErr, sig, logs, tx)
 }
+
+// ComputeUnits returns the compute units a confirmed transaction consumed.
+func (c *Client) ComputeUnits(ctx context.Context, sig solana.Signature) (uint64, error) {
+	maxVersion := uint64(0)
+	out, err := c.RPC.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{
+		Encoding:                       solana.EncodingBase64,
+		Commitment:                     rpc.CommitmentConfirmed,
+		MaxSupportedTransactionVersion: &maxVersion,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("get transaction %s: %w", sig, err)
+	}
+	if out.Meta == nil || out.Meta.ComputeUnitsConsumed == nil {
+		return 0, fmt.Errorf("transaction %s reports no compute units", sig)
+	}
+	return *out.Meta.ComputeUnitsConsumed, nil
+}
