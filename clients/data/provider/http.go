@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +69,9 @@ func OpenHTTP(ctx context.Context, baseURL string, opts HTTPOptions) (*HTTP, err
 	}
 	if opts.Root == "" {
 		return nil, errors.New("the dataset root to pin is required for an HTTP data source")
+	}
+	if root, err := hex.DecodeString(opts.Root); err != nil || len(root) != sha256.Size {
+		return nil, fmt.Errorf("dataset root %q is not a SHA-256 hex digest", opts.Root)
 	}
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: time.Minute}
@@ -152,15 +157,16 @@ func (h *HTTP) fetchChunks(ctx context.Context, keys []chunkKey) (map[chunkKey][
 			chunks[k] = data
 			continue
 		}
-		e := h.m.Shards[k.shard]
 		if n := len(spans); n > 0 {
 			last := &spans[n-1]
-			_, size := h.m.ChunkSpan(e, k.chunk)
-			spanOff, _ := h.m.ChunkSpan(e, last.first)
-			off, _ := h.m.ChunkSpan(e, k.chunk)
-			if last.shard == k.shard && last.first+last.count == k.chunk && off+size-spanOff <= h.opts.MaxRangeBytes {
-				last.count++
-				continue
+			if last.shard == k.shard && last.first+last.count == k.chunk {
+				e := h.m.Shards[k.shard]
+				spanOff, _ := h.m.ChunkSpan(e, last.first)
+				off, size := h.m.ChunkSpan(e, k.chunk)
+				if off+size-spanOff <= h.opts.MaxRangeBytes {
+					last.count++
+					continue
+				}
 			}
 		}
 		spans = append(spans, span{k.shard, k.chunk, 1})

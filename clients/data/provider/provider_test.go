@@ -340,8 +340,10 @@ func TestProvidersRejectBadRequests(t *testing.T) {
 			t.Errorf("OpenHTTP(%q) succeeded", u)
 		}
 	}
-	if _, err := OpenHTTP(context.Background(), "http://127.0.0.1:1/", HTTPOptions{}); err == nil || !strings.Contains(err.Error(), "root") {
-		t.Errorf("OpenHTTP without a pinned root: %v", err)
+	for _, root := range []string{"", "../../etc", strings.Repeat("g", 64)} {
+		if _, err := OpenHTTP(context.Background(), "http://127.0.0.1:1/", HTTPOptions{Root: root, CacheDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "root") {
+			t.Errorf("OpenHTTP with pinned root %q: %v", root, err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
