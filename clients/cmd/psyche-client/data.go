@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -208,9 +210,15 @@ func dataFetchCommand() *cli.Command {
 			default:
 				sources = []provider.Source{{Location: c.String("from"), Root: c.String("root")}}
 			}
+			if c.IsSet("mix") && c.IsSet("root") {
+				return badInputf("data fetch: with --mix, give each dataset's root in the mix file")
+			}
 			for _, s := range sources {
 				if (strings.HasPrefix(s.Location, "http://") || strings.HasPrefix(s.Location, "https://")) && s.Root == "" {
 					return badInputf("data source %s: a root is required for a data server: pin the dataset you expect", s.Location)
+				}
+				if b, err := hex.DecodeString(s.Root); s.Root != "" && (err != nil || len(b) != sha256.Size) {
+					return badInputf("data source %s: root %q is not a SHA-256 hex digest", s.Location, s.Root)
 				}
 			}
 			p, err := provider.Open(c.Context, sources, provider.HTTPOptions{

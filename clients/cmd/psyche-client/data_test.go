@@ -120,6 +120,7 @@ func TestDataCommands(t *testing.T) {
 		{"data", "fetch", "--from", "http://127.0.0.1:1/", "--indices", "0"},
 		{"data", "fetch", "--from", filepath.Join(tmp, "missing"), "--indices", "0"},
 		{"data", "fetch", "--indices", "0"},
+		{"data", "fetch", "--from", url, "--root", "xyz", "--indices", "0"},
 	} {
 		if _, stderr, code := runCLI(t, nil, args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, stderr)
