@@ -195,6 +195,9 @@ func (n *Node) Announce(ctx context.Context, a Announcement) (Announcement, erro
 	if a.Batch.End < a.Batch.Start {
 		return a, fmt.Errorf("announce: batch %d..%d is inverted", a.Batch.Start, a.Batch.End)
 	}
+	if a.Size > n.cfg.MaxBlobSize {
+		return a, fmt.Errorf("announce: size %d exceeds the %d-byte blob limit", a.Size, n.cfg.MaxBlobSize)
+	}
 	a.Signer = n.host.ID()
 	sig, err := sign(n.key, n.runKey, a.body())
 	if err != nil {
