@@ -401,7 +401,8 @@ typedef struct {
 } tr_demo_view;
 
 // Checks one payload against this model and hp without touching any state;
-// fills v[TR_NUM_TENSORS] when v is not NULL. seen is scratch of max chunk size.
+// fills v[TR_NUM_TENSORS] when v is not NULL. seen: scratch of the largest
+// chunk's size, all zero on entry (it is left dirty).
 static int tr_demo_parse(const tr_demo_tensor *t, const tr_demo *hp, const uint8_t *p, size_t len,
                          tr_demo_view *v, uint32_t *seen) {
     if (!p || len < TR_DEMO_HEADER || memcmp(p, TR_DEMO_MAGIC, 4) != 0) return TR_EPAYLOAD;
@@ -459,12 +460,14 @@ static int tr_demo_parse(const tr_demo_tensor *t, const tr_demo *hp, const uint8
     return TR_OK;
 }
 
-static uint32_t *tr_seen_alloc(const tr_demo_tensor *t) {
+static size_t tr_max_chunk(const tr_demo_tensor *t) {
     size_t n = 0;
     for (int i = 0; i < TR_NUM_TENSORS; i++)
         if ((size_t)t[i].cr * t[i].cc > n) n = (size_t)t[i].cr * t[i].cc;
-    return calloc(n, sizeof(uint32_t));
+    return n;
 }
+
+static uint32_t *tr_seen_alloc(const tr_demo_tensor *t) { return calloc(tr_max_chunk(t), sizeof(uint32_t)); }
 
 int tr_demo_validate(const tr_model *m, const tr_demo *hp, const uint8_t *p, size_t len) {
     if (!m || tr_demo_check(hp)) return TR_EINVAL;
@@ -508,6 +511,7 @@ int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const
     // All payloads are checked before anything changes.
     size_t off = 0;
     for (int c = 0; c < n; c++) {
+        if (c > 0) memset(seen, 0, sizeof(uint32_t) * tr_max_chunk(t));
         if ((rc = tr_demo_parse(t, hp, payloads + off, lens[c], views + (size_t)c * TR_NUM_TENSORS, seen))) goto done;
         off += lens[c];
     }

@@ -482,3 +482,30 @@ func (t *Trainer) GEMM(m, n, k int, a, b, out []float32) error {
 	defer t.mu.Unlock()
 	return codeErr(C.tr_gemm(t.m, C.int(m), C.int(n), C.int(k), (*C.float)(&a[0]), (*C.float)(&b[0]), (*C.float)(&out[0])), "GEMM")
 }
+
+// ChunkedDCT returns the chunked orthonormal 2-D DCT-II that DeMo applies to
+// a (rows, cols) tensor: chunks of (largest divisor of rows <= chunk) x
+// (largest divisor of cols <= chunk), each transformed on its own.
+func ChunkedDCT(rows, cols, chunk int, x []float32) ([]float32, error) {
+	return chunkedDCT(rows, cols, chunk, x, false)
+}
+
+// ChunkedIDCT inverts ChunkedDCT.
+func ChunkedIDCT(rows, cols, chunk int, y []float32) ([]float32, error) {
+	return chunkedDCT(rows, cols, chunk, y, true)
+}
+
+func chunkedDCT(rows, cols, chunk int, in []float32, inverse bool) ([]float32, error) {
+	if rows < 1 || cols < 1 || len(in) != rows*cols {
+		return nil, fmt.Errorf("DCT of %dx%d over %d values: %w", rows, cols, len(in), ErrInvalid)
+	}
+	out := make([]float32, len(in))
+	r, c, ch, src, dst := C.int(rows), C.int(cols), C.int(chunk), (*C.float)(&in[0]), (*C.float)(&out[0])
+	var rc C.int
+	if inverse {
+		rc = C.tr_dct_inverse(r, c, ch, src, dst)
+	} else {
+		rc = C.tr_dct_forward(r, c, ch, src, dst)
+	}
+	return out, codeErr(rc, "chunked DCT")
+}

@@ -1,0 +1,401 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestDCTRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, s := range [][3]int{{64, 64, 64}, {192, 128, 64}, {1, 128, 64}, {7, 13, 64}, {96, 40, 16}, {12, 10, 6}} {
+		rows, cols, chunk := s[0], s[1], s[2]
+		x := make([]float32, rows*cols)
+		for i := range x {
+			x[i] = r.Float32()*2 - 1
+		}
+		y, err := ChunkedDCT(rows, cols, chunk, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ChunkedIDCT(rows, cols, chunk, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ex, ey float64
+		for i := range x {
+			if d := math.Abs(float64(back[i] - x[i])); d > 2e-6 {
+				t.Fatalf("%dx%d chunk %d: round trip error %.3g at %d", rows, cols, chunk, d, i)
+			}
+			ex += float64(x[i]) * float64(x[i])
+			ey += float64(y[i]) * float64(y[i])
+		}
+		if math.Abs(ex-ey) > 1e-5*ex {
+			t.Errorf("%dx%d chunk %d: energy %.6g before, %.6g after: not orthonormal", rows, cols, chunk, ex, ey)
+		}
+		// The first chunk against the textbook definition, in float64.
+		cr, cc := largestDivisor(rows, chunk), largestDivisor(cols, chunk)
+		basis := func(n, i, j int) float64 {
+			s := math.Sqrt(2 / float64(n))
+			if i == 0 {
+				s = math.Sqrt(1 / float64(n))
+			}
+			return s * math.Cos(math.Pi*float64(2*j+1)*float64(i)/float64(2*n))
+		}
+		for p := range cr {
+			for q := range cc {
+				var want float64
+				for i := range cr {
+					for j := range cc {
+						want += basis(cr, p, i) * float64(x[i*cols+j]) * basis(cc, q, j)
+					}
+				}
+				if d := math.Abs(float64(y[p*cols+q]) - want); d > 1e-5 {
+					t.Fatalf("%dx%d chunk %d: coefficient (%d,%d) = %v, want %v", rows, cols, chunk, p, q, y[p*cols+q], want)
+				}
+			}
+		}
+	}
+	if _, err := ChunkedDCT(2, 2, 0, make([]float32, 4)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("chunk 0: got %v", err)
+	}
+}
+
+func largestDivisor(n, limit int) int {
+	for d := min(n, limit); d > 1; d-- {
+		if n%d == 0 {
+			return d
+		}
+	}
+	return 1
+}
+
+// stateDelta extracts the DeMo momentum from a state blob (format v1).
+func stateDelta(t *testing.T, state []byte, n int) []float32 {
+	t.Helper()
+	flags := binary.LittleEndian.Uint32(state[52:])
+	if flags&stateFlagDelta == 0 {
+		t.Fatal("state has no DeMo delta")
+	}
+	raw := state[len(state)-4*n:]
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out
+}
+
+// With top-k = whole chunk and full-precision values, one client's apply
+// step is exactly -lr*sign(gradient), and error feedback leaves ~0 behind.
+func TestTopKAllReconstructsSigns(t *testing.T) {
+	cfg := lightConfig(t)
+	tr := newTrainer(t, cfg, 5)
+	hp := DeMo{LR: 1e-3, Decay: 0.9, Chunk: 64, TopK: 64 * 64}
+	text := MarkovText(6, 2*32+1)
+	step(t, tr, text, 0, 2, 32)
+	g, _ := tr.Grads()
+	x0, _ := tr.Params()
+	p, err := tr.DeMoGenerate(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.DeMoApply(hp, [][]byte{p}); err != nil {
+		t.Fatal(err)
+	}
+	x1, _ := tr.Params()
+	tensors, _ := tr.Tensors()
+	for _, ts := range tensors {
+		var gmax float64
+		for _, v := range g[ts.Offset : ts.Offset+ts.Size] {
+			gmax = math.Max(gmax, math.Abs(float64(v)))
+		}
+		checked := 0
+		for i := ts.Offset; i < ts.Offset+ts.Size; i++ {
+			if math.Abs(float64(g[i])) <= 1e-3*gmax {
+				continue // sign of a near-zero coefficient is rounding noise
+			}
+			want := x0[i] - hp.LR*float32(math.Copysign(1, float64(g[i])))
+			if x1[i] != want {
+				t.Fatalf("%s[%d]: gradient %v moved %v -> %v, want %v", ts.Name, i-ts.Offset, g[i], x0[i], x1[i], want)
+			}
+			checked++
+		}
+		if checked == 0 {
+			t.Errorf("%s: nothing checked", ts.Name)
+		}
+	}
+	state, _ := tr.ExportState()
+	var dmax, gmax float64
+	for i, d := range stateDelta(t, state, tr.NumParams()) {
+		dmax = math.Max(dmax, math.Abs(float64(d)))
+		gmax = math.Max(gmax, math.Abs(float64(hp.LR*g[i])))
+	}
+	if dmax > 1e-5*gmax {
+		t.Errorf("error feedback left |delta| up to %.3g (largest lr*g %.3g)", dmax, gmax)
+	}
+}
+
+func tinyPayload(t testing.TB, hp DeMo) (*Trainer, []byte) {
+	tr := newTrainer(t, tinyConfig, 3)
+	text := textFor(tinyConfig, 3, 2*8+1)
+	step(t, tr, text, 0, 2, 8)
+	p, err := tr.DeMoGenerate(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, p
+}
+
+var tinyDeMo = DeMo{LR: 1e-3, Decay: 0.99, Chunk: 8, TopK: 3, OneBit: true}
+
+func TestPayloadRoundTrip(t *testing.T) {
+	for _, oneBit := range []bool{true, false} {
+		hp := tinyDeMo
+		hp.OneBit = oneBit
+		tr, p := tinyPayload(t, hp)
+		size, err := tr.PayloadSize(hp)
+		if err != nil || size != len(p) {
+			t.Fatalf("PayloadSize = %d, %v; payload has %d bytes", size, err, len(p))
+		}
+		d, err := DecodePayload(p)
+		if err != nil {
+			t.Fatalf("one-bit=%v: %v", oneBit, err)
+		}
+		if d.OneBit != oneBit || len(d.Tensors) != 16 {
+			t.Fatalf("decoded one-bit=%v with %d tensors", d.OneBit, len(d.Tensors))
+		}
+		tensors, _ := tr.Tensors()
+		for i, pt := range d.Tensors {
+			if pt.Rows*pt.Cols != tensors[i].Size {
+				t.Errorf("tensor %d (%s): %dx%d in payload, %d parameters", i, tensors[i].Name, pt.Rows, pt.Cols, tensors[i].Size)
+			}
+			if pt.K != min(hp.TopK, pt.ChunkRows*pt.ChunkCols) {
+				t.Errorf("tensor %d: k=%d", i, pt.K)
+			}
+		}
+		if again := d.Encode(); !bytes.Equal(again, p) {
+			t.Fatalf("one-bit=%v: decode+encode changed the payload", oneBit)
+		}
+		if err := tr.ValidatePayload(hp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestMalformedPayloadRejected(t *testing.T) {
+	tr, good := tinyPayload(t, tinyDeMo)
+	d, err := DecodePayload(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Offsets of tensor 0 (see README.md): header at 12, scale at 28, indices at 32.
+	// A tensor whose sign bits do not fill the last byte, for the padding check.
+	padAt, off := -1, 12
+	for _, pt := range d.Tensors {
+		e := pt.Chunks() * pt.K
+		end := off + 16 + 4 + e*pt.IndexBytes + (e+7)/8
+		if e%8 != 0 && padAt < 0 {
+			padAt = end - 1
+		}
+		off = end
+	}
+	if padAt < 0 {
+		t.Fatal("no tensor with partial sign byte in the test payload")
+	}
+	put32 := func(b []byte, at int, v uint32) []byte { binary.LittleEndian.PutUint32(b[at:], v); return b }
+	before := digest(t, tr, nil)
+	for _, tc := range []struct {
+		name       string
+		structural bool // DecodePayload alone must reject it too
+		mod        func([]byte) []byte
+	}{
+		{"empty", true, func(b []byte) []byte { return nil }},
+		{"header only", true, func(b []byte) []byte { return b[:12] }},
+		{"truncated", true, func(b []byte) []byte { return b[:len(b)-1] }},
+		{"trailing byte", true, func(b []byte) []byte { return append(b, 0) }},
+		{"bad magic", true, func(b []byte) []byte { b[0] = 'Q'; return b }},
+		{"version 2", true, func(b []byte) []byte { b[4] = 2; return b }},
+		{"unknown flag", true, func(b []byte) []byte { b[6] |= 2; return b }},
+		{"float values announced", false, func(b []byte) []byte { b[6] = 0; return b }},
+		{"15 tensors", true, func(b []byte) []byte { return put32(b, 8, 15) }},
+		{"huge tensor count", true, func(b []byte) []byte { return put32(b, 8, math.MaxUint32) }},
+		{"other shape", false, func(b []byte) []byte { return put32(b, 12, uint32(d.Tensors[0].Rows*2)) }},
+		{"huge shape", true, func(b []byte) []byte { put32(b, 12, math.MaxUint32); return put32(b, 16, math.MaxUint32) }},
+		{"other chunk", false, func(b []byte) []byte { b[20] = 4; return b }},
+		{"zero chunk", true, func(b []byte) []byte { b[20], b[21] = 0, 0; return b }},
+		{"other k", false, func(b []byte) []byte { b[24] = 2; return b }},
+		{"k beyond chunk", true, func(b []byte) []byte { b[24], b[25] = 0xff, 0xff; return b }},
+		{"index width", true, func(b []byte) []byte { b[26] = 2; return b }},
+		{"reserved byte", true, func(b []byte) []byte { b[27] = 1; return b }},
+		{"NaN scale", true, func(b []byte) []byte { return put32(b, 28, math.Float32bits(float32(math.NaN()))) }},
+		{"negative scale", true, func(b []byte) []byte { return put32(b, 28, math.Float32bits(-1)) }},
+		{"index out of range", true, func(b []byte) []byte { b[32] = 200; return b }},
+		{"repeated index", true, func(b []byte) []byte { b[33] = b[32]; return b }},
+		{"padding bits", true, func(b []byte) []byte { b[padAt] |= 0x80; return b }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := tc.mod(append([]byte(nil), good...))
+			if err := tr.ValidatePayload(tinyDeMo, bad); !errors.Is(err, ErrPayload) {
+				t.Fatalf("ValidatePayload: got %v, want ErrPayload", err)
+			}
+			if err := tr.DeMoApply(tinyDeMo, [][]byte{good, bad}); !errors.Is(err, ErrPayload) {
+				t.Fatalf("DeMoApply: got %v, want ErrPayload", err)
+			}
+			if _, err := DecodePayload(bad); tc.structural && err == nil {
+				t.Fatal("DecodePayload accepted it")
+			}
+			if got := digest(t, tr, nil); got != before {
+				t.Fatal("a rejected payload changed the trainer")
+			}
+		})
+	}
+}
+
+// FuzzPayload feeds arbitrary bytes to both decoders: no crash, the Go
+// decoder accepts whatever the trainer accepts and re-encodes it exactly,
+// and an accepted payload applies cleanly. Seeds: valid payloads (one-bit and
+// float), their prefixes, and the corpus in testdata/fuzz/FuzzPayload.
+func FuzzPayload(f *testing.F) {
+	_, one := tinyPayload(f, tinyDeMo)
+	hpFloat := tinyDeMo
+	hpFloat.OneBit = false
+	_, dense := tinyPayload(f, hpFloat)
+	for _, p := range [][]byte{one, dense, one[:40], dense[:len(dense)/2], nil} {
+		f.Add(p, p == nil || len(p) == len(one))
+	}
+	tr := newTrainer(f, tinyConfig, 3)
+	f.Fuzz(func(t *testing.T, p []byte, oneBit bool) {
+		hp := tinyDeMo
+		hp.OneBit = oneBit
+		cErr := tr.ValidatePayload(hp, p)
+		d, goErr := DecodePayload(p)
+		if cErr == nil {
+			if goErr != nil {
+				t.Fatalf("trainer accepted what DecodePayload rejects: %v", goErr)
+			}
+			if !bytes.Equal(d.Encode(), p) {
+				t.Fatal("re-encoding an accepted payload changed it")
+			}
+			if err := tr.DeMoApply(hp, [][]byte{p}); err != nil {
+				t.Fatalf("apply of a valid payload: %v", err)
+			}
+		} else if !errors.Is(cErr, ErrPayload) {
+			t.Fatalf("ValidatePayload: %v, want ErrPayload", cErr)
+		}
+		if goErr == nil && !bytes.Equal(d.Encode(), p) {
+			t.Fatal("re-encoding a decoded payload changed it")
+		}
+	})
+}
+
+// Replicas that apply the same payloads in the same order stay bit-identical,
+// whether they trained on the same data or on different shards.
+func TestDeMoReplicasStayIdentical(t *testing.T) {
+	cfg := lightConfig(t)
+	text := MarkovText(8, 3*2*2*32+1)
+	for _, sameData := range []bool{true, false} {
+		a, b := newTrainer(t, cfg, 21), newTrainer(t, cfg, 21)
+		if err := b.SetThreads(1); err != nil { // replicas on different machines differ in cores
+			t.Fatal(err)
+		}
+		for s := range 3 {
+			startB := s * 2 * 2 * 32
+			if !sameData {
+				startB += 2 * 32
+			}
+			step(t, a, text, s*2*2*32, 2, 32)
+			step(t, b, text, startB, 2, 32)
+			pa, err := a.DeMoGenerate(testDeMo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pb, err := b.DeMoGenerate(testDeMo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sameData != bytes.Equal(pa, pb) {
+				t.Fatalf("same data=%v but payloads equal=%v", sameData, bytes.Equal(pa, pb))
+			}
+			for _, tr := range []*Trainer{a, b} {
+				if err := tr.DeMoApply(testDeMo, [][]byte{pa, pb}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pa0, _ := a.Params()
+			pb0, _ := b.Params()
+			for i := range pa0 {
+				if math.Float32bits(pa0[i]) != math.Float32bits(pb0[i]) {
+					t.Fatalf("same data=%v step %d: replicas differ at parameter %d", sameData, s, i)
+				}
+			}
+		}
+	}
+}
+
+// Four DeMo clients on disjoint shards reach AdamW's loss (single node, same
+// tokens per step) within 5% on the light config and learnable text.
+func TestDeMoReachesAdamWLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("convergence run")
+	}
+	cfg := lightConfig(t)
+	const (
+		clients = 4
+		perSeq  = 1 // sequences per client per step
+		seqLen  = 64
+		steps   = 150
+	)
+	tokensPerStep := clients * perSeq * seqLen
+	text := MarkovText(12, steps*tokensPerStep+1)
+	held := MarkovText(13, 16*seqLen+1)
+	ctx := context.Background()
+	evalLoss := func(tr *Trainer) float32 {
+		tok, tgt := Window(held, 0, 16, seqLen)
+		l, err := tr.Eval(ctx, tok, tgt, seqLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+
+	adam := newTrainer(t, cfg, 31)
+	hpA := AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.0}
+	for s := range steps {
+		step(t, adam, text, s*tokensPerStep, clients*perSeq, seqLen)
+		if err := adam.AdamWStep(hpA); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adamLoss := evalLoss(adam)
+
+	hpD := DeMo{LR: 3e-3, Decay: 0.999, Chunk: 64, TopK: 8, OneBit: true, Lookahead: true}
+	var replicas []*Trainer
+	for range clients {
+		replicas = append(replicas, newTrainer(t, cfg, 31))
+	}
+	for s := range steps {
+		payloads := make([][]byte, clients)
+		for c, tr := range replicas {
+			step(t, tr, text, s*tokensPerStep+c*perSeq*seqLen, perSeq, seqLen)
+			p, err := tr.DeMoGenerate(hpD)
+			if err != nil {
+				t.Fatal(err)
+			}
+			payloads[c] = p
+		}
+		for _, tr := range replicas {
+			if err := tr.DeMoApply(hpD, payloads); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	demoLoss := evalLoss(replicas[0])
+	t.Logf("after %d steps of %d tokens: AdamW loss %.4f, DeMo (%d clients) loss %.4f", steps, tokensPerStep, adamLoss, clients, demoLoss)
+	if demoLoss > adamLoss*1.05 {
+		t.Errorf("DeMo loss %.4f is more than 5%% above AdamW's %.4f", demoLoss, adamLoss)
+	}
+}
