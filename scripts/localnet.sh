@@ -45,7 +45,10 @@ case "$impl" in
   litesvm)
     if [ ! -d "$root/localnet/node_modules/litesvm" ]; then
       echo "localnet.sh: installing the server's npm packages" >&2
-      (cd "$root/localnet" && npm ci --no-audit --no-fund --loglevel=error)
+      # npm install, not npm ci: it installs the locked versions too, and the
+      # registry here serves only this platform's native package, which the
+      # lockfile therefore cannot list for other platforms (npm ci refuses that).
+      (cd "$root/localnet" && npm install --no-audit --no-fund --loglevel=error)
     fi
     exec node "$root/localnet/src/server.js" "${args[@]}"
     ;;
