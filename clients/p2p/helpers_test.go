@@ -1,8 +1,8 @@
 package p2p
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"

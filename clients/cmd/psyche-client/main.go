@@ -71,6 +71,7 @@ func commands() []*cli.Command {
 		authorizerCommands(),
 		dataCommands(),
 		{logsCommand()},
+		identityCommands(),
 	} {
 		all = append(all, group...)
 	}

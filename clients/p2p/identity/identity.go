@@ -74,10 +74,11 @@ func Load(path string) (crypto.PrivKey, error) {
 	return key, nil
 }
 
-// FromEnv reads a hex seed from EnvSecretKey; ok is false when it is unset.
+// FromEnv reads a hex seed from EnvSecretKey; ok is false when it is unset
+// or empty.
 func FromEnv() (key crypto.PrivKey, ok bool, err error) {
-	raw, ok := os.LookupEnv(EnvSecretKey)
-	if !ok {
+	raw := os.Getenv(EnvSecretKey)
+	if strings.TrimSpace(raw) == "" {
 		return nil, false, nil
 	}
 	seed, err := hex.DecodeString(strings.TrimSpace(raw))
