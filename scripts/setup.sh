@@ -33,7 +33,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# npm packages, from each committed lockfile; reinstalled only when it changes.
+# npm packages, at the versions of each committed lockfile; reinstalled only
+# when it changes. Not `npm ci`: the registry here serves only the linux-x64
+# builds of native packages, so no lockfile made here lists the other
+# platforms' optional packages, and npm ci refuses such a lockfile.
+# `npm install --no-save` installs the locked versions and writes nothing.
 for lock in */package-lock.json; do
   [ -f "$lock" ] || continue
   dir=$(dirname "$lock")
@@ -41,7 +45,7 @@ for lock in */package-lock.json; do
   stamp="$stamps/npm-${dir//\//_}"
   if [ ! -d "$dir/node_modules" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
     log "npm ci in $dir/"
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    (cd "$dir" && npm install --no-save --no-audit --no-fund --loglevel=error >/dev/null)
     echo "$sum" >"$stamp"
   fi
 done
