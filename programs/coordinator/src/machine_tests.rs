@@ -716,6 +716,55 @@ fn checkpoint_updates_come_from_members_of_hub_or_p2p_runs() {
 }
 
 #[test]
+fn epoch_time_boundary_is_exact() {
+    for (round_end, drains) in [(99i64, false), (100, true)] {
+        let config = CoordinatorConfig { epoch_time: 100, ..valid_config() };
+        let mut sim = Sim::with(config);
+        sim.form_epoch(1..=3);
+        let t0 = sim.s.epoch.start_timestamp;
+        sim.start_training();
+        sim.now = t0 + round_end - 5;
+        let seen = sim.healthy_signers();
+        sim.witness(usize::MAX, &seen);
+        assert_eq!(sim.state(), RunState::RoundWitness);
+        sim.now = t0 + round_end;
+        sim.tick().unwrap();
+        assert_eq!(sim.state(), RunState::RoundTrain);
+        assert_eq!(sim.s.epoch.last_step != 0, drains, "round ending {round_end}s into a 100s epoch");
+    }
+}
+
+#[test]
+fn at_most_one_timed_transition_per_second() {
+    // Drive a whole epoch by timers alone; right after each transition, a second
+    // tick in the same second must find nothing to do.
+    // 3 elected witnesses, 2 report: quorum is met but RoundTrain ends by its timer.
+    let config = CoordinatorConfig { total_steps: 2, witness_nodes: 3, min_clients: 3, ..valid_config() };
+    let mut sim = Sim::with(config);
+    for i in 1..=3 {
+        sim.join(i).unwrap();
+    }
+    let mut phases = vec![];
+    for _ in 0..500 {
+        if sim.state() == RunState::Finished {
+            break;
+        }
+        sim.wait(1);
+        if sim.state() == RunState::RoundTrain && sim.s.current_round().witnesses_len == 0 {
+            let seen = sim.healthy_signers();
+            sim.witness(2, &seen);
+        }
+        if sim.tick().is_ok() {
+            phases.push(sim.state());
+            let again = if sim.state().is_halted() { E::RunHalted } else { E::TickTooEarly };
+            sim.rejects(again, |s, c| s.tick(c));
+        }
+    }
+    use RunState::*;
+    assert_eq!(phases, vec![Warmup, RoundTrain, RoundWitness, RoundTrain, RoundWitness, Cooldown, Finished]);
+}
+
+#[test]
 fn accounts_close_only_while_halted() {
     let mut sim = Sim::uninitialized();
     assert_eq!(sim.s.check_closable(), Ok(()));

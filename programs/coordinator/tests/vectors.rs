@@ -2,9 +2,9 @@
 //! two implementations cannot drift. The test fails when the committed file
 //! differs from a fresh computation; `UPDATE_VECTORS=1 cargo test` rewrites it.
 
-use psyche_coordinator::bloom::Bloom;
-use psyche_coordinator::selection::{self, Entropy, Seed};
-use psyche_coordinator::sha256::hashv;
+use psyche_coordinator_logic::bloom::Bloom;
+use psyche_coordinator_logic::selection::{self, Entropy, Seed};
+use psyche_coordinator_logic::sha256::hashv;
 use std::fmt::Write;
 
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/selection_vectors.json");
