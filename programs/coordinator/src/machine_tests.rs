@@ -811,8 +811,15 @@ impl Rng {
 /// without changing a byte, and the invariants hold after each step.
 #[test]
 fn random_walk_keeps_invariants() {
-    let config = CoordinatorConfig { witness_nodes: 0, min_clients: 2, init_min_clients: 3, total_steps: 60, epoch_time: 200, ..valid_config() };
-    let mut rng = Rng(42);
+    let all_witness = CoordinatorConfig { witness_nodes: 0, min_clients: 2, init_min_clients: 3, total_steps: 60, epoch_time: 200, ..valid_config() };
+    let two_witnesses = CoordinatorConfig { witness_nodes: 2, ..all_witness };
+    for (seed, config) in [(42, all_witness), (7, two_witnesses), (1234, all_witness)] {
+        random_walk(seed, config);
+    }
+}
+
+fn random_walk(seed: u64, config: CoordinatorConfig) {
+    let mut rng = Rng(seed);
     let mut sim = Sim::with(config);
     let mut batches = 0u64;
     let mut visited = std::collections::BTreeSet::new();
@@ -873,6 +880,6 @@ fn random_walk_keeps_invariants() {
     }
     assert!(batches > 100, "the walk should mostly make progress ({batches} successes)");
     for state in [RunState::Warmup, RunState::RoundTrain, RunState::RoundWitness, RunState::Cooldown, RunState::Paused] {
-        assert!(visited.contains(&(state as u8)), "the walk never reached {state:?}: {visited:?}");
+        assert!(visited.contains(&(state as u8)), "walk {seed} never reached {state:?}: {visited:?}");
     }
 }
