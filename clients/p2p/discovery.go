@@ -31,6 +31,9 @@ const (
 	recordSuffix     = ".rec"
 	publicAdvertise  = 10 * time.Minute
 	publicFindPeriod = time.Minute
+	// offTopicGrace is the least time a connected participant may stay off
+	// the run topic before we reconnect to it.
+	offTopicGrace = 3 * time.Second
 )
 
 func (n *Node) startDiscovery() error {
@@ -87,9 +90,9 @@ func (n *Node) discoverLoop() {
 	}
 	ticker := time.NewTicker(n.cfg.DiscoveryInterval)
 	defer ticker.Stop()
-	var dialing sync.Map
+	st := &discoveryState{missing: map[peer.ID]int{}, offTopic: map[peer.ID]time.Time{}}
 	for {
-		n.discoverOnce(&dialing)
+		n.discoverOnce(st)
 		select {
 		case <-n.ctx.Done():
 			return
@@ -99,10 +102,17 @@ func (n *Node) discoverLoop() {
 	}
 }
 
+// discoveryState is the dial loop's memory between rounds.
+type discoveryState struct {
+	dialing  sync.Map
+	missing  map[peer.ID]int       // rounds a participant has been unconnected
+	offTopic map[peer.ID]time.Time // since when a connected participant is off the topic
+}
+
 // discoverOnce publishes our own record and dials every bootstrap peer and
 // participant we are not connected to, resolving addresses from rendezvous
 // records and the run DHT.
-func (n *Node) discoverOnce(dialing *sync.Map) {
+func (n *Node) discoverOnce(st *discoveryState) {
 	if n.cfg.RendezvousDir != "" {
 		if err := n.writeOwnRecord(); err != nil {
 			n.log.Warn("publish rendezvous record", "err", err)
@@ -110,17 +120,60 @@ func (n *Node) discoverOnce(dialing *sync.Map) {
 		n.readRecords()
 	}
 	for _, ai := range n.cfg.BootstrapPeers {
-		n.dial(dialing, ai.ID, ai)
+		n.dial(&st.dialing, ai.ID, ai)
 	}
+	onTopic := map[peer.ID]bool{}
+	for _, p := range n.TopicPeers() {
+		onTopic[p] = true
+	}
+	now := time.Now()
 	for _, p := range n.Participants() {
 		if p == n.host.ID() || !n.allowed(p) {
 			continue
 		}
-		n.dial(dialing, p, peer.AddrInfo{ID: p})
+		if n.host.Network().Connectedness(p) == network.Connected {
+			delete(st.missing, p)
+			n.checkOnTopic(st, p, onTopic[p], now)
+			continue
+		}
+		delete(st.offTopic, p)
+		// When two peers dial each other at once, gossipsub can lose one side's
+		// subscription between the duplicate streams; so the peer with the
+		// larger ID waits a round for the other's dial before dialling itself.
+		st.missing[p]++
+		if n.host.ID() < p || st.missing[p] > 1 {
+			n.dial(&st.dialing, p, peer.AddrInfo{ID: p})
+		}
+	}
+	for p := range st.missing {
+		if !n.IsParticipant(p) {
+			delete(st.missing, p)
+		}
 	}
 	if n.runDHT != nil && len(n.runDHT.RoutingTable().ListPeers()) == 0 && len(n.host.Network().Peers()) > 0 {
-		// Connections made before the DHT saw them do not fill its table.
-		go func() { _ = n.runDHT.Bootstrap(n.ctx) }()
+		// Connections made before the DHT saw them do not fill its table;
+		// Bootstrap only schedules a refresh, so it does not block the loop.
+		_ = n.runDHT.Bootstrap(n.ctx)
+	}
+}
+
+// checkOnTopic reconnects a participant that stays connected but absent from
+// the gossip topic: its subscription was lost, and a fresh connection brings
+// fresh pubsub streams.
+func (n *Node) checkOnTopic(st *discoveryState, p peer.ID, on bool, now time.Time) {
+	if on {
+		delete(st.offTopic, p)
+		return
+	}
+	since, seen := st.offTopic[p]
+	if !seen {
+		st.offTopic[p] = now
+		return
+	}
+	if now.Sub(since) >= max(3*n.cfg.DiscoveryInterval, offTopicGrace) {
+		n.log.Info("participant connected but not on the run topic; reconnecting", "peer", p)
+		delete(st.offTopic, p)
+		_ = n.host.Network().ClosePeer(p)
 	}
 }
 

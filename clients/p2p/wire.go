@@ -101,7 +101,7 @@ func appendBytes(b, v []byte) []byte {
 	return append(b, v...)
 }
 
-// sign fills Signer and Signature of a message body produced by bodyFn.
+// sign signs a message body for the run named by runKey.
 func sign(key crypto.PrivKey, runKey Hash, body []byte) ([]byte, error) {
 	sig, err := key.Sign(signedBytes(runKey, body))
 	if err != nil {
@@ -134,7 +134,7 @@ func (a *Announcement) Verify(runKey Hash) error {
 // Verify checks that the Finished message was signed by its Signer for this run.
 func (f *Finished) Verify(runKey Hash) error { return verify(runKey, f.Signer, f.body(), f.Signature) }
 
-// encodeMessage serialises exactly one of a or f with its signature.
+// encodeAnnouncement and encodeFinished serialise a message with its signature.
 func encodeAnnouncement(a *Announcement) []byte { return appendBytes(a.body(), a.Signature) }
 func encodeFinished(f *Finished) []byte         { return appendBytes(f.body(), f.Signature) }
 
