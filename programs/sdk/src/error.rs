@@ -141,8 +141,9 @@ impl From<ErrorCode> for ProgramError {
 
 /// Logs an error the way Anchor does, so explorers and Anchor's client show
 /// it: "AnchorError occurred. Error Code: <name>. Error Number: <n>. Error
-/// Message: <msg>.", and returns it as a ProgramError.
-pub fn fail(code: u32, name: &str, message: &str) -> ProgramError {
+/// Message: <msg>.". (Five argument registers: code, and two per string.)
+#[inline(never)]
+pub fn log_error(code: u32, name: &str, message: &str) {
     let mut m = Message::<256>::new();
     m.str("AnchorError occurred. Error Code: ")
         .str(name)
@@ -152,13 +153,14 @@ pub fn fail(code: u32, name: &str, message: &str) -> ProgramError {
         .str(message)
         .str(".");
     m.log();
-    ProgramError::Custom(code)
 }
 
 impl ErrorCode {
     /// Logs the error like Anchor and converts it.
+    #[inline(always)]
     pub fn fail(self) -> ProgramError {
-        fail(self as u32, self.name(), self.message())
+        log_error(self as u32, self.name(), self.message());
+        ProgramError::Custom(self as u32)
     }
 }
 
@@ -206,8 +208,10 @@ macro_rules! define_errors {
             }
 
             /// Logs the error like Anchor and converts it.
+            #[inline(always)]
             pub fn fail(self) -> $crate::ProgramError {
-                $crate::error::fail(self.code(), self.name(), self.message())
+                $crate::error::log_error(self.code(), self.name(), self.message());
+                $crate::ProgramError::Custom(self.code())
             }
         }
 

@@ -1,6 +1,8 @@
 //! Program derived addresses through the runtime's syscalls.
 
-use crate::{Address, ErrorCode, ProgramError};
+#[cfg(not(target_arch = "bpf"))]
+use crate::ErrorCode;
+use crate::{Address, ProgramError};
 
 /// Seeds per derivation (including the bump) and bytes per seed, as the
 /// runtime enforces.

@@ -1,7 +1,9 @@
 //! Clock and Rent sysvars through their syscalls, and rent with integer math
 //! (upstream BPF has no floating point).
 
-use crate::{ErrorCode, ProgramError};
+#[cfg(not(target_arch = "bpf"))]
+use crate::ErrorCode;
+use crate::ProgramError;
 
 /// The Clock sysvar.
 #[repr(C)]

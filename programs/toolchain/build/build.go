@@ -28,6 +28,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ianlancetaylor/demangle"
@@ -164,6 +165,12 @@ func Build(ctx context.Context, cfg Config) ([]Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Concurrent builds (parallel test packages) share the link directory.
+	unlock, err := lockDir(cfg.TargetDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if len(crates) == 0 {
 		cfg.Log.Info("no program crates found", "workspace", cfg.Workspace)
 		return nil, nil
@@ -563,6 +570,23 @@ func subsetError(output string) error {
 		msgs = append(msgs, fmt.Sprintf("%s %s\n    (llc: %s)", fn, why[fn], strings.Join(llc[fn], " ")))
 	}
 	return fmt.Errorf("code outside the supported language subset (see programs/README.md):\n  %s", strings.Join(msgs, "\n  "))
+}
+
+// lockDir takes an exclusive lock on dir/.build-lock until the returned
+// function is called.
+func lockDir(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".build-lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // writeAtomic replaces path with data so readers never see a partial file.

@@ -9,6 +9,9 @@
 //     libcalls, which the backend refuses; they are redirected to the
 //     sol_memcpy_/sol_memmove_/sol_memset_ syscalls, which take the same
 //     (dst, src-or-byte, len) arguments.
+//   - 64-bit multiplication with overflow check (checked_mul, saturating_mul,
+//     overflowing_mul on u64/i64) becomes a 128-bit multiply libcall; it is
+//     replaced by a helper built from one native unsigned division.
 //   - Optionally, integer loads and stores are marked naturally aligned: the
 //     backend otherwise splits every under-aligned access into byte operations,
 //     while the SBPF VM performs unaligned accesses natively.
@@ -36,6 +39,61 @@ type Stats struct {
 	Sret        int // sret attributes removed
 	MemSyscalls int // mem intrinsics redirected to syscalls
 	Aligned     int // loads/stores re-aligned
+	MulOverflow int // 64-bit overflow-checked multiplications redirected
+}
+
+// mulOverflow expands llvm.{u,s}mul.with.overflow.i64, which the BPF backend
+// lowers to a __multi3 libcall, into branch-free code around one native
+// unsigned division: a*b overflows iff b != 0 and |a| > limit/|b|, with limit
+// 2^64-1 unsigned, and 2^63-1 (2^63 for a negative product) signed.
+var mulOverflow = map[string]string{
+	"llvm.umul.with.overflow.i64": `P.p = mul i64 A, B
+P.bz = icmp eq i64 B, 0
+P.bs = select i1 P.bz, i64 1, i64 B
+P.q = udiv i64 -1, P.bs
+P.big = icmp ugt i64 A, P.q
+P.nbz = xor i1 P.bz, true
+P.ov = and i1 P.big, P.nbz
+P.r = insertvalue { i64, i1 } poison, i64 P.p, 0
+R = insertvalue { i64, i1 } P.r, i1 P.ov, 1`,
+	"llvm.smul.with.overflow.i64": `P.p = mul i64 A, B
+P.an = icmp slt i64 A, 0
+P.bn = icmp slt i64 B, 0
+P.na = sub i64 0, A
+P.nb = sub i64 0, B
+P.ma = select i1 P.an, i64 P.na, i64 A
+P.mb = select i1 P.bn, i64 P.nb, i64 B
+P.neg = xor i1 P.an, P.bn
+P.limit = select i1 P.neg, i64 -9223372036854775808, i64 9223372036854775807
+P.bz = icmp eq i64 P.mb, 0
+P.bs = select i1 P.bz, i64 1, i64 P.mb
+P.q = udiv i64 P.limit, P.bs
+P.big = icmp ugt i64 P.ma, P.q
+P.nbz = xor i1 P.bz, true
+P.ov = and i1 P.big, P.nbz
+P.r = insertvalue { i64, i1 } poison, i64 P.p, 0
+R = insertvalue { i64, i1 } P.r, i1 P.ov, 1`,
+}
+
+var mulCallRe = regexp.MustCompile(`^(\s*)(%[-\w.$]+|%"[^"]+") = (?:tail |notail )?call \{ i64, i1 \} @(llvm\.[su]mul\.with\.overflow\.i64)\(`)
+
+// expandMul rewrites one overflow-checked multiply call; n makes its
+// temporaries unique.
+func expandMul(line string, n int) (string, error) {
+	m := mulCallRe.FindStringSubmatchIndex(line)
+	indent, result, intrinsic := line[m[2]:m[3]], line[m[4]:m[5]], line[m[6]:m[7]]
+	end, err := closeParen(line, m[1]-1)
+	if err != nil {
+		return "", err
+	}
+	args := splitArgs(line[m[1] : end-1])
+	if len(args) != 2 {
+		return "", fmt.Errorf("unexpected %s call %q", intrinsic, strings.TrimSpace(line))
+	}
+	a, b := strings.Fields(args[0]), strings.Fields(args[1])
+	body := strings.NewReplacer("P.", fmt.Sprintf("%%__sbpf_mul%d.", n), "R =", result+" =", "A", a[len(a)-1], "B", b[len(b)-1]).
+		Replace(mulOverflow[intrinsic])
+	return indent + strings.ReplaceAll(body, "\n", "\n"+indent), nil
 }
 
 var memSyscall = map[string]string{
@@ -94,6 +152,14 @@ func Apply(ir string, opts Options) (string, Stats, error) {
 				needed[sys] = true
 				st.MemSyscalls++
 			}
+		}
+		if mulCallRe.MatchString(line) {
+			out, err := expandMul(line, st.MulOverflow)
+			if err != nil {
+				return "", st, fmt.Errorf("function %s: %w", fn, err)
+			}
+			line = out
+			st.MulOverflow++
 		}
 		if opts.AlignAccesses {
 			if out, ok := realign(line); ok {

@@ -1,11 +1,18 @@
 package irfix
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+)
+
+var (
+	sprintf = fmt.Sprintf
+	itoa    = strconv.Itoa
 )
 
 func TestApplyLines(t *testing.T) {
@@ -149,5 +156,108 @@ func TestFixedModuleCompiles(t *testing.T) {
 		if !strings.Contains(asm, want) {
 			t.Errorf("assembly lacks %q", want)
 		}
+	}
+}
+
+// TestMulExpansionMatchesIntrinsics runs the expanded overflow-checked
+// multiplies and LLVM's own intrinsics side by side on the host (lli-22) over
+// edge values.
+func TestMulExpansionMatchesIntrinsics(t *testing.T) {
+	lli, err := exec.LookPath("lli-22")
+	if err != nil {
+		t.Fatalf("lli-22 is needed (scripts/setup.sh installs llvm-22): %v", err)
+	}
+	fn := func(name, kind string) string {
+		return "define { i64, i1 } @" + name + "(i64 %a, i64 %b) {\n" +
+			"  %r = call { i64, i1 } @llvm." + kind + "mul.with.overflow.i64(i64 noundef %a, i64 %b)\n" +
+			"  ret { i64, i1 } %r\n}\n"
+	}
+	candidates, st, err := Apply(fn("cand_u", "u")+fn("cand_s", "s"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.MulOverflow != 2 || strings.Contains(candidates, "@llvm.") {
+		t.Fatalf("expansion incomplete (%+v):\n%s", st, candidates)
+	}
+	values := []string{"0", "1", "2", "3", "7", "-1", "-2", "4294967295", "4294967296", "4294967297",
+		"3037000499", "3037000500", "-3037000500", "9223372036854775807", "-9223372036854775808",
+		"-4294967296", "6148914691236517205", "12345678901"}
+	var b strings.Builder
+	b.WriteString(candidates + fn("ref_u", "u") + fn("ref_s", "s"))
+	b.WriteString("define i32 @main() {\nentry:\n")
+	acc, k := "0", 0
+	for _, kind := range []string{"u", "s"} {
+		for _, x := range values {
+			for _, y := range values {
+				emit := func(s string, args ...any) {
+					if len(args) > 0 {
+						s = sprintf(s, args...)
+					}
+					b.WriteString(strings.ReplaceAll(s, "K", itoa(k)) + "\n")
+				}
+				emit("  %%hK = call { i64, i1 } @cand_%s(i64 %s, i64 %s)", kind, x, y)
+				emit("  %%rK = call { i64, i1 } @ref_%s(i64 %s, i64 %s)", kind, x, y)
+				emit("  %hvK = extractvalue { i64, i1 } %hK, 0")
+				emit("  %rvK = extractvalue { i64, i1 } %rK, 0")
+				emit("  %hoK = extractvalue { i64, i1 } %hK, 1")
+				emit("  %roK = extractvalue { i64, i1 } %rK, 1")
+				emit("  %dvK = icmp ne i64 %hvK, %rvK")
+				emit("  %doK = icmp ne i1 %hoK, %roK")
+				emit("  %dK = or i1 %dvK, %doK")
+				emit("  %zK = zext i1 %dK to i32")
+				emit("  %%accK = add i32 %s, %%zK", acc)
+				acc = "%acc" + itoa(k)
+				k++
+			}
+		}
+	}
+	b.WriteString("  ret i32 " + acc + "\n}\n")
+	b.WriteString("declare { i64, i1 } @llvm.umul.with.overflow.i64(i64, i64)\n")
+	b.WriteString("declare { i64, i1 } @llvm.smul.with.overflow.i64(i64, i64)\n")
+	path := filepath.Join(t.TempDir(), "mul.ll")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(lli, path).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		t.Fatalf("lli-22 exited %d (mismatching products, of %d) \n%s", ee.ExitCode(), k, out)
+	} else if err != nil {
+		t.Fatalf("lli-22: %v\n%s", err, out)
+	}
+}
+
+func TestCheckedMulCompiles(t *testing.T) {
+	llc, err := exec.LookPath("llc-22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := `target triple = "bpfel"
+define i64 @entrypoint(ptr %p) {
+  %a = load i64, ptr %p, align 8
+  %q = getelementptr i8, ptr %p, i64 8
+  %b = load i64, ptr %q, align 8
+  %u = call { i64, i1 } @llvm.umul.with.overflow.i64(i64 %a, i64 %b)
+  %s = call { i64, i1 } @llvm.smul.with.overflow.i64(i64 %a, i64 %b)
+  %uv = extractvalue { i64, i1 } %u, 0
+  %so = extractvalue { i64, i1 } %s, 1
+  %r = select i1 %so, i64 0, i64 %uv
+  ret i64 %r
+}
+declare { i64, i1 } @llvm.umul.with.overflow.i64(i64, i64)
+declare { i64, i1 } @llvm.smul.with.overflow.i64(i64, i64)
+`
+	fixed, st, err := Apply(ir, Options{InlineMemLimit: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.MulOverflow != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	path := filepath.Join(t.TempDir(), "m.ll")
+	if err := os.WriteFile(path, []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(llc, "-march=bpfel", "-mcpu=v2", path, "-o", os.DevNull).CombinedOutput(); err != nil {
+		t.Fatalf("llc-22 rejected checked multiplication after the fix-up: %v\n%s", err, out)
 	}
 }
