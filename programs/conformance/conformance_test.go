@@ -163,6 +163,15 @@ func (e *env) createAccount(space uint64, owner solana.PublicKey) solana.Private
 	return key
 }
 
+// fundedKey returns a new keypair holding 1 SOL.
+func fundedKey(t *testing.T, e *env) solana.PrivateKey {
+	t.Helper()
+	key, _ := solana.NewRandomPrivateKey()
+	ix := system.NewTransferInstruction(sol, e.payer.PublicKey(), key.PublicKey()).Build()
+	e.exec("system transfer", []solana.Instruction{ix}).ok(t)
+	return key
+}
+
 func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a validator and builds a program")
@@ -296,6 +305,32 @@ func TestConformance(t *testing.T) {
 		if code := e.call("create_pda (wrong address)", ixData("create_pda"), wrong...).customCode(t); code != 2006 {
 			t.Errorf("wrong PDA: code %d, want 2006", code)
 		}
+
+		// Closing: only the recorded owner, then the account is gone and its
+		// lamports are back with the payer.
+		other := fundedKey(t, e)
+		r := e.exec("close_vault (not the owner)", []solana.Instruction{solana.NewInstruction(e.program,
+			solana.AccountMetaSlice{solana.Meta(other.PublicKey()).WRITE().SIGNER(), solana.Meta(vault).WRITE()}, ixData("close_vault"))}, other)
+		if code := r.customCode(t); code != 2001 {
+			t.Errorf("close by another wallet: code %d, want 2001", code)
+		}
+		closeAccounts := []*solana.AccountMeta{solana.Meta(e.payer.PublicKey()).WRITE().SIGNER(), solana.Meta(vault).WRITE()}
+		before, _ := e.client.GetBalance(e.ctx, e.payer.PublicKey(), rpc.CommitmentConfirmed)
+		e.call("close_vault", ixData("close_vault"), closeAccounts...).ok(t)
+		after, _ := e.client.GetBalance(e.ctx, e.payer.PublicKey(), rpc.CommitmentConfirmed)
+		if after.Value+5000 != before.Value+rent {
+			t.Errorf("payer balance %d -> %d, want +%d rent -5000 fee", before.Value, after.Value, rent)
+		}
+		if _, err := e.client.GetAccountInfoWithOpts(e.ctx, vault, &rpc.GetAccountInfoOpts{Commitment: rpc.CommitmentConfirmed}); err == nil {
+			t.Error("the closed vault still exists")
+		}
+		again = e.exec("close_vault (again)", []solana.Instruction{
+			solana.NewInstruction(e.program, closeAccounts, ixData("close_vault")),
+			solana.NewInstruction(e.program, nil, ixData("echo_return", []byte("again"))),
+		})
+		if code := again.customCode(t); code != 3012 {
+			t.Errorf("closing twice: code %d, want 3012", code)
+		}
 	})
 
 	t.Run("SPL token CPI", func(t *testing.T) {
@@ -321,6 +356,26 @@ func TestConformance(t *testing.T) {
 		}
 		if r := e.call("token_transfer (wrong decimals)", ixData("token_transfer", u64le(1), []byte{9}), accounts...); r.err == nil {
 			t.Fatal("transfer with wrong decimals succeeded")
+		}
+
+		// Associated token account through the ATA program, twice (idempotent).
+		wallet := solana.NewWallet().PublicKey()
+		ata, _, err := solana.FindAssociatedTokenAddress(wallet, mint.PublicKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ataAccounts := []*solana.AccountMeta{solana.Meta(e.payer.PublicKey()).WRITE().SIGNER(), solana.Meta(ata).WRITE(),
+			solana.Meta(wallet), solana.Meta(mint.PublicKey()), solana.Meta(solana.SystemProgramID), solana.Meta(solana.TokenProgramID),
+			solana.Meta(solana.SPLAssociatedTokenAccountProgramID)}
+		e.call("create_ata", ixData("create_ata"), ataAccounts...).ok(t)
+		e.exec("create_ata (again)", []solana.Instruction{
+			solana.NewInstruction(e.program, ataAccounts, ixData("create_ata")),
+			solana.NewInstruction(e.program, nil, ixData("echo_return", []byte("again"))),
+		}).ok(t)
+		acc := e.account(ata)
+		data := acc.Data.GetBinary()
+		if !acc.Owner.Equals(solana.TokenProgramID) || len(data) != 165 || !bytes.Equal(data[:32], mint.PublicKey().Bytes()) || !bytes.Equal(data[32:64], wallet.Bytes()) {
+			t.Fatalf("associated token account: owner %s, %d bytes", acc.Owner, len(data))
 		}
 	})
 

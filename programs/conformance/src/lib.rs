@@ -5,6 +5,7 @@
 
 use psyche_sdk::anchor::{self, split_instruction};
 use psyche_sdk::borsh::Reader;
+use psyche_sdk::cpi::ata::{CreateIdempotent, ASSOCIATED_TOKEN_PROGRAM_ID};
 use psyche_sdk::cpi::system::{CreateAccount, SYSTEM_PROGRAM_ID};
 use psyche_sdk::cpi::token::TransferChecked;
 use psyche_sdk::cpi::{set_return_data, Seed, Signer};
@@ -32,6 +33,8 @@ pub const PANIC: [u8; 8] = anchor::instruction("panic");
 pub const ECHO_RETURN: [u8; 8] = anchor::instruction("echo_return");
 pub const REQUIRE_SIGNER: [u8; 8] = anchor::instruction("require_signer");
 pub const CLOCK: [u8; 8] = anchor::instruction("clock");
+pub const CLOSE_VAULT: [u8; 8] = anchor::instruction("close_vault");
+pub const CREATE_ATA: [u8; 8] = anchor::instruction("create_ata");
 
 pub const PING_EVENT: [u8; 8] = anchor::event("Ping");
 pub const VAULT_ACCOUNT: [u8; 8] = anchor::account("Vault");
@@ -60,6 +63,8 @@ fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> Progr
             set_return_data(&clock.unix_timestamp.to_le_bytes());
             Ok(())
         }
+        CLOSE_VAULT => close_vault(program_id, accounts),
+        CREATE_ATA => create_ata(accounts),
         _ => Err(ErrorCode::InstructionFallbackNotFound.fail()),
     }
 }
@@ -109,6 +114,30 @@ fn create_pda(program_id: &Address, accounts: &[AccountView]) -> ProgramResult {
     data[8] = bump;
     data[16..48].copy_from_slice(payer.address().as_ref());
     Ok(())
+}
+
+/// Closes the payer's vault: an initialized Vault of this program at the PDA
+/// recorded in it, owned by the payer; its lamports go back to the payer.
+fn close_vault(program_id: &Address, accounts: &[AccountView]) -> ProgramResult {
+    let [payer, vault] = validate::accounts::<2>(accounts)?;
+    validate::signer(payer)?;
+    validate::initialized(vault, program_id, &VAULT_ACCOUNT)?;
+    let (bump, owner_matches) = {
+        let data = vault.try_borrow()?;
+        (data[8], &data[16..48] == payer.address().as_ref())
+    };
+    if !owner_matches {
+        return Err(ErrorCode::ConstraintHasOne.fail());
+    }
+    validate::pda_with_bump(vault, &[VAULT_SEED, payer.address().as_ref()], bump, program_id)?;
+    validate::close(vault, payer)
+}
+
+/// Creates (idempotently) the wallet's associated token account for a mint.
+fn create_ata(accounts: &[AccountView]) -> ProgramResult {
+    let [payer, account, wallet, mint, system_program, token_program, ata_program] = validate::accounts::<7>(accounts)?;
+    validate::program(ata_program, &ASSOCIATED_TOKEN_PROGRAM_ID)?;
+    CreateIdempotent { payer, account, wallet, mint, system_program, token_program }.invoke_signed(&[])
 }
 
 /// Moves tokens by CPI to the token program given as account 4.
@@ -185,7 +214,10 @@ mod tests {
 
     #[test]
     fn discriminators_are_distinct() {
-        let all = [LOG_AND_EMIT, WRITE_ACCOUNT, FAIL_CUSTOM, CREATE_PDA, TOKEN_TRANSFER, FIVE_ARGS, U128_MATH, PANIC, ECHO_RETURN, REQUIRE_SIGNER, CLOCK];
+        let all = [
+            LOG_AND_EMIT, WRITE_ACCOUNT, FAIL_CUSTOM, CREATE_PDA, TOKEN_TRANSFER, FIVE_ARGS, U128_MATH, PANIC, ECHO_RETURN,
+            REQUIRE_SIGNER, CLOCK, CLOSE_VAULT, CREATE_ATA,
+        ];
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
                 assert_ne!(a, b);
