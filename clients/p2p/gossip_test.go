@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -122,4 +125,56 @@ func peerSnapshot(n *Node, id peer.ID) PeerSnapshot {
 		}
 	}
 	return PeerSnapshot{}
+}
+
+// TestValidatorDecisions drives the gossip validator directly with messages
+// as gossipsub would hand them over: author, forwarder and payload.
+func TestValidatorDecisions(t *testing.T) {
+	n := startNode(t, testConfig(t, "validator-run", ""))
+	partKey, part := testKey(t)
+	outKey, outsider := testKey(t)
+	bannedKey, banned := testKey(t)
+	n.SetParticipants([]peer.ID{part, banned})
+	n.Ban(banned, "test")
+
+	announce := func(key crypto.PrivKey, signer peer.ID, size uint64) []byte {
+		a := Announcement{Step: 1, Hash: HashOf([]byte("p")), Size: size, Signer: signer}
+		sig, err := sign(key, n.runKey, a.body())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Signature = sig
+		return encodeAnnouncement(&a)
+	}
+	tampered := announce(partKey, part, 1)
+	tampered[5] ^= 1
+	tests := []struct {
+		name          string
+		author, from  peer.ID
+		data          []byte
+		want          pubsub.ValidationResult
+		wantDelivered bool
+	}{
+		{"participant's own message", part, part, announce(partKey, part, 1), pubsub.ValidationAccept, true},
+		{"forwarded participant message", part, n.ID(), announce(partKey, part, 1), pubsub.ValidationAccept, true},
+		{"malformed", part, part, []byte{1, 2, 3}, pubsub.ValidationReject, false},
+		{"tampered", part, part, tampered, pubsub.ValidationReject, false},
+		{"signer is not the author", outsider, outsider, announce(partKey, part, 1), pubsub.ValidationReject, false},
+		{"oversized announcement", part, part, announce(partKey, part, DefaultMaxBlobSize+1), pubsub.ValidationReject, false},
+		{"non-participant sends its own", outsider, outsider, announce(outKey, outsider, 1), pubsub.ValidationReject, false},
+		{"participant forwards a non-participant's", outsider, part, announce(outKey, outsider, 1), pubsub.ValidationIgnore, false},
+		{"banned participant", banned, banned, announce(bannedKey, banned, 1), pubsub.ValidationReject, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := &pubsub.Message{Message: &pb.Message{From: []byte(tc.author), Data: tc.data}}
+			if got := n.validate(context.Background(), tc.from, msg); got != tc.want {
+				t.Errorf("validate = %v, want %v", got, tc.want)
+			}
+			_, delivered := msg.ValidatorData.(Message)
+			if delivered != tc.wantDelivered {
+				t.Errorf("message prepared for delivery: %v, want %v", delivered, tc.wantDelivered)
+			}
+		})
+	}
 }

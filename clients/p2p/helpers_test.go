@@ -77,16 +77,20 @@ func waitMeshed(t *testing.T, nodes []*Node) {
 		ok := true
 		state = ""
 		for i, a := range nodes {
-			state += fmt.Sprintf("\nnode %d: %d topic peers, connected to", i, len(a.TopicPeers()))
-			if len(a.TopicPeers()) < len(nodes)-1 {
-				ok = false
+			onTopic := map[peer.ID]bool{}
+			for _, p := range a.TopicPeers() {
+				onTopic[p] = true
 			}
+			state += fmt.Sprintf("\nnode %d: connected to", i)
 			for j, b := range nodes {
-				if a != b && a.Host().Network().Connectedness(b.ID()) != network.Connected {
-					ok = false
-				} else if a != b {
-					state += fmt.Sprintf(" %d", j)
+				if a == b {
+					continue
 				}
+				connected := a.Host().Network().Connectedness(b.ID()) == network.Connected
+				if !connected || !onTopic[b.ID()] {
+					ok = false
+				}
+				state += fmt.Sprintf(" %d (connected %v, on topic %v)", j, connected, onTopic[b.ID()])
 			}
 		}
 		if ok {

@@ -180,7 +180,8 @@ type Node struct {
 
 // New starts a node: it listens, joins the run's gossip topic and starts
 // discovery. The participant set starts empty (only the node itself), so
-// nothing is served until SetParticipants is called.
+// nothing is served until SetParticipants is called. The node lives until
+// Close; ctx only passes its values on.
 func New(ctx context.Context, cfg Config) (*Node, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
