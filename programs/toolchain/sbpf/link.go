@@ -44,6 +44,7 @@ const (
 	relSize     = 16
 	dynSize     = 16
 	segmentAlig = 0x1000
+	maxAlign    = 0x1000
 )
 
 // Options configures Link.
@@ -143,6 +144,9 @@ func (l *linker) layout() error {
 			return fmt.Errorf("read section %s: %w", s.Name, err)
 		}
 		align := max(s.Addralign, 1)
+		if align > maxAlign || align&(align-1) != 0 {
+			return fmt.Errorf("section %s asks for alignment %d; at most %d (a power of two) is supported", s.Name, s.Addralign, maxAlign)
+		}
 		if s.Flags&elf.SHF_EXECINSTR != 0 {
 			if len(data)%insnSize != 0 {
 				return fmt.Errorf("code section %s is %d bytes, not a whole number of instructions", s.Name, len(data))

@@ -270,3 +270,29 @@ func TestLinkMalformedInput(t *testing.T) {
 		})
 	}
 }
+
+// FuzzLink feeds mutated objects to the linker: it may reject them, never
+// panic. Seeds: the test objects. Run with: go test -fuzz FuzzLink ./programs/toolchain/sbpf
+func FuzzLink(f *testing.F) {
+	for _, src := range []string{"basic.c", "writable.c", "badsyscall.c"} {
+		clang, err := exec.LookPath("clang-19")
+		if err != nil {
+			f.Fatalf("clang-19 is needed: %v", err)
+		}
+		out := filepath.Join(f.TempDir(), src+".o")
+		if msg, err := exec.Command(clang, "-target", "bpfel", "-O2", "-mcpu=v2", "-c", filepath.Join("testdata", src), "-o", out).CombinedOutput(); err != nil {
+			f.Fatalf("clang-19 %s: %v\n%s", src, err, msg)
+		}
+		obj, err := os.ReadFile(out)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(obj)
+	}
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		res, err := Link(obj, Options{})
+		if err == nil && (len(res.SO) == 0 || res.TextSize == 0) {
+			t.Fatal("Link succeeded with an empty program")
+		}
+	})
+}
