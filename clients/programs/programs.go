@@ -1,0 +1,80 @@
+// Package programs finds the repo's built on-chain programs and their
+// keypairs, and deploys them through the BPF upgradeable loader. The dev
+// recipes, the benchmarks and the tests all deploy this way.
+package programs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/deploy"
+	"github.com/psyche-go/psyche/clients/wallet"
+)
+
+// The programs, by the names of their .so files, IDLs and keypairs.
+const (
+	Authorizer  = "psyche_authorizer"
+	Coordinator = "psyche_coordinator"
+	Treasurer   = "psyche_treasurer"
+)
+
+// Repo is a checkout of this repository.
+type Repo struct{ Root string }
+
+// FindRepo walks up from dir to the directory holding go.mod and programs/.
+func FindRepo(dir string) (Repo, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return Repo{}, err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if fileExists(filepath.Join(d, "go.mod")) && fileExists(filepath.Join(d, "programs", "Cargo.toml")) {
+			return Repo{Root: d}, nil
+		}
+		if filepath.Dir(d) == d {
+			return Repo{}, fmt.Errorf("%s is not inside a psyche checkout (no go.mod with programs/ above it)", abs)
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// ELF reads a built program.
+func (r Repo) ELF(name string) ([]byte, error) {
+	path := filepath.Join(r.Root, "programs", "target", "deploy", name+".so")
+	elf, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s is not built; run scripts/build-programs.sh", path)
+	}
+	return elf, err
+}
+
+// Keypair reads a program's keypair, whose public key is its id.
+func (r Repo) Keypair(name string) (solana.PrivateKey, error) {
+	return wallet.Load(filepath.Join(r.Root, "programs", "keys", name+"-keypair.json"))
+}
+
+// Deploy deploys a built program at its keypair's id, upgradeable by
+// authority, paid by payer.
+func (r Repo) Deploy(ctx context.Context, rpcURL string, payer, authority solana.PrivateKey, name string) (solana.PublicKey, error) {
+	elf, err := r.ELF(name)
+	if err != nil {
+		return solana.PublicKey{}, err
+	}
+	program, err := r.Keypair(name)
+	if err != nil {
+		return solana.PublicKey{}, err
+	}
+	if err := deploy.New(rpcURL, payer).Deploy(ctx, program, authority, elf, deploy.DeployOptions{}); err != nil {
+		return solana.PublicKey{}, fmt.Errorf("deploy %s: %w", name, err)
+	}
+	return program.PublicKey(), nil
+}
