@@ -164,14 +164,25 @@ var errPermanent = errors.New("rejected")
 
 // send signs and sends a transaction, waits for confirmation, and retries
 // with a fresh blockhash when it does not land. Simulation and execution
-// failures are returned at once (wrapping errPermanent).
+// failures are returned at once (wrapping errPermanent), unless an earlier
+// attempt that seemed lost turns out to have landed.
 func (c *Client) send(ctx context.Context, op string, ixs []solana.Instruction, keys signers) (solana.Signature, error) {
-	var last error
+	var (
+		last  error
+		tried []solana.Signature
+	)
 	for attempt := 0; attempt < c.attempts(); attempt++ {
 		if err := ctx.Err(); err != nil {
 			return solana.Signature{}, err
 		}
+		if sig, ok := c.landed(ctx, tried); ok {
+			return sig, nil
+		}
+		earlier := tried
 		sig, err := c.sendOnce(ctx, op, ixs, keys)
+		if !sig.IsZero() {
+			tried = append(tried, sig)
+		}
 		var txErr *TxError
 		if errors.As(err, &txErr) && txErr.sameSlot() {
 			// The loader refuses to touch a program twice in one slot.
@@ -181,6 +192,12 @@ func (c *Client) send(ctx context.Context, op string, ixs []solana.Instruction, 
 			last = err
 			continue
 		}
+		if err != nil && errors.Is(err, errPermanent) {
+			// "Already in use" and the like: a late copy may have done the work.
+			if sig, ok := c.landed(ctx, earlier); ok {
+				return sig, nil
+			}
+		}
 		if err == nil || errors.Is(err, errPermanent) || ctx.Err() != nil {
 			return sig, err
 		}
@@ -188,6 +205,24 @@ func (c *Client) send(ctx context.Context, op string, ixs []solana.Instruction, 
 		c.log().Warn("transaction not confirmed, retrying", "op", op, "attempt", attempt+1, "err", err)
 	}
 	return solana.Signature{}, fmt.Errorf("%s: gave up after %d attempts: %w", op, c.attempts(), last)
+}
+
+// landed reports an earlier attempt that was confirmed without error.
+func (c *Client) landed(ctx context.Context, sigs []solana.Signature) (solana.Signature, bool) {
+	if len(sigs) == 0 {
+		return solana.Signature{}, false
+	}
+	out, err := c.RPC.GetSignatureStatuses(ctx, true, sigs...)
+	if err != nil {
+		return solana.Signature{}, false
+	}
+	for i, st := range out.Value {
+		if st != nil && st.Err == nil && i < len(sigs) &&
+			(st.ConfirmationStatus == rpc.ConfirmationStatusConfirmed || st.ConfirmationStatus == rpc.ConfirmationStatusFinalized) {
+			return sigs[i], true
+		}
+	}
+	return solana.Signature{}, false
 }
 
 func (c *Client) sendOnce(ctx context.Context, op string, ixs []solana.Instruction, keys signers) (solana.Signature, error) {

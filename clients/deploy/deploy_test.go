@@ -4,8 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,4 +206,86 @@ func waitRuns(t *testing.T, ctx context.Context, client *rpc.Client, payer solan
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("program never ran: %v", last)
+}
+
+// lossyRPC forwards JSON-RPC to target but silently drops every third
+// sendTransaction, answering with the transaction's real signature as a
+// cluster that lost it would: only re-sending makes a deployment complete.
+type lossyRPC struct {
+	target  string
+	mu      sync.Mutex
+	sends   int
+	dropped int
+}
+
+func (p *lossyRPC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params []json.RawMessage
+	}
+	if json.Unmarshal(body, &req) == nil && req.Method == "sendTransaction" && len(req.Params) > 0 {
+		p.mu.Lock()
+		p.sends++
+		drop := p.sends%3 == 0
+		if drop {
+			p.dropped++
+		}
+		p.mu.Unlock()
+		var encoded string
+		if drop && json.Unmarshal(req.Params[0], &encoded) == nil {
+			if raw, err := base64.StdEncoding.DecodeString(encoded); err == nil && len(raw) > 65 {
+				// Wire format: compact-u16 signature count (1 byte here), then signatures.
+				sig := solana.SignatureFromBytes(raw[1:65])
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%q}`, req.ID, sig.String())
+				return
+			}
+		}
+	}
+	resp, err := http.Post(p.target, "application/json", bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+func TestDeployRetriesLostWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a validator and builds a program")
+	}
+	elf := buildtest.Program(t, "psyche-conformance")
+	v := localnettest.Start(t, localnet.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	proxy := &lossyRPC{target: v.RPCURL}
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	payer := localnettest.NewFundedKeypair(t, v, 100*sol)
+	d := deploy.New(srv.URL, payer)
+	d.ConfirmTimeout = time.Second
+	d.Attempts = 10
+	program, _ := solana.NewRandomPrivateKey()
+	if err := d.Deploy(ctx, program, payer, elf, deploy.DeployOptions{}); err != nil {
+		t.Fatalf("deploy through a lossy RPC: %v", err)
+	}
+	proxy.mu.Lock()
+	sends, dropped := proxy.sends, proxy.dropped
+	proxy.mu.Unlock()
+	if dropped == 0 {
+		t.Fatalf("the proxy dropped nothing (%d sends); the test did not exercise retries", sends)
+	}
+	info, err := deploy.New(v.RPCURL, payer).Info(ctx, program.PublicKey())
+	if err != nil || !bytes.HasPrefix(info.Code, elf) {
+		t.Fatalf("deployed code differs from the ELF after %d lost sends (err %v)", dropped, err)
+	}
+	t.Logf("%d of %d transactions were lost and re-sent", dropped, sends)
 }
