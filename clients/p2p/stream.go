@@ -71,7 +71,9 @@ func (n *Node) request(ctx context.Context, p peer.ID, proto protocol.ID, req []
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
-	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "psyche"), p, proto)
+	// Limited (relayed) connections are not used: relays cap the bytes they
+	// carry, so data waits for the direct connection hole punching makes.
+	s, err := n.host.NewStream(ctx, p, proto)
 	if err != nil {
 		n.countFailure(p)
 		return nil, fmt.Errorf("open stream to %s: %w", p, err)
