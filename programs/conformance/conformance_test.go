@@ -153,8 +153,15 @@ func (e *env) account(addr solana.PublicKey) *rpc.Account {
 // createAccount makes a fresh account of space bytes owned by owner.
 func (e *env) createAccount(space uint64, owner solana.PublicKey) solana.PrivateKey {
 	e.t.Helper()
+	return e.createAccountFunded(space, space, owner)
+}
+
+// createAccountFunded makes an account of space bytes holding the rent of
+// rentFor bytes, so that it may grow.
+func (e *env) createAccountFunded(space, rentFor uint64, owner solana.PublicKey) solana.PrivateKey {
+	e.t.Helper()
 	key, _ := solana.NewRandomPrivateKey()
-	rent, err := e.client.GetMinimumBalanceForRentExemption(e.ctx, space, rpc.CommitmentConfirmed)
+	rent, err := e.client.GetMinimumBalanceForRentExemption(e.ctx, rentFor, rpc.CommitmentConfirmed)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -250,6 +257,23 @@ func TestConformance(t *testing.T) {
 		if data2 := e.account(acc.PublicKey()).Data.GetBinary(); !bytes.Equal(data, data2) {
 			t.Error("a failed write changed the account")
 		}
+		// Realloc: up to 10 KiB of growth per instruction, new bytes zeroed.
+		big := e.createAccountFunded(64, 64+2*10240, e.program)
+		resize := func(name string, n uint32) result {
+			return e.call(name, ixData("resize_account", binary.LittleEndian.AppendUint32(nil, n)), solana.Meta(big.PublicKey()).WRITE())
+		}
+		resize("resize_account (+10 KiB)", 64+10240).ok(t)
+		if data := e.account(big.PublicKey()).Data.GetBinary(); len(data) != 64+10240 || !bytes.Equal(data, make([]byte, len(data))) {
+			t.Fatalf("after resize: %d bytes", len(data))
+		}
+		if r := resize("resize_account (+10 KiB + 1)", 64+2*10240+1); r.err == nil || !strings.Contains(fmt.Sprint(r.err), "InvalidRealloc") {
+			t.Fatalf("growing past the limit: err %v", r.err)
+		}
+		resize("resize_account (shrink)", 8).ok(t)
+		if n := len(e.account(big.PublicKey()).Data.GetBinary()); n != 8 {
+			t.Fatalf("after shrinking: %d bytes", n)
+		}
+
 		// Truncated Borsh arguments: InstructionDidNotDeserialize.
 		if code := e.call("write_account (short args)", ixData("write_account", args[:6]), solana.Meta(acc.PublicKey()).WRITE()).customCode(t); code != 102 {
 			t.Errorf("short args: code %d, want 102", code)

@@ -35,6 +35,7 @@ pub const REQUIRE_SIGNER: [u8; 8] = anchor::instruction("require_signer");
 pub const CLOCK: [u8; 8] = anchor::instruction("clock");
 pub const CLOSE_VAULT: [u8; 8] = anchor::instruction("close_vault");
 pub const CREATE_ATA: [u8; 8] = anchor::instruction("create_ata");
+pub const RESIZE_ACCOUNT: [u8; 8] = anchor::instruction("resize_account");
 
 pub const PING_EVENT: [u8; 8] = anchor::event("Ping");
 pub const VAULT_ACCOUNT: [u8; 8] = anchor::account("Vault");
@@ -65,6 +66,7 @@ fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> Progr
         }
         CLOSE_VAULT => close_vault(program_id, accounts),
         CREATE_ATA => create_ata(accounts),
+        RESIZE_ACCOUNT => resize_account(program_id, accounts, args),
         _ => Err(ErrorCode::InstructionFallbackNotFound.fail()),
     }
 }
@@ -131,6 +133,18 @@ fn close_vault(program_id: &Address, accounts: &[AccountView]) -> ProgramResult 
     }
     validate::pda_with_bump(vault, &[VAULT_SEED, payer.address().as_ref()], bump, program_id)?;
     validate::close(vault, payer)
+}
+
+/// Resizes account 0 (owned by this program) to `new_len` bytes; growth is
+/// limited to 10 KiB per instruction by the runtime, and checked here first.
+fn resize_account(program_id: &Address, accounts: &[AccountView], args: &[u8]) -> ProgramResult {
+    let [target] = validate::accounts::<1>(accounts)?;
+    validate::writable(target)?;
+    validate::owner(target, program_id)?;
+    let mut r = Reader::new(args);
+    let new_len = r.u32()? as usize;
+    r.finish()?;
+    target.resize(new_len)
 }
 
 /// Creates (idempotently) the wallet's associated token account for a mint.
@@ -216,7 +230,7 @@ mod tests {
     fn discriminators_are_distinct() {
         let all = [
             LOG_AND_EMIT, WRITE_ACCOUNT, FAIL_CUSTOM, CREATE_PDA, TOKEN_TRANSFER, FIVE_ARGS, U128_MATH, PANIC, ECHO_RETURN,
-            REQUIRE_SIGNER, CLOCK, CLOSE_VAULT, CREATE_ATA,
+            REQUIRE_SIGNER, CLOCK, CLOSE_VAULT, CREATE_ATA, RESIZE_ACCOUNT,
         ];
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
