@@ -48,8 +48,27 @@ func TestBlobAnnouncedByOneIsFetchedByAll(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if served := nodes[0].Snapshot().BlobsServed; served != 4 {
-		t.Errorf("publisher served %d blobs, want 4", served)
+	snap := nodes[0].Snapshot()
+	if snap.BlobsServed != 4 || snap.BlobBytesServed != 4*uint64(len(payload)) {
+		t.Errorf("publisher served %d blobs, %d bytes; want 4, %d", snap.BlobsServed, snap.BlobBytesServed, 4*len(payload))
+	}
+	// Bandwidth meters are swept once a second, so they catch up shortly.
+	waitFor(t, 5*time.Second, "bandwidth metrics to count the transfers", func() bool {
+		snap := nodes[0].Snapshot()
+		if snap.TotalOut < 4*uint64(len(payload)) || snap.ProtocolOut[nodes[0].blobProtocol()] < 4*uint64(len(payload)) {
+			return false
+		}
+		for _, n := range nodes[1:] {
+			if ps := peerSnapshot(nodes[0], n.ID()); ps.BytesOut < uint64(len(payload)) || !ps.Participant || !ps.Connected {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes[1:] {
+		if got := n.Snapshot().BlobBytesFetched; got != uint64(len(payload)) {
+			t.Errorf("node %s counted %d fetched bytes, want %d", n.ID(), got, len(payload))
+		}
 	}
 
 	// An announcement altered after signing is refused before any download.
