@@ -1,0 +1,322 @@
+package status
+
+import (
+	"cmp"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Options bound the Recorder's memory. Zero fields take the defaults.
+type Options struct {
+	// LossPoints caps each loss history (train, held-out); default 2048.
+	LossPoints int
+	// RecentSteps is how many steps are kept in full; default 256.
+	RecentSteps int
+	// LogLines is how many log lines are kept; default 200.
+	LogLines int
+	// MaxPeers caps the per-peer list; default 256.
+	MaxPeers int
+	// MaxLineBytes truncates longer log lines; default 1024.
+	MaxLineBytes int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.LossPoints, 2048)
+	def(&o.RecentSteps, 256)
+	def(&o.LogLines, 200)
+	def(&o.MaxPeers, 256)
+	def(&o.MaxLineBytes, 1024)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Recorder collects a training client's state. All methods are safe for
+// concurrent use; memory is bounded by Options whatever the run's length.
+type Recorder struct {
+	opts Options
+
+	mu      sync.Mutex
+	s       Snapshot // scalar fields only; histories live below
+	peers   []Peer
+	train   thinned
+	heldOut thinned
+	steps   ring[StepStat]
+	log     ring[LogLine]
+	subs    map[chan struct{}]struct{}
+}
+
+// NewRecorder returns an empty Recorder for the run runID.
+func NewRecorder(runID string, opts Options) *Recorder {
+	opts = opts.withDefaults()
+	r := &Recorder{
+		opts:    opts,
+		train:   newThinned(opts.LossPoints),
+		heldOut: newThinned(opts.LossPoints),
+		steps:   newRing[StepStat](opts.RecentSteps),
+		log:     newRing[LogLine](opts.LogLines),
+		subs:    map[chan struct{}]struct{}{},
+	}
+	r.s.RunID = runID
+	r.s.Updated = opts.Now()
+	return r
+}
+
+// changed marks a change and wakes subscribers; r.mu must be held.
+func (r *Recorder) changed() {
+	r.s.Seq++
+	r.s.Updated = r.opts.Now()
+	for ch := range r.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is already pending; the reader will see this change too
+		}
+	}
+}
+
+// Subscribe returns a channel that receives a value after changes (bursts
+// coalesce into one wake-up; read Snapshot for the state) and a cancel func
+// that closes it.
+func (r *Recorder) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	r.mu.Lock()
+	r.subs[ch] = struct{}{}
+	r.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			r.mu.Lock()
+			delete(r.subs, ch)
+			r.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Snapshot returns a consistent deep copy of the state.
+func (r *Recorder) Snapshot() Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.s
+	s.Peers = slices.Clone(r.peers)
+	if s.Peers == nil {
+		s.Peers = []Peer{}
+	}
+	s.Train = r.train.points()
+	s.HeldOut = r.heldOut.points()
+	s.Steps = r.steps.slice()
+	s.Log = r.log.slice()
+	if r.s.Checkpoint != nil {
+		c := *r.s.Checkpoint
+		s.Checkpoint = &c
+	}
+	if r.s.LastWarning != nil {
+		l := *r.s.LastWarning
+		s.LastWarning = &l
+	}
+	if r.s.LastError != nil {
+		l := *r.s.LastError
+		s.LastError = &l
+	}
+	return s
+}
+
+// SetRunState records the Coordinator's run state (e.g. "RoundTrain").
+func (r *Recorder) SetRunState(state string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.s.RunState = state
+	r.changed()
+}
+
+// SetProgress records the Coordinator's epoch, round and step.
+func (r *Recorder) SetProgress(epoch, round, step uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.s.Epoch, r.s.Round, r.s.Step = epoch, round, step
+	r.changed()
+}
+
+// SetRole records what this client does in the current round.
+func (r *Recorder) SetRole(role Role) error {
+	switch role {
+	case RoleNone, RoleTrainer, RoleWitness:
+	default:
+		return fmt.Errorf("unknown role %q (want %q, %q or empty)", role, RoleTrainer, RoleWitness)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.s.Role = role
+	r.changed()
+	return nil
+}
+
+// SetClients records how many clients are in the epoch and how many of them
+// are healthy.
+func (r *Recorder) SetClients(inEpoch, healthy int) error {
+	if inEpoch < 0 || healthy < 0 || healthy > inEpoch {
+		return fmt.Errorf("client counts must satisfy 0 <= healthy <= in epoch, got %d healthy of %d", healthy, inEpoch)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.s.ClientsInEpoch, r.s.ClientsHealthy = inEpoch, healthy
+	r.changed()
+	return nil
+}
+
+// SetParameters records the model's parameter count, from which the dense
+// fp32 size of one update follows.
+func (r *Recorder) SetParameters(n uint64) error {
+	if n > math.MaxUint64/4 {
+		return fmt.Errorf("parameter count %d is too large", n)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.s.DenseBytes = 4 * n
+	r.changed()
+	return nil
+}
+
+// SetPeers replaces the peer list. Peers are kept sorted by ID; beyond
+// Options.MaxPeers, those with the least traffic are left out.
+func (r *Recorder) SetPeers(peers []Peer) error {
+	seen := make(map[string]struct{}, len(peers))
+	for _, p := range peers {
+		if p.ID == "" {
+			return errors.New("peer with an empty ID")
+		}
+		if _, dup := seen[p.ID]; dup {
+			return fmt.Errorf("peer %s listed twice", p.ID)
+		}
+		seen[p.ID] = struct{}{}
+	}
+	ps := slices.Clone(peers)
+	if len(ps) > r.opts.MaxPeers {
+		slices.SortFunc(ps, func(a, b Peer) int {
+			return cmp.Compare(b.BytesIn+b.BytesOut, a.BytesIn+a.BytesOut)
+		})
+		ps = ps[:r.opts.MaxPeers]
+	}
+	slices.SortFunc(ps, func(a, b Peer) int { return cmp.Compare(a.ID, b.ID) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.peers = ps
+	r.s.PeerCount = len(peers)
+	r.changed()
+	return nil
+}
+
+// RecordStep records a finished training step. Steps must increase; the
+// digest must be hex. A non-finite loss is recorded (and reported as such).
+func (r *Recorder) RecordStep(st StepStat) error {
+	if st.Duration < 0 {
+		return fmt.Errorf("step %d: negative duration %v", st.Step, st.Duration)
+	}
+	if _, err := hex.DecodeString(st.Digest); err != nil {
+		return fmt.Errorf("step %d: digest %q is not hex: %w", st.Step, st.Digest, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if last, ok := r.steps.last(); ok && st.Step <= last.Step {
+		return fmt.Errorf("step %d recorded after step %d: steps must increase", st.Step, last.Step)
+	}
+	r.steps.push(st)
+	r.train.add(LossPoint{Step: st.Step, Loss: st.Loss})
+	r.s.StepsTotal++
+	r.s.TokensTotal += st.Tokens
+	r.s.BytesOutTotal += st.BytesOut
+	r.s.BytesInTotal += st.BytesIn
+	r.changed()
+	return nil
+}
+
+// RecordEval records a held-out loss measured at step. Steps must increase.
+func (r *Recorder) RecordEval(step uint64, loss float64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.heldOut.hasLatest && step <= r.heldOut.latest.Step {
+		return fmt.Errorf("held-out loss for step %d recorded after step %d: steps must increase", step, r.heldOut.latest.Step)
+	}
+	r.heldOut.add(LossPoint{Step: step, Loss: Float(loss)})
+	r.changed()
+	return nil
+}
+
+// SetCheckpoint records the latest checkpoint.
+func (r *Recorder) SetCheckpoint(c Checkpoint) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.Time.IsZero() {
+		c.Time = r.opts.Now()
+	}
+	r.s.Checkpoint = &c
+	r.changed()
+}
+
+// Log appends a line to the log panel; a zero t means now.
+func (r *Recorder) Log(level slog.Level, t time.Time, msg string) {
+	msg = oneLine(msg, r.opts.MaxLineBytes)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t.IsZero() {
+		t = r.opts.Now()
+	}
+	l := LogLine{Time: t, Level: level.String(), Message: msg}
+	r.log.push(l)
+	switch {
+	case level >= slog.LevelError:
+		r.s.LastError = &l
+		r.s.ErrorsTotal++
+	case level >= slog.LevelWarn:
+		r.s.LastWarning = &l
+		r.s.WarningsTotal++
+	}
+	r.changed()
+}
+
+// Warn logs a warning line.
+func (r *Recorder) Warn(msg string) { r.Log(slog.LevelWarn, time.Time{}, msg) }
+
+// Error logs an error line.
+func (r *Recorder) Error(msg string) { r.Log(slog.LevelError, time.Time{}, msg) }
+
+// oneLine makes msg safe for a one-line panel: control characters (newlines,
+// terminal escapes) become spaces or U+FFFD, invalid UTF-8 is replaced, and
+// it is cut at a rune boundary after max bytes.
+func oneLine(msg string, max int) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	msg = strings.Map(func(c rune) rune {
+		switch {
+		case c == '\n' || c == '\r' || c == '\t':
+			return ' '
+		case unicode.IsControl(c):
+			return '\uFFFD'
+		}
+		return c
+	}, msg)
+	if len(msg) <= max {
+		return msg
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
+}

@@ -1,0 +1,215 @@
+// Package status holds what a training client knows about its run at a
+// moment: the Recorder that the client loop updates, and the Snapshot copies
+// it hands to the terminal UI, the metrics endpoint and the progress printer.
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Role is what this client does in the current round.
+type Role string
+
+const (
+	RoleNone    Role = ""
+	RoleTrainer Role = "trainer"
+	RoleWitness Role = "witness"
+)
+
+// Snapshot is a consistent copy of a Recorder's state; it shares no memory
+// with the Recorder, so callers may keep and modify it.
+type Snapshot struct {
+	// Seq increases with every change, so readers can tell snapshots apart.
+	Seq     uint64    `json:"seq"`
+	Updated time.Time `json:"updated"`
+
+	RunID    string `json:"run_id"`
+	RunState string `json:"run_state"`
+	Epoch    uint64 `json:"epoch"`
+	Round    uint64 `json:"round"`
+	Step     uint64 `json:"step"`
+	Role     Role   `json:"role"`
+
+	ClientsInEpoch int `json:"clients_in_epoch"`
+	ClientsHealthy int `json:"clients_healthy"`
+
+	// PeerCount is the number of peers; Peers may list fewer (Options.MaxPeers).
+	PeerCount int    `json:"peer_count"`
+	Peers     []Peer `json:"peers"`
+
+	// Train and HeldOut are whole-run loss histories, thinned evenly as they
+	// grow so that memory stays bounded (see Options).
+	Train   []LossPoint `json:"train_loss"`
+	HeldOut []LossPoint `json:"held_out_loss"`
+	// Steps holds the most recent steps in full, oldest first.
+	Steps []StepStat `json:"steps"`
+
+	// DenseBytes is what one step's update would weigh as dense fp32
+	// gradients (4 bytes per parameter); 0 until the model is known.
+	DenseBytes uint64 `json:"dense_fp32_bytes"`
+
+	StepsTotal    uint64 `json:"steps_total"`
+	TokensTotal   uint64 `json:"tokens_total"`
+	BytesOutTotal uint64 `json:"bytes_sent_total"`
+	BytesInTotal  uint64 `json:"bytes_received_total"`
+
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+
+	// Log holds the most recent log lines, oldest first.
+	Log []LogLine `json:"log"`
+	// LastWarning and LastError are the latest lines at those levels; they
+	// outlive the Log ring.
+	LastWarning *LogLine `json:"last_warning,omitempty"`
+	LastError   *LogLine `json:"last_error,omitempty"`
+	// WarningsTotal and ErrorsTotal count every such line ever logged.
+	WarningsTotal uint64 `json:"warnings_total"`
+	ErrorsTotal   uint64 `json:"errors_total"`
+}
+
+// Peer is one p2p peer as this client sees it.
+type Peer struct {
+	ID       string `json:"id"`
+	Address  string `json:"address,omitempty"`
+	BytesIn  uint64 `json:"bytes_in"`
+	BytesOut uint64 `json:"bytes_out"`
+	// Latency is 0 when unknown.
+	Latency time.Duration `json:"-"`
+}
+
+type peerJSON struct {
+	ID             string   `json:"id"`
+	Address        string   `json:"address,omitempty"`
+	BytesIn        uint64   `json:"bytes_in"`
+	BytesOut       uint64   `json:"bytes_out"`
+	LatencySeconds *float64 `json:"latency_seconds,omitempty"`
+}
+
+// MarshalJSON writes the latency in seconds, and leaves it out when unknown.
+func (p Peer) MarshalJSON() ([]byte, error) {
+	j := peerJSON{ID: p.ID, Address: p.Address, BytesIn: p.BytesIn, BytesOut: p.BytesOut}
+	if p.Latency > 0 {
+		s := p.Latency.Seconds()
+		j.LatencySeconds = &s
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *Peer) UnmarshalJSON(b []byte) error {
+	var j peerJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = Peer{ID: j.ID, Address: j.Address, BytesIn: j.BytesIn, BytesOut: j.BytesOut}
+	if j.LatencySeconds != nil {
+		p.Latency = time.Duration(*j.LatencySeconds * float64(time.Second))
+	}
+	return nil
+}
+
+// LossPoint is a loss measured at a step.
+type LossPoint struct {
+	Step uint64 `json:"step"`
+	Loss Float  `json:"loss"`
+}
+
+// StepStat is what one training step produced.
+type StepStat struct {
+	Step     uint64        `json:"step"`
+	Loss     Float         `json:"loss"`
+	Tokens   uint64        `json:"tokens"`
+	Duration time.Duration `json:"duration_ns"`
+	// BytesOut and BytesIn are the update bytes this client sent and
+	// received for the step.
+	BytesOut uint64 `json:"bytes_sent"`
+	BytesIn  uint64 `json:"bytes_received"`
+	// Digest is the hex digest of the trainer state after the step.
+	Digest string `json:"digest"`
+}
+
+// TokensPerSecond is the step's throughput, 0 when the duration is unknown.
+func (s StepStat) TokensPerSecond() float64 {
+	if s.Duration <= 0 {
+		return 0
+	}
+	return float64(s.Tokens) / s.Duration.Seconds()
+}
+
+// CompressionRatio is dense fp32 bytes over the bytes actually sent, 0 when
+// either is unknown.
+func CompressionRatio(dense, sent uint64) float64 {
+	if dense == 0 || sent == 0 {
+		return 0
+	}
+	return float64(dense) / float64(sent)
+}
+
+// Checkpoint describes the latest checkpoint this client wrote or loaded.
+type Checkpoint struct {
+	Step     uint64    `json:"step"`
+	Location string    `json:"location"`
+	Hash     string    `json:"hash,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+// LogLine is one log record as shown in the UI.
+type LogLine struct {
+	Time    time.Time `json:"time"`
+	Level   string    `json:"level"`
+	Message string    `json:"message"`
+}
+
+// Float is a float64 whose JSON form survives NaN and infinities (a diverged
+// loss is worth reporting): those are written as strings.
+type Float float64
+
+// MarshalJSON writes finite values as numbers and others as "NaN", "+Inf" or "-Inf".
+func (f Float) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return []byte(strconv.Quote(strconv.FormatFloat(v, 'g', -1, 64))), nil
+	}
+	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (f *Float) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) >= 2 && s[0] == '"' {
+		var err error
+		if s, err = strconv.Unquote(s); err != nil {
+			return err
+		}
+		switch s {
+		case "NaN", "+Inf", "-Inf":
+		default:
+			return fmt.Errorf("%q is not a number", s)
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return err
+	}
+	*f = Float(v)
+	return nil
+}
+
+// LastStep returns the most recent recorded step.
+func (s Snapshot) LastStep() (StepStat, bool) {
+	if len(s.Steps) == 0 {
+		return StepStat{}, false
+	}
+	return s.Steps[len(s.Steps)-1], true
+}
+
+// LastHeldOut returns the most recent held-out loss.
+func (s Snapshot) LastHeldOut() (LossPoint, bool) {
+	if len(s.HeldOut) == 0 {
+		return LossPoint{}, false
+	}
+	return s.HeldOut[len(s.HeldOut)-1], true
+}
