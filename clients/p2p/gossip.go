@@ -91,7 +91,7 @@ func (n *Node) startGossip() error {
 	if err != nil {
 		return fmt.Errorf("subscribe to gossip topic: %w", err)
 	}
-	n.ps, n.topic, n.sub = ps, t, sub
+	n.topic, n.sub = t, sub
 	n.wg.Add(1)
 	go n.receive()
 	return nil

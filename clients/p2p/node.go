@@ -151,7 +151,6 @@ type Node struct {
 	runKey Hash
 	tag    string // short hex of runKey for names
 
-	ps    *pubsub.PubSub
 	topic *pubsub.Topic
 	sub   *pubsub.Subscription
 	msgs  chan Message
