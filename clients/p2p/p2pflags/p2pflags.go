@@ -24,6 +24,7 @@ const (
 	BindPort               = "bind-p2p-port"
 	BindInterface          = "bind-p2p-interface"
 	MaxConcurrentDownloads = "max-concurrent-downloads"
+	MaxConcurrentRequests  = "max-concurrent-parameter-requests"
 	Bootstrap              = "p2p-bootstrap"
 	RendezvousDir          = "p2p-rendezvous-dir"
 	PublicDHT              = "p2p-public-dht"
@@ -40,6 +41,7 @@ func Flags() []cli.Flag {
 		&cli.IntFlag{Name: BindPort, Usage: "TCP and UDP (QUIC) port for p2p; 0 picks free ports"},
 		&cli.StringFlag{Name: BindInterface, Usage: "IP address or network interface name to bind for p2p; default: all IPv4 interfaces"},
 		&cli.IntFlag{Name: MaxConcurrentDownloads, Value: p2p.DefaultMaxConcurrentDownloads, Usage: "concurrent downloads from any one peer"},
+		&cli.IntFlag{Name: MaxConcurrentRequests, Value: p2p.DefaultMaxUploadsPerPeer, Usage: "concurrent blob and model requests served to any one peer"},
 		&cli.StringSliceFlag{Name: Bootstrap, Usage: "multiaddr with /p2p/ id of a peer to dial at start (repeatable)"},
 		&cli.StringFlag{Name: RendezvousDir, Value: filepath.Join(os.TempDir(), "psyche-p2p"), Usage: "directory where clients on this machine exchange signed address records; empty disables"},
 		&cli.BoolFlag{Name: PublicDHT, Value: true, Usage: "find other participants through the public libp2p DHT"},
@@ -61,6 +63,10 @@ func Config(c *cli.Context, runID string, logger *slog.Logger) (p2p.Config, erro
 	if downloads < 1 {
 		return p2p.Config{}, fmt.Errorf("%w: --%s must be at least 1", ErrBadFlag, MaxConcurrentDownloads)
 	}
+	uploads := c.Int(MaxConcurrentRequests)
+	if uploads < 1 {
+		return p2p.Config{}, fmt.Errorf("%w: --%s must be at least 1", ErrBadFlag, MaxConcurrentRequests)
+	}
 	var bootstrap []peer.AddrInfo
 	for _, s := range c.StringSlice(Bootstrap) {
 		ai, err := peer.AddrInfoFromString(s)
@@ -79,6 +85,7 @@ func Config(c *cli.Context, runID string, logger *slog.Logger) (p2p.Config, erro
 		PublicDHT:              c.Bool(PublicDHT),
 		NATTraversal:           c.Bool(NATTraversal),
 		MaxConcurrentDownloads: downloads,
+		MaxUploadsPerPeer:      uploads,
 		Logger:                 logger,
 	}, nil
 }

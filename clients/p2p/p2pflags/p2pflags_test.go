@@ -43,12 +43,12 @@ func TestFlagsBuildConfig(t *testing.T) {
 	}
 	boot := "/ip4/127.0.0.1/udp/4001/quic-v1/p2p/12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA"
 	cfg, err := parse(t, "--"+IdentityPath, keyPath, "--"+BindPort, "4001", "--"+BindInterface, "127.0.0.1",
-		"--"+MaxConcurrentDownloads, "2", "--"+Bootstrap, boot, "--"+PublicDHT+"=false")
+		"--"+MaxConcurrentDownloads, "2", "--"+MaxConcurrentRequests, "3", "--"+Bootstrap, boot, "--"+PublicDHT+"=false")
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
 	if !cfg.Identity.Equals(key) || cfg.ListenPort != 4001 || cfg.ListenInterface != "127.0.0.1" ||
-		cfg.MaxConcurrentDownloads != 2 || cfg.PublicDHT || !cfg.NATTraversal || cfg.RunID != "run-1" {
+		cfg.MaxConcurrentDownloads != 2 || cfg.MaxUploadsPerPeer != 3 || cfg.PublicDHT || !cfg.NATTraversal || cfg.RunID != "run-1" {
 		t.Errorf("unexpected config %+v", cfg)
 	}
 	want, _ := peer.AddrInfoFromString(boot)
@@ -78,6 +78,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 		{"identity file too short", []string{"--" + IdentityPath, short}},
 		{"port out of range", []string{"--" + BindPort, "70000"}},
 		{"zero downloads", []string{"--" + MaxConcurrentDownloads, "0"}},
+		{"negative requests", []string{"--" + MaxConcurrentRequests, "-1"}},
 		{"bootstrap without peer id", []string{"--" + Bootstrap, "/ip4/1.2.3.4/tcp/1"}},
 	}
 	for _, tc := range tests {
