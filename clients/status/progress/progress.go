@@ -1,0 +1,130 @@
+// Package progress formats training progress as plain text: one line per
+// step for --logs console and scripts/demo.sh, and a closing summary.
+package progress
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/psyche-go/psyche/clients/status"
+)
+
+// Line formats one step, e.g.
+//
+//	step 42  loss 3.2140  held-out 3.3010@40  tok/s 1234.5  sent 12.3 KiB/step  dense fp32 1.2 MiB  ratio 98.1x
+//
+// heldOut may be nil; a zero denseBytes or BytesOut leaves the ratio out.
+func Line(st status.StepStat, heldOut *status.LossPoint, denseBytes uint64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "step %d  loss %s", st.Step, Loss(st.Loss))
+	if heldOut != nil {
+		fmt.Fprintf(&b, "  held-out %s@%d", Loss(heldOut.Loss), heldOut.Step)
+	}
+	if tps := st.TokensPerSecond(); tps > 0 {
+		fmt.Fprintf(&b, "  tok/s %.1f", tps)
+	}
+	fmt.Fprintf(&b, "  sent %s/step", Bytes(st.BytesOut))
+	if denseBytes > 0 {
+		fmt.Fprintf(&b, "  dense fp32 %s", Bytes(denseBytes))
+		if r := status.CompressionRatio(denseBytes, st.BytesOut); r > 0 {
+			fmt.Fprintf(&b, "  ratio %.1fx", r)
+		}
+	}
+	return b.String()
+}
+
+// Loss formats a loss with 4 decimals (NaN and Inf as such).
+func Loss(l status.Float) string { return strconv.FormatFloat(float64(l), 'f', 4, 64) }
+
+// Bytes formats a byte count with binary units.
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 5 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[i])
+}
+
+// Printer writes a Line for each step of successive snapshots that it has
+// not written yet; a client in console mode feeds it from a Recorder
+// subscription. Steps that fell out of the snapshot's ring between two
+// calls are skipped.
+type Printer struct {
+	w       io.Writer
+	prefix  string
+	last    uint64
+	printed bool
+}
+
+// NewPrinter writes to w, starting each line with prefix (e.g. a client name).
+func NewPrinter(w io.Writer, prefix string) *Printer {
+	return &Printer{w: w, prefix: prefix}
+}
+
+// Print writes the steps of s newer than the last one printed.
+func (p *Printer) Print(s status.Snapshot) error {
+	for _, st := range s.Steps {
+		if p.printed && st.Step <= p.last {
+			continue
+		}
+		var held *status.LossPoint
+		for i := len(s.HeldOut) - 1; i >= 0; i-- {
+			if s.HeldOut[i].Step <= st.Step {
+				held = &s.HeldOut[i]
+				break
+			}
+		}
+		if _, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, Line(st, held, s.DenseBytes)); err != nil {
+			return fmt.Errorf("writing progress: %w", err)
+		}
+		p.last, p.printed = st.Step, true
+	}
+	return nil
+}
+
+// Summary describes a whole run from a final snapshot: steps, the first and
+// last train and held-out losses, mean throughput and bytes per step.
+func Summary(s status.Snapshot) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s: %s after %d steps (epoch %d)\n", s.RunID, orUnknown(s.RunState), s.StepsTotal, s.Epoch)
+	if n := len(s.Train); n > 0 {
+		fmt.Fprintf(&b, "train loss     %s (step %d) -> %s (step %d)\n", Loss(s.Train[0].Loss), s.Train[0].Step, Loss(s.Train[n-1].Loss), s.Train[n-1].Step)
+	}
+	if n := len(s.HeldOut); n > 0 {
+		fmt.Fprintf(&b, "held-out loss  %s (step %d) -> %s (step %d)\n", Loss(s.HeldOut[0].Loss), s.HeldOut[0].Step, Loss(s.HeldOut[n-1].Loss), s.HeldOut[n-1].Step)
+	}
+	var secs float64
+	for _, st := range s.Steps {
+		secs += st.Duration.Seconds()
+	}
+	if secs > 0 {
+		var tokens uint64
+		for _, st := range s.Steps {
+			tokens += st.Tokens
+		}
+		fmt.Fprintf(&b, "throughput     %.1f tok/s over the last %d steps\n", float64(tokens)/secs, len(s.Steps))
+	}
+	if s.StepsTotal > 0 {
+		sent := s.BytesOutTotal / s.StepsTotal
+		fmt.Fprintf(&b, "sent per step  %s (received %s)", Bytes(sent), Bytes(s.BytesInTotal/s.StepsTotal))
+		if r := status.CompressionRatio(s.DenseBytes, sent); r > 0 {
+			fmt.Fprintf(&b, ", dense fp32 %s, ratio %.1fx", Bytes(s.DenseBytes), r)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown state"
+	}
+	return s
+}

@@ -1,0 +1,131 @@
+package progress
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/psyche-go/psyche/clients/status"
+)
+
+func TestLine(t *testing.T) {
+	st := status.StepStat{Step: 42, Loss: 3.21401, Tokens: 2469, Duration: 2 * time.Second, BytesOut: 12595, Digest: "ab"}
+	for _, tc := range []struct {
+		name  string
+		held  *status.LossPoint
+		dense uint64
+		st    status.StepStat
+		want  string
+	}{
+		{"full", &status.LossPoint{Step: 40, Loss: 3.301}, 1_250_000, st,
+			"step 42  loss 3.2140  held-out 3.3010@40  tok/s 1234.5  sent 12.3 KiB/step  dense fp32 1.2 MiB  ratio 99.2x"},
+		{"no held-out, no model size", nil, 0, st,
+			"step 42  loss 3.2140  tok/s 1234.5  sent 12.3 KiB/step"},
+		{"diverged, nothing sent, no duration", nil, 4096, status.StepStat{Step: 1, Loss: status.Float(math.NaN())},
+			"step 1  loss NaN  sent 0 B/step  dense fp32 4.0 KiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Line(tc.st, tc.held, tc.dense); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    uint64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"}, {5 << 20, "5.0 MiB"}, {3 << 30, "3.0 GiB"}, {math.MaxUint64, "16.0 EiB"}} {
+		if got := Bytes(tc.n); got != tc.want {
+			t.Errorf("Bytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestPrinterPrintsEachStepOnce(t *testing.T) {
+	rec := status.NewRecorder("r", status.Options{})
+	var buf bytes.Buffer
+	p := NewPrinter(&buf, "[client-1] ")
+	record := func(step uint64) {
+		t.Helper()
+		if err := rec.RecordStep(status.StepStat{Step: step, Loss: 2, Tokens: 10, Duration: time.Second, BytesOut: 100, Digest: "00"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(1)
+	record(2)
+	if err := p.Print(rec.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Print(rec.Snapshot()); err != nil { // nothing new
+		t.Fatal(err)
+	}
+	if err := rec.RecordEval(2, 2.5); err != nil {
+		t.Fatal(err)
+	}
+	record(3)
+	if err := p.Print(rec.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("lines: %q", lines)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "[client-1] step ") {
+			t.Errorf("line %d lacks prefix: %q", i, l)
+		}
+	}
+	if strings.Contains(lines[1], "held-out") || !strings.Contains(lines[2], "held-out 2.5000@2") {
+		t.Errorf("held-out attached to the wrong steps: %q", lines)
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestPrinterReportsWriteErrors(t *testing.T) {
+	s := status.Snapshot{Steps: []status.StepStat{{Step: 1}}}
+	if err := NewPrinter(failWriter{}, "").Print(s); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSummary(t *testing.T) {
+	rec := status.NewRecorder("demo", status.Options{})
+	rec.SetRunState("Finished")
+	rec.SetProgress(2, 0, 20)
+	if err := rec.SetParameters(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 20; i++ {
+		if err := rec.RecordStep(status.StepStat{Step: i, Loss: status.Float(6 - 0.1*float64(i)), Tokens: 500, Duration: time.Second, BytesOut: 4096, BytesIn: 8192, Digest: "01"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []uint64{1, 20} {
+		if err := rec.RecordEval(i, 7-0.1*float64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := Summary(rec.Snapshot())
+	for _, want := range []string{
+		"run demo: Finished after 20 steps (epoch 2)",
+		"train loss     5.9000 (step 1) -> 4.0000 (step 20)",
+		"held-out loss  6.9000 (step 1) -> 5.0000 (step 20)",
+		"throughput     500.0 tok/s over the last 20 steps",
+		"sent per step  4.0 KiB (received 8.0 KiB), dense fp32 4.0 MiB, ratio 1024.0x",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if empty := Summary(status.Snapshot{RunID: "x"}); empty != "run x: unknown state after 0 steps (epoch 0)\n" {
+		t.Errorf("empty summary %q", empty)
+	}
+}
