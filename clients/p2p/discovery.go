@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/record"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 )
 
@@ -69,9 +70,41 @@ func (n *Node) startDiscovery() error {
 		}
 	}
 	n.trigger = make(chan struct{}, 1)
+	if n.cfg.MDNS {
+		svc := mdns.NewMdnsService(n.host, mdnsServiceName(n.tag), mdnsNotifee{n})
+		if err := svc.Start(); err != nil {
+			n.log.Warn("mDNS discovery unavailable", "err", err)
+		} else {
+			n.mdns = svc
+		}
+	}
 	n.wg.Add(1)
 	go n.discoverLoop()
 	return nil
+}
+
+// mdnsServiceName keys the mDNS service by run, so runs on one LAN never mix.
+func mdnsServiceName(tag string) string { return "_psyche-" + tag + "._udp" }
+
+// mdnsNotifee learns addresses from mDNS answers. They are unsigned, but a
+// connection authenticates the peer ID, so a lying answer costs one failed
+// dial; only participants are dialled.
+type mdnsNotifee struct{ n *Node }
+
+func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	n := m.n
+	if ai.ID == n.host.ID() || len(ai.Addrs) == 0 {
+		return
+	}
+	n.mu.RLock()
+	_, participant := n.participants[ai.ID]
+	_, banned := n.bans[ai.ID]
+	n.mu.RUnlock()
+	if !participant || banned {
+		return
+	}
+	n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, recordTTL)
+	n.triggerDiscovery()
 }
 
 // triggerDiscovery asks the discovery loop to run now, e.g. after the

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -63,6 +64,10 @@ type Config struct {
 	// PublicDHT also joins the public libp2p (amino) DHT and advertises the run
 	// there, so clients on the internet find each other with no configuration.
 	PublicDHT bool
+	// MDNS announces this node and finds the run's participants on the local
+	// network by multicast DNS. A machine without a multicast interface just
+	// logs a warning; the other mechanisms still work.
+	MDNS bool
 	// NATTraversal enables UPnP/NAT-PMP port mapping, circuit relay v2 (as a
 	// client through other participants, and as a relay when reachable) and
 	// hole punching.
@@ -157,6 +162,7 @@ type Node struct {
 
 	runDHT    *dht.IpfsDHT
 	publicDHT *dht.IpfsDHT
+	mdns      io.Closer
 
 	mu           sync.RWMutex
 	participants map[peer.ID]struct{}
@@ -358,6 +364,9 @@ func (n *Node) Close() error {
 		// Close fails while a subscription is still being torn down; the host
 		// closing below ends everything anyway.
 		_ = n.topic.Close()
+	}
+	if n.mdns != nil {
+		errs = append(errs, n.mdns.Close())
 	}
 	for _, d := range []*dht.IpfsDHT{n.runDHT, n.publicDHT} {
 		if d != nil {

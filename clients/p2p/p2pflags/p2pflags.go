@@ -29,6 +29,7 @@ const (
 	RendezvousDir          = "p2p-rendezvous-dir"
 	PublicDHT              = "p2p-public-dht"
 	NATTraversal           = "p2p-nat-traversal"
+	MDNS                   = "p2p-mdns"
 )
 
 // ErrBadFlag marks a p2p flag value that cannot be used.
@@ -46,6 +47,7 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: RendezvousDir, Value: filepath.Join(os.TempDir(), "psyche-p2p"), Usage: "directory where clients on this machine exchange signed address records; empty disables"},
 		&cli.BoolFlag{Name: PublicDHT, Value: true, Usage: "find other participants through the public libp2p DHT"},
 		&cli.BoolFlag{Name: NATTraversal, Value: true, Usage: "port mapping, relays through other participants and hole punching"},
+		&cli.BoolFlag{Name: MDNS, Usage: "find participants on the local network by multicast DNS"},
 	}
 }
 
@@ -84,6 +86,7 @@ func Config(c *cli.Context, runID string, logger *slog.Logger) (p2p.Config, erro
 		RendezvousDir:          c.String(RendezvousDir),
 		PublicDHT:              c.Bool(PublicDHT),
 		NATTraversal:           c.Bool(NATTraversal),
+		MDNS:                   c.Bool(MDNS),
 		MaxConcurrentDownloads: downloads,
 		MaxUploadsPerPeer:      uploads,
 		Logger:                 logger,
