@@ -90,6 +90,11 @@ errors! {
     InvalidCheckpoint = 6050: "checkpoint repo must be non-empty UTF-8 (revision optional)",
     CorruptState = 6051: "the coordinator account holds an invalid state",
     ArithmeticOverflow = 6052: "arithmetic overflow",
+    // Checked by the instruction glue (programs/coordinator/program), not the logic.
+    Unauthorized = 6053: "the signer is not this run's main authority",
+    SignerMismatch = 6054: "the signer does not match the client identity in the instruction",
+    JoinNotAuthorized = 6055: "the run's join authority has not authorized this signer (scope CoordinatorJoinRun)",
+    InvalidParameters = 6056: "the instruction's parameters are malformed or out of range",
 }
 
 #[cfg(test)]

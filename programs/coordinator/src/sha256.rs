@@ -1,4 +1,5 @@
-//! SHA-256 that works without std. On the Solana target it uses the `sol_sha256`
+//! SHA-256 that works without std. On the Solana target (`target_os = "solana"`, or
+//! `target_arch = "bpf"` as programs/toolchain builds it) it uses the `sol_sha256`
 //! syscall (a software hash would cost thousands of compute units per block);
 //! everywhere else it is a small software implementation checked against FIPS
 //! 180-4 vectors, so host tests exercise the same digests the chain computes.
@@ -7,7 +8,7 @@
 pub const HASH_LEN: usize = 32;
 
 /// Hashes the concatenation of `parts`.
-#[cfg(target_os = "solana")]
+#[cfg(any(target_os = "solana", target_arch = "bpf"))]
 pub fn hashv(parts: &[&[u8]]) -> [u8; HASH_LEN] {
     extern "C" {
         fn sol_sha256(vals: *const u8, val_len: u64, hash_result: *mut u8) -> u64;
@@ -23,7 +24,7 @@ pub fn hashv(parts: &[&[u8]]) -> [u8; HASH_LEN] {
 }
 
 /// Hashes the concatenation of `parts`.
-#[cfg(not(target_os = "solana"))]
+#[cfg(not(any(target_os = "solana", target_arch = "bpf")))]
 pub fn hashv(parts: &[&[u8]]) -> [u8; HASH_LEN] {
     let mut h = Sha256::new();
     for p in parts {
@@ -32,7 +33,7 @@ pub fn hashv(parts: &[&[u8]]) -> [u8; HASH_LEN] {
     h.finish()
 }
 
-#[cfg(not(target_os = "solana"))]
+#[cfg(not(any(target_os = "solana", target_arch = "bpf")))]
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -44,13 +45,13 @@ const K: [u32; 64] = [
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 ];
 
-#[cfg(not(target_os = "solana"))]
+#[cfg(not(any(target_os = "solana", target_arch = "bpf")))]
 const H0: [u32; 8] = [
     0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
 ];
 
 /// Streaming software SHA-256 state.
-#[cfg(not(target_os = "solana"))]
+#[cfg(not(any(target_os = "solana", target_arch = "bpf")))]
 struct Sha256 {
     state: [u32; 8],
     block: [u8; 64],
@@ -58,7 +59,7 @@ struct Sha256 {
     total_len: u64,
 }
 
-#[cfg(not(target_os = "solana"))]
+#[cfg(not(any(target_os = "solana", target_arch = "bpf")))]
 impl Sha256 {
     fn new() -> Self {
         Sha256 { state: H0, block: [0; 64], block_len: 0, total_len: 0 }
@@ -98,7 +99,7 @@ impl Sha256 {
     }
 }
 
-#[cfg(not(target_os = "solana"))]
+#[cfg(not(any(target_os = "solana", target_arch = "bpf")))]
 fn compress(state: &mut [u32; 8], block: &[u8; 64]) {
     let mut w = [0u32; 64];
     for (i, chunk) in block.chunks_exact(4).enumerate() {

@@ -1,0 +1,87 @@
+use psyche_coordinator_logic::error::CoordinatorError;
+use psyche_coordinator_logic::state::ACCOUNT_SIZE;
+use psyche_sdk::borsh::Reader;
+use psyche_sdk::cpi::system::{Allocate, Assign, CreateAccount, Transfer, SYSTEM_PROGRAM_ID};
+use psyche_sdk::cpi::{Seed, Signer};
+use psyche_sdk::sysvar::Rent;
+use psyche_sdk::{validate, AccountView, ErrorCode, ProgramResult};
+
+use crate::run::{fail, instance_space, state_mut, Instance, InstanceKeys};
+use crate::{COORDINATOR_ACCOUNT, ID, INSTANCE_SEED};
+
+/// init_coordinator { main_authority, join_authority, run_id, client_version }:
+/// creates the run's instance PDA and initialises the coordinator account,
+/// which the client allocated (ACCOUNT_SIZE bytes, rent exempt, owned by this
+/// program) in the same transaction. The run starts Uninitialized: the main
+/// authority then sends `update` (config, model) and `set_paused(false)`.
+///
+/// Accounts: 0. [WRITE, SIGNER] payer, 1. [WRITE] coordinator_instance (PDA
+/// ["coordinator", run_id]), 2. [WRITE] coordinator_account, 3. [] system program.
+pub fn init_coordinator(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
+    let [payer, instance, account, system_program] = validate::accounts::<4>(accounts)?;
+    let mut r = Reader::new(args);
+    let main_authority = r.address()?;
+    let join_authority = r.address()?;
+    let run_id = r.string()?.as_bytes();
+    let client_version = r.string()?.as_bytes();
+    r.finish()?;
+    validate::signer(payer)?;
+    validate::writable(payer)?;
+    validate::writable(instance)?;
+    validate::writable(account)?;
+    validate::program(system_program, &SYSTEM_PROGRAM_ID)?;
+    if run_id.is_empty() || run_id.len() > psyche_coordinator_logic::state::RUN_ID_LEN {
+        return Err(fail(CoordinatorError::InvalidRunId));
+    }
+    let bump = validate::pda(instance, &[INSTANCE_SEED, run_id], &ID)?;
+    // Only this program can give the PDA data or an owner, so a system-owned
+    // PDA is uninitialized (possibly pre-funded by anyone).
+    if !instance.owned_by(&SYSTEM_PROGRAM_ID) {
+        return Err(fail(CoordinatorError::AlreadyInitialized));
+    }
+    // A zeroed discriminator: never initialised, so never re-initialised.
+    validate::uninitialized(account, &ID)?;
+    if account.data_len() != ACCOUNT_SIZE {
+        return Err(ErrorCode::ConstraintSpace.fail());
+    }
+    let rent = Rent::get()?;
+    if account.lamports() < rent.minimum_balance(ACCOUNT_SIZE)? {
+        return Err(ErrorCode::ConstraintRentExempt.fail());
+    }
+    {
+        let mut data = account.try_borrow_mut()?;
+        state_mut(&mut data)?.init(run_id, client_version).map_err(fail)?;
+        data[..8].copy_from_slice(&COORDINATOR_ACCOUNT);
+    }
+
+    let keys = InstanceKeys { bump, main_authority, join_authority, coordinator_account: account.address().clone() };
+    let inst = Instance::new(&keys, run_id)?;
+    let size = instance_space(run_id.len());
+    let bump_seed = [bump];
+    let seeds = [Seed::from(INSTANCE_SEED), Seed::from(run_id), Seed::from(&bump_seed)];
+    let lamports = rent.minimum_balance(size)?;
+    create_pda(payer, instance, &Allocation { size, lamports }, &Signer::from(&seeds))?;
+    let mut data = instance.try_borrow_mut()?;
+    inst.encode(&mut data).map_err(|_| ErrorCode::AccountDidNotSerialize.fail())
+}
+
+struct Allocation {
+    size: usize,
+    lamports: u64,
+}
+
+/// Creates the program-owned PDA `account`, rent paid by `payer`. An address
+/// that already holds lamports (anyone may send some to block a plain
+/// CreateAccount) is topped up, allocated and assigned instead.
+fn create_pda(payer: &AccountView, account: &AccountView, a: &Allocation, signer: &Signer<'_, '_>) -> ProgramResult {
+    let held = account.lamports();
+    if held == 0 {
+        return CreateAccount { from: payer, to: account, lamports: a.lamports, space: a.size as u64, owner: &ID }
+            .invoke_signed(core::slice::from_ref(signer));
+    }
+    if held < a.lamports {
+        Transfer { from: payer, to: account, lamports: a.lamports - held }.invoke_signed(&[])?;
+    }
+    Allocate { account, space: a.size as u64 }.invoke_signed(core::slice::from_ref(signer))?;
+    Assign { account, owner: &ID }.invoke_signed(core::slice::from_ref(signer))
+}

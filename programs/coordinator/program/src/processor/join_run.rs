@@ -1,0 +1,36 @@
+use psyche_authorizer_interface::{check_authorized, ID as AUTHORIZER_ID};
+use psyche_coordinator_logic::error::CoordinatorError;
+use psyche_sdk::borsh::Reader;
+use psyche_sdk::{validate, AccountView, ProgramResult};
+
+use crate::events::emit_all;
+use crate::run::{fail, load_instance, with_state};
+use crate::sysvars::run_clock;
+use crate::JOIN_RUN_SCOPE;
+
+/// join_run { signer, p2p_identity }: the signer registers for the next epoch
+/// that forms, with the p2p identity it trains under. It must be authorized by
+/// the run's join authority in the Authorizer (scope "CoordinatorJoinRun";
+/// the authorization is read, not called).
+///
+/// Accounts: 0. [SIGNER] user, 1. [] authorization, 2. [] coordinator_instance,
+/// 3. [WRITE] coordinator_account.
+pub fn join_run(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
+    let [user, authorization, instance, account] = validate::accounts::<4>(accounts)?;
+    let mut r = Reader::new(args);
+    let signer = r.address()?;
+    let p2p_identity = r.array::<32>()?;
+    r.finish()?;
+    validate::signer(user)?;
+    if user.address() != &signer {
+        return Err(fail(CoordinatorError::SignerMismatch));
+    }
+    let inst = load_instance(instance)?;
+    if !check_authorized(authorization, &AUTHORIZER_ID, &inst.join_authority, &signer, JOIN_RUN_SCOPE)? {
+        return Err(fail(CoordinatorError::JoinNotAuthorized));
+    }
+    let clock = run_clock()?;
+    let key = signer.to_bytes();
+    let events = with_state(&inst, account, |s| s.join(&key, &p2p_identity, &clock))?;
+    emit_all(&events)
+}
