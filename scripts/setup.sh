@@ -44,7 +44,7 @@ for lock in */package-lock.json; do
   sum=$(sha256sum "$dir/package-lock.json" | cut -c1-16)
   stamp="$stamps/npm-${dir//\//_}"
   if [ ! -d "$dir/node_modules" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
-    log "npm ci in $dir/"
+    log "installing npm packages in $dir/"
     (cd "$dir" && npm install --no-save --no-audit --no-fund --loglevel=error >/dev/null)
     echo "$sum" >"$stamp"
   fi
