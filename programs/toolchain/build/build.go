@@ -235,12 +235,13 @@ func (c *Config) cargoEnv() []string {
 		home, _ := os.UserHomeDir()
 		cargoHome = filepath.Join(home, ".cargo")
 	}
-	// Paths baked into panic locations do not depend on where the checkout or
-	// the crate cache live, so builds on different machines agree.
+	// Panic locations of crates.io dependencies do not depend on where the
+	// crate cache lives (workspace crates already get relative paths). The
+	// flags must not vary between workspaces: they are part of the fingerprint
+	// of the cached core build, which would otherwise be rebuilt each time.
 	flags := []string{
 		"-Ctarget-cpu=v2",
 		"--remap-path-prefix=" + filepath.Join(cargoHome, "registry", "src") + "=/crates",
-		"--remap-path-prefix=" + c.Workspace + "=/programs",
 	}
 	return append(env,
 		"RUSTC="+c.Rustc,
