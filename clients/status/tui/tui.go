@@ -210,14 +210,17 @@ func (m model) render() []string {
 	var peerLines []string
 	if len(s.Peers) > 0 && free >= 3 {
 		rows := min(len(s.Peers), max(1, free/2-1))
-		peerLines = append(peerLines, st.label.Render(fmt.Sprintf("%-20s %-36s %10s %10s %9s", "peer", "address", "in", "out", "latency")))
+		// The address column takes what the fixed columns leave.
+		addrW := min(48, max(8, m.width-54))
+		row := "%-20s %-*s %10s %10s %9s"
+		peerLines = append(peerLines, st.label.Render(fmt.Sprintf(row, "peer", addrW, "address", "in", "out", "latency")))
 		for _, p := range s.Peers[:rows] {
 			lat := "—"
 			if p.Latency > 0 {
 				lat = fmt.Sprintf("%.1fms", float64(p.Latency.Microseconds())/1000)
 			}
-			peerLines = append(peerLines, fmt.Sprintf("%-20s %-36s %10s %10s %9s",
-				shorten(clean(p.ID), 20), shorten(clean(p.Address), 36), progress.Bytes(p.BytesIn), progress.Bytes(p.BytesOut), lat))
+			peerLines = append(peerLines, fmt.Sprintf(row,
+				shorten(clean(p.ID), 20), addrW, shorten(clean(p.Address), addrW), progress.Bytes(p.BytesIn), progress.Bytes(p.BytesOut), lat))
 		}
 		if rows < len(s.Peers) {
 			peerLines = append(peerLines, st.dim.Render(fmt.Sprintf("… %d more", s.PeerCount-rows)))
