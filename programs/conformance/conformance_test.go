@@ -280,6 +280,36 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
+	t.Run("input parsing: duplicates and odd data lengths", func(t *testing.T) {
+		e.t = t
+		odd := e.createAccount(13, e.program)
+		mid := e.createAccount(64, e.program)
+		metas := []*solana.AccountMeta{
+			solana.Meta(e.payer.PublicKey()).WRITE().SIGNER(), solana.Meta(odd.PublicKey()), solana.Meta(e.payer.PublicKey()).WRITE().SIGNER(),
+			solana.Meta(mid.PublicKey()).WRITE(), solana.Meta(odd.PublicKey()), solana.Meta(solana.SystemProgramID),
+		}
+		r := e.call("account_keys", ixData("account_keys"), metas...).ok(t)
+		type entry struct {
+			key   solana.PublicKey
+			len   uint64
+			flags byte
+		}
+		payerLen := uint64(0)
+		want := []entry{{e.payer.PublicKey(), payerLen, 3}, {odd.PublicKey(), 13, 0}, {e.payer.PublicKey(), payerLen, 3},
+			{mid.PublicKey(), 64, 2}, {odd.PublicKey(), 13, 0},
+			{solana.SystemProgramID, uint64(len(e.account(solana.SystemProgramID).Data.GetBinary())), 0}}
+		if len(r.ret) != len(want)*41 {
+			t.Fatalf("return data %d bytes, want %d entries", len(r.ret), len(want))
+		}
+		for i, w := range want {
+			got := r.ret[i*41 : (i+1)*41]
+			if !bytes.Equal(got[:32], w.key[:]) || binary.LittleEndian.Uint64(got[32:40]) != w.len || got[40] != w.flags {
+				t.Errorf("account %d: key %s len %d flags %d, want %s %d %d", i,
+					solana.PublicKeyFromBytes(got[:32]), binary.LittleEndian.Uint64(got[32:40]), got[40], w.key, w.len, w.flags)
+			}
+		}
+	})
+
 	t.Run("custom errors", func(t *testing.T) {
 		e.t = t
 		r := e.call("fail_custom", ixData("fail_custom"))

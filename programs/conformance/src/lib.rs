@@ -36,6 +36,7 @@ pub const CLOCK: [u8; 8] = anchor::instruction("clock");
 pub const CLOSE_VAULT: [u8; 8] = anchor::instruction("close_vault");
 pub const CREATE_ATA: [u8; 8] = anchor::instruction("create_ata");
 pub const RESIZE_ACCOUNT: [u8; 8] = anchor::instruction("resize_account");
+pub const ACCOUNT_KEYS: [u8; 8] = anchor::instruction("account_keys");
 
 pub const PING_EVENT: [u8; 8] = anchor::event("Ping");
 pub const VAULT_ACCOUNT: [u8; 8] = anchor::account("Vault");
@@ -67,6 +68,7 @@ fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> Progr
         CLOSE_VAULT => close_vault(program_id, accounts),
         CREATE_ATA => create_ata(accounts),
         RESIZE_ACCOUNT => resize_account(program_id, accounts, args),
+        ACCOUNT_KEYS => account_keys(accounts),
         _ => Err(ErrorCode::InstructionFallbackNotFound.fail()),
     }
 }
@@ -145,6 +147,23 @@ fn resize_account(program_id: &Address, accounts: &[AccountView], args: &[u8]) -
     let new_len = r.u32()? as usize;
     r.finish()?;
     target.resize(new_len)
+}
+
+/// Returns, for every account as parsed from the loader input, its key, data
+/// length and a flag byte (signer 1, writable 2): duplicates and accounts of
+/// odd data lengths test the input parser.
+fn account_keys(accounts: &[AccountView]) -> ProgramResult {
+    const ENTRY: usize = 32 + 8 + 1;
+    let mut out = [0u8; 8 * ENTRY];
+    let n = accounts.len().min(8);
+    for (i, a) in accounts[..n].iter().enumerate() {
+        let e = &mut out[i * ENTRY..(i + 1) * ENTRY];
+        e[..32].copy_from_slice(a.address().as_ref());
+        e[32..40].copy_from_slice(&(a.data_len() as u64).to_le_bytes());
+        e[40] = a.is_signer() as u8 | (a.is_writable() as u8) << 1;
+    }
+    set_return_data(&out[..n * ENTRY]);
+    Ok(())
 }
 
 /// Creates (idempotently) the wallet's associated token account for a mint.
@@ -230,7 +249,7 @@ mod tests {
     fn discriminators_are_distinct() {
         let all = [
             LOG_AND_EMIT, WRITE_ACCOUNT, FAIL_CUSTOM, CREATE_PDA, TOKEN_TRANSFER, FIVE_ARGS, U128_MATH, PANIC, ECHO_RETURN,
-            REQUIRE_SIGNER, CLOCK, CLOSE_VAULT, CREATE_ATA, RESIZE_ACCOUNT,
+            REQUIRE_SIGNER, CLOCK, CLOSE_VAULT, CREATE_ATA, RESIZE_ACCOUNT, ACCOUNT_KEYS,
         ];
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
