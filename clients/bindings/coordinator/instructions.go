@@ -289,10 +289,29 @@ func NewJoinRunInstruction(
 
 // Builds a "leave_run" instruction.
 func NewLeaveRunInstruction(
+	// Params:
+	paramsParam LeaveRunParams,
+
+	// Accounts:
 	userAccount solanago.PublicKey,
 	coordinatorInstanceAccount solanago.PublicKey,
 	coordinatorAccountAccount solanago.PublicKey,
 ) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_LeaveRun[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
 	accounts__ := solanago.AccountMetaSlice{}
 
 	// Add the accounts to the instruction.
@@ -309,16 +328,35 @@ func NewLeaveRunInstruction(
 	return solanago.NewInstruction(
 		ProgramID,
 		accounts__,
-		nil,
+		buf__.Bytes(),
 	), nil
 }
 
 // Builds a "tick" instruction.
 func NewTickInstruction(
+	// Params:
+	paramsParam TickParams,
+
+	// Accounts:
 	userAccount solanago.PublicKey,
 	coordinatorInstanceAccount solanago.PublicKey,
 	coordinatorAccountAccount solanago.PublicKey,
 ) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_Tick[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
 	accounts__ := solanago.AccountMetaSlice{}
 
 	// Add the accounts to the instruction.
@@ -335,7 +373,7 @@ func NewTickInstruction(
 	return solanago.NewInstruction(
 		ProgramID,
 		accounts__,
-		nil,
+		buf__.Bytes(),
 	), nil
 }
 
@@ -386,10 +424,29 @@ func NewWitnessInstruction(
 
 // Builds a "warmup_witness" instruction.
 func NewWarmupWitnessInstruction(
+	// Params:
+	paramsParam WarmupWitnessParams,
+
+	// Accounts:
 	userAccount solanago.PublicKey,
 	coordinatorInstanceAccount solanago.PublicKey,
 	coordinatorAccountAccount solanago.PublicKey,
 ) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_WarmupWitness[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
 	accounts__ := solanago.AccountMetaSlice{}
 
 	// Add the accounts to the instruction.
@@ -406,7 +463,7 @@ func NewWarmupWitnessInstruction(
 	return solanago.NewInstruction(
 		ProgramID,
 		accounts__,
-		nil,
+		buf__.Bytes(),
 	), nil
 }
 
@@ -502,11 +559,30 @@ func NewCheckpointInstruction(
 
 // Builds a "free_coordinator" instruction.
 func NewFreeCoordinatorInstruction(
+	// Params:
+	paramsParam FreeCoordinatorParams,
+
+	// Accounts:
 	authorityAccount solanago.PublicKey,
 	spillAccount solanago.PublicKey,
 	coordinatorInstanceAccount solanago.PublicKey,
 	coordinatorAccountAccount solanago.PublicKey,
 ) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_FreeCoordinator[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
 	accounts__ := solanago.AccountMetaSlice{}
 
 	// Add the accounts to the instruction.
@@ -525,6 +601,6 @@ func NewFreeCoordinatorInstruction(
 	return solanago.NewInstruction(
 		ProgramID,
 		accounts__,
-		nil,
+		buf__.Bytes(),
 	), nil
 }

@@ -2584,6 +2584,154 @@ func UnmarshalCheckpointParams(buf []byte) (*CheckpointParams, error) {
 	return obj, nil
 }
 
+type LeaveRunParams struct{}
+
+func (obj LeaveRunParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	return nil
+}
+
+func (obj LeaveRunParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding LeaveRunParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *LeaveRunParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	return nil
+}
+
+func (obj *LeaveRunParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling LeaveRunParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalLeaveRunParams(buf []byte) (*LeaveRunParams, error) {
+	obj := new(LeaveRunParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type TickParams struct{}
+
+func (obj TickParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	return nil
+}
+
+func (obj TickParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding TickParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *TickParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	return nil
+}
+
+func (obj *TickParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling TickParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalTickParams(buf []byte) (*TickParams, error) {
+	obj := new(TickParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type WarmupWitnessParams struct{}
+
+func (obj WarmupWitnessParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	return nil
+}
+
+func (obj WarmupWitnessParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding WarmupWitnessParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *WarmupWitnessParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	return nil
+}
+
+func (obj *WarmupWitnessParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling WarmupWitnessParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalWarmupWitnessParams(buf []byte) (*WarmupWitnessParams, error) {
+	obj := new(WarmupWitnessParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type FreeCoordinatorParams struct{}
+
+func (obj FreeCoordinatorParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	return nil
+}
+
+func (obj FreeCoordinatorParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding FreeCoordinatorParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *FreeCoordinatorParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	return nil
+}
+
+func (obj *FreeCoordinatorParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling FreeCoordinatorParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalFreeCoordinatorParams(buf []byte) (*FreeCoordinatorParams, error) {
+	obj := new(FreeCoordinatorParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type StateChanged struct {
 	From  uint8  `json:"from"`
 	To    uint8  `json:"to"`

@@ -188,6 +188,9 @@ fn borsh_types(t: &mut Types) {
     ]);
     t.borsh("HealthCheckParams", &[("step", json!("u32")), ("index", json!("u16")), ("accused", json!("pubkey"))]);
     t.borsh("CheckpointParams", &[("repo", json!("string")), ("revision", json!("string"))]);
+    for empty in ["LeaveRunParams", "TickParams", "WarmupWitnessParams", "FreeCoordinatorParams"] {
+        t.borsh(empty, &[]);
+    }
     // Events, in EVENTS order (crate::events::encode writes these payloads).
     t.borsh("StateChanged", &[("from", json!("u8")), ("to", json!("u8")), ("epoch", json!("u32")), ("step", json!("u32"))]);
     t.borsh("RoundStarted", &[
@@ -222,8 +225,10 @@ fn acc(name: &str, writable: bool, signer: bool) -> Value {
 
 const SYSTEM_PROGRAM: &str = "11111111111111111111111111111111";
 
-/// Accounts and argument type of each instruction, in INSTRUCTIONS order.
-fn instruction_shapes() -> Vec<(Vec<Value>, Option<&'static str>)> {
+/// Accounts and argument type of each instruction (an empty struct where there
+/// are no arguments: anchor-go v1.0.0 omits the discriminator of an
+/// instruction without arguments), in INSTRUCTIONS order.
+fn instruction_shapes() -> Vec<(Vec<Value>, &'static str)> {
     let authority = || vec![acc("authority", false, true), acc("coordinator_instance", false, false), acc("coordinator_account", true, false)];
     let client = || vec![acc("user", false, true), acc("coordinator_instance", false, false), acc("coordinator_account", true, false)];
     let mut instance = acc("coordinator_instance", true, false);
@@ -235,27 +240,27 @@ fn instruction_shapes() -> Vec<(Vec<Value>, Option<&'static str>)> {
         (
             vec![acc("payer", true, true), instance, acc("coordinator_account", true, false),
                  json!({ "name": "system_program", "address": SYSTEM_PROGRAM })],
-            Some("InitCoordinatorParams"),
+            "InitCoordinatorParams",
         ),
-        (authority(), Some("UpdateParams")),
-        (authority(), Some("UpdateClientVersionParams")),
-        (authority(), Some("SetFutureEpochRatesParams")),
-        (authority(), Some("SetPausedParams")),
+        (authority(), "UpdateParams"),
+        (authority(), "UpdateClientVersionParams"),
+        (authority(), "SetFutureEpochRatesParams"),
+        (authority(), "SetPausedParams"),
         (
             vec![acc("user", false, true), acc("authorization", false, false), acc("coordinator_instance", false, false),
                  acc("coordinator_account", true, false)],
-            Some("JoinRunParams"),
+            "JoinRunParams",
         ),
-        (client(), None),
-        (client(), None),
-        (client(), Some("WitnessParams")),
-        (client(), None),
-        (client(), Some("HealthCheckParams")),
-        (client(), Some("CheckpointParams")),
+        (client(), "LeaveRunParams"),
+        (client(), "TickParams"),
+        (client(), "WitnessParams"),
+        (client(), "WarmupWitnessParams"),
+        (client(), "HealthCheckParams"),
+        (client(), "CheckpointParams"),
         (
             vec![acc("authority", false, true), acc("spill", true, false), acc("coordinator_instance", true, false),
                  acc("coordinator_account", true, false)],
-            None,
+            "FreeCoordinatorParams",
         ),
     ]
 }
@@ -270,8 +275,8 @@ fn render() -> String {
         .iter()
         .zip(shapes)
         .map(|((name, disc), (accounts, params))| {
-            let args: Vec<Value> = params.iter().map(|p| json!({ "name": "params", "type": defined(p) })).collect();
-            json!({ "name": name, "discriminator": disc, "accounts": accounts, "args": args })
+            json!({ "name": name, "discriminator": disc, "accounts": accounts,
+                    "args": [{ "name": "params", "type": defined(params) }] })
         })
         .collect();
     let events: Vec<Value> = EVENTS.iter().map(|(name, disc)| json!({ "name": name, "discriminator": disc })).collect();

@@ -1,0 +1,408 @@
+// Package coordinator is the client side of the Coordinator program: the
+// on-chain state machine of a training run. It derives the run's instance
+// address, builds every instruction for a program deployed at any id
+// (localnet and devnet ids differ), creates runs (allocating the large
+// zero-copy account), fetches and checks the accounts, and reads what a
+// client needs from the state: the phase, the round, the members and each
+// member's role (through clients/schedule, which mirrors the program).
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/programs/system"
+	"github.com/gagliardetto/solana-go/rpc"
+
+	"github.com/psyche-go/psyche/clients/bindings/coordinator"
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/schedule"
+)
+
+// Limits and sizes fixed by the program's layout.
+const (
+	// AccountSize is the CoordinatorAccount's data size (discriminator included).
+	AccountSize = 66_968
+	MaxRunIDLen = 32
+	MaxClients  = 256
+	// StoredRounds is the length of the round ring buffer.
+	StoredRounds = 4
+	// MaxClientVersionLen bounds the client version string.
+	MaxClientVersionLen = 64
+)
+
+// The program's types, as generated from its IDL.
+type (
+	State           = coordinator.CoordinatorAccount
+	Instance        = coordinator.CoordinatorInstance
+	RunMetadata     = coordinator.RunMetadata
+	Config          = coordinator.CoordinatorConfig
+	Model           = coordinator.Model
+	Progress        = coordinator.Progress
+	Round           = coordinator.Round
+	WitnessMetadata = coordinator.WitnessMetadata
+	UpdateParams    = coordinator.UpdateParams
+	ClientSlot      = coordinator.ClientSlot
+)
+
+// RunState is the phase of a run (the account's run_state tag).
+type RunState uint8
+
+const (
+	Uninitialized RunState = iota
+	WaitingForMembers
+	Warmup
+	RoundTrain
+	RoundWitness
+	Cooldown
+	Finished
+	Paused
+)
+
+var runStateNames = [...]string{"Uninitialized", "WaitingForMembers", "Warmup", "RoundTrain", "RoundWitness", "Cooldown", "Finished", "Paused"}
+
+func (s RunState) String() string {
+	if int(s) < len(runStateNames) {
+		return runStateNames[s]
+	}
+	return fmt.Sprintf("RunState(%d)", uint8(s))
+}
+
+// Member states within an epoch (EpochClient.state).
+const (
+	MemberHealthy uint8 = 1
+	MemberDropped uint8 = 2
+	MemberLeft    uint8 = 3
+)
+
+// JoinRunScope is the Authorizer scope join_run checks.
+var JoinRunScope = []byte("CoordinatorJoinRun")
+
+// Program addresses one deployment of the Coordinator.
+type Program struct {
+	ID solana.PublicKey
+}
+
+// Default is the deployment named by the IDL the bindings were generated from.
+func Default() Program { return Program{ID: coordinator.ProgramID} }
+
+// ErrBadRunID is returned for a run id the program would refuse.
+var ErrBadRunID = errors.New("run id must be 1 to 32 bytes")
+
+// InstanceAddress derives the CoordinatorInstance PDA of a run id.
+func (p Program) InstanceAddress(runID string) (solana.PublicKey, error) {
+	if len(runID) == 0 || len(runID) > MaxRunIDLen {
+		return solana.PublicKey{}, fmt.Errorf("%q: %w", runID, ErrBadRunID)
+	}
+	addr, _, err := solana.FindProgramAddress([][]byte{[]byte("coordinator"), []byte(runID)}, p.ID)
+	return addr, err
+}
+
+// rebind points an instruction built by the bindings at this deployment.
+func (p Program) rebind(ix solana.Instruction, err error) (solana.Instruction, error) {
+	if err != nil {
+		return nil, err
+	}
+	data, err := ix.Data()
+	if err != nil {
+		return nil, err
+	}
+	return solana.NewInstruction(p.ID, ix.Accounts(), data), nil
+}
+
+// CreateParams describes a new run.
+type CreateParams struct {
+	RunID         string
+	MainAuthority solana.PublicKey
+	// JoinAuthority grants join_run authorizations in the Authorizer.
+	JoinAuthority solana.PublicKey
+	ClientVersion string
+}
+
+// Run names one run: its instance PDA and its coordinator account.
+type Run struct {
+	Program  Program
+	Instance solana.PublicKey
+	Account  solana.PublicKey
+}
+
+// CreateRun returns the instructions that allocate a fresh coordinator account
+// (rent exempt, owned by the program) and initialise the run; send them in one
+// transaction signed by payer and account, so nobody can initialise the
+// account in between.
+func (p Program) CreateRun(ctx context.Context, c *chain.Client, payer solana.PublicKey, account solana.PublicKey, params CreateParams) ([]solana.Instruction, Run, error) {
+	instance, err := p.InstanceAddress(params.RunID)
+	if err != nil {
+		return nil, Run{}, err
+	}
+	if len(params.ClientVersion) == 0 || len(params.ClientVersion) > MaxClientVersionLen {
+		return nil, Run{}, fmt.Errorf("client version %q must be 1 to %d bytes", params.ClientVersion, MaxClientVersionLen)
+	}
+	rent, err := c.RPC.GetMinimumBalanceForRentExemption(ctx, AccountSize, rpc.CommitmentConfirmed)
+	if err != nil {
+		return nil, Run{}, fmt.Errorf("reading the rent for the coordinator account: %w", err)
+	}
+	alloc, err := system.NewCreateAccountInstruction(rent, AccountSize, p.ID, payer, account).ValidateAndBuild()
+	if err != nil {
+		return nil, Run{}, err
+	}
+	init, err := p.rebind(coordinator.NewInitCoordinatorInstruction(coordinator.InitCoordinatorParams{
+		MainAuthority: params.MainAuthority,
+		JoinAuthority: params.JoinAuthority,
+		RunId:         params.RunID,
+		ClientVersion: params.ClientVersion,
+	}, payer, instance, account, solana.SystemProgramID))
+	if err != nil {
+		return nil, Run{}, err
+	}
+	return []solana.Instruction{alloc, init}, Run{Program: p, Instance: instance, Account: account}, nil
+}
+
+// Update replaces what params holds (nil parts are kept).
+func (r Run) Update(authority solana.PublicKey, params UpdateParams) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewUpdateInstruction(params, authority, r.Instance, r.Account))
+}
+
+// UpdateClientVersion sets the client version joiners must run.
+func (r Run) UpdateClientVersion(authority solana.PublicKey, version string) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewUpdateClientVersionInstruction(
+		coordinator.UpdateClientVersionParams{ClientVersion: version}, authority, r.Instance, r.Account))
+}
+
+// SetFutureEpochRates sets the rates of the next epoch to form; nil keeps one.
+func (r Run) SetFutureEpochRates(authority solana.PublicKey, earning, slashing *uint64) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewSetFutureEpochRatesInstruction(
+		coordinator.SetFutureEpochRatesParams{EarningRateTotalShared: earning, SlashingRatePerClient: slashing},
+		authority, r.Instance, r.Account))
+}
+
+// SetPaused pauses or resumes the run.
+func (r Run) SetPaused(authority solana.PublicKey, paused bool) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewSetPausedInstruction(
+		coordinator.SetPausedParams{Paused: paused}, authority, r.Instance, r.Account))
+}
+
+// JoinRun registers user for the next epoch under authorization (an
+// Authorizer account granting user the JoinRunScope from the join authority).
+func (r Run) JoinRun(user, authorization solana.PublicKey, p2pIdentity [32]byte) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewJoinRunInstruction(
+		coordinator.JoinRunParams{Signer: user, P2PIdentity: p2pIdentity}, user, authorization, r.Instance, r.Account))
+}
+
+// LeaveRun withdraws user's pending join and leaves the current epoch.
+func (r Run) LeaveRun(user solana.PublicKey) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewLeaveRunInstruction(coordinator.LeaveRunParams{}, user, r.Instance, r.Account))
+}
+
+// Tick advances the run if a condition or timer allows.
+func (r Run) Tick(user solana.PublicKey) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewTickInstruction(coordinator.TickParams{}, user, r.Instance, r.Account))
+}
+
+// WarmupWitness reports that user has the model loaded.
+func (r Run) WarmupWitness(user solana.PublicKey) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewWarmupWitnessInstruction(coordinator.WarmupWitnessParams{}, user, r.Instance, r.Account))
+}
+
+// WitnessReport is what an elected witness reports for a round.
+type WitnessReport struct {
+	Step            uint32
+	Index           uint16
+	Participants    *schedule.Bloom
+	Broadcasts      *schedule.Bloom
+	BroadcastMerkle [32]byte
+	Loss            float32
+	TokensPerSec    uint64
+	BandwidthPerSec uint64
+	Efficiency      float32
+}
+
+// BloomOf converts a schedule filter to the program's layout.
+func BloomOf(b *schedule.Bloom) coordinator.Bloom {
+	return coordinator.Bloom{Bits: b.Words, Salt: b.Salt, NumBits: b.NumBits, NumHashes: b.NumHashes}
+}
+
+// ScheduleBloom converts a stored filter to the schedule's type.
+func ScheduleBloom(b coordinator.Bloom) *schedule.Bloom {
+	return &schedule.Bloom{Words: b.Bits, Salt: b.Salt, NumBits: b.NumBits, NumHashes: b.NumHashes}
+}
+
+// Witness reports a round.
+func (r Run) Witness(user solana.PublicKey, w WitnessReport) (solana.Instruction, error) {
+	if w.Participants == nil || w.Broadcasts == nil {
+		return nil, errors.New("a witness report needs both bloom filters")
+	}
+	return r.Program.rebind(coordinator.NewWitnessInstruction(coordinator.WitnessParams{
+		Step:             w.Step,
+		Index:            w.Index,
+		ParticipantBloom: BloomOf(w.Participants),
+		BroadcastBloom:   BloomOf(w.Broadcasts),
+		BroadcastMerkle:  w.BroadcastMerkle,
+		Metadata: coordinator.WitnessMetadata{
+			Loss: w.Loss, TokensPerSec: w.TokensPerSec, BandwidthPerSec: w.BandwidthPerSec, Efficiency: w.Efficiency,
+		},
+	}, user, r.Instance, r.Account))
+}
+
+// HealthCheck accuses the member at index (signer accused) of not delivering
+// in the round before the one training step.
+func (r Run) HealthCheck(user solana.PublicKey, step uint32, index uint16, accused solana.PublicKey) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewHealthCheckInstruction(
+		coordinator.HealthCheckParams{Step: step, Index: index, Accused: accused}, user, r.Instance, r.Account))
+}
+
+// Checkpoint records where user uploaded the latest model.
+func (r Run) Checkpoint(user solana.PublicKey, repo, revision string) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewCheckpointInstruction(
+		coordinator.CheckpointParams{Repo: repo, Revision: revision}, user, r.Instance, r.Account))
+}
+
+// Free closes the run's two accounts (only while halted); rent goes to spill.
+func (r Run) Free(authority, spill solana.PublicKey) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewFreeCoordinatorInstruction(coordinator.FreeCoordinatorParams{}, authority, spill, r.Instance, r.Account))
+}
+
+// ErrNotCoordinator is returned for an account that exists but is not the
+// expected account of this Coordinator program.
+var ErrNotCoordinator = errors.New("not an account of this Coordinator program")
+
+// FetchInstance reads and decodes a run's instance, checking its owner.
+func (p Program) FetchInstance(ctx context.Context, c *chain.Client, addr solana.PublicKey) (*Instance, error) {
+	data, owner, err := c.AccountData(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if !owner.Equals(p.ID) {
+		return nil, fmt.Errorf("account %s is owned by %s: %w", addr, owner, ErrNotCoordinator)
+	}
+	inst, err := coordinator.ParseAccount_CoordinatorInstance(data)
+	if err != nil {
+		return nil, fmt.Errorf("account %s: %w: %v", addr, ErrNotCoordinator, err)
+	}
+	return inst, nil
+}
+
+// Open finds a run by id.
+func (p Program) Open(ctx context.Context, c *chain.Client, runID string) (Run, *Instance, error) {
+	addr, err := p.InstanceAddress(runID)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	inst, err := p.FetchInstance(ctx, c, addr)
+	if err != nil {
+		return Run{}, nil, fmt.Errorf("run %q: %w", runID, err)
+	}
+	return Run{Program: p, Instance: addr, Account: inst.CoordinatorAccount}, inst, nil
+}
+
+// DecodeState decodes coordinator account data, checking size and discriminator.
+func DecodeState(data []byte) (*State, error) {
+	if len(data) != AccountSize {
+		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrNotCoordinator, len(data), AccountSize)
+	}
+	s, err := coordinator.ParseAccount_CoordinatorAccount(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotCoordinator, err)
+	}
+	return s, nil
+}
+
+// FetchState reads and decodes the run's coordinator account.
+func (r Run) FetchState(ctx context.Context, c *chain.Client) (*State, error) {
+	data, owner, err := c.AccountData(ctx, r.Account)
+	if err != nil {
+		return nil, err
+	}
+	if !owner.Equals(r.Program.ID) {
+		return nil, fmt.Errorf("account %s is owned by %s: %w", r.Account, owner, ErrNotCoordinator)
+	}
+	return DecodeState(data)
+}
+
+// Phase is the run's state tag.
+func Phase(s *State) RunState { return RunState(s.RunState) }
+
+// CurrentRound is the round in progress (RoundTrain, RoundWitness, Cooldown).
+func CurrentRound(s *State) *Round {
+	return &s.Epoch.Rounds[int(s.Epoch.RoundsHead)%StoredRounds]
+}
+
+// PreviousRound is the round before the current one.
+func PreviousRound(s *State) *Round {
+	return &s.Epoch.Rounds[(int(s.Epoch.RoundsHead)+StoredRounds-1)%StoredRounds]
+}
+
+// Member is an entry of the current epoch's client list.
+type Member struct {
+	Index       uint16
+	Signer      solana.PublicKey
+	P2PIdentity [32]byte
+	State       uint8
+}
+
+// Members lists the current epoch's entries in order (a round's clients are
+// the first Round.ClientsLen of them).
+func Members(s *State) []Member {
+	n := min(int(s.Epoch.ClientsLen), MaxClients)
+	out := make([]Member, n)
+	for i := range n {
+		e := s.Epoch.Clients[i]
+		slot := s.Clients[int(e.Slot)%MaxClients]
+		out[i] = Member{Index: uint16(i), Signer: slot.Signer, P2PIdentity: slot.P2PIdentity, State: e.State}
+	}
+	return out
+}
+
+// MemberIndex is signer's index in the current epoch, or -1.
+func MemberIndex(s *State, signer solana.PublicKey) int {
+	for _, m := range Members(s) {
+		if m.Signer.Equals(signer) {
+			return int(m.Index)
+		}
+	}
+	return -1
+}
+
+// ScheduleRound is the round as clients/schedule computes roles from it.
+func ScheduleRound(s *State, r *Round) schedule.Round {
+	return schedule.Round{
+		Seed:         schedule.Seed(r.Seed),
+		DataIndex:    r.DataIndex,
+		BatchSize:    r.BatchSize,
+		Clients:      r.ClientsLen,
+		WitnessNodes: s.Config.WitnessNodes,
+	}
+}
+
+// Slot finds signer's registration, if any.
+func Slot(s *State, signer solana.PublicKey) (*ClientSlot, bool) {
+	for i := range s.Clients {
+		c := &s.Clients[i]
+		if c.Occupied != 0 && c.Signer.Equals(signer) {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// FixedString reads a zero-padded fixed-size string field.
+func FixedString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// Fixed zero-pads s into a field of n bytes; it fails if s does not fit.
+func Fixed(s string, n int) ([]byte, error) {
+	if len(s) > n {
+		return nil, fmt.Errorf("%q is %d bytes; at most %d", s, len(s), n)
+	}
+	out := make([]byte, n)
+	copy(out, s)
+	return out, nil
+}

@@ -1,0 +1,80 @@
+package coordinator_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+)
+
+// An account written by the program decodes with the generated bindings, and
+// every field holds what the instructions set.
+func TestCreateUpdateDecode(t *testing.T) {
+	e := setup(t, "decode-run")
+	inst, err := e.p.FetchInstance(e.ctx(), e.c, e.run.Instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.RunId != "decode-run" || !inst.MainAuthority.Equals(e.authority.PublicKey()) || !inst.CoordinatorAccount.Equals(e.run.Account) {
+		t.Fatalf("instance %+v", inst)
+	}
+	s := e.state()
+	if coordinator.Phase(s) != coordinator.Uninitialized || s.Version != 1 || s.Nonce != 0 ||
+		coordinator.FixedString(s.RunId[:]) != "decode-run" || coordinator.FixedString(s.ClientVersion[:]) != "v1" {
+		t.Fatalf("fresh state: phase %v version %d nonce %d run %q client %q", coordinator.Phase(s), s.Version, s.Nonce, s.RunId, s.ClientVersion)
+	}
+
+	var meta coordinator.RunMetadata
+	copy(meta.Name[:], "decode test")
+	copy(meta.Description[:], "a run whose fields are read back")
+	meta.NumParameters, meta.VocabSize = 1234567, 256
+	config, model, progress := testConfig(), testModel(), coordinator.Progress{Step: 3, DataIndex: 77}
+	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Metadata: &meta})))
+	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Config: &config, Model: &model, Progress: &progress})))
+	earning, slashing := uint64(1000), uint64(7)
+	e.mustSend(e.authority, e.ix(e.run.SetFutureEpochRates(e.authority.PublicKey(), &earning, &slashing)))
+	e.mustSend(e.authority, e.ix(e.run.UpdateClientVersion(e.authority.PublicKey(), "v2")))
+
+	s = e.state()
+	if s.Metadata != meta || s.Config != config || s.Model != model || s.Progress != progress {
+		t.Errorf("decoded state differs from what was set:\nmeta %+v\nconfig %+v\nmodel %+v\nprogress %+v", s.Metadata, s.Config, s.Model, s.Progress)
+	}
+	if s.FutureRates.EarningRateTotalShared != earning || s.FutureRates.SlashingRatePerClient != slashing {
+		t.Errorf("future rates %+v", s.FutureRates)
+	}
+	if got := coordinator.FixedString(s.ClientVersion[:]); got != "v2" || s.Nonce != 4 {
+		t.Errorf("client version %q nonce %d", got, s.Nonce)
+	}
+
+	// The run id is taken: a second init for it fails and changes nothing.
+	account := solana.NewWallet().PrivateKey
+	ixs, _, err := e.p.CreateRun(e.ctx(), e.c, e.authority.PublicKey(), account.PublicKey(), coordinator.CreateParams{
+		RunID: "decode-run", MainAuthority: e.authority.PublicKey(), JoinAuthority: e.authority.PublicKey(), ClientVersion: "v1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.expectError("AlreadyInitialized", e.authority, ixs, account)
+
+	// Closing returns both accounts' rent to the spill account.
+	spill := solana.NewWallet().PublicKey()
+	held := uint64(0)
+	for _, a := range []solana.PublicKey{e.run.Instance, e.run.Account} {
+		b, err := e.c.Balance(e.ctx(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held += b
+	}
+	e.mustSend(e.authority, e.ix(e.run.Free(e.authority.PublicKey(), spill)))
+	if got, _ := e.c.Balance(e.ctx(), spill); got != held {
+		t.Errorf("spill got %d, want %d", got, held)
+	}
+	for _, a := range []solana.PublicKey{e.run.Instance, e.run.Account} {
+		if data, _, err := e.c.AccountData(e.ctx(), a); err == nil && !bytes.Equal(data, nil) {
+			t.Errorf("%s still holds %d bytes after free_coordinator", a, len(data))
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/authorizer"
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/localnet"
+	"github.com/psyche-go/psyche/localnet/localnettest"
+)
+
+// env is one validator with the Authorizer and the Coordinator deployed
+// through the loader, and a run created by authority.
+type env struct {
+	t         *testing.T
+	v         *localnet.Validator
+	c         *chain.Client
+	p         coordinator.Program
+	auth      authorizer.Program
+	authority solana.PrivateKey
+	run       coordinator.Run
+}
+
+func setup(t *testing.T, runID string) *env {
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	id := programtest.Deploy(t, v, "psyche_coordinator")
+	e := &env{t: t, v: v, c: programtest.Chain(t, v), p: coordinator.Program{ID: id}, auth: authorizer.Default(),
+		authority: localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)}
+	account := solana.NewWallet().PrivateKey
+	ixs, run, err := e.p.CreateRun(e.ctx(), e.c, e.authority.PublicKey(), account.PublicKey(), coordinator.CreateParams{
+		RunID: runID, MainAuthority: e.authority.PublicKey(), JoinAuthority: e.authority.PublicKey(), ClientVersion: "v1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustSend(e.authority, ixs, account)
+	e.run = run
+	return e
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+func (e *env) send(payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) (solana.Signature, error) {
+	return e.c.Send(e.ctx(), payer, ixs, signers...)
+}
+
+func (e *env) mustSend(payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) solana.Signature {
+	e.t.Helper()
+	sig, err := e.send(payer, ixs, signers...)
+	if err != nil {
+		e.t.Fatalf("send: %v", err)
+	}
+	return sig
+}
+
+// ix fails the test on an instruction-building error.
+func (e *env) ix(ix solana.Instruction, err error) []solana.Instruction {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return []solana.Instruction{ix}
+}
+
+func (e *env) state() *coordinator.State {
+	e.t.Helper()
+	s, err := e.run.FetchState(e.ctx(), e.c)
+	if err != nil {
+		e.t.Fatalf("fetch state: %v", err)
+	}
+	return s
+}
+
+// raw is both run accounts' bytes, to prove a failed instruction changed nothing.
+func (e *env) raw() string {
+	e.t.Helper()
+	var out string
+	for _, a := range []solana.PublicKey{e.run.Instance, e.run.Account} {
+		data, owner, err := e.c.AccountData(e.ctx(), a)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out += owner.String() + string(data)
+	}
+	return out
+}
+
+// expectError sends ixs, wants the named program error, and checks that the
+// run's accounts did not change.
+func (e *env) expectError(name string, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) {
+	e.t.Helper()
+	before := e.raw()
+	_, err := e.send(payer, ixs, signers...)
+	var te *chain.TxError
+	if !errors.As(err, &te) || te.Name != name {
+		e.t.Fatalf("want program error %s, got %v", name, err)
+	}
+	if e.raw() != before {
+		e.t.Errorf("run accounts changed although the instruction failed with %s", name)
+	}
+}
+
+// authorize grants user the join scope from the run's join authority.
+func (e *env) authorize(user solana.PublicKey) solana.PublicKey {
+	e.t.Helper()
+	g := e.authority.PublicKey()
+	create, addr, err := e.auth.Create(g, g, user, coordinator.JoinRunScope)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	activate, err := e.auth.SetActive(g, addr, true)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.mustSend(e.authority, []solana.Instruction{create, activate})
+	return addr
+}
+
+func text(s string, n int) []byte {
+	out := make([]byte, n)
+	copy(out, s)
+	return out
+}
+
+// testConfig has timers of seconds: a whole run takes well under a minute.
+func testConfig() coordinator.Config {
+	return coordinator.Config{
+		WarmupTime:                  3,
+		CooldownTime:                1,
+		MaxRoundTrainTime:           3,
+		RoundWitnessTime:            1,
+		EpochTime:                   6,
+		TotalSteps:                  100,
+		InitMinClients:              3,
+		MinClients:                  3,
+		WitnessNodes:                3,
+		GlobalBatchSizeStart:        8,
+		GlobalBatchSizeEnd:          8,
+		WaitingForMembersExtraTime:  1,
+		GlobalBatchSizeWarmupTokens: 0,
+	}
+}
+
+func testModel() coordinator.Model {
+	var m coordinator.Model
+	m.Architecture = 1
+	m.Tokenizer = 1
+	m.DataType = 1
+	m.CheckpointKind = 2
+	m.DataLocationKind = 2
+	m.LrSchedule = 3
+	m.Optimizer = 1
+	m.Quantize1bit = 1
+	m.MaxSeqLen = 128
+	m.ColdStartWarmupSteps = 1
+	m.NLayer, m.NHead, m.NEmbd, m.VocabSize = 4, 4, 128, 256
+	m.LrWarmupSteps, m.LrDecaySteps = 10, 1000
+	m.LearningRate = math.Float32bits(0.001)
+	m.FinalLearningRate = math.Float32bits(0.0001)
+	m.WeightDecay = math.Float32bits(0.1)
+	m.ClipGradNorm = math.Float32bits(1)
+	m.CompressionDecay = math.Float32bits(0.999)
+	m.CompressionTopk, m.CompressionChunk = 32, 64
+	copy(m.CheckpointRepo[:], "http://127.0.0.1:9000/ckpt/run")
+	copy(m.DataLocation[:], "http://127.0.0.1:9000/data")
+	return m
+}
