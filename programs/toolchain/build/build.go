@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -64,7 +65,7 @@ type Config struct {
 	// them into byte operations).
 	KeepUnaligned bool
 	// Stderr receives cargo's diagnostics; os.Stderr when nil.
-	Stderr *os.File
+	Stderr io.Writer
 	Log    *slog.Logger
 }
 

@@ -3,6 +3,7 @@ package build
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,17 +26,8 @@ func testConfig(t *testing.T, pkg string) Config {
 		TargetDir:     filepath.Join("..", "..", "target", "sbpf-"+key),
 		DeployDir:     filepath.Join(out, "deploy"),
 		TestDeployDir: filepath.Join(out, "test-deploy"),
-		Stderr:        devNull(t),
+		Stderr:        io.Discard,
 	}
-}
-
-func devNull(t *testing.T) *os.File {
-	f, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
 }
 
 func TestBuildIsReproducible(t *testing.T) {
