@@ -143,7 +143,8 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// Build builds the selected programs and returns them sorted by name.
+// Build builds the selected programs and returns those built, sorted by name,
+// with an error for each program that failed.
 func Build(ctx context.Context, cfg Config) ([]Program, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -191,16 +192,21 @@ func Build(ctx context.Context, cfg Config) ([]Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Program
+	// One program outside the subset does not keep the others from building.
+	var (
+		out  []Program
+		errs []error
+	)
 	for _, c := range crates {
 		p, err := buildProgram(ctx, &cfg, work, depsBC, c)
 		if err != nil {
-			return nil, fmt.Errorf("program %s: %w", c.pkg, err)
+			errs = append(errs, fmt.Errorf("program %s: %w", c.pkg, err))
+			continue
 		}
 		cfg.Log.Info("built", "program", p.Name, "bytes", p.Size, "path", p.Path)
 		out = append(out, p)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 var rustcRe = regexp.MustCompile(`(?m)^release: (\S+)$|^commit-hash: (\w{9})`)

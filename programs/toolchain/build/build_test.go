@@ -108,3 +108,18 @@ func TestBitcodeMembersRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+func TestOneBadProgramDoesNotBlockOthers(t *testing.T) {
+	cfg := testConfig(t, "okprog")
+	cfg.Packages = append(cfg.Packages, "floats")
+	progs, err := Build(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "program floats") || strings.Contains(err.Error(), "program okprog") {
+		t.Fatalf("error = %v, want one about floats only", err)
+	}
+	if len(progs) != 1 || progs[0].Name != "okprog" {
+		t.Fatalf("built %+v, want okprog", progs)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.TestDeployDir, "okprog.so")); err != nil {
+		t.Fatalf("okprog.so not written: %v", err)
+	}
+}

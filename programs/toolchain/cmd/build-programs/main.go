@@ -61,9 +61,9 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	progs, err := build.Build(ctx, cfg)
-	if err != nil {
-		return err
+	progs, buildErr := build.Build(ctx, cfg)
+	if len(progs) == 0 {
+		return buildErr
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "program\tbytes\ttext\trodata\tsyscalls\tsret fixes\tmem syscalls\taligned\tlink ms\t")
@@ -79,5 +79,5 @@ func run() error {
 		return err
 	}
 	fmt.Printf("built %d programs in %.1f s\n", len(progs), time.Since(start).Seconds())
-	return nil
+	return buildErr
 }
