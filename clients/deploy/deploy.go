@@ -9,6 +9,7 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -130,7 +131,7 @@ func (e *TxError) Unwrap() error { return e.Err }
 
 func (e *TxError) sameSlot() bool {
 	for _, l := range e.Logs {
-		if strings.Contains(l, "deployed in this block already") {
+		if strings.Contains(l, "in this block already") {
 			return true
 		}
 	}
@@ -552,4 +553,68 @@ func (c *Client) Info(ctx context.Context, program solana.PublicKey) (*ProgramIn
 		info.Authority = &a
 	}
 	return info, nil
+}
+
+// Action says what Ensure did.
+type Action string
+
+const (
+	Deployed  Action = "deployed"
+	Upgraded  Action = "upgraded"
+	Unchanged Action = "unchanged"
+)
+
+const ixExtendProgram = 6
+
+// Ensure makes the program at program's address run elf: it deploys when there
+// is no program yet, upgrades (extending the program data first when elf is
+// larger than it) when the code differs, and does nothing when it matches.
+func (c *Client) Ensure(ctx context.Context, program, authority solana.PrivateKey, elf []byte, opts DeployOptions) (Action, error) {
+	id := program.PublicKey()
+	acc, err := c.RPC.GetAccountInfoWithOpts(ctx, id, &rpc.GetAccountInfoOpts{Commitment: rpc.CommitmentConfirmed})
+	if errors.Is(err, rpc.ErrNotFound) {
+		return Deployed, c.Deploy(ctx, program, authority, elf, opts)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read program account %s: %w", id, err)
+	}
+	if acc.Value == nil {
+		return Deployed, c.Deploy(ctx, program, authority, elf, opts)
+	}
+	info, err := c.Info(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if len(info.Code) >= len(elf) && bytes.Equal(info.Code[:len(elf)], elf) && allZero(info.Code[len(elf):]) {
+		return Unchanged, nil
+	}
+	if info.Authority == nil || !info.Authority.Equals(authority.PublicKey()) {
+		return "", fmt.Errorf("program %s differs from the ELF but %s may not upgrade it (authority: %v)", id, authority.PublicKey(), info.Authority)
+	}
+	if extra := len(elf) - len(info.Code); extra > 0 {
+		if err := c.extend(ctx, id, uint32(extra)); err != nil {
+			return "", err
+		}
+	}
+	return Upgraded, c.Upgrade(ctx, id, authority, elf)
+}
+
+// extend grows a program's data account by extra bytes, paid by the payer.
+func (c *Client) extend(ctx context.Context, program solana.PublicKey, extra uint32) error {
+	ix := loaderIx(ixExtendProgram, binary.LittleEndian.AppendUint32(nil, extra),
+		solana.Meta(ProgramDataAddress(program)).WRITE(),
+		solana.Meta(program).WRITE(),
+		solana.Meta(solana.SystemProgramID),
+		solana.Meta(c.Payer.PublicKey()).WRITE().SIGNER())
+	_, err := c.send(ctx, fmt.Sprintf("extend %s by %d bytes", program, extra), []solana.Instruction{ix}, c.signerSet())
+	return err
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -289,3 +289,53 @@ func TestDeployRetriesLostWrites(t *testing.T) {
 	}
 	t.Logf("%d of %d transactions were lost and re-sent", dropped, sends)
 }
+
+func TestEnsure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a validator and builds a program")
+	}
+	elf := buildtest.Program(t, "psyche-conformance")
+	v := localnettest.Start(t, localnet.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	client := localnettest.Client(v)
+	payer := localnettest.NewFundedKeypair(t, v, 100*sol)
+	d := deploy.New(v.RPCURL, payer)
+	memo, err := client.GetAccountInfo(ctx, memoProgramID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := memo.Value.Data.GetBinary()
+	if len(small) >= len(elf) {
+		t.Fatalf("the memo program (%d bytes) must be smaller than the conformance program (%d)", len(small), len(elf))
+	}
+	program, _ := solana.NewRandomPrivateKey()
+	id := program.PublicKey()
+	for _, step := range []struct {
+		elf  []byte
+		opts deploy.DeployOptions
+		want deploy.Action
+	}{
+		{small, deploy.DeployOptions{MaxDataLen: len(small)}, deploy.Deployed},
+		{small, deploy.DeployOptions{}, deploy.Unchanged},
+		{elf, deploy.DeployOptions{}, deploy.Upgraded}, // larger: extends first
+		{elf, deploy.DeployOptions{}, deploy.Unchanged},
+	} {
+		got, err := d.Ensure(ctx, program, payer, step.elf, step.opts)
+		if err != nil {
+			t.Fatalf("ensure (want %s): %v", step.want, err)
+		}
+		if got != step.want {
+			t.Fatalf("ensure did %s, want %s", got, step.want)
+		}
+	}
+	info, err := d.Info(ctx, id)
+	if err != nil || len(info.Code) != len(elf) || !bytes.Equal(info.Code, elf) {
+		t.Fatalf("program data after extend + upgrade: %d bytes (want exactly the %d-byte ELF), err %v", len(info.Code), len(elf), err)
+	}
+	waitRuns(t, ctx, client, payer, echoReturn(id, []byte("extended")), []byte("extended"))
+	other := localnettest.NewFundedKeypair(t, v, sol)
+	if _, err := d.Ensure(ctx, program, other, small, deploy.DeployOptions{}); err == nil || !strings.Contains(err.Error(), "may not upgrade") {
+		t.Fatalf("ensure by a non-authority: %v", err)
+	}
+}
