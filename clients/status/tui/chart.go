@@ -95,18 +95,26 @@ func chart(train, heldOut []status.LossPoint, width, height int, trainStyle, hel
 		default:
 			lbl = strings.Repeat(" ", labelWidth-1) + "│"
 		}
-		var b strings.Builder
+		var b, run strings.Builder // run: braille cells styled together
+		flush := func() {
+			if run.Len() > 0 {
+				b.WriteString(trainStyle.Render(run.String()))
+				run.Reset()
+			}
+		}
 		b.WriteString(lbl)
 		for col := 0; col < plotW; col++ {
 			switch {
 			case markers[[2]int{row, col}]:
+				flush()
 				b.WriteString(heldStyle.Render("●"))
 			case dots[row][col] != 0:
-				b.WriteString(trainStyle.Render(string(rune(0x2800 + int(dots[row][col])))))
+				run.WriteRune(rune(0x2800 + int(dots[row][col])))
 			default:
-				b.WriteByte(' ')
+				run.WriteRune(' ')
 			}
 		}
+		flush()
 		out = append(out, b.String())
 	}
 	lo, hi := fmt.Sprintf("step %d", minS), fmt.Sprintf("%d", maxS)

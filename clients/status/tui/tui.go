@@ -120,6 +120,14 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// Render draws s as the UI would on a width x height terminal, without
+// colours (for logs, snapshots in bug reports, and the benchmark).
+func Render(s status.Snapshot, width, height int) string {
+	m := newModel(nil, nil, func() {}, lipgloss.NewRenderer(io.Discard))
+	m.snap, m.width, m.height = s, max(width, 0), max(height, 0)
+	return m.View()
+}
+
 func (m model) View() string {
 	lines := m.render()
 	if len(lines) > m.height {

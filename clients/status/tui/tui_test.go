@@ -271,3 +271,10 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+func TestRenderMatchesView(t *testing.T) {
+	s := filled(t).Snapshot()
+	if got, want := Render(s, 100, 40), show(t, s, 100, 40); got != want {
+		t.Fatalf("Render differs from the model's view:\n%s\n----\n%s", got, want)
+	}
+}
