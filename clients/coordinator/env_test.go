@@ -103,6 +103,9 @@ func (e *env) raw() string {
 func (e *env) expectError(name string, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) {
 	e.t.Helper()
 	before := e.raw()
+	// Two slots: a transaction identical to one sent in the same slot (same
+	// blockhash) is the same transaction, and Send would report the first's outcome.
+	time.Sleep(200 * time.Millisecond)
 	_, err := e.send(payer, ixs, signers...)
 	var te *chain.TxError
 	if !errors.As(err, &te) || te.Name != name {

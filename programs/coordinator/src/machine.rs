@@ -246,7 +246,8 @@ impl CoordinatorState {
             }
             (false, RunState::Uninitialized | RunState::Paused) => {
                 let mut progress = self.progress;
-                if s == RunState::Uninitialized && progress.step == 0 {
+                // Step 0 means the run never started (also when it was paused first).
+                if progress.step == 0 {
                     progress.step = 1;
                 }
                 self.config.validate()?;

@@ -204,6 +204,20 @@ fn resume_from_uninitialized_needs_a_valid_config_and_model() {
 }
 
 #[test]
+fn a_run_paused_before_it_ever_started_resumes_at_step_one() {
+    let mut sim = Sim::uninitialized();
+    let (config, model) = (valid_config(), valid_model());
+    sim.s.update(&Update { config: Some(&config), model: Some(&model), ..Default::default() }).unwrap();
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    assert_eq!((sim.state(), sim.s.progress.step), (RunState::Paused, 0));
+    sim.join(1).unwrap();
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    assert_eq!((sim.state(), sim.s.progress.step), (RunState::WaitingForMembers, 1));
+    // The join made while paused still counts.
+    assert_eq!(sim.s.clients[0].pending, 1);
+}
+
+#[test]
 fn updates_only_while_halted_and_validated() {
     let mut sim = Sim::new();
     let config = valid_config();
