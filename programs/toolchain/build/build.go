@@ -149,6 +149,9 @@ func Build(ctx context.Context, cfg Config) ([]Program, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	if err := checkRustSrc(ctx, cfg.Rustc); err != nil {
+		return nil, err
+	}
 	if cfg.TargetDir == "" {
 		key, err := rustcKey(ctx, cfg.Rustc)
 		if err != nil {
@@ -207,6 +210,20 @@ func Build(ctx context.Context, cfg Config) ([]Program, error) {
 		out = append(out, p)
 	}
 	return out, errors.Join(errs...)
+}
+
+// checkRustSrc fails early, with the fix, when the compiler has no library
+// sources for -Zbuild-std.
+func checkRustSrc(ctx context.Context, rustc string) error {
+	out, err := exec.CommandContext(ctx, rustc, "--print", "sysroot").Output()
+	if err != nil {
+		return fmt.Errorf("run %s --print sysroot: %w", rustc, err)
+	}
+	core := filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "src", "rust", "library", "core", "src", "lib.rs")
+	if _, err := os.Stat(core); err != nil {
+		return fmt.Errorf("%s has no library sources at %s: install the matching rust-src (Debian: rust-web-src; scripts/setup.sh does): %w", rustc, core, err)
+	}
+	return nil
 }
 
 var rustcRe = regexp.MustCompile(`(?m)^release: (\S+)$|^commit-hash: (\w{9})`)

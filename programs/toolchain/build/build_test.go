@@ -123,3 +123,19 @@ func TestOneBadProgramDoesNotBlockOthers(t *testing.T) {
 		t.Fatalf("okprog.so not written: %v", err)
 	}
 }
+
+func TestBuildNeedsRustSrc(t *testing.T) {
+	// The rustup compiler on PATH (if any) is not the one rust-web-src matches;
+	// a compiler whose sysroot lacks library sources must be refused with the fix.
+	fake := filepath.Join(t.TempDir(), "rustc")
+	sysroot := t.TempDir()
+	script := "#!/bin/sh\nif [ \"$1\" = --print ]; then echo " + sysroot + "; else echo 'release: 0.0.0'; fi\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, "okprog")
+	cfg.Rustc = fake
+	if _, err := Build(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "rust-web-src") {
+		t.Fatalf("err = %v, want advice to install rust-web-src", err)
+	}
+}
