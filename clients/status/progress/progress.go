@@ -3,6 +3,7 @@
 package progress
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -127,4 +128,22 @@ func orUnknown(s string) string {
 		return "unknown state"
 	}
 	return s
+}
+
+// Follow prints a line for each step rec records, as it is recorded, until
+// ctx ends; steps recorded before the call are printed first.
+func Follow(ctx context.Context, rec *status.Recorder, w io.Writer, prefix string) error {
+	updates, cancel := rec.Subscribe()
+	defer cancel()
+	p := NewPrinter(w, prefix)
+	for {
+		if err := p.Print(rec.Snapshot()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return p.Print(rec.Snapshot())
+		case <-updates:
+		}
+	}
 }

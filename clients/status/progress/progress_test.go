@@ -2,9 +2,12 @@ package progress
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,4 +131,57 @@ func TestSummary(t *testing.T) {
 	if empty := Summary(status.Snapshot{RunID: "x"}); empty != "run x: unknown state after 0 steps (epoch 0)\n" {
 		t.Errorf("empty summary %q", empty)
 	}
+}
+
+func TestFollow(t *testing.T) {
+	rec := status.NewRecorder("r", status.Options{})
+	record := func(step uint64) {
+		t.Helper()
+		if err := rec.RecordStep(status.StepStat{Step: step, Loss: 1, Digest: "aa"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(1) // before Follow starts
+	out := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Follow(ctx, rec, out, "") }()
+	for s := uint64(2); s <= 50; s++ {
+		record(s)
+		rec.Warn("noise that is not a step")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "step 50 ") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 50 {
+		t.Fatalf("%d lines, want 50:\n%s", len(lines), out.String())
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, fmt.Sprintf("step %d ", i+1)) {
+			t.Fatalf("line %d = %q", i, l)
+		}
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
