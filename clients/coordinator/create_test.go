@@ -30,7 +30,8 @@ func TestCreateUpdateDecode(t *testing.T) {
 	copy(meta.Name[:], "decode test")
 	copy(meta.Description[:], "a run whose fields are read back")
 	meta.NumParameters, meta.VocabSize = 1234567, 256
-	config, model, progress := testConfig(), testModel(), coordinator.Progress{Step: 3, DataIndex: 77}
+	config, model := testRun(t)
+	progress := coordinator.Progress{Step: 3, DataIndex: 77}
 	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Metadata: &meta})))
 	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Config: &config, Model: &model, Progress: &progress})))
 	earning, slashing := uint64(1000), uint64(7)

@@ -3,7 +3,6 @@ package coordinator_test
 import (
 	"context"
 	"errors"
-	"math"
 	"testing"
 	"time"
 
@@ -132,52 +131,17 @@ func (e *env) authorize(user solana.PublicKey) solana.PublicKey {
 	return addr
 }
 
-func text(s string, n int) []byte {
-	out := make([]byte, n)
-	copy(out, s)
-	return out
-}
-
-// testConfig has timers of seconds: a whole run takes well under a minute.
-func testConfig() coordinator.Config {
-	return coordinator.Config{
-		WarmupTime:                  3,
-		CooldownTime:                1,
-		MaxRoundTrainTime:           3,
-		RoundWitnessTime:            1,
-		EpochTime:                   6,
-		TotalSteps:                  100,
-		InitMinClients:              3,
-		MinClients:                  3,
-		WitnessNodes:                3,
-		GlobalBatchSizeStart:        8,
-		GlobalBatchSizeEnd:          8,
-		WaitingForMembersExtraTime:  1,
-		GlobalBatchSizeWarmupTokens: 0,
+// testRun is config/test.toml: timers of seconds, so a whole run takes well
+// under a minute.
+func testRun(t *testing.T) (coordinator.Config, coordinator.Model) {
+	t.Helper()
+	rc, err := coordinator.LoadRunConfig("../../config/test.toml")
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func testModel() coordinator.Model {
-	var m coordinator.Model
-	m.Architecture = 1
-	m.Tokenizer = 1
-	m.DataType = 1
-	m.CheckpointKind = 2
-	m.DataLocationKind = 2
-	m.LrSchedule = 3
-	m.Optimizer = 1
-	m.Quantize1bit = 1
-	m.MaxSeqLen = 128
-	m.ColdStartWarmupSteps = 1
-	m.NLayer, m.NHead, m.NEmbd, m.VocabSize = 4, 4, 128, 256
-	m.LrWarmupSteps, m.LrDecaySteps = 10, 1000
-	m.LearningRate = math.Float32bits(0.001)
-	m.FinalLearningRate = math.Float32bits(0.0001)
-	m.WeightDecay = math.Float32bits(0.1)
-	m.ClipGradNorm = math.Float32bits(1)
-	m.CompressionDecay = math.Float32bits(0.999)
-	m.CompressionTopk, m.CompressionChunk = 32, 64
-	copy(m.CheckpointRepo[:], "http://127.0.0.1:9000/ckpt/run")
-	copy(m.DataLocation[:], "http://127.0.0.1:9000/data")
-	return m
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *p.Config, *p.Model
 }

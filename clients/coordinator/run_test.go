@@ -185,7 +185,7 @@ func TestSimulatedRun(t *testing.T) {
 	outsider := localnettest.NewFundedKeypair(t, e.v, solana.LAMPORTS_PER_SOL)
 
 	// Configure: only the main authority may, and only while halted.
-	config, model := testConfig(), testModel()
+	config, model := testRun(t)
 	update := coordinator.UpdateParams{Config: &config, Model: &model}
 	e.expectError("Unauthorized", outsider, e.ix(e.run.Update(outsider.PublicKey(), update)))
 	e.expectError("RunUninitialized", clients[0].key, e.ix(e.run.JoinRun(clients[0].key.PublicKey(), clients[0].auth, clients[0].p2p)))

@@ -1,0 +1,379 @@
+package coordinator
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// RunConfig is the TOML file an operator writes for update-config: run
+// metadata, the Coordinator config (timers, membership, batch sizes), the
+// model with its data location, learning-rate schedule and optimizer, and
+// optionally the progress to resume from. config/README.md documents every key.
+type RunConfig struct {
+	Metadata *MetadataTOML `toml:"metadata"`
+	Config   *ConfigTOML   `toml:"config"`
+	Model    *ModelTOML    `toml:"model"`
+	Progress *ProgressTOML `toml:"progress"`
+}
+
+type MetadataTOML struct {
+	Name          string `toml:"name"`
+	Description   string `toml:"description"`
+	NumParameters uint64 `toml:"num_parameters"`
+	VocabSize     uint64 `toml:"vocab_size"`
+}
+
+type ConfigTOML struct {
+	WarmupTime                  uint64 `toml:"warmup_time"`
+	CooldownTime                uint64 `toml:"cooldown_time"`
+	MaxRoundTrainTime           uint64 `toml:"max_round_train_time"`
+	RoundWitnessTime            uint64 `toml:"round_witness_time"`
+	EpochTime                   uint64 `toml:"epoch_time"`
+	WaitingForMembersExtraTime  uint16 `toml:"waiting_for_members_extra_time"`
+	TotalSteps                  uint32 `toml:"total_steps"`
+	InitMinClients              uint16 `toml:"init_min_clients"`
+	MinClients                  uint16 `toml:"min_clients"`
+	WitnessNodes                uint16 `toml:"witness_nodes"`
+	GlobalBatchSizeStart        uint16 `toml:"global_batch_size_start"`
+	GlobalBatchSizeEnd          uint16 `toml:"global_batch_size_end"`
+	GlobalBatchSizeWarmupTokens uint64 `toml:"global_batch_size_warmup_tokens"`
+}
+
+type ModelTOML struct {
+	Architecture         Enum           `toml:"architecture"`
+	Tokenizer            Enum           `toml:"tokenizer"`
+	VocabSize            uint32         `toml:"vocab_size"`
+	NLayer               uint16         `toml:"n_layer"`
+	NHead                uint16         `toml:"n_head"`
+	NEmbd                uint32         `toml:"n_embd"`
+	MaxSeqLen            uint32         `toml:"max_seq_len"`
+	DataType             Enum           `toml:"data_type"`
+	ColdStartWarmupSteps uint32         `toml:"cold_start_warmup_steps"`
+	Checkpoint           CheckpointTOML `toml:"checkpoint"`
+	Data                 DataTOML       `toml:"data"`
+	LR                   LRTOML         `toml:"lr"`
+	Optimizer            OptimizerTOML  `toml:"optimizer"`
+}
+
+type CheckpointTOML struct {
+	Kind     Enum   `toml:"kind"`
+	Repo     string `toml:"repo"`
+	Revision string `toml:"revision"`
+}
+
+type DataTOML struct {
+	Kind     Enum   `toml:"kind"`
+	Location string `toml:"location"`
+	// Root is the hex SHA-256 Merkle root of the data manifest the run pins ("" = not pinned).
+	Root string `toml:"root"`
+}
+
+type LRTOML struct {
+	Schedule          Enum    `toml:"schedule"`
+	LearningRate      float32 `toml:"learning_rate"`
+	FinalLearningRate float32 `toml:"final_learning_rate"`
+	WarmupSteps       uint32  `toml:"warmup_steps"`
+	DecaySteps        uint32  `toml:"decay_steps"`
+}
+
+type OptimizerTOML struct {
+	Kind             Enum    `toml:"kind"`
+	WeightDecay      float32 `toml:"weight_decay"`
+	ClipGradNorm     float32 `toml:"clip_grad_norm"`
+	CompressionDecay float32 `toml:"compression_decay"`
+	CompressionTopk  uint32  `toml:"compression_topk"`
+	CompressionChunk uint32  `toml:"compression_chunk"`
+	Quantize1Bit     bool    `toml:"quantize_1bit"`
+}
+
+type ProgressTOML struct {
+	Epoch     uint32 `toml:"epoch"`
+	Step      uint32 `toml:"step"`
+	DataIndex uint64 `toml:"data_index"`
+}
+
+// Enum is a TOML string naming one of the program's tags; unknown names are
+// decode errors, so they carry the key and line.
+type Enum struct {
+	Name string
+	Tag  uint8
+}
+
+// enums lists the accepted names per key (the program's tag values).
+var enums = map[string]map[string]uint8{
+	"architecture": {"gpt2": 1},
+	"tokenizer":    {"byte": 1, "gpt2": 2},
+	"data_type":    {"pretraining": 1, "finetuning": 2},
+	"checkpoint":   {"ephemeral": 1, "hub": 2, "p2p": 3},
+	"data":         {"local": 1, "http": 2},
+	"schedule":     {"constant": 1, "linear": 2, "cosine": 3},
+	"optimizer":    {"distro": 1},
+}
+
+// UnmarshalText keeps the name; LoadRunConfig resolves it against its key.
+func (e *Enum) UnmarshalText(b []byte) error {
+	e.Name = string(b)
+	return nil
+}
+
+// ErrRunConfig marks a run config file that cannot be used.
+var ErrRunConfig = errors.New("invalid run config")
+
+// LoadRunConfig reads and checks a run config file. Syntax errors, unknown
+// keys, values out of a field's range and unknown names report the key and
+// line; the program validates the rest (its errors are named).
+func LoadRunConfig(path string) (*RunConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRunConfig, err)
+	}
+	return ParseRunConfig(path, data)
+}
+
+// ParseRunConfig is LoadRunConfig on bytes; name labels errors.
+func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
+	var rc RunConfig
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(&rc); err != nil {
+		return nil, describe(name, data, err)
+	}
+	if rc.Metadata == nil && rc.Config == nil && rc.Model == nil && rc.Progress == nil {
+		return nil, fmt.Errorf("%w: %s sets none of [metadata], [config], [model], [progress]", ErrRunConfig, name)
+	}
+	if m := rc.Model; m != nil {
+		for _, f := range []struct {
+			key, kind string
+			e         *Enum
+		}{
+			{"model.architecture", "architecture", &m.Architecture},
+			{"model.tokenizer", "tokenizer", &m.Tokenizer},
+			{"model.data_type", "data_type", &m.DataType},
+			{"model.checkpoint.kind", "checkpoint", &m.Checkpoint.Kind},
+			{"model.data.kind", "data", &m.Data.Kind},
+			{"model.lr.schedule", "schedule", &m.LR.Schedule},
+			{"model.optimizer.kind", "optimizer", &m.Optimizer.Kind},
+		} {
+			tag, ok := enums[f.kind][f.e.Name]
+			if !ok {
+				return nil, fmt.Errorf("%w: %s:%d: %s = %q; want one of %s", ErrRunConfig, name, keyLine(data, f.key), f.key, f.e.Name, names(enums[f.kind]))
+			}
+			f.e.Tag = tag
+		}
+		if m.Data.Root != "" {
+			if b, err := hex.DecodeString(m.Data.Root); err != nil || len(b) != 32 {
+				return nil, fmt.Errorf("%w: %s:%d: model.data.root must be 64 hex digits (a SHA-256 root)", ErrRunConfig, name, keyLine(data, "model.data.root"))
+			}
+		}
+		for key, v := range map[string]float32{
+			"model.lr.learning_rate": m.LR.LearningRate, "model.lr.final_learning_rate": m.LR.FinalLearningRate,
+			"model.optimizer.weight_decay": m.Optimizer.WeightDecay, "model.optimizer.clip_grad_norm": m.Optimizer.ClipGradNorm,
+			"model.optimizer.compression_decay": m.Optimizer.CompressionDecay,
+		} {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
+				return nil, fmt.Errorf("%w: %s:%d: %s must be a finite, non-negative number", ErrRunConfig, name, keyLine(data, key), key)
+			}
+		}
+	}
+	if _, err := rc.Params(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrRunConfig, name, err)
+	}
+	return &rc, nil
+}
+
+func names(m map[string]uint8) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, strconv.Quote(k))
+	}
+	return strings.Join(out, ", ")
+}
+
+// describe turns the decoder's errors into one line naming the key and line.
+func describe(name string, data []byte, err error) error {
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) && len(sm.Errors) > 0 {
+		e := sm.Errors[0]
+		row, _ := e.Position()
+		return fmt.Errorf("%w: %s:%d: unknown key %s", ErrRunConfig, name, row, strings.Join(e.Key(), "."))
+	}
+	// Range and type errors come without a key: find the offending value.
+	var doc map[string]any
+	if toml.Unmarshal(data, &doc) == nil {
+		if key, why := badValue(doc, reflect.TypeFor[RunConfig](), ""); key != "" {
+			return fmt.Errorf("%w: %s:%d: %s %s", ErrRunConfig, name, keyLine(data, key), key, why)
+		}
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		if key := strings.Join(de.Key(), "."); key != "" {
+			return fmt.Errorf("%w: %s:%d: %s: %v", ErrRunConfig, name, row, key, de)
+		}
+		return fmt.Errorf("%w: %s:%d: %v", ErrRunConfig, name, row, de)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrRunConfig, name, err)
+}
+
+// badValue walks a decoded document along the RunConfig type and returns the
+// first key whose value the type cannot hold, and why.
+func badValue(doc map[string]any, t reflect.Type, prefix string) (key, why string) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		v, ok := doc[name]
+		if !ok {
+			continue
+		}
+		key := prefix + name
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft == reflect.TypeFor[Enum]() || ft.Kind() == reflect.String:
+			if _, ok := v.(string); !ok {
+				return key, "must be a string"
+			}
+		case ft.Kind() == reflect.Struct:
+			sub, ok := v.(map[string]any)
+			if !ok {
+				return key, "must be a table"
+			}
+			if k, why := badValue(sub, ft, key+"."); k != "" {
+				return k, why
+			}
+		case ft.Kind() == reflect.Bool:
+			if _, ok := v.(bool); !ok {
+				return key, "must be true or false"
+			}
+		case ft.Kind() == reflect.Float32:
+			switch v.(type) {
+			case float64, int64:
+			default:
+				return key, "must be a number"
+			}
+		default: // unsigned integers
+			n, ok := v.(int64)
+			if !ok {
+				return key, "must be an integer"
+			}
+			limit := uint64(1)<<(ft.Bits()) - 1
+			if ft.Bits() == 64 {
+				limit = math.MaxUint64
+			}
+			if n < 0 || uint64(n) > limit {
+				return key, fmt.Sprintf("= %d is out of range 0..%d", n, limit)
+			}
+		}
+	}
+	return "", ""
+}
+
+// keyLine finds the line of a dotted key ("model.lr.schedule") in a TOML
+// document: the last key segment inside its table's header, or 0 if not found.
+func keyLine(data []byte, dotted string) int {
+	parts := strings.Split(dotted, ".")
+	table, leaf := strings.Join(parts[:len(parts)-1], "."), parts[len(parts)-1]
+	current := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, "[") {
+			current = strings.TrimSpace(strings.Trim(l, "[]"))
+			continue
+		}
+		if k, _, ok := strings.Cut(l, "="); ok && current == table && strings.TrimSpace(k) == leaf {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// Params converts the file into update parameters (absent sections stay nil).
+func (rc *RunConfig) Params() (UpdateParams, error) {
+	var p UpdateParams
+	if m := rc.Metadata; m != nil {
+		var meta RunMetadata
+		if err := fixedInto(meta.Name[:], "metadata.name", m.Name); err != nil {
+			return p, err
+		}
+		if err := fixedInto(meta.Description[:], "metadata.description", m.Description); err != nil {
+			return p, err
+		}
+		meta.NumParameters, meta.VocabSize = m.NumParameters, m.VocabSize
+		p.Metadata = &meta
+	}
+	if c := rc.Config; c != nil {
+		p.Config = &Config{
+			WarmupTime: c.WarmupTime, CooldownTime: c.CooldownTime, MaxRoundTrainTime: c.MaxRoundTrainTime,
+			RoundWitnessTime: c.RoundWitnessTime, EpochTime: c.EpochTime,
+			GlobalBatchSizeWarmupTokens: c.GlobalBatchSizeWarmupTokens, TotalSteps: c.TotalSteps,
+			InitMinClients: c.InitMinClients, MinClients: c.MinClients, WitnessNodes: c.WitnessNodes,
+			GlobalBatchSizeStart: c.GlobalBatchSizeStart, GlobalBatchSizeEnd: c.GlobalBatchSizeEnd,
+			WaitingForMembersExtraTime: c.WaitingForMembersExtraTime,
+		}
+	}
+	if m := rc.Model; m != nil {
+		model := Model{
+			Architecture: m.Architecture.Tag, Tokenizer: m.Tokenizer.Tag, DataType: m.DataType.Tag,
+			CheckpointKind: m.Checkpoint.Kind.Tag, DataLocationKind: m.Data.Kind.Tag, LrSchedule: m.LR.Schedule.Tag,
+			Optimizer: m.Optimizer.Kind.Tag, MaxSeqLen: m.MaxSeqLen, ColdStartWarmupSteps: m.ColdStartWarmupSteps,
+			NLayer: m.NLayer, NHead: m.NHead, NEmbd: m.NEmbd, VocabSize: m.VocabSize,
+			LrWarmupSteps: m.LR.WarmupSteps, LrDecaySteps: m.LR.DecaySteps,
+			LearningRate:      math.Float32bits(m.LR.LearningRate),
+			FinalLearningRate: math.Float32bits(m.LR.FinalLearningRate),
+			WeightDecay:       math.Float32bits(m.Optimizer.WeightDecay),
+			ClipGradNorm:      math.Float32bits(m.Optimizer.ClipGradNorm),
+			CompressionDecay:  math.Float32bits(m.Optimizer.CompressionDecay),
+			CompressionTopk:   m.Optimizer.CompressionTopk, CompressionChunk: m.Optimizer.CompressionChunk,
+		}
+		if m.Optimizer.Quantize1Bit {
+			model.Quantize1bit = 1
+		}
+		for _, f := range []struct {
+			dst       []byte
+			key, text string
+		}{
+			{model.CheckpointRepo[:], "model.checkpoint.repo", m.Checkpoint.Repo},
+			{model.CheckpointRevision[:], "model.checkpoint.revision", m.Checkpoint.Revision},
+			{model.DataLocation[:], "model.data.location", m.Data.Location},
+		} {
+			if err := fixedInto(f.dst, f.key, f.text); err != nil {
+				return p, err
+			}
+		}
+		if m.Data.Root != "" {
+			root, err := hex.DecodeString(m.Data.Root)
+			if err != nil || len(root) != 32 {
+				return p, fmt.Errorf("model.data.root must be 64 hex digits")
+			}
+			copy(model.DataRoot[:], root)
+		}
+		p.Model = &model
+	}
+	if g := rc.Progress; g != nil {
+		p.Progress = &Progress{Epoch: g.Epoch, Step: g.Step, DataIndex: g.DataIndex}
+	}
+	return p, nil
+}
+
+func fixedInto(dst []byte, key, s string) error {
+	if len(s) > len(dst) {
+		return fmt.Errorf("%s is %d bytes; at most %d", key, len(s), len(dst))
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%s contains a NUL byte", key)
+	}
+	copy(dst, s)
+	return nil
+}
