@@ -72,6 +72,7 @@ func commands() []*cli.Command {
 		dataCommands(),
 		{logsCommand()},
 		identityCommands(),
+		coordinatorCommands(),
 	} {
 		all = append(all, group...)
 	}

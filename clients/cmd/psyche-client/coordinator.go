@@ -1,0 +1,587 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/rpc"
+	"github.com/urfave/cli/v2"
+
+	"github.com/psyche-go/psyche/clients/authorizer"
+	bindings "github.com/psyche-go/psyche/clients/bindings/coordinator"
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/idl"
+)
+
+var (
+	coordinatorProgramFlag = &cli.StringFlag{
+		Name:    "coordinator-program-id",
+		Usage:   "address of the Coordinator program (default: the id in idl/psyche_coordinator.json)",
+		EnvVars: []string{"COORDINATOR_PROGRAM_ID"},
+	}
+	runIDFlag = &cli.StringFlag{
+		Name:     "run-id",
+		Usage:    "the run's id (1 to 32 bytes)",
+		EnvVars:  []string{"RUN_ID"},
+		Required: true,
+	}
+)
+
+func coordinatorCommands() []*cli.Command {
+	net := []cli.Flag{rpcFlag, wsRPCFlag, coordinatorProgramFlag}
+	admin := append([]cli.Flag{runIDFlag, walletFlag}, net...)
+	return []*cli.Command{
+		{
+			Name:  "create-run",
+			Usage: "create a run: allocate its coordinator account and initialise it; the wallet pays and is the main authority",
+			Flags: append([]cli.Flag{
+				&cli.StringFlag{Name: "join-authority", Usage: "who grants join authorizations (default: the wallet)"},
+				&cli.StringFlag{Name: "client-version", Usage: "client version joiners must run", Value: "v1"},
+				&cli.BoolFlag{Name: "permissionless", Usage: "also let everyone join (an Authorizer grant to 11111111111111111111111111111111; the wallet must be the join authority)"},
+				authorizerProgramFlag,
+			}, admin...),
+			Action: func(c *cli.Context) error {
+				a, err := newCoordinatorCtx(c)
+				if err != nil {
+					return err
+				}
+				me := a.wallet.PublicKey()
+				join := me
+				if s := c.String("join-authority"); s != "" {
+					if join, err = parsePubkey("--join-authority", s); err != nil {
+						return err
+					}
+				}
+				if c.Bool("permissionless") && !join.Equals(me) {
+					return badInputf("--permissionless needs the wallet to be the join authority")
+				}
+				runID := c.String(runIDFlag.Name)
+				account := solana.NewWallet().PrivateKey
+				ixs, run, err := a.program.CreateRun(c.Context, a.client, me, account.PublicKey(), coordinator.CreateParams{
+					RunID: runID, MainAuthority: me, JoinAuthority: join, ClientVersion: c.String("client-version"),
+				})
+				if err != nil {
+					return badInput(err)
+				}
+				sig, err := a.client.Send(c.Context, a.wallet, ixs, account)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "run %q: instance %s, coordinator account %s\nsignature: %s\n", runID, run.Instance, run.Account, sig)
+				if !c.Bool("permissionless") {
+					return nil
+				}
+				auth, err := authorizerProgram(c)
+				if err != nil {
+					return err
+				}
+				create, addr, err := auth.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
+				if err != nil {
+					return err
+				}
+				activate, err := auth.SetActive(me, addr, true)
+				if err != nil {
+					return err
+				}
+				if sig, err = a.client.Send(c.Context, a.wallet, []solana.Instruction{create, activate}); err != nil {
+					return fmt.Errorf("the run exists, but the permissionless authorization failed: %w", err)
+				}
+				fmt.Fprintf(c.App.Writer, "permissionless authorization: %s\nsignature: %s\n", addr, sig)
+				return nil
+			},
+		},
+		{
+			Name:  "update-config",
+			Usage: "apply a run config TOML file (metadata, config, model, progress); config/README.md documents the format",
+			Flags: append([]cli.Flag{&cli.StringFlag{Name: "config-path", Usage: "the run config TOML file", Required: true}}, admin...),
+			Action: func(c *cli.Context) error {
+				rc, err := coordinator.LoadRunConfig(c.String("config-path"))
+				if err != nil {
+					return badInput(err)
+				}
+				params, err := rc.Params()
+				if err != nil {
+					return badInput(err)
+				}
+				a, err := newCoordinatorCtx(c)
+				if err != nil {
+					return err
+				}
+				run, err := a.open(c)
+				if err != nil {
+					return err
+				}
+				me := a.wallet.PublicKey()
+				// Metadata goes alone: with the model it would not fit one transaction.
+				var parts []coordinator.UpdateParams
+				if params.Metadata != nil {
+					parts = append(parts, coordinator.UpdateParams{Metadata: params.Metadata})
+				}
+				if params.Config != nil || params.Model != nil || params.Progress != nil {
+					parts = append(parts, coordinator.UpdateParams{Config: params.Config, Model: params.Model, Progress: params.Progress})
+				}
+				for _, p := range parts {
+					ix, err := run.Update(me, p)
+					if err != nil {
+						return err
+					}
+					if err := a.send(c, ix); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name:  "set-paused",
+			Usage: "pause the run (at the end of the epoch if rounds are running), or resume it with --resume",
+			Flags: append([]cli.Flag{&cli.BoolFlag{Name: "resume", Usage: "resume instead of pausing"}}, admin...),
+			Action: func(c *cli.Context) error {
+				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+					return r.SetPaused(me, !c.Bool("resume"))
+				})
+			},
+		},
+		{
+			Name:  "tick",
+			Usage: "advance the run if a timer or condition allows (anyone may)",
+			Flags: admin,
+			Action: func(c *cli.Context) error {
+				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) { return r.Tick(me) })
+			},
+		},
+		{
+			Name:  "set-future-epoch-rates",
+			Usage: "set the reward points shared per epoch and the slash per dropped client, from the next epoch on",
+			Flags: append([]cli.Flag{
+				&cli.StringFlag{Name: "earning-rate-total-shared", Usage: "points the finishers of an epoch share"},
+				&cli.StringFlag{Name: "slashing-rate-per-client", Usage: "points a client dropped by a health check loses"},
+			}, admin...),
+			Action: func(c *cli.Context) error {
+				earning, err := optionalU64(c, "earning-rate-total-shared")
+				if err != nil {
+					return err
+				}
+				slashing, err := optionalU64(c, "slashing-rate-per-client")
+				if err != nil {
+					return err
+				}
+				if earning == nil && slashing == nil {
+					return badInputf("give --earning-rate-total-shared and/or --slashing-rate-per-client")
+				}
+				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+					return r.SetFutureEpochRates(me, earning, slashing)
+				})
+			},
+		},
+		{
+			Name:  "update-client-version",
+			Usage: "set the client version joiners must run (while the run is paused)",
+			Flags: append([]cli.Flag{&cli.StringFlag{Name: "new-version", Usage: "1 to 64 bytes", Required: true}}, admin...),
+			Action: func(c *cli.Context) error {
+				v := c.String("new-version")
+				if len(v) == 0 || len(v) > coordinator.MaxClientVersionLen {
+					return badInputf("--new-version must be 1 to %d bytes", coordinator.MaxClientVersionLen)
+				}
+				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+					return r.UpdateClientVersion(me, v)
+				})
+			},
+		},
+		{
+			Name:  "checkpoint",
+			Usage: "as a member of the run, record where the latest model was uploaded",
+			Flags: append([]cli.Flag{
+				&cli.StringFlag{Name: "repo", Usage: "where the checkpoint is (at most 192 bytes)", Required: true},
+				&cli.StringFlag{Name: "revision", Usage: "its revision (at most 64 bytes)"},
+			}, admin...),
+			Action: func(c *cli.Context) error {
+				repo, rev := c.String("repo"), c.String("revision")
+				if len(repo) == 0 || len(repo) > 192 || len(rev) > 64 {
+					return badInputf("--repo must be 1 to 192 bytes and --revision at most 64")
+				}
+				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+					return r.Checkpoint(me, repo, rev)
+				})
+			},
+		},
+		{
+			Name:  "close-run",
+			Usage: "close a halted run (paused, finished or never started) and reclaim both accounts' rent",
+			Flags: append([]cli.Flag{&cli.StringFlag{Name: "spill", Usage: "account that receives the rent (default: the wallet)"}}, admin...),
+			Action: func(c *cli.Context) error {
+				spill := solana.PublicKey{}
+				if s := c.String("spill"); s != "" {
+					var err error
+					if spill, err = parsePubkey("--spill", s); err != nil {
+						return err
+					}
+				}
+				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+					if spill.IsZero() {
+						spill = me
+					}
+					return r.Free(me, spill)
+				})
+			},
+		},
+		{
+			Name:  "json-dump-run",
+			Usage: "print a run's state as JSON",
+			Flags: append([]cli.Flag{runIDFlag}, net...),
+			Action: func(c *cli.Context) error {
+				a, err := newReadCtx(c)
+				if err != nil {
+					return err
+				}
+				run, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
+				if err != nil {
+					return err
+				}
+				s, err := run.FetchState(c.Context, a.client)
+				if err != nil {
+					return err
+				}
+				return printJSON(c, runJSON(run, inst, s))
+			},
+		},
+		{
+			Name:  "json-dump-user",
+			Usage: "print one client's registration and role in a run as JSON",
+			Flags: append([]cli.Flag{runIDFlag, &cli.StringFlag{Name: "address", Usage: "the client's signer pubkey", Required: true}}, net...),
+			Action: func(c *cli.Context) error {
+				user, err := parsePubkey("--address", c.String("address"))
+				if err != nil {
+					return err
+				}
+				a, err := newReadCtx(c)
+				if err != nil {
+					return err
+				}
+				run, _, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
+				if err != nil {
+					return err
+				}
+				s, err := run.FetchState(c.Context, a.client)
+				if err != nil {
+					return err
+				}
+				out, err := userJSON(s, user)
+				if err != nil {
+					return err
+				}
+				return printJSON(c, out)
+			},
+		},
+		{
+			Name:  "list-runs",
+			Usage: "list the runs of the Coordinator program as JSON",
+			Flags: net,
+			Action: func(c *cli.Context) error {
+				a, err := newReadCtx(c)
+				if err != nil {
+					return err
+				}
+				runs, err := listRuns(c, a)
+				if err != nil {
+					return err
+				}
+				return printJSON(c, runs)
+			},
+		},
+		{
+			Name:  "can-join",
+			Usage: "check whether a user may join a run under an authorization (exit 0: yes, 1: no)",
+			Flags: append([]cli.Flag{runIDFlag, granteeFlag,
+				&cli.StringFlag{Name: "address", Usage: "the user's signer pubkey", Required: true},
+				authorizerProgramFlag, scopeFlag}, net...),
+			Action: func(c *cli.Context) error {
+				grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
+				if err != nil {
+					return err
+				}
+				user, err := parsePubkey("--address", c.String("address"))
+				if err != nil {
+					return err
+				}
+				auth, err := authorizerProgram(c)
+				if err != nil {
+					return err
+				}
+				a, err := newReadCtx(c)
+				if err != nil {
+					return err
+				}
+				_, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
+				if err != nil {
+					return err
+				}
+				scope := []byte(c.String(scopeFlag.Name))
+				addr, _, err := auth.Address(inst.JoinAuthority, grantee, scope)
+				if err != nil {
+					return badInput(err)
+				}
+				ok, reason := false, ""
+				authz, err := auth.Fetch(c.Context, a.client, addr)
+				switch {
+				case errors.Is(err, chain.ErrAccountNotFound):
+					reason = "no such authorization"
+				case err != nil:
+					return err
+				case authorizer.IsValidFor(authz, inst.JoinAuthority, user, scope):
+					ok = true
+				default:
+					reason = "the authorization is inactive or does not cover this address"
+				}
+				if err := printJSON(c, map[string]any{
+					"can_join": ok, "run_id": inst.RunId, "join_authority": inst.JoinAuthority.String(),
+					"authorization": addr.String(), "address": user.String(), "reason": reason,
+				}); err != nil {
+					return err
+				}
+				if !ok {
+					return cli.Exit("", exitFailure)
+				}
+				return nil
+			},
+		},
+	}
+}
+
+// coordinatorCtx is what every coordinator command needs.
+type coordinatorCtx struct {
+	program coordinator.Program
+	client  *chain.Client
+	wallet  solana.PrivateKey
+}
+
+// newReadCtx is a context for read-only commands (no wallet).
+func newReadCtx(c *cli.Context) (*coordinatorCtx, error) {
+	program := coordinator.Default()
+	if s := c.String(coordinatorProgramFlag.Name); s != "" {
+		id, err := parsePubkey("--coordinator-program-id", s)
+		if err != nil {
+			return nil, err
+		}
+		program.ID = id
+	}
+	if _, err := program.InstanceAddress(c.String(runIDFlag.Name)); err != nil && c.IsSet(runIDFlag.Name) {
+		return nil, badInput(err)
+	}
+	client, err := newChainClient(c)
+	if err != nil {
+		return nil, err
+	}
+	// Name the program's errors under an overridden id too.
+	if tables, ok := client.Errors.(chain.ErrorTables); ok {
+		d, err := idl.Load("psyche_coordinator")
+		if err != nil {
+			return nil, err
+		}
+		d.AddErrors(tables, program.ID)
+	}
+	return &coordinatorCtx{program: program, client: client}, nil
+}
+
+func newCoordinatorCtx(c *cli.Context) (*coordinatorCtx, error) {
+	key, err := loadWallet(c.String(walletFlag.Name))
+	if err != nil {
+		return nil, err
+	}
+	a, err := newReadCtx(c)
+	if err != nil {
+		return nil, err
+	}
+	a.wallet = key
+	return a, nil
+}
+
+func (a *coordinatorCtx) open(c *cli.Context) (coordinator.Run, error) {
+	run, _, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
+	return run, err
+}
+
+func (a *coordinatorCtx) send(c *cli.Context, ix solana.Instruction) error {
+	sig, err := a.client.Send(c.Context, a.wallet, []solana.Instruction{ix})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "signature: %s\n", sig)
+	return nil
+}
+
+// adminSend opens the run and sends one instruction signed by the wallet.
+func adminSend(c *cli.Context, build func(coordinator.Run, solana.PublicKey) (solana.Instruction, error)) error {
+	a, err := newCoordinatorCtx(c)
+	if err != nil {
+		return err
+	}
+	run, err := a.open(c)
+	if err != nil {
+		return err
+	}
+	ix, err := build(run, a.wallet.PublicKey())
+	if err != nil {
+		return err
+	}
+	return a.send(c, ix)
+}
+
+func optionalU64(c *cli.Context, name string) (*uint64, error) {
+	if !c.IsSet(name) {
+		return nil, nil
+	}
+	v, err := strconv.ParseUint(c.String(name), 10, 64)
+	if err != nil {
+		return nil, badInputf("--%s %q is not a non-negative integer", name, c.String(name))
+	}
+	return &v, nil
+}
+
+func printJSON(c *cli.Context, v any) error {
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.App.Writer, string(out))
+	return nil
+}
+
+func f32(bits uint32) float64 {
+	return float64(math.Float32frombits(bits))
+}
+
+// runJSON summarizes the state: what an operator reads, not all 67 KB.
+func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.State) map[string]any {
+	m := s.Model
+	members := []map[string]any{}
+	for _, mem := range coordinator.Members(s) {
+		members = append(members, map[string]any{
+			"index": mem.Index, "signer": mem.Signer.String(), "p2p_identity": hex.EncodeToString(mem.P2PIdentity[:]), "state": memberState(mem.State),
+		})
+	}
+	out := map[string]any{
+		"run_id":              inst.RunId,
+		"instance":            run.Instance.String(),
+		"coordinator_account": run.Account.String(),
+		"main_authority":      inst.MainAuthority.String(),
+		"join_authority":      inst.JoinAuthority.String(),
+		"version":             s.Version,
+		"nonce":               s.Nonce,
+		"client_version":      coordinator.FixedString(s.ClientVersion[:]),
+		"run_state":           coordinator.Phase(s).String(),
+		"run_state_start":     s.RunStateStart,
+		"pending_pause":       s.PendingPause != 0,
+		"metadata": map[string]any{
+			"name": coordinator.FixedString(s.Metadata.Name[:]), "description": coordinator.FixedString(s.Metadata.Description[:]),
+			"num_parameters": s.Metadata.NumParameters, "vocab_size": s.Metadata.VocabSize,
+		},
+		"config":   s.Config,
+		"progress": s.Progress,
+		"model": map[string]any{
+			"architecture": m.Architecture, "tokenizer": m.Tokenizer, "vocab_size": m.VocabSize,
+			"n_layer": m.NLayer, "n_head": m.NHead, "n_embd": m.NEmbd, "max_seq_len": m.MaxSeqLen,
+			"checkpoint_kind": m.CheckpointKind, "checkpoint_repo": coordinator.FixedString(m.CheckpointRepo[:]),
+			"checkpoint_revision": coordinator.FixedString(m.CheckpointRevision[:]),
+			"data_location_kind":  m.DataLocationKind, "data_location": coordinator.FixedString(m.DataLocation[:]),
+			"data_root": hex.EncodeToString(m.DataRoot[:]), "lr_schedule": m.LrSchedule,
+			"learning_rate": f32(m.LearningRate), "final_learning_rate": f32(m.FinalLearningRate),
+			"lr_warmup_steps": m.LrWarmupSteps, "lr_decay_steps": m.LrDecaySteps, "weight_decay": f32(m.WeightDecay),
+			"clip_grad_norm": f32(m.ClipGradNorm), "compression_decay": f32(m.CompressionDecay),
+			"compression_topk": m.CompressionTopk, "compression_chunk": m.CompressionChunk,
+			"quantize_1bit": m.Quantize1bit != 0, "cold_start_warmup_steps": m.ColdStartWarmupSteps,
+		},
+		"current_rates": s.CurrentRates,
+		"future_rates":  s.FutureRates,
+		"epoch": map[string]any{
+			"start_timestamp": s.Epoch.StartTimestamp, "start_step": s.Epoch.StartStep, "last_step": s.Epoch.LastStep,
+			"cold_start": s.Epoch.ColdStart != 0, "quorum_failed": s.Epoch.QuorumFailed != 0, "members": members,
+		},
+	}
+	if p := coordinator.Phase(s); p == coordinator.RoundTrain || p == coordinator.RoundWitness || p == coordinator.Cooldown {
+		r := coordinator.CurrentRound(s)
+		out["round"] = map[string]any{
+			"step": r.Step, "height": r.Height, "seed": hex.EncodeToString(r.Seed[:]), "data_index": r.DataIndex,
+			"batch_size": r.BatchSize, "clients": r.ClientsLen, "witnesses_elected": r.WitnessCount, "witnesses_reported": r.WitnessesLen,
+		}
+	}
+	return out
+}
+
+func memberState(s uint8) string {
+	switch s {
+	case coordinator.MemberHealthy:
+		return "healthy"
+	case coordinator.MemberDropped:
+		return "dropped"
+	case coordinator.MemberLeft:
+		return "left"
+	}
+	return fmt.Sprintf("unknown(%d)", s)
+}
+
+func userJSON(s *coordinator.State, user solana.PublicKey) (map[string]any, error) {
+	slot, ok := coordinator.Slot(s, user)
+	if !ok {
+		return nil, fmt.Errorf("%s is not registered in this run", user)
+	}
+	out := map[string]any{
+		"address": user.String(), "p2p_identity": hex.EncodeToString(slot.P2PIdentity[:]),
+		"earned": slot.Earned, "slashed": slot.Slashed, "pending_join": slot.Pending != 0, "in_epoch": slot.InEpoch != 0,
+		"has_finished": slot.HasFinished != 0, "last_finished_epoch": slot.LastFinishedEpoch,
+	}
+	idx := coordinator.MemberIndex(s, user)
+	if idx < 0 {
+		return out, nil
+	}
+	out["epoch_index"] = idx
+	out["member_state"] = memberState(s.Epoch.Clients[idx].State)
+	if p := coordinator.Phase(s); p == coordinator.RoundTrain || p == coordinator.RoundWitness {
+		r := coordinator.CurrentRound(s)
+		if idx < int(r.ClientsLen) {
+			role, err := coordinator.ScheduleRound(s, r).Role(uint16(idx))
+			if err != nil {
+				return nil, err
+			}
+			out["round"] = map[string]any{"step": r.Step, "witness": role.Witness, "batch_start": role.Batch.Start, "batch_len": role.Batch.Len}
+		}
+	}
+	return out, nil
+}
+
+// listRuns finds every CoordinatorInstance of the program.
+func listRuns(c *cli.Context, a *coordinatorCtx) ([]map[string]any, error) {
+	res, err := a.client.RPC.GetProgramAccountsWithOpts(c.Context, a.program.ID, &rpc.GetProgramAccountsOpts{
+		Encoding: solana.EncodingBase64,
+		Filters: []rpc.RPCFilter{{Memcmp: &rpc.RPCFilterMemcmp{
+			Offset: 0, Bytes: solana.Base58(bindings.Account_CoordinatorInstance[:]),
+		}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the program's accounts: %w", err)
+	}
+	runs := []map[string]any{}
+	for _, acc := range res {
+		inst, err := bindings.ParseAccount_CoordinatorInstance(acc.Account.Data.GetBinary())
+		if err != nil {
+			continue // not an instance after all; the filter is only a prefix match
+		}
+		run := coordinator.Run{Program: a.program, Instance: acc.Pubkey, Account: inst.CoordinatorAccount}
+		entry := map[string]any{
+			"run_id": inst.RunId, "instance": acc.Pubkey.String(), "coordinator_account": inst.CoordinatorAccount.String(),
+			"main_authority": inst.MainAuthority.String(), "join_authority": inst.JoinAuthority.String(),
+		}
+		if s, err := run.FetchState(c.Context, a.client); err == nil {
+			entry["run_state"] = coordinator.Phase(s).String()
+			entry["epoch"], entry["step"] = s.Progress.Epoch, s.Progress.Step
+		}
+		runs = append(runs, entry)
+	}
+	return runs, nil
+}

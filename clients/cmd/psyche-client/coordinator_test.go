@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/authorizer"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/localnet"
+	"github.com/psyche-go/psyche/localnet/localnettest"
+)
+
+func TestCoordinatorCommands(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	programtest.Deploy(t, v, "psyche_coordinator")
+	adminPath, admin := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
+	otherPath, other := keyFile(t, v, solana.LAMPORTS_PER_SOL)
+	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		return runCLI(t, nil, append(args, net...)...)
+	}
+	ok := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := run(args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
+		}
+		return out
+	}
+	// fails wants exit code and a one-line error containing want.
+	fails := func(code int, want string, args ...string) {
+		t.Helper()
+		_, errOut, got := run(args...)
+		if got != code || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Fatalf("%s: exit %d, stderr %q; want exit %d and one line with %q", args[0], got, errOut, code, want)
+		}
+	}
+	dump := func() map[string]any {
+		t.Helper()
+		var m map[string]any
+		out := ok("json-dump-run", "--run-id", "cli-run")
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("json-dump-run printed %q: %v", out, err)
+		}
+		return m
+	}
+	id := func(args ...string) []string { return append(args, "--run-id", "cli-run") }
+	as := func(path string, args ...string) []string { return append(id(args...), "-w", path) }
+
+	if out := ok(as(adminPath, "create-run", "--permissionless")...); !strings.Contains(out, "permissionless authorization: ") {
+		t.Fatalf("create-run printed %q", out)
+	}
+	fails(exitFailure, "AlreadyInitialized", as(adminPath, "create-run")...)
+	fails(exitBadInput, "run id", "create-run", "--run-id", strings.Repeat("x", 33), "-w", adminPath)
+	var runs []map[string]any
+	if err := json.Unmarshal([]byte(ok("list-runs")), &runs); err != nil || len(runs) != 1 || runs[0]["run_id"] != "cli-run" || runs[0]["run_state"] != "Uninitialized" {
+		t.Fatalf("list-runs: %v %v", runs, err)
+	}
+
+	// Run config files: bad ones name the key and line and send nothing.
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("[config]\nwarmup_time = 3\nwarmup_tmie = 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fails(exitBadInput, "bad.toml:3: unknown key config.warmup_tmie", as(adminPath, "update-config", "--config-path", bad)...)
+	fails(exitBadInput, "no such file", as(adminPath, "update-config", "--config-path", bad+".missing")...)
+	cfg := "../../../config/test.toml"
+	fails(exitFailure, "Unauthorized", as(otherPath, "update-config", "--config-path", cfg)...)
+	ok(as(adminPath, "update-config", "--config-path", cfg)...)
+	m := dump()
+	if m["metadata"].(map[string]any)["name"] != "test" || m["config"].(map[string]any)["epochTime"] != 6.0 || m["model"].(map[string]any)["learning_rate"] != 0.0010000000474974513 {
+		t.Fatalf("after update-config: metadata %v config %v model lr %v", m["metadata"], m["config"], m["model"].(map[string]any)["learning_rate"])
+	}
+
+	ok(as(adminPath, "set-future-epoch-rates", "--earning-rate-total-shared", "100")...)
+	fails(exitBadInput, "non-negative integer", as(adminPath, "set-future-epoch-rates", "--slashing-rate-per-client", "-5")...)
+	ok(as(adminPath, "update-client-version", "--new-version", "v2")...)
+	if m := dump(); m["client_version"] != "v2" || m["future_rates"].(map[string]any)["earningRateTotalShared"] != 100.0 {
+		t.Fatalf("client version %v, future rates %v", m["client_version"], m["future_rates"])
+	}
+
+	// can-join: the permissionless grant lets anyone in; a missing one does not.
+	everyone := authorizer.Everyone.String()
+	if out := ok(id("can-join", "--authorizer", everyone, "--address", other.PublicKey().String())...); !strings.Contains(out, `"can_join": true`) {
+		t.Fatalf("can-join printed %s", out)
+	}
+	out, _, code := run(id("can-join", "--authorizer", other.PublicKey().String(), "--address", other.PublicKey().String())...)
+	if code != exitFailure || !strings.Contains(out, "no such authorization") {
+		t.Fatalf("can-join without a grant: exit %d, %s", code, out)
+	}
+
+	// Resume; a member joins (through the Go client: joining is the trainer's job).
+	ok(as(adminPath, "set-paused", "--resume")...)
+	if dump()["run_state"] != "WaitingForMembers" {
+		t.Fatal("resume did not start the run")
+	}
+	fails(exitFailure, "TickTooEarly", as(otherPath, "tick")...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := programtest.Chain(t, v)
+	r, _, err := coordinator.Default().Open(ctx, c, "cli-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, coordinator.JoinRunScope)
+	join, err := r.JoinRun(other.PublicKey(), authAddr, [32]byte{7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, other, []solana.Instruction{join}); err != nil {
+		t.Fatal(err)
+	}
+	var user map[string]any
+	if err := json.Unmarshal([]byte(ok(id("json-dump-user", "--address", other.PublicKey().String())...)), &user); err != nil || user["pending_join"] != true {
+		t.Fatalf("json-dump-user: %v %v", user, err)
+	}
+	fails(exitFailure, "not registered", id("json-dump-user", "--address", admin.PublicKey().String())...)
+	fails(exitFailure, "RunNotHalted", as(adminPath, "close-run")...)
+
+	ok(as(adminPath, "set-paused")...)
+	fails(exitFailure, "RunHalted", as(otherPath, "checkpoint", "--repo", "http://example/ckpt")...)
+	ok(as(adminPath, "close-run")...)
+	fails(exitFailure, "not found", id("json-dump-run")...)
+}
