@@ -52,7 +52,7 @@ func (r Repo) ELF(name string) ([]byte, error) {
 	path := filepath.Join(r.Root, "programs", "target", "deploy", name+".so")
 	elf, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s is not built; run scripts/build-programs.sh", path)
+		return nil, fmt.Errorf("%s is not built (run scripts/build-programs.sh): %w", path, os.ErrNotExist)
 	}
 	return elf, err
 }

@@ -59,7 +59,24 @@ func setUsageErrors(cmds []*cli.Command) {
 		if c.OnUsageError == nil {
 			c.OnUsageError = usageError
 		}
+		if c.Action != nil {
+			c.Action = rejectLateFlags(c.Action)
+		}
 		setUsageErrors(c.Subcommands)
+	}
+}
+
+// rejectLateFlags fails a command given a flag after a positional argument:
+// urfave/cli stops reading flags there, and would otherwise run with the
+// flag's default (e.g. another cluster than the --rpc the user typed).
+func rejectLateFlags(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		for _, a := range c.Args().Slice() {
+			if len(a) > 1 && a[0] == '-' {
+				return badInputf("%s comes after an argument; put flags before arguments (psyche-client %s --help)", a, c.Command.FullName())
+			}
+		}
+		return action(c)
 	}
 }
 
@@ -71,6 +88,7 @@ func commands() []*cli.Command {
 		authorizerCommands(),
 		dataCommands(),
 		{logsCommand()},
+		programCommands(),
 		identityCommands(),
 		coordinatorCommands(),
 	} {

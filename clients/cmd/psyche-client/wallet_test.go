@@ -108,6 +108,7 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{"bad amount", []string{"airdrop", "1.2.3", "11111111111111111111111111111111"}, "not a number"},
 		{"unreachable rpc", []string{"balance", "--rpc", "http://127.0.0.1:1", "11111111111111111111111111111111"}, "cannot reach the RPC endpoint"},
 		{"unknown flag", []string{"balance", "--nope"}, "flag provided but not defined"},
+		{"flag after an argument", []string{"balance", "11111111111111111111111111111111", "--rpc", "http://127.0.0.1:1"}, "put flags before arguments"},
 		{"unknown command", []string{"nosuch"}, "no command \"nosuch\""},
 	}
 	for _, tc := range cases {
