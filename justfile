@@ -1,4 +1,4 @@
-# Run `just --list` for the recipes; `scripts/setup.sh` installs just into bin/.
+# Recipes for working on this repo; `scripts/setup.sh` installs just into bin/.
 
 # Install whatever is missing (apt, npm, Go modules).
 setup:
@@ -7,3 +7,15 @@ setup:
 # Run every test suite.
 test *ARGS:
     bash scripts/test.sh {{ARGS}}
+
+# Run the local validator in the foreground (flags: see scripts/localnet.sh).
+localnet *ARGS:
+    bash scripts/localnet.sh {{ARGS}}
+
+# Build the on-chain programs into programs/target/deploy.
+build-programs *ARGS:
+    bash scripts/build-programs.sh {{ARGS}}
+
+# Regenerate the Go bindings from idl/.
+gen-bindings:
+    bash scripts/gen-bindings.sh
