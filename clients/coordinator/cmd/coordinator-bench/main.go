@@ -1,0 +1,429 @@
+// Command coordinator-bench deploys the Authorizer and the Coordinator on a
+// fresh local validator, drives a run of 8, 64 and 256 clients through join,
+// warmup, rounds with witnesses, a health check, checkpoint, leave and pause,
+// and prints the compute units of each instruction at each size, plus the
+// coordinator account's size and rent.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/rpc"
+
+	"github.com/psyche-go/psyche/clients/authorizer"
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/schedule"
+	"github.com/psyche-go/psyche/idl"
+	"github.com/psyche-go/psyche/localnet"
+)
+
+var sizes = []int{8, 64, 256}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is one validator with both programs and a permissionless join grant.
+type bench struct {
+	ctx       context.Context
+	c         *chain.Client
+	p         coordinator.Program
+	authority solana.PrivateKey
+	authAddr  solana.PublicKey
+	// cu[label][size index]
+	cu     map[string][]uint64
+	labels []string
+}
+
+func run() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	repo, err := programs.FindRepo(".")
+	if err != nil {
+		return err
+	}
+	v, err := localnet.Start(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer v.Stop()
+	c, err := chain.New(v.RPCURL, v.WSURL)
+	if err != nil {
+		return err
+	}
+	if c.Errors, err = idl.ErrorTables(); err != nil {
+		return err
+	}
+	c.PollInterval = 50 * time.Millisecond
+	authority := solana.NewWallet().PrivateKey
+	if _, err := c.Airdrop(ctx, authority.PublicKey(), 500*solana.LAMPORTS_PER_SOL); err != nil {
+		return err
+	}
+	if _, err := repo.Deploy(ctx, v.RPCURL, authority, authority, programs.Authorizer); err != nil {
+		return err
+	}
+	id, err := repo.Deploy(ctx, v.RPCURL, authority, authority, programs.Coordinator)
+	if err != nil {
+		return err
+	}
+	b := &bench{ctx: ctx, c: c, p: coordinator.Program{ID: id}, authority: authority, cu: map[string][]uint64{}}
+	a := authorizer.Default()
+	me := authority.PublicKey()
+	create, addr, err := a.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
+	if err != nil {
+		return err
+	}
+	activate, err := a.SetActive(me, addr, true)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Send(ctx, authority, []solana.Instruction{create, activate}); err != nil {
+		return err
+	}
+	b.authAddr = addr
+
+	for i, n := range sizes {
+		if err := b.runOf(i, n); err != nil {
+			return fmt.Errorf("%d clients: %w", n, err)
+		}
+	}
+	rent, err := c.RPC.GetMinimumBalanceForRentExemption(ctx, coordinator.AccountSize, rpc.CommitmentConfirmed)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("coordinator account: %d bytes, rent-exempt minimum %d lamports (%.4f SOL)\n\n",
+		coordinator.AccountSize, rent, float64(rent)/float64(solana.LAMPORTS_PER_SOL))
+	fmt.Printf("%-52s", "instruction (compute units)")
+	for _, n := range sizes {
+		fmt.Printf(" %9s", fmt.Sprintf("%d cl.", n))
+	}
+	fmt.Println()
+	for _, l := range b.labels {
+		fmt.Printf("%-52s", l)
+		for _, v := range b.cu[l] {
+			fmt.Printf(" %9d", v)
+		}
+		fmt.Println()
+	}
+	return nil
+}
+
+// measure sends ixs and records the transaction's compute units under label.
+func (b *bench) measure(i int, label string, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) error {
+	sig, err := b.c.Send(b.ctx, payer, ixs, signers...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	cu, err := b.c.ComputeUnits(b.ctx, sig)
+	if err != nil {
+		return err
+	}
+	if _, ok := b.cu[label]; !ok {
+		b.labels = append(b.labels, label)
+		b.cu[label] = make([]uint64, len(sizes))
+	}
+	b.cu[label][i] = cu
+	return nil
+}
+
+func one(ix solana.Instruction, err error) ([]solana.Instruction, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []solana.Instruction{ix}, nil
+}
+
+// tickUntil ticks until the run is in phase.
+func (b *bench) tickUntil(r coordinator.Run, phase coordinator.RunState) (*coordinator.State, error) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		s, err := r.FetchState(b.ctx, b.c)
+		if err != nil {
+			return nil, err
+		}
+		if coordinator.Phase(s) == phase {
+			return s, nil
+		}
+		ixs, err := one(r.Tick(b.authority.PublicKey()))
+		if err != nil {
+			return nil, err
+		}
+		_, err = b.c.Send(b.ctx, b.authority, ixs)
+		var te *chain.TxError
+		if err != nil && (!errors.As(err, &te) || te.Name != "TickTooEarly") {
+			return nil, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("run did not reach %v", phase)
+}
+
+func (b *bench) runOf(i, n int) error {
+	ctx, c, me := b.ctx, b.c, b.authority.PublicKey()
+	account := solana.NewWallet().PrivateKey
+	ixs, r, err := b.p.CreateRun(ctx, c, me, account.PublicKey(), coordinator.CreateParams{
+		RunID: fmt.Sprintf("bench-%d", n), MainAuthority: me, JoinAuthority: me, ClientVersion: "v1",
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.measure(i, "init_coordinator (+ system create_account)", b.authority, ixs, account); err != nil {
+		return err
+	}
+	config := coordinator.Config{
+		WarmupTime: 600, CooldownTime: 1, MaxRoundTrainTime: 600, RoundWitnessTime: 1, EpochTime: 3600,
+		TotalSteps: 1000, InitMinClients: uint16(n), MinClients: 1, WitnessNodes: 0,
+		GlobalBatchSizeStart: uint16(n), GlobalBatchSizeEnd: uint16(n), WaitingForMembersExtraTime: 1,
+	}
+	var model coordinator.Model
+	model.Architecture, model.Tokenizer, model.DataType, model.CheckpointKind, model.DataLocationKind = 1, 1, 1, 2, 2
+	model.LrSchedule, model.Optimizer, model.MaxSeqLen = 1, 1, 128
+	model.NLayer, model.NHead, model.NEmbd, model.VocabSize = 4, 4, 128, 256
+	model.LearningRate, model.ClipGradNorm, model.CompressionDecay = 0x3a83126f, 0x3f800000, 0x3f7a5e35
+	model.CompressionTopk, model.CompressionChunk = 32, 64
+	copy(model.CheckpointRepo[:], "http://127.0.0.1:9000/ckpt")
+	copy(model.DataLocation[:], "http://127.0.0.1:9000/data")
+	var meta coordinator.RunMetadata
+	copy(meta.Name[:], "bench")
+	steps := []struct {
+		label string
+		ix    func() (solana.Instruction, error)
+	}{
+		{"update (metadata)", func() (solana.Instruction, error) { return r.Update(me, coordinator.UpdateParams{Metadata: &meta}) }},
+		{"update (config + model)", func() (solana.Instruction, error) {
+			return r.Update(me, coordinator.UpdateParams{Config: &config, Model: &model})
+		}},
+		{"set_future_epoch_rates", func() (solana.Instruction, error) {
+			e, s := uint64(1000), uint64(10)
+			return r.SetFutureEpochRates(me, &e, &s)
+		}},
+		{"update_client_version", func() (solana.Instruction, error) { return r.UpdateClientVersion(me, "v2") }},
+		{"set_paused (pause before start)", func() (solana.Instruction, error) { return r.SetPaused(me, true) }},
+	}
+	for _, s := range steps {
+		ixs, err := one(s.ix())
+		if err != nil {
+			return err
+		}
+		if err := b.measure(i, s.label, b.authority, ixs); err != nil {
+			return err
+		}
+	}
+
+	// n clients join while paused; the last join scans the fullest table.
+	clients := make([]solana.PrivateKey, n)
+	for k := range clients {
+		clients[k] = solana.NewWallet().PrivateKey
+	}
+	if err := b.parallel(clients[:n-1], func(k solana.PrivateKey) error {
+		if _, err := c.Airdrop(ctx, k.PublicKey(), solana.LAMPORTS_PER_SOL); err != nil {
+			return err
+		}
+		var p2p [32]byte
+		_, _ = rand.Read(p2p[:])
+		ixs, err := one(r.JoinRun(k.PublicKey(), b.authAddr, p2p))
+		if err != nil {
+			return err
+		}
+		_, err = c.Send(ctx, k, ixs)
+		return err
+	}); err != nil {
+		return err
+	}
+	last := clients[n-1]
+	if _, err := c.Airdrop(ctx, last.PublicKey(), solana.LAMPORTS_PER_SOL); err != nil {
+		return err
+	}
+	if ixs, err = one(r.JoinRun(last.PublicKey(), b.authAddr, [32]byte{1, 2, 3})); err != nil {
+		return err
+	}
+	if err := b.measure(i, "join_run (the n-th client)", last, ixs); err != nil {
+		return err
+	}
+	if ixs, err = one(r.SetPaused(me, false)); err != nil {
+		return err
+	}
+	if err := b.measure(i, "set_paused (resume)", b.authority, ixs); err != nil {
+		return err
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if ixs, err = one(r.Tick(me)); err != nil {
+		return err
+	}
+	if err := b.measure(i, "tick (WaitingForMembers -> Warmup, epoch forms)", b.authority, ixs); err != nil {
+		return err
+	}
+	s, err := r.FetchState(ctx, c)
+	if err != nil {
+		return err
+	}
+	if coordinator.Phase(s) != coordinator.Warmup || len(coordinator.Members(s)) != n {
+		return fmt.Errorf("after forming: %v with %d members", coordinator.Phase(s), len(coordinator.Members(s)))
+	}
+	keys := map[solana.PublicKey]solana.PrivateKey{}
+	for _, k := range clients {
+		keys[k.PublicKey()] = k
+	}
+	members := coordinator.Members(s)
+	ready := int(schedule.WitnessCount(config.WitnessNodes, uint16(n)))
+	for k, m := range members[:ready] {
+		label := "warmup_witness"
+		if k == ready-1 {
+			label = "warmup_witness (the last: Warmup -> RoundTrain)"
+		}
+		if ixs, err = one(r.WarmupWitness(m.Signer)); err != nil {
+			return err
+		}
+		if k == 0 || k == ready-1 {
+			err = b.measure(i, label, keys[m.Signer], ixs)
+		} else {
+			_, err = c.Send(ctx, keys[m.Signer], ixs)
+		}
+		if err != nil {
+			return err
+		}
+	}
+
+	// Three rounds; in each the first member is left out of every participant
+	// filter, so that in the third a health check drops it.
+	// (Rounds end when every elected witness reported; max_round_train_time is long.)
+	victim := members[0].Signer
+	for round := 0; round < 3; round++ {
+		s, err := b.tickUntil(r, coordinator.RoundTrain)
+		if err != nil {
+			return err
+		}
+		cr := coordinator.CurrentRound(s)
+		witnesses := schedule.Witnesses(cr.ClientsLen, s.Config.WitnessNodes, schedule.Seed(cr.Seed))
+		ms := coordinator.Members(s)
+		for w, idx := range witnesses {
+			signer := ms[idx].Signer
+			rep, err := report(s, cr, idx, victim)
+			if err != nil {
+				return err
+			}
+			if ixs, err = one(r.Witness(signer, rep)); err != nil {
+				return err
+			}
+			switch {
+			case round == 1 && w == 0:
+				err = b.measure(i, "witness", keys[signer], ixs)
+			case round == 1 && w == len(witnesses)-1:
+				err = b.measure(i, "witness (the last: RoundTrain -> RoundWitness)", keys[signer], ixs)
+			default:
+				_, err = c.Send(ctx, keys[signer], ixs)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if round == 2 {
+			// After the reports (the victim may be an elected witness), a
+			// member accuses the victim of missing the previous round.
+			if ixs, err = one(r.HealthCheck(ms[1].Signer, cr.Step, 0, victim)); err != nil {
+				return err
+			}
+			if err := b.measure(i, "health_check (accused dropped)", keys[ms[1].Signer], ixs); err != nil {
+				return err
+			}
+		}
+		if round == 1 {
+			time.Sleep(1100 * time.Millisecond)
+			if ixs, err = one(r.Tick(me)); err != nil {
+				return err
+			}
+			if err := b.measure(i, "tick (RoundWitness -> next round)", b.authority, ixs); err != nil {
+				return err
+			}
+		}
+	}
+	s, err = r.FetchState(ctx, c)
+	if err != nil {
+		return err
+	}
+	ms := coordinator.Members(s)
+	member := keys[ms[len(ms)-1].Signer]
+	if ixs, err = one(r.Checkpoint(member.PublicKey(), "http://127.0.0.1:9000/ckpt", "step-3")); err != nil {
+		return err
+	}
+	if err := b.measure(i, "checkpoint", member, ixs); err != nil {
+		return err
+	}
+	if ixs, err = one(r.LeaveRun(member.PublicKey())); err != nil {
+		return err
+	}
+	if err := b.measure(i, "leave_run", member, ixs); err != nil {
+		return err
+	}
+	if ixs, err = one(r.SetPaused(me, true)); err != nil {
+		return err
+	}
+	if err := b.measure(i, "set_paused (pause pending mid-epoch)", b.authority, ixs); err != nil {
+		return err
+	}
+	if _, err := b.tickUntil(r, coordinator.Paused); err != nil {
+		return err
+	}
+	if ixs, err = one(r.Free(me, me)); err != nil {
+		return err
+	}
+	return b.measure(i, "free_coordinator", b.authority, ixs)
+}
+
+// report is a witness report in which every round member but victim took part.
+func report(s *coordinator.State, r *coordinator.Round, index uint16, victim solana.PublicKey) (coordinator.WitnessReport, error) {
+	bits, hashes := schedule.BloomParams(int(r.ClientsLen))
+	var salt [8]byte
+	_, _ = rand.Read(salt[:])
+	participants, err := schedule.NewBloom(bits, hashes, salt)
+	if err != nil {
+		return coordinator.WitnessReport{}, err
+	}
+	broadcasts, err := schedule.NewBloom(bits, hashes, salt)
+	if err != nil {
+		return coordinator.WitnessReport{}, err
+	}
+	for _, m := range coordinator.Members(s)[:r.ClientsLen] {
+		if !m.Signer.Equals(victim) {
+			participants.Add(m.Signer)
+			broadcasts.Add(m.P2PIdentity)
+		}
+	}
+	return coordinator.WitnessReport{Step: r.Step, Index: index, Participants: participants, Broadcasts: broadcasts}, nil
+}
+
+// parallel runs f for every key, 16 at a time.
+func (b *bench) parallel(keys []solana.PrivateKey, f func(solana.PrivateKey) error) error {
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(k); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
