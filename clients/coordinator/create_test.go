@@ -30,6 +30,16 @@ func TestCreateUpdateDecode(t *testing.T) {
 	copy(meta.Name[:], "decode test")
 	copy(meta.Description[:], "a run whose fields are read back")
 	meta.NumParameters, meta.VocabSize = 1234567, 256
+	// The shipped light config is accepted by the program as it is.
+	light, err := coordinator.LoadRunConfig("../../config/light.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, err := light.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Config: lp.Config, Model: lp.Model})))
 	config, model := testRun(t)
 	progress := coordinator.Progress{Step: 3, DataIndex: 77}
 	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Metadata: &meta})))
@@ -45,7 +55,7 @@ func TestCreateUpdateDecode(t *testing.T) {
 	if s.FutureRates.EarningRateTotalShared != earning || s.FutureRates.SlashingRatePerClient != slashing {
 		t.Errorf("future rates %+v", s.FutureRates)
 	}
-	if got := coordinator.FixedString(s.ClientVersion[:]); got != "v2" || s.Nonce != 4 {
+	if got := coordinator.FixedString(s.ClientVersion[:]); got != "v2" || s.Nonce != 5 {
 		t.Errorf("client version %q nonce %d", got, s.Nonce)
 	}
 
