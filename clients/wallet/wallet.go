@@ -43,12 +43,22 @@ func Load(path string) (solana.PrivateKey, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("keypair file %s does not exist (create one with `psyche-client keygen -o %s`)", path, path)
+			return nil, missingError{path}
 		}
 		return nil, fmt.Errorf("read keypair file: %w", err)
 	}
 	return Parse(raw, path)
 }
+
+// missingError names a keypair file that does not exist and says how to make
+// one; errors.Is(err, os.ErrNotExist) holds for it.
+type missingError struct{ path string }
+
+func (e missingError) Error() string {
+	return fmt.Sprintf("keypair file %s does not exist (create one with `psyche-client keygen -o %s`)", e.path, e.path)
+}
+
+func (missingError) Unwrap() error { return os.ErrNotExist }
 
 // Parse decodes the contents of a keypair file; name is used in errors.
 func Parse(raw []byte, name string) (solana.PrivateKey, error) {

@@ -1,6 +1,7 @@
 package wallet
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,7 +80,7 @@ func TestParseRejects(t *testing.T) {
 
 func TestLoadMissingFileSaysHowToCreate(t *testing.T) {
 	_, err := Load(filepath.Join(t.TempDir(), "nope.json"))
-	if err == nil || !strings.Contains(err.Error(), "keygen") {
+	if err == nil || !strings.Contains(err.Error(), "keygen") || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v", err)
 	}
 }

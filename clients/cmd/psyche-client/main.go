@@ -89,6 +89,7 @@ func commands() []*cli.Command {
 		dataCommands(),
 		{logsCommand()},
 		programCommands(),
+		keysCommands(),
 		identityCommands(),
 		coordinatorCommands(),
 	} {

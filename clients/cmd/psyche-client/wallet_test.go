@@ -44,7 +44,14 @@ func builtCLI(t testing.TB) string {
 // runCLI runs the built binary with env added to the test's environment.
 func runCLI(t testing.TB, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIIn(t, "", env, args...)
+}
+
+// runCLIIn is runCLI in the working directory dir ("" = the test's).
+func runCLIIn(t testing.TB, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.Command(builtCLI(t), args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
