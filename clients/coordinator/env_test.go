@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,17 +102,28 @@ func (e *env) raw() string {
 // run's accounts did not change.
 func (e *env) expectError(name string, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) {
 	e.t.Helper()
+	e.expectFailure(name, func(te *chain.TxError) bool { return te.Name == name }, payer, ixs, signers...)
+}
+
+// expectCode is expectError for a code the client's error tables do not name.
+func (e *env) expectCode(code uint32, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) {
+	e.t.Helper()
+	e.expectFailure(fmt.Sprintf("code %d", code), func(te *chain.TxError) bool { return te.Code != nil && *te.Code == code }, payer, ixs, signers...)
+}
+
+func (e *env) expectFailure(want string, match func(*chain.TxError) bool, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) {
+	e.t.Helper()
 	before := e.raw()
 	// Two slots: a transaction identical to one sent in the same slot (same
 	// blockhash) is the same transaction, and Send would report the first's outcome.
 	time.Sleep(200 * time.Millisecond)
 	_, err := e.send(payer, ixs, signers...)
 	var te *chain.TxError
-	if !errors.As(err, &te) || te.Name != name {
-		e.t.Fatalf("want program error %s, got %v", name, err)
+	if !errors.As(err, &te) || !match(te) {
+		e.t.Fatalf("want program error %s, got %v", want, err)
 	}
 	if e.raw() != before {
-		e.t.Errorf("run accounts changed although the instruction failed with %s", name)
+		e.t.Errorf("run accounts changed although the instruction failed with %s", want)
 	}
 }
 
