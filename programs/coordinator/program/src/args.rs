@@ -60,3 +60,32 @@ pub fn fixed<const N: usize>(s: &[u8]) -> Option<[u8; N]> {
     out[..s.len()].copy_from_slice(s);
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_read_their_borsh_encoding() {
+        let mut data = [0u8; 1 + 16];
+        data[0] = 1;
+        data[1..5].copy_from_slice(&7u32.to_le_bytes());
+        data[5..9].copy_from_slice(&9u32.to_le_bytes());
+        data[9..17].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
+        let mut r = Reader::new(&data);
+        let p: Option<Progress> = option_pod(&mut r).unwrap();
+        assert_eq!(p, Some(Progress { epoch: 7, step: 9, data_index: u64::MAX - 1 }));
+        assert!(r.finish().is_ok());
+        assert_eq!(option_pod::<Progress>(&mut Reader::new(&[0])).unwrap(), None);
+        assert_eq!(option_pod::<Progress>(&mut Reader::new(&[2])), Err(BorshError::InvalidTag));
+        assert_eq!(option_pod::<Progress>(&mut Reader::new(&data[..16])), Err(BorshError::UnexpectedEnd));
+    }
+
+    #[test]
+    fn fixed_strings_fit_or_fail() {
+        assert_eq!(fixed::<4>(b"ab"), Some(*b"ab\0\0"));
+        assert_eq!(fixed::<2>(b"ab"), Some(*b"ab"));
+        assert_eq!(fixed::<2>(b"abc"), None);
+        assert_eq!(option_u64(&mut Reader::new(&[1, 5, 0, 0, 0, 0, 0, 0, 0])), Ok(Some(5)));
+    }
+}

@@ -38,7 +38,7 @@ fn emit(e: &Event) -> ProgramResult {
 }
 
 /// Writes the payload and returns the event's index in `EVENTS`.
-fn encode(e: &Event, w: &mut Writer<'_>) -> Result<usize, BorshError> {
+pub(crate) fn encode(e: &Event, w: &mut Writer<'_>) -> Result<usize, BorshError> {
     Ok(match *e {
         Event::StateChanged { from, to, epoch, step } => {
             w.u8(from as u8)?.u8(to as u8)?.u32(epoch)?.u32(step)?;

@@ -340,6 +340,40 @@ fn committed_idl_is_generated() {
     assert!(committed == fresh, "{path} is stale: run UPDATE_IDL=1 cargo test -p psyche-coordinator-program and commit it");
 }
 
+/// Every event's payload, as `crate::events` writes it, has the size of its
+/// IDL type, so clients decode exactly what the program logs.
+#[test]
+fn event_payloads_match_their_idl_types() {
+    use psyche_coordinator_logic::event::Event;
+    use psyche_coordinator_logic::state::RunState;
+    let k = [7u8; 32];
+    let samples = [
+        Event::StateChanged { from: RunState::Warmup, to: RunState::RoundTrain, epoch: 1, step: 2 },
+        Event::RoundStarted { step: 1, height: 2, data_index: 3, batch_size: 4, clients: 5, seed: k },
+        Event::EpochEnded { epoch: 1, success: true, rewarded: 3 },
+        Event::PauseRequested { step: 1 },
+        Event::PauseCancelled { step: 1 },
+        Event::ClientJoined { signer: k, slot: 9 },
+        Event::ClientLeft { signer: k },
+        Event::WarmupWitnessed { signer: k },
+        Event::WitnessReported { signer: k, step: 1, index: 2 },
+        Event::ClientDropped { client: k, reporter: k, step: 1 },
+        Event::CheckpointUpdated { signer: k },
+    ];
+    let mut types = Types::default();
+    layout_types(&mut types);
+    borsh_types(&mut types);
+    for (e, (name, _)) in samples.iter().zip(EVENTS) {
+        let ty = types.list.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("{name} has no IDL type"));
+        let want: usize = ty["type"]["fields"].as_array().unwrap().iter().map(|f| types.size(&f["type"])).sum();
+        let mut buf = [0u8; 96];
+        let mut w = psyche_sdk::borsh::Writer::new(&mut buf);
+        let kind = crate::events::encode(e, &mut w).unwrap();
+        assert_eq!(EVENTS[kind].0, name, "event order");
+        assert_eq!(w.len(), want, "{name} payload");
+    }
+}
+
 #[test]
 fn program_id_renders_as_declared() {
     assert_eq!(bs58(&ID.to_bytes()), "35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz");

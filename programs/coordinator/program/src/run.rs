@@ -156,3 +156,68 @@ pub fn state_mut(data: &mut [u8]) -> Result<&mut CoordinatorState, ProgramError>
     }
     CoordinatorState::from_bytes_mut(&mut data[8..]).ok_or_else(|| ErrorCode::AccountDidNotDeserialize.fail())
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+
+    fn instance(run_id: &[u8]) -> Instance {
+        let keys = InstanceKeys {
+            bump: 254,
+            main_authority: Address::new_from_array([1; 32]),
+            join_authority: Address::new_from_array([2; 32]),
+            coordinator_account: Address::new_from_array([3; 32]),
+        };
+        Instance::new(&keys, run_id).unwrap()
+    }
+
+    #[test]
+    fn instance_round_trips_at_its_exact_size() {
+        for id in [&b"r"[..], b"a-run", &[b'x'; RUN_ID_LEN]] {
+            let inst = instance(id);
+            let mut data = vec![0u8; instance_space(id.len())];
+            inst.encode(&mut data).unwrap();
+            let back = Instance::decode(&data).unwrap();
+            assert_eq!(back.run_id(), id);
+            assert_eq!((back.bump, back.main_authority, back.join_authority), (254, inst.main_authority.clone(), inst.join_authority.clone()));
+            assert_eq!(back.coordinator_account, inst.coordinator_account);
+            // One byte short cannot hold it.
+            assert!(inst.encode(&mut data[..instance_space(id.len()) - 1]).is_err());
+        }
+    }
+
+    #[test]
+    fn malformed_instances_are_rejected() {
+        let mut data = vec![0u8; instance_space(5)];
+        instance(b"a-run").encode(&mut data).unwrap();
+        let mut wrong_disc = data.clone();
+        wrong_disc[0] ^= 1;
+        let mut trailing = data.clone();
+        trailing.push(0);
+        let mut empty_id = data[..instance_space(0)].to_vec();
+        empty_id[8 + 1 + 96..].copy_from_slice(&0u32.to_le_bytes());
+        let mut long = vec![0u8; instance_space(RUN_ID_LEN + 1)];
+        long[..instance_space(0)].copy_from_slice(&data[..instance_space(0)]);
+        long[8 + 1 + 96..8 + 1 + 96 + 4].copy_from_slice(&((RUN_ID_LEN + 1) as u32).to_le_bytes());
+        for (name, bad) in [("discriminator", &wrong_disc), ("trailing", &trailing), ("empty id", &empty_id), ("long id", &long)] {
+            assert!(Instance::decode(bad).is_err(), "{name}");
+        }
+        for n in 0..data.len() {
+            assert!(Instance::decode(&data[..n]).is_err(), "truncated at {n}");
+        }
+    }
+
+    #[test]
+    fn state_view_needs_the_exact_size() {
+        let mut words = vec![0u64; ACCOUNT_SIZE / 8 + 1];
+        // SAFETY: a u64 buffer viewed as bytes; it outlives the slice.
+        let bytes = unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8) };
+        assert!(state_mut(&mut bytes[..ACCOUNT_SIZE]).is_ok());
+        assert!(state_mut(&mut bytes[..ACCOUNT_SIZE - 1]).is_err());
+        assert!(state_mut(&mut bytes[..ACCOUNT_SIZE + 1]).is_err());
+        // Misaligned data is refused rather than cast.
+        assert!(state_mut(&mut bytes[1..ACCOUNT_SIZE + 1]).is_err());
+    }
+}
