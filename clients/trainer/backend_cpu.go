@@ -7,13 +7,33 @@ package trainer
 */
 import "C"
 
-// Backend names the compute path in use.
+import "fmt"
+
+// backend is empty without the cuda build tag.
+type backend struct{}
+
+// Backend names the compute path in use: "cpu" in this build.
 func (t *Trainer) Backend() string { return "cpu" }
+
+// SetGPU selects the GPU for forward/backward. This build has no CUDA path
+// (build with -tags cuda after scripts/build-cuda.sh), so only false is valid.
+func (t *Trainer) SetGPU(on bool) error {
+	if on {
+		return fmt.Errorf("GPU requested: %w (built without the cuda tag)", ErrDevice)
+	}
+	return nil
+}
 
 func (t *Trainer) initBackend() error { return nil }
 
 func (t *Trainer) closeBackend() {}
 
+func (t *Trainer) backendErr(rc C.int, what string) error { return codeErr(rc, what) }
+
 func (t *Trainer) stepBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss *C.float) C.int {
 	return C.tr_step(t.m, tokens, targets, n, seqLen, loss)
+}
+
+func (t *Trainer) evalBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss *C.float) C.int {
+	return C.tr_eval(t.m, tokens, targets, n, seqLen, loss)
 }

@@ -22,7 +22,6 @@ const (
 	maxHeaderLen      = 16 << 20
 	stateFlagAdam     = 1
 	stateFlagDelta    = 2
-	stateFlagLook     = 4
 )
 
 var errCheckpoint = errors.New("bad checkpoint")

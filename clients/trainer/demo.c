@@ -1,6 +1,6 @@
 // demo.c: DeMo / DisTrO. Each client keeps a momentum delta, sends only the
 // top-k chunked-DCT coefficients of it (optionally as signs with a per-tensor
-// scale) and removes what it sent from delta (error feedback). Every client
+// scale) and removes the selected coefficients from delta (error feedback). Every client
 // then applies the scatter-mean of all accepted payloads, in one fixed client
 // order, as a sign-SGD step, so replicas stay bit-identical.
 //
@@ -35,7 +35,7 @@ static int tr_largest_divisor(int n, int cap) {
 
 static int tr_demo_check(const tr_demo *hp) {
     if (!hp) return TR_EINVAL;
-    if (hp->chunk < 1 || hp->chunk > TR_DEMO_MAX_CHUNK || hp->topk < 1 || (hp->one_bit != 0 && hp->one_bit != 1) ||
+    if (hp->chunk < 1 || hp->chunk > TR_DEMO_MAX_CHUNK || hp->topk < 1 || hp->topk > 65535 || (hp->one_bit != 0 && hp->one_bit != 1) ||
         (hp->lookahead != 0 && hp->lookahead != 1))
         return TR_EINVAL;
     // Written as negations so NaN fails too.
@@ -354,14 +354,14 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
             for (size_t b = 0; b < x->nchunks; b++) scale += abs_part[b];
             scale = scale / (float)(x->nchunks * k);
         }
-        // 3. error feedback: remove exactly what receivers will decode
+        // 3. error feedback: remove the selected coefficients at full precision,
+        //    as the reference does. (Removing the one-bit values +-scale instead,
+        //    i.e. keeping the quantisation error in delta, stalled training:
+        //    light, 4 clients, top-8, 150 steps: loss 3.12 against 1.38.)
         memset(Y, 0, sizeof(float) * numel);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t b = 0; b < x->nchunks; b++)
-            for (int e = 0; e < k; e++) {
-                float v = sel_val[b * k + e];
-                Y[tr_chunk_pos(x, b, sel_idx[b * k + e])] = hp->one_bit ? (v < 0 ? -scale : scale) : v;
-            }
+            for (int e = 0; e < k; e++) Y[tr_chunk_pos(x, b, sel_idx[b * k + e])] = sel_val[b * k + e];
         tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, Y, E, S1, S2, 1);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t i = 0; i < numel; i++) delta[i] -= E[i];

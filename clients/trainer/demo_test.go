@@ -336,8 +336,13 @@ func TestDeMoReplicasStayIdentical(t *testing.T) {
 	}
 }
 
-// Four DeMo clients on disjoint shards reach AdamW's loss (single node, same
-// tokens per step) within 5% on the light config and learnable text.
+// Four DeMo clients on disjoint shards, with the reference's light settings
+// (chunk 64, top-8, one-bit values), reach the loss of single-node AdamW
+// within 5% after the same tokens, on the light config and learnable text.
+// Measured (held-out loss at steps 50/100/150/200/250/300): AdamW lr 1e-3
+// 1.50 1.30 1.22 1.22 1.18 1.20; DeMo top-8 2.59 1.68 1.38 1.26 1.19 1.16
+// (top-32: 2.02 1.42 1.24 1.19 1.16 1.14); AdamW lr 3e-3 was worse (2.49
+// at 100). Results are bit-exact, so the outcome is the same on every run.
 func TestDeMoReachesAdamWLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("convergence run")
@@ -347,7 +352,7 @@ func TestDeMoReachesAdamWLoss(t *testing.T) {
 		clients = 4
 		perSeq  = 1 // sequences per client per step
 		seqLen  = 64
-		steps   = 150
+		steps   = 200
 	)
 	tokensPerStep := clients * perSeq * seqLen
 	text := MarkovText(12, steps*tokensPerStep+1)
@@ -363,7 +368,7 @@ func TestDeMoReachesAdamWLoss(t *testing.T) {
 	}
 
 	adam := newTrainer(t, cfg, 31)
-	hpA := AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.0}
+	hpA := AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
 	for s := range steps {
 		step(t, adam, text, s*tokensPerStep, clients*perSeq, seqLen)
 		if err := adam.AdamWStep(hpA); err != nil {
@@ -372,11 +377,12 @@ func TestDeMoReachesAdamWLoss(t *testing.T) {
 	}
 	adamLoss := evalLoss(adam)
 
-	hpD := DeMo{LR: 3e-3, Decay: 0.999, Chunk: 64, TopK: 8, OneBit: true, Lookahead: true}
+	hpD := DeMo{LR: 1e-3, Decay: 0.999, Chunk: 64, TopK: 8, OneBit: true, Lookahead: true}
 	var replicas []*Trainer
 	for range clients {
 		replicas = append(replicas, newTrainer(t, cfg, 31))
 	}
+	var bytesSent int
 	for s := range steps {
 		payloads := make([][]byte, clients)
 		for c, tr := range replicas {
@@ -386,6 +392,7 @@ func TestDeMoReachesAdamWLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 			payloads[c] = p
+			bytesSent += len(p)
 		}
 		for _, tr := range replicas {
 			if err := tr.DeMoApply(hpD, payloads); err != nil {
@@ -394,7 +401,8 @@ func TestDeMoReachesAdamWLoss(t *testing.T) {
 		}
 	}
 	demoLoss := evalLoss(replicas[0])
-	t.Logf("after %d steps of %d tokens: AdamW loss %.4f, DeMo (%d clients) loss %.4f", steps, tokensPerStep, adamLoss, clients, demoLoss)
+	t.Logf("after %d steps of %d tokens: AdamW %.4f, DeMo (%d clients, %d payload bytes per client-step) %.4f",
+		steps, tokensPerStep, adamLoss, clients, bytesSent/(steps*clients), demoLoss)
 	if demoLoss > adamLoss*1.05 {
 		t.Errorf("DeMo loss %.4f is more than 5%% above AdamW's %.4f", demoLoss, adamLoss)
 	}

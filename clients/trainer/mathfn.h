@@ -6,11 +6,18 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float tr_bits2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline uint32_t tr_f2bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+// The CUDA path compiles the same functions for the device.
+#ifdef __CUDACC__
+#define TR_MATH static inline __host__ __device__
+#else
+#define TR_MATH static inline
+#endif
+
+TR_MATH float tr_bits2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+TR_MATH uint32_t tr_f2bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
 // 2^n for n in [-126, 127].
-static inline float tr_pow2i(int n) { return tr_bits2f((uint32_t)(n + 127) << 23); }
+TR_MATH float tr_pow2i(int n) { return tr_bits2f((uint32_t)(n + 127) << 23); }
 
 // e^x: x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite split), degree-7 Taylor for
 // e^r. Branch-free (selects only) so that GCC vectorises loops that call it;
@@ -18,7 +25,7 @@ static inline float tr_pow2i(int n) { return tr_bits2f((uint32_t)(n + 127) << 23
 // are the same either way. x is clamped to [-86, 88.7]: results below e^-86
 // (4.5e-38) come out as e^-86, which no caller can tell from 0 after adding
 // it to a sum of at least 1.
-static inline float tr_expf(float x) {
+TR_MATH float tr_expf(float x) {
     float xc = x < -86.0f ? -86.0f : x;
     xc = xc > 88.7f ? 88.7f : xc;
     float kf = xc * 1.44269504f;
@@ -33,7 +40,7 @@ static inline float tr_expf(float x) {
 }
 
 // ln x for x > 0: x = m*2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s), s = (m-1)/(m+1).
-static inline float tr_logf(float x) {
+TR_MATH float tr_logf(float x) {
     if (x != x || x < 0.0f) return tr_bits2f(0x7fc00000u);
     if (x == 0.0f) return tr_bits2f(0xff800000u);
     uint32_t u = tr_f2bits(x);
@@ -50,7 +57,7 @@ static inline float tr_logf(float x) {
 }
 
 // tanh x = sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|}); |x| >= 9 rounds to +-1.
-static inline float tr_tanhf(float x) {
+TR_MATH float tr_tanhf(float x) {
     float ax = x < 0.0f ? -x : x;
     ax = ax > 9.0f ? 9.0f : ax;
     float t = tr_expf(-2.0f * ax);
@@ -59,7 +66,7 @@ static inline float tr_tanhf(float x) {
 }
 
 // cos in double for building DCT bases once (not on a hot path).
-static inline double tr_cos(double x) {
+TR_MATH double tr_cos(double x) {
     const double pi = 3.14159265358979323846;
     // reduce to [0, pi]: cos is even and 2*pi periodic
     if (x < 0) x = -x;

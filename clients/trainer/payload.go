@@ -28,8 +28,8 @@ type Payload struct {
 type PayloadTensor struct {
 	Rows, Cols           int
 	ChunkRows, ChunkCols int
-	K                    int // entries per chunk
-	IndexBytes           int // 1, 2 or 4
+	K                    int       // entries per chunk
+	IndexBytes           int       // 1, 2 or 4
 	Scale                float32   // one-bit only: magnitude of every value
 	Indices              []uint32  // chunk-major, k per chunk, index inside the chunk (row-major)
 	Signs                []bool    // one-bit only: true = negative

@@ -63,6 +63,7 @@ func codeErr(rc C.int, what string) error {
 type Trainer struct {
 	mu  sync.Mutex
 	m   *C.tr_model
+	be  backend
 	cfg Config
 	n   int // parameter count
 }
@@ -201,7 +202,7 @@ func (t *Trainer) Step(ctx context.Context, tokens, targets []int32, seqLen int)
 	defer t.mu.Unlock()
 	var loss C.float
 	rc := t.stepBackend((*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(seqLen), &loss)
-	if err := codeErr(rc, "training step"); err != nil {
+	if err := t.backendErr(rc, "training step"); err != nil {
 		return 0, err
 	}
 	return float32(loss), nil
@@ -222,8 +223,8 @@ func (t *Trainer) Eval(ctx context.Context, tokens, targets []int32, seqLen int)
 	}
 	defer t.mu.Unlock()
 	var loss C.float
-	rc := C.tr_eval(t.m, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(seqLen), &loss)
-	if err := codeErr(rc, "evaluation"); err != nil {
+	rc := t.evalBackend((*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(seqLen), &loss)
+	if err := t.backendErr(rc, "evaluation"); err != nil {
 		return 0, err
 	}
 	return float32(loss), nil
@@ -321,8 +322,8 @@ type DeMo struct {
 	Decay       float32 // momentum decay, e.g. 0.999
 	WeightDecay float32
 	ClipNorm    float32 // <= 0: no gradient clipping
-	Chunk       int     // DCT chunk edge, e.g. 64
-	TopK        int     // coefficients kept per chunk, e.g. 8
+	Chunk       int     // DCT chunk edge, 1..256, e.g. 64
+	TopK        int     // coefficients kept per chunk, 1..65535, e.g. 8
 	OneBit      bool    // send signs with one scale per tensor
 	Lookahead   bool    // compute gradients at x - lr*sign(delta)
 }

@@ -32,6 +32,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	threads := fs.Int("threads", 0, "threads for the training runs (0: all processors)")
 	gemm := fs.Bool("gemm", true, "run the GEMM benchmark")
 	topk := fs.Int("topk", 8, "DeMo top-k per chunk for the payload figures")
+	microBatch := fs.Int("microbatch", 0, "sequences per forward/backward pass (0: the config's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		}
 	}
 	for _, name := range strings.Split(*configs, ",") {
-		if err := benchTrain(ctx, w, strings.TrimSpace(name), *steps, *batch, *threads, *topk); err != nil {
+		if err := benchTrain(ctx, w, strings.TrimSpace(name), *steps, *batch, *threads, *topk, *microBatch); err != nil {
 			return err
 		}
 	}
@@ -120,10 +121,13 @@ func benchGEMM(w io.Writer) error {
 	return nil
 }
 
-func benchTrain(ctx context.Context, w io.Writer, name string, steps, batch, threads, topk int) error {
+func benchTrain(ctx context.Context, w io.Writer, name string, steps, batch, threads, topk, microBatch int) error {
 	cfg, err := trainer.ConfigByName(name)
 	if err != nil {
 		return err
+	}
+	if microBatch > 0 {
+		cfg.MicroBatch = microBatch
 	}
 	tr, err := trainer.New(cfg, 1)
 	if err != nil {
@@ -166,6 +170,7 @@ func benchTrain(ctx context.Context, w io.Writer, name string, steps, batch, thr
 		opt += time.Since(t1)
 	}
 	tokens := float64(steps * batch * T)
+	fmt.Fprintf(w, "train %-6s on %s\n", name, tr.Backend())
 	fmt.Fprintf(w, "train %-6s params=%d B=%d T=%d adamw: %7.0f tok/s (fwd+bwd %.0f ms/step, adamw %.1f ms/step, loss %.3f)\n",
 		name, tr.NumParams(), batch, T, tokens/(fwdbwd+opt).Seconds(),
 		float64(fwdbwd.Milliseconds())/float64(steps), float64(opt.Microseconds())/1e3/float64(steps), loss)

@@ -1,0 +1,98 @@
+//go:build cuda
+
+package trainer
+
+/*
+#cgo LDFLAGS: ${SRCDIR}/cuda/build/libtrainer_cuda.a -lcudart_static -ldl -lrt -lpthread -lstdc++
+#include <stdlib.h>
+#include "trainer.h"
+#include "cuda/trainer_cuda.h"
+
+int tr_step_device(tr_model *m, trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+int tr_eval_device(tr_model *m, trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+*/
+import "C"
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// backend holds the GPU model when a device was found; nil g means CPU.
+type backend struct {
+	g   *C.trg_model
+	gpu bool // forward/backward on the GPU
+}
+
+// Backend names the compute path in use: "cuda:<device>" or "cpu".
+func (t *Trainer) Backend() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.be.gpu && t.be.g != nil {
+		return "cuda:" + C.GoString(C.trg_device_name(t.be.g))
+	}
+	return "cpu"
+}
+
+// SetGPU switches forward/backward between the GPU (the default when one was
+// found) and the CPU.
+func (t *Trainer) SetGPU(on bool) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if on && t.be.g == nil {
+		return fmt.Errorf("GPU requested: %w (no CUDA device found)", ErrDevice)
+	}
+	t.be.gpu = on
+	return nil
+}
+
+// initBackend opens the GPU when there is one; without a device or driver
+// the trainer runs on the CPU.
+func (t *Trainer) initBackend() error {
+	if C.trg_device_count() < 1 {
+		slog.Info("no CUDA device found, training on the CPU")
+		return nil
+	}
+	cc := C.tr_config{
+		vocab: C.int(t.cfg.Vocab), padded_vocab: C.int(t.cfg.PaddedVocab), layers: C.int(t.cfg.Layers),
+		channels: C.int(t.cfg.Channels), heads: C.int(t.cfg.Heads), seq_len: C.int(t.cfg.SeqLen), micro_batch: C.int(t.cfg.MicroBatch),
+	}
+	var g *C.trg_model
+	if err := codeErr(C.trg_create(&cc, &g), "create GPU model"); err != nil {
+		return err
+	}
+	t.be = backend{g: g, gpu: true}
+	return nil
+}
+
+func (t *Trainer) closeBackend() {
+	if t.be.g != nil {
+		C.trg_destroy(t.be.g)
+		t.be.g = nil
+	}
+}
+
+// backendErr adds the CUDA error text to device failures.
+func (t *Trainer) backendErr(rc C.int, what string) error {
+	err := codeErr(rc, what)
+	if err != nil && rc == C.TR_EDEVICE {
+		return fmt.Errorf("%w: %s", err, C.GoString(C.trg_last_error(t.be.g)))
+	}
+	return err
+}
+
+func (t *Trainer) stepBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss *C.float) C.int {
+	if !t.be.gpu {
+		return C.tr_step(t.m, tokens, targets, n, seqLen, loss)
+	}
+	return C.tr_step_device(t.m, t.be.g, tokens, targets, n, seqLen, loss)
+}
+
+func (t *Trainer) evalBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss *C.float) C.int {
+	if !t.be.gpu {
+		return C.tr_eval(t.m, tokens, targets, n, seqLen, loss)
+	}
+	return C.tr_eval_device(t.m, t.be.g, tokens, targets, n, seqLen, loss)
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the trainer's CUDA path (clients/trainer/cuda/gpt.cu) into
+# clients/trainer/cuda/build/libtrainer_cuda.a, which `go build -tags cuda`
+# links, and writes clients/trainer/cuda/build/env.sh with the cgo settings
+# to source before building with the tag. The CPU build needs none of this.
+#
+# Usage: scripts/build-cuda.sh            (CUDA_ARCH=sm_90 etc. to override the GPU target)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+src=$root/clients/trainer/cuda
+out=$src/build
+
+nvcc=${NVCC:-$(command -v nvcc || true)}
+if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
+if [ -z "$nvcc" ]; then
+  echo "build-cuda: nvcc not found (set NVCC or install the CUDA toolkit)" >&2
+  exit 1
+fi
+cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+
+# "native" compiles for the GPU in this machine (nvcc >= 11.6); fall back to Hopper.
+arch=${CUDA_ARCH:-native}
+if [ "$arch" = native ] && ! "$nvcc" -arch=native -x cu -E - </dev/null >/dev/null 2>&1; then
+  arch=sm_90
+fi
+
+mkdir -p "$out"
+# --fmad=false: products and sums round like the CPU path (part of the numeric contract).
+"$nvcc" -O3 --fmad=false -std=c++17 -arch="$arch" -Xcompiler -fPIC -lineinfo \
+  -c "$src/gpt.cu" -o "$out/gpt.o"
+rm -f "$out/libtrainer_cuda.a.tmp"
+ar rcs "$out/libtrainer_cuda.a.tmp" "$out/gpt.o"
+mv "$out/libtrainer_cuda.a.tmp" "$out/libtrainer_cuda.a"
+
+# go's build cache does not see the library's content: key the cgo build on its hash.
+hash=$(sha256sum "$out/libtrainer_cuda.a" | cut -c1-16)
+libdirs=""
+for d in "$cuda_home/lib64" "$cuda_home/lib" "$cuda_home/targets/x86_64-linux/lib"; do
+  [ -d "$d" ] && libdirs="$libdirs -L$d"
+done
+cat >"$out/env.sh" <<ENV
+export CGO_LDFLAGS="${libdirs# }"
+export CGO_CFLAGS="-O2 -DTR_CUDA_LIB_HASH=0x$hash"
+ENV
+echo "build-cuda: built $out/libtrainer_cuda.a for $arch with $("$nvcc" --version | tail -1)"
+echo "build-cuda: now: source $out/env.sh && go test -tags cuda ./clients/trainer/"
