@@ -180,7 +180,8 @@ func (e *env) runUntil(phase coordinator.RunState, clients []*client) *coordinat
 func TestSimulatedRun(t *testing.T) {
 	e := setup(t, "sim-run")
 	a := e.authority
-	clients := e.newClients(4)
+	all := e.newClients(5)
+	clients, leaver := all[:4], all[4]
 	keys := byKey(clients)
 	outsider := localnettest.NewFundedKeypair(t, e.v, solana.LAMPORTS_PER_SOL)
 
@@ -207,6 +208,17 @@ func TestSimulatedRun(t *testing.T) {
 			t.Fatalf("ClientJoined %+v, %v", ev, err)
 		}
 	}
+	// A fifth joins and changes its mind: its pending join is withdrawn.
+	e.join(leaver)
+	sig := e.mustSend(leaver.key, e.ix(e.run.LeaveRun(leaver.key.PublicKey())))
+	logs, err := e.c.TransactionLogs(e.ctx(), sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := bindings.ParseEvent_ClientLeft(chain.EventData(logs)[0]); err != nil || !ev.Signer.Equals(leaver.key.PublicKey()) {
+		t.Fatalf("ClientLeft %+v, %v", ev, err)
+	}
+	e.expectError("NotAClient", leaver.key, e.ix(e.run.LeaveRun(leaver.key.PublicKey())))
 	e.expectError("AlreadyJoined", clients[0].key, e.ix(e.run.JoinRun(clients[0].key.PublicKey(), clients[0].auth, [32]byte{1})))
 	// Unauthorized: someone else's authorization, or a signer other than the identity.
 	e.expectError("JoinNotAuthorized", outsider, e.ix(e.run.JoinRun(outsider.PublicKey(), clients[0].auth, clients[0].p2p)))
@@ -279,8 +291,8 @@ func TestSimulatedRun(t *testing.T) {
 	idx := coordinator.MemberIndex(s, stopped.key.PublicKey())
 	healthyIdx := coordinator.MemberIndex(s, clients[0].key.PublicKey())
 	e.expectError("ClientHealthy", clients[1].key, e.ix(e.run.HealthCheck(clients[1].key.PublicKey(), r.Step, uint16(healthyIdx), clients[0].key.PublicKey())))
-	sig := e.mustSend(clients[0].key, e.ix(e.run.HealthCheck(clients[0].key.PublicKey(), r.Step, uint16(idx), stopped.key.PublicKey())))
-	logs, err := e.c.TransactionLogs(e.ctx(), sig)
+	sig = e.mustSend(clients[0].key, e.ix(e.run.HealthCheck(clients[0].key.PublicKey(), r.Step, uint16(idx), stopped.key.PublicKey())))
+	logs, err = e.c.TransactionLogs(e.ctx(), sig)
 	if err != nil {
 		t.Fatal(err)
 	}
