@@ -482,8 +482,8 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 			"name": coordinator.FixedString(s.Metadata.Name[:]), "description": coordinator.FixedString(s.Metadata.Description[:]),
 			"num_parameters": s.Metadata.NumParameters, "vocab_size": s.Metadata.VocabSize,
 		},
-		"config":   s.Config,
-		"progress": s.Progress,
+		"config":   configJSON(s.Config),
+		"progress": map[string]any{"epoch": s.Progress.Epoch, "step": s.Progress.Step, "data_index": s.Progress.DataIndex},
 		"model": map[string]any{
 			"architecture": m.Architecture, "tokenizer": m.Tokenizer, "vocab_size": m.VocabSize,
 			"n_layer": m.NLayer, "n_head": m.NHead, "n_embd": m.NEmbd, "max_seq_len": m.MaxSeqLen,
@@ -497,8 +497,8 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 			"compression_topk": m.CompressionTopk, "compression_chunk": m.CompressionChunk,
 			"quantize_1bit": m.Quantize1bit != 0, "cold_start_warmup_steps": m.ColdStartWarmupSteps,
 		},
-		"current_rates": s.CurrentRates,
-		"future_rates":  s.FutureRates,
+		"current_rates": ratesJSON(s.CurrentRates),
+		"future_rates":  ratesJSON(s.FutureRates),
 		"epoch": map[string]any{
 			"start_timestamp": s.Epoch.StartTimestamp, "start_step": s.Epoch.StartStep, "last_step": s.Epoch.LastStep,
 			"cold_start": s.Epoch.ColdStart != 0, "quorum_failed": s.Epoch.QuorumFailed != 0, "members": members,
@@ -512,6 +512,21 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 		}
 	}
 	return out
+}
+
+func configJSON(c coordinator.Config) map[string]any {
+	return map[string]any{
+		"warmup_time": c.WarmupTime, "cooldown_time": c.CooldownTime, "max_round_train_time": c.MaxRoundTrainTime,
+		"round_witness_time": c.RoundWitnessTime, "epoch_time": c.EpochTime,
+		"waiting_for_members_extra_time": c.WaitingForMembersExtraTime, "total_steps": c.TotalSteps,
+		"init_min_clients": c.InitMinClients, "min_clients": c.MinClients, "witness_nodes": c.WitnessNodes,
+		"global_batch_size_start": c.GlobalBatchSizeStart, "global_batch_size_end": c.GlobalBatchSizeEnd,
+		"global_batch_size_warmup_tokens": c.GlobalBatchSizeWarmupTokens,
+	}
+}
+
+func ratesJSON(r bindings.EpochRates) map[string]any {
+	return map[string]any{"earning_rate_total_shared": r.EarningRateTotalShared, "slashing_rate_per_client": r.SlashingRatePerClient}
 }
 
 func memberState(s uint8) string {

@@ -78,14 +78,14 @@ func TestCoordinatorCommands(t *testing.T) {
 	fails(exitFailure, "Unauthorized", as(otherPath, "update-config", "--config-path", cfg)...)
 	ok(as(adminPath, "update-config", "--config-path", cfg)...)
 	m := dump()
-	if m["metadata"].(map[string]any)["name"] != "test" || m["config"].(map[string]any)["epochTime"] != 6.0 || m["model"].(map[string]any)["learning_rate"] != 0.0010000000474974513 {
+	if m["metadata"].(map[string]any)["name"] != "test" || m["config"].(map[string]any)["epoch_time"] != 6.0 || m["model"].(map[string]any)["learning_rate"] != 0.0010000000474974513 {
 		t.Fatalf("after update-config: metadata %v config %v model lr %v", m["metadata"], m["config"], m["model"].(map[string]any)["learning_rate"])
 	}
 
 	ok(as(adminPath, "set-future-epoch-rates", "--earning-rate-total-shared", "100")...)
 	fails(exitBadInput, "non-negative integer", as(adminPath, "set-future-epoch-rates", "--slashing-rate-per-client", "-5")...)
 	ok(as(adminPath, "update-client-version", "--new-version", "v2")...)
-	if m := dump(); m["client_version"] != "v2" || m["future_rates"].(map[string]any)["earningRateTotalShared"] != 100.0 {
+	if m := dump(); m["client_version"] != "v2" || m["future_rates"].(map[string]any)["earning_rate_total_shared"] != 100.0 {
 		t.Fatalf("client version %v, future rates %v", m["client_version"], m["future_rates"])
 	}
 

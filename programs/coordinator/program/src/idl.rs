@@ -188,6 +188,7 @@ fn borsh_types(t: &mut Types) {
     ]);
     t.borsh("HealthCheckParams", &[("step", json!("u32")), ("index", json!("u16")), ("accused", json!("pubkey"))]);
     t.borsh("CheckpointParams", &[("repo", json!("string")), ("revision", json!("string"))]);
+    t.borsh("SettlePointsParams", &[("user", json!("pubkey"))]);
     for empty in ["LeaveRunParams", "TickParams", "WarmupWitnessParams", "FreeCoordinatorParams"] {
         t.borsh(empty, &[]);
     }
@@ -262,6 +263,7 @@ fn instruction_shapes() -> Vec<(Vec<Value>, &'static str)> {
                  acc("coordinator_account", true, false)],
             "FreeCoordinatorParams",
         ),
+        (authority(), "SettlePointsParams"),
     ]
 }
 

@@ -43,7 +43,7 @@ pub const COORDINATOR_INSTANCE: [u8; 8] = anchor::account("CoordinatorInstance")
 pub const COORDINATOR_ACCOUNT: [u8; 8] = anchor::account("CoordinatorAccount");
 
 /// Instruction names in IDL order, with their discriminators.
-pub const INSTRUCTIONS: [(&str, [u8; 8]); 13] = [
+pub const INSTRUCTIONS: [(&str, [u8; 8]); 14] = [
     ("init_coordinator", anchor::instruction("init_coordinator")),
     ("update", anchor::instruction("update")),
     ("update_client_version", anchor::instruction("update_client_version")),
@@ -57,6 +57,7 @@ pub const INSTRUCTIONS: [(&str, [u8; 8]); 13] = [
     ("health_check", anchor::instruction("health_check")),
     ("checkpoint", anchor::instruction("checkpoint")),
     ("free_coordinator", anchor::instruction("free_coordinator")),
+    ("settle_points", anchor::instruction("settle_points")),
 ];
 
 const fn ix(i: usize) -> [u8; 8] {
@@ -83,6 +84,7 @@ pub fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> P
         d if d == ix(10) => processor::health_check(accounts, args),
         d if d == ix(11) => processor::checkpoint(accounts, args),
         d if d == ix(12) => processor::free_coordinator(accounts, args),
+        d if d == ix(13) => processor::settle_points(accounts, args),
         _ => Err(ErrorCode::InstructionFallbackNotFound.fail()),
     }
 }
