@@ -39,4 +39,5 @@ var (
 	Instruction_HealthCheck         = [8]byte{115, 90, 99, 168, 138, 18, 157, 131}
 	Instruction_Checkpoint          = [8]byte{213, 200, 19, 204, 240, 143, 184, 252}
 	Instruction_FreeCoordinator     = [8]byte{89, 216, 215, 229, 223, 242, 74, 32}
+	Instruction_SettlePoints        = [8]byte{96, 157, 202, 212, 227, 116, 227, 237}
 )

@@ -2584,6 +2584,55 @@ func UnmarshalCheckpointParams(buf []byte) (*CheckpointParams, error) {
 	return obj, nil
 }
 
+type SettlePointsParams struct {
+	User solanago.PublicKey `json:"user"`
+}
+
+func (obj SettlePointsParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `User`:
+	err = encoder.Encode(obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	return nil
+}
+
+func (obj SettlePointsParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding SettlePointsParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *SettlePointsParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `User`:
+	err = decoder.Decode(&obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	return nil
+}
+
+func (obj *SettlePointsParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling SettlePointsParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalSettlePointsParams(buf []byte) (*SettlePointsParams, error) {
+	obj := new(SettlePointsParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type LeaveRunParams struct{}
 
 func (obj LeaveRunParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
