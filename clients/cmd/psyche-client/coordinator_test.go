@@ -78,7 +78,7 @@ func TestCoordinatorCommands(t *testing.T) {
 	fails(exitFailure, "Unauthorized", as(otherPath, "update-config", "--config-path", cfg)...)
 	ok(as(adminPath, "update-config", "--config-path", cfg)...)
 	m := dump()
-	if m["metadata"].(map[string]any)["name"] != "test" || m["config"].(map[string]any)["epoch_time"] != 6.0 || m["model"].(map[string]any)["learning_rate"] != 0.0010000000474974513 {
+	if m["metadata"].(map[string]any)["name"] != "test" || m["config"].(map[string]any)["epoch_time"] != 10.0 || m["model"].(map[string]any)["learning_rate"] != 0.0010000000474974513 {
 		t.Fatalf("after update-config: metadata %v config %v model lr %v", m["metadata"], m["config"], m["model"].(map[string]any)["learning_rate"])
 	}
 
