@@ -1,0 +1,115 @@
+//! One handler per instruction. Each destructures its accounts, decodes its
+//! arguments, runs every account check, then calls other programs and writes
+//! its own accounts.
+
+mod participant_claim;
+mod participant_create;
+mod run_close;
+mod run_create;
+mod run_update;
+mod run_withdraw;
+
+pub use participant_claim::participant_claim;
+pub use participant_create::participant_create;
+pub use run_close::run_close;
+pub use run_create::run_create;
+pub use run_update::run_update;
+pub use run_withdraw::run_withdraw;
+
+use psyche_sdk::borsh::{BorshError, Writer};
+use psyche_sdk::cpi::system::{Allocate, Assign, CreateAccount, Transfer};
+use psyche_sdk::cpi::{Seed, Signer};
+use psyche_sdk::sysvar::Rent;
+use psyche_sdk::{pda, validate, AccountView, ErrorCode, ProgramError, ProgramResult};
+use psyche_treasurer_interface::{Run, TreasurerError, ID, RUN_ACCOUNT, RUN_SEED};
+
+/// Checks that `run` is a Run of this program at its PDA (stored bump) and
+/// decodes it.
+fn load_run(run: &AccountView) -> Result<Run, ProgramError> {
+    validate::initialized(run, &ID, &RUN_ACCOUNT)?;
+    let r = {
+        let data = run.try_borrow()?;
+        Run::decode(&data).map_err(BorshError::account)?
+    };
+    let index = r.index.to_le_bytes();
+    let bump = [r.bump];
+    let expected = pda::create_program_address(&[RUN_SEED, &index, &bump], &ID).map_err(|_| ErrorCode::ConstraintSeeds.fail())?;
+    if run.address() != &expected {
+        return Err(ErrorCode::ConstraintSeeds.fail());
+    }
+    Ok(r)
+}
+
+/// The signer must be the run's main authority.
+fn require_authority(r: &Run, authority: &AccountView) -> ProgramResult {
+    validate::signer(authority)?;
+    if authority.address() != &r.main_authority {
+        return Err(TreasurerError::RunAuthorityMismatch.fail());
+    }
+    Ok(())
+}
+
+/// The accounts passed as the run's coordinator accounts are the run's.
+fn require_coordinator(r: &Run, instance: Option<&AccountView>, account: &AccountView) -> ProgramResult {
+    if account.address() != &r.coordinator_account || instance.is_some_and(|i| i.address() != &r.coordinator_instance) {
+        return Err(TreasurerError::CoordinatorMismatch.fail());
+    }
+    Ok(())
+}
+
+/// The seeds of the Run PDA, for signing as the run.
+struct RunSeeds {
+    index: [u8; 8],
+    bump: [u8; 1],
+}
+
+impl RunSeeds {
+    fn new(r: &Run) -> Self {
+        Self { index: r.index.to_le_bytes(), bump: [r.bump] }
+    }
+
+    fn seeds(&self) -> [Seed<'_>; 3] {
+        [Seed::from(RUN_SEED), Seed::from(&self.index), Seed::from(&self.bump)]
+    }
+}
+
+/// Writes the run back.
+fn store_run(run: &AccountView, r: &Run) -> ProgramResult {
+    let mut data = run.try_borrow_mut()?;
+    serialized(r.encode(&mut data))
+}
+
+/// Maps a full output buffer to Anchor's serialization error.
+fn serialized<T>(r: Result<T, BorshError>) -> Result<T, ProgramError> {
+    r.map_err(|_| ErrorCode::AccountDidNotSerialize.fail())
+}
+
+/// Emits an event whose Borsh payload `write` produces.
+fn emit(discriminator: &[u8; 8], write: impl FnOnce(&mut Writer<'_>) -> Result<(), BorshError>) -> ProgramResult {
+    let mut buf = [0u8; 128];
+    let mut w = Writer::new(&mut buf);
+    serialized(write(&mut w))?;
+    let n = w.len();
+    psyche_sdk::anchor::emit(discriminator, &buf[..n])
+}
+
+struct Allocation {
+    size: usize,
+}
+
+/// Creates the program-owned PDA `account`, rent paid by `payer`. An address
+/// that already holds lamports (anyone may send some to block a plain
+/// CreateAccount) is topped up, allocated and assigned instead.
+fn create_pda(payer: &AccountView, account: &AccountView, a: &Allocation, signer: &Signer<'_, '_>) -> ProgramResult {
+    let rent = Rent::get()?.minimum_balance(a.size)?;
+    let held = account.lamports();
+    if held == 0 {
+        return CreateAccount { from: payer, to: account, lamports: rent, space: a.size as u64, owner: &ID }
+            .invoke_signed(core::slice::from_ref(signer));
+    }
+    if held < rent {
+        Transfer { from: payer, to: account, lamports: rent - held }.invoke_signed(&[])?;
+    }
+    Allocate { account, space: a.size as u64 }.invoke_signed(core::slice::from_ref(signer))?;
+    Assign { account, owner: &ID }.invoke_signed(core::slice::from_ref(signer))
+}
