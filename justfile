@@ -1,5 +1,8 @@
 # Recipes for working on this repo; `scripts/setup.sh` installs just into bin/.
 
+# `just dev <recipe>`: localnet and devnet test runs (scripts/dev/README.md).
+mod dev 'scripts/dev/dev.just'
+
 # Install whatever is missing (apt, npm, Go modules).
 setup:
     bash scripts/setup.sh

@@ -1,0 +1,494 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/deploy"
+	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/wallet"
+	"github.com/psyche-go/psyche/localnet"
+	"github.com/psyche-go/psyche/localnet/localnettest"
+)
+
+// devRecipes are the `just dev` recipes of the seed doc that exist so far
+// (the training ones wait for `psyche-client train`).
+var devRecipes = []string{
+	"setup-solana-localnet-test-run",
+	"setup-solana-localnet-light-test-run",
+	"setup-solana-localnet-permissioned-test-run",
+	"setup-solana-localnet-permissioned-light-test-run",
+	"setup-solana-devnet-test-run",
+	"setup-solana-devnet-light-test-run",
+	"setup-solana-devnet-permissioned-test-run",
+	"setup-solana-devnet-permissioned-light-test-run",
+	"close-dev-programs",
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	repo, err := programs.FindRepo(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo.Root
+}
+
+// justPath finds the just that scripts/setup.sh installs.
+func justPath(t *testing.T) string {
+	t.Helper()
+	if p := filepath.Join(repoRoot(t), "bin", "just"); fileExists(p) {
+		return p
+	}
+	p, err := exec.LookPath("just")
+	if err != nil {
+		t.Fatal("just is not installed: run scripts/setup.sh")
+	}
+	return p
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// recipe is one `just dev` invocation in its own process group, as a
+// terminal would run it (Ctrl-C reaches the whole group).
+type recipe struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// devEnv isolates a recipe from the user's files: its own HOME (so wallet),
+// ledger and ports, the test's psyche-client and the programs already built.
+func devEnv(t *testing.T, home string, extra ...string) []string {
+	return append(os.Environ(), append([]string{
+		"HOME=" + home, "WALLET_FILE=", "PSYCHE_CLIENT=" + builtCLI(t), "BUILD_PROGRAMS=0",
+		"LEDGER=" + filepath.Join(home, "ledger"), "DRY_RUN=",
+	}, extra...)...)
+}
+
+func startRecipe(t *testing.T, env []string, stdin string, args ...string) *recipe {
+	t.Helper()
+	r := &recipe{out: &syncBuffer{}, done: make(chan struct{})}
+	r.cmd = exec.Command(justPath(t), append([]string{"--justfile", filepath.Join(repoRoot(t), "justfile"), "dev"}, args...)...)
+	r.cmd.Dir, r.cmd.Env = t.TempDir(), env
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	r.cmd.Stdin = strings.NewReader(stdin)
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.err = r.cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-r.done:
+		default:
+			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+			<-r.done
+		}
+		if t.Failed() {
+			t.Logf("just dev %s:\n%s", strings.Join(args, " "), r.out.String())
+		}
+	})
+	return r
+}
+
+// wait waits for the recipe to exit and returns its exit code.
+func (r *recipe) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(timeout):
+		t.Fatalf("the recipe did not exit within %v", timeout)
+	}
+	if r.err == nil {
+		return 0
+	}
+	if exit, ok := r.err.(*exec.ExitError); ok {
+		return exit.ExitCode()
+	}
+	t.Fatal(r.err)
+	return -1
+}
+
+// waitFor waits until the output contains s.
+func (r *recipe) waitFor(t *testing.T, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(r.out.String(), s) {
+		select {
+		case <-r.done:
+			t.Fatalf("the recipe exited (%v) before printing %q", r.err, s)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within %v", s, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// interrupt is Ctrl-C: SIGINT to the recipe's process group.
+func (r *recipe) interrupt(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// freePortPair finds a port P with P+1 also free (RPC and PubSub).
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		l.Close()
+		if err == nil {
+			l2.Close()
+			return p
+		}
+	}
+	t.Fatal("no free pair of ports")
+	return 0
+}
+
+func TestDevRecipesListed(t *testing.T) {
+	just := justPath(t)
+	jf := filepath.Join(repoRoot(t), "justfile")
+	out, err := exec.Command(just, "--justfile", jf, "--list").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^\s+dev \.\.\.\s+# \S`).Match(out) {
+		t.Fatalf("just --list (%v) lacks the documented dev module:\n%s", err, out)
+	}
+	list, err := exec.Command(just, "--justfile", jf, "--list", "dev").CombinedOutput()
+	if err != nil {
+		t.Fatalf("just --list dev: %v\n%s", err, list)
+	}
+	dump, err := exec.Command(just, "--justfile", jf, "--dump", "--dump-format", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Modules map[string]struct {
+			Recipes map[string]struct{ Doc *string } `json:"recipes"`
+		} `json:"modules"`
+	}
+	if err := json.Unmarshal(dump, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range devRecipes {
+		r, ok := d.Modules["dev"].Recipes[name]
+		if !ok || !bytes.Contains(list, []byte(name)) {
+			t.Errorf("recipe %s is missing from the dev module", name)
+			continue
+		}
+		if r.Doc == nil || *r.Doc == "" || strings.Contains(*r.Doc, "\n") {
+			t.Errorf("recipe %s has no one-line doc comment", name)
+		}
+	}
+}
+
+// dumpRun is psyche-client json-dump-run.
+func dumpRun(t *testing.T, rpc, runID string) map[string]any {
+	t.Helper()
+	out, errOut, code := runCLI(t, nil, "json-dump-run", "--rpc", rpc, "--run-id", runID)
+	if code != 0 {
+		t.Fatalf("json-dump-run %s: exit %d: %s", runID, code, errOut)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// checkRunConfig checks that the run on chain carries config/NAME.toml.
+func checkRunConfig(t *testing.T, m map[string]any, name string) {
+	t.Helper()
+	rc, err := coordinator.LoadRunConfig(filepath.Join(repoRoot(t), "config", name+".toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, cfg, model := m["metadata"].(map[string]any), m["config"].(map[string]any), m["model"].(map[string]any)
+	if meta["name"] != rc.Metadata.Name || cfg["epoch_time"] != float64(rc.Config.EpochTime) ||
+		cfg["global_batch_size_start"] != float64(rc.Config.GlobalBatchSizeStart) || model["n_layer"] != float64(rc.Model.NLayer) {
+		t.Fatalf("the run does not carry config/%s.toml: metadata %v, config %v, model n_layer %v", name, meta, cfg, model["n_layer"])
+	}
+	if m["run_state"] != "WaitingForMembers" {
+		t.Fatalf("run state %v, want WaitingForMembers (resumed)", m["run_state"])
+	}
+}
+
+func canJoin(t *testing.T, rpc, runID, grantee, user string) bool {
+	t.Helper()
+	_, errOut, code := runCLI(t, nil, "can-join", "--rpc", rpc, "--run-id", runID, "--authorizer", grantee, "--address", user)
+	if code > 1 {
+		t.Fatalf("can-join: exit %d: %s", code, errOut)
+	}
+	return code == 0
+}
+
+// stopsCleanly interrupts a localnet recipe and checks that the validator
+// shut down (final snapshot) and its port is free.
+func stopsCleanly(t *testing.T, r *recipe, home string, port int) {
+	t.Helper()
+	r.interrupt(t)
+	if code := r.wait(t, 30*time.Second); code == 0 {
+		t.Fatalf("an interrupted recipe exited 0")
+	}
+	log, err := os.ReadFile(filepath.Join(home, "ledger.log"))
+	if err != nil || !bytes.Contains(log, []byte("stopped at slot")) {
+		t.Fatalf("the validator did not stop cleanly (%v):\n%s", err, log)
+	}
+	if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+		c.Close()
+		t.Fatalf("port %d still answers after Ctrl-C", port)
+	}
+}
+
+func TestDevLocalnetLightRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts validators")
+	}
+	t.Parallel()
+	home := t.TempDir()
+	port := freePortPair(t)
+	rpc := fmt.Sprintf("http://127.0.0.1:%d", port)
+	long := "a-run-id-that-is-longer-than-32-bytes"
+	r := startRecipe(t, devEnv(t, home, "RPC_PORT="+strconv.Itoa(port)), "", "setup-solana-localnet-light-test-run", "run_id="+long)
+	r.waitFor(t, "following logs of", 2*time.Minute)
+	out := r.out.String()
+	walletPath := filepath.Join(home, ".config", "solana", "id.json")
+	if !strings.Contains(out, "no wallet at "+walletPath+": creating one") || !fileExists(walletPath) {
+		t.Fatalf("the recipe did not create the wallet at %s", walletPath)
+	}
+	if !strings.Contains(out, `warning: run id "`+long+`" is longer than 32 bytes`) {
+		t.Fatal("no warning about the truncated run id")
+	}
+	m := dumpRun(t, rpc, long[:32])
+	checkRunConfig(t, m, "light")
+	key, err := wallet.Load(walletPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["main_authority"] != key.PublicKey().String() {
+		t.Fatalf("main authority %v, want the wallet %s", m["main_authority"], key.PublicKey())
+	}
+	if !canJoin(t, rpc, long[:32], "11111111111111111111111111111111", solana.NewWallet().PublicKey().String()) {
+		t.Fatal("the permissionless run does not let everyone join")
+	}
+	stopsCleanly(t, r, home, port)
+}
+
+func TestDevLocalnetPermissionedRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts validators")
+	}
+	t.Parallel()
+	home := t.TempDir()
+	port := freePortPair(t)
+	rpc := fmt.Sprintf("http://127.0.0.1:%d", port)
+	r := startRecipe(t, devEnv(t, home, "RPC_PORT="+strconv.Itoa(port)), "", "setup-solana-localnet-permissioned-light-test-run", "perm")
+	r.waitFor(t, "following logs of", 2*time.Minute)
+	checkRunConfig(t, dumpRun(t, rpc, "perm"), "light")
+	user := solana.NewWallet().PublicKey().String()
+	if canJoin(t, rpc, "perm", "11111111111111111111111111111111", user) {
+		t.Fatal("a permissioned run lets everyone join")
+	}
+	// Run the authorization command the recipe printed.
+	line := regexp.MustCompile(`(?m)^\s+(\S*psyche-client join-authorization-create .*--authorizer USER_PUBKEY)$`).FindStringSubmatch(r.out.String())
+	if line == nil {
+		t.Fatal("the recipe printed no join-authorization-create command")
+	}
+	args := strings.Fields(strings.Replace(line[1], "USER_PUBKEY", user, 1))
+	if _, errOut, code := runCLIIn(t, repoRoot(t), nil, args[1:]...); code != 0 {
+		t.Fatalf("%s: exit %d: %s", line[1], code, errOut)
+	}
+	if !canJoin(t, rpc, "perm", user, user) {
+		t.Fatal("the printed command did not authorize the user")
+	}
+	stopsCleanly(t, r, home, port)
+}
+
+// TestDevDevnetFlowOnLocalnet runs a devnet recipe and close-dev-programs for
+// real, pointed at a local validator (devnet is out of reach here).
+func TestDevDevnetFlowOnLocalnet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a validator")
+	}
+	t.Parallel()
+	port := freePortPair(t)
+	v := localnettest.Start(t, localnet.Options{RPCPort: port, WSPort: port + 1})
+	home := t.TempDir()
+	walletPath := filepath.Join(home, "devnet-wallet.json")
+	key := localnettest.NewFundedKeypair(t, v, 20*solana.LAMPORTS_PER_SOL)
+	if err := wallet.Save(walletPath, key, false); err != nil {
+		t.Fatal(err)
+	}
+	env := devEnv(t, home, "DEVNET_RPC="+v.RPCURL, "NEW_PROGRAM_IDS=0", "WALLET_FILE="+walletPath)
+	r := startRecipe(t, env, "", "setup-solana-devnet-light-test-run", "run_id=on-devnet")
+	if code := r.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	checkRunConfig(t, dumpRun(t, v.RPCURL, "on-devnet"), "light")
+
+	// A buffer left over by an interrupted deployment is closed too.
+	d := deploy.New(v.RPCURL, key)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	elf, err := os.ReadFile(filepath.Join(repoRoot(t), "programs", "target", "deploy", programs.Authorizer+".so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteBuffer(ctx, key, elf); err != nil {
+		t.Fatal(err)
+	}
+	before, err := d.RPC.GetBalance(ctx, key.PublicKey(), "confirmed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "N" (or nothing) keeps everything.
+	r = startRecipe(t, env, "n\n", "close-dev-programs")
+	if code := r.wait(t, time.Minute); code != 0 || !strings.Contains(r.out.String(), "nothing closed") {
+		t.Fatalf("answering n: exit %d", code)
+	}
+	r = startRecipe(t, env, "y\n", "close-dev-programs")
+	if code := r.wait(t, time.Minute); code != 0 {
+		t.Fatalf("answering y: exit %d", code)
+	}
+	out := r.out.String()
+	for _, want := range []string{"closed program psyche_coordinator", "closed program psyche_authorizer", "closed buffer", "recovered"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("close-dev-programs printed no %q", want)
+		}
+	}
+	after, err := d.RPC.GetBalance(ctx, key.PublicKey(), "confirmed")
+	if err != nil || after.Value <= before.Value {
+		t.Fatalf("the wallet holds %v lamports after closing (err %v), %d before", after, err, before.Value)
+	}
+	if bufs, err := d.Buffers(ctx, key.PublicKey()); err != nil || len(bufs) != 0 {
+		t.Fatalf("buffers left: %v, %v", bufs, err)
+	}
+	r = startRecipe(t, env, "", "close-dev-programs")
+	if code := r.wait(t, time.Minute); code != 0 || !strings.Contains(r.out.String(), "nothing to close") {
+		t.Fatalf("closing again: exit %d", code)
+	}
+}
+
+// TestDevDevnetDryRuns checks the commands each devnet recipe would run, and
+// that a dry run changes nothing: no wallet, no program keypair, no build.
+func TestDevDevnetDryRuns(t *testing.T) {
+	root := repoRoot(t)
+	keysBefore := readDir(t, filepath.Join(root, "programs", "keys"))
+	home := t.TempDir()
+	w := filepath.Join(home, ".config", "solana", "id.json")
+	pc := builtCLI(t)
+	net := fmt.Sprintf("--rpc https://api.devnet.solana.com --ws-rpc wss://api.devnet.solana.com -w %s", w)
+	setup := func(config, runID string, permissionless bool) []string {
+		create := "create-run " + net + " --run-id " + runID
+		if permissionless {
+			create += " --permissionless"
+		}
+		return []string{
+			"+ " + pc + " keys sync --new",
+			"+ bash scripts/build-programs.sh",
+			"+ " + pc + " balance " + net,
+			"+ " + pc + " program deploy " + net + " psyche_coordinator psyche_authorizer",
+			"+ " + pc + " " + create,
+			"+ " + pc + " update-config " + net + " --run-id " + runID + " --config-path config/" + config + ".toml",
+			"+ " + pc + " set-paused " + net + " --run-id " + runID + " --resume",
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"setup-solana-devnet-test-run"}, setup("test", "test", true)},
+		{[]string{"setup-solana-devnet-light-test-run", "run_id=my-run"}, setup("light", "my-run", true)},
+		{[]string{"setup-solana-devnet-permissioned-test-run", "bare"}, setup("test", "bare", false)},
+		{[]string{"setup-solana-devnet-permissioned-light-test-run"}, setup("light", "test", false)},
+		{[]string{"close-dev-programs"}, []string{"+ " + pc + " dev close-programs " + net}},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			r := startRecipe(t, devEnv(t, home, "DRY_RUN=1", "NEW_PROGRAM_IDS=1", "BUILD_PROGRAMS=1"), "", tc.args...)
+			if code := r.wait(t, time.Minute); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+			var got []string
+			for _, l := range strings.Split(r.out.String(), "\n") {
+				if strings.HasPrefix(l, "+ ") {
+					got = append(got, l)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Fatalf("printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+	if fileExists(w) {
+		t.Fatal("a dry run created the wallet")
+	}
+	if keysAfter := readDir(t, filepath.Join(root, "programs", "keys")); keysAfter != keysBefore {
+		t.Fatal("a dry run changed programs/keys/")
+	}
+}
+
+// readDir returns a directory's files and contents, for comparison.
+func readDir(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %x\n", e.Name(), data)
+	}
+	return b.String()
+}

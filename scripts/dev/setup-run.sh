@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Sets up a test run, as the `just dev setup-solana-*` recipes do:
+#   localnet: start a local validator, build and deploy the Coordinator and the
+#             Authorizer, fund the wallet, create the run, apply its config,
+#             resume it, then follow the programs' logs until Ctrl-C, which
+#             stops the validator cleanly.
+#   devnet:   the same against devnet with the wallet's own SOL, under program
+#             ids of your own (fresh keypairs, synced into the sources).
+#
+# Usage: scripts/dev/setup-run.sh --cluster localnet|devnet --config test|light
+#                                 [--permissioned] [RUN_ID | run_id=RUN_ID]
+#
+# --permissioned creates the run without the permissionless authorization and
+# prints the command that authorizes a user.
+#
+# Environment (besides DRY_RUN, PSYCHE_CLIENT and WALLET_FILE, see common.sh):
+#   RPC_PORT=8899        localnet JSON-RPC port (PubSub: RPC_PORT + 1)
+#   LEDGER=.localnet/dev-ledger   localnet state, reset on every setup
+#   LOCALNET_IMPL        litesvm (ours, default) or solana-test-validator
+#   AIRDROP_SOL=20       localnet airdrop to the wallet
+#   BUILD_PROGRAMS=0     deploy the programs already in programs/target/deploy
+#   DEVNET_RPC=https://api.devnet.solana.com   devnet JSON-RPC (PubSub: wss://)
+#   NEW_PROGRAM_IDS=auto devnet: 1 makes fresh program keypairs, 0 keeps the
+#                        current ones, auto makes fresh ones only while
+#                        programs/keys/ holds the committed (shared) ones
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+cd "$root" # psyche-client finds the programs and keys from here
+
+usage() { sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+
+cluster="" config="" permissioned=0 run_arg=""
+while (($#)); do
+  case "$1" in
+    --cluster) cluster=${2:-}; shift ;;
+    --config) config=${2:-}; shift ;;
+    --permissioned) permissioned=1 ;;
+    -h | --help) usage ;;
+    -*) say "unknown flag $1"; usage ;;
+    *) [ -z "$run_arg" ] || { say "more than one run id given: $run_arg, $1"; usage; }; run_arg=$1 ;;
+  esac
+  shift
+done
+case "$cluster" in localnet | devnet) ;; *) say "--cluster must be localnet or devnet"; usage ;; esac
+case "$config" in test | light) ;; *) say "--config must be test or light"; usage ;; esac
+run_id=$(parse_run_id "$run_arg")
+config_path=$root/config/$config.toml
+[ -f "$config_path" ] || die "no run config at $config_path"
+
+if [ "$cluster" = localnet ]; then
+  rpc_port=${RPC_PORT:-8899}
+  [[ "$rpc_port" =~ ^[0-9]+$ ]] && ((rpc_port > 0 && rpc_port < 65535)) || die "RPC_PORT must be a port number, not $rpc_port"
+  rpc=http://127.0.0.1:$rpc_port
+  ws=ws://127.0.0.1:$((rpc_port + 1))
+else
+  devnet_urls
+fi
+net=(--rpc "$rpc" --ws-rpc "$ws" -w "$wallet")
+((dry_run)) && say "dry run: printing the commands, running none"
+say "setting up run \"$run_id\" ($config config, $([ $permissioned = 1 ] && echo permissioned || echo permissionless)) on $cluster ($rpc)"
+
+# Devnet: the ids in the repo belong to whoever deployed them first; deploy
+# under fresh ones unless this checkout already has its own.
+if [ "$cluster" = devnet ]; then
+  fresh=${NEW_PROGRAM_IDS:-auto}
+  if [ "$fresh" = auto ]; then
+    fresh=0
+    if ! git -C "$root" rev-parse --git-dir &>/dev/null; then
+      say "not a git checkout: deploying under the ids in programs/keys/ (NEW_PROGRAM_IDS=1 makes fresh ones)"
+    elif git -C "$root" diff --quiet HEAD -- programs/keys; then
+      fresh=1
+      say "programs/keys/ holds the committed program keypairs: making fresh ones for devnet"
+    else
+      say "programs/keys/ differs from the committed keypairs: deploying under those ids (NEW_PROGRAM_IDS=1 makes fresh ones)"
+    fi
+  fi
+  case "$fresh" in
+    1)
+      build_client
+      pc keys sync --new
+      # The client embeds the IDLs, hence the ids: it is rebuilt below.
+      ;;
+    0) ;;
+    *) die "NEW_PROGRAM_IDS must be auto, 1 or 0, not $fresh" ;;
+  esac
+fi
+build_client
+build_programs
+
+if [ ! -f "$wallet" ]; then
+  if [ "$cluster" = localnet ]; then
+    say "no wallet at $wallet: creating one"
+    pc keygen -o "$wallet"
+  elif ((dry_run)); then
+    say "note: no wallet at $wallet; a real run stops here (create one with psyche-client keygen -o $wallet and fund it)"
+  else
+    die "no wallet at $wallet: create one (psyche-client keygen -o $wallet), fund it from the devnet faucet, or set WALLET_FILE"
+  fi
+fi
+
+validator_pid=""
+stop_validator() {
+  [ -n "$validator_pid" ] || return 0
+  if kill -0 "$validator_pid" 2>/dev/null; then
+    say "stopping the validator"
+    kill -TERM "$validator_pid" 2>/dev/null || true
+  fi
+  wait "$validator_pid" 2>/dev/null || true
+  validator_pid=""
+}
+trap stop_validator EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ "$cluster" = localnet ]; then
+  ledger=${LEDGER:-$root/.localnet/dev-ledger}
+  validator_log=${ledger%/}.log
+  if ((dry_run)); then
+    printf '%s &>%q &\n' "$(show bash "$root/scripts/localnet.sh" --ledger "$ledger" --reset --rpc-port "$rpc_port")" "${validator_log/#"$root"\//}"
+  else
+    if "$psyche_client" balance --rpc "$rpc" --ws-rpc "$ws" 11111111111111111111111111111111 &>/dev/null; then
+      die "something already serves $rpc: stop it, or set RPC_PORT to another port"
+    fi
+    mkdir -p "$(dirname "$ledger")"
+    say "starting the validator (${LOCALNET_IMPL:-litesvm}), log in $validator_log"
+    show bash "$root/scripts/localnet.sh" --ledger "$ledger" --reset --rpc-port "$rpc_port"
+    bash "$root/scripts/localnet.sh" --ledger "$ledger" --reset --rpc-port "$rpc_port" &>"$validator_log" &
+    validator_pid=$!
+    for ((i = 0; ; i++)); do
+      "$psyche_client" balance --rpc "$rpc" --ws-rpc "$ws" 11111111111111111111111111111111 &>/dev/null && break
+      if ! kill -0 "$validator_pid" 2>/dev/null; then
+        tail -n 20 "$validator_log" >&2
+        validator_pid=""
+        die "the validator exited (log above, all of it in $validator_log)"
+      fi
+      ((i < 240)) || die "the validator did not answer on $rpc within 60 s (log: $validator_log)"
+      sleep 0.25
+    done
+  fi
+  pc airdrop "${net[@]}" "${AIRDROP_SOL:-20}"
+else
+  pc balance "${net[@]}"
+fi
+
+pc program deploy "${net[@]}" psyche_coordinator psyche_authorizer
+create=(create-run "${net[@]}" --run-id "$run_id")
+((permissioned)) || create+=(--permissionless)
+pc "${create[@]}"
+pc update-config "${net[@]}" --run-id "$run_id" --config-path "$config_path"
+pc set-paused "${net[@]}" --run-id "$run_id" --resume
+
+if ((permissioned)); then
+  say ""
+  say "The run is permissioned: authorize each user (USER_PUBKEY: psyche-client pubkey THEIR_KEYPAIR) with"
+  say "  $(show "$psyche_client" join-authorization-create "${net[@]}" --authorizer USER_PUBKEY | cut -c3-)"
+fi
+
+if [ "$cluster" = localnet ]; then
+  ((dry_run)) || say "" "run \"$run_id\" is ready on $rpc; following the programs' logs, Ctrl-C stops them and the validator"
+  pc logs --rpc "$rpc" --ws-rpc "$ws" || say "the log stream ended"
+elif ((!dry_run)); then
+  say "" "run \"$run_id\" is ready on $rpc; follow its logs with: $(show "$psyche_client" logs --rpc "$rpc" --ws-rpc "$ws" | cut -c3-)"
+fi
