@@ -76,6 +76,9 @@ if [ "$cluster" = devnet ]; then
   fi
   case "$fresh" in
     1)
+      if [ -n "${PSYCHE_CLIENT:-}" ] && ((!dry_run)); then
+        die "PSYCHE_CLIENT has the old program ids built in; unset it so that bin/psyche-client is rebuilt with the new ones"
+      fi
       build_client
       pc keys sync --new
       # The client embeds the IDLs, hence the ids: it is rebuilt below.
