@@ -1,0 +1,479 @@
+// Package client is the training client's loop: it follows a run's
+// Coordinator account, joins each epoch, trains its share of every round
+// with the native trainer, exchanges DeMo payloads over p2p, witnesses,
+// applies the updates the witnesses attested, sends health checks and ticks
+// the state machine when it is due. README.md states the protocol rules it
+// follows, including the exact rule for which payloads are applied.
+package client
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/p2p/identity"
+	"github.com/psyche-go/psyche/clients/status"
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+// Version is the client version this build reports; a run whose on-chain
+// client_version differs (other than "test") is left with ErrVersionMismatch.
+const Version = "v1"
+
+// ErrVersionMismatch means the run requires another client version; the CLI
+// exits with code 10 so a supervisor can fetch the right one and restart.
+var ErrVersionMismatch = errors.New("the run requires another client version")
+
+// ErrDiverged means this replica could not apply what the witnesses attested
+// (a payload it never received), so it would no longer match the others.
+var ErrDiverged = errors.New("this replica can no longer follow the run")
+
+// Config is what a client needs. Chains, Wallet, RunID, Node and Recorder are required.
+type Config struct {
+	RunID   string
+	Program coordinator.Program
+	// Chains are the RPC endpoints, primary first; on an error the client
+	// fails over to the next.
+	Chains []*chain.Client
+	Wallet solana.PrivateKey
+	// Authorization is the Authorizer account that lets Wallet join.
+	Authorization solana.PublicKey
+	Node          *p2p.Node
+	Recorder      *status.Recorder
+	Log           *slog.Logger
+	// Version overrides the Version constant (e.g. $CLIENT_VERSION).
+	Version string
+
+	// Data overrides the run's data location; nil opens it (with the run's
+	// pinned root). Eval, when set, gives held-out loss on its first
+	// EvalSequences sequences every EvalEvery steps.
+	Data          provider.Provider
+	Eval          provider.Provider
+	EvalSequences int
+	EvalEvery     int
+
+	MicroBatch int
+	Threads    int
+	// GPU selects the CUDA backend (the trainer fails if there is none).
+	GPU bool
+	// TrainingDelay is added to every training step, to simulate a slow device.
+	TrainingDelay time.Duration
+	// CheckpointDir, when set, receives a safetensors checkpoint of the
+	// model at the end of every epoch; KeepSteps of them are kept when
+	// DeleteOldSteps.
+	CheckpointDir  string
+	KeepSteps      int
+	DeleteOldSteps bool
+	// GradientsDir, when set, receives this client's DeMo payload of every step.
+	GradientsDir string
+
+	// PollInterval is how often the Coordinator account is read.
+	PollInterval time.Duration
+	// Rand spreads ticks between clients; nil seeds one from the clock.
+	Rand *rand.Rand
+}
+
+// Client runs one wallet's participation in one run.
+type Client struct {
+	cfg    Config
+	log    *slog.Logger
+	chains []*chain.Client
+	run    coordinator.Run
+	me     solana.PublicKey
+	p2pKey [32]byte
+	self   peer.ID
+	rng    *rand.Rand
+
+	tr    *trainer.Trainer
+	model coordinator.Model
+	data  provider.Provider
+	owned bool // data was opened here and is closed here
+
+	mu       sync.Mutex
+	curStep  uint32                                // newest round step seen, bounds what peers may announce
+	anns     map[uint32]map[peer.ID]p2p.Announcement // step -> signer -> announcement
+	payloads map[p2p.Hash][]byte                   // validated payloads by hash
+
+	lastNonce   uint64
+	joinedEpoch int64 // epoch the latest join was for, -1 none
+	warmedEpoch int64
+	trained     *roundWork // trained, applied once the round's witnesses are final
+	witnessed   uint32
+	lastStep    uint32 // newest applied step
+	accused     map[[2]uint32]bool
+	lastTick    time.Time
+	checkpoint  uint32
+	everMember  bool
+}
+
+// New checks cfg and prepares a client; Run starts it.
+func New(cfg Config) (*Client, error) {
+	switch {
+	case len(cfg.Chains) == 0:
+		return nil, errors.New("client: no RPC endpoint")
+	case cfg.Wallet == nil:
+		return nil, errors.New("client: no wallet")
+	case cfg.Node == nil || cfg.Recorder == nil:
+		return nil, errors.New("client: a p2p node and a status recorder are required")
+	case cfg.MicroBatch < 0 || cfg.Threads < 0 || cfg.EvalEvery < 0 || cfg.EvalSequences < 0 || cfg.KeepSteps < 0:
+		return nil, errors.New("client: sizes and counts cannot be negative")
+	}
+	if _, err := cfg.Program.InstanceAddress(cfg.RunID); err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Version == "" {
+		cfg.Version = Version
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
+	if cfg.MicroBatch == 0 {
+		cfg.MicroBatch = 8
+	}
+	if cfg.EvalEvery == 0 {
+		cfg.EvalEvery = 5
+	}
+	if cfg.EvalSequences == 0 {
+		cfg.EvalSequences = 8
+	}
+	if cfg.KeepSteps == 0 {
+		cfg.KeepSteps = 3
+	}
+	rng := cfg.Rand
+	if rng == nil {
+		rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15))
+	}
+	pub, err := identity.PublicKey(cfg.Node.Host().Peerstore().PrivKey(cfg.Node.ID()))
+	if err != nil {
+		return nil, fmt.Errorf("client: p2p identity: %w", err)
+	}
+	c := &Client{
+		cfg: cfg, log: cfg.Log, chains: cfg.Chains, me: cfg.Wallet.PublicKey(), self: cfg.Node.ID(), rng: rng,
+		anns: map[uint32]map[peer.ID]p2p.Announcement{}, payloads: map[p2p.Hash][]byte{},
+		joinedEpoch: -1, warmedEpoch: -1, accused: map[[2]uint32]bool{},
+	}
+	copy(c.p2pKey[:], pub)
+	return c, nil
+}
+
+// chain is the endpoint in use; failover rotates the list.
+func (c *Client) chain() *chain.Client { return c.chains[0] }
+
+func (c *Client) failover(err error) {
+	if len(c.chains) > 1 {
+		c.log.Warn("RPC endpoint failed; switching to the next", "rpc", c.chains[0].RPCURL(), "err", err)
+		c.chains = append(c.chains[1:], c.chains[0])
+	}
+}
+
+// Run follows the run until it is Finished (nil), ctx ends (the client
+// leaves the run, then returns ctx's error), or a fatal error.
+func (c *Client) Run(ctx context.Context) error {
+	run, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	c.run = run
+	defer c.close()
+	go c.receive(ctx)
+	t := time.NewTicker(c.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		done, err := c.poll(ctx)
+		if err != nil || done {
+			if ctx.Err() != nil {
+				c.leave()
+				return ctx.Err()
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			c.leave()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) open(ctx context.Context) (coordinator.Run, error) {
+	var last error
+	for range c.chains {
+		run, _, err := c.cfg.Program.Open(ctx, c.chain(), c.cfg.RunID)
+		if err == nil || errors.Is(err, chain.ErrAccountNotFound) || errors.Is(err, coordinator.ErrNotCoordinator) {
+			return run, err
+		}
+		last = err
+		c.failover(err)
+	}
+	return coordinator.Run{}, last
+}
+
+func (c *Client) close() {
+	if c.tr != nil {
+		c.tr.Close()
+	}
+	if c.owned && c.data != nil {
+		c.data.Close()
+	}
+}
+
+// leave sends leave_run with a fresh context (the caller's has ended).
+func (c *Client) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ix, err := c.run.LeaveRun(c.me)
+	if err != nil {
+		return
+	}
+	if _, err := c.chain().Send(ctx, c.cfg.Wallet, []solana.Instruction{ix}); err != nil {
+		c.log.Warn("leave_run failed", "err", err)
+		return
+	}
+	c.log.Info("left the run")
+}
+
+// poll reads the account once and acts on it; done is true once the run is Finished.
+func (c *Client) poll(ctx context.Context) (done bool, err error) {
+	s, err := c.run.FetchState(ctx, c.chain())
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, coordinator.ErrNotCoordinator) {
+			return false, err
+		}
+		c.failover(err)
+		c.log.Warn("reading the coordinator account failed", "err", err)
+		return false, nil
+	}
+	if s.Nonce < c.lastNonce {
+		return false, nil // an RPC node behind the one we read before
+	}
+	c.lastNonce = s.Nonce
+	return c.handle(ctx, s)
+}
+
+func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error) {
+	if v := coordinator.FixedString(s.ClientVersion[:]); v != c.cfg.Version && v != "test" {
+		return false, fmt.Errorf("%w: the run wants %q, this is %q", ErrVersionMismatch, v, c.cfg.Version)
+	}
+	phase := coordinator.Phase(s)
+	c.cfg.Recorder.SetRunState(phase.String())
+	c.cfg.Recorder.SetProgress(uint64(s.Progress.Epoch), uint64(coordinator.CurrentRound(s).Height), uint64(s.Progress.Step))
+	members := coordinator.Members(s)
+	c.setParticipants(members)
+	idx := coordinator.MemberIndex(s, c.me)
+	member := idx >= 0 && members[idx].State == coordinator.MemberHealthy
+	if idx >= 0 {
+		c.everMember = true
+	}
+
+	// Apply the round we trained once its witness reports are final: when a
+	// later round runs or the rounds are over.
+	if w := c.trained; w != nil {
+		cur := coordinator.CurrentRound(s)
+		over := phase != coordinator.RoundTrain && phase != coordinator.RoundWitness
+		if over || cur.Step != w.step || cur.Height != w.height {
+			if err := c.apply(ctx, s, w); err != nil {
+				return false, err
+			}
+		}
+	}
+
+	switch phase {
+	case coordinator.Finished:
+		c.log.Info("the run is finished", "step", c.lastStep)
+		return true, nil
+	case coordinator.WaitingForMembers:
+		if err := c.join(ctx, s); err != nil {
+			return false, err
+		}
+	case coordinator.Warmup:
+		if member {
+			if err := c.warmup(ctx, s); err != nil {
+				return false, err
+			}
+		}
+	case coordinator.RoundTrain, coordinator.RoundWitness:
+		if member {
+			if err := c.round(ctx, s, uint16(idx)); err != nil {
+				return false, err
+			}
+		}
+	case coordinator.Cooldown:
+		c.saveCheckpoint(s)
+	}
+	c.maybeTick(ctx, s, phase)
+	return false, nil
+}
+
+func (c *Client) setParticipants(members []coordinator.Member) {
+	ids := make([]peer.ID, 0, len(members))
+	for _, m := range members {
+		if id, err := identity.PeerIDFromPublicKey(m.P2PIdentity[:]); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	c.cfg.Node.SetParticipants(ids)
+}
+
+// join registers for the epoch that forms next, once per epoch.
+func (c *Client) join(ctx context.Context, s *coordinator.State) error {
+	if slot, ok := coordinator.Slot(s, c.me); ok && slot.Pending != 0 {
+		return nil
+	}
+	if c.joinedEpoch == int64(s.Progress.Epoch) {
+		return nil
+	}
+	ix, err := c.run.JoinRun(c.me, c.cfg.Authorization, c.p2pKey)
+	if err != nil {
+		return err
+	}
+	if _, err := c.chain().Send(ctx, c.cfg.Wallet, []solana.Instruction{ix}); err != nil {
+		var te *chain.TxError
+		if errors.As(err, &te) && (te.Name == "JoinNotAuthorized" || te.Name == "RunFinished") {
+			return fmt.Errorf("cannot join run %q: %w", c.cfg.RunID, err)
+		}
+		c.log.Warn("join_run failed; retrying", "err", err)
+		return nil
+	}
+	c.joinedEpoch = int64(s.Progress.Epoch)
+	c.log.Info("joined the run", "epoch", s.Progress.Epoch)
+	return nil
+}
+
+// warmup loads the model and reports ready, once per epoch.
+func (c *Client) warmup(ctx context.Context, s *coordinator.State) error {
+	if err := c.ensureModel(ctx, s); err != nil {
+		return err
+	}
+	if c.warmedEpoch == int64(s.Progress.Epoch) {
+		return nil
+	}
+	ix, err := c.run.WarmupWitness(c.me)
+	if err != nil {
+		return err
+	}
+	if _, err := c.chain().Send(ctx, c.cfg.Wallet, []solana.Instruction{ix}); err != nil {
+		c.log.Warn("warmup_witness failed", "err", err)
+		return nil
+	}
+	c.warmedEpoch = int64(s.Progress.Epoch)
+	return nil
+}
+
+// ensureModel builds the initial model from the run's seed. A client that
+// first joins after step 1 has no way to the others' weights yet (model
+// sharing is not wired in), so it refuses rather than train a stale replica.
+func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
+	if c.tr != nil {
+		return nil
+	}
+	if s.Progress.Step > 1 {
+		return fmt.Errorf("%w: the run is at step %d and this client has no copy of the model (joining mid-run needs model sharing, not implemented yet)", ErrDiverged, s.Progress.Step)
+	}
+	model := s.Model
+	cfg, err := TrainerConfig(&model, c.cfg.MicroBatch)
+	if err != nil {
+		return err
+	}
+	tr, err := trainer.New(cfg, InitSeed(c.cfg.RunID))
+	if err != nil {
+		return fmt.Errorf("build the model: %w", err)
+	}
+	if c.cfg.Threads > 0 {
+		if err := tr.SetThreads(c.cfg.Threads); err != nil {
+			tr.Close()
+			return err
+		}
+	}
+	if c.cfg.GPU {
+		if err := tr.SetGPU(true); err != nil {
+			tr.Close()
+			return err
+		}
+	}
+	c.mu.Lock()
+	c.tr, c.model = tr, model
+	c.mu.Unlock()
+	if err := c.cfg.Recorder.SetParameters(uint64(tr.NumParams())); err != nil {
+		return err
+	}
+	if c.data == nil {
+		if err := c.openData(ctx); err != nil {
+			return err
+		}
+	}
+	d, err := ReplicaDigest(tr, 0)
+	if err != nil {
+		return err
+	}
+	c.log.Info("model ready", "parameters", tr.NumParams(), "backend", tr.Backend(), "digest", hex.EncodeToString(d[:]))
+	return c.eval(ctx, 0)
+}
+
+func (c *Client) openData(ctx context.Context) error {
+	if c.cfg.Data != nil {
+		c.data = c.cfg.Data
+		return nil
+	}
+	loc := coordinator.FixedString(c.model.DataLocation[:])
+	root := ""
+	if c.model.DataRoot != ([32]byte{}) {
+		root = hex.EncodeToString(c.model.DataRoot[:])
+	}
+	p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: root}}, provider.HTTPOptions{})
+	if err != nil {
+		return fmt.Errorf("open the run's data: %w", err)
+	}
+	c.data, c.owned = p, true
+	return c.checkData()
+}
+
+func (c *Client) checkData() error {
+	info := c.data.Info()
+	if info.SeqLen != c.model.MaxSeqLen || info.VocabSize > c.model.VocabSize || info.NumSequences == 0 {
+		return fmt.Errorf("the data (sequence length %d, vocabulary %d, %d sequences) does not fit the run's model (sequence length %d, vocabulary %d)",
+			info.SeqLen, info.VocabSize, info.NumSequences, c.model.MaxSeqLen, c.model.VocabSize)
+	}
+	return nil
+}
+
+// eval records the held-out loss at step when an eval set is configured.
+func (c *Client) eval(ctx context.Context, step uint32) error {
+	if c.cfg.Eval == nil {
+		return nil
+	}
+	n := min(uint64(c.cfg.EvalSequences), c.cfg.Eval.Info().NumSequences)
+	idx := make([]uint64, n)
+	for i := range idx {
+		idx[i] = uint64(i)
+	}
+	seqs, err := c.cfg.Eval.Sequences(ctx, idx)
+	if err != nil {
+		return fmt.Errorf("held-out data: %w", err)
+	}
+	in, tg, err := provider.InputsAndTargets(seqs)
+	if err != nil {
+		return err
+	}
+	loss, err := c.tr.Eval(ctx, in, tg, len(seqs[0])-1)
+	if err != nil {
+		return err
+	}
+	c.log.Info("held-out loss", "step", step, "loss", loss)
+	return c.cfg.Recorder.RecordEval(uint64(step), float64(loss))
+}

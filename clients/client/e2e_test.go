@@ -1,0 +1,302 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/authorizer"
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/client"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/data/corpus"
+	"github.com/psyche-go/psyche/clients/data/prepare"
+	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/data/server"
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
+	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/clients/status"
+	"github.com/psyche-go/psyche/localnet"
+	"github.com/psyche-go/psyche/localnet/localnettest"
+)
+
+// testConfig is a light run with second-scale timers: rounds take about two
+// seconds once all three witnesses report, an epoch about five rounds plus
+// the drain, so 12 steps span two epochs.
+const testConfig = `
+[config]
+waiting_for_members_extra_time = 1
+warmup_time = 5
+max_round_train_time = 6
+round_witness_time = 1
+cooldown_time = 1
+epoch_time = 12
+total_steps = 12
+init_min_clients = 3
+min_clients = 2
+witness_nodes = 0
+global_batch_size_start = 8
+global_batch_size_end = 8
+global_batch_size_warmup_tokens = 0
+
+[model]
+architecture = "gpt2"
+tokenizer = "byte"
+vocab_size = 256
+n_layer = 4
+n_head = 4
+n_embd = 128
+max_seq_len = 128
+data_type = "pretraining"
+cold_start_warmup_steps = 1
+
+[model.checkpoint]
+kind = "ephemeral"
+
+[model.data]
+kind = "http"
+location = "%s"
+root = "%s"
+
+[model.lr]
+schedule = "cosine"
+learning_rate = 0.003
+final_learning_rate = 0.001
+warmup_steps = 2
+decay_steps = 12
+
+[model.optimizer]
+kind = "distro"
+weight_decay = 0.0
+clip_grad_norm = 1.0
+compression_decay = 0.999
+compression_topk = 32
+compression_chunk = 64
+quantize_1bit = true
+`
+
+// dataset prepares the byte-level train and validation splits of a slice of
+// the default corpus.
+func dataset(t *testing.T) (train, validation string) {
+	t.Helper()
+	src, err := corpus.SOTUDir()
+	if err != nil {
+		t.Skipf("corpus missing (run scripts/setup.sh): %v", err)
+	}
+	in := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		// 1990s addresses train, 2010s ones are held out: about 1 MB in all.
+		if strings.HasSuffix(name, ".txt") && (strings.HasPrefix(name, "199") || strings.HasPrefix(name, "201")) {
+			data, err := os.ReadFile(filepath.Join(src, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(in, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out := t.TempDir()
+	for _, split := range []string{"train", "validation"} {
+		sp, err := corpus.NewSplit(split, 2000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := prepare.Run(context.Background(), prepare.Options{Input: in, Split: sp, Tokenizer: tokenizer.ByteName,
+			SeqLen: 128, Out: filepath.Join(out, split)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(out, "train"), filepath.Join(out, "validation")
+}
+
+type trainingClient struct {
+	rec  *status.Recorder
+	err  error
+	done chan struct{}
+}
+
+// Three clients train a light run through two epochs to Finished on
+// localnet: every step's replica digest is identical on all of them, and the
+// held-out loss falls by at least 1.0 nat from the initial model's.
+func TestThreeClientsTrainToFinished(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	trainDir, valDir := dataset(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	srv, err := server.New(ctx, trainDir, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go server.Serve(ctx, ln, srv)
+	dataURL := "http://" + ln.Addr().String() + "/"
+
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	program := coordinator.Program{ID: programtest.Deploy(t, v, "psyche_coordinator")}
+	c := programtest.Chain(t, v)
+	authority := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
+	me := authority.PublicKey()
+
+	// Create a permissionless run and configure it.
+	const runID = "e2e-light"
+	account := solana.NewWallet().PrivateKey
+	ixs, run, err := program.CreateRun(ctx, c, me, account.PublicKey(), coordinator.CreateParams{
+		RunID: runID, MainAuthority: me, JoinAuthority: me, ClientVersion: client.Version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, ixs, account)
+	auth := authorizer.Default()
+	create, authAddr, err := auth.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	activate, err := auth.SetActive(me, authAddr, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, []solana.Instruction{create, activate})
+	rc, err := coordinator.ParseRunConfig("e2e.toml", []byte(fmt.Sprintf(testConfig, dataURL, srv.Manifest().Root)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	update, err := run.Update(me, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpause, err := run.SetPaused(me, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, []solana.Instruction{update})
+
+	rendezvous := t.TempDir()
+	var clients []*trainingClient
+	for i := range 3 {
+		key := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL)
+		node, err := p2p.New(ctx, p2p.Config{RunID: runID, ListenInterface: "127.0.0.1", RendezvousDir: rendezvous,
+			DiscoveryInterval: time.Second, RequestTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close() })
+		eval, err := provider.OpenLocal(valDir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { eval.Close() })
+		tc := &trainingClient{rec: status.NewRecorder(runID, status.Options{}), done: make(chan struct{})}
+		cl, err := client.New(client.Config{
+			RunID: runID, Program: program, Chains: []*chain.Client{programtest.Chain(t, v)}, Wallet: key,
+			Authorization: authAddr, Node: node, Recorder: tc.rec, Eval: eval, EvalEvery: 4, EvalSequences: 16,
+			Threads: 1, Log: testLogger(t, i),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, tc)
+		go func() {
+			defer close(tc.done)
+			tc.err = cl.Run(ctx)
+		}()
+	}
+	mustSend(t, c, authority, []solana.Instruction{unpause})
+
+	for i, tc := range clients {
+		select {
+		case <-tc.done:
+		case <-ctx.Done():
+			t.Fatalf("client %d did not see the run finish: %v", i, ctx.Err())
+		}
+		if tc.err != nil {
+			t.Fatalf("client %d: %v", i, tc.err)
+		}
+	}
+	s, err := run.FetchState(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if coordinator.Phase(s) != coordinator.Finished || s.Progress.Epoch < 2 {
+		t.Errorf("run ended %v after %d epochs, want Finished after 2", coordinator.Phase(s), s.Progress.Epoch)
+	}
+
+	// Every client recorded every step with the same digest.
+	ref := clients[0].rec.Snapshot()
+	if len(ref.Steps) < 12 {
+		t.Fatalf("client 0 recorded %d steps, want 12", len(ref.Steps))
+	}
+	for i, tc := range clients[1:] {
+		snap := tc.rec.Snapshot()
+		if len(snap.Steps) != len(ref.Steps) {
+			t.Fatalf("client %d recorded %d steps, client 0 %d", i+1, len(snap.Steps), len(ref.Steps))
+		}
+		for j, st := range snap.Steps {
+			if st.Step != ref.Steps[j].Step || st.Digest != ref.Steps[j].Digest {
+				t.Errorf("client %d step %d digest %s; client 0 step %d digest %s", i+1, st.Step, st.Digest, ref.Steps[j].Step, ref.Steps[j].Digest)
+			}
+		}
+	}
+	held := ref.HeldOut
+	if len(held) < 2 {
+		t.Fatalf("held-out losses %v", held)
+	}
+	first, last := held[0], held[len(held)-1]
+	t.Logf("held-out loss %.4f at step %d -> %.4f at step %d; %d steps; last step %+v", first.Loss, first.Step, last.Loss, last.Step, len(ref.Steps), ref.Steps[len(ref.Steps)-1])
+	if first.Step != 0 || last.Loss > first.Loss-1.0 {
+		t.Errorf("held-out loss %.4f at step %d -> %.4f at step %d: want a drop of at least 1.0", first.Loss, first.Step, last.Loss, last.Step)
+	}
+}
+
+func mustSend(t *testing.T, c *chain.Client, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Send(ctx, payer, ixs, signers...); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// testLogger sends a client's logs to the test log, prefixed with its number.
+func testLogger(t *testing.T, i int) *slog.Logger {
+	return slog.New(slog.NewTextHandler(&testWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct {
+	mu     sync.Mutex
+	t      *testing.T
+	prefix string
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Log(w.prefix + strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
