@@ -102,9 +102,9 @@ type Client struct {
 	owned bool // data was opened here and is closed here
 
 	mu       sync.Mutex
-	curStep  uint32                                // newest round step seen, bounds what peers may announce
+	curStep  uint32                                  // newest round step seen, bounds what peers may announce
 	anns     map[uint32]map[peer.ID]p2p.Announcement // step -> signer -> announcement
-	payloads map[p2p.Hash][]byte                   // validated payloads by hash
+	payloads map[p2p.Hash][]byte                     // validated payloads by hash
 
 	lastNonce   uint64
 	joinedEpoch int64 // epoch the latest join was for, -1 none
