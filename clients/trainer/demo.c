@@ -113,8 +113,14 @@ static const float *tr_dct_get(tr_model *m, int n) {
     return m->dct[n];
 }
 
+// Rows per task of the chunk GEMMs below: enough work per task, enough tasks.
+#define TR_DCT_ROWS 256
+
 // out (R, cols) = chunked DCT (or inverse) of in (R, cols) with (cr, cc)
 // chunks. s1, s2: scratch of R*cols floats; out must not alias in, s1 or s2.
+// The many small products run as single-threaded GEMMs inside one parallel
+// loop (one fork/join per stage instead of one per chunk column); splitting
+// rows across tasks does not change any element's summation order.
 static void tr_dct_tensor(tr_model *m, int R, int cols, int cr, int cc, const float *in, float *out,
                           float *s1, float *s2, int inverse) {
     size_t n = (size_t)R * cols;
@@ -123,10 +129,15 @@ static void tr_dct_tensor(tr_model *m, int R, int cols, int cr, int cc, const fl
         // Forward Z = X Dc^T: B rows are Dc rows. Inverse Z = Y Dc: B rows are Dc^T rows.
         const float *dc = m->dct[cc] + (inverse ? (size_t)cc * cc : 0);
         float *zb = cr > 1 ? s1 : out;
-        for (int c0 = 0; c0 < cols; c0 += cc) {
-            tr_gemm_args g = {R, cc, cc, in + c0, cols, dc, cc, zb + c0, cols, NULL, 0};
-            m->gemm(&g, m->nthreads);
-        }
+        int cblocks = cols / cc, rtasks = (R + TR_DCT_ROWS - 1) / TR_DCT_ROWS;
+        #pragma omp parallel for collapse(2) schedule(static) num_threads(m->nthreads)
+        for (int cb = 0; cb < cblocks; cb++)
+            for (int rt = 0; rt < rtasks; rt++) {
+                int r0 = rt * TR_DCT_ROWS, rows = R - r0 < TR_DCT_ROWS ? R - r0 : TR_DCT_ROWS;
+                size_t o = (size_t)r0 * cols + (size_t)cb * cc;
+                tr_gemm_args g = {rows, cc, cc, in + o, cols, dc, cc, zb + o, cols, NULL, 0};
+                m->gemm(&g, 1);
+            }
         z = zb;
     }
     if (cr == 1) {
@@ -136,10 +147,15 @@ static void tr_dct_tensor(tr_model *m, int R, int cols, int cr, int cc, const fl
     // Along rows on the transpose: Y^T = Z^T Dr^T (forward), X^T = Y^T Dr (inverse).
     const float *dr = m->dct[cr] + (inverse ? (size_t)cr * cr : 0);
     tr_transpose(m, s2, z, R, cols); // (cols, R)
-    for (int r0 = 0; r0 < R; r0 += cr) {
-        tr_gemm_args g = {cols, cr, cr, s2 + r0, R, dr, cr, s1 + r0, R, NULL, 0};
-        m->gemm(&g, m->nthreads);
-    }
+    int rblocks = R / cr, ctasks = (cols + TR_DCT_ROWS - 1) / TR_DCT_ROWS;
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(m->nthreads)
+    for (int rb = 0; rb < rblocks; rb++)
+        for (int ct = 0; ct < ctasks; ct++) {
+            int c0 = ct * TR_DCT_ROWS, rows = cols - c0 < TR_DCT_ROWS ? cols - c0 : TR_DCT_ROWS;
+            size_t o = (size_t)c0 * R + (size_t)rb * cr;
+            tr_gemm_args g = {rows, cr, cr, s2 + o, R, dr, cr, s1 + o, R, NULL, 0};
+            m->gemm(&g, 1);
+        }
     tr_transpose(m, out, s1, cols, R);
 }
 
@@ -337,7 +353,8 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
             int tid = omp_get_thread_num();
             float *blk = s.f + 2 * s.per * tid, *best = blk + s.per;
             uint32_t *ia = s.u + 2 * s.per * tid;
-            for (int ix = 0; ix < n; ix++) blk[ix] = Y[tr_chunk_pos(x, b, (uint32_t)ix)];
+            const float *src = Y + tr_chunk_pos(x, b, 0);
+            for (int i = 0; i < x->cr; i++) memcpy(blk + i * x->cc, src + (size_t)i * x->cols, sizeof(float) * x->cc);
             if (k <= TR_TOPK_SMALL) tr_topk_small(blk, n, k, sel_idx + b * k, best);
             else tr_topk_sort(blk, n, k, ia, ia + s.per, sel_idx + b * k);
             float a = 0.0f;
