@@ -127,8 +127,13 @@ if [ "$cluster" = localnet ]; then
     mkdir -p "$(dirname "$ledger")"
     say "starting the validator (${LOCALNET_IMPL:-litesvm}), log in $validator_log"
     show bash "$root/scripts/localnet.sh" --ledger "$ledger" --reset --rpc-port "$rpc_port"
+    # In a process group of its own (job control on), so that Ctrl-C reaches
+    # only this script and the log follower: the validator then gets a single
+    # SIGTERM from stop_validator and writes its final snapshot undisturbed.
+    set -m
     bash "$root/scripts/localnet.sh" --ledger "$ledger" --reset --rpc-port "$rpc_port" &>"$validator_log" &
     validator_pid=$!
+    set +m
     for ((i = 0; ; i++)); do
       "$psyche_client" balance --rpc "$rpc" --ws-rpc "$ws" 11111111111111111111111111111111 &>/dev/null && break
       if ! kill -0 "$validator_pid" 2>/dev/null; then

@@ -119,11 +119,18 @@ func startRecipe(t *testing.T, env []string, stdin string, args ...string) *reci
 	}
 	go func() { r.err = r.cmd.Wait(); close(r.done) }()
 	t.Cleanup(func() {
+		// SIGTERM first: the script then stops the validator it started in a
+		// process group of its own, which a SIGKILL would leave running.
 		select {
 		case <-r.done:
 		default:
-			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-			<-r.done
+			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-r.done:
+			case <-time.After(20 * time.Second):
+				_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+				<-r.done
+			}
 		}
 		if t.Failed() {
 			t.Logf("just dev %s:\n%s", strings.Join(args, " "), r.out.String())
