@@ -1,0 +1,346 @@
+// Package treasurer is the client side of the Treasurer program: token
+// rewards for Coordinator runs. It derives the Run and Participant addresses,
+// builds every instruction for a program deployed at any id, creates runs
+// (the Coordinator run is created by CPI, with the Run PDA as its main
+// authority), fetches the accounts, and computes what a claim would pay. The
+// SPL helpers in tokens.go (mints, token accounts, transfers) serve Token and
+// Token-2022 alike, so no spl-token CLI is needed.
+package treasurer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	bin "github.com/gagliardetto/binary"
+	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/programs/system"
+	"github.com/gagliardetto/solana-go/rpc"
+
+	"github.com/psyche-go/psyche/clients/bindings/treasurer"
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+)
+
+// The program's account types, as generated from its IDL.
+type (
+	RunAccount  = treasurer.Run
+	Participant = treasurer.Participant
+)
+
+// Program addresses one deployment of the Treasurer and the Coordinator it drives.
+type Program struct {
+	ID          solana.PublicKey
+	Coordinator coordinator.Program
+}
+
+// Default is the deployment named by the IDLs the bindings were generated from.
+func Default() Program { return Program{ID: treasurer.ProgramID, Coordinator: coordinator.Default()} }
+
+// DefaultIndex is a run's index when none is chosen: the first 8 bytes of
+// sha256(run_id), little-endian (as the reference's tools compute it).
+func DefaultIndex(runID string) uint64 {
+	h := sha256.Sum256([]byte(runID))
+	return binary.LittleEndian.Uint64(h[:8])
+}
+
+// RunAddress derives the Run PDA ["Run", index LE].
+func (p Program) RunAddress(index uint64) (solana.PublicKey, error) {
+	addr, _, err := solana.FindProgramAddress([][]byte{[]byte("Run"), binary.LittleEndian.AppendUint64(nil, index)}, p.ID)
+	return addr, err
+}
+
+// ParticipantAddress derives the Participant PDA ["Participant", run, user].
+func (p Program) ParticipantAddress(run, user solana.PublicKey) (solana.PublicKey, error) {
+	addr, _, err := solana.FindProgramAddress([][]byte{[]byte("Participant"), run[:], user[:]}, p.ID)
+	return addr, err
+}
+
+// rebind points an instruction built by the bindings at this deployment.
+func (p Program) rebind(ix solana.Instruction, err error) (solana.Instruction, error) {
+	if err != nil {
+		return nil, err
+	}
+	data, err := ix.Data()
+	if err != nil {
+		return nil, err
+	}
+	return solana.NewInstruction(p.ID, ix.Accounts(), data), nil
+}
+
+// Run names one Treasurer run and the accounts its instructions need.
+type Run struct {
+	Program      Program
+	Address      solana.PublicKey
+	Index        uint64
+	Mint         solana.PublicKey
+	TokenProgram solana.PublicKey
+	// Collateral is the Run's associated token account: rewards are paid
+	// from it, and any transfer into it tops the run up.
+	Collateral  solana.PublicKey
+	Coordinator coordinator.Run
+}
+
+// CreateParams describes a new run.
+type CreateParams struct {
+	RunID string
+	// Index of the Run PDA; nil means DefaultIndex(RunID).
+	Index *uint64
+	// MainAuthority configures the run and withdraws what nobody is owed.
+	MainAuthority solana.PublicKey
+	// JoinAuthority grants join_run authorizations in the Authorizer.
+	JoinAuthority solana.PublicKey
+	ClientVersion string
+	Mint          solana.PublicKey
+	// TokenProgram owns Mint: SPL Token or Token-2022.
+	TokenProgram solana.PublicKey
+}
+
+// CreateRun returns the instructions that allocate the coordinator account
+// (rent exempt, owned by the Coordinator) and create the run; send them in one
+// transaction signed by payer and account.
+func (p Program) CreateRun(ctx context.Context, c *chain.Client, payer, account solana.PublicKey, params CreateParams) ([]solana.Instruction, Run, error) {
+	if len(params.RunID) == 0 || len(params.RunID) > coordinator.MaxRunIDLen {
+		return nil, Run{}, fmt.Errorf("%q: %w", params.RunID, coordinator.ErrBadRunID)
+	}
+	if len(params.ClientVersion) == 0 || len(params.ClientVersion) > coordinator.MaxClientVersionLen {
+		return nil, Run{}, fmt.Errorf("client version %q must be 1 to %d bytes", params.ClientVersion, coordinator.MaxClientVersionLen)
+	}
+	if err := CheckTokenProgram(params.TokenProgram); err != nil {
+		return nil, Run{}, err
+	}
+	index := DefaultIndex(params.RunID)
+	if params.Index != nil {
+		index = *params.Index
+	}
+	run, err := p.OpenIndex(index, params.RunID, account, params.Mint, params.TokenProgram)
+	if err != nil {
+		return nil, Run{}, err
+	}
+	rent, err := c.RPC.GetMinimumBalanceForRentExemption(ctx, coordinator.AccountSize, rpc.CommitmentConfirmed)
+	if err != nil {
+		return nil, Run{}, fmt.Errorf("reading the rent for the coordinator account: %w", err)
+	}
+	alloc, err := system.NewCreateAccountInstruction(rent, coordinator.AccountSize, p.Coordinator.ID, payer, account).ValidateAndBuild()
+	if err != nil {
+		return nil, Run{}, err
+	}
+	create, err := p.rebind(treasurer.NewRunCreateInstruction(treasurer.RunCreateParams{
+		Index:         index,
+		RunId:         params.RunID,
+		ClientVersion: params.ClientVersion,
+		MainAuthority: params.MainAuthority,
+		JoinAuthority: params.JoinAuthority,
+	}, payer, run.Address, run.Collateral, params.Mint, run.Coordinator.Instance, account, p.Coordinator.ID,
+		params.TokenProgram, AssociatedTokenProgramID, solana.SystemProgramID))
+	if err != nil {
+		return nil, Run{}, err
+	}
+	return []solana.Instruction{alloc, create}, run, nil
+}
+
+// OpenIndex names a run from what CreateRun derives, without reading the chain.
+func (p Program) OpenIndex(index uint64, runID string, account, mint, tokenProgram solana.PublicKey) (Run, error) {
+	addr, err := p.RunAddress(index)
+	if err != nil {
+		return Run{}, err
+	}
+	instance, err := p.Coordinator.InstanceAddress(runID)
+	if err != nil {
+		return Run{}, err
+	}
+	collateral, err := AssociatedTokenAddress(addr, mint, tokenProgram)
+	if err != nil {
+		return Run{}, err
+	}
+	return Run{
+		Program: p, Address: addr, Index: index, Mint: mint, TokenProgram: tokenProgram, Collateral: collateral,
+		Coordinator: coordinator.Run{Program: p.Coordinator, Instance: instance, Account: account},
+	}, nil
+}
+
+// ErrNotTreasurer is returned for an account that exists but is not the
+// expected account of this Treasurer program.
+var ErrNotTreasurer = errors.New("not an account of this Treasurer program")
+
+// Open finds a run by its index and reads its Run account.
+func (p Program) Open(ctx context.Context, c *chain.Client, index uint64) (Run, *RunAccount, error) {
+	addr, err := p.RunAddress(index)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	data, owner, err := c.AccountData(ctx, addr)
+	if err != nil {
+		return Run{}, nil, fmt.Errorf("treasurer run %d: %w", index, err)
+	}
+	if !owner.Equals(p.ID) {
+		return Run{}, nil, fmt.Errorf("account %s is owned by %s: %w", addr, owner, ErrNotTreasurer)
+	}
+	acc, err := treasurer.ParseAccount_Run(data)
+	if err != nil {
+		return Run{}, nil, fmt.Errorf("account %s: %w: %v", addr, ErrNotTreasurer, err)
+	}
+	collateral, err := AssociatedTokenAddress(addr, acc.CollateralMint, acc.TokenProgram)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	return Run{
+		Program: p, Address: addr, Index: index, Mint: acc.CollateralMint, TokenProgram: acc.TokenProgram, Collateral: collateral,
+		Coordinator: coordinator.Run{Program: p.Coordinator, Instance: acc.CoordinatorInstance, Account: acc.CoordinatorAccount},
+	}, acc, nil
+}
+
+// OpenRunID finds a run by its run id, at its default index.
+func (p Program) OpenRunID(ctx context.Context, c *chain.Client, runID string) (Run, *RunAccount, error) {
+	return p.Open(ctx, c, DefaultIndex(runID))
+}
+
+// UpdateParams is what run_update forwards to the Coordinator; nil parts are
+// left unchanged.
+type UpdateParams struct {
+	Coordinator   coordinator.UpdateParams
+	EarningRate   *uint64
+	SlashingRate  *uint64
+	Paused        *bool
+	ClientVersion *string
+}
+
+// Update changes the Coordinator run through the Treasurer (signed by the
+// run's main authority).
+func (r Run) Update(authority solana.PublicKey, u UpdateParams) (solana.Instruction, error) {
+	params := treasurer.RunUpdateParams{
+		EpochEarningRateTotalShared: u.EarningRate,
+		EpochSlashingRatePerClient:  u.SlashingRate,
+		Paused:                      u.Paused,
+		ClientVersion:               u.ClientVersion,
+	}
+	// The coordinator's layout types and ours are generated from the same
+	// IDL definitions: same Borsh bytes, different Go types.
+	var err error
+	if params.Metadata, err = convert[treasurer.RunMetadata](u.Coordinator.Metadata); err != nil {
+		return nil, err
+	}
+	if params.Config, err = convert[treasurer.CoordinatorConfig](u.Coordinator.Config); err != nil {
+		return nil, err
+	}
+	if params.Model, err = convert[treasurer.Model](u.Coordinator.Model); err != nil {
+		return nil, err
+	}
+	if params.Progress, err = convert[treasurer.Progress](u.Coordinator.Progress); err != nil {
+		return nil, err
+	}
+	return r.Program.rebind(treasurer.NewRunUpdateInstruction(params, authority, r.Address, r.Coordinator.Instance, r.Coordinator.Account, r.Program.Coordinator.ID))
+}
+
+// convert re-decodes a Borsh value into the identically laid out type T.
+func convert[T any, S any](src *S) (*T, error) {
+	if src == nil {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if err := bin.NewBorshEncoder(&buf).Encode(src); err != nil {
+		return nil, fmt.Errorf("encode %T: %w", src, err)
+	}
+	out := new(T)
+	if err := bin.NewBorshDecoder(buf.Bytes()).Decode(out); err != nil {
+		return nil, fmt.Errorf("decode %T: %w", out, err)
+	}
+	return out, nil
+}
+
+// CreateParticipant makes user's claim record (user signs; payer pays rent).
+func (r Run) CreateParticipant(payer, user solana.PublicKey) (solana.Instruction, error) {
+	addr, err := r.Program.ParticipantAddress(r.Address, user)
+	if err != nil {
+		return nil, err
+	}
+	return r.Program.rebind(treasurer.NewParticipantCreateInstruction(treasurer.ParticipantCreateParams{}, payer, user, r.Address, addr, solana.SystemProgramID))
+}
+
+// Claim pays user what it earned and has not claimed into its token account
+// userCollateral (the associated one when zero).
+func (r Run) Claim(user, userCollateral solana.PublicKey) (solana.Instruction, error) {
+	addr, err := r.Program.ParticipantAddress(r.Address, user)
+	if err != nil {
+		return nil, err
+	}
+	if userCollateral.IsZero() {
+		if userCollateral, err = AssociatedTokenAddress(user, r.Mint, r.TokenProgram); err != nil {
+			return nil, err
+		}
+	}
+	return r.Program.rebind(treasurer.NewParticipantClaimInstruction(treasurer.ParticipantClaimParams{}, user, r.Address, addr,
+		r.Collateral, userCollateral, r.Mint, r.Coordinator.Instance, r.Coordinator.Account, r.Program.Coordinator.ID, r.TokenProgram))
+}
+
+// Withdraw sends amount tokens nobody is owed to destination (a token account
+// of the run's mint); the run must be Finished or closed.
+func (r Run) Withdraw(authority, destination solana.PublicKey, amount uint64) (solana.Instruction, error) {
+	return r.Program.rebind(treasurer.NewRunWithdrawInstruction(treasurer.RunWithdrawParams{Amount: amount}, authority, r.Address,
+		r.Collateral, destination, r.Mint, r.Coordinator.Account, r.TokenProgram))
+}
+
+// Close frees the Coordinator run (halted, every point claimed); its rent goes to spill.
+func (r Run) Close(authority, spill solana.PublicKey) (solana.Instruction, error) {
+	return r.Program.rebind(treasurer.NewRunCloseInstruction(treasurer.RunCloseParams{}, authority, spill, r.Address,
+		r.Coordinator.Instance, r.Coordinator.Account, r.Program.Coordinator.ID))
+}
+
+// TopUp transfers amount base units from the funder's token account into the run.
+func (r Run) TopUp(from, owner solana.PublicKey, amount uint64, decimals uint8) solana.Instruction {
+	return TransferChecked(r.TokenProgram, from, r.Mint, r.Collateral, owner, amount, decimals)
+}
+
+// FetchParticipant reads user's claim record.
+func (r Run) FetchParticipant(ctx context.Context, c *chain.Client, user solana.PublicKey) (*Participant, error) {
+	addr, err := r.Program.ParticipantAddress(r.Address, user)
+	if err != nil {
+		return nil, err
+	}
+	data, owner, err := c.AccountData(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if !owner.Equals(r.Program.ID) {
+		return nil, fmt.Errorf("account %s is owned by %s: %w", addr, owner, ErrNotTreasurer)
+	}
+	p, err := treasurer.ParseAccount_Participant(data)
+	if err != nil {
+		return nil, fmt.Errorf("account %s: %w: %v", addr, ErrNotTreasurer, err)
+	}
+	return p, nil
+}
+
+// Claimable is what a claim by user would pay now: the points the Coordinator
+// holds for it plus those already settled, minus slashes and past claims (the
+// program's rule; p may be nil before the first claim).
+func Claimable(s *coordinator.State, p *Participant, user solana.PublicKey) uint64 {
+	var earned, slashed, claimed uint64
+	if slot, ok := coordinator.Slot(s, user); ok {
+		earned, slashed = slot.Earned, slot.Slashed
+	}
+	if p != nil {
+		earned += p.EarnedPoints
+		slashed += p.SlashedPoints
+		claimed = p.ClaimedPoints
+	}
+	if earned < slashed+claimed || slashed+claimed < slashed {
+		return 0
+	}
+	return earned - slashed - claimed
+}
+
+// Reserved is what the run keeps for claims still to come: every client's
+// unsettled earned - slashed points (the program's rule for withdrawals).
+func Reserved(s *coordinator.State) uint64 {
+	var total uint64
+	for _, c := range s.Clients {
+		if c.Occupied != 0 && c.Earned > c.Slashed {
+			total += c.Earned - c.Slashed
+		}
+	}
+	return total
+}
