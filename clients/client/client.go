@@ -66,8 +66,8 @@ type Config struct {
 
 	MicroBatch int
 	Threads    int
-	// GPU selects the CUDA backend (the trainer fails if there is none).
-	GPU bool
+	// Device selects the trainer backend.
+	Device Device
 	// TrainingDelay is added to every training step, to simulate a slow device.
 	TrainingDelay time.Duration
 	// CheckpointDir, when set, receives a safetensors checkpoint of the
@@ -84,6 +84,18 @@ type Config struct {
 	// Rand spreads ticks between clients; nil seeds one from the clock.
 	Rand *rand.Rand
 }
+
+// Device is the trainer backend a client asks for.
+type Device int
+
+const (
+	// DeviceCPU always trains on the CPU (the zero value).
+	DeviceCPU Device = iota
+	// DeviceAuto uses the GPU when one is usable, else the CPU.
+	DeviceAuto
+	// DeviceCUDA requires the GPU.
+	DeviceCUDA
+)
 
 // Client runs one wallet's participation in one run.
 type Client struct {
@@ -400,8 +412,8 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 			return err
 		}
 	}
-	if c.cfg.GPU {
-		if err := tr.SetGPU(true); err != nil {
+	if c.cfg.Device != DeviceCPU {
+		if err := tr.SetGPU(true); err != nil && c.cfg.Device == DeviceCUDA {
 			tr.Close()
 			return err
 		}

@@ -92,6 +92,7 @@ func commands() []*cli.Command {
 		keysCommands(),
 		identityCommands(),
 		coordinatorCommands(),
+		{trainCommand()},
 		devCommands(),
 	} {
 		all = append(all, group...)

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/psyche-go/psyche/clients/authorizer"
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/client"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/p2p/p2pflags"
+	"github.com/psyche-go/psyche/clients/status"
+	"github.com/psyche-go/psyche/clients/status/statusflags"
+	"github.com/psyche-go/psyche/idl"
+)
+
+// exitVersionMismatch tells a supervisor to fetch the client version the run
+// wants and restart (the reference's convention).
+const exitVersionMismatch = 10
+
+func trainCommand() *cli.Command {
+	flags := []cli.Flag{
+		runIDFlag, walletFlag, rpcFlag, wsRPCFlag,
+		&cli.StringFlag{Name: "rpc-2", Usage: "first fallback JSON-RPC endpoint", EnvVars: []string{"RPC_2"}},
+		&cli.StringFlag{Name: "ws-rpc-2", Usage: "PubSub endpoint of --rpc-2 (default: derived from it)", EnvVars: []string{"WS_RPC_2"}},
+		&cli.StringFlag{Name: "rpc-3", Usage: "second fallback JSON-RPC endpoint", EnvVars: []string{"RPC_3"}},
+		&cli.StringFlag{Name: "ws-rpc-3", Usage: "PubSub endpoint of --rpc-3 (default: derived from it)", EnvVars: []string{"WS_RPC_3"}},
+		coordinatorProgramFlag, authorizerProgramFlag,
+		&cli.StringFlag{Name: "authorizer", EnvVars: []string{"AUTHORIZER"},
+			Usage: "grantee of the join authorization to use: your key, or 11111111111111111111111111111111 for a permissionless run (default)"},
+		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass (bounds activation memory; results do not depend on it)", Value: 8},
+		&cli.IntFlag{Name: "threads", Usage: "trainer threads (0: all cores; results do not depend on it)"},
+		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda or cuda:0 (replicas on different backends diverge: a run uses one)", Value: "auto"},
+		&cli.StringFlag{Name: "data-url", Usage: "data server to train from instead of the run's data location (the run's pinned root still applies)"},
+		&cli.StringFlag{Name: "data-dir", Usage: "local dataset directory to train from instead of the run's data location (the run's pinned root still applies)"},
+		&cli.StringFlag{Name: "eval-data", Usage: "dataset directory or data server URL of held-out data: reports held-out loss"},
+		&cli.IntFlag{Name: "eval-every", Usage: "steps between held-out evaluations", Value: 5},
+		&cli.IntFlag{Name: "eval-sequences", Usage: "held-out sequences per evaluation", Value: 16},
+		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here"},
+		&cli.IntFlag{Name: "keep-steps", Usage: "checkpoints to keep with --delete-old-steps", Value: 3},
+		&cli.BoolFlag{Name: "delete-old-steps", Usage: "delete all but the newest --keep-steps checkpoints", Value: true},
+		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here"},
+		&cli.Float64Flag{Name: "dummy-training-delay-secs", Usage: "extra seconds per training step (simulates a slower device)"},
+	}
+	for _, f := range p2pflags.Flags() {
+		if s, ok := f.(*cli.StringFlag); ok && s.Name == p2pflags.IdentityPath {
+			s.Aliases = []string{"i"}
+		}
+		flags = append(flags, f)
+	}
+	flags = append(flags, statusflags.Flags()...)
+	return &cli.Command{
+		Name:   "train",
+		Usage:  "join a run and train in it until it is Finished (Ctrl-C leaves the run)",
+		Flags:  flags,
+		Action: train,
+	}
+}
+
+func train(c *cli.Context) error {
+	runID := c.String(runIDFlag.Name)
+	program := coordinator.Default()
+	if s := c.String(coordinatorProgramFlag.Name); s != "" {
+		id, err := parsePubkey("--"+coordinatorProgramFlag.Name, s)
+		if err != nil {
+			return err
+		}
+		program.ID = id
+	}
+	if _, err := program.InstanceAddress(runID); err != nil {
+		return badInput(err)
+	}
+	key, err := loadWallet(c.String(walletFlag.Name))
+	if err != nil {
+		return err
+	}
+	grantee := authorizer.Everyone
+	if s := c.String("authorizer"); s != "" {
+		if grantee, err = parsePubkey("--authorizer", s); err != nil {
+			return err
+		}
+	}
+	device, err := parseDevice(c.String("device"))
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"micro-batch-size", "eval-every", "eval-sequences", "keep-steps"} {
+		if c.Int(name) < 1 {
+			return badInputf("--%s must be at least 1", name)
+		}
+	}
+	if c.Int("threads") < 0 {
+		return badInputf("--threads cannot be negative")
+	}
+	delay := c.Float64("dummy-training-delay-secs")
+	if delay < 0 || delay > 3600 {
+		return badInputf("--dummy-training-delay-secs must be between 0 and 3600")
+	}
+	if c.IsSet("data-url") && c.IsSet("data-dir") {
+		return badInputf("give --data-url or --data-dir, not both")
+	}
+	chains, loopback, err := trainChains(c)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rec := status.NewRecorder(runID, status.Options{})
+	obs, err := statusflags.Start(ctx, c, rec, cancel, statusflags.Terminal{Stdin: os.Stdin, Stdout: c.App.Writer, Stderr: c.App.ErrWriter})
+	if err != nil {
+		return badInput(err)
+	}
+	log := obs.Log
+
+	pcfg, err := p2pflags.Config(c, runID, log)
+	if err != nil {
+		return badInput(err)
+	}
+	// Tests and local runs must not reach the internet: on a loopback cluster
+	// the public DHT and NAT traversal are off unless asked for.
+	if loopback {
+		if !c.IsSet(p2pflags.PublicDHT) {
+			pcfg.PublicDHT = false
+		}
+		if !c.IsSet(p2pflags.NATTraversal) {
+			pcfg.NATTraversal = false
+		}
+	}
+	run, inst, err := program.Open(ctx, chains[0], runID)
+	if err != nil {
+		return err
+	}
+	auth, err := authorizerProgram(c)
+	if err != nil {
+		return err
+	}
+	authAddr, _, err := auth.Address(inst.JoinAuthority, grantee, coordinator.JoinRunScope)
+	if err != nil {
+		return err
+	}
+
+	var data, eval provider.Provider
+	for _, d := range []struct {
+		dst  *provider.Provider
+		flag string
+	}{{&data, "data-url"}, {&data, "data-dir"}, {&eval, "eval-data"}} {
+		loc := c.String(d.flag)
+		if loc == "" {
+			continue
+		}
+		p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: ""}}, provider.HTTPOptions{})
+		if err != nil {
+			return badInputf("--%s: %w", d.flag, err)
+		}
+		defer p.Close()
+		*d.dst = p
+	}
+	if data != nil {
+		s, err := run.FetchState(ctx, chains[0])
+		if err != nil {
+			return err
+		}
+		if root := s.Model.DataRoot; root != ([32]byte{}) && data.Info().Root != fmt.Sprintf("%x", root[:]) {
+			return badInputf("the data given has root %s; the run pins %x", data.Info().Root, root[:])
+		}
+	}
+
+	node, err := p2p.New(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("start p2p: %w", err)
+	}
+	defer node.Close()
+	log.Info("p2p node started", "peer_id", node.ID(), "addrs", node.Addrs())
+
+	cl, err := client.New(client.Config{
+		RunID: runID, Program: program, Chains: chains, Wallet: key, Authorization: authAddr,
+		Node: node, Recorder: rec, Log: log, Version: os.Getenv("CLIENT_VERSION"),
+		Data: data, Eval: eval, EvalEvery: c.Int("eval-every"), EvalSequences: c.Int("eval-sequences"),
+		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device,
+		TrainingDelay: time.Duration(delay * float64(time.Second)),
+		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
+		GradientsDir: c.String("write-gradients-dir"),
+	})
+	if err != nil {
+		return badInput(err)
+	}
+	runErr := cl.Run(ctx)
+	cancel()
+	waitErr := obs.Wait()
+	switch {
+	case errors.Is(runErr, client.ErrVersionMismatch):
+		return cli.Exit(runErr.Error(), exitVersionMismatch)
+	case errors.Is(runErr, context.Canceled):
+		return waitErr
+	case runErr != nil:
+		return runErr
+	}
+	return waitErr
+}
+
+// trainChains builds the primary and fallback RPC clients; loopback reports
+// whether the primary is on this machine.
+func trainChains(c *cli.Context) ([]*chain.Client, bool, error) {
+	tables, err := idl.ErrorTables()
+	if err != nil {
+		return nil, false, err
+	}
+	var out []*chain.Client
+	for _, p := range [][2]string{{rpcFlag.Name, wsRPCFlag.Name}, {"rpc-2", "ws-rpc-2"}, {"rpc-3", "ws-rpc-3"}} {
+		rpcURL := c.String(p[0])
+		if rpcURL == "" {
+			if c.String(p[1]) != "" {
+				return nil, false, badInputf("--%s needs --%s", p[1], p[0])
+			}
+			continue
+		}
+		cl, err := chain.New(rpcURL, c.String(p[1]))
+		if err != nil {
+			return nil, false, badInputf("--%s: %w", p[0], err)
+		}
+		cl.Errors = tables
+		out = append(out, cl)
+	}
+	u, _ := url.Parse(out[0].RPCURL())
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	return out, host == "localhost" || (ip != nil && ip.IsLoopback()), nil
+}
+
+// parseDevice reads --device.
+func parseDevice(s string) (client.Device, error) {
+	switch {
+	case s == "cpu":
+		return client.DeviceCPU, nil
+	case s == "auto":
+		return client.DeviceAuto, nil
+	case s == "cuda":
+		return client.DeviceCUDA, nil
+	case strings.HasPrefix(s, "cuda:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(s, "cuda:"))
+		if err != nil || n != 0 {
+			return 0, badInputf("--device %s: only cuda:0 is supported (one device per client; use CUDA_VISIBLE_DEVICES)", s)
+		}
+		return client.DeviceCUDA, nil
+	}
+	return 0, badInputf("--device must be auto, cpu, cuda or cuda:0, not %q", s)
+}

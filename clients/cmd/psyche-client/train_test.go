@@ -1,0 +1,40 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad train flags are refused as bad input (exit 2) before anything starts.
+func TestTrainBadInput(t *testing.T) {
+	dir := t.TempDir()
+	wallet := filepath.Join(dir, "id.json")
+	if out, errOut, code := runCLI(t, nil, "keygen", "-o", wallet); code != 0 {
+		t.Fatalf("keygen: %s %s", out, errOut)
+	}
+	base := []string{"train", "--run-id", "r", "-w", wallet, "--logs", "none"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"long run id", []string{"train", "--run-id", strings.Repeat("x", 33), "-w", wallet}, "run id"},
+		{"missing wallet", []string{"train", "--run-id", "r", "-w", filepath.Join(dir, "none.json")}, "none.json"},
+		{"bad device", append(base, "--device", "tpu"), "--device"},
+		{"cuda index", append(base, "--device", "cuda:1"), "cuda:0"},
+		{"zero micro-batch", append(base, "--micro-batch-size", "0"), "--micro-batch-size"},
+		{"negative delay", append(base, "--dummy-training-delay-secs", "-1"), "--dummy-training-delay-secs"},
+		{"two data sources", append(base, "--data-url", "http://127.0.0.1:1/", "--data-dir", dir), "not both"},
+		{"bad authorizer", append(base, "--authorizer", "nope"), "--authorizer"},
+		{"bad rpc", append(base, "--rpc", "ftp://x"), "--rpc"},
+		{"ws without rpc", append(base, "--ws-rpc-2", "ws://127.0.0.1:1"), "--rpc-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := runCLI(t, nil, tc.args...)
+			if code != exitBadInput || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, errOut, exitBadInput, tc.want)
+			}
+		})
+	}
+}
