@@ -30,7 +30,7 @@ import (
 )
 
 // devRecipes are the `just dev` recipes of the seed doc that exist so far
-// (the training ones wait for `psyche-client train`).
+// (the Treasurer ones wait for its commands in psyche-client).
 var devRecipes = []string{
 	"setup-solana-localnet-test-run",
 	"setup-solana-localnet-light-test-run",
@@ -41,6 +41,10 @@ var devRecipes = []string{
 	"setup-solana-devnet-permissioned-test-run",
 	"setup-solana-devnet-permissioned-light-test-run",
 	"close-dev-programs",
+	"start-training-localnet-client",
+	"start-training-localnet-light-client",
+	"start-training-devnet-client",
+	"start-training-devnet-light-client",
 }
 
 func repoRoot(t *testing.T) string {
@@ -286,7 +290,7 @@ func stopsCleanly(t *testing.T, r *recipe, home string, port int) {
 		t.Fatalf("an interrupted recipe exited 0")
 	}
 	log, err := os.ReadFile(filepath.Join(home, "ledger.log"))
-	if err != nil || !bytes.Contains(log, []byte("stopped at slot")) {
+	if err != nil || !bytes.Contains(log, []byte("stopped at slot")) || bytes.Contains(log, []byte("again")) {
 		t.Fatalf("the validator did not stop cleanly (%v):\n%s", err, log)
 	}
 	if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
@@ -325,6 +329,38 @@ func TestDevLocalnetLightRun(t *testing.T) {
 	}
 	if !canJoin(t, rpc, long[:32], "11111111111111111111111111111111", solana.NewWallet().PublicKey().String()) {
 		t.Fatal("the permissionless run does not let everyone join")
+	}
+
+	// Two training clients join, each with a keypair of its own that is
+	// removed when Ctrl-C makes it leave.
+	env := devEnv(t, home, "RPC_PORT="+strconv.Itoa(port), "DATA_DIR="+filepath.Join(home, "data"))
+	var clients []*recipe
+	for _, name := range []string{"start-training-localnet-light-client", "start-training-localnet-client"} {
+		c := startRecipe(t, env, "", name, "run_id="+long)
+		c.waitFor(t, "joined the run", 2*time.Minute)
+		clients = append(clients, c)
+	}
+	keyLine := regexp.MustCompile(`Wrote new keypair to (\S+)\npubkey: (\S+)`)
+	var keys []string
+	for _, c := range clients {
+		m := keyLine.FindStringSubmatch(c.out.String())
+		if m == nil || filepath.Dir(m[1]) != filepath.Join(home, ".config", "solana", "solana-keys") || !fileExists(m[1]) {
+			t.Fatalf("no fresh keypair under ~/.config/solana/solana-keys: %v", m)
+		}
+		if _, errOut, code := runCLI(t, nil, "json-dump-user", "--rpc", rpc, "--run-id", long[:32], "--address", m[2]); code != 0 {
+			t.Fatalf("client %s is not in the run: %s", m[2], errOut)
+		}
+		keys = append(keys, m[1])
+	}
+	if keys[0] == keys[1] {
+		t.Fatal("two clients share a keypair")
+	}
+	for i, c := range clients {
+		c.interrupt(t)
+		c.wait(t, time.Minute)
+		if !strings.Contains(c.out.String(), "left the run") || fileExists(keys[i]) {
+			t.Fatalf("client %d did not leave the run and remove its keypair", i)
+		}
 	}
 	stopsCleanly(t, r, home, port)
 }
@@ -432,6 +468,7 @@ func TestDevDevnetDryRuns(t *testing.T) {
 	home := t.TempDir()
 	w := filepath.Join(home, ".config", "solana", "id.json")
 	pc := builtCLI(t)
+	data := filepath.Join(home, "data")
 	net := fmt.Sprintf("--rpc https://api.devnet.solana.com --ws-rpc wss://api.devnet.solana.com -w %s", w)
 	setup := func(config, runID string, permissionless bool) []string {
 		create := "create-run " + net + " --run-id " + runID
@@ -457,9 +494,17 @@ func TestDevDevnetDryRuns(t *testing.T) {
 		{[]string{"setup-solana-devnet-permissioned-test-run", "bare"}, setup("test", "bare", false)},
 		{[]string{"setup-solana-devnet-permissioned-light-test-run"}, setup("light", "test", false)},
 		{[]string{"close-dev-programs"}, []string{"+ " + pc + " dev close-programs " + net}},
+		{[]string{"start-training-devnet-client", "run_id=my-run"}, []string{
+			"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
+			"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data,
+		}},
+		{[]string{"start-training-devnet-light-client"}, []string{
+			"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
+			"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1",
+		}},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
-			r := startRecipe(t, devEnv(t, home, "DRY_RUN=1", "NEW_PROGRAM_IDS=1", "BUILD_PROGRAMS=1"), "", tc.args...)
+			r := startRecipe(t, devEnv(t, home, "DRY_RUN=1", "NEW_PROGRAM_IDS=1", "BUILD_PROGRAMS=1", "DATA_DIR="+data), "", tc.args...)
 			if code := r.wait(t, time.Minute); code != 0 {
 				t.Fatalf("exit %d", code)
 			}
@@ -474,8 +519,8 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			}
 		})
 	}
-	if fileExists(w) {
-		t.Fatal("a dry run created the wallet")
+	if fileExists(w) || fileExists(data) {
+		t.Fatal("a dry run created the wallet or the dataset")
 	}
 	if keysAfter := readDir(t, filepath.Join(root, "programs", "keys")); keysAfter != keysBefore {
 		t.Fatal("a dry run changed programs/keys/")

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Starts a training client in a run, as the `just dev start-training-*`
+# recipes do: a wallet (WALLET_FILE, or a fresh keypair under
+# ~/.config/solana/solana-keys/ that is removed on exit), SOL for it on
+# localnet, the byte-level dataset the test configs train on (prepared once
+# under .localnet/data/), then `psyche-client train` until Ctrl-C, which
+# leaves the run.
+#
+# Usage: scripts/dev/train.sh --cluster localnet|devnet [--light] [RUN_ID | run_id=RUN_ID]
+#
+# Environment (besides DRY_RUN, PSYCHE_CLIENT and WALLET_FILE, see common.sh):
+#   AUTHORIZER=11111111111111111111111111111111   the grantee of the join
+#                        authorization to use (your key in a permissioned run)
+#   RPC_PORT=8899        localnet JSON-RPC port (PubSub: RPC_PORT + 1)
+#   DEVNET_RPC=https://api.devnet.solana.com
+#   DATA_DIR=.localnet/data/byte-128   the dataset to train from
+#   AIRDROP_SOL=10       localnet airdrop to the client's wallet
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+cd "$root"
+
+usage() { sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+
+cluster="" light=0 run_arg=""
+while (($#)); do
+  case "$1" in
+    --cluster) cluster=${2:-}; shift ;;
+    --light) light=1 ;;
+    -h | --help) usage ;;
+    -*) say "unknown flag $1"; usage ;;
+    *) [ -z "$run_arg" ] || { say "more than one run id given: $run_arg, $1"; usage; }; run_arg=$1 ;;
+  esac
+  shift
+done
+run_id=$(parse_run_id "$run_arg")
+case "$cluster" in
+  localnet)
+    rpc_port=${RPC_PORT:-8899}
+    [[ "$rpc_port" =~ ^[0-9]+$ ]] && ((rpc_port > 0 && rpc_port < 65535)) || die "RPC_PORT must be a port number, not $rpc_port"
+    rpc=http://127.0.0.1:$rpc_port
+    ws=ws://127.0.0.1:$((rpc_port + 1))
+    ;;
+  devnet) devnet_urls ;;
+  *) say "--cluster must be localnet or devnet"; usage ;;
+esac
+authorizer=${AUTHORIZER:-11111111111111111111111111111111}
+data_dir=${DATA_DIR:-$root/.localnet/data/byte-128}
+((dry_run)) && say "dry run: printing the commands, running none"
+
+build_client
+if [ ! -f "$data_dir/manifest.json" ]; then
+  say "preparing the dataset in $data_dir"
+  pc data prepare --tokenizer byte --seq-len 128 --out "$data_dir"
+fi
+
+key=""
+remove_key() {
+  [ -n "$key" ] || return 0
+  rm -f "$key"
+  say "removed the client's keypair $key"
+}
+trap remove_key EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if [ -n "${WALLET_FILE:-}" ]; then
+  client_wallet=$wallet
+  ((dry_run)) || [ -f "$client_wallet" ] || die "no wallet at $client_wallet (WALLET_FILE)"
+elif [ "$cluster" = devnet ]; then
+  ((dry_run)) || die "set WALLET_FILE to a keypair that holds devnet SOL: a fresh key could not pay for joining"
+  say "note: WALLET_FILE is not set; a real run stops here"
+  client_wallet=$wallet
+else
+  keys=$HOME/.config/solana/solana-keys
+  client_wallet=$keys/keypair_$(date -u +%Y%m%dT%H%M%S)_$$.json
+  ((dry_run)) || { mkdir -p "$keys"; key=$client_wallet; }
+  pc keygen -o "$client_wallet"
+fi
+net=(--rpc "$rpc" --ws-rpc "$ws" -w "$client_wallet")
+[ "$cluster" = localnet ] && pc airdrop "${net[@]}" "${AIRDROP_SOL:-10}"
+
+args=(train "${net[@]}" --run-id "$run_id" --authorizer "$authorizer" --data-dir "$data_dir")
+# The light client trains one sequence per pass: the least memory.
+((light)) && args+=(--micro-batch-size 1)
+((dry_run)) || say "training in run \"$run_id\" on $rpc; Ctrl-C leaves the run"
+pc "${args[@]}"
