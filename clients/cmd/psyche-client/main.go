@@ -92,6 +92,7 @@ func commands() []*cli.Command {
 		keysCommands(),
 		identityCommands(),
 		coordinatorCommands(),
+		treasurerCommands(),
 		{trainCommand()},
 		devCommands(),
 	} {

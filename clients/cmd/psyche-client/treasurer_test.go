@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/authorizer"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/clients/treasurer"
+	"github.com/psyche-go/psyche/localnet"
+	"github.com/psyche-go/psyche/localnet/localnettest"
+)
+
+func TestTreasurerCommands(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	programtest.Deploy(t, v, "psyche_coordinator")
+	programtest.Deploy(t, v, "psyche_treasurer")
+	adminPath, admin := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
+	userPath, user := keyFile(t, v, solana.LAMPORTS_PER_SOL)
+	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
+	ok := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, nil, append(args, net...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
+		}
+		return out
+	}
+	fails := func(code int, want string, args ...string) {
+		t.Helper()
+		_, errOut, got := runCLI(t, nil, append(args, net...)...)
+		if got != code || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Fatalf("%s: exit %d, stderr %q; want exit %d and one line with %q", args[0], got, errOut, code, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := programtest.Chain(t, v)
+	balance := func(owner, mint solana.PublicKey) uint64 {
+		t.Helper()
+		addr, err := treasurer.AssociatedTokenAddress(owner, mint, treasurer.TokenProgramID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc, err := treasurer.FetchTokenAccount(ctx, c, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return acc.Amount
+	}
+
+	// A mint with 2 decimals; amounts are base units or decimals.
+	out := ok("mint-create", "--decimals", "2", "-w", adminPath)
+	m := regexp.MustCompile(`mint (\w+) \(decimals 2`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("mint-create printed %q", out)
+	}
+	mint := m[1]
+	mintKey := solana.MustPublicKeyFromBase58(mint)
+	ok("mint-to", "--mint", mint, "--amount", "10.00", "-w", adminPath)
+	ok("mint-to", "--mint", mint, "--amount", "5", "--to", user.PublicKey().String(), "-w", adminPath)
+	if got := balance(admin.PublicKey(), mintKey); got != 1000 {
+		t.Fatalf("admin holds %d base units after minting 10.00", got)
+	}
+	fails(exitBadInput, "at most 2 places", "mint-to", "--mint", mint, "--amount", "1.234", "-w", adminPath)
+	fails(exitBadInput, "not a token amount", "mint-to", "--mint", mint, "--amount", "-5", "-w", adminPath)
+	fails(exitBadInput, "at most 18", "mint-create", "--decimals", "19", "-w", adminPath)
+	fails(exitBadInput, "not an SPL Token", "mint-to", "--mint", admin.PublicKey().String(), "--amount", "1", "-w", adminPath)
+
+	run := func(path string, args ...string) []string { return append(args, "--run-id", "cli-t", "-w", path) }
+	if out := ok(run(adminPath, "treasurer-create-run", "--mint", mint, "--permissionless")...); !strings.Contains(out, "permissionless authorization: ") {
+		t.Fatalf("treasurer-create-run printed %q", out)
+	}
+	fails(exitFailure, "RunAlreadyExists", run(adminPath, "treasurer-create-run", "--mint", mint)...)
+	fails(exitBadInput, "run id", "treasurer-create-run", "--mint", mint, "--run-id", strings.Repeat("x", 33), "-w", adminPath)
+	fails(exitBadInput, "nothing to change", run(adminPath, "treasurer-update-run")...)
+	fails(exitBadInput, "exclude each other", run(adminPath, "treasurer-update-run", "--pause", "--resume")...)
+	fails(exitFailure, "RunAuthorityMismatch", run(userPath, "treasurer-update-run", "--resume")...)
+	ok(run(adminPath, "treasurer-update-run", "--config-path", "../../../config/test.toml", "--earning-rate-total-shared", "100", "--resume")...)
+	var dump map[string]any
+	if err := json.Unmarshal([]byte(ok("json-dump-run", "--run-id", "cli-t")), &dump); err != nil {
+		t.Fatal(err)
+	}
+	if dump["run_state"] != "WaitingForMembers" || dump["future_rates"].(map[string]any)["earning_rate_total_shared"] != 100.0 {
+		t.Fatalf("after treasurer-update-run: %v, rates %v", dump["run_state"], dump["future_rates"])
+	}
+
+	ok(run(adminPath, "treasurer-top-up-rewards", "--collateral-amount", "2.5")...)
+	r, _, err := treasurer.Default().OpenRunID(ctx, c, "cli-t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc, err := treasurer.FetchTokenAccount(ctx, c, r.Collateral); err != nil || acc.Amount != 250 {
+		t.Fatalf("the run holds %+v, %v; want 250", acc, err)
+	}
+	fails(exitFailure, "RunNotFinished", run(adminPath, "treasurer-withdraw", "--amount", "1")...)
+
+	// A user not in the run cannot claim; once joined it claims (nothing earned yet).
+	fails(exitFailure, "UserNotInRun", run(userPath, "treasurer-claim-rewards")...)
+	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, coordinator.JoinRunScope)
+	join, err := r.Coordinator.JoinRun(user.PublicKey(), authAddr, [32]byte{7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, user, []solana.Instruction{join}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if out := ok(run(userPath, "treasurer-claim-rewards")...); !strings.Contains(out, "claimed 0 base units") {
+			t.Fatalf("claim printed %q", out)
+		}
+	}
+	if got := balance(user.PublicKey(), mintKey); got != 5 {
+		t.Fatalf("user holds %d, want 5", got)
+	}
+
+	// Pause (immediate while waiting for members), close, withdraw everything.
+	fails(exitFailure, "RunAuthorityMismatch", run(userPath, "treasurer-close-run")...)
+	ok(run(adminPath, "treasurer-update-run", "--pause")...)
+	ok(run(adminPath, "treasurer-close-run")...)
+	// A new slot, so the same instructions make a new transaction.
+	time.Sleep(300 * time.Millisecond)
+	fails(exitFailure, "RunClosed", run(adminPath, "treasurer-close-run")...)
+	if out := ok(run(adminPath, "treasurer-withdraw")...); !strings.Contains(out, "withdrew 250 base units") {
+		t.Fatalf("withdraw printed %q", out)
+	}
+	if got := balance(admin.PublicKey(), mintKey); got != 1000 {
+		t.Fatalf("admin holds %d after withdrawing the run's tokens, want 1000", got)
+	}
+}
+
+func TestParseAmount(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		decimals uint8
+		want     uint64
+		ok       bool
+	}{
+		{"1500", 2, 1500, true},
+		{"1.5", 2, 150, true},
+		{"1.50", 2, 150, true},
+		{".5", 1, 5, true},
+		{"7.", 3, 7000, true},
+		{"0", 0, 0, true},
+		{"18446744073709551615", 0, 1<<64 - 1, true},
+		{"18446744073709551616", 0, 0, false},
+		{"184467440737095516.16", 2, 0, false},
+		{"1.234", 2, 0, false},
+		{"1.5", 0, 0, false},
+		{"-5", 2, 0, false},
+		{"+5", 2, 0, false},
+		{"", 2, 0, false},
+		{".", 2, 0, false},
+		{"1e3", 2, 0, false},
+		{"1,5", 2, 0, false},
+	} {
+		got, err := parseAmount("--amount", tc.in, tc.decimals)
+		if tc.ok && (err != nil || got != tc.want) {
+			t.Errorf("parseAmount(%q, %d) = %d, %v; want %d", tc.in, tc.decimals, got, err, tc.want)
+		}
+		if !tc.ok && err == nil {
+			t.Errorf("parseAmount(%q, %d) = %d; want an error", tc.in, tc.decimals, got)
+		}
+	}
+}
