@@ -53,6 +53,7 @@ func trainCommand() *cli.Command {
 		&cli.IntFlag{Name: "keep-steps", Usage: "checkpoints to keep with --delete-old-steps", Value: 3},
 		&cli.BoolFlag{Name: "delete-old-steps", Usage: "delete all but the newest --keep-steps checkpoints", Value: true},
 		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here"},
+		&cli.IntFlag{Name: "linger-secs", Usage: "after the run finished, keep the status endpoints up this long (so watchers see the end) or until Ctrl-C"},
 		&cli.Float64Flag{Name: "dummy-training-delay-secs", Usage: "extra seconds per training step (simulates a slower device)"},
 	}
 	for _, f := range p2pflags.Flags() {
@@ -102,8 +103,8 @@ func train(c *cli.Context) error {
 			return badInputf("--%s must be at least 1", name)
 		}
 	}
-	if c.Int("threads") < 0 {
-		return badInputf("--threads cannot be negative")
+	if c.Int("threads") < 0 || c.Int("linger-secs") < 0 {
+		return badInputf("--threads and --linger-secs cannot be negative")
 	}
 	delay := c.Float64("dummy-training-delay-secs")
 	if delay < 0 || delay > 3600 {
@@ -201,6 +202,12 @@ func train(c *cli.Context) error {
 		return badInput(err)
 	}
 	runErr := cl.Run(ctx)
+	if runErr == nil && c.Int("linger-secs") > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(c.Int("linger-secs")) * time.Second):
+		}
+	}
 	cancel()
 	waitErr := obs.Wait()
 	switch {
