@@ -27,7 +27,11 @@ show() {
   local out="" a
   for a in "$@"; do
     a=${a/#"$root"\//}
-    out+="$(printf '%q' "$a") "
+    if [ "$a" = '$MINT' ]; then
+      out+='"$MINT" ' # a placeholder of dry runs, shown ready to paste after MINT=...
+    else
+      out+="$(printf '%q' "$a") "
+    fi
   done
   printf '+ %s\n' "${out% }"
 }

@@ -8,10 +8,15 @@
 #             ids of your own (fresh keypairs, synced into the sources).
 #
 # Usage: scripts/dev/setup-run.sh --cluster localnet|devnet --config test|light
-#                                 [--permissioned] [RUN_ID | run_id=RUN_ID]
+#                                 [--permissioned] [--treasurer] [RUN_ID | run_id=RUN_ID]
 #
 # --permissioned creates the run without the permissionless authorization and
 # prints the command that authorizes a user.
+# --treasurer also deploys the Treasurer, creates a test token (0 decimals,
+# 1,000,000 minted to the wallet) and creates the run through the Treasurer,
+# which then holds REWARDS_TOKENS of it as rewards and collateral and pays
+# EARNING_RATE points (tokens) per epoch, slashing SLASHING_RATE per dropped
+# client.
 #
 # Environment (besides DRY_RUN, PSYCHE_CLIENT and WALLET_FILE, see common.sh):
 #   RPC_PORT=8899        localnet JSON-RPC port (PubSub: RPC_PORT + 1)
@@ -20,6 +25,7 @@
 #   AIRDROP_SOL=20       localnet airdrop to the wallet
 #   BUILD_PROGRAMS=0     deploy the programs already in programs/target/deploy
 #   DEVNET_RPC=https://api.devnet.solana.com   devnet JSON-RPC (PubSub: wss://)
+#   REWARDS_TOKENS=1000 EARNING_RATE=10 SLASHING_RATE=10   with --treasurer
 #   NEW_PROGRAM_IDS=auto devnet: 1 makes fresh program keypairs, 0 keeps the
 #                        current ones, auto makes fresh ones only while
 #                        programs/keys/ holds the committed (shared) ones
@@ -29,12 +35,13 @@ cd "$root" # psyche-client finds the programs and keys from here
 
 usage() { sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
-cluster="" config="" permissioned=0 run_arg=""
+cluster="" config="" permissioned=0 treasurer=0 run_arg=""
 while (($#)); do
   case "$1" in
     --cluster) cluster=${2:-}; shift ;;
     --config) config=${2:-}; shift ;;
     --permissioned) permissioned=1 ;;
+    --treasurer) treasurer=1 ;;
     -h | --help) usage ;;
     -*) say "unknown flag $1"; usage ;;
     *) [ -z "$run_arg" ] || { say "more than one run id given: $run_arg, $1"; usage; }; run_arg=$1 ;;
@@ -57,7 +64,7 @@ else
 fi
 net=(--rpc "$rpc" --ws-rpc "$ws" -w "$wallet")
 ((dry_run)) && say "dry run: printing the commands, running none"
-say "setting up run \"$run_id\" ($config config, $([ $permissioned = 1 ] && echo permissioned || echo permissionless)) on $cluster ($rpc)"
+say "setting up run \"$run_id\" ($config config, $([ $permissioned = 1 ] && echo permissioned || echo permissionless)$([ $treasurer = 1 ] && echo ", Treasurer rewards")) on $cluster ($rpc)"
 
 # Devnet: the ids in the repo belong to whoever deployed them first; deploy
 # under fresh ones unless this checkout already has its own.
@@ -150,12 +157,35 @@ else
   pc balance "${net[@]}"
 fi
 
-pc program deploy "${net[@]}" psyche_coordinator psyche_authorizer
-create=(create-run "${net[@]}" --run-id "$run_id")
-((permissioned)) || create+=(--permissionless)
-pc "${create[@]}"
-pc update-config "${net[@]}" --run-id "$run_id" --config-path "$config_path"
-pc set-paused "${net[@]}" --run-id "$run_id" --resume
+programs=(psyche_coordinator psyche_authorizer)
+((treasurer)) && programs+=(psyche_treasurer)
+pc program deploy "${net[@]}" "${programs[@]}"
+if ((treasurer)); then
+  # The mint's address is known once it exists: a dry run shows it as $MINT.
+  mint='$MINT'
+  show "$psyche_client" mint-create "${net[@]}" --decimals 0
+  if ((dry_run)); then
+    say "(\$MINT: the mint address that mint-create prints)"
+  else
+    created=$("$psyche_client" mint-create "${net[@]}" --decimals 0)
+    printf '%s\n' "$created"
+    mint=$(sed -n 's/^mint \([1-9A-HJ-NP-Za-km-z]\{32,44\}\) .*/\1/p' <<<"$created")
+    [ -n "$mint" ] || die "mint-create printed no mint address"
+  fi
+  pc mint-to "${net[@]}" --mint "$mint" --amount 1000000
+  create=(treasurer-create-run "${net[@]}" --run-id "$run_id" --mint "$mint")
+  ((permissioned)) || create+=(--permissionless)
+  pc "${create[@]}"
+  pc treasurer-top-up-rewards "${net[@]}" --run-id "$run_id" --collateral-amount "${REWARDS_TOKENS:-1000}"
+  pc treasurer-update-run "${net[@]}" --run-id "$run_id" --config-path "$config_path" \
+    --earning-rate-total-shared "${EARNING_RATE:-10}" --slashing-rate-per-client "${SLASHING_RATE:-10}" --resume
+else
+  create=(create-run "${net[@]}" --run-id "$run_id")
+  ((permissioned)) || create+=(--permissionless)
+  pc "${create[@]}"
+  pc update-config "${net[@]}" --run-id "$run_id" --config-path "$config_path"
+  pc set-paused "${net[@]}" --run-id "$run_id" --resume
+fi
 
 if ((permissioned)); then
   say ""

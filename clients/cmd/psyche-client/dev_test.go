@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+	solrpc "github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/deploy"
@@ -29,17 +31,24 @@ import (
 	"github.com/psyche-go/psyche/localnet/localnettest"
 )
 
-// devRecipes are the `just dev` recipes of the seed doc that exist so far
-// (the Treasurer ones wait for its commands in psyche-client).
+// devRecipes are the `just dev` recipes that the seed doc names.
 var devRecipes = []string{
 	"setup-solana-localnet-test-run",
 	"setup-solana-localnet-light-test-run",
 	"setup-solana-localnet-permissioned-test-run",
 	"setup-solana-localnet-permissioned-light-test-run",
+	"setup-solana-localnet-test-run-treasurer",
+	"setup-solana-localnet-light-test-run-treasurer",
+	"setup-solana-localnet-permissioned-test-run-treasurer",
+	"setup-solana-localnet-permissioned-light-test-run-treasurer",
 	"setup-solana-devnet-test-run",
 	"setup-solana-devnet-light-test-run",
 	"setup-solana-devnet-permissioned-test-run",
 	"setup-solana-devnet-permissioned-light-test-run",
+	"setup-solana-devnet-test-run-treasurer",
+	"setup-solana-devnet-light-test-run-treasurer",
+	"setup-solana-devnet-permissioned-test-run-treasurer",
+	"setup-solana-devnet-permissioned-light-test-run-treasurer",
 	"close-dev-programs",
 	"start-training-localnet-client",
 	"start-training-localnet-light-client",
@@ -395,6 +404,39 @@ func TestDevLocalnetPermissionedRun(t *testing.T) {
 	stopsCleanly(t, r, home, port)
 }
 
+func TestDevLocalnetTreasurerRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts validators")
+	}
+	t.Parallel()
+	home := t.TempDir()
+	port := freePortPair(t)
+	rpc := fmt.Sprintf("http://127.0.0.1:%d", port)
+	r := startRecipe(t, devEnv(t, home, "RPC_PORT="+strconv.Itoa(port), "REWARDS_TOKENS=777"), "", "setup-solana-localnet-light-test-run-treasurer", "paid")
+	r.waitFor(t, "following logs of", 2*time.Minute)
+	m := dumpRun(t, rpc, "paid")
+	checkRunConfig(t, m, "light")
+	if rates := m["future_rates"].(map[string]any); rates["earning_rate_total_shared"] != 10.0 || rates["slashing_rate_per_client"] != 10.0 {
+		t.Fatalf("epoch rates %v, want 10 and 10", rates)
+	}
+	// The run's token account holds the top-up (SPL token account: amount at 64).
+	acct := regexp.MustCompile(`token account (\S+),`).FindStringSubmatch(r.out.String())
+	if acct == nil {
+		t.Fatal("treasurer-create-run printed no token account")
+	}
+	info, err := solrpc.New(rpc).GetAccountInfo(context.Background(), solana.MustPublicKeyFromBase58(acct[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data := info.Value.Data.GetBinary(); len(data) < 72 || binary.LittleEndian.Uint64(data[64:72]) != 777 {
+		t.Fatalf("the run's token account does not hold the 777 tokens topped up")
+	}
+	if !canJoin(t, rpc, "paid", "11111111111111111111111111111111", solana.NewWallet().PublicKey().String()) {
+		t.Fatal("the permissionless Treasurer run does not let everyone join")
+	}
+	stopsCleanly(t, r, home, port)
+}
+
 // TestDevDevnetFlowOnLocalnet runs a devnet recipe and close-dev-programs for
 // real, pointed at a local validator (devnet is out of reach here).
 func TestDevDevnetFlowOnLocalnet(t *testing.T) {
@@ -485,40 +527,66 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			"+ " + pc + " set-paused " + net + " --run-id " + runID + " --resume",
 		}
 	}
-	for _, tc := range []struct {
-		args []string
-		want []string
-	}{
-		{[]string{"setup-solana-devnet-test-run"}, setup("test", "test", true)},
-		{[]string{"setup-solana-devnet-light-test-run", "run_id=my-run"}, setup("light", "my-run", true)},
-		{[]string{"setup-solana-devnet-permissioned-test-run", "bare"}, setup("test", "bare", false)},
-		{[]string{"setup-solana-devnet-permissioned-light-test-run"}, setup("light", "test", false)},
-		{[]string{"close-dev-programs"}, []string{"+ " + pc + " dev close-programs " + net}},
-		{[]string{"start-training-devnet-client", "run_id=my-run"}, []string{
-			"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
-			"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data,
-		}},
-		{[]string{"start-training-devnet-light-client"}, []string{
-			"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
-			"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1",
-		}},
-	} {
-		t.Run(tc.args[0], func(t *testing.T) {
-			r := startRecipe(t, devEnv(t, home, "DRY_RUN=1", "NEW_PROGRAM_IDS=1", "BUILD_PROGRAMS=1", "DATA_DIR="+data), "", tc.args...)
-			if code := r.wait(t, time.Minute); code != 0 {
-				t.Fatalf("exit %d", code)
-			}
-			var got []string
-			for _, l := range strings.Split(r.out.String(), "\n") {
-				if strings.HasPrefix(l, "+ ") {
-					got = append(got, l)
-				}
-			}
-			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
-				t.Fatalf("printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
-			}
-		})
+	withTreasurer := func(config, runID string, permissionless bool) []string {
+		create := "treasurer-create-run " + net + " --run-id " + runID + ` --mint "$MINT"`
+		if permissionless {
+			create += " --permissionless"
+		}
+		return []string{
+			"+ " + pc + " keys sync --new",
+			"+ bash scripts/build-programs.sh",
+			"+ " + pc + " balance " + net,
+			"+ " + pc + " program deploy " + net + " psyche_coordinator psyche_authorizer psyche_treasurer",
+			"+ " + pc + " mint-create " + net + " --decimals 0",
+			"+ " + pc + " mint-to " + net + ` --mint "$MINT" --amount 1000000`,
+			"+ " + pc + " " + create,
+			"+ " + pc + " treasurer-top-up-rewards " + net + " --run-id " + runID + " --collateral-amount 1000",
+			"+ " + pc + " treasurer-update-run " + net + " --run-id " + runID + " --config-path config/" + config + ".toml" +
+				" --earning-rate-total-shared 10 --slashing-rate-per-client 10 --resume",
+		}
 	}
+	// The dry runs run in parallel; the checks below wait for them all.
+	t.Run("recipes", func(t *testing.T) {
+		for _, tc := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"setup-solana-devnet-test-run"}, setup("test", "test", true)},
+			{[]string{"setup-solana-devnet-light-test-run", "run_id=my-run"}, setup("light", "my-run", true)},
+			{[]string{"setup-solana-devnet-permissioned-test-run", "bare"}, setup("test", "bare", false)},
+			{[]string{"setup-solana-devnet-permissioned-light-test-run"}, setup("light", "test", false)},
+			{[]string{"setup-solana-devnet-test-run-treasurer"}, withTreasurer("test", "test", true)},
+			{[]string{"setup-solana-devnet-light-test-run-treasurer", "tr"}, withTreasurer("light", "tr", true)},
+			{[]string{"setup-solana-devnet-permissioned-test-run-treasurer"}, withTreasurer("test", "test", false)},
+			{[]string{"setup-solana-devnet-permissioned-light-test-run-treasurer", "run_id=x"}, withTreasurer("light", "x", false)},
+			{[]string{"close-dev-programs"}, []string{"+ " + pc + " dev close-programs " + net}},
+			{[]string{"start-training-devnet-client", "run_id=my-run"}, []string{
+				"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
+				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data,
+			}},
+			{[]string{"start-training-devnet-light-client"}, []string{
+				"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
+				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1",
+			}},
+		} {
+			t.Run(tc.args[0], func(t *testing.T) {
+				t.Parallel()
+				r := startRecipe(t, devEnv(t, home, "DRY_RUN=1", "NEW_PROGRAM_IDS=1", "BUILD_PROGRAMS=1", "DATA_DIR="+data), "", tc.args...)
+				if code := r.wait(t, time.Minute); code != 0 {
+					t.Fatalf("exit %d", code)
+				}
+				var got []string
+				for _, l := range strings.Split(r.out.String(), "\n") {
+					if strings.HasPrefix(l, "+ ") {
+						got = append(got, l)
+					}
+				}
+				if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+					t.Fatalf("printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+				}
+			})
+		}
+	})
 	if fileExists(w) || fileExists(data) {
 		t.Fatal("a dry run created the wallet or the dataset")
 	}
