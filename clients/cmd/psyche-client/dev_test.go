@@ -385,7 +385,12 @@ func TestDevLocalnetPermissionedRun(t *testing.T) {
 	r := startRecipe(t, devEnv(t, home, "RPC_PORT="+strconv.Itoa(port)), "", "setup-solana-localnet-permissioned-light-test-run", "perm")
 	r.waitFor(t, "following logs of", 2*time.Minute)
 	checkRunConfig(t, dumpRun(t, rpc, "perm"), "light")
-	user := solana.NewWallet().PublicKey().String()
+	userKey := solana.NewWallet().PrivateKey
+	userPath := filepath.Join(home, "user.json")
+	if err := wallet.Save(userPath, userKey, false); err != nil {
+		t.Fatal(err)
+	}
+	user := userKey.PublicKey().String()
 	if canJoin(t, rpc, "perm", "11111111111111111111111111111111", user) {
 		t.Fatal("a permissioned run lets everyone join")
 	}
@@ -400,6 +405,15 @@ func TestDevLocalnetPermissionedRun(t *testing.T) {
 	}
 	if !canJoin(t, rpc, "perm", user, user) {
 		t.Fatal("the printed command did not authorize the user")
+	}
+	// The user trains under the grant with their own wallet, which stays.
+	c := startRecipe(t, devEnv(t, home, "RPC_PORT="+strconv.Itoa(port), "DATA_DIR="+filepath.Join(home, "data"),
+		"WALLET_FILE="+userPath, "AUTHORIZER="+user), "", "start-training-localnet-light-client", "run_id=perm")
+	c.waitFor(t, "joined the run", 2*time.Minute)
+	c.interrupt(t)
+	c.wait(t, time.Minute)
+	if !strings.Contains(c.out.String(), "left the run") || !fileExists(userPath) || strings.Contains(c.out.String(), "keygen") {
+		t.Fatal("the authorized user's client did not leave the run, or touched the keys")
 	}
 	stopsCleanly(t, r, home, port)
 }
