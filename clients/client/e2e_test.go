@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
@@ -24,7 +27,9 @@ import (
 	"github.com/psyche-go/psyche/clients/data/server"
 	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/p2p/identity"
 	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -35,7 +40,7 @@ import (
 // the drain, so 12 steps span two epochs.
 const testConfig = `
 [config]
-waiting_for_members_extra_time = 1
+waiting_for_members_extra_time = 2
 warmup_time = 5
 max_round_train_time = 6
 round_witness_time = 1
@@ -133,7 +138,10 @@ type trainingClient struct {
 
 // Three clients train a light run through two epochs to Finished on
 // localnet: every step's replica digest is identical on all of them, and the
-// held-out loss falls by at least 1.0 nat from the initial model's.
+// held-out loss falls by at least 1.0 nat from the initial model's. A fourth
+// member of the first epoch serves malformed payloads (correctly hashed and
+// signed): the others reject and ban it, never apply its updates, and drop it
+// by health check in the first round that allows one.
 func TestThreeClientsTrainToFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
@@ -199,6 +207,7 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 
 	rendezvous := t.TempDir()
 	var clients []*trainingClient
+	var nodes []*p2p.Node
 	for i := range 3 {
 		key := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL)
 		node, err := p2p.New(ctx, p2p.Config{RunID: runID, ListenInterface: "127.0.0.1", RendezvousDir: rendezvous,
@@ -207,6 +216,7 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { node.Close() })
+		nodes = append(nodes, node)
 		eval, err := provider.OpenLocal(valDir, "")
 		if err != nil {
 			t.Fatal(err)
@@ -227,6 +237,7 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 			tc.err = cl.Run(ctx)
 		}()
 	}
+	adv := startAdversary(ctx, t, v, run, authAddr, rendezvous)
 	mustSend(t, c, authority, []solana.Instruction{unpause})
 
 	for i, tc := range clients {
@@ -261,6 +272,21 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 			if st.Step != ref.Steps[j].Step || st.Digest != ref.Steps[j].Digest {
 				t.Errorf("client %d step %d digest %s; client 0 step %d digest %s", i+1, st.Step, st.Digest, ref.Steps[j].Step, ref.Steps[j].Digest)
 			}
+		}
+	}
+	select {
+	case <-adv.done:
+	case <-ctx.Done():
+	}
+	if adv.err != nil {
+		t.Fatalf("adversary: %v", adv.err)
+	}
+	if adv.droppedAt < 2 || adv.droppedAt > 3 {
+		t.Errorf("the adversary was dropped in the round of height %d, want 2 (the first that allows a health check) or 3", adv.droppedAt)
+	}
+	for i, n := range nodes {
+		if _, banned := n.Banned(adv.node.ID()); !banned {
+			t.Errorf("client %d did not ban the peer that sent malformed payloads", i)
 		}
 	}
 	held := ref.HeldOut
@@ -299,4 +325,96 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	w.t.Log(w.prefix + strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// adversary is a member that joins the first epoch, reports warmup, and then
+// every round publishes a payload that is not a DeMo payload (properly
+// hashed, announced and signed, so only payload validation catches it) and
+// witnesses only itself.
+type adversary struct {
+	node      *p2p.Node
+	done      chan struct{}
+	err       error
+	droppedAt uint32 // height of the round in which it was found dropped
+}
+
+func startAdversary(ctx context.Context, t *testing.T, v *localnet.Validator, run coordinator.Run, auth solana.PublicKey, rendezvous string) *adversary {
+	t.Helper()
+	key := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL)
+	node, err := p2p.New(ctx, p2p.Config{RunID: "e2e-light", ListenInterface: "127.0.0.1", RendezvousDir: rendezvous, DiscoveryInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	pub, err := identity.PublicKey(node.Host().Peerstore().PrivKey(node.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := programtest.Chain(t, v)
+	a := &adversary{node: node, done: make(chan struct{})}
+	send := func(ix solana.Instruction, err error) error {
+		if err != nil {
+			return err
+		}
+		_, err = c.Send(ctx, key, []solana.Instruction{ix})
+		return err
+	}
+	go func() {
+		defer close(a.done)
+		me := key.PublicKey()
+		joined, warmed, published, witnessed := false, false, uint32(0), uint32(0)
+		garbage := make([]byte, 15000)
+		for ctx.Err() == nil {
+			time.Sleep(200 * time.Millisecond)
+			s, err := run.FetchState(ctx, c)
+			if err != nil {
+				continue
+			}
+			if !joined && coordinator.Phase(s) == coordinator.WaitingForMembers {
+				// Joins in the same second as the honest clients, well inside
+				// the extra waiting time, so the first epoch forms with it.
+				if a.err = send(run.JoinRun(me, auth, [32]byte(pub))); a.err != nil {
+					return
+				}
+				joined = true
+			}
+			idx := coordinator.MemberIndex(s, me)
+			if s.Progress.Epoch > 0 || idx < 0 {
+				if s.Progress.Epoch > 0 {
+					a.err = errors.New("still not dropped when the first epoch ended")
+					return
+				}
+				continue
+			}
+			var ids []peer.ID
+			for _, m := range coordinator.Members(s) {
+				id, _ := identity.PeerIDFromPublicKey(m.P2PIdentity[:])
+				ids = append(ids, id)
+			}
+			node.SetParticipants(ids)
+			r := coordinator.CurrentRound(s)
+			switch {
+			case coordinator.Members(s)[idx].State == coordinator.MemberDropped:
+				a.droppedAt = r.Height
+				return
+			case coordinator.Phase(s) == coordinator.Warmup && !warmed:
+				warmed = send(run.WarmupWitness(me)) == nil
+			case coordinator.Phase(s) == coordinator.RoundTrain && published != r.Step:
+				_, _ = rand.Read(garbage)
+				if _, err := node.Publish(ctx, uint64(r.Step), p2p.BatchID{}, garbage); err == nil {
+					published = r.Step
+				}
+			case coordinator.Phase(s) == coordinator.RoundTrain && witnessed != r.Step:
+				bits, hashes := schedule.BloomParams(int(r.ClientsLen))
+				pb, _ := schedule.NewBloom(bits, hashes, [8]byte{1})
+				bb, _ := schedule.NewBloom(bits, hashes, [8]byte{2})
+				pb.Add(me)
+				bb.Add(client.Commitment(me, r.Step, p2p.HashOf(garbage)))
+				if send(run.Witness(me, coordinator.WitnessReport{Step: r.Step, Index: uint16(idx), Participants: pb, Broadcasts: bb})) == nil {
+					witnessed = r.Step
+				}
+			}
+		}
+	}()
+	return a
 }

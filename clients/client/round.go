@@ -38,6 +38,9 @@ type roundWork struct {
 	started      time.Time
 	trainTime    time.Duration
 	sent         uint64
+	// allIn is when every member's payload was first seen here: the round
+	// overhead is from then until the next round starts.
+	allIn time.Time
 }
 
 // Commitment is what a witness puts in its broadcast filter for a member's
@@ -82,6 +85,9 @@ func (c *Client) round(ctx context.Context, s *coordinator.State, idx uint16) er
 		}
 	}
 	c.healthChecks(ctx, s, r)
+	if w := c.trained; w != nil && w.allIn.IsZero() && c.allDelivered(w) {
+		w.allIn = time.Now()
+	}
 	if role.Witness && c.trained != nil && c.trained.step == r.Step && c.witnessed != r.Step {
 		c.witness(ctx, s, r, idx)
 	}
@@ -221,17 +227,21 @@ func (c *Client) delivered(w *roundWork, i int) (p2p.Hash, bool) {
 	return a.Hash, have
 }
 
+func (c *Client) allDelivered(w *roundWork) bool {
+	for i := range w.members {
+		if _, ok := c.delivered(w, i); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // witness reports the round: participants are the members whose valid
 // payload we hold, broadcasts their commitments. It waits for everyone until
 // two seconds before the round's train time is up.
 func (c *Client) witness(ctx context.Context, s *coordinator.State, r *coordinator.Round, idx uint16) {
 	w := c.trained
-	all := true
-	for i := range w.members {
-		if _, ok := c.delivered(w, i); !ok {
-			all = false
-		}
-	}
+	all := c.allDelivered(w)
 	deadline := time.Unix(s.RunStateStart+int64(s.Config.MaxRoundTrainTime)-2, 0)
 	if !all && coordinator.Phase(s) == coordinator.RoundTrain && time.Now().Before(deadline) {
 		return
@@ -377,7 +387,12 @@ func (c *Client) apply(ctx context.Context, s *coordinator.State, w *roundWork) 
 	}
 	c.lastStep = w.step
 	hexDigest := hex.EncodeToString(digest[:])
-	c.log.Info("step", "step", w.step, "loss", w.loss, "applied", len(list), "of", len(w.members), "digest", hexDigest)
+	overhead := time.Duration(0)
+	if !w.allIn.IsZero() {
+		overhead = time.Since(w.allIn)
+	}
+	c.log.Info("step", "step", w.step, "loss", w.loss, "applied", len(list), "of", len(w.members), "digest", hexDigest,
+		"train_seconds", w.trainTime.Seconds(), "round_overhead_seconds", overhead.Seconds())
 	if err := c.cfg.Recorder.RecordStep(status.StepStat{Step: uint64(w.step), Loss: status.Float(w.loss), Tokens: w.tokens,
 		Duration: w.trainTime, BytesOut: w.sent, BytesIn: received, Digest: hexDigest}); err != nil {
 		c.log.Warn("recording the step", "err", err)
