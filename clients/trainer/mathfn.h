@@ -29,7 +29,7 @@ TR_MATH float tr_expf(float x) {
     float xc = x < -86.0f ? -86.0f : x;
     xc = xc > 88.7f ? 88.7f : xc;
     float kf = xc * 1.44269504f;
-    int n = (int)(kf >= 0.0f ? kf + 0.5f : kf - 0.5f);
+    int n = (int)(kf + __builtin_copysignf(0.5f, kf)); // round half away from zero
     float r = xc - (float)n * 0.693145751953125f;
     r = r - (float)n * 1.428606765330187e-06f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
@@ -58,11 +58,11 @@ TR_MATH float tr_logf(float x) {
 
 // tanh x = sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|}); |x| >= 9 rounds to +-1.
 TR_MATH float tr_tanhf(float x) {
-    float ax = x < 0.0f ? -x : x;
+    float ax = __builtin_fabsf(x);
     ax = ax > 9.0f ? 9.0f : ax;
     float t = tr_expf(-2.0f * ax);
     float y = (1.0f - t) / (1.0f + t);
-    return x < 0.0f ? -y : y;
+    return __builtin_copysignf(y, x);
 }
 
 // cos in double for building DCT bases once (not on a hot path).
