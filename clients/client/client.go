@@ -36,6 +36,9 @@ const Version = "v1"
 // exits with code 10 so a supervisor can fetch the right one and restart.
 var ErrVersionMismatch = errors.New("the run requires another client version")
 
+// ErrNotAuthorized means the run refused to let this wallet join.
+var ErrNotAuthorized = errors.New("not authorized to join the run")
+
 // ErrDiverged means this replica could not apply what the witnesses attested
 // (a payload it never received), so it would no longer match the others.
 var ErrDiverged = errors.New("this replica can no longer follow the run")
@@ -356,8 +359,10 @@ func (c *Client) join(ctx context.Context, s *coordinator.State) error {
 	}
 	if _, err := c.chain().Send(ctx, c.cfg.Wallet, []solana.Instruction{ix}); err != nil {
 		var te *chain.TxError
-		if errors.As(err, &te) && (te.Name == "JoinNotAuthorized" || te.Name == "RunFinished") {
-			return fmt.Errorf("cannot join run %q: %w", c.cfg.RunID, err)
+		if errors.As(err, &te) && te.Code != nil && te.Name != "AlreadyJoined" && te.Name != "WrongPhase" {
+			// A program error on join (no or a wrong authorization, a full or
+			// finished run) will not go away by retrying.
+			return fmt.Errorf("%w: run %q refused the join (authorization %s): %w", ErrNotAuthorized, c.cfg.RunID, c.cfg.Authorization, err)
 		}
 		c.log.Warn("join_run failed; retrying", "err", err)
 		return nil

@@ -418,3 +418,115 @@ func startAdversary(ctx context.Context, t *testing.T, v *localnet.Validator, ru
 	}()
 	return a
 }
+
+// In a permissioned run a client without an authorization is refused with a
+// clear error and leaves nothing behind; once the join authority grants it
+// (join-authorization-create), the same client joins.
+func TestPermissionedJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	program := coordinator.Program{ID: programtest.Deploy(t, v, "psyche_coordinator")}
+	c := programtest.Chain(t, v)
+	authority := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
+	me := authority.PublicKey()
+	const runID = "e2e-permissioned"
+	account := solana.NewWallet().PrivateKey
+	ixs, run, err := program.CreateRun(ctx, c, me, account.PublicKey(), coordinator.CreateParams{
+		RunID: runID, MainAuthority: me, JoinAuthority: me, ClientVersion: client.Version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, ixs, account)
+	rc, err := coordinator.ParseRunConfig("e2e.toml", []byte(fmt.Sprintf(testConfig, "http://127.0.0.1:1/", strings.Repeat("ab", 32))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	update, err := run.Update(me, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpause, err := run.SetPaused(me, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, []solana.Instruction{update, unpause})
+
+	user := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL)
+	auth := authorizer.Default()
+	addr, _, err := auth.Address(me, user.PublicKey(), coordinator.JoinRunScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newClient := func() *client.Client {
+		node, err := p2p.New(ctx, p2p.Config{RunID: runID, ListenInterface: "127.0.0.1", DisableRunDHT: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close() })
+		cl, err := client.New(client.Config{RunID: runID, Program: program, Chains: []*chain.Client{c}, Wallet: user,
+			Authorization: addr, Node: node, Recorder: status.NewRecorder(runID, status.Options{}), Log: testLogger(t, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	err = newClient().Run(ctx)
+	if !errors.Is(err, client.ErrNotAuthorized) {
+		t.Fatalf("unauthorised client: %v, want ErrNotAuthorized", err)
+	}
+	t.Logf("unauthorised client: %v", err)
+	if _, ok := coordinator.Slot(mustState(ctx, t, run, c), user.PublicKey()); ok {
+		t.Fatal("a refused client holds a slot")
+	}
+
+	create, created, err := auth.Create(me, me, user.PublicKey(), coordinator.JoinRunScope)
+	if err != nil || created != addr {
+		t.Fatalf("authorization %s, %v; want %s", created, err, addr)
+	}
+	activate, err := auth.SetActive(me, addr, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, []solana.Instruction{create, activate})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- newClient().Run(runCtx) }()
+	for {
+		if slot, ok := coordinator.Slot(mustState(ctx, t, run, c), user.PublicKey()); ok && slot.Pending != 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("authorised client stopped: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the authorised client never joined")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client after Ctrl-C: %v", err)
+	}
+	// Leaving withdrew the pending join.
+	if slot, ok := coordinator.Slot(mustState(ctx, t, run, c), user.PublicKey()); ok && slot.Pending != 0 {
+		t.Error("the join is still pending after the client left")
+	}
+}
+
+func mustState(ctx context.Context, t *testing.T, run coordinator.Run, c *chain.Client) *coordinator.State {
+	t.Helper()
+	s, err := run.FetchState(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
