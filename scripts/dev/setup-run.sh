@@ -62,14 +62,20 @@ if [ "$cluster" = localnet ]; then
 else
   devnet_urls
 fi
+fresh=${NEW_PROGRAM_IDS:-auto}
+case "$fresh" in auto | 1 | 0) ;; *) die "NEW_PROGRAM_IDS must be auto, 1 or 0, not $fresh" ;; esac
 net=(--rpc "$rpc" --ws-rpc "$ws" -w "$wallet")
 ((dry_run)) && say "dry run: printing the commands, running none"
 say "setting up run \"$run_id\" ($config config, $([ $permissioned = 1 ] && echo permissioned || echo permissionless)$([ $treasurer = 1 ] && echo ", Treasurer rewards")) on $cluster ($rpc)"
 
+if [ ! -f "$wallet" ] && [ "$cluster" = devnet ]; then
+  ((dry_run)) || die "no wallet at $wallet: create one (psyche-client keygen -o $wallet), fund it from the devnet faucet, or set WALLET_FILE"
+  say "note: no wallet at $wallet; a real run stops here (create one with psyche-client keygen -o $wallet and fund it)"
+fi
+
 # Devnet: the ids in the repo belong to whoever deployed them first; deploy
 # under fresh ones unless this checkout already has its own.
 if [ "$cluster" = devnet ]; then
-  fresh=${NEW_PROGRAM_IDS:-auto}
   if [ "$fresh" = auto ]; then
     fresh=0
     if ! git -C "$root" rev-parse --git-dir &>/dev/null; then
@@ -91,21 +97,14 @@ if [ "$cluster" = devnet ]; then
       # The client embeds the IDLs, hence the ids: it is rebuilt below.
       ;;
     0) ;;
-    *) die "NEW_PROGRAM_IDS must be auto, 1 or 0, not $fresh" ;;
   esac
 fi
 build_client
 build_programs
 
-if [ ! -f "$wallet" ]; then
-  if [ "$cluster" = localnet ]; then
-    say "no wallet at $wallet: creating one"
-    pc keygen -o "$wallet"
-  elif ((dry_run)); then
-    say "note: no wallet at $wallet; a real run stops here (create one with psyche-client keygen -o $wallet and fund it)"
-  else
-    die "no wallet at $wallet: create one (psyche-client keygen -o $wallet), fund it from the devnet faucet, or set WALLET_FILE"
-  fi
+if [ ! -f "$wallet" ] && [ "$cluster" = localnet ]; then
+  say "no wallet at $wallet: creating one"
+  pc keygen -o "$wallet"
 fi
 
 validator_pid=""

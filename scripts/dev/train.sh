@@ -47,6 +47,21 @@ authorizer=${AUTHORIZER:-11111111111111111111111111111111}
 data_dir=${DATA_DIR:-$root/.localnet/data/byte-128}
 ((dry_run)) && say "dry run: printing the commands, running none"
 
+# Check the wallet before building or writing anything.
+ephemeral=0
+if [ -n "${WALLET_FILE:-}" ]; then
+  client_wallet=$wallet
+  ((dry_run)) || [ -f "$client_wallet" ] || die "no wallet at $client_wallet (WALLET_FILE)"
+elif [ "$cluster" = devnet ]; then
+  ((dry_run)) || die "set WALLET_FILE to a keypair that holds devnet SOL: a fresh key could not pay for joining"
+  say "note: WALLET_FILE is not set; a real run stops here"
+  client_wallet=$wallet
+else
+  ephemeral=1
+  keys=$HOME/.config/solana/solana-keys
+  client_wallet=$keys/keypair_$(date -u +%Y%m%dT%H%M%S)_$$.json
+fi
+
 build_client
 if [ ! -f "$data_dir/manifest.json" ]; then
   say "preparing the dataset in $data_dir"
@@ -62,16 +77,7 @@ remove_key() {
 trap remove_key EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-if [ -n "${WALLET_FILE:-}" ]; then
-  client_wallet=$wallet
-  ((dry_run)) || [ -f "$client_wallet" ] || die "no wallet at $client_wallet (WALLET_FILE)"
-elif [ "$cluster" = devnet ]; then
-  ((dry_run)) || die "set WALLET_FILE to a keypair that holds devnet SOL: a fresh key could not pay for joining"
-  say "note: WALLET_FILE is not set; a real run stops here"
-  client_wallet=$wallet
-else
-  keys=$HOME/.config/solana/solana-keys
-  client_wallet=$keys/keypair_$(date -u +%Y%m%dT%H%M%S)_$$.json
+if ((ephemeral)); then
   ((dry_run)) || { mkdir -p "$keys"; key=$client_wallet; }
   pc keygen -o "$client_wallet"
 fi

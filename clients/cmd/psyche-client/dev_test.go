@@ -626,3 +626,35 @@ func readDir(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestDevBadInput: bad settings stop a recipe with a clear message before it
+// builds, starts or writes anything.
+func TestDevBadInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env    []string
+		recipe string
+		want   string
+	}{
+		{[]string{"RPC_PORT=http"}, "setup-solana-localnet-test-run", "RPC_PORT must be a port number, not http"},
+		{[]string{"RPC_PORT=70000"}, "start-training-localnet-client", "RPC_PORT must be a port number, not 70000"},
+		{[]string{"DRY_RUN=maybe"}, "setup-solana-localnet-light-test-run", "DRY_RUN must be 1 or 0, not maybe"},
+		{[]string{"DEVNET_RPC=ftp://example"}, "setup-solana-devnet-test-run", "DEVNET_RPC must be an http(s) URL, not ftp://example"},
+		{[]string{"DEVNET_RPC=devnet"}, "close-dev-programs", "DEVNET_RPC must be an http(s) URL, not devnet"},
+		{[]string{"NEW_PROGRAM_IDS=yes"}, "setup-solana-devnet-light-test-run", "NEW_PROGRAM_IDS must be auto, 1 or 0, not yes"},
+		{nil, "start-training-devnet-client", "set WALLET_FILE to a keypair that holds devnet SOL"},
+		{[]string{"NEW_PROGRAM_IDS=0"}, "setup-solana-devnet-test-run-treasurer", "no wallet at "},
+		{[]string{"WALLET_FILE=/nonexistent/w.json"}, "close-dev-programs", "no wallet at /nonexistent/w.json"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			home := t.TempDir()
+			r := startRecipe(t, devEnv(t, home, append(tc.env, "DATA_DIR="+filepath.Join(home, "data"))...), "", tc.recipe)
+			if code := r.wait(t, time.Minute); code == 0 || !strings.Contains(r.out.String(), tc.want) {
+				t.Fatalf("exit %d, want a failure saying %q", code, tc.want)
+			}
+			if entries, err := os.ReadDir(home); err != nil || len(entries) != 0 {
+				t.Fatalf("the failed recipe left %v in HOME (%v)", entries, err)
+			}
+		})
+	}
+}
