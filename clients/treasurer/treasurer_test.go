@@ -2,6 +2,7 @@ package treasurer_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 
@@ -108,8 +109,10 @@ func TestRewardedRun(t *testing.T) {
 	if err != nil || p.EarnedPoints != earned[c0.key.PublicKey()] || p.ClaimedPoints != p.EarnedPoints {
 		t.Fatalf("participant %+v, %v", p, err)
 	}
-	// A second claim succeeds and pays nothing.
+	// A second claim succeeds and pays nothing (a slot later, so that it is
+	// a new transaction, not the first one again).
 	before := e.snapshot()
+	time.Sleep(200 * time.Millisecond)
 	e.mustSend(c0.key, e.ix(run.Claim(c0.key.PublicKey(), solana.PublicKey{})))
 	if e.snapshot() != before {
 		t.Error("a second claim moved tokens or changed the run")
@@ -240,5 +243,78 @@ func TestToken2022Run(t *testing.T) {
 	e.mustSend(a, e.ix(run.Withdraw(a.PublicKey(), funder, 40)))
 	if got := e.balance(funder); got != 100 {
 		t.Errorf("funder holds %d after withdrawing everything, want 100", got)
+	}
+}
+
+// A client dropped by a health check is slashed: its claim pays its earned
+// points minus the slash, and the reserve for withdrawals counts the same.
+func TestSlashedClaims(t *testing.T) {
+	e := setup(t, "slashed", treasurer.TokenProgramID, 0)
+	a := e.authority
+	run := e.run
+	params := testRun(t)
+	// Epochs form with all four (joins are not simultaneous), and go on
+	// with three once one is dropped.
+	config := *params.Config
+	config.InitMinClients = 4
+	earning, slashing, resume := uint64(1000), uint64(50), false
+	e.mustSend(a, e.ix(run.Update(a.PublicKey(), treasurer.UpdateParams{
+		Coordinator: coordinator.UpdateParams{Config: &config, Model: params.Model}, EarningRate: &earning, SlashingRate: &slashing, Paused: &resume,
+	})))
+	funder := e.tokenAccount(a.PublicKey(), 10_000)
+	e.mustSend(a, []solana.Instruction{run.TopUp(funder, a.PublicKey(), 10_000, e.decimals)})
+	clients := e.newClients(4)
+	for _, c := range clients {
+		e.mustSend(c.key, e.ix(run.CreateParticipant(c.key.PublicKey(), c.key.PublicKey())))
+	}
+
+	// Epoch 0: the four share 1000 points.
+	e.epoch(clients, coordinator.WaitingForMembers)
+
+	// Epoch 1: the last client stops after the first round, and a member's
+	// health check in the third round drops it.
+	for _, c := range clients {
+		e.join(c)
+	}
+	e.advance(clients, func(s *coordinator.State) bool { return coordinator.Phase(s) == coordinator.RoundTrain })
+	e.playRound(clients)
+	dropped := clients[3]
+	dropped.stopped = true
+	e.playRound(clients)
+	s := e.state()
+	r := coordinator.CurrentRound(s)
+	if coordinator.Phase(s) != coordinator.RoundTrain || r.Height != 2 {
+		t.Fatalf("want the third round of epoch 1, got %v at height %d", coordinator.Phase(s), r.Height)
+	}
+	idx := coordinator.MemberIndex(s, dropped.key.PublicKey())
+	e.mustSend(clients[0].key, e.ix(run.Coordinator.HealthCheck(clients[0].key.PublicKey(), r.Step, uint16(idx), dropped.key.PublicKey())))
+	start := s.Progress.Epoch
+	s = e.advance(clients, func(s *coordinator.State) bool {
+		return coordinator.Phase(s) == coordinator.WaitingForMembers && s.Progress.Epoch > start
+	})
+
+	slot, _ := coordinator.Slot(s, dropped.key.PublicKey())
+	if slot.Slashed != slashing || slot.Earned == 0 {
+		t.Fatalf("dropped client: earned %d, slashed %d", slot.Earned, slot.Slashed)
+	}
+	var owed uint64
+	for _, c := range clients {
+		sl, _ := coordinator.Slot(s, c.key.PublicKey())
+		owed += sl.Earned - min(sl.Earned, sl.Slashed)
+	}
+	if got := treasurer.Reserved(s); got != owed {
+		t.Fatalf("reserved %d, owed %d", got, owed)
+	}
+	want := slot.Earned - slot.Slashed
+	if got := treasurer.Claimable(s, nil, dropped.key.PublicKey()); got != want {
+		t.Fatalf("claimable %d, want %d", got, want)
+	}
+	e.mustSend(dropped.key, e.ix(run.Claim(dropped.key.PublicKey(), solana.PublicKey{})))
+	if got := e.balance(dropped.tokens); got != want {
+		t.Fatalf("the dropped client received %d, want earned %d - slashed %d", got, slot.Earned, slot.Slashed)
+	}
+	p, err := run.FetchParticipant(e.ctx(), e.c, dropped.key.PublicKey())
+	if err != nil || p.EarnedPoints != slot.Earned || p.SlashedPoints != slashing || p.ClaimedPoints != want {
+		t.Fatalf("participant %+v, %v", p, err)
 	}
 }
