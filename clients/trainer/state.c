@@ -42,10 +42,7 @@ static uint8_t *tr_put_floats(uint8_t *p, const float *f, size_t n) {
     return p;
 }
 
-int tr_state_export(const tr_model *m, uint8_t *out, size_t cap) {
-    if (!m || !out) return TR_EINVAL;
-    uint32_t flags = tr_state_flags(m);
-    if (cap < tr_state_bytes(m, flags)) return TR_ESHORT;
+static void tr_state_put_header(const tr_model *m, uint8_t *out) {
     const tr_config *c = &m->cfg;
     memcpy(out, TR_STATE_MAGIC, 4);
     tr_put_u32(out + 4, TR_STATE_VERSION);
@@ -54,13 +51,41 @@ int tr_state_export(const tr_model *m, uint8_t *out, size_t cap) {
     tr_put_u64(out + 32, m->step);
     tr_put_u64(out + 40, m->adam_t);
     tr_put_f32(out + 48, m->demo_lr);
-    tr_put_u32(out + 52, flags);
+    tr_put_u32(out + 52, tr_state_flags(m));
+}
+
+int tr_state_export(const tr_model *m, uint8_t *out, size_t cap) {
+    if (!m || !out) return TR_EINVAL;
+    uint32_t flags = tr_state_flags(m);
+    if (cap < tr_state_bytes(m, flags)) return TR_ESHORT;
+    tr_state_put_header(m, out);
     uint8_t *p = tr_put_floats(out + TR_STATE_HEADER, m->params, m->num_params);
     if (flags & TR_STATE_ADAM) {
         p = tr_put_floats(p, m->adam_m, m->num_params);
         p = tr_put_floats(p, m->adam_v, m->num_params);
     }
     if (flags & TR_STATE_DELTA) tr_put_floats(p, m->delta, m->num_params);
+    return TR_OK;
+}
+
+int tr_state_header(const tr_model *m, uint8_t *out, size_t cap) {
+    if (!m || !out) return TR_EINVAL;
+    if (cap < TR_STATE_HEADER) return TR_ESHORT;
+    tr_state_put_header(m, out);
+    return TR_OK;
+}
+
+// The float section is params, then [m, v], then [delta]: float i of it.
+int tr_state_floats(const tr_model *m, size_t first, size_t count, uint8_t *out) {
+    if (!m || !out) return TR_EINVAL;
+    uint32_t flags = tr_state_flags(m);
+    size_t N = m->num_params, total = (tr_state_bytes(m, flags) - TR_STATE_HEADER) / 4;
+    if (first > total || count > total - first) return TR_EINVAL;
+    const float *parts[4] = {m->params, NULL, NULL, NULL};
+    int np = 1;
+    if (flags & TR_STATE_ADAM) { parts[np++] = m->adam_m; parts[np++] = m->adam_v; }
+    if (flags & TR_STATE_DELTA) parts[np++] = m->delta;
+    for (size_t i = first; i < first + count; i++, out += 4) tr_put_f32(out, parts[i / N][i % N]);
     return TR_OK;
 }
 

@@ -452,17 +452,30 @@ func (t *Trainer) ImportState(state []byte) error {
 // Digest is sha256 over the canonical state blob, then the payload length as
 // u64 little-endian, then the payload: one value per step that an auditor
 // replaying the same inputs on the same backend must reproduce bit for bit.
+// The state is hashed in pieces, so large models need no full copy.
 func (t *Trainer) Digest(payload []byte) ([32]byte, error) {
 	if err := t.lock(); err != nil {
 		return [32]byte{}, err
 	}
 	defer t.mu.Unlock()
-	state, err := t.exportState()
-	if err != nil {
+	var size C.size_t
+	if err := codeErr(C.tr_state_size(t.m, &size), "state size"); err != nil {
 		return [32]byte{}, err
 	}
 	h := sha256.New()
-	h.Write(state)
+	buf := make([]byte, min(int(size), digestChunk*4))
+	if err := codeErr(C.tr_state_header(t.m, (*C.uint8_t)(&buf[0]), C.size_t(len(buf))), "state header"); err != nil {
+		return [32]byte{}, err
+	}
+	h.Write(buf[:stateHeaderLen])
+	floats := (int(size) - stateHeaderLen) / 4
+	for first := 0; first < floats; first += digestChunk {
+		n := min(digestChunk, floats-first)
+		if err := codeErr(C.tr_state_floats(t.m, C.size_t(first), C.size_t(n), (*C.uint8_t)(&buf[0])), "state floats"); err != nil {
+			return [32]byte{}, err
+		}
+		h.Write(buf[:4*n])
+	}
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(payload)))
 	h.Write(n[:])
@@ -471,6 +484,9 @@ func (t *Trainer) Digest(payload []byte) ([32]byte, error) {
 	copy(d[:], h.Sum(nil))
 	return d, nil
 }
+
+// digestChunk is how many state floats Digest hashes per piece.
+const digestChunk = 1 << 20
 
 // GEMM computes out(M,N) = a(M,K) * b(N,K)^T with the model's kernel (for benchmarks).
 func (t *Trainer) GEMM(m, n, k int, a, b, out []float32) error {

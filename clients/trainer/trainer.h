@@ -89,6 +89,10 @@ int tr_dct_inverse(int rows, int cols, int chunk, const float *y, float *x);
 int tr_state_size(const tr_model *m, size_t *size);
 int tr_state_export(const tr_model *m, uint8_t *out, size_t cap);
 int tr_state_import(tr_model *m, const uint8_t *in, size_t len);
+// The same blob in pieces, for hashing large states without a full copy: the
+// 56-byte header, and floats [first, first+count) of the float section.
+int tr_state_header(const tr_model *m, uint8_t *out, size_t cap);
+int tr_state_floats(const tr_model *m, size_t first, size_t count, uint8_t *out);
 
 // Parameter tensors, for checkpoints: name, shape and offset into the flat
 // parameter array.

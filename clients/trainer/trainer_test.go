@@ -1,7 +1,10 @@
 package trainer
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -338,5 +341,25 @@ func TestGEMMMatchesReference(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Digest hashes the state in pieces; it must equal sha256 of the exported blob.
+func TestDigestMatchesExportedState(t *testing.T) {
+	tr := newTrainer(t, lightConfig(t), 1)
+	text := MarkovText(1, 2*32+1)
+	runSteps(t, tr, "adamw", text, 0, 1, 2, 32)
+	runSteps(t, tr, "demo", text, 0, 1, 2, 32) // now params, m, v and delta
+	state, err := tr.ExportState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("payload")
+	h := sha256.New()
+	h.Write(state)
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(payload))))
+	h.Write(payload)
+	if got := digest(t, tr, payload); !bytes.Equal(got[:], h.Sum(nil)) {
+		t.Fatalf("Digest %x, sha256 of the exported state %x", got[:8], h.Sum(nil)[:8])
 	}
 }
