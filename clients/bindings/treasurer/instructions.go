@@ -59,7 +59,7 @@ func NewRunCreateInstruction(
 		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, true, false))
 		// Account 5 "coordinator_account": Writable, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
-		// Account 6 "coordinator_program": Read-only, Non-signer, Required, Address: 35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz
+		// Account 6 "coordinator_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorProgramAccount, false, false))
 		// Account 7 "token_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(tokenProgramAccount, false, false))
@@ -116,7 +116,7 @@ func NewRunUpdateInstruction(
 		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, false, false))
 		// Account 3 "coordinator_account": Writable, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
-		// Account 4 "coordinator_program": Read-only, Non-signer, Required, Address: 35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz
+		// Account 4 "coordinator_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorProgramAccount, false, false))
 	}
 
@@ -231,7 +231,7 @@ func NewParticipantClaimInstruction(
 		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, false, false))
 		// Account 7 "coordinator_account": Writable, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
-		// Account 8 "coordinator_program": Read-only, Non-signer, Required, Address: 35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz
+		// Account 8 "coordinator_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorProgramAccount, false, false))
 		// Account 9 "token_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(tokenProgramAccount, false, false))
@@ -344,7 +344,7 @@ func NewRunCloseInstruction(
 		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, true, false))
 		// Account 4 "coordinator_account": Writable, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
-		// Account 5 "coordinator_program": Read-only, Non-signer, Required, Address: 35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz
+		// Account 5 "coordinator_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorProgramAccount, false, false))
 	}
 
