@@ -208,6 +208,12 @@ func treasurerCommands() []*cli.Command {
 			Action: withdrawTreasurerRun,
 		},
 		{
+			Name:   "treasurer-json-dump-run",
+			Usage:  "print a Treasurer run as JSON: accounts, token balance, tokens reserved for claims, and with --address what that user can claim",
+			Flags:  append([]cli.Flag{&cli.StringFlag{Name: "address", Usage: "a participant's pubkey"}}, run...),
+			Action: dumpTreasurerRun,
+		},
+		{
 			Name:  "treasurer-close-run",
 			Usage: "as the run authority, free the halted run's coordinator accounts once every point was claimed; the run's tokens stay withdrawable",
 			Flags: append([]cli.Flag{&cli.StringFlag{Name: "spill", Usage: "account that receives the rent (default: the wallet)"}}, run...),
@@ -524,4 +530,60 @@ func parseAmount(flag, s string, decimals uint8) (uint64, error) {
 		return 0, badInputf("%s %q does not fit a token amount (at most %d base units)", flag, s, uint64(1<<64-1))
 	}
 	return n.Uint64(), nil
+}
+
+func dumpTreasurerRun(c *cli.Context) error {
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	_, acc, err := t.program.Open(c.Context, t.client, r.Index)
+	if err != nil {
+		return err
+	}
+	held, err := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{
+		"run":                  r.Address.String(),
+		"index":                r.Index,
+		"main_authority":       acc.MainAuthority.String(),
+		"join_authority":       acc.JoinAuthority.String(),
+		"coordinator_instance": r.Coordinator.Instance.String(),
+		"coordinator_account":  r.Coordinator.Account.String(),
+		"mint":                 r.Mint.String(),
+		"token_program":        r.TokenProgram.String(),
+		"token_account":        r.Collateral.String(),
+		"balance":              held.Amount,
+		"total_claimed_points": acc.TotalClaimedPoints,
+		"closed":               acc.Closed,
+	}
+	var state *coordinator.State
+	if !acc.Closed {
+		if state, err = r.Coordinator.FetchState(c.Context, t.client); err != nil {
+			return err
+		}
+		out["run_state"] = coordinator.Phase(state).String()
+		out["reserved"] = treasurer.Reserved(state)
+	}
+	if s := c.String("address"); s != "" {
+		user, err := parsePubkey("--address", s)
+		if err != nil {
+			return err
+		}
+		p, err := r.FetchParticipant(c.Context, t.client, user)
+		switch {
+		case errors.Is(err, chain.ErrAccountNotFound):
+			out["participant"] = nil
+		case err != nil:
+			return err
+		default:
+			out["participant"] = map[string]any{"earned_points": p.EarnedPoints, "slashed_points": p.SlashedPoints, "claimed_points": p.ClaimedPoints}
+		}
+		if state != nil {
+			out["claimable"] = treasurer.Claimable(state, p, user)
+		}
+	}
+	return printJSON(c, out)
 }

@@ -121,6 +121,13 @@ func TestTreasurerCommands(t *testing.T) {
 	if got := balance(user.PublicKey(), mintKey); got != 5 {
 		t.Fatalf("user holds %d, want 5", got)
 	}
+	var tdump map[string]any
+	if err := json.Unmarshal([]byte(ok(run(adminPath, "treasurer-json-dump-run", "--address", user.PublicKey().String())...)), &tdump); err != nil {
+		t.Fatal(err)
+	}
+	if tdump["balance"] != 250.0 || tdump["reserved"] != 0.0 || tdump["claimable"] != 0.0 || tdump["run_state"] != "WaitingForMembers" || tdump["participant"] == nil {
+		t.Fatalf("treasurer-json-dump-run: %v", tdump)
+	}
 
 	// Pause (immediate while waiting for members), close, withdraw everything.
 	fails(exitFailure, "RunAuthorityMismatch", run(userPath, "treasurer-close-run")...)
