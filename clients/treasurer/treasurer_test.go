@@ -261,8 +261,9 @@ func TestSlashedClaims(t *testing.T) {
 	e.mustSend(a, e.ix(run.Update(a.PublicKey(), treasurer.UpdateParams{
 		Coordinator: coordinator.UpdateParams{Config: &config, Model: params.Model}, EarningRate: &earning, SlashingRate: &slashing, Paused: &resume,
 	})))
+	// Underfunded at first: a claim the run cannot cover fails whole.
 	funder := e.tokenAccount(a.PublicKey(), 10_000)
-	e.mustSend(a, []solana.Instruction{run.TopUp(funder, a.PublicKey(), 10_000, e.decimals)})
+	e.mustSend(a, []solana.Instruction{run.TopUp(funder, a.PublicKey(), 100, e.decimals)})
 	clients := e.newClients(4)
 	for _, c := range clients {
 		e.mustSend(c.key, e.ix(run.CreateParticipant(c.key.PublicKey(), c.key.PublicKey())))
@@ -309,6 +310,11 @@ func TestSlashedClaims(t *testing.T) {
 	if got := treasurer.Claimable(s, nil, dropped.key.PublicKey()); got != want {
 		t.Fatalf("claimable %d, want %d", got, want)
 	}
+	e.expectError("InsufficientCollateral", dropped.key, e.ix(run.Claim(dropped.key.PublicKey(), solana.PublicKey{})))
+	if slot, _ := coordinator.Slot(e.state(), dropped.key.PublicKey()); slot.Earned == 0 {
+		t.Fatal("a failed claim settled the points")
+	}
+	e.mustSend(a, []solana.Instruction{run.TopUp(funder, a.PublicKey(), 9_900, e.decimals)})
 	e.mustSend(dropped.key, e.ix(run.Claim(dropped.key.PublicKey(), solana.PublicKey{})))
 	if got := e.balance(dropped.tokens); got != want {
 		t.Fatalf("the dropped client received %d, want earned %d - slashed %d", got, slot.Earned, slot.Slashed)
