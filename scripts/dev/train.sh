@@ -65,7 +65,12 @@ fi
 build_client
 if [ ! -f "$data_dir/manifest.json" ]; then
   say "preparing the dataset in $data_dir"
-  pc data prepare --tokenizer byte --seq-len 128 --out "$data_dir"
+  # prepare moves the finished dataset into place in one rename; when a client
+  # started at the same moment won that race, its dataset is the same one.
+  if ! pc data prepare --tokenizer byte --seq-len 128 --out "$data_dir"; then
+    [ -f "$data_dir/manifest.json" ] || die "could not prepare the dataset in $data_dir"
+    say "another client prepared the dataset meanwhile; using it"
+  fi
 fi
 
 key=""

@@ -281,6 +281,27 @@ func checkRunConfig(t *testing.T, m map[string]any, name string) {
 	}
 }
 
+// waitRegistered waits until the client of recipe c has joined the run on chain.
+func waitRegistered(t *testing.T, c *recipe, rpc, runID, address string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, errOut, code := runCLI(t, nil, "json-dump-user", "--rpc", rpc, "--run-id", runID, "--address", address)
+		if code == 0 {
+			return
+		}
+		select {
+		case <-c.done:
+			t.Fatalf("the client exited (%v) before joining", c.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not join run %s: %s", address, runID, errOut)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 func canJoin(t *testing.T, rpc, runID, grantee, user string) bool {
 	t.Helper()
 	_, errOut, code := runCLI(t, nil, "can-join", "--rpc", rpc, "--run-id", runID, "--authorizer", grantee, "--address", user)
@@ -345,20 +366,17 @@ func TestDevLocalnetLightRun(t *testing.T) {
 	env := devEnv(t, home, "RPC_PORT="+strconv.Itoa(port), "DATA_DIR="+filepath.Join(home, "data"))
 	var clients []*recipe
 	for _, name := range []string{"start-training-localnet-light-client", "start-training-localnet-client"} {
-		c := startRecipe(t, env, "", name, "run_id="+long)
-		c.waitFor(t, "joined the run", 2*time.Minute)
-		clients = append(clients, c)
+		clients = append(clients, startRecipe(t, env, "", name, "run_id="+long))
 	}
 	keyLine := regexp.MustCompile(`Wrote new keypair to (\S+)\npubkey: (\S+)`)
 	var keys []string
 	for _, c := range clients {
+		c.waitFor(t, "pubkey: ", time.Minute)
 		m := keyLine.FindStringSubmatch(c.out.String())
 		if m == nil || filepath.Dir(m[1]) != filepath.Join(home, ".config", "solana", "solana-keys") || !fileExists(m[1]) {
 			t.Fatalf("no fresh keypair under ~/.config/solana/solana-keys: %v", m)
 		}
-		if _, errOut, code := runCLI(t, nil, "json-dump-user", "--rpc", rpc, "--run-id", long[:32], "--address", m[2]); code != 0 {
-			t.Fatalf("client %s is not in the run: %s", m[2], errOut)
-		}
+		waitRegistered(t, c, rpc, long[:32], m[2])
 		keys = append(keys, m[1])
 	}
 	if keys[0] == keys[1] {
@@ -409,7 +427,7 @@ func TestDevLocalnetPermissionedRun(t *testing.T) {
 	// The user trains under the grant with their own wallet, which stays.
 	c := startRecipe(t, devEnv(t, home, "RPC_PORT="+strconv.Itoa(port), "DATA_DIR="+filepath.Join(home, "data"),
 		"WALLET_FILE="+userPath, "AUTHORIZER="+user), "", "start-training-localnet-light-client", "run_id=perm")
-	c.waitFor(t, "joined the run", 2*time.Minute)
+	waitRegistered(t, c, rpc, "perm", user)
 	c.interrupt(t)
 	c.wait(t, time.Minute)
 	if !strings.Contains(c.out.String(), "left the run") || !fileExists(userPath) || strings.Contains(c.out.String(), "keygen") {
