@@ -1,0 +1,75 @@
+package treasurer
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"testing"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+)
+
+func TestDefaultIndexIsSha256Prefix(t *testing.T) {
+	h := sha256.Sum256([]byte("consilience-40b-1"))
+	if got, want := DefaultIndex("consilience-40b-1"), binary.LittleEndian.Uint64(h[:8]); got != want {
+		t.Fatalf("DefaultIndex = %d, want %d", got, want)
+	}
+	if DefaultIndex("a") == DefaultIndex("b") {
+		t.Fatal("different run ids share an index")
+	}
+}
+
+func TestAssociatedTokenAddressMatchesSPL(t *testing.T) {
+	wallet, mint := solana.NewWallet().PublicKey(), solana.NewWallet().PublicKey()
+	want, _, err := solana.FindAssociatedTokenAddress(wallet, mint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := AssociatedTokenAddress(wallet, mint, TokenProgramID)
+	if err != nil || got != want {
+		t.Fatalf("AssociatedTokenAddress = %s, %v; want %s", got, err, want)
+	}
+	t22, err := AssociatedTokenAddress(wallet, mint, Token2022ProgramID)
+	if err != nil || t22 == want {
+		t.Fatalf("the Token-2022 address %s equals the SPL Token one", t22)
+	}
+	if err := CheckTokenProgram(solana.SystemProgramID); err == nil {
+		t.Fatal("the system program passed as a token program")
+	}
+}
+
+// Claimable and Reserved follow the program's rules (interface/src/lib.rs).
+func TestClaimableAndReserved(t *testing.T) {
+	user := solana.NewWallet().PublicKey()
+	for _, tc := range []struct {
+		name            string
+		earned, slashed uint64 // still in the coordinator
+		record          *Participant
+		want            uint64
+	}{
+		{"first claim", 100, 0, nil, 100},
+		{"slashed", 100, 40, nil, 60},
+		{"slashes over earnings", 5, 9, nil, 0},
+		{"already claimed", 0, 0, &Participant{EarnedPoints: 100, ClaimedPoints: 100}, 0},
+		{"new points", 30, 0, &Participant{EarnedPoints: 100, ClaimedPoints: 100}, 30},
+		{"debt from a late slash", 40, 0, &Participant{EarnedPoints: 100, SlashedPoints: 25, ClaimedPoints: 100}, 15},
+		{"never joined", 0, 0, nil, 0},
+	} {
+		s := &coordinator.State{}
+		if tc.name != "never joined" {
+			s.Clients[3] = coordinator.ClientSlot{Signer: user, Earned: tc.earned, Slashed: tc.slashed, Occupied: 1}
+		}
+		if got := Claimable(s, tc.record, user); got != tc.want {
+			t.Errorf("%s: Claimable = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	s := &coordinator.State{}
+	s.Clients[0] = coordinator.ClientSlot{Earned: 50, Occupied: 1}
+	s.Clients[1] = coordinator.ClientSlot{Earned: 30, Slashed: 40, Occupied: 1}
+	s.Clients[2] = coordinator.ClientSlot{Earned: 20, Slashed: 5, Occupied: 1}
+	s.Clients[3] = coordinator.ClientSlot{Earned: 1000}
+	if got := Reserved(s); got != 65 {
+		t.Errorf("Reserved = %d, want 65", got)
+	}
+}
