@@ -144,6 +144,12 @@ func TestRewardedRun(t *testing.T) {
 	}
 	forged.Accounts()[6].PublicKey, forged.Accounts()[7].PublicKey = fake.Instance, fake.Account
 	e.expectError("CoordinatorMismatch", c1.key, []solana.Instruction{forged})
+	otherMint, err := run.Claim(c1.key.PublicKey(), solana.PublicKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherMint.Accounts()[5].PublicKey = funder
+	e.expectError("MintMismatch", c1.key, []solana.Instruction{otherMint})
 	e.expectError("RunNotFinished", a, e.ix(run.Withdraw(a.PublicKey(), funder, 1)))
 	e.expectError("RunAuthorityMismatch", outsider, e.ix(run.Withdraw(outsider.PublicKey(), stranger, 1)))
 
