@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"time"
 
@@ -82,6 +83,10 @@ type Config struct {
 	// GradientsDir, when set, receives this client's DeMo payload of every step.
 	GradientsDir string
 
+	// WorkDir holds model files shared with joiners; "" uses a temporary
+	// directory removed at the end.
+	WorkDir string
+
 	// PollInterval is how often the Coordinator account is read.
 	PollInterval time.Duration
 	// Rand spreads ticks between clients; nil seeds one from the clock.
@@ -131,6 +136,14 @@ type Client struct {
 	lastTick    time.Time
 	checkpoint  uint32
 	everMember  bool
+
+	workDir   string // shared and fetched model files
+	ownDir    bool   // workDir was created here and is removed here
+	shared    *sharedModel
+	loading   *trainer.Trainer // a joiner's model until the shared weights are loaded
+	roots     map[peer.ID]p2p.Hash
+	rootsStep uint32
+	wantStep  uint32
 }
 
 // New checks cfg and prepares a client; Run starts it.
@@ -183,6 +196,13 @@ func New(cfg Config) (*Client, error) {
 		joinedEpoch: -1, warmedEpoch: -1, accused: map[[2]uint32]bool{},
 	}
 	copy(c.p2pKey[:], pub)
+	c.workDir = cfg.WorkDir
+	if c.workDir == "" {
+		if c.workDir, err = os.MkdirTemp("", "psyche-client-"); err != nil {
+			return nil, fmt.Errorf("client: work directory: %w", err)
+		}
+		c.ownDir = true
+	}
 	return c, nil
 }
 
@@ -240,8 +260,15 @@ func (c *Client) open(ctx context.Context) (coordinator.Run, error) {
 }
 
 func (c *Client) close() {
+	c.stopSharing()
 	if c.tr != nil {
 		c.tr.Close()
+	}
+	if c.loading != nil {
+		c.loading.Close()
+	}
+	if c.ownDir {
+		os.RemoveAll(c.workDir)
 	}
 	if c.owned && c.data != nil {
 		c.data.Close()
@@ -321,6 +348,11 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 			if err := c.warmup(ctx, s); err != nil {
 				return false, err
 			}
+			if c.tr != nil && c.lastStep+1 == s.Progress.Step {
+				if err := c.shareModel(ctx); err != nil {
+					c.log.Warn("sharing the model failed", "err", err)
+				}
+			}
 		}
 	case coordinator.RoundTrain, coordinator.RoundWitness:
 		if member {
@@ -372,13 +404,20 @@ func (c *Client) join(ctx context.Context, s *coordinator.State) error {
 	return nil
 }
 
-// warmup loads the model and reports ready, once per epoch.
+// warmup loads the model and reports ready, once per epoch. A client that
+// sat out epochs (its join came after an epoch formed) reloads the model from
+// its peers first.
 func (c *Client) warmup(ctx context.Context, s *coordinator.State) error {
+	if c.tr != nil && c.lastStep+1 != s.Progress.Step {
+		c.log.Info("this replica is behind the run; loading the model from peers", "have", c.lastStep, "run_step", s.Progress.Step)
+		c.stopSharing()
+		c.loading, c.tr = c.tr, nil
+	}
 	if err := c.ensureModel(ctx, s); err != nil {
 		return err
 	}
-	if c.warmedEpoch == int64(s.Progress.Epoch) {
-		return nil
+	if c.tr == nil || c.warmedEpoch == int64(s.Progress.Epoch) {
+		return nil // still waiting for the model from peers
 	}
 	ix, err := c.run.WarmupWitness(c.me)
 	if err != nil {
@@ -392,15 +431,15 @@ func (c *Client) warmup(ctx context.Context, s *coordinator.State) error {
 	return nil
 }
 
-// ensureModel builds the initial model from the run's seed. A client that
-// first joins after step 1 has no way to the others' weights yet (model
-// sharing is not wired in), so it refuses rather than train a stale replica.
+// ensureModel builds the initial model from the run's seed; a client that
+// joins after step 1 then loads the last step's weights from peers (leaving
+// c.tr nil until it has them).
 func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 	if c.tr != nil {
 		return nil
 	}
-	if s.Progress.Step > 1 {
-		return fmt.Errorf("%w: the run is at step %d and this client has no copy of the model (joining mid-run needs model sharing, not implemented yet)", ErrDiverged, s.Progress.Step)
+	if c.loading != nil {
+		return c.loadShared(ctx, s)
 	}
 	model := s.Model
 	cfg, err := TrainerConfig(&model, c.cfg.MicroBatch)
@@ -423,6 +462,27 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 			return err
 		}
 	}
+	if s.Progress.Step > 1 {
+		c.loading, c.model = tr, model
+		return c.loadShared(ctx, s)
+	}
+	return c.ready(ctx, tr, model)
+}
+
+// loadShared waits for and loads the shared model of the step before the
+// current one.
+func (c *Client) loadShared(ctx context.Context, s *coordinator.State) error {
+	ok, err := c.fetchSharedModel(ctx, s, s.Progress.Step-1, c.loading)
+	if err != nil || !ok {
+		return err
+	}
+	tr := c.loading
+	c.loading = nil
+	return c.ready(ctx, tr, c.model)
+}
+
+// ready makes tr the client's model and opens the data.
+func (c *Client) ready(ctx context.Context, tr *trainer.Trainer, model coordinator.Model) error {
 	c.mu.Lock()
 	c.tr, c.model = tr, model
 	c.mu.Unlock()
@@ -434,12 +494,12 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 			return err
 		}
 	}
-	d, err := ReplicaDigest(tr, 0)
+	d, err := ReplicaDigest(tr, c.lastStep)
 	if err != nil {
 		return err
 	}
-	c.log.Info("model ready", "parameters", tr.NumParams(), "backend", tr.Backend(), "digest", hex.EncodeToString(d[:]))
-	return c.eval(ctx, 0)
+	c.log.Info("model ready", "step", c.lastStep, "parameters", tr.NumParams(), "backend", tr.Backend(), "digest", hex.EncodeToString(d[:]))
+	return c.eval(ctx, c.lastStep)
 }
 
 func (c *Client) openData(ctx context.Context) error {

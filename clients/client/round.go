@@ -65,8 +65,8 @@ func (c *Client) round(ctx context.Context, s *coordinator.State, idx uint16) er
 	c.curStep = r.Step
 	c.mu.Unlock()
 	if c.tr == nil {
-		if err := c.ensureModel(ctx, s); err != nil {
-			return err
+		if err := c.ensureModel(ctx, s); err != nil || c.tr == nil {
+			return err // without the model this client cannot take part
 		}
 	}
 	sr := coordinator.ScheduleRound(s, r)
@@ -95,6 +95,7 @@ func (c *Client) round(ctx context.Context, s *coordinator.State, idx uint16) er
 }
 
 func (c *Client) train(ctx context.Context, s *coordinator.State, r *coordinator.Round, batch schedule.Assignment) error {
+	c.stopSharing()
 	start := time.Now()
 	n := c.data.Info().NumSequences
 	idx := make([]uint64, batch.Len)
@@ -172,6 +173,10 @@ func (c *Client) receive(ctx context.Context) {
 		case m, ok := <-c.cfg.Node.Messages():
 			if !ok {
 				return
+			}
+			if f := m.Finished; f != nil && f.Signer != c.self {
+				c.recordShare(f)
+				continue
 			}
 			a := m.Announcement
 			if a == nil || a.Signer == c.self {
