@@ -26,6 +26,7 @@ import (
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/wallet"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -491,6 +492,8 @@ func TestDevDevnetFlowOnLocalnet(t *testing.T) {
 	}
 	checkRunConfig(t, dumpRun(t, v.RPCURL, "on-devnet"), "light")
 
+	// A program of this checkout that another key controls is left alone.
+	programtest.Deploy(t, v, programs.Treasurer)
 	// A buffer left over by an interrupted deployment is closed too.
 	d := deploy.New(v.RPCURL, key)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -516,7 +519,8 @@ func TestDevDevnetFlowOnLocalnet(t *testing.T) {
 		t.Fatalf("answering y: exit %d", code)
 	}
 	out := r.out.String()
-	for _, want := range []string{"closed program psyche_coordinator", "closed program psyche_authorizer", "closed buffer", "recovered"} {
+	for _, want := range []string{"closed program psyche_coordinator", "closed program psyche_authorizer", "closed buffer", "recovered",
+		"psyche_treasurer " + programID(t, programs.Treasurer) + ": skipped, its upgrade authority is "} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("close-dev-programs printed no %q", want)
 		}
@@ -625,6 +629,20 @@ func TestDevDevnetDryRuns(t *testing.T) {
 	if keysAfter := readDir(t, filepath.Join(root, "programs", "keys")); keysAfter != keysBefore {
 		t.Fatal("a dry run changed programs/keys/")
 	}
+}
+
+// programID is the id of one of the repo's programs.
+func programID(t *testing.T, name string) string {
+	t.Helper()
+	repo, err := programs.FindRepo(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := repo.Keypair(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key.PublicKey().String()
 }
 
 // readDir returns a directory's files and contents, for comparison.
