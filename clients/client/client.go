@@ -136,6 +136,7 @@ type Client struct {
 	lastTick    time.Time
 	checkpoint  uint32
 	everMember  bool
+	peersAt     time.Time
 
 	workDir   string // shared and fetched model files
 	ownDir    bool   // workDir was created here and is removed here
@@ -317,6 +318,7 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 	c.cfg.Recorder.SetProgress(uint64(s.Progress.Epoch), uint64(coordinator.CurrentRound(s).Height), uint64(s.Progress.Step))
 	members := coordinator.Members(s)
 	c.setParticipants(members)
+	c.observe(members)
 	idx := coordinator.MemberIndex(s, c.me)
 	member := idx >= 0 && members[idx].State == coordinator.MemberHealthy
 	if idx >= 0 {
@@ -366,6 +368,36 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 	c.maybeTick(ctx, s, phase)
 	return false, nil
 }
+
+// observe records the epoch's membership and, every few seconds, the p2p peers.
+func (c *Client) observe(members []coordinator.Member) {
+	healthy := 0
+	for _, m := range members {
+		if m.State == coordinator.MemberHealthy {
+			healthy++
+		}
+	}
+	_ = c.cfg.Recorder.SetClients(len(members), healthy)
+	if time.Since(c.peersAt) < peersEvery {
+		return
+	}
+	c.peersAt = time.Now()
+	var peers []status.Peer
+	for _, p := range c.cfg.Node.Snapshot().Peers {
+		if !p.Connected {
+			continue
+		}
+		sp := status.Peer{ID: p.ID.String(), BytesIn: p.BytesIn, BytesOut: p.BytesOut}
+		if len(p.ConnectedAddresses) > 0 {
+			sp.Address = p.ConnectedAddresses[0]
+		}
+		peers = append(peers, sp)
+	}
+	_ = c.cfg.Recorder.SetPeers(peers)
+}
+
+// peersEvery is how often the p2p peer list is copied into the Recorder.
+const peersEvery = 2 * time.Second
 
 func (c *Client) setParticipants(members []coordinator.Member) {
 	ids := make([]peer.ID, 0, len(members))
