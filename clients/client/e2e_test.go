@@ -449,8 +449,9 @@ func startAdversary(ctx context.Context, t *testing.T, v *localnet.Validator, ru
 	return a
 }
 
-// In a permissioned run a client without an authorization is refused with a
-// clear error and leaves nothing behind; once the join authority grants it
+// A client of another version than the run's is refused. In a permissioned
+// run a client without an authorization is refused with a clear error and
+// leaves nothing behind; once the join authority grants it
 // (join-authorization-create), the same client joins.
 func TestPermissionedJoin(t *testing.T) {
 	if testing.Short() {
@@ -496,20 +497,24 @@ func TestPermissionedJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newClient := func() *client.Client {
+	newClient := func(version string) *client.Client {
 		node, err := p2p.New(ctx, p2p.Config{RunID: runID, ListenInterface: "127.0.0.1", DisableRunDHT: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { node.Close() })
 		cl, err := client.New(client.Config{RunID: runID, Program: program, Chains: []*chain.Client{c}, Wallet: user,
-			Authorization: addr, Node: node, Recorder: status.NewRecorder(runID, status.Options{}), Log: testLogger(t, 0)})
+			Authorization: addr, Node: node, Recorder: status.NewRecorder(runID, status.Options{}), Log: testLogger(t, 0), Version: version})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cl
 	}
-	err = newClient().Run(ctx)
+	// Another client version is told so before anything else (train exits 10).
+	if err := newClient("v2").Run(ctx); !errors.Is(err, client.ErrVersionMismatch) {
+		t.Fatalf("client v2 on a v1 run: %v, want ErrVersionMismatch", err)
+	}
+	err = newClient("").Run(ctx)
 	if !errors.Is(err, client.ErrNotAuthorized) {
 		t.Fatalf("unauthorised client: %v, want ErrNotAuthorized", err)
 	}
@@ -529,7 +534,7 @@ func TestPermissionedJoin(t *testing.T) {
 	mustSend(t, c, authority, []solana.Instruction{create, activate})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- newClient().Run(runCtx) }()
+	go func() { done <- newClient("").Run(runCtx) }()
 	for {
 		if slot, ok := coordinator.Slot(mustState(ctx, t, run, c), user.PublicKey()); ok && slot.Pending != 0 {
 			break
