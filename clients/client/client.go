@@ -80,6 +80,8 @@ type Config struct {
 	CheckpointDir  string
 	KeepSteps      int
 	DeleteOldSteps bool
+	// DataCacheDir keeps verified chunks of the run's data server ("" keeps none).
+	DataCacheDir string
 	// GradientsDir, when set, receives this client's DeMo payload of every step.
 	GradientsDir string
 
@@ -544,7 +546,7 @@ func (c *Client) openData(ctx context.Context) error {
 	if c.model.DataRoot != ([32]byte{}) {
 		root = hex.EncodeToString(c.model.DataRoot[:])
 	}
-	p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: root}}, provider.HTTPOptions{})
+	p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: root}}, provider.HTTPOptions{CacheDir: c.cfg.DataCacheDir})
 	if err != nil {
 		return fmt.Errorf("open the run's data: %w", err)
 	}

@@ -93,7 +93,7 @@ func commands() []*cli.Command {
 		identityCommands(),
 		coordinatorCommands(),
 		treasurerCommands(),
-		{trainCommand()},
+		{trainCommand(), predownloadCommand()},
 		devCommands(),
 	} {
 		all = append(all, group...)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -47,6 +48,8 @@ func trainCommand() *cli.Command {
 		&cli.StringFlag{Name: "data-url", Usage: "data server to train from instead of the run's data location (the run's pinned root still applies)"},
 		&cli.StringFlag{Name: "data-dir", Usage: "local dataset directory to train from instead of the run's data location (the run's pinned root still applies)"},
 		&cli.StringFlag{Name: "eval-data", Usage: "dataset directory or data server URL of held-out data: reports held-out loss"},
+		&cli.StringFlag{Name: "eval-data-root", Usage: "root to pin for an --eval-data URL (required for a server, checked for a directory)"},
+		dataCacheDirFlag,
 		&cli.IntFlag{Name: "eval-every", Usage: "steps between held-out evaluations", Value: 5},
 		&cli.IntFlag{Name: "eval-sequences", Usage: "held-out sequences per evaluation", Value: 16},
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here"},
@@ -156,30 +159,27 @@ func train(c *cli.Context) error {
 		return err
 	}
 
+	s, err := run.FetchState(ctx, chains[0])
+	if err != nil {
+		return err
+	}
+	pinned := runDataRoot(s)
+	cache := provider.HTTPOptions{CacheDir: c.String("data-cache-dir")}
 	var data, eval provider.Provider
 	for _, d := range []struct {
-		dst  *provider.Provider
-		flag string
-	}{{&data, "data-url"}, {&data, "data-dir"}, {&eval, "eval-data"}} {
+		dst        *provider.Provider
+		flag, root string
+	}{{&data, "data-url", pinned}, {&data, "data-dir", pinned}, {&eval, "eval-data", c.String("eval-data-root")}} {
 		loc := c.String(d.flag)
 		if loc == "" {
 			continue
 		}
-		p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: ""}}, provider.HTTPOptions{})
+		p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: d.root}}, cache)
 		if err != nil {
 			return badInputf("--%s: %w", d.flag, err)
 		}
 		defer p.Close()
 		*d.dst = p
-	}
-	if data != nil {
-		s, err := run.FetchState(ctx, chains[0])
-		if err != nil {
-			return err
-		}
-		if root := s.Model.DataRoot; root != ([32]byte{}) && data.Info().Root != fmt.Sprintf("%x", root[:]) {
-			return badInputf("the data given has root %s; the run pins %x", data.Info().Root, root[:])
-		}
 	}
 
 	node, err := p2p.New(ctx, pcfg)
@@ -219,6 +219,74 @@ func train(c *cli.Context) error {
 		return runErr
 	}
 	return waitErr
+}
+
+var dataCacheDirFlag = &cli.StringFlag{Name: "data-cache-dir", Usage: "keep verified data chunks from a data server here (psyche-client predownload fills it)"}
+
+// runDataRoot is the run's pinned data root in hex, "" when none is pinned.
+func runDataRoot(s *coordinator.State) string {
+	if s.Model.DataRoot == ([32]byte{}) {
+		return ""
+	}
+	return hex.EncodeToString(s.Model.DataRoot[:])
+}
+
+func predownloadCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "predownload",
+		Usage: "fetch a run's training data into --data-cache-dir ahead of time (verified against the run's pinned root)",
+		Flags: []cli.Flag{runIDFlag, rpcFlag, wsRPCFlag, coordinatorProgramFlag, dataCacheDirFlag,
+			&cli.BoolFlag{Name: "data", Usage: "fetch the run's dataset", Value: true},
+			&cli.BoolFlag{Name: "model", Usage: "fetch the model (a run's model comes from its seed or, when joining later, from its members: nothing to fetch ahead)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.String(dataCacheDirFlag.Name) == "" && c.Bool("data") {
+				return badInputf("--%s is required to keep the data", dataCacheDirFlag.Name)
+			}
+			a, err := newReadCtx(c)
+			if err != nil {
+				return err
+			}
+			run, err := a.open(c)
+			if err != nil {
+				return err
+			}
+			s, err := run.FetchState(c.Context, a.client)
+			if err != nil {
+				return err
+			}
+			if c.Bool("model") {
+				fmt.Fprintln(c.App.Writer, "model: built from the run's seed, or loaded from the run's members when joining after step 1; nothing to fetch ahead")
+			}
+			if !c.Bool("data") {
+				return nil
+			}
+			loc := coordinator.FixedString(s.Model.DataLocation[:])
+			if !strings.HasPrefix(loc, "http://") && !strings.HasPrefix(loc, "https://") {
+				fmt.Fprintf(c.App.Writer, "data: the run reads a local directory (%s); nothing to fetch\n", loc)
+				return nil
+			}
+			p, err := provider.Open(c.Context, []provider.Source{{Location: loc, Root: runDataRoot(s)}},
+				provider.HTTPOptions{CacheDir: c.String(dataCacheDirFlag.Name)})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			n := p.Info().NumSequences
+			const batch = 1024
+			for start := uint64(0); start < n; start += batch {
+				idx := make([]uint64, min(batch, n-start))
+				for i := range idx {
+					idx[i] = start + uint64(i)
+				}
+				if _, err := p.Sequences(c.Context, idx); err != nil {
+					return fmt.Errorf("data: %w", err)
+				}
+			}
+			fmt.Fprintf(c.App.Writer, "data: %d sequences of %d tokens from %s verified and cached in %s\n", n, p.Info().SeqLen, loc, c.String(dataCacheDirFlag.Name))
+			return nil
+		},
+	}
 }
 
 // trainChains builds the primary and fallback RPC clients; loopback reports

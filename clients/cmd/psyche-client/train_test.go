@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Bad train flags are refused as bad input (exit 2) before anything starts.
+// Bad train and predownload flags are refused as bad input (exit 2) before anything starts.
 func TestTrainBadInput(t *testing.T) {
 	dir := t.TempDir()
 	wallet := filepath.Join(dir, "id.json")
@@ -28,6 +28,7 @@ func TestTrainBadInput(t *testing.T) {
 		{"two data sources", append(base, "--data-url", "http://127.0.0.1:1/", "--data-dir", dir), "not both"},
 		{"bad authorizer", append(base, "--authorizer", "nope"), "--authorizer"},
 		{"bad rpc", append(base, "--rpc", "ftp://x"), "--rpc"},
+		{"predownload without a cache", []string{"predownload", "--run-id", "r"}, "--data-cache-dir"},
 		{"ws without rpc", append(base, "--ws-rpc-2", "ws://127.0.0.1:1"), "--rpc-2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
