@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -41,7 +42,7 @@ func run(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "psyche-client: %v\n", err)
 	var bad *badInputError
-	if errors.As(err, &bad) {
+	if errors.As(err, &bad) || isMissingRequiredFlag(err) {
 		return exitBadInput
 	}
 	var coder cli.ExitCoder
@@ -49,6 +50,13 @@ func run(args []string) int {
 		return coder.ExitCode()
 	}
 	return exitFailure
+}
+
+// isMissingRequiredFlag recognizes urfave/cli's error for a required flag left
+// out, which it returns without calling OnUsageError (its type is unexported).
+func isMissingRequiredFlag(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "Required flag ") || strings.HasPrefix(msg, "Required flags ")
 }
 
 // usageError reports flag and argument mistakes, once, as bad input.
