@@ -50,14 +50,7 @@ func (p Program) Address(grantor, grantee solana.PublicKey, scope []byte) (solan
 
 // rebind points an instruction built by the bindings at this deployment.
 func (p Program) rebind(ix solana.Instruction, err error) (solana.Instruction, error) {
-	if err != nil {
-		return nil, err
-	}
-	data, err := ix.Data()
-	if err != nil {
-		return nil, err
-	}
-	return solana.NewInstruction(p.ID, ix.Accounts(), data), nil
+	return chain.Rebind(p.ID, ix, err)
 }
 
 // Create makes an inactive authorization from grantor to grantee for scope.

@@ -186,3 +186,16 @@ func (c *Client) ComputeUnits(ctx context.Context, sig solana.Signature) (uint64
 	}
 	return *out.Meta.ComputeUnitsConsumed, nil
 }
+
+// Rebind points an instruction built by generated bindings, which address the
+// program id in the IDL, at the deployment with id (devnet ids differ).
+func Rebind(id solana.PublicKey, ix solana.Instruction, err error) (solana.Instruction, error) {
+	if err != nil {
+		return nil, err
+	}
+	data, err := ix.Data()
+	if err != nil {
+		return nil, err
+	}
+	return solana.NewInstruction(id, ix.Accounts(), data), nil
+}

@@ -102,14 +102,7 @@ func (p Program) InstanceAddress(runID string) (solana.PublicKey, error) {
 
 // rebind points an instruction built by the bindings at this deployment.
 func (p Program) rebind(ix solana.Instruction, err error) (solana.Instruction, error) {
-	if err != nil {
-		return nil, err
-	}
-	data, err := ix.Data()
-	if err != nil {
-		return nil, err
-	}
-	return solana.NewInstruction(p.ID, ix.Accounts(), data), nil
+	return chain.Rebind(p.ID, ix, err)
 }
 
 // CreateParams describes a new run.

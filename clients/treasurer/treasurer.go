@@ -61,14 +61,7 @@ func (p Program) ParticipantAddress(run, user solana.PublicKey) (solana.PublicKe
 
 // rebind points an instruction built by the bindings at this deployment.
 func (p Program) rebind(ix solana.Instruction, err error) (solana.Instruction, error) {
-	if err != nil {
-		return nil, err
-	}
-	data, err := ix.Data()
-	if err != nil {
-		return nil, err
-	}
-	return solana.NewInstruction(p.ID, ix.Accounts(), data), nil
+	return chain.Rebind(p.ID, ix, err)
 }
 
 // Run names one Treasurer run and the accounts its instructions need.
