@@ -23,19 +23,7 @@ func main() {
 }
 
 func run(args []string) int {
-	app := &cli.App{
-		Name:                 "psyche-client",
-		Usage:                "train in, and administer, Psyche runs on Solana",
-		EnableBashCompletion: true,
-		Commands:             commands(),
-		OnUsageError:         usageError,
-		ExitErrHandler:       func(*cli.Context, error) {},
-		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "psyche-client: no command %q; see psyche-client --help\n", name)
-			os.Exit(exitBadInput)
-		},
-	}
-	setUsageErrors(app.Commands)
+	app := newApp()
 	err := app.Run(args)
 	if err == nil {
 		return 0
@@ -57,6 +45,36 @@ func run(args []string) int {
 func isMissingRequiredFlag(err error) bool {
 	msg := err.Error()
 	return strings.HasPrefix(msg, "Required flag ") || strings.HasPrefix(msg, "Required flags ")
+}
+
+func newApp() *cli.App {
+	app := &cli.App{
+		Name:                 "psyche-client",
+		Usage:                "train in, and administer, Psyche runs on Solana",
+		EnableBashCompletion: true,
+		Commands:             commands(),
+		OnUsageError:         usageError,
+		ExitErrHandler:       func(*cli.Context, error) {},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "psyche-client: no command %q; see psyche-client --help\n", name)
+			os.Exit(exitBadInput)
+		},
+	}
+	app.Commands = append(app.Commands, &cli.Command{
+		Name:   "print-all-help",
+		Usage:  "print the help of every command as Markdown (docs/cli.md is generated with it)",
+		Hidden: true,
+		Action: func(c *cli.Context) error {
+			md, err := newApp().ToMarkdown()
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(c.App.Writer, md)
+			return err
+		},
+	})
+	setUsageErrors(app.Commands)
+	return app
 }
 
 // usageError reports flag and argument mistakes, once, as bad input.
