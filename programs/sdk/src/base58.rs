@@ -1,4 +1,5 @@
-//! Base58 (Bitcoin alphabet) decoding of 32-byte addresses, in const contexts.
+//! Base58 (Bitcoin alphabet) for 32-byte addresses: decoding in const
+//! contexts, and encoding (the IDL generators print program ids with it).
 
 use crate::Address;
 
@@ -69,6 +70,39 @@ pub const fn address(s: &str) -> Address {
     }
 }
 
+/// The longest base58 form of 32 bytes.
+pub const MAX_ENCODED_32: usize = 44;
+
+/// Encodes 32 bytes into `out`, returning the base58 text.
+pub fn encode_32<'a>(bytes: &[u8; 32], out: &'a mut [u8; MAX_ENCODED_32]) -> &'a str {
+    // Little-endian base-58 digits of the number the bytes spell.
+    let mut digits = [0u8; MAX_ENCODED_32];
+    let mut len = 0;
+    for &byte in bytes {
+        let mut carry = byte as u32;
+        for d in digits[..len].iter_mut() {
+            carry += (*d as u32) << 8;
+            *d = (carry % 58) as u8;
+            carry /= 58;
+        }
+        while carry > 0 {
+            digits[len] = (carry % 58) as u8;
+            len += 1;
+            carry /= 58;
+        }
+    }
+    let zeros = bytes.iter().take_while(|&&b| b == 0).count();
+    let n = zeros + len;
+    for c in out[..zeros].iter_mut() {
+        *c = b'1';
+    }
+    for (i, &d) in digits[..len].iter().rev().enumerate() {
+        out[zeros + i] = ALPHABET[d as usize];
+    }
+    // Every byte written is from the ASCII alphabet, so this never fails.
+    core::str::from_utf8(&out[..n]).unwrap_or("")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +116,18 @@ mod tests {
         let mut one = [0u8; 32];
         one[31] = 1;
         assert_eq!(decode_32("11111111111111111111111111111112"), Some(one));
+    }
+
+    #[test]
+    fn encode_round_trips() {
+        let mut buf = [0u8; MAX_ENCODED_32];
+        for s in ["11111111111111111111111111111111", "11111111111111111111111111111112", "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"] {
+            assert_eq!(encode_32(&decode_32(s).unwrap(), &mut buf), s);
+        }
+        let max = [0xffu8; 32];
+        let text = encode_32(&max, &mut buf);
+        assert_eq!(text.len(), MAX_ENCODED_32);
+        assert_eq!(decode_32(text), Some(max));
     }
 
     #[test]

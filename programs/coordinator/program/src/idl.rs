@@ -308,26 +308,10 @@ fn render() -> String {
     s
 }
 
-/// Base58 (Bitcoin alphabet), for the program id.
-fn bs58(b: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
-    let mut digits: Vec<u8> = Vec::new();
-    for &byte in b {
-        let mut carry = byte as u32;
-        for d in digits.iter_mut() {
-            carry += (*d as u32) << 8;
-            *d = (carry % 58) as u8;
-            carry /= 58;
-        }
-        while carry > 0 {
-            digits.push((carry % 58) as u8);
-            carry /= 58;
-        }
-    }
-    let zeros = b.iter().take_while(|&&x| x == 0).count();
-    let mut s: String = core::iter::repeat('1').take(zeros).collect();
-    s.extend(digits.iter().rev().map(|&d| ALPHABET[d as usize] as char));
-    s
+/// Base58 form of an address, for the IDL.
+fn bs58(b: &[u8; 32]) -> String {
+    let mut buf = [0u8; psyche_sdk::base58::MAX_ENCODED_32];
+    psyche_sdk::base58::encode_32(b, &mut buf).into()
 }
 
 #[test]
