@@ -187,6 +187,30 @@ func authorizerCommands() []*cli.Command {
 	}
 }
 
+// grantEveryone follows a run's creation with the wallet's active
+// permissionless join authorization (grantee = everyone, the join scope).
+func grantEveryone(c *cli.Context, client *chain.Client, wallet solana.PrivateKey) error {
+	auth, err := authorizerProgram(c)
+	if err != nil {
+		return err
+	}
+	me := wallet.PublicKey()
+	create, addr, err := auth.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)
+	if err != nil {
+		return err
+	}
+	activate, err := auth.SetActive(me, addr, true)
+	if err != nil {
+		return err
+	}
+	sig, err := client.Send(c.Context, wallet, []solana.Instruction{create, activate})
+	if err != nil {
+		return fmt.Errorf("the run exists, but the permissionless authorization failed: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "permissionless authorization: %s\nsignature: %s\n", addr, sig)
+	return nil
+}
+
 // authorizerCtx is what every authorization-changing command needs.
 type authorizerCtx struct {
 	program authorizer.Program

@@ -77,23 +77,7 @@ func coordinatorCommands() []*cli.Command {
 				if !c.Bool("permissionless") {
 					return nil
 				}
-				auth, err := authorizerProgram(c)
-				if err != nil {
-					return err
-				}
-				create, addr, err := auth.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
-				if err != nil {
-					return err
-				}
-				activate, err := auth.SetActive(me, addr, true)
-				if err != nil {
-					return err
-				}
-				if sig, err = a.client.Send(c.Context, a.wallet, []solana.Instruction{create, activate}); err != nil {
-					return fmt.Errorf("the run exists, but the permissionless authorization failed: %w", err)
-				}
-				fmt.Fprintf(c.App.Writer, "permissionless authorization: %s\nsignature: %s\n", addr, sig)
-				return nil
+				return grantEveryone(c, a.client, a.wallet)
 			},
 		},
 		{

@@ -10,7 +10,6 @@ import (
 	"github.com/gagliardetto/solana-go"
 	"github.com/urfave/cli/v2"
 
-	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/treasurer"
@@ -366,23 +365,7 @@ func createTreasurerRun(c *cli.Context) error {
 	if !c.Bool("permissionless") {
 		return nil
 	}
-	auth, err := authorizerProgram(c)
-	if err != nil {
-		return err
-	}
-	create, addr, err := auth.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
-	if err != nil {
-		return err
-	}
-	activate, err := auth.SetActive(me, addr, true)
-	if err != nil {
-		return err
-	}
-	if sig, err = t.client.Send(c.Context, t.wallet, []solana.Instruction{create, activate}); err != nil {
-		return fmt.Errorf("the run exists, but the permissionless authorization failed: %w", err)
-	}
-	fmt.Fprintf(c.App.Writer, "permissionless authorization: %s\nsignature: %s\n", addr, sig)
-	return nil
+	return grantEveryone(c, t.client, t.wallet)
 }
 
 func updateTreasurerRun(c *cli.Context) error {
