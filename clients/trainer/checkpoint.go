@@ -1,5 +1,10 @@
 package trainer
 
+/*
+#include "trainer.h"
+*/
+import "C"
+
 import (
 	"encoding/binary"
 	"encoding/json"
@@ -8,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Checkpoints are safetensors files: a u64 little-endian header length, a
@@ -17,6 +23,7 @@ import (
 // present when the optimizer has run. The counters live in __metadata__.
 const (
 	checkpointFormat  = "psyche-trainer-checkpoint"
+	modelFormat       = "psyche-trainer-model"
 	checkpointVersion = "1"
 	stateHeaderLen    = 56
 	maxHeaderLen      = 16 << 20
@@ -77,12 +84,9 @@ func (t *Trainer) SaveCheckpoint(path string, meta map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("encode config: %w", err)
 	}
-	md := map[string]string{}
-	for k, v := range meta {
-		if len(k) >= 7 && k[:7] == "psyche." {
-			return fmt.Errorf("checkpoint metadata key %q: the psyche. prefix is reserved: %w", k, ErrInvalid)
-		}
-		md[k] = v
+	md, err := userMetadata(meta)
+	if err != nil {
+		return err
 	}
 	md["psyche.format"] = checkpointFormat
 	md["psyche.version"] = checkpointVersion
@@ -107,6 +111,103 @@ func (t *Trainer) SaveCheckpoint(path string, meta map[string]string) error {
 	buf = append(buf, hj...)
 	buf = append(buf, state[stateHeaderLen:]...)
 	return writeFileAtomic(path, buf)
+}
+
+// modelShape is the config stored in a params-only model file. MicroBatch is
+// left out: it is each client's memory choice, and every replica must write
+// the same bytes.
+type modelShape struct {
+	Name        string `json:"name"`
+	Vocab       int    `json:"vocab"`
+	PaddedVocab int    `json:"padded_vocab"`
+	Layers      int    `json:"layers"`
+	Channels    int    `json:"channels"`
+	Heads       int    `json:"heads"`
+	SeqLen      int    `json:"seq_len"`
+}
+
+// SaveModel writes the parameters only (no optimizer state) to path as
+// safetensors, atomically. The bytes depend only on the parameters, the
+// model shape, the optimizer step and last DeMo lr (common to all replicas)
+// and meta, so replicas at the same step write identical files. Keys of meta
+// starting with "psyche." are reserved.
+func (t *Trainer) SaveModel(path string, meta map[string]string) error {
+	md, err := userMetadata(meta)
+	if err != nil {
+		return err
+	}
+	tensors, err := t.Tensors()
+	if err != nil {
+		return err
+	}
+	hdr, params, err := t.headerAndParams()
+	if err != nil {
+		return err
+	}
+	shape, err := json.Marshal(modelShape{t.cfg.Name, t.cfg.Vocab, t.cfg.PaddedVocab, t.cfg.Layers, t.cfg.Channels, t.cfg.Heads, t.cfg.SeqLen})
+	if err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	md["psyche.format"] = modelFormat
+	md["psyche.version"] = checkpointVersion
+	md["psyche.config"] = string(shape)
+	md["psyche.step"] = strconv.FormatUint(binary.LittleEndian.Uint64(hdr[32:]), 10)
+	md["psyche.demo_lr_bits"] = strconv.FormatUint(uint64(binary.LittleEndian.Uint32(hdr[48:])), 16)
+	// The header is built by hand so the key order is fixed: metadata first
+	// (json.Marshal sorts map keys), then the tensors in storage order.
+	mj, err := json.Marshal(md)
+	if err != nil {
+		return fmt.Errorf("encode model metadata: %w", err)
+	}
+	hj := append([]byte(`{"__metadata__":`), mj...)
+	var off int64
+	for _, ts := range tensors {
+		name, _ := json.Marshal(ts.Name)
+		e, err := json.Marshal(stEntry{DType: "F32", Shape: ts.Shape, Offsets: [2]int64{off, off + 4*int64(ts.Size)}})
+		if err != nil {
+			return fmt.Errorf("encode model header: %w", err)
+		}
+		hj = append(append(append(append(hj, ','), name...), ':'), e...)
+		off += 4 * int64(ts.Size)
+	}
+	hj = append(hj, '}')
+	for len(hj)%8 != 0 {
+		hj = append(hj, ' ')
+	}
+	buf := make([]byte, 0, 8+len(hj)+len(params))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(hj)))
+	buf = append(buf, hj...)
+	buf = append(buf, params...)
+	return writeFileAtomic(path, buf)
+}
+
+// headerAndParams returns the state header and the parameters as
+// little-endian bytes, read under one lock.
+func (t *Trainer) headerAndParams() ([]byte, []byte, error) {
+	if err := t.lock(); err != nil {
+		return nil, nil, err
+	}
+	defer t.mu.Unlock()
+	hdr := make([]byte, stateHeaderLen)
+	if err := codeErr(C.tr_state_header(t.m, (*C.uint8_t)(&hdr[0]), C.size_t(len(hdr))), "state header"); err != nil {
+		return nil, nil, err
+	}
+	params := make([]byte, 4*t.n)
+	if err := codeErr(C.tr_state_floats(t.m, 0, C.size_t(t.n), (*C.uint8_t)(&params[0])), "read parameters"); err != nil {
+		return nil, nil, err
+	}
+	return hdr, params, nil
+}
+
+func userMetadata(meta map[string]string) (map[string]string, error) {
+	md := map[string]string{}
+	for k, v := range meta {
+		if strings.HasPrefix(k, "psyche.") {
+			return nil, fmt.Errorf("checkpoint metadata key %q: the psyche. prefix is reserved: %w", k, ErrInvalid)
+		}
+		md[k] = v
+	}
+	return md, nil
 }
 
 func writeFileAtomic(path string, data []byte) (err error) {
@@ -176,11 +277,14 @@ func readCheckpoint(path string) (*checkpointFile, error) {
 	if err := json.Unmarshal(c.hdr["__metadata__"], &c.md); err != nil || c.md == nil {
 		return bad("missing __metadata__")
 	}
-	if c.md["psyche.format"] != checkpointFormat || c.md["psyche.version"] != checkpointVersion {
-		return bad("format %q version %q, want %s %s", c.md["psyche.format"], c.md["psyche.version"], checkpointFormat, checkpointVersion)
+	if f := c.md["psyche.format"]; f != checkpointFormat && f != modelFormat || c.md["psyche.version"] != checkpointVersion {
+		return bad("format %q version %q, want %s or %s, version %s", c.md["psyche.format"], c.md["psyche.version"], checkpointFormat, modelFormat, checkpointVersion)
 	}
 	if err := json.Unmarshal([]byte(c.md["psyche.config"]), &c.cfg); err != nil {
 		return bad("config: %v", err)
+	}
+	if c.md["psyche.format"] == modelFormat {
+		c.cfg.MicroBatch = defaultMicroBatch(c.cfg)
 	}
 	if err := c.cfg.Validate(); err != nil {
 		return bad("%v", err)
@@ -188,7 +292,8 @@ func readCheckpoint(path string) (*checkpointFile, error) {
 	return c, nil
 }
 
-// LoadCheckpoint creates a trainer from a checkpoint written by SaveCheckpoint.
+// LoadCheckpoint creates a trainer from a file written by SaveCheckpoint or
+// SaveModel (then with fresh optimizer state).
 func LoadCheckpoint(path string) (*Trainer, error) {
 	c, err := readCheckpoint(path)
 	if err != nil {
@@ -205,14 +310,46 @@ func LoadCheckpoint(path string) (*Trainer, error) {
 	return t, nil
 }
 
-// LoadCheckpoint replaces this trainer's state with a checkpoint of the same
-// model shape. A bad checkpoint is rejected and changes nothing.
+// LoadCheckpoint replaces this trainer's state with a checkpoint or model
+// file (SaveModel) of the same model shape; a model file resets the
+// optimizer state as in a new trainer. A bad file is rejected and changes
+// nothing.
 func (t *Trainer) LoadCheckpoint(path string) error {
 	c, err := readCheckpoint(path)
 	if err != nil {
 		return err
 	}
 	return t.loadCheckpoint(path, c)
+}
+
+// counters reads the state flags and counters from the metadata. A model file
+// (params only) has no optimizer state: flags and AdamW t are 0, and the step
+// and DeMo lr are taken when present.
+func (c *checkpointFile) counters() (flags, step, adamT, lrBits uint64, err error) {
+	num := func(key string, base, size int) (uint64, error) {
+		v, ok := c.md[key]
+		if !ok && c.md["psyche.format"] == modelFormat {
+			return 0, nil
+		}
+		return strconv.ParseUint(v, base, size)
+	}
+	step, err1 := num("psyche.step", 10, 64)
+	lrBits, err2 := num("psyche.demo_lr_bits", 16, 32)
+	if c.md["psyche.format"] == modelFormat {
+		return 0, step, 0, lrBits, errors.Join(err1, err2)
+	}
+	flags, err3 := num("psyche.flags", 10, 32)
+	adamT, err4 := num("psyche.adam_t", 10, 64)
+	return flags, step, adamT, lrBits, errors.Join(err1, err2, err3, err4)
+}
+
+// defaultMicroBatch is the micro-batch for a model loaded from a file that
+// does not record one: the named config's when the shape matches, else 1.
+func defaultMicroBatch(cfg Config) int {
+	if named, ok := namedConfigs[cfg.Name]; ok && named.sameModel(cfg) {
+		return named.MicroBatch
+	}
+	return 1
 }
 
 func (t *Trainer) loadCheckpoint(path string, c *checkpointFile) error {
@@ -222,11 +359,8 @@ func (t *Trainer) loadCheckpoint(path string, c *checkpointFile) error {
 	if !t.cfg.sameModel(c.cfg) {
 		return bad("model %+v does not match this trainer's %+v", c.cfg, t.cfg)
 	}
-	flags, err1 := strconv.ParseUint(c.md["psyche.flags"], 10, 32)
-	step, err2 := strconv.ParseUint(c.md["psyche.step"], 10, 64)
-	adamT, err3 := strconv.ParseUint(c.md["psyche.adam_t"], 10, 64)
-	lrBits, err4 := strconv.ParseUint(c.md["psyche.demo_lr_bits"], 16, 32)
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	flags, step, adamT, lrBits, err := c.counters()
+	if err != nil {
 		return bad("metadata: %v", err)
 	}
 	names, want, err := t.checkpointTensors(uint32(flags))

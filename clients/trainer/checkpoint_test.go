@@ -1,9 +1,11 @@
 package trainer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,5 +109,147 @@ func TestBadCheckpointRejected(t *testing.T) {
 	}
 	if err := b.LoadCheckpoint(filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing file accepted")
+	}
+}
+
+func TestSaveModel(t *testing.T) {
+	cfg := lightConfig(t)
+	dir := t.TempDir()
+	text := MarkovText(3, 3*2*32+1)
+	a := newTrainer(t, cfg, 1)
+	runSteps(t, a, "demo", text, 0, 2, 2, 32)
+	params, err := a.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b is another replica: same seed and steps, but its own micro-batch and
+	// thread count. Its model file must be the same bytes.
+	other := cfg
+	other.MicroBatch = 3
+	b := newTrainer(t, other, 1)
+	if err := b.SetThreads(1); err != nil {
+		t.Fatal(err)
+	}
+	runSteps(t, b, "demo", text, 0, 2, 2, 32)
+	meta := map[string]string{"run": "r1", "a": "x", "z": "y"}
+	pa, pb := filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "b.safetensors")
+	if err := a.SaveModel(pa, meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SaveModel(pb, map[string]string{"z": "y", "run": "r1", "a": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	ra, _ := os.ReadFile(pa)
+	rb, _ := os.ReadFile(pb)
+	if !bytes.Equal(ra, rb) {
+		t.Fatalf("equal parameters gave different model files (%d and %d bytes)", len(ra), len(rb))
+	}
+	if err := a.SaveModel(pb, meta); err != nil {
+		t.Fatal(err)
+	}
+	if rb, _ = os.ReadFile(pb); !bytes.Equal(ra, rb) {
+		t.Fatal("saving twice gave different bytes")
+	}
+
+	// Only the parameter tensors, in storage order, metadata first.
+	hlen := binary.LittleEndian.Uint64(ra)
+	var hdr map[string]json.RawMessage
+	if err := json.Unmarshal(ra[8:8+hlen], &hdr); err != nil {
+		t.Fatal(err)
+	}
+	tensors, _ := a.Tensors()
+	if len(hdr) != len(tensors)+1 || int(hlen)+8+4*a.NumParams() != len(ra) {
+		t.Fatalf("%d header entries, %d bytes; want %d entries, %d bytes", len(hdr), len(ra), len(tensors)+1, int(hlen)+8+4*a.NumParams())
+	}
+	if !bytes.HasPrefix(ra[8:], []byte(`{"__metadata__":{"a":"x",`)) {
+		t.Errorf("header starts %q", ra[8:40])
+	}
+
+	// Round trip: parameters and step restored, optimizer state fresh.
+	c, err := LoadCheckpoint(pa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if c.Config().MicroBatch != cfg.MicroBatch {
+		t.Errorf("micro-batch %d, want the light default %d", c.Config().MicroBatch, cfg.MicroBatch)
+	}
+	got, _ := c.Params()
+	for i := range params {
+		if math.Float32bits(got[i]) != math.Float32bits(params[i]) {
+			t.Fatalf("parameter %d: %v after loading, saved %v", i, got[i], params[i])
+		}
+	}
+	stA, _ := a.ExportState()
+	stC, _ := c.ExportState()
+	if binary.LittleEndian.Uint64(stC[32:]) != 2 || binary.LittleEndian.Uint32(stC[48:]) != binary.LittleEndian.Uint32(stA[48:]) {
+		t.Errorf("step/lr not restored: %x", stC[32:52])
+	}
+	if flags := binary.LittleEndian.Uint32(stC[52:]); flags != 0 || len(stC) != stateHeaderLen+4*c.NumParams() {
+		t.Errorf("optimizer state not reset: flags %d, %d bytes", flags, len(stC))
+	}
+	fresh := newTrainer(t, cfg, 5)
+	if err := fresh.SetParams(params); err != nil {
+		t.Fatal(err)
+	}
+	// One AdamW step from the loaded model equals one from fresh optimizer
+	// state (the digests differ only by the step counter).
+	runSteps(t, fresh, "adamw", text, 2, 1, 2, 32)
+	runSteps(t, c, "adamw", text, 2, 1, 2, 32)
+	p1, _ := fresh.Params()
+	p2, _ := c.Params()
+	for i := range p1 {
+		if math.Float32bits(p1[i]) != math.Float32bits(p2[i]) {
+			t.Fatalf("after one AdamW step from the loaded model, parameter %d differs from a fresh optimizer's", i)
+		}
+	}
+}
+
+func TestBadModelFileRejected(t *testing.T) {
+	cfg := lightConfig(t)
+	dir := t.TempDir()
+	other := cfg
+	other.Channels = 64
+	small := newTrainer(t, other, 1)
+	path := filepath.Join(dir, "small.safetensors")
+	if err := small.SaveModel(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := newTrainer(t, cfg, 2)
+	runSteps(t, b, "demo", MarkovText(1, 2*32+1), 0, 1, 2, 32)
+	before := digest(t, b, nil)
+	if err := b.LoadCheckpoint(path); err == nil {
+		t.Fatal("a model file of another shape was accepted")
+	}
+	raw, _ := os.ReadFile(path)
+	good := filepath.Join(dir, "good.safetensors")
+	if err := b.SaveModel(good, nil); err != nil {
+		t.Fatal(err)
+	}
+	goodRaw, _ := os.ReadFile(good)
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"other shape", raw},
+		{"truncated", goodRaw[:len(goodRaw)-4]},
+		{"extra data", append(append([]byte(nil), goodRaw...), 0, 0, 0, 0)},
+		{"NaN parameter", append(append([]byte(nil), goodRaw[:len(goodRaw)-4]...), 0, 0, 0xc0, 0x7f)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, "bad.safetensors")
+			if err := os.WriteFile(p, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.LoadCheckpoint(p); err == nil {
+				t.Fatal("accepted")
+			}
+			if d := digest(t, b, nil); d != before {
+				t.Fatal("a rejected model file changed the trainer")
+			}
+		})
+	}
+	if err := b.SaveModel(filepath.Join(dir, "x"), map[string]string{"psyche.format": "x"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("reserved metadata key: got %v", err)
 	}
 }
