@@ -89,7 +89,8 @@ type Config struct {
 	// directory removed at the end.
 	WorkDir string
 
-	// PollInterval is how often the Coordinator account is read.
+	// PollInterval is how often the newest Coordinator state is acted on
+	// again between notifications (timers, deadlines).
 	PollInterval time.Duration
 	// Rand spreads ticks between clients; nil seeds one from the clock.
 	Rand *rand.Rand
@@ -109,14 +110,15 @@ const (
 
 // Client runs one wallet's participation in one run.
 type Client struct {
-	cfg    Config
-	log    *slog.Logger
-	chains []*chain.Client
-	run    coordinator.Run
-	me     solana.PublicKey
-	p2pKey [32]byte
-	self   peer.ID
-	rng    *rand.Rand
+	cfg     Config
+	log     *slog.Logger
+	chainMu sync.Mutex
+	chains  []*chain.Client // guarded by chainMu
+	run     coordinator.Run
+	me      solana.PublicKey
+	p2pKey  [32]byte
+	self    peer.ID
+	rng     *rand.Rand
 
 	tr    *trainer.Trainer
 	model coordinator.Model
@@ -210,17 +212,33 @@ func New(cfg Config) (*Client, error) {
 }
 
 // chain is the endpoint in use; failover rotates the list.
-func (c *Client) chain() *chain.Client { return c.chains[0] }
+func (c *Client) chain() *chain.Client {
+	c.chainMu.Lock()
+	defer c.chainMu.Unlock()
+	return c.chains[0]
+}
 
-func (c *Client) failover(err error) {
-	if len(c.chains) > 1 {
-		c.log.Warn("RPC endpoint failed; switching to the next", "rpc", c.chains[0].RPCURL(), "err", err)
+// failover moves to the next endpoint after err on the current one.
+func (c *Client) failover(err error) { c.failed(c.chain(), err) }
+
+// failed moves past cl when it is the endpoint in use; the subscription
+// reports its failures here too, so sends leave a dead node as well.
+func (c *Client) failed(cl *chain.Client, err error) {
+	c.chainMu.Lock()
+	defer c.chainMu.Unlock()
+	if len(c.chains) > 1 && c.chains[0] == cl {
+		c.log.Warn("RPC endpoint failed; switching to the next", "rpc", cl.RPCURL(), "ws", cl.WSURL(), "next", c.chains[1].RPCURL(), "err", err)
 		c.chains = append(c.chains[1:], c.chains[0])
 	}
 }
 
 // Run follows the run until it is Finished (nil), ctx ends (the client
 // leaves the run, then returns ctx's error), or a fatal error.
+//
+// States arrive by accountSubscribe (watch); every PollInterval the newest
+// one is acted on again, so timers are checked between notifications, and
+// the account is read over JSON-RPC when no notification came for
+// resyncAfter (a subscription that went silent without failing).
 func (c *Client) Run(ctx context.Context) error {
 	run, err := c.open(ctx)
 	if err != nil {
@@ -229,10 +247,42 @@ func (c *Client) Run(ctx context.Context) error {
 	c.run = run
 	defer c.close()
 	go c.receive(ctx)
+	states := make(chan *coordinator.State, 1)
+	go c.watch(ctx, append([]*chain.Client(nil), c.chains...), states)
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
+	var cur *coordinator.State
+	var heard time.Time
 	for {
-		done, err := c.poll(ctx)
+		select {
+		case <-ctx.Done():
+			c.leave()
+			return ctx.Err()
+		case s := <-states:
+			heard = time.Now()
+			if s.Nonce < c.lastNonce {
+				continue // an RPC node behind the one we heard from before
+			}
+			c.lastNonce, cur = s.Nonce, s
+		case <-t.C:
+			if cur == nil || time.Since(heard) > resyncAfter {
+				s, err := c.readState(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						c.leave()
+						return ctx.Err()
+					}
+					return err
+				}
+				if s != nil {
+					heard, cur = time.Now(), s
+				}
+			}
+		}
+		if cur == nil {
+			continue
+		}
+		done, err := c.handle(ctx, cur)
 		if err != nil || done {
 			if ctx.Err() != nil {
 				c.leave()
@@ -240,14 +290,12 @@ func (c *Client) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			c.leave()
-			return ctx.Err()
-		case <-t.C:
-		}
 	}
 }
+
+// resyncAfter is how long the client trusts a silent subscription before it
+// reads the account itself. The Coordinator changes at least every round.
+const resyncAfter = 5 * time.Second
 
 func (c *Client) open(ctx context.Context) (coordinator.Run, error) {
 	var last error
@@ -293,22 +341,24 @@ func (c *Client) leave() {
 	c.log.Info("left the run")
 }
 
-// poll reads the account once and acts on it; done is true once the run is Finished.
-func (c *Client) poll(ctx context.Context) (done bool, err error) {
+// readState reads the account over JSON-RPC. It returns nil (and fails over to
+// the next endpoint) on a transient error, and nil for a state older than
+// one already seen.
+func (c *Client) readState(ctx context.Context) (*coordinator.State, error) {
 	s, err := c.run.FetchState(ctx, c.chain())
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, coordinator.ErrNotCoordinator) {
-			return false, err
+			return nil, err
 		}
 		c.failover(err)
 		c.log.Warn("reading the coordinator account failed", "err", err)
-		return false, nil
+		return nil, nil
 	}
 	if s.Nonce < c.lastNonce {
-		return false, nil // an RPC node behind the one we read before
+		return nil, nil
 	}
 	c.lastNonce = s.Nonce
-	return c.handle(ctx, s)
+	return s, nil
 }
 
 func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error) {
@@ -497,6 +547,9 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 		}
 	}
 	if s.Progress.Step > 1 {
+		if c.loadLocalCheckpoint(tr, s.Progress.Step-1) {
+			return c.ready(ctx, tr, model)
+		}
 		c.loading, c.model = tr, model
 		return c.loadShared(ctx, s)
 	}

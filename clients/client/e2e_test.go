@@ -226,8 +226,15 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 		}
 		t.Cleanup(func() { eval.Close() })
 		tc := &trainingClient{rec: status.NewRecorder(runID, status.Options{}), done: make(chan struct{})}
+		chains := []*chain.Client{programtest.Chain(t, v)}
+		if i == 1 {
+			// Its primary endpoint answers JSON-RPC but its websocket is
+			// dead: the subscription must fail over to the backup (and
+			// take the transactions with it).
+			chains = append([]*chain.Client{deadWS(t, v.RPCURL)}, chains...)
+		}
 		cl, err := client.New(client.Config{
-			RunID: runID, Program: program, Chains: []*chain.Client{programtest.Chain(t, v)}, Wallet: key,
+			RunID: runID, Program: program, Chains: chains, Wallet: key,
 			Authorization: authAddr, Node: node, Recorder: tc.rec, Eval: eval, EvalEvery: 4, EvalSequences: 8,
 			Threads: 1, Log: testLogger(t, i),
 		})
@@ -328,6 +335,21 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 	if first.Step != 0 || last.Step < 12 || last.Loss > first.Loss-1.0 {
 		t.Errorf("held-out loss %.4f at step %d -> %.4f at step %d: want a drop of at least 1.0 by step 12", first.Loss, first.Step, last.Loss, last.Step)
 	}
+}
+
+// deadWS is rpcURL with a websocket URL nothing listens on.
+func deadWS(t *testing.T, rpcURL string) *chain.Client {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := chain.New(rpcURL, "ws://"+addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func mustSend(t *testing.T, c *chain.Client, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) {

@@ -10,9 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
@@ -502,55 +499,6 @@ func (c *Client) maybeTick(ctx context.Context, s *coordinator.State, phase coor
 	}
 	if _, err := c.chain().Send(ctx, c.cfg.Wallet, ixs); err != nil {
 		c.log.Debug("tick not accepted", "phase", phase, "err", err)
-	}
-}
-
-// saveCheckpoint writes the model at the end of an epoch, once per step.
-func (c *Client) saveCheckpoint(s *coordinator.State) {
-	if c.cfg.CheckpointDir == "" || c.tr == nil || c.lastStep == 0 || c.checkpoint == c.lastStep || c.trained != nil {
-		return
-	}
-	c.checkpoint = c.lastStep
-	path := filepath.Join(c.cfg.CheckpointDir, fmt.Sprintf("%s-step%d.safetensors", c.cfg.RunID, c.lastStep))
-	if err := os.MkdirAll(c.cfg.CheckpointDir, 0o755); err != nil {
-		c.log.Warn("checkpoint", "err", err)
-		return
-	}
-	if err := c.tr.SaveCheckpoint(path, map[string]string{"run_id": c.cfg.RunID, "step": strconv.Itoa(int(c.lastStep))}); err != nil {
-		c.log.Warn("checkpoint", "err", err)
-		return
-	}
-	c.cfg.Recorder.SetCheckpoint(status.Checkpoint{Step: uint64(c.lastStep), Location: path})
-	c.log.Info("checkpoint written", "step", c.lastStep, "path", path)
-	if c.cfg.DeleteOldSteps {
-		c.deleteOldCheckpoints()
-	}
-}
-
-// deleteOldCheckpoints keeps the newest KeepSteps checkpoints of this run.
-func (c *Client) deleteOldCheckpoints() {
-	prefix := c.cfg.RunID + "-step"
-	entries, err := os.ReadDir(c.cfg.CheckpointDir)
-	if err != nil {
-		return
-	}
-	type ck struct {
-		step int
-		name string
-	}
-	var cks []ck
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ".safetensors") {
-			continue
-		}
-		if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, prefix), ".safetensors")); err == nil {
-			cks = append(cks, ck{n, name})
-		}
-	}
-	sort.Slice(cks, func(i, j int) bool { return cks[i].step > cks[j].step })
-	for _, k := range cks[min(c.cfg.KeepSteps, len(cks)):] {
-		_ = os.Remove(filepath.Join(c.cfg.CheckpointDir, k.name))
 	}
 }
 
