@@ -397,3 +397,13 @@ func (t *Trainer) loadCheckpoint(path string, c *checkpointFile) error {
 	state = append(state, c.data...)
 	return t.ImportState(state)
 }
+
+// CheckpointMetadata returns the metadata of a checkpoint or model file (the
+// caller's keys and the reserved "psyche." ones) after checking its format.
+func CheckpointMetadata(path string) (map[string]string, error) {
+	c, err := readCheckpoint(path)
+	if err != nil {
+		return nil, err
+	}
+	return c.md, nil
+}
