@@ -1,21 +1,21 @@
 // demo.c: DeMo / DisTrO. Each client keeps a momentum delta, sends only the
-// top-k chunked-DCT coefficients of it (optionally as signs with a per-tensor
-// scale) and removes the selected coefficients from delta (error feedback). Every client
-// then applies the scatter-mean of all accepted payloads, in one fixed client
+// top-k chunked-DCT coefficients of it (optionally as signs only) and removes
+// the selected coefficients from delta (error feedback). Every client then
+// applies the scatter-mean of all accepted payloads, in one fixed client
 // order, as a sign-SGD step, so replicas stay bit-identical.
 //
-// Payload format v1, little-endian (README.md has the full spec):
-//   header  "PDMO" | u16 version=1 | u16 flags (bit 0: one-bit values) | u32 ntensors
-//   tensor  u32 rows | u32 cols | u16 chunk_rows | u16 chunk_cols | u16 k | u8 index_bytes | u8 0
-//           [f32 scale if one-bit] | indices (nchunks*k, index_bytes each)
-//           | values: one-bit: ceil(nchunks*k/8) bytes, LSB first, 1 = negative; else nchunks*k f32
+// Payload format v2, little-endian (README.md has the full spec). Shapes,
+// chunks, k and index widths follow from the model and hp, so only the
+// entries travel:
+//   header  "PD" | u8 version=2 | u8 flags (bit 0: one-bit values)
+//   tensor  (16, parameter order) indices (nchunks*k, index_bytes each)
+//           | values: one-bit: ceil(nchunks*k/8) bytes, LSB first, 1 = -1, 0 = +1; else nchunks*k f32
 
 #include "internal.h"
 
-#define TR_DEMO_MAGIC "PDMO"
-#define TR_DEMO_VERSION 1
-#define TR_DEMO_HEADER 12
-#define TR_DEMO_TENSOR_HEADER 16
+#define TR_DEMO_MAGIC "PD"
+#define TR_DEMO_VERSION 2
+#define TR_DEMO_HEADER 4
 #define TR_DEMO_MAX_CHUNK 256
 
 typedef struct {
@@ -72,7 +72,7 @@ static void tr_demo_layout(const tr_model *m, const tr_demo *hp, tr_demo_tensor 
 
 static size_t tr_demo_tensor_bytes(const tr_demo_tensor *t, int one_bit) {
     size_t e = t->nchunks * (size_t)t->k;
-    return TR_DEMO_TENSOR_HEADER + (one_bit ? 4 + (e + 7) / 8 : 4 * e) + e * (size_t)t->width;
+    return (one_bit ? (e + 7) / 8 : 4 * e) + e * (size_t)t->width;
 }
 
 int tr_demo_payload_size(const tr_model *m, const tr_demo *hp, size_t *size) {
@@ -320,15 +320,12 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
     tr_demo_layout(m, hp, t);
     tr_demo_scratch s;
     if ((rc = tr_demo_scratch_alloc(m, t, &s))) return rc;
-    size_t maxe = 0, maxc = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+    size_t maxe = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++)
         if (t[i].nchunks * t[i].k > maxe) maxe = t[i].nchunks * t[i].k;
-        if (t[i].nchunks > maxc) maxc = t[i].nchunks;
-    }
     uint32_t *sel_idx = malloc(sizeof(uint32_t) * maxe);
     float *sel_val = malloc(sizeof(float) * maxe);
-    float *abs_part = malloc(sizeof(float) * maxc);
-    if (!sel_idx || !sel_val || !abs_part) { rc = TR_ENOMEM; goto done; }
+    if (!sel_idx || !sel_val) { rc = TR_ENOMEM; goto done; }
     float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *E = S2 + m->demo_buf_len;
 
     // delta = decay * delta + lr * g (elementwise, so no order question)
@@ -336,10 +333,9 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
     for (size_t i = 0; i < m->num_params; i++) m->delta[i] = decay * m->delta[i] + lrs * m->grads[i];
 
-    memcpy(out, TR_DEMO_MAGIC, 4);
-    tr_put_u16(out + 4, TR_DEMO_VERSION);
-    tr_put_u16(out + 6, hp->one_bit ? 1 : 0);
-    tr_put_u32(out + 8, TR_NUM_TENSORS);
+    memcpy(out, TR_DEMO_MAGIC, 2);
+    out[2] = TR_DEMO_VERSION;
+    out[3] = hp->one_bit ? 1 : 0;
     uint8_t *p = out + TR_DEMO_HEADER;
     for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
         const tr_demo_tensor *x = &t[ti];
@@ -357,22 +353,10 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
             for (int i = 0; i < x->cr; i++) memcpy(blk + i * x->cc, src + (size_t)i * x->cols, sizeof(float) * x->cc);
             if (k <= TR_TOPK_SMALL) tr_topk_small(blk, n, k, sel_idx + b * k, best);
             else tr_topk_sort(blk, n, k, ia, ia + s.per, sel_idx + b * k);
-            float a = 0.0f;
-            for (int e = 0; e < k; e++) {
-                float v = blk[sel_idx[b * k + e]];
-                sel_val[b * k + e] = v;
-                a += v < 0 ? -v : v;
-            }
-            abs_part[b] = a;
+            for (int e = 0; e < k; e++) sel_val[b * k + e] = blk[sel_idx[b * k + e]];
         }
-        // 2. one-bit scale: mean |value| over the tensor, chunks added in order
-        float scale = 0.0f;
-        if (hp->one_bit) {
-            for (size_t b = 0; b < x->nchunks; b++) scale += abs_part[b];
-            scale = scale / (float)(x->nchunks * k);
-        }
-        // 3. error feedback: remove the selected coefficients at full precision,
-        //    as the reference does. (Removing the one-bit values +-scale instead,
+        // 2. error feedback: remove the selected coefficients at full precision,
+        //    as the reference does. (Removing the quantised values instead,
         //    i.e. keeping the quantisation error in delta, stalled training:
         //    light, 4 clients, top-8, 150 steps: loss 3.12 against 1.38.)
         memset(Y, 0, sizeof(float) * numel);
@@ -382,17 +366,8 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
         tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, Y, E, S1, S2, 1);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t i = 0; i < numel; i++) delta[i] -= E[i];
-        // 4. serialise
-        tr_put_u32(p, (uint32_t)x->rows);
-        tr_put_u32(p + 4, (uint32_t)x->cols);
-        tr_put_u16(p + 8, (uint32_t)x->cr);
-        tr_put_u16(p + 10, (uint32_t)x->cc);
-        tr_put_u16(p + 12, (uint32_t)k);
-        p[14] = (uint8_t)x->width;
-        p[15] = 0;
-        p += TR_DEMO_TENSOR_HEADER;
+        // 3. serialise
         size_t e = x->nchunks * k;
-        if (hp->one_bit) { tr_put_f32(p, scale); p += 4; }
         for (size_t i = 0; i < e; i++, p += x->width) tr_put_index(p, x->width, sel_idx[i]);
         if (hp->one_bit) {
             size_t nb = (e + 7) / 8;
@@ -407,14 +382,13 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
     *len = (size_t)(p - out);
     m->have_grads = 0;
 done:
-    free(s.f); free(s.u); free(sel_idx); free(sel_val); free(abs_part);
+    free(s.f); free(s.u); free(sel_idx); free(sel_val);
     return rc;
 }
 
 // Where each tensor's parts start inside one validated payload.
 typedef struct {
     const uint8_t *idx, *val;
-    float scale;
 } tr_demo_view;
 
 // Checks one payload against this model and hp without touching any state;
@@ -422,33 +396,19 @@ typedef struct {
 // chunk's size, all zero on entry (it is left dirty).
 static int tr_demo_parse(const tr_demo_tensor *t, const tr_demo *hp, const uint8_t *p, size_t len,
                          tr_demo_view *v, uint32_t *seen) {
-    if (!p || len < TR_DEMO_HEADER || memcmp(p, TR_DEMO_MAGIC, 4) != 0) return TR_EPAYLOAD;
-    if (tr_get_u16(p + 4) != TR_DEMO_VERSION) return TR_EPAYLOAD;
-    uint32_t flags = tr_get_u16(p + 6);
-    if (flags != (uint32_t)(hp->one_bit ? 1 : 0)) return TR_EPAYLOAD;
-    if (tr_get_u32(p + 8) != TR_NUM_TENSORS) return TR_EPAYLOAD;
+    if (!p || len < TR_DEMO_HEADER || memcmp(p, TR_DEMO_MAGIC, 2) != 0 || p[2] != TR_DEMO_VERSION) return TR_EPAYLOAD;
+    if (p[3] != (hp->one_bit ? 1 : 0)) return TR_EPAYLOAD;
+    // The length is fixed by the model and hp: check it before reading entries.
+    size_t want = TR_DEMO_HEADER;
+    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) want += tr_demo_tensor_bytes(&t[ti], hp->one_bit);
+    if (len != want) return TR_EPAYLOAD;
     size_t off = TR_DEMO_HEADER;
     uint32_t stamp = 0;
     for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
         const tr_demo_tensor *x = &t[ti];
-        if (len - off < TR_DEMO_TENSOR_HEADER) return TR_EPAYLOAD;
-        const uint8_t *h = p + off;
-        if (tr_get_u32(h) != (uint32_t)x->rows || tr_get_u32(h + 4) != (uint32_t)x->cols ||
-            tr_get_u16(h + 8) != (uint32_t)x->cr || tr_get_u16(h + 10) != (uint32_t)x->cc ||
-            tr_get_u16(h + 12) != (uint32_t)x->k || h[14] != x->width || h[15] != 0)
-            return TR_EPAYLOAD;
-        off += TR_DEMO_TENSOR_HEADER;
         size_t e = x->nchunks * x->k;
-        size_t body = tr_demo_tensor_bytes(x, hp->one_bit) - TR_DEMO_TENSOR_HEADER;
-        if (len - off < body) return TR_EPAYLOAD;
-        const uint8_t *q = p + off;
-        float scale = 0.0f;
-        if (hp->one_bit) {
-            scale = tr_get_f32(q);
-            if (!(scale >= 0.0f && scale < 3.0e38f)) return TR_EPAYLOAD;
-            q += 4;
-        }
-        const uint8_t *idx = q;
+        size_t body = tr_demo_tensor_bytes(x, hp->one_bit);
+        const uint8_t *idx = p + off;
         uint32_t n = (uint32_t)x->cr * (uint32_t)x->cc;
         // Indices in range and distinct within each chunk (stamp per chunk).
         for (size_t b = 0; b < x->nchunks; b++) {
@@ -470,10 +430,9 @@ static int tr_demo_parse(const tr_demo_tensor *t, const tr_demo *hp, const uint8
                 if (!(f - f == 0.0f) || f > 1e30f || f < -1e30f) return TR_EPAYLOAD;
             }
         }
-        if (v) { v[ti].idx = idx; v[ti].val = val; v[ti].scale = scale; }
+        if (v) { v[ti].idx = idx; v[ti].val = val; }
         off += body;
     }
-    if (off != len) return TR_EPAYLOAD; // trailing bytes
     return TR_OK;
 }
 
@@ -553,7 +512,8 @@ int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const
                 for (int e = 0; e < k; e++) {
                     size_t ei = b * k + e;
                     uint32_t ix = tr_get_index(v->idx + ei * x->width, x->width);
-                    float val = hp->one_bit ? ((v->val[ei / 8] >> (ei % 8)) & 1 ? -v->scale : v->scale)
+                    // one-bit: 1 - 2*bit, as the reference decodes, no scale
+                    float val = hp->one_bit ? ((v->val[ei / 8] >> (ei % 8)) & 1 ? -1.0f : 1.0f)
                                             : tr_get_f32(v->val + 4 * ei);
                     size_t pos = tr_chunk_pos(x, b, ix);
                     Y[pos] = Y[pos] + val;

@@ -65,15 +65,6 @@ func TestDCTRoundTrip(t *testing.T) {
 	}
 }
 
-func largestDivisor(n, limit int) int {
-	for d := min(n, limit); d > 1; d-- {
-		if n%d == 0 {
-			return d
-		}
-	}
-	return 1
-}
-
 // stateDelta extracts the DeMo momentum from a state blob (format v1).
 func stateDelta(t *testing.T, state []byte, n int) []float32 {
 	t.Helper()
@@ -161,7 +152,7 @@ func TestPayloadRoundTrip(t *testing.T) {
 		if err != nil || size != len(p) {
 			t.Fatalf("PayloadSize = %d, %v; payload has %d bytes", size, err, len(p))
 		}
-		d, err := DecodePayload(p)
+		d, err := DecodePayload(tinyConfig, hp, p)
 		if err != nil {
 			t.Fatalf("one-bit=%v: %v", oneBit, err)
 		}
@@ -186,56 +177,80 @@ func TestPayloadRoundTrip(t *testing.T) {
 	}
 }
 
+// The Go layout matches the native one on every named config and a range of
+// DeMo settings (the payload sizes agree exactly).
+func TestPayloadLayoutMatchesTrainer(t *testing.T) {
+	for _, name := range []string{"light", "small", "gpt2-bpe-small"} {
+		cfg, err := ConfigByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := newTrainer(t, cfg, 1)
+		for _, hp := range []DeMo{
+			{Chunk: 64, TopK: 8, OneBit: true}, {Chunk: 64, TopK: 32, OneBit: true}, {Chunk: 64, TopK: 8},
+			{Chunk: 256, TopK: 300, OneBit: true}, {Chunk: 7, TopK: 65535}, {Chunk: 1, TopK: 1, OneBit: true},
+		} {
+			native, err := tr.PayloadSize(hp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			layout, err := payloadLayout(cfg, hp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := payloadHeader
+			for i := range layout {
+				size += layout[i].bytes(hp.OneBit)
+			}
+			if size != native {
+				t.Errorf("%s %+v: Go layout gives %d bytes, trainer %d", name, hp, size, native)
+			}
+		}
+	}
+	if _, err := DecodePayload(tinyConfig, DeMo{Chunk: 0, TopK: 8}, []byte("PD\x02\x00")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("chunk 0: got %v, want ErrInvalid", err)
+	}
+}
+
 func TestMalformedPayloadRejected(t *testing.T) {
 	tr, good := tinyPayload(t, tinyDeMo)
-	d, err := DecodePayload(good)
+	d, err := DecodePayload(tinyConfig, tinyDeMo, good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Offsets of tensor 0 (see README.md): header at 12, scale at 28, indices at 32.
-	// A tensor whose sign bits do not fill the last byte, for the padding check.
-	padAt, off := -1, 12
+	// Tensor 0's indices start at byte 4 (k per chunk); find a tensor whose
+	// sign bits do not fill their last byte, for the padding check.
+	padAt, off := -1, payloadHeader
 	for _, pt := range d.Tensors {
 		e := pt.Chunks() * pt.K
-		end := off + 16 + 4 + e*pt.IndexBytes + (e+7)/8
+		off += e*pt.IndexBytes + (e+7)/8
 		if e%8 != 0 && padAt < 0 {
-			padAt = end - 1
+			padAt = off - 1
 		}
-		off = end
 	}
 	if padAt < 0 {
 		t.Fatal("no tensor with partial sign byte in the test payload")
 	}
-	put32 := func(b []byte, at int, v uint32) []byte { binary.LittleEndian.PutUint32(b[at:], v); return b }
+	if d.Tensors[0].IndexBytes != 1 || d.Tensors[0].K < 2 {
+		t.Fatalf("test assumes 1-byte indices and k >= 2 in tensor 0, got %+v", d.Tensors[0])
+	}
 	before := digest(t, tr, nil)
 	for _, tc := range []struct {
-		name       string
-		structural bool // DecodePayload alone must reject it too
-		mod        func([]byte) []byte
+		name string
+		mod  func([]byte) []byte
 	}{
-		{"empty", true, func(b []byte) []byte { return nil }},
-		{"header only", true, func(b []byte) []byte { return b[:12] }},
-		{"truncated", true, func(b []byte) []byte { return b[:len(b)-1] }},
-		{"trailing byte", true, func(b []byte) []byte { return append(b, 0) }},
-		{"bad magic", true, func(b []byte) []byte { b[0] = 'Q'; return b }},
-		{"version 2", true, func(b []byte) []byte { b[4] = 2; return b }},
-		{"unknown flag", true, func(b []byte) []byte { b[6] |= 2; return b }},
-		{"float values announced", false, func(b []byte) []byte { b[6] = 0; return b }},
-		{"15 tensors", true, func(b []byte) []byte { return put32(b, 8, 15) }},
-		{"huge tensor count", true, func(b []byte) []byte { return put32(b, 8, math.MaxUint32) }},
-		{"other shape", false, func(b []byte) []byte { return put32(b, 12, uint32(d.Tensors[0].Rows*2)) }},
-		{"huge shape", true, func(b []byte) []byte { put32(b, 12, math.MaxUint32); return put32(b, 16, math.MaxUint32) }},
-		{"other chunk", false, func(b []byte) []byte { b[20] = 4; return b }},
-		{"zero chunk", true, func(b []byte) []byte { b[20], b[21] = 0, 0; return b }},
-		{"other k", false, func(b []byte) []byte { b[24] = 2; return b }},
-		{"k beyond chunk", true, func(b []byte) []byte { b[24], b[25] = 0xff, 0xff; return b }},
-		{"index width", true, func(b []byte) []byte { b[26] = 2; return b }},
-		{"reserved byte", true, func(b []byte) []byte { b[27] = 1; return b }},
-		{"NaN scale", true, func(b []byte) []byte { return put32(b, 28, math.Float32bits(float32(math.NaN()))) }},
-		{"negative scale", true, func(b []byte) []byte { return put32(b, 28, math.Float32bits(-1)) }},
-		{"index out of range", true, func(b []byte) []byte { b[32] = 200; return b }},
-		{"repeated index", true, func(b []byte) []byte { b[33] = b[32]; return b }},
-		{"padding bits", true, func(b []byte) []byte { b[padAt] |= 0x80; return b }},
+		{"empty", func(b []byte) []byte { return nil }},
+		{"header only", func(b []byte) []byte { return b[:4] }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"trailing byte", func(b []byte) []byte { return append(b, 0) }},
+		{"bad magic", func(b []byte) []byte { b[0] = 'Q'; return b }},
+		{"version 1", func(b []byte) []byte { b[2] = 1; return b }},
+		{"version 3", func(b []byte) []byte { b[2] = 3; return b }},
+		{"unknown flag", func(b []byte) []byte { b[3] |= 2; return b }},
+		{"float values announced", func(b []byte) []byte { b[3] = 0; return b }},
+		{"index out of range", func(b []byte) []byte { b[4] = 200; return b }},
+		{"repeated index", func(b []byte) []byte { b[5] = b[4]; return b }},
+		{"padding bits", func(b []byte) []byte { b[padAt] |= 0x80; return b }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := tc.mod(append([]byte(nil), good...))
@@ -245,20 +260,41 @@ func TestMalformedPayloadRejected(t *testing.T) {
 			if err := tr.DeMoApply(tinyDeMo, [][]byte{good, bad}); !errors.Is(err, ErrPayload) {
 				t.Fatalf("DeMoApply: got %v, want ErrPayload", err)
 			}
-			if _, err := DecodePayload(bad); tc.structural && err == nil {
-				t.Fatal("DecodePayload accepted it")
+			if _, err := DecodePayload(tinyConfig, tinyDeMo, bad); !errors.Is(err, ErrPayload) {
+				t.Fatalf("DecodePayload: got %v, want ErrPayload", err)
 			}
 			if got := digest(t, tr, nil); got != before {
 				t.Fatal("a rejected payload changed the trainer")
 			}
 		})
 	}
+	// A float payload: non-finite and out-of-range values are rejected.
+	hpFloat := tinyDeMo
+	hpFloat.OneBit = false
+	trF, dense := tinyPayload(t, hpFloat)
+	e0 := d.Tensors[0].Chunks() * d.Tensors[0].K
+	at := payloadHeader + e0 // tensor 0's first value
+	beforeF := digest(t, trF, nil)
+	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 2e30, -2e30} {
+		bad := append([]byte(nil), dense...)
+		binary.LittleEndian.PutUint32(bad[at:], math.Float32bits(v))
+		if err := trF.DeMoApply(hpFloat, [][]byte{bad}); !errors.Is(err, ErrPayload) {
+			t.Errorf("value %v: DeMoApply got %v, want ErrPayload", v, err)
+		}
+		if _, err := DecodePayload(tinyConfig, hpFloat, bad); !errors.Is(err, ErrPayload) {
+			t.Errorf("value %v: DecodePayload got %v, want ErrPayload", v, err)
+		}
+	}
+	if digest(t, trF, nil) != beforeF {
+		t.Fatal("a rejected float payload changed the trainer")
+	}
 }
 
 // FuzzPayload feeds arbitrary bytes to both decoders: no crash, the Go
-// decoder accepts whatever the trainer accepts and re-encodes it exactly,
-// and an accepted payload applies cleanly. Seeds: valid payloads (one-bit and
-// float), their prefixes, and the corpus in testdata/fuzz/FuzzPayload.
+// decoder accepts exactly what the trainer accepts and re-encodes it
+// exactly, and an accepted payload applies cleanly. Seeds: valid payloads
+// (one-bit and float), their prefixes, and the corpus in
+// testdata/fuzz/FuzzPayload.
 func FuzzPayload(f *testing.F) {
 	_, one := tinyPayload(f, tinyDeMo)
 	hpFloat := tinyDeMo
@@ -272,22 +308,21 @@ func FuzzPayload(f *testing.F) {
 		hp := tinyDeMo
 		hp.OneBit = oneBit
 		cErr := tr.ValidatePayload(hp, p)
-		d, goErr := DecodePayload(p)
-		if cErr == nil {
-			if goErr != nil {
-				t.Fatalf("trainer accepted what DecodePayload rejects: %v", goErr)
-			}
-			if !bytes.Equal(d.Encode(), p) {
-				t.Fatal("re-encoding an accepted payload changed it")
-			}
-			if err := tr.DeMoApply(hp, [][]byte{p}); err != nil {
-				t.Fatalf("apply of a valid payload: %v", err)
-			}
-		} else if !errors.Is(cErr, ErrPayload) {
-			t.Fatalf("ValidatePayload: %v, want ErrPayload", cErr)
+		d, goErr := DecodePayload(tinyConfig, hp, p)
+		if (cErr == nil) != (goErr == nil) {
+			t.Fatalf("trainer says %v, DecodePayload says %v", cErr, goErr)
 		}
-		if goErr == nil && !bytes.Equal(d.Encode(), p) {
-			t.Fatal("re-encoding a decoded payload changed it")
+		if cErr != nil {
+			if !errors.Is(cErr, ErrPayload) || !errors.Is(goErr, ErrPayload) {
+				t.Fatalf("errors %v and %v, want ErrPayload", cErr, goErr)
+			}
+			return
+		}
+		if !bytes.Equal(d.Encode(), p) {
+			t.Fatal("re-encoding an accepted payload changed it")
+		}
+		if err := tr.DeMoApply(hp, [][]byte{p}); err != nil {
+			t.Fatalf("apply of a valid payload: %v", err)
 		}
 	})
 }

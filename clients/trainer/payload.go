@@ -2,19 +2,18 @@ package trainer
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 )
 
-// Payload format v1 constants (README.md, "DeMo payload format").
+// Payload format v2 constants (README.md, "DeMo payload format").
 const (
-	PayloadMagic   = "PDMO"
-	PayloadVersion = 1
-	payloadHeader  = 12
-	tensorHeader   = 16
+	PayloadMagic   = "PD"
+	PayloadVersion = 2
+	payloadHeader  = 4
 	flagOneBit     = 1
+	maxChunk       = 256
+	maxTopK        = 65535
 )
 
 // Payload is a decoded DeMo payload: per parameter tensor, the top-k
@@ -24,93 +23,119 @@ type Payload struct {
 	Tensors []PayloadTensor
 }
 
-// PayloadTensor is one tensor's sparse coefficients.
+// PayloadTensor is one tensor's sparse coefficients. The layout fields
+// (shape, chunk, k, index width) follow from the model config and the DeMo
+// hyperparameters; only the entries travel on the wire.
 type PayloadTensor struct {
-	Rows, Cols           int
+	Rows, Cols           int // 2-D view of the parameter tensor
 	ChunkRows, ChunkCols int
 	K                    int       // entries per chunk
 	IndexBytes           int       // 1, 2 or 4
-	Scale                float32   // one-bit only: magnitude of every value
 	Indices              []uint32  // chunk-major, k per chunk, index inside the chunk (row-major)
-	Signs                []bool    // one-bit only: true = negative
+	Signs                []bool    // one-bit only: true = -1, false = +1
 	Values               []float32 // dense values when not one-bit
 }
 
 // Chunks returns the number of chunks of the tensor.
 func (t *PayloadTensor) Chunks() int { return (t.Rows / t.ChunkRows) * (t.Cols / t.ChunkCols) }
 
-var errPayloadFormat = errors.New("malformed DeMo payload")
+func (t *PayloadTensor) entries() int { return t.Chunks() * t.K }
 
-// DecodePayload parses p structurally: lengths, bounds, distinct indices per
-// chunk, finite values, zero padding. It does not know the model, so the
-// trainer's ValidatePayload still checks shapes against it.
-func DecodePayload(p []byte) (*Payload, error) {
-	fail := func(format string, args ...any) (*Payload, error) {
-		return nil, fmt.Errorf("%w: %s", errPayloadFormat, fmt.Sprintf(format, args...))
+func (t *PayloadTensor) bytes(oneBit bool) int {
+	e := t.entries()
+	if oneBit {
+		return e*t.IndexBytes + (e+7)/8
 	}
-	if len(p) < payloadHeader || string(p[:4]) != PayloadMagic {
+	return e * (t.IndexBytes + 4)
+}
+
+// payloadLayout returns the tensors of a payload for cfg and hp with their
+// layout fields set, in parameter order, as the native trainer lays them out:
+// stacked per-layer matrices (L, OC, IC) are viewed as (L*OC, IC) with row
+// chunks dividing OC, stacked vectors (L, n) as (L, n), lnf* as (1, C).
+func payloadLayout(cfg Config, hp DeMo) ([]PayloadTensor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrInvalid)
+	}
+	if hp.Chunk < 1 || hp.Chunk > maxChunk || hp.TopK < 1 || hp.TopK > maxTopK {
+		return nil, fmt.Errorf("DeMo chunk %d (want 1..%d) or top-k %d (want 1..%d): %w", hp.Chunk, maxChunk, hp.TopK, maxTopK, ErrInvalid)
+	}
+	L, C, V, T := cfg.Layers, cfg.Channels, cfg.PaddedVocab, cfg.SeqLen
+	dims := [][3]int{ // rows, cols, rows per layer
+		{V, C, V}, {T, C, T}, {L, C, L}, {L, C, L},
+		{L * 3 * C, C, 3 * C}, {L, 3 * C, L}, {L * C, C, C}, {L, C, L},
+		{L, C, L}, {L, C, L}, {L * 4 * C, C, 4 * C}, {L, 4 * C, L},
+		{L * C, 4 * C, C}, {L, C, L}, {1, C, 1}, {1, C, 1},
+	}
+	out := make([]PayloadTensor, len(dims))
+	for i, d := range dims {
+		t := PayloadTensor{Rows: d[0], Cols: d[1], ChunkRows: largestDivisor(d[2], hp.Chunk), ChunkCols: largestDivisor(d[1], hp.Chunk)}
+		n := t.ChunkRows * t.ChunkCols
+		t.K = min(hp.TopK, n)
+		t.IndexBytes = indexBytes(n)
+		out[i] = t
+	}
+	return out, nil
+}
+
+func largestDivisor(n, limit int) int {
+	for d := min(n, limit); d > 1; d-- {
+		if n%d == 0 {
+			return d
+		}
+	}
+	return 1
+}
+
+func indexBytes(chunk int) int {
+	switch {
+	case chunk <= 256:
+		return 1
+	case chunk <= 65536:
+		return 2
+	}
+	return 4
+}
+
+// DecodePayload parses p as a payload for a model of shape cfg trained with
+// the DeMo hyperparameters hp: exact length, header, indices in range and
+// distinct within each chunk, finite values, zero padding bits. It accepts
+// exactly what the trainer's ValidatePayload accepts; errors wrap ErrPayload
+// (or ErrInvalid for a bad cfg or hp).
+func DecodePayload(cfg Config, hp DeMo, p []byte) (*Payload, error) {
+	tensors, err := payloadLayout(cfg, hp)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(format string, args ...any) (*Payload, error) {
+		return nil, fmt.Errorf("%w: %s", ErrPayload, fmt.Sprintf(format, args...))
+	}
+	if len(p) < payloadHeader || string(p[:2]) != PayloadMagic {
 		return fail("missing %q header", PayloadMagic)
 	}
-	if v := binary.LittleEndian.Uint16(p[4:]); v != PayloadVersion {
-		return fail("version %d, want %d", v, PayloadVersion)
+	if p[2] != PayloadVersion {
+		return fail("version %d, want %d", p[2], PayloadVersion)
 	}
-	flags := binary.LittleEndian.Uint16(p[6:])
-	if flags&^flagOneBit != 0 {
-		return fail("unknown flags %#x", flags)
+	if p[3]&^flagOneBit != 0 {
+		return fail("unknown flags %#x", p[3])
 	}
-	n := binary.LittleEndian.Uint32(p[8:])
-	if n > 1024 {
-		return fail("%d tensors", n)
+	out := &Payload{OneBit: p[3]&flagOneBit != 0, Tensors: tensors}
+	if out.OneBit != hp.OneBit {
+		return fail("one-bit values %v, this run uses %v", out.OneBit, hp.OneBit)
 	}
-	out := &Payload{OneBit: flags&flagOneBit != 0, Tensors: make([]PayloadTensor, n)}
+	want := payloadHeader
+	for i := range tensors {
+		want += tensors[i].bytes(out.OneBit)
+	}
+	if len(p) != want {
+		return fail("%d bytes, want %d for this model and DeMo settings", len(p), want)
+	}
 	off := payloadHeader
 	for ti := range out.Tensors {
-		if len(p)-off < tensorHeader {
-			return fail("tensor %d: header truncated", ti)
-		}
-		h := p[off:]
-		t := PayloadTensor{
-			Rows: int(binary.LittleEndian.Uint32(h)), Cols: int(binary.LittleEndian.Uint32(h[4:])),
-			ChunkRows: int(binary.LittleEndian.Uint16(h[8:])), ChunkCols: int(binary.LittleEndian.Uint16(h[10:])),
-			K: int(binary.LittleEndian.Uint16(h[12:])), IndexBytes: int(h[14]),
-		}
-		if h[15] != 0 {
-			return fail("tensor %d: reserved byte %d", ti, h[15])
-		}
-		if t.ChunkRows < 1 || t.ChunkCols < 1 || t.Rows < 1 || t.Cols < 1 || t.Rows%t.ChunkRows != 0 || t.Cols%t.ChunkCols != 0 {
-			return fail("tensor %d: shape %dx%d does not split into %dx%d chunks", ti, t.Rows, t.Cols, t.ChunkRows, t.ChunkCols)
-		}
-		chunk := t.ChunkRows * t.ChunkCols
-		if t.K < 1 || t.K > chunk {
-			return fail("tensor %d: k=%d outside [1, %d]", ti, t.K, chunk)
-		}
-		if want := indexBytes(chunk); t.IndexBytes != want {
-			return fail("tensor %d: %d-byte indices for %d-entry chunks, want %d", ti, t.IndexBytes, chunk, want)
-		}
-		off += tensorHeader
-		hi1, chunks := bits.Mul64(uint64(t.Rows/t.ChunkRows), uint64(t.Cols/t.ChunkCols))
-		hi2, entries := bits.Mul64(chunks, uint64(t.K))
-		if hi1 != 0 || hi2 != 0 || entries > uint64(len(p)) {
-			return fail("tensor %d: %dx%d chunks of k=%d cannot fit in %d bytes", ti, t.Rows/t.ChunkRows, t.Cols/t.ChunkCols, t.K, len(p))
-		}
-		body := entries * uint64(t.IndexBytes)
-		if out.OneBit {
-			body += 4 + (entries+7)/8
-		} else {
-			body += 4 * entries
-		}
-		if body > uint64(len(p)-off) {
-			return fail("tensor %d: %d body bytes, %d left", ti, body, len(p)-off)
-		}
-		q := p[off : off+int(body)]
-		if out.OneBit {
-			t.Scale = math.Float32frombits(binary.LittleEndian.Uint32(q))
-			if !(t.Scale >= 0 && t.Scale < 3e38) {
-				return fail("tensor %d: scale %v", ti, t.Scale)
-			}
-			q = q[4:]
-		}
-		t.Indices = make([]uint32, entries)
+		t := &out.Tensors[ti]
+		e, chunk := t.entries(), uint32(t.ChunkRows*t.ChunkCols)
+		q := p[off : off+t.bytes(out.OneBit)]
+		t.Indices = make([]uint32, e)
 		seen := make(map[uint32]bool, t.K)
 		for i := range t.Indices {
 			if i%t.K == 0 {
@@ -125,23 +150,23 @@ func DecodePayload(p []byte) (*Payload, error) {
 			default:
 				ix = binary.LittleEndian.Uint32(q[4*i:])
 			}
-			if ix >= uint32(chunk) || seen[ix] {
+			if ix >= chunk || seen[ix] {
 				return fail("tensor %d: entry %d: index %d out of range or repeated", ti, i, ix)
 			}
 			seen[ix] = true
 			t.Indices[i] = ix
 		}
-		q = q[int(entries)*t.IndexBytes:]
+		q = q[e*t.IndexBytes:]
 		if out.OneBit {
-			t.Signs = make([]bool, entries)
+			t.Signs = make([]bool, e)
 			for i := range t.Signs {
 				t.Signs[i] = q[i/8]>>(i%8)&1 == 1
 			}
-			if r := entries % 8; r != 0 && q[len(q)-1]>>r != 0 {
+			if r := e % 8; r != 0 && q[len(q)-1]>>r != 0 {
 				return fail("tensor %d: nonzero padding bits", ti)
 			}
 		} else {
-			t.Values = make([]float32, entries)
+			t.Values = make([]float32, e)
 			for i := range t.Values {
 				v := math.Float32frombits(binary.LittleEndian.Uint32(q[4*i:]))
 				if math.IsNaN(float64(v)) || v > 1e30 || v < -1e30 {
@@ -150,44 +175,21 @@ func DecodePayload(p []byte) (*Payload, error) {
 				t.Values[i] = v
 			}
 		}
-		out.Tensors[ti] = t
-		off += int(body)
-	}
-	if off != len(p) {
-		return fail("%d trailing bytes", len(p)-off)
+		off += t.bytes(out.OneBit)
 	}
 	return out, nil
 }
 
-func indexBytes(chunk int) int {
-	switch {
-	case chunk <= 256:
-		return 1
-	case chunk <= 65536:
-		return 2
-	}
-	return 4
-}
-
-// Encode serialises the payload in format v1.
+// Encode serialises the payload in format v2: the header, then each tensor's
+// indices (IndexBytes wide) and its sign bits or values. It does not check
+// the entries; DecodePayload does.
 func (p *Payload) Encode() []byte {
-	var flags uint16
+	var flags byte
 	if p.OneBit {
 		flags = flagOneBit
 	}
-	out := binary.LittleEndian.AppendUint16([]byte(PayloadMagic), PayloadVersion)
-	out = binary.LittleEndian.AppendUint16(out, flags)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(p.Tensors)))
+	out := append([]byte(PayloadMagic), PayloadVersion, flags)
 	for _, t := range p.Tensors {
-		out = binary.LittleEndian.AppendUint32(out, uint32(t.Rows))
-		out = binary.LittleEndian.AppendUint32(out, uint32(t.Cols))
-		out = binary.LittleEndian.AppendUint16(out, uint16(t.ChunkRows))
-		out = binary.LittleEndian.AppendUint16(out, uint16(t.ChunkCols))
-		out = binary.LittleEndian.AppendUint16(out, uint16(t.K))
-		out = append(out, byte(t.IndexBytes), 0)
-		if p.OneBit {
-			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(t.Scale))
-		}
 		for _, ix := range t.Indices {
 			switch t.IndexBytes {
 			case 1:

@@ -324,7 +324,7 @@ type DeMo struct {
 	ClipNorm    float32 // <= 0: no gradient clipping
 	Chunk       int     // DCT chunk edge, 1..256, e.g. 64
 	TopK        int     // coefficients kept per chunk, 1..65535, e.g. 8
-	OneBit      bool    // send signs with one scale per tensor
+	OneBit      bool    // send sign bits only, decoded as +1/-1
 	Lookahead   bool    // compute gradients at x - lr*sign(delta)
 }
 

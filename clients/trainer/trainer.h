@@ -43,7 +43,7 @@ typedef struct {
     float clip_norm;    // <= 0: no clipping
     int chunk;          // DCT chunk edge, e.g. 64
     int topk;           // coefficients kept per chunk
-    int one_bit;        // 1: values sent as signs with a per-tensor scale
+    int one_bit;        // 1: values sent as sign bits (decoded as +1/-1)
     int lookahead;      // 1: forward/backward at x - lr*sign(delta)
 } tr_demo;
 

@@ -200,7 +200,7 @@ func benchTrain(ctx context.Context, w io.Writer, name string, steps, batch, thr
 		name, tr.NumParams(), batch, T, tokens/(fwdbwd+gen+apply).Seconds(),
 		float64(gen.Microseconds())/1e3/float64(steps), float64(apply.Microseconds())/1e3/float64(steps), loss)
 	dense := 4 * tr.NumParams()
-	fmt.Fprintf(w, "payload %-6s top-k=%d one-bit: %d bytes/step, dense fp32 gradients %d bytes: %.0fx smaller\n",
+	fmt.Fprintf(w, "payload %-6s top-k=%d one-bit: %d bytes/step, dense fp32 gradients %d bytes: %.1fx smaller\n",
 		name, topk, size, dense, float64(dense)/float64(size))
 	return nil
 }
