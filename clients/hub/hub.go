@@ -33,6 +33,9 @@ var ErrNotFound = errors.New("not found on the hub")
 // ErrTooLarge reports a file over the size limit.
 var ErrTooLarge = errors.New("larger than the size limit")
 
+// ErrNotCheckpoint reports a file to upload that is not a safetensors file.
+var ErrNotCheckpoint = errors.New("not a safetensors checkpoint")
+
 // IntegrityError reports content whose SHA-256 is not the revision it was
 // fetched or stored as.
 type IntegrityError struct {

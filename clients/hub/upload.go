@@ -47,7 +47,7 @@ func Upload(ctx context.Context, repo, path string, opts UploadOptions) (rev str
 		return "", fmt.Errorf("%s is not a regular file", path)
 	}
 	if err := checkSafetensors(f, st.Size()); err != nil {
-		return "", fmt.Errorf("%s is not a safetensors checkpoint: %w", path, err)
+		return "", fmt.Errorf("%s is %w: %w", path, ErrNotCheckpoint, err)
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, io.NewSectionReader(f, 0, st.Size())); err != nil {

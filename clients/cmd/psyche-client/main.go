@@ -113,6 +113,7 @@ func commands() []*cli.Command {
 		walletCommands(),
 		authorizerCommands(),
 		dataCommands(),
+		hubCommands(),
 		{logsCommand()},
 		programCommands(),
 		keysCommands(),

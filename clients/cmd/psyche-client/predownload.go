@@ -2,21 +2,24 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/hub"
 )
 
 func predownloadCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "predownload",
-		Usage: "fetch a run's training data into --data-cache-dir ahead of time (verified against the run's pinned root)",
+		Usage: "fetch a run's training data (--data, into --data-cache-dir) and hub checkpoint (--model, into --checkpoint-dir) ahead of time, verified",
 		Flags: []cli.Flag{runIDFlag, rpcFlag, wsRPCFlag, coordinatorProgramFlag, dataCacheDirFlag,
 			&cli.BoolFlag{Name: "data", Usage: "fetch the run's dataset", Value: true},
-			&cli.BoolFlag{Name: "model", Usage: "fetch the model (a run's model comes from its seed or, when joining later, from its members: nothing to fetch ahead)"},
+			&cli.BoolFlag{Name: "model", Usage: "fetch the run's hub checkpoint into --checkpoint-dir (a run without one starts from its seed, or shares the model among its members: nothing to fetch)"},
+			&cli.StringFlag{Name: "checkpoint-dir", Usage: "where train --checkpoint-dir looks for the run's hub checkpoint (required with --model when the run has one)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.String(dataCacheDirFlag.Name) == "" && c.Bool("data") {
@@ -35,7 +38,9 @@ func predownloadCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("model") {
-				fmt.Fprintln(c.App.Writer, "model: built from the run's seed, or loaded from the run's members when joining after step 1; nothing to fetch ahead")
+				if err := predownloadModel(c, s); err != nil {
+					return err
+				}
 			}
 			if !c.Bool("data") {
 				return nil
@@ -66,4 +71,45 @@ func predownloadCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// The program's checkpoint kinds (Model::checkpoint_kind).
+const (
+	checkpointEphemeral = 1
+	checkpointHub       = 2
+	checkpointP2P       = 3
+)
+
+// predownloadModel fetches the run's hub checkpoint, if it has one, into
+// --checkpoint-dir as <revision>.safetensors, where train looks first.
+func predownloadModel(c *cli.Context, s *coordinator.State) error {
+	w := c.App.Writer
+	switch s.Model.CheckpointKind {
+	case checkpointEphemeral, checkpointP2P:
+		fmt.Fprintln(w, "model: the run's members share it when you join; nothing to fetch ahead")
+		return nil
+	case checkpointHub:
+	default:
+		return fmt.Errorf("model: the run has checkpoint kind %d, which this client does not know", s.Model.CheckpointKind)
+	}
+	repo := coordinator.FixedString(s.Model.CheckpointRepo[:])
+	rev := coordinator.FixedString(s.Model.CheckpointRevision[:])
+	if rev == "" {
+		fmt.Fprintln(w, "model: the run starts from its seed weights; nothing to fetch")
+		return nil
+	}
+	if _, err := hub.FileURL(repo, rev); err != nil {
+		return fmt.Errorf("model: the run's hub checkpoint cannot be fetched: %w", err)
+	}
+	dir := c.String("checkpoint-dir")
+	if dir == "" {
+		return badInputf("--checkpoint-dir is required: the run's model is revision %s on the hub %s", rev, repo)
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	path, err := hub.Fetch(c.Context, repo, rev, dir, hub.FetchOptions{Log: log})
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	fmt.Fprintf(w, "model: %s (revision %s from %s, verified)\n", path, rev, repo)
+	return nil
 }

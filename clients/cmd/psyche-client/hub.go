@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/psyche-go/psyche/clients/hub"
+)
+
+// hubTokenEnv holds a hub's upload token when --token-file is not given; a
+// token is never a flag value, which other users could read from ps.
+const hubTokenEnv = "PSYCHE_HUB_TOKEN"
+
+var hubTokenFileFlag = &cli.StringFlag{Name: "token-file", Usage: "file holding the hub's bearer token for uploads (default: $" + hubTokenEnv + ")"}
+
+func hubCommands() []*cli.Command {
+	return []*cli.Command{{
+		Name:        "hub",
+		Usage:       "serve, upload to and fetch from a checkpoint hub (content-addressed safetensors over HTTP)",
+		Description: "A run with checkpoint kind \"hub\" names a repo (a base URL) and a revision (the file's SHA-256 in hex);\nthe checkpoint is <repo>/<revision>.safetensors.",
+		Subcommands: []*cli.Command{hubServeCommand(), hubUploadCommand(), hubFetchCommand()},
+	}}
+}
+
+func hubServeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve a directory as a checkpoint hub: GET for anyone, PUT checked against the file's name (Ctrl-C stops)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Usage: "directory of checkpoints, created if missing (required); URL path prefixes are subdirectories"},
+			&cli.StringFlag{Name: "listen", Usage: "address to listen on (port 0 picks a free one)", Value: "127.0.0.1:9100"},
+			&cli.StringFlag{Name: "max-size", Usage: "largest checkpoint accepted", Value: "4GiB"},
+			&cli.StringFlag{Name: "token-file", Usage: "file holding the bearer token uploads must carry (default: $" + hubTokenEnv + "; neither: uploads are open)"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := requireFlags(c, "hub serve", "dir"); err != nil {
+				return err
+			}
+			limit, err := hub.ParseSize(c.String("max-size"))
+			if err != nil {
+				return badInputf("--max-size: %w", err)
+			}
+			token, err := hubToken(c)
+			if err != nil {
+				return err
+			}
+			dir := c.String("dir")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return badInputf("--dir: %w", err)
+			}
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+			s, err := hub.NewServer(dir, hub.ServerOptions{MaxSize: limit, Token: token, Log: log})
+			if err != nil {
+				return badInput(err)
+			}
+			defer s.Close()
+			ln, err := net.Listen("tcp", c.String("listen"))
+			if err != nil {
+				return badInputf("--listen: %w", err)
+			}
+			uploads := "uploads need the token"
+			if token == "" {
+				uploads = "uploads open to anyone"
+				if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+					log.Warn("uploads are open to anyone who can reach this address; give --token-file or $" + hubTokenEnv)
+				}
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			fmt.Fprintf(c.App.Writer, "serving hub %s on http://%s/ (%s, at most %d bytes each)\n", dir, ln.Addr(), uploads, limit)
+			return hub.Serve(ctx, ln, s)
+		},
+	}
+}
+
+func hubUploadCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "upload",
+		Usage:     "upload a safetensors checkpoint to a hub repo and print its revision (its SHA-256)",
+		ArgsUsage: "FILE",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "repo", Usage: "the hub repo: a base URL such as http://host:9100/runs/demo (required)"},
+			hubTokenFileFlag,
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return badInputf("hub upload takes one checkpoint file, got %d arguments", c.NArg())
+			}
+			if !c.IsSet("repo") {
+				return badInputf("hub upload: --repo is required")
+			}
+			repo := c.String("repo")
+			if _, err := hub.ParseRepo(repo); err != nil {
+				return badInputf("--repo: %w", err)
+			}
+			token, err := hubToken(c)
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+			rev, err := hub.Upload(c.Context, repo, c.Args().First(), hub.UploadOptions{Token: token, Log: log})
+			if errors.Is(err, hub.ErrNotCheckpoint) || errors.Is(err, fs.ErrNotExist) {
+				return badInput(err)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.App.Writer, rev)
+			return nil
+		},
+	}
+}
+
+func hubFetchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "fetch",
+		Usage: "fetch a checkpoint from a hub into a directory, verified against its revision, and print its path",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "repo", Usage: "the hub repo, a base URL (required)"},
+			&cli.StringFlag{Name: "revision", Usage: "the checkpoint's SHA-256 in hex (required)"},
+			&cli.StringFlag{Name: "dir", Usage: "directory to keep it in (required; a verified copy already there is used as is)"},
+			&cli.StringFlag{Name: "max-size", Usage: "largest checkpoint accepted", Value: "64GiB"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := requireFlags(c, "hub fetch", "repo", "revision", "dir"); err != nil {
+				return err
+			}
+			if _, err := hub.FileURL(c.String("repo"), c.String("revision")); err != nil {
+				return badInput(err)
+			}
+			limit, err := hub.ParseSize(c.String("max-size"))
+			if err != nil {
+				return badInputf("--max-size: %w", err)
+			}
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+			path, err := hub.Fetch(c.Context, c.String("repo"), c.String("revision"), c.String("dir"), hub.FetchOptions{MaxSize: limit, Log: log})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.App.Writer, path)
+			return nil
+		},
+	}
+}
+
+// hubToken reads --token-file, else $PSYCHE_HUB_TOKEN ("" when neither is set).
+func hubToken(c *cli.Context) (string, error) {
+	p := c.String(hubTokenFileFlag.Name)
+	if p == "" {
+		return os.Getenv(hubTokenEnv), nil
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", badInputf("--token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" || strings.ContainsAny(token, " \t\r\n") {
+		return "", badInputf("--token-file %s must hold one token on one line", p)
+	}
+	return token, nil
+}
