@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,7 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gagliardetto/solana-go"
+
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/hub"
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
@@ -86,4 +90,109 @@ func (c *Client) deleteOldCheckpoints() {
 	for _, k := range cks[min(c.cfg.KeepSteps, len(cks)):] {
 		_ = os.Remove(filepath.Join(c.cfg.CheckpointDir, k.name))
 	}
+}
+
+// modelDir holds model files fetched from or uploaded to the hub: the
+// checkpoint directory, where `predownload --model` puts them, else the
+// work directory.
+func (c *Client) modelDir() string {
+	if c.cfg.CheckpointDir != "" {
+		return c.cfg.CheckpointDir
+	}
+	return c.workDir
+}
+
+// hubCheckpoint is the run's announced hub checkpoint, if it has one.
+func hubCheckpoint(s *coordinator.State) (repo, rev string, ok bool) {
+	kind := s.Model.CheckpointKind
+	repo = coordinator.FixedString(s.Model.CheckpointRepo[:])
+	rev = coordinator.FixedString(s.Model.CheckpointRevision[:])
+	return repo, rev, (kind == coordinator.CheckpointHub || kind == coordinator.CheckpointP2P) && repo != "" && rev != ""
+}
+
+// loadHubCheckpoint loads the run's hub checkpoint into tr when it is what
+// this client needs: the weights a fresh run starts from (step 1, any
+// model file of the right shape), or the consensus model of the step before
+// the current one (a file this run's checkpointer announced). A checkpoint
+// of another step is skipped (the caller asks peers). At step 1 every
+// replica must start from it, so failing to fetch it is an error.
+func (c *Client) loadHubCheckpoint(ctx context.Context, tr *trainer.Trainer, s *coordinator.State) (bool, error) {
+	repo, rev, ok := hubCheckpoint(s)
+	if !ok {
+		return false, nil
+	}
+	first := s.Progress.Step <= 1
+	path, err := hub.Fetch(ctx, repo, rev, c.modelDir(), hub.FetchOptions{Log: c.log})
+	if err != nil {
+		if first {
+			return false, fmt.Errorf("the run starts from hub checkpoint %s of %s: %w", rev, repo, err)
+		}
+		c.log.Warn("hub checkpoint unavailable; loading the model from peers", "repo", repo, "revision", rev, "err", err)
+		return false, nil
+	}
+	md, err := trainer.CheckpointMetadata(path)
+	if err != nil {
+		return false, fmt.Errorf("hub checkpoint %s: %w", rev, err)
+	}
+	want := s.Progress.Step - 1
+	if !first && (md["run_id"] != c.cfg.RunID || md["step"] != strconv.FormatUint(uint64(want), 10)) {
+		c.log.Info("the hub checkpoint is of another step; loading the model from peers", "revision", rev, "its_run", md["run_id"], "its_step", md["step"], "want", want)
+		return false, nil
+	}
+	if err := tr.LoadCheckpoint(path); err != nil {
+		return false, fmt.Errorf("hub checkpoint %s does not fit the run's model: %w", rev, err)
+	}
+	if !first {
+		c.lastStep = want
+	}
+	c.log.Info("model loaded from the hub", "repo", repo, "revision", rev, "step", c.lastStep)
+	return true, nil
+}
+
+// announceCheckpoint, for a checkpointer (HubUpload), uploads the model of
+// the epoch's last step to the run's hub repo and announces its revision
+// with the checkpoint instruction. Model files are byte-identical on every
+// honest replica, so a revision another checkpointer already announced is
+// not sent again.
+func (c *Client) announceCheckpoint(ctx context.Context, s *coordinator.State) {
+	kind := s.Model.CheckpointKind
+	repo := coordinator.FixedString(s.Model.CheckpointRepo[:])
+	if !c.cfg.HubUpload || c.tr == nil || c.lastStep == 0 || c.announced == c.lastStep || c.trained != nil ||
+		(kind != coordinator.CheckpointHub && kind != coordinator.CheckpointP2P) || repo == "" {
+		return
+	}
+	c.announced = c.lastStep
+	step := strconv.FormatUint(uint64(c.lastStep), 10)
+	tmp := filepath.Join(c.modelDir(), fmt.Sprintf(".%s-step%s-model.safetensors", c.cfg.RunID, step))
+	if err := os.MkdirAll(c.modelDir(), 0o755); err != nil {
+		c.log.Warn("checkpoint upload", "err", err)
+		return
+	}
+	if err := c.tr.SaveModel(tmp, map[string]string{"run_id": c.cfg.RunID, "step": step}); err != nil {
+		c.log.Warn("checkpoint upload: writing the model", "err", err)
+		return
+	}
+	rev, err := hub.Upload(ctx, repo, tmp, hub.UploadOptions{Token: c.cfg.HubToken, Log: c.log})
+	if err != nil {
+		os.Remove(tmp)
+		c.log.Warn("checkpoint upload failed", "repo", repo, "err", err)
+		return
+	}
+	// Kept under its revision, where Fetch finds it without the network.
+	if err := os.Rename(tmp, filepath.Join(c.modelDir(), rev+".safetensors")); err != nil {
+		os.Remove(tmp)
+	}
+	if coordinator.FixedString(s.Model.CheckpointRevision[:]) == rev {
+		return
+	}
+	ix, err := c.run.Checkpoint(c.me, repo, rev)
+	if err != nil {
+		c.log.Warn("checkpoint announcement", "err", err)
+		return
+	}
+	if _, err := c.chain().Send(ctx, c.cfg.Wallet, []solana.Instruction{ix}); err != nil {
+		c.log.Warn("checkpoint announcement failed", "err", err)
+		return
+	}
+	c.log.Info("checkpoint announced", "step", c.lastStep, "repo", repo, "revision", rev)
 }

@@ -80,6 +80,11 @@ type Config struct {
 	CheckpointDir  string
 	KeepSteps      int
 	DeleteOldSteps bool
+	// HubUpload makes this client a checkpointer: at the end of every
+	// epoch it uploads the model to the run's hub repo (checkpoint kind hub
+	// or p2p) with HubToken and announces the revision on chain.
+	HubUpload bool
+	HubToken  string
 	// DataCacheDir keeps verified chunks of the run's data server ("" keeps none).
 	DataCacheDir string
 	// GradientsDir, when set, receives this client's DeMo payload of every step.
@@ -138,7 +143,8 @@ type Client struct {
 	lastStep    uint32 // newest applied step
 	accused     map[[2]uint32]bool
 	lastTick    time.Time
-	checkpoint  uint32
+	checkpoint  uint32 // newest step written to CheckpointDir
+	announced   uint32 // newest step uploaded to the hub
 	everMember  bool
 	peersAt     time.Time
 
@@ -416,6 +422,7 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 		}
 	case coordinator.Cooldown:
 		c.saveCheckpoint(s)
+		c.announceCheckpoint(ctx, s)
 	}
 	c.maybeTick(ctx, s, phase)
 	return false, nil
@@ -545,6 +552,13 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 			tr.Close()
 			return err
 		}
+	}
+	switch loaded, err := c.loadHubCheckpoint(ctx, tr, s); {
+	case err != nil:
+		tr.Close()
+		return err
+	case loaded:
+		return c.ready(ctx, tr, model)
 	}
 	if s.Progress.Step > 1 {
 		if c.loadLocalCheckpoint(tr, s.Progress.Step-1) {

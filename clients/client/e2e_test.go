@@ -149,109 +149,33 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	trainDir, valDir := dataset(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-
-	srv, err := server.New(ctx, trainDir, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go server.Serve(ctx, ln, srv)
-	dataURL := "http://" + ln.Addr().String() + "/"
-
-	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	programtest.Deploy(t, v, "psyche_authorizer")
-	program := coordinator.Program{ID: programtest.Deploy(t, v, "psyche_coordinator")}
-	c := programtest.Chain(t, v)
-	authority := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
-	me := authority.PublicKey()
-
-	// Create a permissionless run and configure it.
-	const runID = "e2e-light"
-	account := solana.NewWallet().PrivateKey
-	ixs, run, err := program.CreateRun(ctx, c, me, account.PublicKey(), coordinator.CreateParams{
-		RunID: runID, MainAuthority: me, JoinAuthority: me, ClientVersion: client.Version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustSend(t, c, authority, ixs, account)
-	auth := authorizer.Default()
-	create, authAddr, err := auth.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
-	if err != nil {
-		t.Fatal(err)
-	}
-	activate, err := auth.SetActive(me, authAddr, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustSend(t, c, authority, []solana.Instruction{create, activate})
-	rc, err := coordinator.ParseRunConfig("e2e.toml", []byte(fmt.Sprintf(testConfig, dataURL, srv.Manifest().Root)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
-	update, err := run.Update(me, params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unpause, err := run.SetPaused(me, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustSend(t, c, authority, []solana.Instruction{update})
-
-	rendezvous := t.TempDir()
+	e := newRunEnv(ctx, t, "e2e-light", testConfig)
+	v, c, run, authAddr, rendezvous := e.v, e.c, e.run, e.authAddr, e.rendezvous
 	var clients []*trainingClient
 	var nodes []*p2p.Node
 	start := func(i int) *trainingClient {
-		key := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL)
-		node, err := p2p.New(ctx, p2p.Config{RunID: runID, ListenInterface: "127.0.0.1", RendezvousDir: rendezvous,
-			DiscoveryInterval: time.Second, RequestTimeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { node.Close() })
-		nodes = append(nodes, node)
-		eval, err := provider.OpenLocal(valDir, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { eval.Close() })
-		tc := &trainingClient{rec: status.NewRecorder(runID, status.Options{}), done: make(chan struct{})}
-		chains := []*chain.Client{programtest.Chain(t, v)}
+		var chains []*chain.Client
 		if i == 1 {
 			// Its primary endpoint answers JSON-RPC but its websocket is
 			// dead: the subscription must fail over to the backup (and
 			// take the transactions with it).
-			chains = append([]*chain.Client{deadWS(t, v.RPCURL)}, chains...)
+			chains = []*chain.Client{deadWS(t, v.RPCURL), programtest.Chain(t, v)}
 		}
-		cl, err := client.New(client.Config{
-			RunID: runID, Program: program, Chains: chains, Wallet: key,
-			Authorization: authAddr, Node: node, Recorder: tc.rec, Eval: eval, EvalEvery: 4, EvalSequences: 8,
-			Threads: 1, Log: testLogger(t, i),
+		tc, node := e.start(ctx, t, i, func(cfg *client.Config) {
+			if chains != nil {
+				cfg.Chains = chains
+			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			defer close(tc.done)
-			tc.err = cl.Run(ctx)
-		}()
+		nodes = append(nodes, node)
 		return tc
 	}
 	for i := range 3 {
 		clients = append(clients, start(i))
 	}
 	adv := startAdversary(ctx, t, v, run, authAddr, rendezvous)
-	mustSend(t, c, authority, []solana.Instruction{unpause})
+	e.unpause(t)
 	// A fourth client starts once the run is past step 2: it joins the next
 	// epoch and must load the model from its peers.
 	for len(clients[0].rec.Snapshot().Steps) < 2 && ctx.Err() == nil {
@@ -335,6 +259,120 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 	if first.Step != 0 || last.Step < 12 || last.Loss > first.Loss-1.0 {
 		t.Errorf("held-out loss %.4f at step %d -> %.4f at step %d: want a drop of at least 1.0 by step 12", first.Loss, first.Step, last.Loss, last.Step)
 	}
+}
+
+// runEnv is a localnet with the programs deployed, a data server with the
+// byte-level corpus slice, and a permissionless run configured from a TOML
+// config (its data location and root filled in), still paused.
+type runEnv struct {
+	v          *localnet.Validator
+	c          *chain.Client
+	authority  solana.PrivateKey
+	program    coordinator.Program
+	run        coordinator.Run
+	runID      string
+	authAddr   solana.PublicKey
+	valDir     string
+	rendezvous string
+}
+
+func newRunEnv(ctx context.Context, t *testing.T, runID, config string) *runEnv {
+	t.Helper()
+	trainDir, valDir := dataset(t)
+	srv, err := server.New(ctx, trainDir, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go server.Serve(ctx, ln, srv)
+	dataURL := "http://" + ln.Addr().String() + "/"
+
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	program := coordinator.Program{ID: programtest.Deploy(t, v, "psyche_coordinator")}
+	c := programtest.Chain(t, v)
+	authority := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
+	me := authority.PublicKey()
+
+	account := solana.NewWallet().PrivateKey
+	ixs, run, err := program.CreateRun(ctx, c, me, account.PublicKey(), coordinator.CreateParams{
+		RunID: runID, MainAuthority: me, JoinAuthority: me, ClientVersion: client.Version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, ixs, account)
+	auth := authorizer.Default()
+	create, authAddr, err := auth.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	activate, err := auth.SetActive(me, authAddr, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, []solana.Instruction{create, activate})
+	rc, err := coordinator.ParseRunConfig(runID+".toml", []byte(fmt.Sprintf(config, dataURL, srv.Manifest().Root)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	update, err := run.Update(me, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, []solana.Instruction{update})
+	return &runEnv{v: v, c: c, authority: authority, program: program, run: run, runID: runID,
+		authAddr: authAddr, valDir: valDir, rendezvous: t.TempDir()}
+}
+
+func (e *runEnv) unpause(t *testing.T) {
+	t.Helper()
+	ix, err := e.run.SetPaused(e.authority.PublicKey(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, e.c, e.authority, []solana.Instruction{ix})
+}
+
+// start runs training client i (a funded wallet of its own, held-out loss
+// every 4 steps) until the run ends; adjust may change its config.
+func (e *runEnv) start(ctx context.Context, t *testing.T, i int, adjust func(*client.Config)) (*trainingClient, *p2p.Node) {
+	key := localnettest.NewFundedKeypair(t, e.v, 2*solana.LAMPORTS_PER_SOL)
+	node, err := p2p.New(ctx, p2p.Config{RunID: e.runID, ListenInterface: "127.0.0.1", RendezvousDir: e.rendezvous,
+		DiscoveryInterval: time.Second, RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	eval, err := provider.OpenLocal(e.valDir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eval.Close() })
+	tc := &trainingClient{rec: status.NewRecorder(e.runID, status.Options{}), done: make(chan struct{})}
+	cfg := client.Config{
+		RunID: e.runID, Program: e.program, Chains: []*chain.Client{programtest.Chain(t, e.v)}, Wallet: key,
+		Authorization: e.authAddr, Node: node, Recorder: tc.rec, Eval: eval, EvalEvery: 4, EvalSequences: 8,
+		Threads: 1, Log: testLogger(t, i),
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	cl, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(tc.done)
+		tc.err = cl.Run(ctx)
+	}()
+	return tc, node
 }
 
 // deadWS is rpcURL with a websocket URL nothing listens on.

@@ -314,6 +314,13 @@ func (r Run) FetchState(ctx context.Context, c *chain.Client) (*State, error) {
 	return DecodeState(data)
 }
 
+// Checkpoint kinds of a run's model (model.checkpoint.kind).
+const (
+	CheckpointEphemeral = 1 // no repo: the model lives only on its members
+	CheckpointHub       = 2 // load from the hub repo (the run's first epoch)
+	CheckpointP2P       = 3 // load from members; the hub repo stays as a fallback
+)
+
 // Phase is the run's state tag.
 func Phase(s *State) RunState { return RunState(s.RunState) }
 

@@ -1,0 +1,196 @@
+package client_test
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/psyche-go/psyche/clients/client"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/hub"
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+// A run whose model starts from a hub checkpoint: every client starts from
+// those weights (its held-out loss at step 0 is theirs, bit for bit), the
+// checkpointer uploads the model at the end of the first epoch and announces
+// its revision on chain, the file on the hub is the consensus model of that
+// step (its replica digest is the one the clients recorded), and a client
+// that joins the second epoch loads it from the hub and matches the others.
+func TestHubCheckpoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	hs, err := hub.NewServer(t.TempDir(), hub.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hub.Serve(ctx, ln, hs)
+	repo := "http://" + ln.Addr().String() + "/runs/hub-e2e"
+
+	// The "pretrained" weights: the light shape from another seed.
+	cfg, err := trainer.ConfigByName("light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := trainer.New(cfg, 12345)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pre.Close()
+	prePath := filepath.Join(t.TempDir(), "pretrained.safetensors")
+	if err := pre.SaveModel(prePath, map[string]string{"source": "test"}); err != nil {
+		t.Fatal(err)
+	}
+	rev0, err := hub.Upload(ctx, repo, prePath, hub.UploadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := strings.Replace(testConfig, `kind = "ephemeral"`, fmt.Sprintf("kind = \"hub\"\nrepo = %q\nrevision = %q", repo, rev0), 1)
+	e := newRunEnv(ctx, t, "hub-e2e", config)
+	preLoss := evalLoss(ctx, t, pre, e.valDir)
+
+	var clients []*trainingClient
+	for i := range 3 {
+		tc, _ := e.start(ctx, t, i, func(c *client.Config) {
+			if i == 0 {
+				c.HubUpload, c.CheckpointDir = true, t.TempDir()
+			}
+		})
+		clients = append(clients, tc)
+	}
+	e.unpause(t)
+
+	// The checkpointer announces the first epoch's model.
+	var rev1 string
+	for rev1 == "" {
+		if ctx.Err() != nil {
+			t.Fatal("no checkpoint was announced")
+		}
+		s := mustState(ctx, t, e.run, e.c)
+		if r := coordinator.FixedString(s.Model.CheckpointRevision[:]); r != rev0 {
+			rev1 = r
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	logs := &recordingHandler{Handler: testLogger(t, 3).Handler()}
+	late, _ := e.start(ctx, t, 3, func(c *client.Config) { c.Log = slog.New(logs) })
+
+	for i, tc := range append(clients, late) {
+		select {
+		case <-tc.done:
+		case <-ctx.Done():
+			t.Fatalf("client %d did not see the run finish", i)
+		}
+		if tc.err != nil {
+			t.Fatalf("client %d: %v", i, tc.err)
+		}
+	}
+
+	for i, tc := range clients {
+		h := tc.rec.Snapshot().HeldOut
+		if len(h) == 0 || h[0].Step != 0 || float32(h[0].Loss) != preLoss {
+			t.Errorf("client %d: held-out loss at the start %v, want %v at step 0 (the hub checkpoint's)", i, h, preLoss)
+		}
+	}
+	digests := map[uint64]string{}
+	for i, tc := range append(clients, late) {
+		for _, st := range tc.rec.Snapshot().Steps {
+			if d, ok := digests[st.Step]; ok && d != st.Digest {
+				t.Errorf("client %d step %d digest %s; another client has %s", i, st.Step, st.Digest, d)
+			}
+			digests[st.Step] = st.Digest
+		}
+	}
+	path, err := hub.Fetch(ctx, repo, rev1, t.TempDir(), hub.FetchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := trainer.CheckpointMetadata(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var step uint32
+	if _, err := fmt.Sscan(md["step"], &step); err != nil || md["run_id"] != "hub-e2e" {
+		t.Fatalf("announced checkpoint metadata %v", md)
+	}
+	got, err := trainer.LoadCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	d, err := client.ReplicaDigest(got, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hex.EncodeToString(d[:]) != digests[uint64(step)] {
+		t.Errorf("the announced checkpoint of step %d has digest %x; the clients recorded %s", step, d, digests[uint64(step)])
+	}
+	first := late.rec.Snapshot().Steps
+	if len(first) == 0 || first[0].Step != uint64(step)+1 || !logs.saw("model loaded from the hub") {
+		t.Errorf("the late client should have loaded step %d from the hub and trained step %d next (its steps: %v)", step, step+1, first)
+	}
+	t.Logf("checkpoint of step %d announced as %s; the late client trained from step %d", step, rev1, first[0].Step)
+}
+
+// evalLoss is what a client's first held-out evaluation measures.
+func evalLoss(ctx context.Context, t *testing.T, tr *trainer.Trainer, dir string) float32 {
+	t.Helper()
+	p, err := provider.OpenLocal(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	seqs, err := p.Sequences(ctx, []uint64{0, 1, 2, 3, 4, 5, 6, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, tg, err := provider.InputsAndTargets(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss, err := tr.Eval(ctx, in, tg, len(seqs[0])-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss
+}
+
+// recordingHandler keeps the messages logged through it.
+type recordingHandler struct {
+	slog.Handler
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *recordingHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.msgs = append(h.msgs, r.Message)
+	h.mu.Unlock()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *recordingHandler) saw(msg string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.msgs {
+		if m == msg {
+			return true
+		}
+	}
+	return false
+}
