@@ -49,7 +49,7 @@ func hubServeCommand() *cli.Command {
 			if err != nil {
 				return badInputf("--max-size: %w", err)
 			}
-			token, err := hubToken(c)
+			token, err := hubToken(c, hubTokenFileFlag.Name)
 			if err != nil {
 				return err
 			}
@@ -102,7 +102,7 @@ func hubUploadCommand() *cli.Command {
 			if _, err := hub.ParseRepo(repo); err != nil {
 				return badInputf("--repo: %w", err)
 			}
-			token, err := hubToken(c)
+			token, err := hubToken(c, hubTokenFileFlag.Name)
 			if err != nil {
 				return err
 			}
@@ -152,19 +152,20 @@ func hubFetchCommand() *cli.Command {
 	}
 }
 
-// hubToken reads --token-file, else $PSYCHE_HUB_TOKEN ("" when neither is set).
-func hubToken(c *cli.Context) (string, error) {
-	p := c.String(hubTokenFileFlag.Name)
+// hubToken reads the token file named by flag, else $PSYCHE_HUB_TOKEN (""
+// when neither is set).
+func hubToken(c *cli.Context, flag string) (string, error) {
+	p := c.String(flag)
 	if p == "" {
 		return os.Getenv(hubTokenEnv), nil
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return "", badInputf("--token-file: %w", err)
+		return "", badInputf("--%s: %w", flag, err)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" || strings.ContainsAny(token, " \t\r\n") {
-		return "", badInputf("--token-file %s must hold one token on one line", p)
+		return "", badInputf("--%s %s must hold one token on one line", flag, p)
 	}
 	return token, nil
 }

@@ -52,9 +52,11 @@ func trainCommand() *cli.Command {
 		dataCacheDirFlag,
 		&cli.IntFlag{Name: "eval-every", Usage: "steps between held-out evaluations", Value: 5},
 		&cli.IntFlag{Name: "eval-sequences", Usage: "held-out sequences per evaluation", Value: 16},
-		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here"},
+		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here (a restart resumes from it; hub checkpoints are kept here too)"},
 		&cli.IntFlag{Name: "keep-steps", Usage: "checkpoints to keep with --delete-old-steps", Value: 3},
 		&cli.BoolFlag{Name: "delete-old-steps", Usage: "delete all but the newest --keep-steps checkpoints", Value: true},
+		&cli.BoolFlag{Name: "hub-upload", Usage: "be a checkpointer: at the end of every epoch upload the model to the run's hub repo and announce it on chain"},
+		&cli.StringFlag{Name: "hub-token-file", Usage: "file holding the hub's bearer token for --hub-upload (default: $" + hubTokenEnv + ")"},
 		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here"},
 		&cli.IntFlag{Name: "linger-secs", Usage: "after the run finished, keep the status endpoints up this long (so watchers see the end) or until Ctrl-C"},
 		&cli.Float64Flag{Name: "dummy-training-delay-secs", Usage: "extra seconds per training step (simulates a slower device)"},
@@ -115,6 +117,10 @@ func train(c *cli.Context) error {
 	}
 	if c.IsSet("data-url") && c.IsSet("data-dir") {
 		return badInputf("give --data-url or --data-dir, not both")
+	}
+	hubTok, err := hubToken(c, "hub-token-file")
+	if err != nil {
+		return err
 	}
 	chains, loopback, err := trainChains(c)
 	if err != nil {
@@ -196,7 +202,7 @@ func train(c *cli.Context) error {
 		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device,
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
-		GradientsDir: c.String("write-gradients-dir"),
+		GradientsDir: c.String("write-gradients-dir"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
 	})
 	if err != nil {
 		return badInput(err)

@@ -29,6 +29,7 @@ func TestTrainBadInput(t *testing.T) {
 		{"bad authorizer", append(base, "--authorizer", "nope"), "--authorizer"},
 		{"bad rpc", append(base, "--rpc", "ftp://x"), "--rpc"},
 		{"predownload without a cache", []string{"predownload", "--run-id", "r"}, "--data-cache-dir"},
+		{"missing hub token file", append(base, "--hub-upload", "--hub-token-file", filepath.Join(dir, "none")), "--hub-token-file"},
 		{"ws without rpc", append(base, "--ws-rpc-2", "ws://127.0.0.1:1"), "--rpc-2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
