@@ -236,6 +236,11 @@ func TestPredownloadModel(t *testing.T) {
 	if got, err := hub.HashFile(want); err != nil || got != rev {
 		t.Fatalf("predownloaded file hashes to %s (%v)", got, err)
 	}
+	// A p2p run keeps the revision its checkpointers announced: fetched too.
+	setCheckpoint("p2p", repo, rev)
+	if out, errOut, code := onRun(predownload...); code != 0 || !strings.Contains(out, "model: "+want) {
+		t.Fatalf("p2p with a revision: exit %d, %q %s", code, out, errOut)
+	}
 
 	// A revision the hub does not hold fails and leaves the directory as it was.
 	setCheckpoint("hub", repo, strings.Repeat("e", 64))

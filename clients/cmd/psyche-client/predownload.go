@@ -73,24 +73,21 @@ func predownloadCommand() *cli.Command {
 	}
 }
 
-// The program's checkpoint kinds (Model::checkpoint_kind).
-const (
-	checkpointEphemeral = 1
-	checkpointHub       = 2
-	checkpointP2P       = 3
-)
-
-// predownloadModel fetches the run's hub checkpoint, if it has one, into
-// --checkpoint-dir as <revision>.safetensors, where train looks first.
+// predownloadModel fetches the run's announced hub checkpoint, if it has one,
+// into --checkpoint-dir as <revision>.safetensors, where train looks first.
+// A p2p run keeps its hub repo, and the revision its checkpointers announce,
+// for joiners that find no member holding the model.
 func predownloadModel(c *cli.Context, s *coordinator.State) error {
 	w := c.App.Writer
-	switch s.Model.CheckpointKind {
-	case checkpointEphemeral, checkpointP2P:
+	kind := s.Model.CheckpointKind
+	switch {
+	case kind == coordinator.CheckpointEphemeral,
+		kind == coordinator.CheckpointP2P && (s.Model.CheckpointRepo[0] == 0 || s.Model.CheckpointRevision[0] == 0):
 		fmt.Fprintln(w, "model: the run's members share it when you join; nothing to fetch ahead")
 		return nil
-	case checkpointHub:
+	case kind == coordinator.CheckpointHub, kind == coordinator.CheckpointP2P:
 	default:
-		return fmt.Errorf("model: the run has checkpoint kind %d, which this client does not know", s.Model.CheckpointKind)
+		return fmt.Errorf("model: the run has checkpoint kind %d, which this client does not know", kind)
 	}
 	repo := coordinator.FixedString(s.Model.CheckpointRepo[:])
 	rev := coordinator.FixedString(s.Model.CheckpointRevision[:])
