@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,18 +136,19 @@ type Client struct {
 	anns     map[uint32]map[peer.ID]p2p.Announcement // step -> signer -> announcement
 	payloads map[p2p.Hash][]byte                     // validated payloads by hash
 
-	lastNonce   uint64
-	joinedEpoch int64 // epoch the latest join was for, -1 none
-	warmedEpoch int64
-	trained     *roundWork // trained, applied once the round's witnesses are final
-	witnessed   uint32
-	lastStep    uint32 // newest applied step
-	accused     map[[2]uint32]bool
-	lastTick    time.Time
-	checkpoint  uint32 // newest step written to CheckpointDir
-	announced   uint32 // newest step uploaded to the hub
-	everMember  bool
-	peersAt     time.Time
+	lastNonce    uint64
+	joinedEpoch  int64 // epoch the latest join was for, -1 none
+	warmedEpoch  int64
+	trained      *roundWork // trained, applied once the round's witnesses are final
+	witnessed    uint32
+	lastStep     uint32 // newest applied step
+	accused      map[[2]uint32]bool
+	lastTick     time.Time
+	checkpoint   uint32 // newest step written to CheckpointDir
+	announced    uint32 // newest step uploaded to the hub
+	everMember   bool
+	participants []peer.ID // sorted, as last given to the p2p node
+	peersAt      time.Time
 
 	workDir   string // shared and fetched model files
 	ownDir    bool   // workDir was created here and is removed here
@@ -375,7 +377,7 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 	c.cfg.Recorder.SetRunState(phase.String())
 	c.cfg.Recorder.SetProgress(uint64(s.Progress.Epoch), uint64(coordinator.CurrentRound(s).Height), uint64(s.Progress.Step))
 	members := coordinator.Members(s)
-	c.setParticipants(members)
+	c.setParticipants(s)
 	c.observe(members)
 	idx := coordinator.MemberIndex(s, c.me)
 	member := idx >= 0 && members[idx].State == coordinator.MemberHealthy
@@ -395,6 +397,12 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 		}
 	}
 
+	// The epoch's model is checkpointed in Cooldown, or in any phase after
+	// it: a short Cooldown can pass between two notifications we act on.
+	switch phase {
+	case coordinator.Cooldown, coordinator.WaitingForMembers, coordinator.Paused, coordinator.Finished:
+		c.saveCheckpoint(s)
+	}
 	switch phase {
 	case coordinator.Finished:
 		c.log.Info("the run is finished", "step", c.lastStep)
@@ -421,7 +429,6 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 			}
 		}
 	case coordinator.Cooldown:
-		c.saveCheckpoint(s)
 		c.announceCheckpoint(ctx, s)
 	}
 	c.maybeTick(ctx, s, phase)
@@ -458,13 +465,28 @@ func (c *Client) observe(members []coordinator.Member) {
 // peersEvery is how often the p2p peer list is copied into the Recorder.
 const peersEvery = 2 * time.Second
 
-func (c *Client) setParticipants(members []coordinator.Member) {
-	ids := make([]peer.ID, 0, len(members))
-	for _, m := range members {
-		if id, err := identity.PeerIDFromPublicKey(m.P2PIdentity[:]); err == nil {
+// setParticipants lets every registered client of the run gossip with us:
+// the epoch's members, pending joiners and slots kept between epochs, not
+// only the current epoch's members. Between epochs the member list is empty,
+// and a peer dropped from the participant set is pruned from the gossip mesh
+// and backed off for a minute, which would cut off the next epoch's members
+// (a restarted client with its old identity among them).
+func (c *Client) setParticipants(s *coordinator.State) {
+	var ids []peer.ID
+	for i := range s.Clients {
+		slot := &s.Clients[i]
+		if slot.Occupied == 0 {
+			continue
+		}
+		if id, err := identity.PeerIDFromPublicKey(slot.P2PIdentity[:]); err == nil {
 			ids = append(ids, id)
 		}
 	}
+	slices.Sort(ids)
+	if slices.Equal(ids, c.participants) {
+		return
+	}
+	c.participants = ids
 	c.cfg.Node.SetParticipants(ids)
 }
 

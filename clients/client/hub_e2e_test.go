@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,7 +61,15 @@ func TestHubCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := strings.Replace(testConfig, `kind = "ephemeral"`, fmt.Sprintf("kind = \"hub\"\nrepo = %q\nrevision = %q", repo, rev0), 1)
+	// Short epochs, so the run has several and every one ends in a Cooldown
+	// long enough for the checkpointer's announcement to land.
+	config := strings.NewReplacer(
+		`kind = "ephemeral"`, fmt.Sprintf("kind = \"hub\"\nrepo = %q\nrevision = %q", repo, rev0),
+		"epoch_time = 20", "epoch_time = 10",
+		"warmup_time = 10", "warmup_time = 5",
+		"max_round_train_time = 10", "max_round_train_time = 5",
+		"cooldown_time = 1", "cooldown_time = 3",
+	).Replace(testConfig)
 	e := newRunEnv(ctx, t, "hub-e2e", config)
 	preLoss := evalLoss(ctx, t, pre, e.valDir)
 
@@ -75,15 +84,35 @@ func TestHubCheckpoints(t *testing.T) {
 	}
 	e.unpause(t)
 
-	// The checkpointer announces the first epoch's model.
-	var rev1 string
-	for rev1 == "" {
+	// Every revision the chain holds during the run, by first sight.
+	var (
+		mu        sync.Mutex
+		announced []string
+	)
+	go func() {
+		for last := rev0; ctx.Err() == nil; time.Sleep(200 * time.Millisecond) {
+			s, err := e.run.FetchState(ctx, e.c)
+			if err != nil {
+				continue
+			}
+			if r := coordinator.FixedString(s.Model.CheckpointRevision[:]); r != last {
+				last = r
+				mu.Lock()
+				announced = append(announced, r)
+				mu.Unlock()
+			}
+		}
+	}()
+	// A fourth client starts once the first epoch's model is announced.
+	for {
+		mu.Lock()
+		n := len(announced)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
 		if ctx.Err() != nil {
 			t.Fatal("no checkpoint was announced")
-		}
-		s := mustState(ctx, t, e.run, e.c)
-		if r := coordinator.FixedString(s.Model.CheckpointRevision[:]); r != rev0 {
-			rev1 = r
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -116,7 +145,29 @@ func TestHubCheckpoints(t *testing.T) {
 			digests[st.Step] = st.Digest
 		}
 	}
-	path, err := hub.Fetch(ctx, repo, rev1, t.TempDir(), hub.FetchOptions{})
+	// Each announced file is the consensus model of the step it names.
+	mu.Lock()
+	revs := slices.Clone(announced)
+	mu.Unlock()
+	steps := map[uint32]bool{}
+	for _, rev := range revs {
+		step := checkAnnounced(ctx, t, repo, rev, digests)
+		steps[step] = true
+		t.Logf("checkpoint of step %d announced as %s", step, rev)
+	}
+	first := late.rec.Snapshot().Steps
+	if len(first) == 0 || !steps[uint32(first[0].Step)-1] || !logs.saw("model loaded from the hub") {
+		t.Errorf("the late client should have loaded an announced step %v from the hub and trained the next (its steps: %v)", steps, first)
+	} else {
+		t.Logf("the late client loaded step %d from the hub", first[0].Step-1)
+	}
+}
+
+// checkAnnounced fetches an announced checkpoint and checks that it is this
+// run's model of the step it names: the replica digest the clients recorded.
+func checkAnnounced(ctx context.Context, t *testing.T, repo, rev string, digests map[uint64]string) uint32 {
+	t.Helper()
+	path, err := hub.Fetch(ctx, repo, rev, t.TempDir(), hub.FetchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +191,7 @@ func TestHubCheckpoints(t *testing.T) {
 	if hex.EncodeToString(d[:]) != digests[uint64(step)] {
 		t.Errorf("the announced checkpoint of step %d has digest %x; the clients recorded %s", step, d, digests[uint64(step)])
 	}
-	first := late.rec.Snapshot().Steps
-	if len(first) == 0 || first[0].Step != uint64(step)+1 || !logs.saw("model loaded from the hub") {
-		t.Errorf("the late client should have loaded step %d from the hub and trained step %d next (its steps: %v)", step, step+1, first)
-	}
-	t.Logf("checkpoint of step %d announced as %s; the late client trained from step %d", step, rev1, first[0].Step)
+	return step
 }
 
 // evalLoss is what a client's first held-out evaluation measures.
