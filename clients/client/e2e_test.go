@@ -305,7 +305,7 @@ func newRunEnv(ctx context.Context, t *testing.T, runID, config string) *runEnv 
 	}
 	mustSend(t, c, authority, ixs, account)
 	auth := authorizer.Default()
-	create, authAddr, err := auth.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
+	create, authAddr, err := auth.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +553,7 @@ func TestPermissionedJoin(t *testing.T) {
 
 	user := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL)
 	auth := authorizer.Default()
-	addr, _, err := auth.Address(me, user.PublicKey(), coordinator.JoinRunScope)
+	addr, _, err := auth.Address(me, user.PublicKey(), authorizer.JoinRunScope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,7 +583,7 @@ func TestPermissionedJoin(t *testing.T) {
 		t.Fatal("a refused client holds a slot")
 	}
 
-	create, created, err := auth.Create(me, me, user.PublicKey(), coordinator.JoinRunScope)
+	create, created, err := auth.Create(me, me, user.PublicKey(), authorizer.JoinRunScope)
 	if err != nil || created != addr {
 		t.Fatalf("authorization %s, %v; want %s", created, err, addr)
 	}

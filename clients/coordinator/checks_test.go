@@ -50,7 +50,7 @@ func TestAccountChecks(t *testing.T) {
 	// An authorization from someone other than the join authority is not at
 	// the PDA the run derives.
 	auth := authorizer.Default()
-	create, forged, err := auth.Create(outsider.PublicKey(), outsider.PublicKey(), authorizer.Everyone, coordinator.JoinRunScope)
+	create, forged, err := auth.Create(outsider.PublicKey(), outsider.PublicKey(), authorizer.Everyone, authorizer.JoinRunScope)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,8 +77,6 @@ const (
 	MemberLeft    uint8 = 3
 )
 
-// JoinRunScope is the Authorizer scope join_run checks.
-var JoinRunScope = []byte("CoordinatorJoinRun")
 
 // Program addresses one deployment of the Coordinator.
 type Program struct {

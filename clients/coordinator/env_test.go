@@ -131,7 +131,7 @@ func (e *env) expectFailure(want string, match func(*chain.TxError) bool, payer 
 func (e *env) authorize(user solana.PublicKey) solana.PublicKey {
 	e.t.Helper()
 	g := e.authority.PublicKey()
-	create, addr, err := e.auth.Create(g, g, user, coordinator.JoinRunScope)
+	create, addr, err := e.auth.Create(g, g, user, authorizer.JoinRunScope)
 	if err != nil {
 		e.t.Fatal(err)
 	}

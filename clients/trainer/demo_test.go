@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -368,77 +367,5 @@ func TestDeMoReplicasStayIdentical(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// Four DeMo clients on disjoint shards, with the reference's light settings
-// (chunk 64, top-8, one-bit values), reach the loss of single-node AdamW
-// within 5% after the same tokens, on the light config and learnable text.
-// Measured (held-out loss at steps 50/100/150/200/250/300): AdamW lr 1e-3
-// 1.50 1.30 1.22 1.22 1.18 1.20; DeMo top-8 2.59 1.68 1.38 1.26 1.19 1.16
-// (top-32: 2.02 1.42 1.24 1.19 1.16 1.14); AdamW lr 3e-3 was worse (2.49
-// at 100). Results are bit-exact, so the outcome is the same on every run.
-func TestDeMoReachesAdamWLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("convergence run")
-	}
-	cfg := lightConfig(t)
-	const (
-		clients = 4
-		perSeq  = 1 // sequences per client per step
-		seqLen  = 64
-		steps   = 200
-	)
-	tokensPerStep := clients * perSeq * seqLen
-	text := MarkovText(12, steps*tokensPerStep+1)
-	held := MarkovText(13, 16*seqLen+1)
-	ctx := context.Background()
-	evalLoss := func(tr *Trainer) float32 {
-		tok, tgt := Window(held, 0, 16, seqLen)
-		l, err := tr.Eval(ctx, tok, tgt, seqLen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-
-	adam := newTrainer(t, cfg, 31)
-	hpA := AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
-	for s := range steps {
-		step(t, adam, text, s*tokensPerStep, clients*perSeq, seqLen)
-		if err := adam.AdamWStep(hpA); err != nil {
-			t.Fatal(err)
-		}
-	}
-	adamLoss := evalLoss(adam)
-
-	hpD := DeMo{LR: 1e-3, Decay: 0.999, Chunk: 64, TopK: 8, OneBit: true, Lookahead: true}
-	var replicas []*Trainer
-	for range clients {
-		replicas = append(replicas, newTrainer(t, cfg, 31))
-	}
-	var bytesSent int
-	for s := range steps {
-		payloads := make([][]byte, clients)
-		for c, tr := range replicas {
-			step(t, tr, text, s*tokensPerStep+c*perSeq*seqLen, perSeq, seqLen)
-			p, err := tr.DeMoGenerate(hpD)
-			if err != nil {
-				t.Fatal(err)
-			}
-			payloads[c] = p
-			bytesSent += len(p)
-		}
-		for _, tr := range replicas {
-			if err := tr.DeMoApply(hpD, payloads); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	demoLoss := evalLoss(replicas[0])
-	t.Logf("after %d steps of %d tokens: AdamW %.4f, DeMo (%d clients, %d payload bytes per client-step) %.4f",
-		steps, tokensPerStep, adamLoss, clients, bytesSent/(steps*clients), demoLoss)
-	if demoLoss > adamLoss*1.05 {
-		t.Errorf("DeMo loss %.4f is more than 5%% above AdamW's %.4f", demoLoss, adamLoss)
 	}
 }

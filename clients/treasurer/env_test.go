@@ -178,7 +178,7 @@ func (e *env) newClients(n int) []*client {
 	g := e.authority.PublicKey()
 	for i := range out {
 		c := &client{key: localnettest.NewFundedKeypair(e.t, e.v, solana.LAMPORTS_PER_SOL)}
-		create, addr, err := e.auth.Create(g, g, c.key.PublicKey(), coordinator.JoinRunScope)
+		create, addr, err := e.auth.Create(g, g, c.key.PublicKey(), authorizer.JoinRunScope)
 		if err != nil {
 			e.t.Fatal(err)
 		}

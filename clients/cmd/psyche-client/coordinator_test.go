@@ -112,7 +112,7 @@ func TestCoordinatorCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, coordinator.JoinRunScope)
+	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, authorizer.JoinRunScope)
 	join, err := r.JoinRun(other.PublicKey(), authAddr, [32]byte{7})
 	if err != nil {
 		t.Fatal(err)

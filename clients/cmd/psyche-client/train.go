@@ -160,7 +160,7 @@ func train(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	authAddr, _, err := auth.Address(inst.JoinAuthority, grantee, coordinator.JoinRunScope)
+	authAddr, _, err := auth.Address(inst.JoinAuthority, grantee, authorizer.JoinRunScope)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/authorizer"
-	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/treasurer"
 	"github.com/psyche-go/psyche/localnet"
@@ -105,7 +104,7 @@ func TestTreasurerCommands(t *testing.T) {
 
 	// A user not in the run cannot claim; once joined it claims (nothing earned yet).
 	fails(exitFailure, "UserNotInRun", run(userPath, "treasurer-claim-rewards")...)
-	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, coordinator.JoinRunScope)
+	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, authorizer.JoinRunScope)
 	join, err := r.Coordinator.JoinRun(user.PublicKey(), authAddr, [32]byte{7})
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func run() error {
 	b := &bench{ctx: ctx, c: c, p: coordinator.Program{ID: id}, authority: authority, cu: map[string][]uint64{}}
 	a := authorizer.Default()
 	me := authority.PublicKey()
-	create, addr, err := a.Create(me, me, authorizer.Everyone, coordinator.JoinRunScope)
+	create, addr, err := a.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)
 	if err != nil {
 		return err
 	}

@@ -185,7 +185,7 @@ func (b *bench) step(label string, payer solana.PrivateKey) func(solana.Instruct
 func (b *bench) epoch(r treasurer.Run, admin, user solana.PrivateKey) error {
 	a, u := admin.PublicKey(), user.PublicKey()
 	auth := authorizer.Program{ID: authorizer.Default().ID}
-	grant, addr, err := auth.Create(a, a, authorizer.Everyone, coordinator.JoinRunScope)
+	grant, addr, err := auth.Create(a, a, authorizer.Everyone, authorizer.JoinRunScope)
 	if err != nil {
 		return err
 	}
