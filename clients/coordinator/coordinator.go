@@ -77,7 +77,6 @@ const (
 	MemberLeft    uint8 = 3
 )
 
-
 // Program addresses one deployment of the Coordinator.
 type Program struct {
 	ID solana.PublicKey
@@ -176,7 +175,7 @@ func (r Run) SetPaused(authority solana.PublicKey, paused bool) (solana.Instruct
 }
 
 // JoinRun registers user for the next epoch under authorization (an
-// Authorizer account granting user the JoinRunScope from the join authority).
+// Authorizer account granting user authorizer.JoinRunScope from the join authority).
 func (r Run) JoinRun(user, authorization solana.PublicKey, p2pIdentity [32]byte) (solana.Instruction, error) {
 	return r.Program.rebind(coordinator.NewJoinRunInstruction(
 		coordinator.JoinRunParams{Signer: user, P2PIdentity: p2pIdentity}, user, authorization, r.Instance, r.Account))
