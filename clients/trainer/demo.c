@@ -169,7 +169,8 @@ static int tr_dct_hook(int rows, int cols, int chunk, const float *in, float *ou
     int rc = TR_OK;
     if (!m || !s) { rc = TR_ENOMEM; goto done; }
     m->nthreads = 1;
-    m->gemm = tr_isa_kernel(tr_isa_pick(TR_ISA_AUTO));
+    m->isa = tr_isa_pick(TR_ISA_AUTO);
+    m->gemm = tr_isa_kernel(m->isa);
     if (!tr_dct_get(m, cr) || !tr_dct_get(m, cc)) { rc = TR_ENOMEM; goto done; }
     tr_dct_tensor(m, rows, cols, cr, cc, in, out, s, s + (size_t)rows * cols, inverse);
 done:

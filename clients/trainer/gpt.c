@@ -217,15 +217,54 @@ static void layernorm_backward(const tr_model *m, float *dinp, float *dw, float 
 }
 
 // dst(cols, rows) = src(rows, cols)^T, in cache blocks.
+// One tile of dst(cols, rows) = src(rows, cols)^T: rows [r0, r1), columns
+// [c0, c1). Whole 8x8 blocks go through registers (eight row loads, a
+// shuffle network, eight column stores); the edges are copied one by one.
+// Pure data movement, so every ISA gives the same bits.
+#define TR_TRANSPOSE_TILE(NAME, TARGET)                                                                   \
+    TARGET static void NAME(float *dst, const float *src, int rows, int cols, int r0, int r1, int c0, int c1) { \
+        typedef int v8i __attribute__((vector_size(32)));                                                 \
+        const v8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};                     \
+        const v8i pl = {0, 1, 8, 9, 4, 5, 12, 13}, ph = {2, 3, 10, 11, 6, 7, 14, 15};                     \
+        const v8i hl = {0, 1, 2, 3, 8, 9, 10, 11}, hh = {4, 5, 6, 7, 12, 13, 14, 15};                     \
+        int r8 = r0 + ((r1 - r0) & ~7), c8 = c0 + ((c1 - c0) & ~7);                                       \
+        for (int r = r0; r < r8; r += 8)                                                                  \
+            for (int c = c0; c < c8; c += 8) {                                                            \
+                v8f x[8], t[8], u[8];                                                                     \
+                for (int i = 0; i < 8; i++) x[i] = tr_load8(src + (size_t)(r + i) * cols + c);          \
+                for (int i = 0; i < 8; i += 2) {                                                          \
+                    t[i] = __builtin_shuffle(x[i], x[i + 1], lo);                                         \
+                    t[i + 1] = __builtin_shuffle(x[i], x[i + 1], hi);                                     \
+                }                                                                                         \
+                for (int i = 0; i < 8; i += 4)                                                            \
+                    for (int j = 0; j < 2; j++) {                                                         \
+                        u[i + 2 * j] = __builtin_shuffle(t[i + j], t[i + j + 2], pl);                     \
+                        u[i + 2 * j + 1] = __builtin_shuffle(t[i + j], t[i + j + 2], ph);                 \
+                    }                                                                                     \
+                /* u[0..3] hold columns {0,4},{1,5},{2,6},{3,7} of rows 0-3, u[4..7] of rows 4-7 */     \
+                for (int j = 0; j < 4; j++) {                                                             \
+                    v8f a = __builtin_shuffle(u[j], u[j + 4], hl), b = __builtin_shuffle(u[j], u[j + 4], hh); \
+                    memcpy(dst + (size_t)(c + j) * rows + r, &a, sizeof a);                               \
+                    memcpy(dst + (size_t)(c + j + 4) * rows + r, &b, sizeof b);                           \
+                }                                                                                         \
+            }                                                                                             \
+        for (int r = r0; r < r1; r++)                                                                     \
+            for (int c = r < r8 ? c8 : c0; c < c1; c++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c]; \
+    }
+
+TR_TRANSPOSE_TILE(tr_transpose_base, )
+TR_TRANSPOSE_TILE(tr_transpose_avx2, __attribute__((target("avx2"))))
+
 void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int cols) {
-    const int TB = 32;
-    int rb = (rows + TB - 1) / TB, cb = (cols + TB - 1) / TB;
+    const int TB = 64;
+    int rb = (rows + TB - 1) / TB, cb = (cols + TB - 1) / TB, avx2 = m->isa >= TR_ISA_AVX2;
     #pragma omp parallel for collapse(2) schedule(static) num_threads(m->nthreads)
     for (int i = 0; i < rb; i++)
-        for (int j = 0; j < cb; j++)
-            for (int r = i * TB; r < (i + 1) * TB && r < rows; r++)
-                for (int c = j * TB; c < (j + 1) * TB && c < cols; c++)
-                    dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+        for (int j = 0; j < cb; j++) {
+            int r1 = (i + 1) * TB < rows ? (i + 1) * TB : rows, c1 = (j + 1) * TB < cols ? (j + 1) * TB : cols;
+            if (avx2) tr_transpose_avx2(dst, src, rows, cols, i * TB, r1, j * TB, c1);
+            else tr_transpose_base(dst, src, rows, cols, i * TB, r1, j * TB, c1);
+        }
 }
 
 // out(BT,OC) = inp(BT,C) * w(OC,C)^T + bias(OC)
