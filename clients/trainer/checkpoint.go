@@ -126,11 +126,12 @@ type modelShape struct {
 	SeqLen      int    `json:"seq_len"`
 }
 
-// SaveModel writes the parameters only (no optimizer state) to path as
-// safetensors, atomically. The bytes depend only on the parameters, the
-// model shape, the optimizer step and last DeMo lr (common to all replicas)
-// and meta, so replicas at the same step write identical files. Keys of meta
-// starting with "psyche." are reserved.
+// SaveModel writes the parameters only (no optimizer state, no counters) to
+// path as safetensors, atomically. The bytes depend only on the parameters,
+// the model shape and meta, so replicas at the same step write identical
+// files (the trainer's own step counter is left out: a replica that joined
+// late has counted fewer steps). Keys of meta starting with "psyche." are
+// reserved; put the run's step there.
 func (t *Trainer) SaveModel(path string, meta map[string]string) error {
 	md, err := userMetadata(meta)
 	if err != nil {
@@ -140,7 +141,7 @@ func (t *Trainer) SaveModel(path string, meta map[string]string) error {
 	if err != nil {
 		return err
 	}
-	hdr, params, err := t.headerAndParams()
+	params, err := t.paramBytes()
 	if err != nil {
 		return err
 	}
@@ -151,8 +152,6 @@ func (t *Trainer) SaveModel(path string, meta map[string]string) error {
 	md["psyche.format"] = modelFormat
 	md["psyche.version"] = checkpointVersion
 	md["psyche.config"] = string(shape)
-	md["psyche.step"] = strconv.FormatUint(binary.LittleEndian.Uint64(hdr[32:]), 10)
-	md["psyche.demo_lr_bits"] = strconv.FormatUint(uint64(binary.LittleEndian.Uint32(hdr[48:])), 16)
 	// The header is built by hand so the key order is fixed: metadata first
 	// (json.Marshal sorts map keys), then the tensors in storage order.
 	mj, err := json.Marshal(md)
@@ -181,22 +180,17 @@ func (t *Trainer) SaveModel(path string, meta map[string]string) error {
 	return writeFileAtomic(path, buf)
 }
 
-// headerAndParams returns the state header and the parameters as
-// little-endian bytes, read under one lock.
-func (t *Trainer) headerAndParams() ([]byte, []byte, error) {
+// paramBytes returns the parameters as little-endian bytes.
+func (t *Trainer) paramBytes() ([]byte, error) {
 	if err := t.lock(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer t.mu.Unlock()
-	hdr := make([]byte, stateHeaderLen)
-	if err := codeErr(C.tr_state_header(t.m, (*C.uint8_t)(&hdr[0]), C.size_t(len(hdr))), "state header"); err != nil {
-		return nil, nil, err
-	}
 	params := make([]byte, 4*t.n)
 	if err := codeErr(C.tr_state_floats(t.m, 0, C.size_t(t.n), (*C.uint8_t)(&params[0])), "read parameters"); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return hdr, params, nil
+	return params, nil
 }
 
 func userMetadata(meta map[string]string) (map[string]string, error) {
@@ -323,23 +317,16 @@ func (t *Trainer) LoadCheckpoint(path string) error {
 }
 
 // counters reads the state flags and counters from the metadata. A model file
-// (params only) has no optimizer state: flags and AdamW t are 0, and the step
-// and DeMo lr are taken when present.
+// has none: it loads like a new trainer's state (all zero).
 func (c *checkpointFile) counters() (flags, step, adamT, lrBits uint64, err error) {
-	num := func(key string, base, size int) (uint64, error) {
-		v, ok := c.md[key]
-		if !ok && c.md["psyche.format"] == modelFormat {
-			return 0, nil
-		}
-		return strconv.ParseUint(v, base, size)
-	}
-	step, err1 := num("psyche.step", 10, 64)
-	lrBits, err2 := num("psyche.demo_lr_bits", 16, 32)
 	if c.md["psyche.format"] == modelFormat {
-		return 0, step, 0, lrBits, errors.Join(err1, err2)
+		return 0, 0, 0, 0, nil
 	}
-	flags, err3 := num("psyche.flags", 10, 32)
-	adamT, err4 := num("psyche.adam_t", 10, 64)
+	num := func(key string, base, size int) (uint64, error) { return strconv.ParseUint(c.md[key], base, size) }
+	flags, err1 := num("psyche.flags", 10, 32)
+	step, err2 := num("psyche.step", 10, 64)
+	adamT, err3 := num("psyche.adam_t", 10, 64)
+	lrBits, err4 := num("psyche.demo_lr_bits", 16, 32)
 	return flags, step, adamT, lrBits, errors.Join(err1, err2, err3, err4)
 }
 
