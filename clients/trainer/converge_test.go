@@ -118,6 +118,7 @@ func TestDeMoReachesAdamWLoss(t *testing.T) {
 	// so the runs share the cores (results do not depend on threads).
 	var adamLoss float32
 	var wg sync.WaitGroup
+	defer wg.Wait() // a failing DeMo run must not end the test under AdamW's feet
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
