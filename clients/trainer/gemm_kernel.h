@@ -84,8 +84,13 @@ GEMM_TARGET static void GEMM_NAME(const tr_gemm_args *g, int nthreads) {
     int mb = (int)((192 * 1024) / ((size_t)K * sizeof(float) + 1));
     if (mb > TR_GEMM_MB) mb = TR_GEMM_MB;
     mb = mb < GEMM_MR ? GEMM_MR : mb - mb % GEMM_MR;
-    const int nb = GEMM_NR * 16;
-    const int mblocks = (M + mb - 1) / mb, nblocks = (N + nb - 1) / nb;
+    // Blocks of (nearly) equal size, so that the threads' shares of them are too.
+    const int mblocks = (M + mb - 1) / mb;
+    mb = (M + mblocks - 1) / mblocks;
+    mb += (GEMM_MR - mb % GEMM_MR) % GEMM_MR;
+    const int nblocks = (N + GEMM_NR * 16 - 1) / (GEMM_NR * 16);
+    int nb = (N + nblocks - 1) / nblocks;
+    nb += (GEMM_NR - nb % GEMM_NR) % GEMM_NR;
     #pragma omp parallel for collapse(2) schedule(static) num_threads(nthreads)
     for (int ib = 0; ib < mblocks; ib++) {
         for (int jb = 0; jb < nblocks; jb++) {
