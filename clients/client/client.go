@@ -256,7 +256,9 @@ func (c *Client) Run(ctx context.Context) error {
 	defer c.close()
 	go c.receive(ctx)
 	states := make(chan *coordinator.State, 1)
-	go c.watch(ctx, append([]*chain.Client(nil), c.chains...), states)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch() // the subscription ends with Run, Finished included
+	go c.watch(wctx, append([]*chain.Client(nil), c.chains...), states)
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	var cur *coordinator.State
