@@ -254,11 +254,12 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	c.run = run
 	defer c.close()
-	go c.receive(ctx)
+	// The gossip reader and the subscription end with Run, Finished included.
+	bg, stop := context.WithCancel(ctx)
+	defer stop()
+	go c.receive(bg)
 	states := make(chan *coordinator.State, 1)
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch() // the subscription ends with Run, Finished included
-	go c.watch(wctx, append([]*chain.Client(nil), c.chains...), states)
+	go c.watch(bg, append([]*chain.Client(nil), c.chains...), states)
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	var cur *coordinator.State
