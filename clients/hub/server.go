@@ -17,6 +17,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/psyche-go/psyche/clients/httpserve"
 )
 
 // DefaultMaxSize is the largest upload a Server accepts when
@@ -260,26 +262,9 @@ func isTempName(name string) bool {
 		name[1+RevisionLen] == '.' && strings.HasSuffix(name, ".part")
 }
 
-// Serve serves h on ln until ctx ends, then shuts down gracefully. There is
-// no whole-request timeout: uploads may be large (store bounds silence).
+// Serve serves h on ln until ctx ends, then shuts down gracefully (uploads
+// still running after a few seconds are cut; their clients retry, and the
+// store removes their temporary files).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("hub server: %w", err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		// Uploads still running are cut: their clients retry, and store
-		// removes their temporary files.
-		srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("hub server: %w", err)
-	}
-	return nil
+	return httpserve.Serve(ctx, ln, h, "hub server")
 }
