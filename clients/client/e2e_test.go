@@ -290,20 +290,8 @@ func newRunEnv(ctx context.Context, t *testing.T, runID, config string) *runEnv 
 	go server.Serve(ctx, ln, srv)
 	dataURL := "http://" + ln.Addr().String() + "/"
 
-	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	programtest.Deploy(t, v, "psyche_authorizer")
-	program := coordinator.Program{ID: programtest.Deploy(t, v, "psyche_coordinator")}
-	c := programtest.Chain(t, v)
-	authority := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
-	me := authority.PublicKey()
-
-	account := solana.NewWallet().PrivateKey
-	ixs, run, err := program.CreateRun(ctx, c, me, account.PublicKey(), coordinator.CreateParams{
-		RunID: runID, MainAuthority: me, JoinAuthority: me, ClientVersion: client.Version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustSend(t, c, authority, ixs, account)
+	e := createRun(ctx, t, runID, fmt.Sprintf(config, dataURL, srv.Manifest().Root))
+	me := e.authority.PublicKey()
 	auth := authorizer.Default()
 	create, authAddr, err := auth.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)
 	if err != nil {
@@ -313,8 +301,29 @@ func newRunEnv(ctx context.Context, t *testing.T, runID, config string) *runEnv 
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, c, authority, []solana.Instruction{create, activate})
-	rc, err := coordinator.ParseRunConfig(runID+".toml", []byte(fmt.Sprintf(config, dataURL, srv.Manifest().Root)))
+	mustSend(t, e.c, e.authority, []solana.Instruction{create, activate})
+	e.authAddr, e.valDir = authAddr, valDir
+	return e
+}
+
+// createRun starts a localnet with the programs deployed and creates a run
+// configured from config (TOML), still paused.
+func createRun(ctx context.Context, t *testing.T, runID, config string) *runEnv {
+	t.Helper()
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	program := coordinator.Program{ID: programtest.Deploy(t, v, "psyche_coordinator")}
+	c := programtest.Chain(t, v)
+	authority := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
+	me := authority.PublicKey()
+	account := solana.NewWallet().PrivateKey
+	ixs, run, err := program.CreateRun(ctx, c, me, account.PublicKey(), coordinator.CreateParams{
+		RunID: runID, MainAuthority: me, JoinAuthority: me, ClientVersion: client.Version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, authority, ixs, account)
+	rc, err := coordinator.ParseRunConfig(runID+".toml", []byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,8 +336,7 @@ func newRunEnv(ctx context.Context, t *testing.T, runID, config string) *runEnv 
 		t.Fatal(err)
 	}
 	mustSend(t, c, authority, []solana.Instruction{update})
-	return &runEnv{v: v, c: c, authority: authority, program: program, run: run, runID: runID,
-		authAddr: authAddr, valDir: valDir, rendezvous: t.TempDir()}
+	return &runEnv{v: v, c: c, authority: authority, program: program, run: run, runID: runID, rendezvous: t.TempDir()}
 }
 
 func (e *runEnv) unpause(t *testing.T) {
@@ -519,37 +527,10 @@ func TestPermissionedJoin(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	programtest.Deploy(t, v, "psyche_authorizer")
-	program := coordinator.Program{ID: programtest.Deploy(t, v, "psyche_coordinator")}
-	c := programtest.Chain(t, v)
-	authority := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
-	me := authority.PublicKey()
 	const runID = "e2e-permissioned"
-	account := solana.NewWallet().PrivateKey
-	ixs, run, err := program.CreateRun(ctx, c, me, account.PublicKey(), coordinator.CreateParams{
-		RunID: runID, MainAuthority: me, JoinAuthority: me, ClientVersion: client.Version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustSend(t, c, authority, ixs, account)
-	rc, err := coordinator.ParseRunConfig("e2e.toml", []byte(fmt.Sprintf(testConfig, "http://127.0.0.1:1/", strings.Repeat("ab", 32))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
-	update, err := run.Update(me, params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unpause, err := run.SetPaused(me, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustSend(t, c, authority, []solana.Instruction{update, unpause})
+	e := createRun(ctx, t, runID, fmt.Sprintf(testConfig, "http://127.0.0.1:1/", strings.Repeat("ab", 32)))
+	e.unpause(t)
+	v, c, authority, program, run, me := e.v, e.c, e.authority, e.program, e.run, e.authority.PublicKey()
 
 	user := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL)
 	auth := authorizer.Default()
