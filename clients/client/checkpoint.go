@@ -151,38 +151,36 @@ func (c *Client) loadHubCheckpoint(ctx context.Context, tr *trainer.Trainer, s *
 
 // announceCheckpoint, for a checkpointer (HubUpload), uploads the model of
 // the epoch's last step to the run's hub repo and announces its revision
-// with the checkpoint instruction. Model files are byte-identical on every
+// with the checkpoint instruction (in Cooldown, or once the run is Finished:
+// the program takes the final model from a finisher of the last epoch). Model files are byte-identical on every
 // honest replica, so a revision another checkpointer already announced is
 // not sent again.
 func (c *Client) announceCheckpoint(ctx context.Context, s *coordinator.State) {
 	kind := s.Model.CheckpointKind
 	repo := coordinator.FixedString(s.Model.CheckpointRepo[:])
-	if !c.cfg.HubUpload || c.tr == nil || c.lastStep == 0 || c.announced == c.lastStep || c.trained != nil ||
+	final := coordinator.Phase(s) == coordinator.Finished
+	if !c.cfg.HubUpload || c.tr == nil || c.lastStep == 0 || c.trained != nil ||
 		(kind != coordinator.CheckpointHub && kind != coordinator.CheckpointP2P) || repo == "" {
 		return
 	}
+	// One try per step, and one more once Finished if the Cooldown try did
+	// not land (the run can finish while it is in flight).
+	landed := c.uploaded.step == c.lastStep && c.uploaded.landed
+	if landed || (c.announced == c.lastStep && !final) {
+		return
+	}
 	c.announced = c.lastStep
-	step := strconv.FormatUint(uint64(c.lastStep), 10)
-	tmp := filepath.Join(c.modelDir(), fmt.Sprintf(".%s-step%s-model.safetensors", c.cfg.RunID, step))
-	if err := os.MkdirAll(c.modelDir(), 0o755); err != nil {
-		c.log.Warn("checkpoint upload", "err", err)
-		return
+	if c.uploaded.step != c.lastStep {
+		rev, err := c.uploadModel(ctx, repo)
+		if err != nil {
+			c.log.Warn("checkpoint upload failed", "repo", repo, "err", err)
+			return
+		}
+		c.uploaded = uploadedModel{step: c.lastStep, rev: rev}
 	}
-	if err := c.tr.SaveModel(tmp, map[string]string{"run_id": c.cfg.RunID, "step": step}); err != nil {
-		c.log.Warn("checkpoint upload: writing the model", "err", err)
-		return
-	}
-	rev, err := hub.Upload(ctx, repo, tmp, hub.UploadOptions{Token: c.cfg.HubToken, Log: c.log})
-	if err != nil {
-		os.Remove(tmp)
-		c.log.Warn("checkpoint upload failed", "repo", repo, "err", err)
-		return
-	}
-	// Kept under its revision, where Fetch finds it without the network.
-	if err := os.Rename(tmp, filepath.Join(c.modelDir(), rev+".safetensors")); err != nil {
-		os.Remove(tmp)
-	}
+	rev := c.uploaded.rev
 	if coordinator.FixedString(s.Model.CheckpointRevision[:]) == rev {
+		c.uploaded.landed = true
 		return
 	}
 	ix, err := c.run.Checkpoint(c.me, repo, rev)
@@ -194,5 +192,35 @@ func (c *Client) announceCheckpoint(ctx context.Context, s *coordinator.State) {
 		c.log.Warn("checkpoint announcement failed", "err", err)
 		return
 	}
+	c.uploaded.landed = true
 	c.log.Info("checkpoint announced", "step", c.lastStep, "repo", repo, "revision", rev)
+}
+
+// uploadedModel is the newest model file this checkpointer put on the hub.
+type uploadedModel struct {
+	step   uint32
+	rev    string
+	landed bool // its announcement is on chain
+}
+
+// uploadModel writes the model of the last applied step and uploads it;
+// the file stays in modelDir under its revision, where Fetch finds it.
+func (c *Client) uploadModel(ctx context.Context, repo string) (string, error) {
+	step := strconv.FormatUint(uint64(c.lastStep), 10)
+	if err := os.MkdirAll(c.modelDir(), 0o755); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(c.modelDir(), fmt.Sprintf(".%s-step%s-model.safetensors", c.cfg.RunID, step))
+	if err := c.tr.SaveModel(tmp, map[string]string{"run_id": c.cfg.RunID, "step": step}); err != nil {
+		return "", fmt.Errorf("writing the model: %w", err)
+	}
+	defer os.Remove(tmp) // after the rename, a no-op
+	rev, err := hub.Upload(ctx, repo, tmp, hub.UploadOptions{Token: c.cfg.HubToken, Log: c.log})
+	if err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, filepath.Join(c.modelDir(), rev+".safetensors")); err != nil {
+		c.log.Warn("keeping the uploaded model", "err", err)
+	}
+	return rev, nil
 }

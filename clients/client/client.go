@@ -144,8 +144,9 @@ type Client struct {
 	lastStep     uint32 // newest applied step
 	accused      map[[2]uint32]bool
 	lastTick     time.Time
-	checkpoint   uint32 // newest step written to CheckpointDir
-	announced    uint32 // newest step uploaded to the hub
+	checkpoint   uint32        // newest step written to CheckpointDir
+	announced    uint32        // newest step a hub announcement was tried for
+	uploaded     uploadedModel // newest model put on the hub
 	everMember   bool
 	participants []peer.ID // sorted, as last given to the p2p node
 	peersAt      time.Time
@@ -408,6 +409,7 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 	}
 	switch phase {
 	case coordinator.Finished:
+		c.announceCheckpoint(ctx, s) // the final model, if Cooldown passed unseen
 		c.log.Info("the run is finished", "step", c.lastStep)
 		return true, nil
 	case coordinator.WaitingForMembers:

@@ -68,6 +68,7 @@ func TestHubCheckpoints(t *testing.T) {
 		"epoch_time = 20", "epoch_time = 10",
 		"warmup_time = 10", "warmup_time = 5",
 		"max_round_train_time = 10", "max_round_train_time = 5",
+		"total_steps = 12", "total_steps = 20",
 		"cooldown_time = 1", "cooldown_time = 3",
 	).Replace(testConfig)
 	e := newRunEnv(ctx, t, "hub-e2e", config)
@@ -154,6 +155,9 @@ func TestHubCheckpoints(t *testing.T) {
 		step := checkAnnounced(ctx, t, repo, rev, digests)
 		steps[step] = true
 		t.Logf("checkpoint of step %d announced as %s", step, rev)
+	}
+	if !steps[20] {
+		t.Errorf("the final model (step 20) was not announced; announced steps %v", steps)
 	}
 	first := late.rec.Snapshot().Steps
 	if len(first) == 0 || !steps[uint32(first[0].Step)-1] || !logs.saw("model loaded from the hub") {

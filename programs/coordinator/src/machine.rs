@@ -476,10 +476,18 @@ impl CoordinatorState {
 
     /// `checkpoint`: a member records where it uploaded the latest model.
     pub fn checkpoint(&mut self, signer: &Key, repo: &CheckpointRepo, clock: &Clock) -> Result<Events, E> {
-        if self.run_state()?.is_halted() {
+        let finished = self.run_state()? == RunState::Finished;
+        if finished {
+            // The run's final model: announced by a client that finished
+            // the last epoch healthy (the epoch list is empty by now).
+            if !self.finished_last_epoch(signer) {
+                return Err(E::NotInEpoch);
+            }
+        } else if self.run_state()?.is_halted() {
             return Err(E::RunHalted);
+        } else {
+            self.healthy_member(signer)?;
         }
-        self.healthy_member(signer)?;
         if !matches!(self.model.checkpoint_kind, CHECKPOINT_HUB | CHECKPOINT_P2P) {
             return Err(E::CheckpointNotConfigured);
         }
@@ -490,7 +498,9 @@ impl CoordinatorState {
         self.model.checkpoint_revision = repo.revision;
         let mut ev = Events::default();
         ev.push(Event::CheckpointUpdated { signer: *signer });
-        self.advance(clock, &mut ev)?;
+        if !finished {
+            self.advance(clock, &mut ev)?;
+        }
         self.bump();
         Ok(ev)
     }
@@ -795,6 +805,12 @@ impl CoordinatorState {
 
     fn member_of(&self, signer: &Key) -> Option<usize> {
         (0..self.epoch_len()).find(|&k| self.clients[usize::from(self.epoch.clients[k].slot) % MAX_CLIENTS].signer == *signer)
+    }
+
+    /// Whether signer finished the epoch that just ended healthy.
+    fn finished_last_epoch(&self, signer: &Key) -> bool {
+        let last = self.progress.epoch.wrapping_sub(1);
+        self.clients.iter().any(|c| c.occupied != 0 && c.signer == *signer && c.has_finished != 0 && c.last_finished_epoch == last)
     }
 
     fn healthy_member(&self, signer: &Key) -> Result<usize, E> {

@@ -505,6 +505,30 @@ fn run_finishes_after_total_steps() {
     sim.rejects(E::RunFinished, |s, c| s.join(&key(1), &p2p(1), c));
     sim.rejects(E::RunFinished, |s, c| s.set_paused(false, c));
     sim.rejects(E::RunFinished, |s, _| s.update(&Update::default()));
+    // The final model may still be announced, by a client that finished the
+    // last epoch, and the run stays Finished.
+    let repo = CheckpointRepo { repo: text("http://127.0.0.1:9/final"), revision: text("f00d") };
+    sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&key(9), &repo, c));
+    let c = sim.clock();
+    sim.s.checkpoint(&key(2), &repo, &c).unwrap();
+    assert_eq!((sim.s.model.checkpoint_repo, sim.s.model.checkpoint_revision), (repo.repo, repo.revision));
+    assert_eq!(sim.state(), RunState::Finished);
+}
+
+#[test]
+fn final_checkpoint_needs_a_finisher_of_the_last_epoch() {
+    let config = CoordinatorConfig { total_steps: 1, ..valid_config() };
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    sim.finish_round();
+    sim.wait(10);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Finished);
+    // A paused run refuses announcements; a finished one only from finishers.
+    let repo = CheckpointRepo { repo: text("http://127.0.0.1:9/final"), revision: text("f00d") };
+    sim.s.clients.iter_mut().for_each(|c| c.has_finished = 0);
+    sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&key(1), &repo, c));
 }
 
 #[test]
