@@ -580,6 +580,10 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 			return err
 		}
 	}
+	// Own checkpoint (momentum included), then the hub, then peers.
+	if s.Progress.Step > 1 && c.loadLocalCheckpoint(tr, s.Progress.Step-1) {
+		return c.ready(ctx, tr, model)
+	}
 	switch loaded, err := c.loadHubCheckpoint(ctx, tr, s); {
 	case err != nil:
 		tr.Close()
@@ -588,9 +592,6 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 		return c.ready(ctx, tr, model)
 	}
 	if s.Progress.Step > 1 {
-		if c.loadLocalCheckpoint(tr, s.Progress.Step-1) {
-			return c.ready(ctx, tr, model)
-		}
 		c.loading, c.model = tr, model
 		return c.loadShared(ctx, s)
 	}
