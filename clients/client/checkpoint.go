@@ -102,12 +102,19 @@ func (c *Client) modelDir() string {
 	return c.workDir
 }
 
+// hubRepo is the run's hub repo, if its checkpoint kind (hub, or p2p
+// keeping the repo as a fallback) has one.
+func hubRepo(s *coordinator.State) (string, bool) {
+	kind := s.Model.CheckpointKind
+	repo := coordinator.FixedString(s.Model.CheckpointRepo[:])
+	return repo, (kind == coordinator.CheckpointHub || kind == coordinator.CheckpointP2P) && repo != ""
+}
+
 // hubCheckpoint is the run's announced hub checkpoint, if it has one.
 func hubCheckpoint(s *coordinator.State) (repo, rev string, ok bool) {
-	kind := s.Model.CheckpointKind
-	repo = coordinator.FixedString(s.Model.CheckpointRepo[:])
+	repo, ok = hubRepo(s)
 	rev = coordinator.FixedString(s.Model.CheckpointRevision[:])
-	return repo, rev, (kind == coordinator.CheckpointHub || kind == coordinator.CheckpointP2P) && repo != "" && rev != ""
+	return repo, rev, ok && rev != ""
 }
 
 // loadHubCheckpoint loads the run's hub checkpoint into tr when it is what
@@ -151,18 +158,16 @@ func (c *Client) loadHubCheckpoint(ctx context.Context, tr *trainer.Trainer, s *
 
 // announceCheckpoint, for a checkpointer (HubUpload), uploads the model of
 // the epoch's last step to the run's hub repo and announces its revision
-// with the checkpoint instruction (in Cooldown, or once the run is Finished:
-// the program takes the final model from a finisher of the last epoch). Model files are byte-identical on every
-// honest replica, so a revision another checkpointer already announced is
-// not sent again.
+// with the checkpoint instruction (in Cooldown, or once the run is
+// Finished: the program takes the final model from a finisher of the last
+// epoch). Model files are byte-identical on every honest replica, so a
+// revision another checkpointer already announced is not sent again.
 func (c *Client) announceCheckpoint(ctx context.Context, s *coordinator.State) {
-	kind := s.Model.CheckpointKind
-	repo := coordinator.FixedString(s.Model.CheckpointRepo[:])
-	final := coordinator.Phase(s) == coordinator.Finished
-	if !c.cfg.HubUpload || c.tr == nil || c.lastStep == 0 || c.trained != nil ||
-		(kind != coordinator.CheckpointHub && kind != coordinator.CheckpointP2P) || repo == "" {
+	repo, ok := hubRepo(s)
+	if !ok || !c.cfg.HubUpload || c.tr == nil || c.lastStep == 0 || c.trained != nil {
 		return
 	}
+	final := coordinator.Phase(s) == coordinator.Finished
 	// One try per step, and one more once Finished if the Cooldown try did
 	// not land (the run can finish while it is in flight).
 	landed := c.uploaded.step == c.lastStep && c.uploaded.landed
