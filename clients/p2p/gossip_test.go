@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -110,8 +111,8 @@ func TestNonParticipantIsIgnoredAndScoredDown(t *testing.T) {
 		t.Fatalf("publish: %v", err)
 	}
 	outsider.addProvider(&blob)
-	if _, err := outsider.FetchBlob(ctx, blob); err == nil {
-		t.Fatal("a participant served a blob to a non-participant")
+	if _, err := outsider.FetchBlob(ctx, blob); !errors.Is(err, ErrNotParticipant) {
+		t.Fatalf("a non-participant's blob fetch got %v, want ErrNotParticipant", err)
 	}
 	if refused := participants[1].Snapshot().Refused; refused == 0 {
 		t.Error("the participant did not count a refused request")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,6 +134,41 @@ type sharedModel struct {
 	manifest []byte
 	m        *Manifest
 	src      io.ReaderAt
+	// lastServed is when a manifest or chunk of it was last served, in Unix
+	// nanoseconds; 0 means never.
+	lastServed atomic.Int64
+}
+
+// maxRetiredModels bounds how many stopped roots a node remembers, so that it
+// can answer "no longer shared" rather than "unknown" for them.
+const maxRetiredModels = 256
+
+// retiredModels holds the roots most recently passed to StopSharing, with
+// when each was last served. Node.mu guards it; a root is never both shared
+// and retired.
+type retiredModels struct {
+	lastServed map[Hash]int64
+	order      []Hash // oldest first
+}
+
+func (r *retiredModels) add(root Hash, lastServed int64) {
+	if r.lastServed == nil {
+		r.lastServed = map[Hash]int64{}
+	}
+	r.lastServed[root] = lastServed
+	r.order = append(r.order, root)
+	if len(r.order) > maxRetiredModels {
+		delete(r.lastServed, r.order[0])
+		r.order = r.order[1:]
+	}
+}
+
+func (r *retiredModels) remove(root Hash) (lastServed int64, ok bool) {
+	if lastServed, ok = r.lastServed[root]; ok {
+		delete(r.lastServed, root)
+		r.order = slices.DeleteFunc(r.order, func(h Hash) bool { return h == root })
+	}
+	return lastServed, ok
 }
 
 // ShareModel serves a model, described by m and read from src, to joiners;
@@ -141,17 +177,46 @@ type sharedModel struct {
 func (n *Node) ShareModel(m *Manifest, src io.ReaderAt) Hash {
 	enc := m.Marshal()
 	root := HashOf(enc)
+	model := &sharedModel{manifest: enc, m: m, src: src}
 	n.mu.Lock()
-	n.models[root] = &sharedModel{manifest: enc, m: m, src: src}
-	n.mu.Unlock()
+	defer n.mu.Unlock()
+	if old, ok := n.models[root]; ok {
+		model.lastServed.Store(old.lastServed.Load())
+	} else if last, ok := n.retired.remove(root); ok {
+		model.lastServed.Store(last)
+	}
+	n.models[root] = model
 	return root
 }
 
-// StopSharing stops serving the model named by root.
+// StopSharing stops serving the model named by root. Peers that ask for it
+// afterwards are told it is no longer shared, unlike a root never shared.
 func (n *Node) StopSharing(root Hash) {
 	n.mu.Lock()
-	delete(n.models, root)
-	n.mu.Unlock()
+	defer n.mu.Unlock()
+	if model, ok := n.models[root]; ok {
+		delete(n.models, root)
+		n.retired.add(root, model.lastServed.Load())
+	}
+}
+
+// ModelLastServed reports whether this node shares root now, and when it last
+// served a manifest or chunk of it to anyone (the zero time if never, or if
+// root was stopped so long ago that it is forgotten). A caller can use it to
+// keep sharing an old model until joiners stop fetching it.
+func (n *Node) ModelLastServed(root Hash) (last time.Time, shared bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	var ns int64
+	if model, ok := n.models[root]; ok {
+		ns, shared = model.lastServed.Load(), true
+	} else {
+		ns = n.retired.lastServed[root]
+	}
+	if ns == 0 {
+		return time.Time{}, shared
+	}
+	return time.Unix(0, ns), shared
 }
 
 func modelRequest(kind byte, root Hash, index uint32) []byte {
@@ -161,7 +226,8 @@ func modelRequest(kind byte, root Hash, index uint32) []byte {
 
 func (n *Node) serveModel(s network.Stream) {
 	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(n.cfg.RequestTimeout))
+	deadline := time.Now().Add(n.cfg.RequestTimeout)
+	_ = s.SetDeadline(deadline)
 	release, ok := n.admit(s)
 	if !ok {
 		return
@@ -177,33 +243,53 @@ func (n *Node) serveModel(s network.Stream) {
 	index := binary.BigEndian.Uint32(req[1+len(root):])
 	n.mu.RLock()
 	model, ok := n.models[root]
+	_, retired := n.retired.lastServed[root]
 	n.mu.RUnlock()
 	if !ok {
-		_ = writeResponse(s, statusNotFound, nil)
+		status := byte(statusUnknownRoot)
+		if retired {
+			status = statusNotShared
+		}
+		_ = writeResponse(s, status, nil)
 		return
 	}
+	var payload []byte
 	switch req[0] {
 	case modelReqManifest:
-		_ = writeResponse(s, statusOK, model.manifest)
+		payload = model.manifest
 	case modelReqChunk:
 		if int(index) >= len(model.m.Chunks) {
 			_ = writeResponse(s, statusBadReq, nil)
 			return
 		}
 		off, size := model.m.chunkRange(int(index))
-		buf := make([]byte, size)
-		if _, err := model.src.ReadAt(buf, off); err != nil && !(errors.Is(err, io.EOF) && size > 0) {
+		payload = make([]byte, size)
+		if _, err := model.src.ReadAt(payload, off); err != nil && !(errors.Is(err, io.EOF) && size > 0) {
 			n.log.Error("read shared model chunk", "chunk", index, "err", err)
-			_ = writeResponse(s, statusNotFound, nil)
+			_ = writeResponse(s, statusReadFailed, nil)
 			return
 		}
-		if err := writeResponse(s, statusOK, buf); err != nil {
-			return
-		}
-		n.stats.chunksServed.Add(1)
-		n.stats.chunkBytesServed.Add(uint64(size))
 	default:
 		_ = writeResponse(s, statusBadReq, nil)
+		return
+	}
+	// Marked when the response starts and when it ends, so a model being
+	// downloaded slowly never looks idle to its sharer.
+	model.lastServed.Store(time.Now().UnixNano())
+	w := io.Writer(s)
+	if n.modelPacer != nil {
+		ctx, cancel := context.WithDeadline(n.ctx, deadline)
+		defer cancel()
+		w = pacedWriter{ctx: ctx, w: s, p: n.modelPacer}
+	}
+	if err := writeResponse(w, statusOK, payload); err != nil {
+		n.log.Debug("serve model", "peer", s.Conn().RemotePeer(), "err", err)
+		return
+	}
+	model.lastServed.Store(time.Now().UnixNano())
+	if req[0] == modelReqChunk {
+		n.stats.chunksServed.Add(1)
+		n.stats.chunkBytesServed.Add(uint64(len(payload)))
 	}
 }
 

@@ -87,6 +87,12 @@ type Config struct {
 	// FetchRounds is how many times a blob fetch walks its providers before
 	// giving up.
 	FetchRounds int
+	// MaxModelUploadRate caps, in bytes per second, all the model manifests
+	// and chunks this node serves together, so that sharing the model with
+	// joiners leaves bandwidth for training; 0 means unlimited. A response
+	// that cannot be sent within RequestTimeout at this rate is abandoned,
+	// and the joiner retries it, from another peer if it has one.
+	MaxModelUploadRate int64
 
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
@@ -116,7 +122,7 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, fmt.Errorf("p2p config: port %d is outside 0..65535", out.ListenPort)
 	}
 	if out.MaxConcurrentDownloads < 0 || out.MaxUploadsPerPeer < 0 || out.FetchRounds < 0 ||
-		out.RequestTimeout < 0 || out.DiscoveryInterval < 0 {
+		out.RequestTimeout < 0 || out.DiscoveryInterval < 0 || out.MaxModelUploadRate < 0 {
 		return out, errors.New("p2p config: limits and timeouts cannot be negative")
 	}
 	if out.MaxConcurrentDownloads == 0 {
@@ -170,12 +176,15 @@ type Node struct {
 	blobs        map[Hash]storedBlob
 	providers    map[Hash]map[peer.ID]uint64 // hash -> announcer -> step
 	models       map[Hash]*sharedModel
+	retired      retiredModels
 	uploads      map[peer.ID]int
 	downloads    map[peer.ID]chan struct{}
 	lastRecord   []byte
 	trigger      chan struct{}
 
 	stats counters
+	// modelPacer enforces MaxModelUploadRate; nil when unlimited.
+	modelPacer *pacer
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -221,6 +230,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		models:       map[Hash]*sharedModel{},
 		uploads:      map[peer.ID]int{},
 		downloads:    map[peer.ID]chan struct{}{},
+	}
+	if cfg.MaxModelUploadRate > 0 {
+		n.modelPacer = newPacer(cfg.MaxModelUploadRate)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
@@ -449,7 +461,10 @@ func (n *Node) Ban(id peer.ID, reason string) {
 	}
 	n.stats.bans.Add(1)
 	n.log.Warn("banned peer for this run", "peer", id, "reason", reason)
-	_ = n.host.Network().ClosePeer(id)
+	// The code tells the peer why its requests in flight end.
+	for _, c := range n.host.Network().ConnsToPeer(id) {
+		_ = c.CloseWithError(network.ConnGated)
+	}
 }
 
 // Banned reports whether id is banned, and why.

@@ -30,6 +30,7 @@ const (
 	PublicDHT              = "p2p-public-dht"
 	NATTraversal           = "p2p-nat-traversal"
 	MDNS                   = "p2p-mdns"
+	MaxModelUploadRate     = "p2p-max-model-upload-rate"
 )
 
 // ErrBadFlag marks a p2p flag value that cannot be used.
@@ -48,6 +49,7 @@ func Flags() []cli.Flag {
 		&cli.BoolFlag{Name: PublicDHT, Value: true, Usage: "find other participants through the public libp2p DHT"},
 		&cli.BoolFlag{Name: NATTraversal, Value: true, Usage: "port mapping, relays through other participants and hole punching"},
 		&cli.BoolFlag{Name: MDNS, Usage: "find participants on the local network by multicast DNS"},
+		&cli.Int64Flag{Name: MaxModelUploadRate, Usage: "cap on the upload rate of model sharing to joiners, in bytes per second; 0 is unlimited"},
 	}
 }
 
@@ -69,6 +71,10 @@ func Config(c *cli.Context, runID string, logger *slog.Logger) (p2p.Config, erro
 	if uploads < 1 {
 		return p2p.Config{}, fmt.Errorf("%w: --%s must be at least 1", ErrBadFlag, MaxConcurrentRequests)
 	}
+	uploadRate := c.Int64(MaxModelUploadRate)
+	if uploadRate < 0 {
+		return p2p.Config{}, fmt.Errorf("%w: --%s cannot be negative", ErrBadFlag, MaxModelUploadRate)
+	}
 	var bootstrap []peer.AddrInfo
 	for _, s := range c.StringSlice(Bootstrap) {
 		ai, err := peer.AddrInfoFromString(s)
@@ -89,6 +95,7 @@ func Config(c *cli.Context, runID string, logger *slog.Logger) (p2p.Config, erro
 		MDNS:                   c.Bool(MDNS),
 		MaxConcurrentDownloads: downloads,
 		MaxUploadsPerPeer:      uploads,
+		MaxModelUploadRate:     uploadRate,
 		Logger:                 logger,
 	}, nil
 }

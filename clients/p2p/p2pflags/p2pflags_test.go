@@ -43,12 +43,14 @@ func TestFlagsBuildConfig(t *testing.T) {
 	}
 	boot := "/ip4/127.0.0.1/udp/4001/quic-v1/p2p/12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA"
 	cfg, err := parse(t, "--"+IdentityPath, keyPath, "--"+BindPort, "4001", "--"+BindInterface, "127.0.0.1",
-		"--"+MaxConcurrentDownloads, "2", "--"+MaxConcurrentRequests, "3", "--"+Bootstrap, boot, "--"+PublicDHT+"=false")
+		"--"+MaxConcurrentDownloads, "2", "--"+MaxConcurrentRequests, "3", "--"+Bootstrap, boot, "--"+PublicDHT+"=false",
+		"--"+MaxModelUploadRate, "1048576")
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
 	if !cfg.Identity.Equals(key) || cfg.ListenPort != 4001 || cfg.ListenInterface != "127.0.0.1" ||
-		cfg.MaxConcurrentDownloads != 2 || cfg.MaxUploadsPerPeer != 3 || cfg.PublicDHT || !cfg.NATTraversal || cfg.RunID != "run-1" {
+		cfg.MaxConcurrentDownloads != 2 || cfg.MaxUploadsPerPeer != 3 || cfg.PublicDHT || !cfg.NATTraversal || cfg.RunID != "run-1" ||
+		cfg.MaxModelUploadRate != 1<<20 {
 		t.Errorf("unexpected config %+v", cfg)
 	}
 	want, _ := peer.AddrInfoFromString(boot)
@@ -62,6 +64,9 @@ func TestFlagsBuildConfig(t *testing.T) {
 	a, err := parse(t)
 	if err != nil || a.Identity == nil {
 		t.Fatalf("default identity: %v", err)
+	}
+	if a.MaxModelUploadRate != 0 {
+		t.Errorf("model upload rate %d by default, want 0 (unlimited)", a.MaxModelUploadRate)
 	}
 }
 
@@ -80,6 +85,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 		{"zero downloads", []string{"--" + MaxConcurrentDownloads, "0"}},
 		{"negative requests", []string{"--" + MaxConcurrentRequests, "-1"}},
 		{"bootstrap without peer id", []string{"--" + Bootstrap, "/ip4/1.2.3.4/tcp/1"}},
+		{"negative model upload rate", []string{"--" + MaxModelUploadRate, "-1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
