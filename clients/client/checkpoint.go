@@ -45,7 +45,7 @@ func (c *Client) loadLocalCheckpoint(tr *trainer.Trainer, step uint32) bool {
 
 // saveCheckpoint writes the model at the end of an epoch, once per step.
 func (c *Client) saveCheckpoint(s *coordinator.State) {
-	if c.cfg.CheckpointDir == "" || c.tr == nil || c.lastStep == 0 || c.checkpoint == c.lastStep || c.trained != nil {
+	if c.cfg.CheckpointDir == "" || c.tr == nil || c.lastStep == 0 || c.checkpoint == c.lastStep || !c.current(s) {
 		return
 	}
 	c.checkpoint = c.lastStep
@@ -164,7 +164,7 @@ func (c *Client) loadHubCheckpoint(ctx context.Context, tr *trainer.Trainer, s *
 // revision another checkpointer already announced is not sent again.
 func (c *Client) announceCheckpoint(ctx context.Context, s *coordinator.State) {
 	repo, ok := hubRepo(s)
-	if !ok || !c.cfg.HubUpload || c.tr == nil || c.lastStep == 0 || c.trained != nil {
+	if !ok || !c.cfg.HubUpload || c.tr == nil || c.lastStep == 0 || !c.current(s) {
 		return
 	}
 	final := coordinator.Phase(s) == coordinator.Finished

@@ -41,10 +41,6 @@ var ErrVersionMismatch = errors.New("the run requires another client version")
 // ErrNotAuthorized means the run refused to let this wallet join.
 var ErrNotAuthorized = errors.New("not authorized to join the run")
 
-// ErrDiverged means this replica could not apply what the witnesses attested
-// (a payload it never received), so it would no longer match the others.
-var ErrDiverged = errors.New("this replica can no longer follow the run")
-
 // Config is what a client needs. Chains, Wallet, RunID, Node and Recorder are required.
 type Config struct {
 	RunID   string
@@ -131,15 +127,19 @@ type Client struct {
 	data  provider.Provider
 	owned bool // data was opened here and is closed here
 
-	mu       sync.Mutex
-	curStep  uint32                                  // newest round step seen, bounds what peers may announce
-	anns     map[uint32]map[peer.ID]p2p.Announcement // step -> signer -> announcement
-	payloads map[p2p.Hash][]byte                     // validated payloads by hash
+	mu          sync.Mutex
+	curStep     uint32                                  // newest round step seen, bounds what peers may announce
+	appliedStep uint32                                  // newest step applied, announcements up to it are dropped
+	anns        map[uint32]map[peer.ID]p2p.Announcement // step -> signer -> announcement
+	payloads    map[p2p.Hash][]byte                     // validated payloads by hash
+	roots       map[uint32]map[peer.ID]p2p.Hash         // step -> signer -> announced model root
+	loaded      *loadedModel                            // a finished background model download
 
 	lastNonce    uint64
 	joinedEpoch  int64 // epoch the latest join was for, -1 none
 	warmedEpoch  int64
-	trained      *roundWork // trained, applied once the round's witnesses are final
+	holdJoin     bool // left the epoch without the model; join again once it is here
+	rounds       map[uint32]*roundRecord
 	witnessed    uint32
 	lastStep     uint32 // newest applied step
 	accused      map[[2]uint32]bool
@@ -151,13 +151,18 @@ type Client struct {
 	participants []peer.ID // sorted, as last given to the p2p node
 	peersAt      time.Time
 
-	workDir   string // shared and fetched model files
-	ownDir    bool   // workDir was created here and is removed here
-	shared    *sharedModel
-	loading   *trainer.Trainer // a joiner's model until the shared weights are loaded
-	roots     map[peer.ID]p2p.Hash
-	rootsStep uint32
-	wantStep  uint32
+	workDir string // shared and fetched model files
+	ownDir  bool   // workDir was created here and is removed here
+	shared  []*sharedModel
+	// loading is the model's trainer while its weights are not yet the
+	// run's (a joiner's, or a replica that missed a round): it checks
+	// payloads, and receives the weights fetched from peers.
+	loading *trainer.Trainer
+	// followFrom is the first round this client saw whole; loadFrom the
+	// oldest model step it may load (after a round it could not apply).
+	followFrom, loadFrom uint32
+	fetching             bool      // a model download is running
+	retryLoad            time.Time // no new download before then
 }
 
 // New checks cfg and prepares a client; Run starts it.
@@ -206,8 +211,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, log: cfg.Log, chains: cfg.Chains, me: cfg.Wallet.PublicKey(), self: cfg.Node.ID(), rng: rng,
-		anns: map[uint32]map[peer.ID]p2p.Announcement{}, payloads: map[p2p.Hash][]byte{},
-		joinedEpoch: -1, warmedEpoch: -1, accused: map[[2]uint32]bool{},
+		anns: map[uint32]map[peer.ID]p2p.Announcement{}, payloads: map[p2p.Hash][]byte{}, roots: map[uint32]map[peer.ID]p2p.Hash{},
+		rounds: map[uint32]*roundRecord{}, joinedEpoch: -1, warmedEpoch: -1, accused: map[[2]uint32]bool{},
 	}
 	copy(c.p2pKey[:], pub)
 	c.workDir = cfg.WorkDir
@@ -378,6 +383,7 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 		return false, fmt.Errorf("%w: the run wants %q, this is %q", ErrVersionMismatch, v, c.cfg.Version)
 	}
 	phase := coordinator.Phase(s)
+	running := phase == coordinator.RoundTrain || phase == coordinator.RoundWitness
 	c.cfg.Recorder.SetRunState(phase.String())
 	c.cfg.Recorder.SetProgress(uint64(s.Progress.Epoch), uint64(coordinator.CurrentRound(s).Height), uint64(s.Progress.Step))
 	members := coordinator.Members(s)
@@ -388,56 +394,60 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 	if idx >= 0 {
 		c.everMember = true
 	}
+	c.mu.Lock()
+	c.curStep = s.Progress.Step
+	c.mu.Unlock()
 
-	// Apply the round we trained once its witness reports are final: when a
-	// later round runs or the rounds are over.
-	if w := c.trained; w != nil {
-		cur := coordinator.CurrentRound(s)
-		over := phase != coordinator.RoundTrain && phase != coordinator.RoundWitness
-		if over || cur.Step != w.step || cur.Height != w.height {
-			if err := c.apply(ctx, s, w); err != nil {
-				return false, err
-			}
+	// Follow the run: record its rounds, take a model fetched in the
+	// background, and apply every round whose witness reports are final.
+	c.captureRounds(s)
+	if err := c.takeLoaded(ctx); err != nil {
+		return false, err
+	}
+	if c.tr == nil && c.loading == nil && phase != coordinator.Finished {
+		if err := c.ensureModel(ctx, s); err != nil {
+			return false, err
 		}
 	}
+	if err := c.applyReady(ctx, s); err != nil {
+		return false, err
+	}
+	c.startLoad(ctx, s)
 
 	// The epoch's model is checkpointed in Cooldown, or in any phase after
 	// it: a short Cooldown can pass between two notifications we act on.
-	switch phase {
-	case coordinator.Cooldown, coordinator.WaitingForMembers, coordinator.Paused, coordinator.Finished:
+	if !running && phase != coordinator.Warmup {
 		c.saveCheckpoint(s)
 	}
-	switch phase {
-	case coordinator.Finished:
+	if phase == coordinator.Finished {
 		c.announceCheckpoint(ctx, s) // the final model, if Cooldown passed unseen
 		c.log.Info("the run is finished", "step", c.lastStep)
 		return true, nil
-	case coordinator.WaitingForMembers:
-		if err := c.join(ctx, s); err != nil {
+	}
+	if err := c.membership(ctx, s, member); err != nil {
+		return false, err
+	}
+	switch {
+	case phase == coordinator.Warmup && member:
+		if err := c.warmup(ctx, s); err != nil {
 			return false, err
 		}
-	case coordinator.Warmup:
-		if member {
-			if err := c.warmup(ctx, s); err != nil {
-				return false, err
-			}
-			if c.tr != nil && c.lastStep+1 == s.Progress.Step {
-				if err := c.shareModel(ctx); err != nil {
-					c.log.Warn("sharing the model failed", "err", err)
-				}
-			}
+	case running && member:
+		if err := c.round(ctx, s, uint16(idx)); err != nil {
+			return false, err
 		}
-	case coordinator.RoundTrain, coordinator.RoundWitness:
-		if member {
-			if err := c.round(ctx, s, uint16(idx)); err != nil {
-				return false, err
-			}
-		}
-	case coordinator.Cooldown:
+	case phase == coordinator.Cooldown:
 		c.announceCheckpoint(ctx, s)
 	}
+	c.share(ctx, s)
 	c.maybeTick(ctx, s, phase)
 	return false, nil
+}
+
+// current says whether this client holds the run's model of the step
+// before the next one to train: it can train now.
+func (c *Client) current(s *coordinator.State) bool {
+	return c.tr != nil && c.lastStep+1 >= s.Progress.Step
 }
 
 // observe records the epoch's membership and, every few seconds, the p2p peers.
@@ -495,12 +505,45 @@ func (c *Client) setParticipants(s *coordinator.State) {
 	c.cfg.Node.SetParticipants(ids)
 }
 
-// join registers for the epoch that forms next, once per epoch.
-func (c *Client) join(ctx context.Context, s *coordinator.State) error {
-	if slot, ok := coordinator.Slot(s, c.me); ok && slot.Pending != 0 {
+// membership joins the epoch that forms next. A client that is not a
+// member joins at once, in any phase: a registered client is a p2p
+// participant, so it can follow the run and fetch the model while it waits
+// for its epoch. A member still loading the model has the Warmup and the
+// first two rounds to catch up (health checks start with the third); if it
+// cannot train the second round either, it leaves before it would be
+// dropped (and slashed), follows the run, and joins again once it holds the
+// model. Members of the epoch join for the next one between epochs.
+func (c *Client) membership(ctx context.Context, s *coordinator.State, member bool) error {
+	phase := coordinator.Phase(s)
+	slot, registered := coordinator.Slot(s, c.me)
+	pending := registered && slot.Pending != 0
+	switch {
+	case member && !c.current(s) && pastGrace(s):
+		return c.stepAside(ctx, s)
+	case pending || member || phase == coordinator.Paused:
+		return nil
+	case c.holdJoin && !c.current(s):
 		return nil
 	}
-	if c.joinedEpoch == int64(s.Progress.Epoch) {
+	return c.join(ctx, s)
+}
+
+// pastGrace says whether a member that has not trained yet would be
+// accused by the next health check: it missed the epoch's second round.
+func pastGrace(s *coordinator.State) bool {
+	h := coordinator.CurrentRound(s).Height
+	switch coordinator.Phase(s) {
+	case coordinator.RoundTrain:
+		return h >= 2
+	case coordinator.RoundWitness:
+		return h >= 1
+	}
+	return false
+}
+
+// join registers for the epoch that forms next, once per epoch.
+func (c *Client) join(ctx context.Context, s *coordinator.State) error {
+	if c.joinedEpoch == int64(s.Progress.Epoch) && !c.holdJoin {
 		return nil
 	}
 	ix, err := c.run.JoinRun(c.me, c.cfg.Authorization, c.p2pKey)
@@ -517,25 +560,32 @@ func (c *Client) join(ctx context.Context, s *coordinator.State) error {
 		c.log.Warn("join_run failed; retrying", "err", err)
 		return nil
 	}
-	c.joinedEpoch = int64(s.Progress.Epoch)
-	c.log.Info("joined the run", "epoch", s.Progress.Epoch)
+	c.joinedEpoch, c.holdJoin = int64(s.Progress.Epoch), false
+	c.log.Info("joined the run", "epoch", s.Progress.Epoch, "step", s.Progress.Step)
 	return nil
 }
 
-// warmup loads the model and reports ready, once per epoch. A client that
-// sat out epochs (its join came after an epoch formed) reloads the model from
-// its peers first.
-func (c *Client) warmup(ctx context.Context, s *coordinator.State) error {
-	if c.tr != nil && c.lastStep+1 != s.Progress.Step {
-		c.log.Info("this replica is behind the run; loading the model from peers", "have", c.lastStep, "run_step", s.Progress.Step)
-		c.stopSharing()
-		c.loading, c.tr = c.tr, nil
-	}
-	if err := c.ensureModel(ctx, s); err != nil {
+// stepAside leaves the epoch while this client still loads the model; it
+// joins again once it holds it.
+func (c *Client) stepAside(ctx context.Context, s *coordinator.State) error {
+	ix, err := c.run.LeaveRun(c.me)
+	if err != nil {
 		return err
 	}
-	if c.tr == nil || c.warmedEpoch == int64(s.Progress.Epoch) {
-		return nil // still waiting for the model from peers
+	if _, err := c.chain().Send(ctx, c.cfg.Wallet, []solana.Instruction{ix}); err != nil {
+		c.log.Warn("leaving the epoch failed; retrying", "err", err)
+		return nil
+	}
+	c.holdJoin = true
+	c.log.Warn("left the epoch: the model from peers did not arrive in time to train; joining again once loaded",
+		"epoch", s.Progress.Epoch, "run_step", s.Progress.Step, "have_step", c.lastStep)
+	return nil
+}
+
+// warmup reports ready once this client holds the model, once per epoch.
+func (c *Client) warmup(ctx context.Context, s *coordinator.State) error {
+	if !c.current(s) || c.warmedEpoch == int64(s.Progress.Epoch) {
+		return nil // still loading the model, or reported
 	}
 	ix, err := c.run.WarmupWitness(c.me)
 	if err != nil {
@@ -549,16 +599,12 @@ func (c *Client) warmup(ctx context.Context, s *coordinator.State) error {
 	return nil
 }
 
-// ensureModel builds the initial model from the run's seed; a client that
-// joins after step 1 then loads the last step's weights from peers (leaving
-// c.tr nil until it has them).
+// ensureModel builds the model's trainer and gives it the run's weights
+// from what this client has at hand: its own checkpoint of the step before
+// the current one (momentum included), the run's hub checkpoint, or at step
+// 1 the seed weights. Otherwise the trainer waits in c.loading for a model
+// from peers (startLoad).
 func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
-	if c.tr != nil {
-		return nil
-	}
-	if c.loading != nil {
-		return c.loadShared(ctx, s)
-	}
 	model := s.Model
 	cfg, err := TrainerConfig(&model, c.cfg.MicroBatch)
 	if err != nil {
@@ -580,7 +626,6 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 			return err
 		}
 	}
-	// Own checkpoint (momentum included), then the hub, then peers.
 	if s.Progress.Step > 1 && c.loadLocalCheckpoint(tr, s.Progress.Step-1) {
 		return c.ready(ctx, tr, model)
 	}
@@ -591,23 +636,14 @@ func (c *Client) ensureModel(ctx context.Context, s *coordinator.State) error {
 	case loaded:
 		return c.ready(ctx, tr, model)
 	}
-	if s.Progress.Step > 1 {
-		c.loading, c.model = tr, model
-		return c.loadShared(ctx, s)
+	if s.Progress.Step <= 1 {
+		return c.ready(ctx, tr, model)
 	}
-	return c.ready(ctx, tr, model)
-}
-
-// loadShared waits for and loads the shared model of the step before the
-// current one.
-func (c *Client) loadShared(ctx context.Context, s *coordinator.State) error {
-	ok, err := c.fetchSharedModel(ctx, s, s.Progress.Step-1, c.loading)
-	if err != nil || !ok {
-		return err
-	}
-	tr := c.loading
-	c.loading = nil
-	return c.ready(ctx, tr, c.model)
+	c.mu.Lock()
+	c.loading, c.model = tr, model
+	c.mu.Unlock()
+	c.log.Info("waiting for the model from peers", "run_step", s.Progress.Step)
+	return nil
 }
 
 // ready makes tr the client's model and opens the data.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -19,26 +18,10 @@ import (
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/p2p"
-	"github.com/psyche-go/psyche/clients/p2p/identity"
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/status"
+	"github.com/psyche-go/psyche/clients/trainer"
 )
-
-// roundWork is a round this client trained, kept until it is applied.
-type roundWork struct {
-	step, height uint32
-	members      []coordinator.Member // the round's clients, in index order
-	peers        []peer.ID            // their p2p ids, same order
-	lr           float32
-	loss         float32
-	tokens       uint64
-	started      time.Time
-	trainTime    time.Duration
-	sent         uint64
-	// allIn is when every member's payload was first seen here: the round
-	// overhead is from then until the next round starts.
-	allIn time.Time
-}
 
 // Commitment is what a witness puts in its broadcast filter for a member's
 // payload: it binds the payload hash to the member's signer and the step, so
@@ -54,17 +37,14 @@ func Commitment(signer solana.PublicKey, step uint32, hash p2p.Hash) [32]byte {
 	return out
 }
 
-// round trains this client's share of the current round once, then (as a
-// witness) reports once everyone delivered or the round is nearly over.
+// round trains this client's share of the current round once it holds the
+// model of the step before, then (as a witness) reports once everyone
+// delivered or the round is nearly over.
 func (c *Client) round(ctx context.Context, s *coordinator.State, idx uint16) error {
 	r := coordinator.CurrentRound(s)
-	c.mu.Lock()
-	c.curStep = r.Step
-	c.mu.Unlock()
-	if c.tr == nil {
-		if err := c.ensureModel(ctx, s); err != nil || c.tr == nil {
-			return err // without the model this client cannot take part
-		}
+	rec := c.rounds[r.Step]
+	if rec == nil || rec.height != r.Height {
+		return nil // this round began before this client saw it
 	}
 	sr := coordinator.ScheduleRound(s, r)
 	role, err := sr.Role(idx)
@@ -76,23 +56,24 @@ func (c *Client) round(ctx context.Context, s *coordinator.State, idx uint16) er
 	} else {
 		_ = c.cfg.Recorder.SetRole(status.RoleTrainer)
 	}
-	if c.trained == nil && r.Step > c.lastStep && coordinator.Phase(s) == coordinator.RoundTrain {
-		if err := c.train(ctx, s, r, role.Batch); err != nil {
+	if c.tr != nil && rec.trained == nil && r.Step == c.lastStep+1 && coordinator.Phase(s) == coordinator.RoundTrain {
+		if err := c.train(ctx, s, rec, role.Batch); err != nil {
 			return err
 		}
 	}
 	c.healthChecks(ctx, s, r)
-	if w := c.trained; w != nil && w.allIn.IsZero() && c.allDelivered(w) {
-		w.allIn = time.Now()
+	if rec.allIn.IsZero() && c.allDelivered(rec) {
+		rec.allIn = time.Now()
 	}
-	if role.Witness && c.trained != nil && c.trained.step == r.Step && c.witnessed != r.Step {
-		c.witness(ctx, s, r, idx)
+	// A member still catching up witnesses too: what it saw delivered does
+	// not depend on its own model.
+	if role.Witness && c.witnessed != r.Step {
+		c.witness(ctx, s, r, rec, idx)
 	}
 	return nil
 }
 
-func (c *Client) train(ctx context.Context, s *coordinator.State, r *coordinator.Round, batch schedule.Assignment) error {
-	c.stopSharing()
+func (c *Client) train(ctx context.Context, s *coordinator.State, rec *roundRecord, batch schedule.Assignment) error {
 	start := time.Now()
 	n := c.data.Info().NumSequences
 	idx := make([]uint64, batch.Len)
@@ -101,7 +82,7 @@ func (c *Client) train(ctx context.Context, s *coordinator.State, r *coordinator
 	}
 	seqs, err := c.data.Sequences(ctx, idx)
 	if err != nil {
-		return fmt.Errorf("step %d: fetch the assigned sequences: %w", r.Step, err)
+		return fmt.Errorf("step %d: fetch the assigned sequences: %w", rec.step, err)
 	}
 	in, tg, err := provider.InputsAndTargets(seqs)
 	if err != nil {
@@ -110,7 +91,7 @@ func (c *Client) train(ctx context.Context, s *coordinator.State, r *coordinator
 	seqLen := len(seqs[0]) - 1
 	loss, err := c.tr.Step(ctx, in, tg, seqLen)
 	if err != nil {
-		return fmt.Errorf("step %d: %w", r.Step, err)
+		return fmt.Errorf("step %d: %w", rec.step, err)
 	}
 	if c.cfg.TrainingDelay > 0 {
 		select {
@@ -119,31 +100,23 @@ func (c *Client) train(ctx context.Context, s *coordinator.State, r *coordinator
 		case <-time.After(c.cfg.TrainingDelay):
 		}
 	}
-	lr := LearningRate(&c.model, r.Step, s.Epoch.StartStep, s.Epoch.ColdStart != 0)
-	payload, err := c.tr.DeMoGenerate(DeMo(&c.model, lr))
+	payload, err := c.tr.DeMoGenerate(DeMo(&c.model, rec.lr))
 	if err != nil {
-		return fmt.Errorf("step %d: %w", r.Step, err)
+		return fmt.Errorf("step %d: %w", rec.step, err)
 	}
 	trainTime := time.Since(start)
 	if c.cfg.GradientsDir != "" {
-		if err := writeAtomic(filepath.Join(c.cfg.GradientsDir, fmt.Sprintf("%s-step%d.demo", c.cfg.RunID, r.Step)), payload); err != nil {
+		if err := writeAtomic(filepath.Join(c.cfg.GradientsDir, fmt.Sprintf("%s-step%d.demo", c.cfg.RunID, rec.step)), payload); err != nil {
 			c.log.Warn("writing the payload failed", "err", err)
 		}
 	}
-	ann, err := c.cfg.Node.Publish(ctx, uint64(r.Step), p2p.BatchID{Start: batch.Start, End: batch.Start + batch.Len - 1}, payload)
+	ann, err := c.cfg.Node.Publish(ctx, uint64(rec.step), p2p.BatchID{Start: batch.Start, End: batch.Start + batch.Len - 1}, payload)
 	if err != nil {
-		return fmt.Errorf("step %d: publish the payload: %w", r.Step, err)
+		return fmt.Errorf("step %d: publish the payload: %w", rec.step, err)
 	}
 	c.store(ann, payload)
-	members := coordinator.Members(s)[:r.ClientsLen]
-	w := &roundWork{step: r.Step, height: r.Height, members: members, lr: lr, loss: loss,
-		tokens: uint64(len(in)), started: start, trainTime: trainTime, sent: uint64(len(payload))}
-	for _, m := range members {
-		id, _ := identity.PeerIDFromPublicKey(m.P2PIdentity[:])
-		w.peers = append(w.peers, id)
-	}
-	c.trained = w
-	c.log.Debug("trained", "step", r.Step, "loss", loss, "sequences", batch.Len, "payload_bytes", len(payload), "took", trainTime)
+	rec.trained = &trainStats{loss: loss, tokens: uint64(len(in)), trainTime: trainTime, sent: uint64(len(payload))}
+	c.log.Debug("trained", "step", rec.step, "loss", loss, "sequences", batch.Len, "payload_bytes", len(payload), "took", trainTime)
 	return nil
 }
 
@@ -160,8 +133,14 @@ func (c *Client) store(a p2p.Announcement, payload []byte) {
 	}
 }
 
-// receive keeps the announcements of current steps and fetches and validates
-// their payloads in the background.
+// maxBufferedSteps bounds how many steps of announcements and payloads a
+// client keeps ahead of its model, so a peer cannot make it hoard; a joiner
+// further behind than this loads a newer model.
+const maxBufferedSteps = 64
+
+// receive keeps the announcements of the steps this client has yet to apply
+// (up to the next step) and fetches and validates their payloads in the
+// background, and keeps the model roots peers announce.
 func (c *Client) receive(ctx context.Context) {
 	for {
 		select {
@@ -180,17 +159,27 @@ func (c *Client) receive(ctx context.Context) {
 				continue
 			}
 			c.mu.Lock()
-			cur := c.curStep
+			cur, applied := c.curStep, c.appliedStep
 			_, dup := c.anns[uint32(a.Step)][a.Signer]
 			c.mu.Unlock()
-			// Only the current and next step are kept, so a peer cannot make us hoard.
-			if dup || a.Step+1 < uint64(cur) || a.Step > uint64(cur)+1 {
+			if dup || a.Step <= uint64(applied) || a.Step > uint64(cur)+1 || a.Step+maxBufferedSteps < uint64(cur) {
 				continue
 			}
 			c.store(*a, nil)
 			go c.fetch(ctx, *a)
 		}
 	}
+}
+
+// validator is the trainer that checks payloads: the model, or the model
+// being loaded (a payload's shape does not depend on the weights).
+func (c *Client) validator() (*trainer.Trainer, coordinator.Model) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tr != nil {
+		return c.tr, c.model
+	}
+	return c.loading, c.model
 }
 
 // fetch downloads a payload (hash-checked by the p2p layer) and keeps it if
@@ -201,27 +190,33 @@ func (c *Client) fetch(ctx context.Context, a p2p.Announcement) {
 		c.log.Debug("payload fetch failed", "step", a.Step, "from", a.Signer, "err", err)
 		return
 	}
-	c.mu.Lock()
-	tr, model := c.tr, c.model
-	c.mu.Unlock()
+	c.keepPayload(a, data)
+}
+
+// keepPayload validates a fetched payload and keeps it.
+func (c *Client) keepPayload(a p2p.Announcement, data []byte) error {
+	tr, model := c.validator()
 	if tr == nil {
-		return
+		return errors.New("no model to check the payload against yet")
 	}
 	if err := tr.ValidatePayload(DeMo(&model, 0), data); err != nil {
 		c.log.Warn("rejected an invalid payload", "step", a.Step, "from", a.Signer, "err", err)
 		c.cfg.Node.Ban(a.Signer, "invalid DeMo payload")
-		return
+		return err
 	}
 	c.mu.Lock()
-	c.payloads[a.Hash] = data
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if _, ok := c.anns[uint32(a.Step)]; ok {
+		c.payloads[a.Hash] = data
+	}
+	return nil
 }
 
 // delivered is the hash of the validated payload member i sent for the round, if any.
-func (c *Client) delivered(w *roundWork, i int) (p2p.Hash, bool) {
+func (c *Client) delivered(rec *roundRecord, i int) (p2p.Hash, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a, ok := c.anns[w.step][w.peers[i]]
+	a, ok := c.anns[rec.step][rec.peers[i]]
 	if !ok {
 		return p2p.Hash{}, false
 	}
@@ -229,9 +224,9 @@ func (c *Client) delivered(w *roundWork, i int) (p2p.Hash, bool) {
 	return a.Hash, have
 }
 
-func (c *Client) allDelivered(w *roundWork) bool {
-	for i := range w.members {
-		if _, ok := c.delivered(w, i); !ok {
+func (c *Client) allDelivered(rec *roundRecord) bool {
+	for i := range rec.members {
+		if _, ok := c.delivered(rec, i); !ok {
 			return false
 		}
 	}
@@ -241,14 +236,13 @@ func (c *Client) allDelivered(w *roundWork) bool {
 // witness reports the round: participants are the members whose valid
 // payload we hold, broadcasts their commitments. It waits for everyone until
 // two seconds before the round's train time is up.
-func (c *Client) witness(ctx context.Context, s *coordinator.State, r *coordinator.Round, idx uint16) {
-	w := c.trained
-	all := c.allDelivered(w)
+func (c *Client) witness(ctx context.Context, s *coordinator.State, r *coordinator.Round, rec *roundRecord, idx uint16) {
+	all := c.allDelivered(rec)
 	deadline := time.Unix(s.RunStateStart+int64(s.Config.MaxRoundTrainTime)-2, 0)
 	if !all && coordinator.Phase(s) == coordinator.RoundTrain && time.Now().Before(deadline) {
 		return
 	}
-	bits, hashes := schedule.BloomParams(len(w.members))
+	bits, hashes := schedule.BloomParams(len(rec.members))
 	var salts [16]byte
 	_, _ = rand.Read(salts[:])
 	participants, err := schedule.NewBloom(bits, hashes, [8]byte(salts[:8]))
@@ -257,18 +251,20 @@ func (c *Client) witness(ctx context.Context, s *coordinator.State, r *coordinat
 		return
 	}
 	broadcasts, _ := schedule.NewBloom(bits, hashes, [8]byte(salts[8:]))
-	for i, m := range w.members {
-		if h, ok := c.delivered(w, i); ok {
+	for i, m := range rec.members {
+		if h, ok := c.delivered(rec, i); ok {
 			participants.Add(m.Signer)
-			broadcasts.Add(Commitment(m.Signer, w.step, h))
+			broadcasts.Add(Commitment(m.Signer, rec.step, h))
 		}
 	}
-	tps := uint64(0)
-	if w.trainTime > 0 {
-		tps = uint64(float64(w.tokens) / w.trainTime.Seconds())
+	report := coordinator.WitnessReport{Step: r.Step, Index: idx, Participants: participants, Broadcasts: broadcasts}
+	if w := rec.trained; w != nil {
+		report.Loss = w.loss
+		if w.trainTime > 0 {
+			report.TokensPerSec = uint64(float64(w.tokens) / w.trainTime.Seconds())
+		}
 	}
-	ix, err := c.run.Witness(c.me, coordinator.WitnessReport{Step: r.Step, Index: idx, Participants: participants, Broadcasts: broadcasts,
-		Loss: w.loss, TokensPerSec: tps})
+	ix, err := c.run.Witness(c.me, report)
 	if err != nil {
 		c.log.Error("witness", "err", err)
 		return
@@ -317,100 +313,10 @@ func (c *Client) healthChecks(ctx context.Context, s *coordinator.State, r *coor
 	}
 }
 
-// findRound is the stored round with the given step and height.
-func findRound(s *coordinator.State, step, height uint32) *coordinator.Round {
-	for i := range s.Epoch.Rounds {
-		r := &s.Epoch.Rounds[i]
-		if r.Step == step && r.Height == height && r.ClientsLen > 0 {
-			return r
-		}
-	}
-	return nil
-}
-
-// apply takes the consensus step for round w: the payloads of the round's
-// members, in member index order, whose commitment is in the broadcast
-// filters of at least a quorum of the round's elected witnesses.
-func (c *Client) apply(ctx context.Context, s *coordinator.State, w *roundWork) error {
-	c.trained = nil
-	r := findRound(s, w.step, w.height)
-	if r == nil {
-		return fmt.Errorf("%w: round %d left the coordinator's history before this client applied it", ErrDiverged, w.step)
-	}
-	reports := r.Witnesses[:min(int(r.WitnessesLen), len(r.Witnesses))]
-	quorum := int(schedule.Quorum(r.WitnessCount))
-	var participants []*schedule.Bloom
-	for _, rep := range reports {
-		participants = append(participants, coordinator.ScheduleBloom(rep.ParticipantBloom))
-	}
-	var list [][]byte
-	var received uint64
-	for i, m := range w.members {
-		hash, have := c.delivered(w, i)
-		if hash == (p2p.Hash{}) {
-			// Never announced to us: if a quorum saw it deliver, we are missing
-			// an update the others apply.
-			if schedule.Healthy(participants, r.WitnessCount, m.Signer) {
-				return fmt.Errorf("%w: step %d: the witnesses attest member %s's payload, which never reached this client", ErrDiverged, w.step, m.Signer)
-			}
-			continue
-		}
-		votes := 0
-		item := Commitment(m.Signer, w.step, hash)
-		for _, rep := range reports {
-			if coordinator.ScheduleBloom(rep.BroadcastBloom).Contains(item) {
-				votes++
-			}
-		}
-		if votes < quorum {
-			continue
-		}
-		if !have {
-			if err := c.fetchNow(ctx, w, i); err != nil {
-				return fmt.Errorf("%w: step %d: attested payload of %s: %v", ErrDiverged, w.step, m.Signer, err)
-			}
-		}
-		c.mu.Lock()
-		p := c.payloads[hash]
-		c.mu.Unlock()
-		list = append(list, p)
-		if w.peers[i] != c.self {
-			received += uint64(len(p))
-		}
-	}
-	if len(list) > 0 {
-		if err := c.tr.DeMoApply(DeMo(&c.model, w.lr), list); err != nil {
-			return fmt.Errorf("step %d: apply: %w", w.step, err)
-		}
-	}
-	digest, err := ReplicaDigest(c.tr, w.step)
-	if err != nil {
-		return err
-	}
-	c.lastStep = w.step
-	hexDigest := hex.EncodeToString(digest[:])
-	overhead := time.Duration(0)
-	if !w.allIn.IsZero() {
-		overhead = time.Since(w.allIn)
-	}
-	c.log.Info("step", "step", w.step, "loss", w.loss, "applied", len(list), "of", len(w.members), "digest", hexDigest,
-		"train_seconds", w.trainTime.Seconds(), "round_overhead_seconds", overhead.Seconds())
-	if err := c.cfg.Recorder.RecordStep(status.StepStat{Step: uint64(w.step), Loss: status.Float(w.loss), Tokens: w.tokens,
-		Duration: w.trainTime, BytesOut: w.sent, BytesIn: received, Digest: hexDigest}); err != nil {
-		c.log.Warn("recording the step", "err", err)
-	}
-	c.prune(w.step)
-	last := s.Progress.Step > s.Config.TotalSteps && coordinator.Phase(s) != coordinator.RoundTrain
-	if w.step%uint32(c.cfg.EvalEvery) == 0 || last {
-		return c.eval(ctx, w.step)
-	}
-	return nil
-}
-
 // fetchNow gets member i's attested payload when the background fetch has not.
-func (c *Client) fetchNow(ctx context.Context, w *roundWork, i int) error {
+func (c *Client) fetchNow(ctx context.Context, rec *roundRecord, i int) error {
 	c.mu.Lock()
-	a, ok := c.anns[w.step][w.peers[i]]
+	a, ok := c.anns[rec.step][rec.peers[i]]
 	c.mu.Unlock()
 	if !ok {
 		return errors.New("no announcement")
@@ -421,22 +327,22 @@ func (c *Client) fetchNow(ctx context.Context, w *roundWork, i int) error {
 	if err != nil {
 		return err
 	}
-	if err := c.tr.ValidatePayload(DeMo(&c.model, 0), data); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.payloads[a.Hash] = data
-	c.mu.Unlock()
-	return nil
+	return c.keepPayload(a, data)
 }
 
-// prune forgets announcements and payloads of steps up to step.
+// servedSteps is how many applied steps' payloads this client keeps
+// serving, for peers that apply them later (joiners catching up).
+const servedSteps = 8
+
+// prune forgets announcements and payloads of steps up to step, and of
+// steps too far behind the run to be applied (a joiner loads a newer model).
 func (c *Client) prune(step uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.appliedStep = max(c.appliedStep, step)
 	keep := map[p2p.Hash]bool{}
 	for st, m := range c.anns {
-		if st <= step {
+		if st <= step || st+maxBufferedSteps < c.curStep {
 			delete(c.anns, st)
 			continue
 		}
@@ -449,7 +355,9 @@ func (c *Client) prune(step uint32) {
 			delete(c.payloads, h)
 		}
 	}
-	c.cfg.Node.PruneBefore(uint64(step) + 1)
+	if step > servedSteps {
+		c.cfg.Node.PruneBefore(uint64(step-servedSteps) + 1)
+	}
 }
 
 // phaseDuration is how long the phase lasts at most before a tick advances it.

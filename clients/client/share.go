@@ -14,16 +14,22 @@ import (
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/p2p/identity"
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
-// Model sharing for clients that join a run after step 1. In Warmup every
-// member that holds the model of the last step shares it (p2p model
+// Model sharing, for clients that need the model of a step after 1. Every
+// client that holds the model of its last applied step shares it (p2p model
 // sharing, chunked and hash-verified) and gossips its root in a signed
-// Finished{warmup} message, every few seconds until the rounds start. A
-// member without the model takes a root that a quorum of the other members
-// announced for that step, fetches it, and loads it.
+// Finished{warmup} message: between epochs always (the model does not
+// change then), and while rounds run whenever a client may need it (a
+// registered client waiting to join, or a member of the epoch that never
+// reported ready), the newest step after each round. A superseded model
+// stays shared while anyone downloads it. A client without the model takes
+// the newest root that a quorum of the model holders announced for a step
+// it can catch up from, fetches it in the background, loads it and applies
+// the rounds since (follow.go).
 
 // modelMagic starts a shared model file: magic, step (u32), parameter count
 // (u32), then the parameters as little-endian fp32.
@@ -31,16 +37,25 @@ const modelMagic = "PSYMODL1"
 
 const modelHeader = len(modelMagic) + 8
 
-// shareEvery is how often a holder re-announces its shared model in Warmup,
-// so joiners that connect late still hear it.
+// shareEvery is how often a holder re-announces its newest shared model, so
+// joiners that connect late still hear it.
 const shareEvery = 2 * time.Second
 
+// shareLinger is how long a superseded model stays shared after it was last
+// served (or superseded), so a download that outlasts rounds completes;
+// maxShared bounds the files kept for it.
+const (
+	shareLinger = 10 * time.Second
+	maxShared   = 4
+)
+
 type sharedModel struct {
-	step     uint32
-	root     p2p.Hash
-	file     *os.File
-	path     string
-	announce time.Time
+	step       uint32
+	root       p2p.Hash
+	file       *os.File
+	path       string
+	announce   time.Time
+	superseded time.Time
 }
 
 // encodeModel is the shared file's content for the current parameters.
@@ -77,107 +92,264 @@ func decodeModel(data []byte, step uint32, n int) ([]float32, error) {
 	return params, nil
 }
 
-// shareModel shares the model of the last applied step and (re)announces it.
-func (c *Client) shareModel(ctx context.Context) error {
-	if c.tr == nil || c.lastStep == 0 {
+// modelWanted says whether a client may be waiting for the model: between
+// epochs always, while rounds run when a registered client is pending
+// without being a member, or a member never reported ready.
+func modelWanted(s *coordinator.State) bool {
+	switch coordinator.Phase(s) {
+	case coordinator.RoundTrain, coordinator.RoundWitness:
+	case coordinator.Finished:
+		return false
+	default:
+		return true
+	}
+	for i := range s.Clients {
+		if slot := &s.Clients[i]; slot.Occupied != 0 && slot.Pending != 0 && slot.InEpoch == 0 {
+			return true
+		}
+	}
+	for i := range min(int(s.Epoch.ClientsLen), len(s.Epoch.Clients)) {
+		if e := s.Epoch.Clients[i]; e.State == coordinator.MemberHealthy && e.WarmupWitnessed == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// share shares the model of the last applied step when a client may want
+// it, re-announces it, and stops sharing superseded models nobody fetches.
+func (c *Client) share(ctx context.Context, s *coordinator.State) {
+	if c.tr != nil && c.lastStep > 0 && modelWanted(s) {
+		if err := c.shareModel(); err != nil {
+			c.log.Warn("sharing the model failed", "err", err)
+		}
+	}
+	if n := len(c.shared); n > 0 {
+		if newest := c.shared[n-1]; time.Since(newest.announce) >= shareEvery {
+			if _, err := c.cfg.Node.Finish(ctx, p2p.Finished{Step: uint64(newest.step), Warmup: true, Digest: newest.root}); err == nil {
+				newest.announce = time.Now()
+			}
+		}
+	}
+	keep := c.shared[:0]
+	for i, m := range c.shared {
+		last, _ := c.cfg.Node.ModelLastServed(m.root)
+		if last.Before(m.superseded) {
+			last = m.superseded
+		}
+		idle := !m.superseded.IsZero() && time.Since(last) > shareLinger
+		if idle || (i < len(c.shared)-maxShared) {
+			c.unshare(m)
+			continue
+		}
+		keep = append(keep, m)
+	}
+	c.shared = keep
+}
+
+// shareModel shares the model of the last applied step (once per step).
+func (c *Client) shareModel() error {
+	if n := len(c.shared); n > 0 && c.shared[n-1].step == c.lastStep {
 		return nil
 	}
-	if c.shared == nil || c.shared.step != c.lastStep {
-		c.stopSharing()
-		data, err := encodeModel(c.tr, c.lastStep)
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(c.workDir, fmt.Sprintf("model-step%d.bin", c.lastStep))
-		if err := writeAtomic(path, data); err != nil {
-			return fmt.Errorf("share the model: %w", err)
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		m, err := p2p.BuildManifest(f, int64(len(data)), p2p.DefaultChunkSize)
-		if err != nil {
-			f.Close()
-			return err
-		}
-		c.shared = &sharedModel{step: c.lastStep, root: c.cfg.Node.ShareModel(m, f), file: f, path: path}
-		c.log.Info("sharing the model with joiners", "step", c.lastStep, "root", c.shared.root)
+	data, err := encodeModel(c.tr, c.lastStep)
+	if err != nil {
+		return err
 	}
-	if time.Since(c.shared.announce) >= shareEvery {
-		if _, err := c.cfg.Node.Finish(ctx, p2p.Finished{Step: uint64(c.shared.step), Warmup: true, Digest: c.shared.root}); err == nil {
-			c.shared.announce = time.Now()
-		}
+	path := filepath.Join(c.workDir, fmt.Sprintf("model-step%d.bin", c.lastStep))
+	if err := writeAtomic(path, data); err != nil {
+		return fmt.Errorf("share the model: %w", err)
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	m, err := p2p.BuildManifest(f, int64(len(data)), p2p.DefaultChunkSize)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if n := len(c.shared); n > 0 {
+		c.shared[n-1].superseded = time.Now()
+	}
+	sm := &sharedModel{step: c.lastStep, root: c.cfg.Node.ShareModel(m, f), file: f, path: path}
+	c.shared = append(c.shared, sm)
+	c.log.Info("sharing the model with joiners", "step", sm.step, "root", sm.root.String())
 	return nil
 }
 
+func (c *Client) unshare(m *sharedModel) {
+	c.cfg.Node.StopSharing(m.root)
+	m.file.Close()
+	os.Remove(m.path)
+}
+
+// stopSharing stops sharing every model (the replica is dropped, or the client stops).
 func (c *Client) stopSharing() {
-	if c.shared == nil {
-		return
+	for _, m := range c.shared {
+		c.unshare(m)
 	}
-	c.cfg.Node.StopSharing(c.shared.root)
-	c.shared.file.Close()
-	os.Remove(c.shared.path)
 	c.shared = nil
 }
 
-// recordShare keeps a member's announced model root for a step.
+// recordShare keeps a peer's announced model root for a recent step.
 func (c *Client) recordShare(f *p2p.Finished) {
 	if !f.Warmup {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.roots == nil || c.rootsStep != uint32(f.Step) {
-		if c.wantStep != uint32(f.Step) {
-			return // only the step a joiner waits for is kept
-		}
-		c.roots, c.rootsStep = map[peer.ID]p2p.Hash{}, uint32(f.Step)
+	step := uint32(f.Step)
+	if uint64(step) > uint64(c.curStep) || step+maxBufferedSteps < c.curStep {
+		return // a peer cannot make us keep roots of far steps
 	}
-	c.roots[f.Signer] = f.Digest
+	if c.roots[step] == nil {
+		c.roots[step] = map[peer.ID]p2p.Hash{}
+	}
+	c.roots[step][f.Signer] = f.Digest
+	for st := range c.roots {
+		if st+maxBufferedSteps < c.curStep {
+			delete(c.roots, st)
+		}
+	}
 }
 
-// fetchSharedModel loads the model of step from peers once a quorum of the
-// other members announced the same root; ok is false while it waits.
-func (c *Client) fetchSharedModel(ctx context.Context, s *coordinator.State, step uint32, tr *trainer.Trainer) (ok bool, err error) {
-	c.mu.Lock()
-	c.wantStep = step
-	votes := map[p2p.Hash]int{}
-	for _, root := range c.roots {
-		votes[root]++
-	}
-	c.mu.Unlock()
-	need := int(schedule.Quorum(uint16(max(len(coordinator.Members(s))-1, 1))))
-	var root p2p.Hash
-	for r, n := range votes {
-		if n >= need {
-			root = r
+// modelHolders are the peers whose announced roots count: the epoch's
+// healthy members, or between epochs those that finished the last one.
+func (c *Client) modelHolders(s *coordinator.State) map[peer.ID]bool {
+	out := map[peer.ID]bool{}
+	add := func(key [32]byte) {
+		if id, err := identity.PeerIDFromPublicKey(key[:]); err == nil && id != c.self {
+			out[id] = true
 		}
 	}
-	if root == (p2p.Hash{}) {
-		return false, nil
+	for _, m := range coordinator.Members(s) {
+		if m.State == coordinator.MemberHealthy {
+			add(m.P2PIdentity)
+		}
 	}
+	if len(out) == 0 && s.Progress.Epoch > 0 {
+		for i := range s.Clients {
+			slot := &s.Clients[i]
+			if slot.Occupied != 0 && slot.HasFinished != 0 && slot.LastFinishedEpoch == s.Progress.Epoch-1 {
+				add(slot.P2PIdentity)
+			}
+		}
+	}
+	return out
+}
+
+// loadRetry is the pause after a failed model download; the retry takes the
+// newest announced root then.
+const loadRetry = time.Second
+
+// loadedModel is the outcome of a background model download.
+type loadedModel struct {
+	step   uint32
+	root   p2p.Hash
+	params []float32
+	err    error
+}
+
+// startLoad begins downloading the newest model a quorum of holders
+// announced for a step this client can catch up from: one whose following
+// rounds it saw whole (from followFrom on), and no older than loadFrom.
+func (c *Client) startLoad(ctx context.Context, s *coordinator.State) {
+	if c.tr != nil || c.loading == nil || c.fetching || c.followFrom == 0 || time.Now().Before(c.retryLoad) {
+		return
+	}
+	holders := c.modelHolders(s)
+	need := int(schedule.Quorum(uint16(max(len(holders), 1))))
+	minStep := max(c.loadFrom, c.followFrom-1, 1)
+	var step uint32
+	var root p2p.Hash
+	c.mu.Lock()
+	for st, byPeer := range c.roots {
+		if st < minStep || st <= step || st >= s.Progress.Step+1 {
+			continue
+		}
+		votes := map[p2p.Hash]int{}
+		for id, r := range byPeer {
+			if holders[id] {
+				votes[r]++
+			}
+		}
+		for r, n := range votes {
+			if n >= need {
+				step, root = st, r
+			}
+		}
+	}
+	c.mu.Unlock()
+	if root == (p2p.Hash{}) {
+		return
+	}
+	c.fetching = true
+	n := c.loading.NumParams()
+	go func() {
+		params, err := c.fetchModel(ctx, root, step, n)
+		c.mu.Lock()
+		c.loaded = &loadedModel{step: step, root: root, params: params, err: err}
+		c.mu.Unlock()
+	}()
+}
+
+// fetchModel downloads and decodes the shared model of step.
+func (c *Client) fetchModel(ctx context.Context, root p2p.Hash, step uint32, n int) ([]float32, error) {
 	dst := filepath.Join(c.workDir, fmt.Sprintf("fetched-step%d.bin", step))
-	fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	if _, err := c.cfg.Node.FetchModel(fctx, root, dst, p2p.FetchModelOptions{}); err != nil {
-		c.log.Warn("fetching the model from peers failed; retrying", "root", root, "err", err)
-		return false, nil
+	start := time.Now()
+	if _, err := c.cfg.Node.FetchModel(ctx, root, dst, p2p.FetchModelOptions{}); err != nil {
+		return nil, err
 	}
 	data, err := os.ReadFile(dst)
 	os.Remove(dst)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	params, err := decodeModel(data, step, tr.NumParams())
+	params, err := decodeModel(data, step, n)
 	if err != nil {
-		return false, fmt.Errorf("the model peers shared: %w", err)
+		return nil, fmt.Errorf("the model peers shared: %w", err)
 	}
-	if err := tr.SetParams(params); err != nil {
-		return false, err
+	c.log.Info("fetched the model from peers", "step", step, "root", root.String(), "bytes", len(data), "seconds", time.Since(start).Seconds())
+	return params, nil
+}
+
+// takeLoaded makes a finished download the client's model; the rounds
+// since its step are applied next. A failed one is retried with the newest
+// root then.
+func (c *Client) takeLoaded(ctx context.Context) error {
+	c.mu.Lock()
+	l := c.loaded
+	c.loaded = nil
+	c.mu.Unlock()
+	if l == nil {
+		return nil
 	}
-	c.lastStep = step
-	c.log.Info("loaded the model from peers", "step", step, "root", root)
-	return true, nil
+	c.fetching = false
+	if l.err != nil {
+		c.retryLoad = time.Now().Add(loadRetry)
+		if ctx.Err() == nil {
+			c.log.Warn("fetching the model from peers failed; retrying", "step", l.step, "root", l.root.String(), "err", l.err)
+		}
+		return nil
+	}
+	if c.loading == nil || c.tr != nil {
+		return nil
+	}
+	if err := c.loading.SetParams(l.params); err != nil {
+		return err
+	}
+	c.lastStep = l.step
+	for step := range c.rounds {
+		if step <= l.step {
+			delete(c.rounds, step)
+		}
+	}
+	c.prune(l.step)
+	c.log.Info("loaded the model from peers", "step", l.step, "root", l.root.String())
+	tr := c.loading
+	c.loading = nil
+	return c.ready(ctx, tr, c.model)
 }

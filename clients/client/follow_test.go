@@ -1,0 +1,236 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"log/slog"
+	"testing"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/schedule"
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+// testState is a run in RoundTrain with the given members (slots 0..n-1)
+// and the current round at ring position head.
+func testState(t *testing.T, members int) *coordinator.State {
+	t.Helper()
+	s := &coordinator.State{}
+	s.RunState = uint8(coordinator.RoundTrain)
+	s.Epoch.ClientsLen = uint16(members)
+	for i := range members {
+		pub, _, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Clients[i].Occupied, s.Clients[i].InEpoch = 1, 1
+		s.Clients[i].Signer = solana.NewWallet().PublicKey()
+		copy(s.Clients[i].P2PIdentity[:], pub)
+		s.Epoch.Clients[i].Slot, s.Epoch.Clients[i].State = uint16(i), coordinator.MemberHealthy
+	}
+	return s
+}
+
+// startRound makes (step, height) the current round, as the program does.
+func startRound(s *coordinator.State, step, height uint32) {
+	s.Epoch.RoundsHead = uint8(height % coordinator.StoredRounds)
+	r := coordinator.CurrentRound(s)
+	*r = coordinator.Round{Step: step, Height: height, ClientsLen: s.Epoch.ClientsLen, WitnessCount: 1}
+	s.Progress.Step = step
+	s.RunState = uint8(coordinator.RoundTrain)
+}
+
+// witnessAll adds a report of the current round whose participant filter
+// holds every member.
+func witnessAll(t *testing.T, s *coordinator.State) {
+	t.Helper()
+	r := coordinator.CurrentRound(s)
+	bits, hashes := schedule.BloomParams(int(r.ClientsLen))
+	b, err := schedule.NewBloom(bits, hashes, [8]byte{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range coordinator.Members(s)[:r.ClientsLen] {
+		b.Add(m.Signer)
+	}
+	r.Witnesses[0].ParticipantBloom = coordinator.BloomOf(b)
+	r.Witnesses[0].BroadcastBloom = coordinator.BloomOf(b)
+	r.WitnessesLen = 1
+}
+
+func testClient() *Client {
+	return &Client{log: slog.New(slog.DiscardHandler), rounds: map[uint32]*roundRecord{}}
+}
+
+// A round's member list is the one of the state in which it was current:
+// the program renumbers members when the next round starts, and the record
+// must not follow.
+func TestCaptureRoundsKeepsTheRoundsMembers(t *testing.T) {
+	c := testClient()
+	s := testState(t, 3)
+	startRound(s, 5, 0)
+	c.captureRounds(s)
+	rec := c.rounds[5]
+	if rec == nil || rec.final || len(rec.members) != 3 || c.followFrom != 6 {
+		t.Fatalf("after round 5 started: record %+v, followFrom %d", rec, c.followFrom)
+	}
+	want := coordinator.Members(s)
+
+	witnessAll(t, s)
+	s.RunState = uint8(coordinator.RoundWitness)
+	c.captureRounds(s)
+	if rec.final {
+		t.Fatal("the round's reports are final while it still runs (RoundWitness)")
+	}
+
+	// Member 0 is dropped and removed when round 6 starts: indices shift.
+	s.Epoch.Clients[0] = s.Epoch.Clients[2]
+	s.Epoch.ClientsLen = 2
+	startRound(s, 6, 1)
+	c.captureRounds(s)
+	if !rec.final || len(rec.participants) != 1 || rec.witnessCount != 1 {
+		t.Fatalf("round 5 once round 6 runs: final %v, %d reports, %d elected", rec.final, len(rec.participants), rec.witnessCount)
+	}
+	for i, m := range rec.members {
+		if m.Signer != want[i].Signer {
+			t.Errorf("round 5 member %d is %s, was %s when the round ran", i, m.Signer, want[i].Signer)
+		}
+	}
+	if got := c.rounds[6]; got == nil || len(got.members) != 2 {
+		t.Fatalf("round 6 record %+v, want its 2 members", got)
+	}
+
+	// Rounds over: round 6's reports are final in Cooldown.
+	s.RunState = uint8(coordinator.Cooldown)
+	c.captureRounds(s)
+	if !c.rounds[6].final {
+		t.Error("round 6 not final in Cooldown")
+	}
+}
+
+// A client that sees no running round starts following from the next step.
+func TestCaptureRoundsFollowsFromTheNextRound(t *testing.T) {
+	c := testClient()
+	s := testState(t, 3)
+	s.RunState = uint8(coordinator.Cooldown)
+	s.Progress.Step = 9
+	c.captureRounds(s)
+	if c.followFrom != 9 || len(c.rounds) != 0 {
+		t.Fatalf("followFrom %d, %d records; want 9 and none", c.followFrom, len(c.rounds))
+	}
+}
+
+// applyReady drops a replica that missed a round (no record of it, or its
+// record left the history before it was final) instead of applying later
+// rounds to it, and asks for a model of that step or later.
+func TestApplyReadyDropsAReplicaThatMissedARound(t *testing.T) {
+	cfg := trainer.Config{Name: "t", Vocab: 64, PaddedVocab: 64, Layers: 1, Channels: 32, Heads: 2, SeqLen: 16, MicroBatch: 1}
+	for _, tc := range []struct {
+		name   string
+		record bool
+	}{{"never seen", false}, {"seen, never final", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := trainer.New(cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			c := testClient()
+			c.tr, c.lastStep = tr, 4
+			s := testState(t, 3)
+			if tc.record {
+				startRound(s, 5, 0)
+				c.captureRounds(s)
+			}
+			startRound(s, 7, 2) // rounds 5 and 6 are gone from the ring
+			*findRoundAt(s, 0) = coordinator.Round{}
+			if err := c.applyReady(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			if c.tr != nil || c.loading != tr || c.loadFrom != 5 || c.lastStep != 4 {
+				t.Fatalf("after a missed round 5: tr %v, loading %v, loadFrom %d, lastStep %d", c.tr, c.loading, c.loadFrom, c.lastStep)
+			}
+		})
+	}
+}
+
+func findRoundAt(s *coordinator.State, i int) *coordinator.Round { return &s.Epoch.Rounds[i] }
+
+// The round a member waits for is not a gap: it is still running.
+func TestApplyReadyWaitsForARunningRound(t *testing.T) {
+	cfg := trainer.Config{Name: "t", Vocab: 64, PaddedVocab: 64, Layers: 1, Channels: 32, Heads: 2, SeqLen: 16, MicroBatch: 1}
+	tr, err := trainer.New(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	c := testClient()
+	c.tr, c.lastStep = tr, 4
+	s := testState(t, 3)
+	startRound(s, 5, 0)
+	c.captureRounds(s)
+	if err := c.applyReady(context.Background(), s); err != nil || c.tr == nil || c.lastStep != 4 {
+		t.Fatalf("applyReady during round 5: err %v, model kept %v, lastStep %d", err, c.tr != nil, c.lastStep)
+	}
+}
+
+func TestModelWanted(t *testing.T) {
+	s := testState(t, 3)
+	startRound(s, 5, 0)
+	for i := range 3 {
+		s.Epoch.Clients[i].WarmupWitnessed = 1
+	}
+	if modelWanted(s) {
+		t.Error("wanted while rounds run with every member ready and nobody pending")
+	}
+	s.Epoch.Clients[1].WarmupWitnessed = 0
+	if !modelWanted(s) {
+		t.Error("not wanted with a member that never reported ready")
+	}
+	s.Epoch.Clients[1].WarmupWitnessed = 1
+	s.Clients[7].Occupied, s.Clients[7].Pending = 1, 1
+	if !modelWanted(s) {
+		t.Error("not wanted with a registered client pending")
+	}
+	s.Clients[7].Pending = 0
+	s.Clients[0].Pending = 1 // a member joined for the next epoch holds the model
+	if modelWanted(s) {
+		t.Error("wanted because a member joined for the next epoch")
+	}
+	for _, phase := range []coordinator.RunState{coordinator.WaitingForMembers, coordinator.Warmup, coordinator.Cooldown} {
+		s.RunState = uint8(phase)
+		if !modelWanted(s) {
+			t.Errorf("not wanted in %s", phase)
+		}
+	}
+	s.RunState = uint8(coordinator.Finished)
+	if modelWanted(s) {
+		t.Error("wanted once Finished")
+	}
+}
+
+// A member that has not trained leaves before the health check of the
+// epoch's second round could drop it, and not earlier.
+func TestPastGrace(t *testing.T) {
+	s := testState(t, 3)
+	for _, tc := range []struct {
+		phase  coordinator.RunState
+		height uint32
+		want   bool
+	}{
+		{coordinator.RoundTrain, 0, false},
+		{coordinator.RoundWitness, 0, false},
+		{coordinator.RoundTrain, 1, false},
+		{coordinator.RoundWitness, 1, true},
+		{coordinator.RoundTrain, 2, true},
+		{coordinator.Warmup, 0, false},
+	} {
+		startRound(s, 10+tc.height, tc.height)
+		s.RunState = uint8(tc.phase)
+		if got := pastGrace(s); got != tc.want {
+			t.Errorf("%s at height %d: pastGrace %v, want %v", tc.phase, tc.height, got, tc.want)
+		}
+	}
+}

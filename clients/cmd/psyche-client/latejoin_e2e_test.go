@@ -1,0 +1,292 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/localnet"
+	"github.com/psyche-go/psyche/localnet/localnettest"
+)
+
+// TestLateJoiners runs the committed run configs on localnet with three
+// `psyche-client train` processes and starts three more while the run goes
+// on: one in Cooldown, one at a random moment of RoundTrain, one in Warmup,
+// each in a later epoch. Every joiner must train within one epoch of
+// joining (in the epoch after the one it started in), its digests must
+// equal everyone else's at every step it trained or applied, and nobody may
+// be dropped by a health check.
+//
+// config/test.toml is the seed's localnet flow: Warmup ends as soon as the
+// three witnesses are ready, so a joiner gets a fraction of a second of it.
+// Its variant caps every client's model uploads, so that fetching the model
+// outlasts a round. config/light.toml (the demo's) has epochs shortened to
+// fit a test.
+func TestLateJoiners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs with real client processes")
+	}
+	for _, tc := range []struct {
+		name, config string
+		edits        map[string]string
+		uploadRate   string // --p2p-max-model-upload-rate of every client
+	}{
+		// 3.3 MB of model from three peers at 384 KiB/s each: about 3 s,
+		// while a round takes 1-2 s.
+		{name: "test.toml slow download", config: "test.toml", edits: map[string]string{"total_steps": "48"}, uploadRate: "393216"},
+		// Epochs of 12 s instead of 120 (the timers that must fit in an
+		// epoch, and the cold-start ramp, shortened with it).
+		{name: "light.toml", config: "light.toml", edits: map[string]string{"total_steps": "60", "epoch_time": "12", "warmup_time": "10", "max_round_train_time": "10", "cold_start_warmup_steps": "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lateJoiners(t, tc.config, tc.edits, tc.uploadRate)
+		})
+	}
+}
+
+// joinerPlan is when a joiner is started: in the given phase of an epoch
+// at least minEpoch, after a random delay when jitter is set.
+type joinerPlan struct {
+	phase    coordinator.RunState
+	minEpoch uint32
+	jitter   time.Duration
+}
+
+func lateJoiners(t *testing.T, config string, edits map[string]string, uploadRate string) {
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	builtCLI(t)
+	dir := t.TempDir()
+	runID := "late-" + strings.TrimSuffix(config, ".toml")
+
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	programtest.Deploy(t, v, "psyche_coordinator")
+	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
+	dataURL, root := serveTrainSplit(t, dir)
+	cfgPath := filepath.Join(dir, config)
+	if err := os.WriteFile(cfgPath, []byte(runConfigFrom(t, config, dataURL, root, edits)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	adminPath, _ := keyFile(t, v, 10*solana.LAMPORTS_PER_SOL)
+	admin := append([]string{"-w", adminPath, "--run-id", runID}, net...)
+	mustRunCLI(t, append([]string{"create-run", "--permissionless"}, admin...)...)
+	mustRunCLI(t, append([]string{"update-config", "--config-path", cfgPath}, admin...)...)
+	mustRunCLI(t, append([]string{"set-paused", "--resume"}, admin...)...)
+	c := programtest.Chain(t, v)
+	run, _, err := coordinator.Default().Open(ctx, c, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rendezvous := filepath.Join(dir, "p2p")
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func(name string) *trainProc {
+		wallet, _ := keyFile(t, v, 2*solana.LAMPORTS_PER_SOL)
+		args := append([]string{"train", "--run-id", runID, "-w", wallet, "--logs", "json", "--metrics-local-port", "0",
+			"--threads", "1", "--micro-batch-size", "2",
+			"--bind-p2p-interface", "127.0.0.1", "--p2p-rendezvous-dir", rendezvous}, net...)
+		if uploadRate != "" {
+			args = append(args, "--p2p-max-model-upload-rate", uploadRate)
+		}
+		return startTrain(t, name, filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".log"), tmp, args)
+	}
+	watch := watchRun(ctx, t, run, c, solana.PublicKey{})
+	var procs []*trainProc
+	for i := range 3 {
+		procs = append(procs, start(fmt.Sprintf("client %d", i)))
+	}
+
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("random moments from seed %d", seed)
+	plans := []struct {
+		name string
+		plan joinerPlan
+	}{
+		{"joiner in Cooldown", joinerPlan{phase: coordinator.Cooldown}},
+		{"joiner in RoundTrain", joinerPlan{phase: coordinator.RoundTrain, minEpoch: 1, jitter: time.Duration(rng.Int64N(int64(3 * time.Second)))}},
+		{"joiner in Warmup", joinerPlan{phase: coordinator.Warmup, minEpoch: 2}},
+	}
+	type joiner struct {
+		p       *trainProc
+		started time.Time
+		epoch   uint32 // the epoch it was started in
+	}
+	var joiners []joiner
+	for _, jp := range plans {
+		after := jp.plan.minEpoch
+		if n := len(joiners); n > 0 {
+			after = max(after, joiners[n-1].epoch+1)
+		}
+		at := watch.next(ctx, t, jp.name, func(o observation) bool { return o.phase == jp.plan.phase && o.epoch >= after })
+		if jp.plan.jitter > 0 {
+			time.Sleep(jp.plan.jitter)
+			at, _ = watch.latest()
+		}
+		p := start(jp.name)
+		joiners = append(joiners, joiner{p: p, started: time.Now(), epoch: at.epoch})
+		procs = append(procs, p)
+		t.Logf("%s started in epoch %d, %s, step %d (round height %d)", jp.name, at.epoch, at.phase, at.step, at.height)
+	}
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			t.Fatalf("%s did not see the run finish: %v", p.name, ctx.Err())
+		}
+		if p.err != nil {
+			t.Fatalf("%s: %v", p.name, p.err)
+		}
+	}
+	end, err := run.FetchState(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.stop()
+	obs := watch.all()
+	starts := epochStartSteps(obs)
+
+	// One replica: every step anyone trained or applied has one digest, and
+	// every step of the run was trained by someone.
+	digests := map[uint64]string{}
+	for _, p := range procs {
+		for step, d := range p.replicaDigests(t) {
+			if other, ok := digests[step]; ok && other != d {
+				t.Errorf("step %d: %s has digest %s, another client %s", step, p.name, d, other)
+			}
+			digests[step] = d
+		}
+		if n := len(p.linesWith("health check dropped")); n > 0 {
+			t.Errorf("%s dropped %d members by health check; no honest joiner may be dropped", p.name, n)
+		}
+	}
+	for step := uint64(1); step <= uint64(end.Config.TotalSteps); step++ {
+		if _, ok := digests[step]; !ok {
+			t.Errorf("no client logged step %d", step)
+		}
+	}
+
+	shortest := time.Duration(0)
+	for _, r := range roundDurations(obs) {
+		if shortest == 0 || r.duration < shortest {
+			shortest = r.duration
+		}
+	}
+	for _, j := range joiners {
+		trained := j.p.stepDigests(t)
+		var own []uint64
+		for step := range trained {
+			own = append(own, step)
+		}
+		slices.Sort(own)
+		next, ok := starts[j.epoch+1]
+		if !ok || len(own) == 0 {
+			t.Errorf("%s (started in epoch %d) trained no step (epoch start steps %v)", j.p.name, j.epoch, starts)
+			continue
+		}
+		if after, ok := starts[j.epoch+2]; uint32(own[0]) < next || (ok && uint32(own[0]) >= after) {
+			t.Errorf("%s started in epoch %d first trained step %d, not in epoch %d (epoch start steps %v)", j.p.name, j.epoch, own[0], j.epoch+1, starts)
+		}
+		first := j.p.firstLogTime(t, "step")
+		fetch := j.p.fetchSeconds()
+		t.Logf("%s: first trained step %d (epoch %d), %.1f s after start; model fetched from peers in %.1f s; steps applied before training: %d",
+			j.p.name, own[0], j.epoch+1, first.Sub(j.started).Seconds(), fetch, len(j.p.linesWith("applied")))
+		if uploadRate != "" && time.Duration(fetch*float64(time.Second)) <= shortest {
+			t.Errorf("%s fetched the model in %.1f s, not longer than a round (%v): the slow-download case was not exercised", j.p.name, fetch, shortest)
+		}
+	}
+	t.Logf("run finished at step %d after %d epochs; shortest round %v; test took %.0f s", end.Progress.Step-1, end.Progress.Epoch, shortest, time.Since(began).Seconds())
+}
+
+// runConfigFrom is the committed config/<name> with the data served by the
+// test and the given [config] keys replaced.
+func runConfigFrom(t *testing.T, name, dataURL, dataRoot string, edits map[string]string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "config", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	for key, val := range edits {
+		re := regexp.MustCompile(`(?m)^` + key + `\s*=.*$`)
+		if !re.MatchString(s) {
+			t.Fatalf("config/%s has no %s", name, key)
+		}
+		s = re.ReplaceAllString(s, key+" = "+val)
+	}
+	loc := regexp.MustCompile(`(?m)^location\s*=.*$`)
+	if len(loc.FindAllString(s, -1)) != 1 {
+		t.Fatalf("config/%s: want exactly one data location", name)
+	}
+	return loc.ReplaceAllString(s, "location = "+strconv.Quote(dataURL)+"\nroot = "+strconv.Quote(dataRoot))
+}
+
+// replicaDigests is the digest the client logged for every step it trained
+// ("step") or applied without training ("applied").
+func (p *trainProc) replicaDigests(t *testing.T) map[uint64]string {
+	t.Helper()
+	out := p.stepDigests(t)
+	for _, e := range p.linesWith("applied") {
+		step, _ := e["step"].(float64)
+		d, _ := e["digest"].(string)
+		if prev, ok := out[uint64(step)]; ok && prev != d {
+			t.Errorf("%s logged step %d with two digests", p.name, uint64(step))
+		}
+		out[uint64(step)] = d
+	}
+	return out
+}
+
+// linesWith lists the log entries whose message is msg.
+func (p *trainProc) linesWith(msg string) []map[string]any {
+	var out []map[string]any
+	for _, e := range p.entries() {
+		if m, _ := e["msg"].(string); m == msg || (msg != "step" && msg != "applied" && strings.Contains(m, msg)) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// firstLogTime is the time of the first entry with message msg.
+func (p *trainProc) firstLogTime(t *testing.T, msg string) time.Time {
+	t.Helper()
+	for _, e := range p.linesWith(msg) {
+		if s, ok := e["time"].(string); ok {
+			ts, err := time.Parse(time.RFC3339Nano, s)
+			if err == nil {
+				return ts
+			}
+		}
+	}
+	t.Errorf("%s logged no %q line with a time", p.name, msg)
+	return time.Time{}
+}
+
+// fetchSeconds is how long the client's last model download from peers took.
+func (p *trainProc) fetchSeconds() float64 {
+	var s float64
+	for _, e := range p.linesWith("fetched the model from peers") {
+		s, _ = e["seconds"].(float64)
+	}
+	return s
+}
