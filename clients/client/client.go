@@ -161,7 +161,8 @@ type Client struct {
 	// followFrom is the first round this client saw whole; loadFrom the
 	// oldest model step it may load (after a round it could not apply).
 	followFrom, loadFrom uint32
-	fetching             bool      // a model download is running
+	fetching             bool // a model download is running, until bg ends
+	bg                   context.Context
 	retryLoad            time.Time // no new download before then
 }
 
@@ -263,6 +264,7 @@ func (c *Client) Run(ctx context.Context) error {
 	// The gossip reader and the subscription end with Run, Finished included.
 	bg, stop := context.WithCancel(ctx)
 	defer stop()
+	c.bg = bg
 	go c.receive(bg)
 	states := make(chan *coordinator.State, 1)
 	go c.watch(bg, append([]*chain.Client(nil), c.chains...), states)
@@ -404,15 +406,9 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 	if err := c.takeLoaded(ctx); err != nil {
 		return false, err
 	}
-	if c.tr == nil && c.loading == nil && phase != coordinator.Finished {
-		if err := c.ensureModel(ctx, s); err != nil {
-			return false, err
-		}
-	}
 	if err := c.applyReady(ctx, s); err != nil {
 		return false, err
 	}
-	c.startLoad(ctx, s)
 
 	// The epoch's model is checkpointed in Cooldown, or in any phase after
 	// it: a short Cooldown can pass between two notifications we act on.
@@ -424,9 +420,17 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 		c.log.Info("the run is finished", "step", c.lastStep)
 		return true, nil
 	}
+	// Joining comes first: a run that refuses this client says so before
+	// the model is built and the data opened.
 	if err := c.membership(ctx, s, member); err != nil {
 		return false, err
 	}
+	if c.tr == nil && c.loading == nil {
+		if err := c.ensureModel(ctx, s); err != nil {
+			return false, err
+		}
+	}
+	c.startLoad(s)
 	switch {
 	case phase == coordinator.Warmup && member:
 		if err := c.warmup(ctx, s); err != nil {
@@ -520,7 +524,7 @@ func (c *Client) membership(ctx context.Context, s *coordinator.State, member bo
 	switch {
 	case member && !c.current(s) && pastGrace(s):
 		return c.stepAside(ctx, s)
-	case pending || member || phase == coordinator.Paused:
+	case pending || member || phase == coordinator.Paused || phase == coordinator.Uninitialized:
 		return nil
 	case c.holdJoin && !c.current(s):
 		return nil
@@ -561,7 +565,7 @@ func (c *Client) join(ctx context.Context, s *coordinator.State) error {
 		return nil
 	}
 	c.joinedEpoch, c.holdJoin = int64(s.Progress.Epoch), false
-	c.log.Info("joined the run", "epoch", s.Progress.Epoch, "step", s.Progress.Step)
+	c.log.Info("joined the run", "epoch", s.Progress.Epoch, "phase", coordinator.Phase(s).String(), "step", s.Progress.Step)
 	return nil
 }
 

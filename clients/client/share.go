@@ -254,7 +254,7 @@ type loadedModel struct {
 // startLoad begins downloading the newest model a quorum of holders
 // announced for a step this client can catch up from: one whose following
 // rounds it saw whole (from followFrom on), and no older than loadFrom.
-func (c *Client) startLoad(ctx context.Context, s *coordinator.State) {
+func (c *Client) startLoad(s *coordinator.State) {
 	if c.tr != nil || c.loading == nil || c.fetching || c.followFrom == 0 || time.Now().Before(c.retryLoad) {
 		return
 	}
@@ -287,7 +287,7 @@ func (c *Client) startLoad(ctx context.Context, s *coordinator.State) {
 	c.fetching = true
 	n := c.loading.NumParams()
 	go func() {
-		params, err := c.fetchModel(ctx, root, step, n)
+		params, err := c.fetchModel(c.bg, root, step, n)
 		c.mu.Lock()
 		c.loaded = &loadedModel{step: step, root: root, params: params, err: err}
 		c.mu.Unlock()

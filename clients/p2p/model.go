@@ -444,12 +444,19 @@ func (n *Node) fetchChunks(ctx context.Context, root Hash, m *Manifest, f *os.Fi
 		lastErr = err
 		errMu.Unlock()
 	}
+	var sources []peer.ID
+	failed := map[peer.ID]*atomic.Int32{}
 	for _, p := range peers {
-		if p == n.host.ID() || !n.allowed(p) {
-			continue
+		if p != n.host.ID() && n.allowed(p) && failed[p] == nil {
+			sources = append(sources, p)
+			failed[p] = new(atomic.Int32)
 		}
-		var failures atomic.Int32
-		for range n.cfg.MaxConcurrentDownloads {
+	}
+	// Workers start round-robin over the peers, so a model of few chunks is
+	// spread over all of them rather than taken by the first peer's workers.
+	for range n.cfg.MaxConcurrentDownloads {
+		for _, p := range sources {
+			failures := failed[p]
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

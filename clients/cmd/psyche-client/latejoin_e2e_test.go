@@ -24,8 +24,8 @@ import (
 )
 
 // TestLateJoiners runs the committed run configs on localnet with three
-// `psyche-client train` processes and starts three more while the run goes
-// on: one in Cooldown, one at a random moment of RoundTrain, one in Warmup,
+// `psyche-client train` processes and starts more while the run goes on:
+// one in Cooldown, one at a random moment of RoundTrain, one in Warmup,
 // each in a later epoch. Every joiner must train within one epoch of
 // joining (in the epoch after the one it started in), its digests must
 // equal everyone else's at every step it trained or applied, and nobody may
@@ -33,40 +33,59 @@ import (
 //
 // config/test.toml is the seed's localnet flow: Warmup ends as soon as the
 // three witnesses are ready, so a joiner gets a fraction of a second of it.
-// Its variant caps every client's model uploads, so that fetching the model
-// outlasts a round. config/light.toml (the demo's) has epochs shortened to
-// fit a test.
+// Its variants cap every client's model uploads: so that fetching the model
+// outlasts a round, and so that it outlasts the grace a new member has (the
+// Warmup and two rounds): that joiner must leave the epoch before a health
+// check could drop it, and train in the next one. config/light.toml (the
+// demo's) has epochs shortened to fit a test.
 func TestLateJoiners(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs with real client processes")
+	}
+	jitter := time.Duration(rand.Int64N(int64(3 * time.Second)))
+	t.Logf("the RoundTrain joiners start %v into an epoch's first round", jitter)
+	every := []joinerPlan{
+		{name: "joiner in Cooldown", phase: coordinator.Cooldown},
+		{name: "joiner in RoundTrain", phase: coordinator.RoundTrain, minEpoch: 1, jitter: jitter},
+		{name: "joiner in Warmup", phase: coordinator.Warmup, minEpoch: 2},
 	}
 	for _, tc := range []struct {
 		name, config string
 		edits        map[string]string
 		uploadRate   string // --p2p-max-model-upload-rate of every client
+		plans        []joinerPlan
 	}{
-		// 3.3 MB of model from three peers at 384 KiB/s each: about 3 s,
-		// while a round takes 1-2 s.
-		{name: "test.toml slow download", config: "test.toml", edits: map[string]string{"total_steps": "48"}, uploadRate: "393216"},
+		// 3.4 MB of model in four 1 MiB chunks from three peers at 768 KiB/s
+		// each: 2.7 s (one peer serves two chunks), while a round takes 1-2 s.
+		{name: "test.toml slow download", config: "test.toml", edits: map[string]string{"total_steps": "48"}, uploadRate: "786432", plans: every},
+		// At 128 KiB/s each: 16 s, past Cooldown, WaitingForMembers, Warmup
+		// and two rounds (5-7 s).
+		{name: "test.toml download past the grace", config: "test.toml", edits: map[string]string{"total_steps": "40"}, uploadRate: "131072",
+			plans: []joinerPlan{{name: "joiner in Cooldown", phase: coordinator.Cooldown, stepsAside: true}}},
 		// Epochs of 12 s instead of 120 (the timers that must fit in an
 		// epoch, and the cold-start ramp, shortened with it).
-		{name: "light.toml", config: "light.toml", edits: map[string]string{"total_steps": "60", "epoch_time": "12", "warmup_time": "10", "max_round_train_time": "10", "cold_start_warmup_steps": "0"}},
+		{name: "light.toml", config: "light.toml", edits: map[string]string{"total_steps": "60", "epoch_time": "12", "warmup_time": "10", "max_round_train_time": "10", "cold_start_warmup_steps": "0"}, plans: every},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lateJoiners(t, tc.config, tc.edits, tc.uploadRate)
+			lateJoiners(t, tc.config, tc.edits, tc.uploadRate, tc.plans)
 		})
 	}
 }
 
 // joinerPlan is when a joiner is started: in the given phase of an epoch
-// at least minEpoch, after a random delay when jitter is set.
+// at least minEpoch (and after the previous joiner's), after a delay when
+// jitter is set. It must train in the epoch after the one it started in;
+// one that stepsAside must instead leave the epoch it was first a member of
+// and train in the first epoch that forms after it joined again.
 type joinerPlan struct {
-	phase    coordinator.RunState
-	minEpoch uint32
-	jitter   time.Duration
+	name       string
+	phase      coordinator.RunState
+	minEpoch   uint32
+	jitter     time.Duration
+	stepsAside bool
 }
 
-func lateJoiners(t *testing.T, config string, edits map[string]string, uploadRate string) {
+func lateJoiners(t *testing.T, config string, edits map[string]string, uploadRate string, plans []joinerPlan) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -115,35 +134,25 @@ func lateJoiners(t *testing.T, config string, edits map[string]string, uploadRat
 		procs = append(procs, start(fmt.Sprintf("client %d", i)))
 	}
 
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 1))
-	t.Logf("random moments from seed %d", seed)
-	plans := []struct {
-		name string
-		plan joinerPlan
-	}{
-		{"joiner in Cooldown", joinerPlan{phase: coordinator.Cooldown}},
-		{"joiner in RoundTrain", joinerPlan{phase: coordinator.RoundTrain, minEpoch: 1, jitter: time.Duration(rng.Int64N(int64(3 * time.Second)))}},
-		{"joiner in Warmup", joinerPlan{phase: coordinator.Warmup, minEpoch: 2}},
-	}
 	type joiner struct {
 		p       *trainProc
 		started time.Time
 		epoch   uint32 // the epoch it was started in
+		plan    joinerPlan
 	}
 	var joiners []joiner
 	for _, jp := range plans {
-		after := jp.plan.minEpoch
+		after := jp.minEpoch
 		if n := len(joiners); n > 0 {
 			after = max(after, joiners[n-1].epoch+1)
 		}
-		at := watch.next(ctx, t, jp.name, func(o observation) bool { return o.phase == jp.plan.phase && o.epoch >= after })
-		if jp.plan.jitter > 0 {
-			time.Sleep(jp.plan.jitter)
+		at := watch.next(ctx, t, jp.name, func(o observation) bool { return o.phase == jp.phase && o.epoch >= after })
+		if jp.jitter > 0 {
+			time.Sleep(jp.jitter)
 			at, _ = watch.latest()
 		}
 		p := start(jp.name)
-		joiners = append(joiners, joiner{p: p, started: time.Now(), epoch: at.epoch})
+		joiners = append(joiners, joiner{p: p, started: time.Now(), epoch: at.epoch, plan: jp})
 		procs = append(procs, p)
 		t.Logf("%s started in epoch %d, %s, step %d (round height %d)", jp.name, at.epoch, at.phase, at.step, at.height)
 	}
@@ -198,18 +207,26 @@ func lateJoiners(t *testing.T, config string, edits map[string]string, uploadRat
 			own = append(own, step)
 		}
 		slices.Sort(own)
-		next, ok := starts[j.epoch+1]
+		want := j.p.trainsFor(t)
+		if !j.plan.stepsAside && want != j.epoch+1 {
+			t.Errorf("%s started in epoch %d joined for epoch %d", j.p.name, j.epoch, want)
+		}
+		next, ok := starts[want]
 		if !ok || len(own) == 0 {
 			t.Errorf("%s (started in epoch %d) trained no step (epoch start steps %v)", j.p.name, j.epoch, starts)
 			continue
 		}
-		if after, ok := starts[j.epoch+2]; uint32(own[0]) < next || (ok && uint32(own[0]) >= after) {
-			t.Errorf("%s started in epoch %d first trained step %d, not in epoch %d (epoch start steps %v)", j.p.name, j.epoch, own[0], j.epoch+1, starts)
+		if after, ok := starts[want+1]; uint32(own[0]) < next || (ok && uint32(own[0]) >= after) {
+			t.Errorf("%s started in epoch %d first trained step %d, not in epoch %d (epoch start steps %v)", j.p.name, j.epoch, own[0], want, starts)
+		}
+		left := len(j.p.linesWith("left the epoch"))
+		if j.plan.stepsAside != (left > 0) {
+			t.Errorf("%s left an epoch without the model %d times; want it to %v", j.p.name, left, j.plan.stepsAside)
 		}
 		first := j.p.firstLogTime(t, "step")
 		fetch := j.p.fetchSeconds()
-		t.Logf("%s: first trained step %d (epoch %d), %.1f s after start; model fetched from peers in %.1f s; steps applied before training: %d",
-			j.p.name, own[0], j.epoch+1, first.Sub(j.started).Seconds(), fetch, len(j.p.linesWith("applied")))
+		t.Logf("%s: first trained step %d (epoch %d), %.1f s after start; model fetched from peers in %.1f s; steps applied before training: %d; left an epoch: %d",
+			j.p.name, own[0], want, first.Sub(j.started).Seconds(), fetch, len(j.p.linesWith("applied")), left)
 		if uploadRate != "" && time.Duration(fetch*float64(time.Second)) <= shortest {
 			t.Errorf("%s fetched the model in %.1f s, not longer than a round (%v): the slow-download case was not exercised", j.p.name, fetch, shortest)
 		}
@@ -254,6 +271,31 @@ func (p *trainProc) replicaDigests(t *testing.T) map[uint64]string {
 		out[uint64(step)] = d
 	}
 	return out
+}
+
+// trainsFor is the epoch the client's join made it a member of: the one
+// that formed next (the current one, when it joined in WaitingForMembers).
+// Its first join counts, or the first after it left an epoch without the
+// model.
+func (p *trainProc) trainsFor(t *testing.T) uint32 {
+	t.Helper()
+	var join map[string]any
+	for _, e := range p.entries() {
+		switch msg, _ := e["msg"].(string); {
+		case strings.Contains(msg, "left the epoch"):
+			join = nil
+		case msg == "joined the run" && join == nil:
+			join = e
+		}
+	}
+	if join == nil {
+		t.Fatalf("%s did not join (again)", p.name)
+	}
+	epoch, _ := join["epoch"].(float64)
+	if join["phase"] == coordinator.WaitingForMembers.String() {
+		return uint32(epoch)
+	}
+	return uint32(epoch) + 1
 }
 
 // linesWith lists the log entries whose message is msg.
