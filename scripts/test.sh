@@ -31,7 +31,13 @@ done
 section "go vet"
 go vet ./... || status=1
 
-section "go test"
-go test -count=1 -timeout 25m "$@" ./... || status=1
+# The packages with the client's concurrency (its loop, background fetches,
+# the p2p node) run under the race detector; the rest as usual.
+race=(./clients/client/ ./clients/p2p/ ./clients/chain/ ./clients/status/)
+section "go test -race ${race[*]}"
+go test -race -count=1 -timeout 25m "$@" "${race[@]}" || status=1
+
+section "go test (the rest)"
+go test -count=1 -timeout 25m "$@" $(go list ./... | grep -v -x -E '.*/clients/(client|p2p|chain|status)') || status=1
 
 exit $status
