@@ -307,6 +307,9 @@ func (c *Client) Run(ctx context.Context) error {
 				c.leave()
 				return ctx.Err()
 			}
+			if err != nil && c.joinedEpoch >= 0 {
+				c.leave() // a registered client that stops must not hold up an epoch
+			}
 			return err
 		}
 	}
@@ -545,7 +548,10 @@ func pastGrace(s *coordinator.State) bool {
 	return false
 }
 
-// join registers for the epoch that forms next, once per epoch.
+// join registers for the epoch that forms next, once per epoch. The first
+// time, the join is simulated before anything else: a run that refuses this
+// client says so at once, and one whose data this client cannot read is
+// never joined (a member that cannot train holds up every round).
 func (c *Client) join(ctx context.Context, s *coordinator.State) error {
 	if c.joinedEpoch == int64(s.Progress.Epoch) && !c.holdJoin {
 		return nil
@@ -554,18 +560,35 @@ func (c *Client) join(ctx context.Context, s *coordinator.State) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.chain().Send(ctx, c.cfg.Wallet, []solana.Instruction{ix}); err != nil {
-		var te *chain.TxError
-		if errors.As(err, &te) && te.Code != nil && te.Name != "AlreadyJoined" && te.Name != "WrongPhase" {
-			// A program error on join (no or a wrong authorization, a full or
-			// finished run) will not go away by retrying.
-			return fmt.Errorf("%w: run %q refused the join (authorization %s): %w", ErrNotAuthorized, c.cfg.RunID, c.cfg.Authorization, err)
+	ixs := []solana.Instruction{ix}
+	if c.data == nil {
+		if _, err := c.chain().Simulate(ctx, c.cfg.Wallet, ixs); err != nil {
+			return c.joinFailed(err)
 		}
-		c.log.Warn("join_run failed; retrying", "err", err)
-		return nil
+		c.mu.Lock()
+		c.model = s.Model
+		c.mu.Unlock()
+		if err := c.openData(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := c.chain().Send(ctx, c.cfg.Wallet, ixs); err != nil {
+		return c.joinFailed(err)
 	}
 	c.joinedEpoch, c.holdJoin = int64(s.Progress.Epoch), false
 	c.log.Info("joined the run", "epoch", s.Progress.Epoch, "phase", coordinator.Phase(s).String(), "step", s.Progress.Step)
+	return nil
+}
+
+// joinFailed ends the client when the program refused the join (no or a
+// wrong authorization, a full or finished run: retrying will not help);
+// other failures are retried.
+func (c *Client) joinFailed(err error) error {
+	var te *chain.TxError
+	if errors.As(err, &te) && te.Code != nil && te.Name != "AlreadyJoined" && te.Name != "WrongPhase" {
+		return fmt.Errorf("%w: run %q refused the join (authorization %s): %w", ErrNotAuthorized, c.cfg.RunID, c.cfg.Authorization, err)
+	}
+	c.log.Warn("join_run failed; retrying", "err", err)
 	return nil
 }
 
@@ -683,7 +706,7 @@ func (c *Client) openData(ctx context.Context) error {
 	}
 	p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: root}}, provider.HTTPOptions{CacheDir: c.cfg.DataCacheDir})
 	if err != nil {
-		return fmt.Errorf("open the run's data: %w", err)
+		return fmt.Errorf("open the run's data (%s): %w; to train from a copy of it, give psyche-client train --data-dir DIR or --data-url URL", loc, err)
 	}
 	c.data, c.owned = p, true
 	return c.checkData()

@@ -538,24 +538,31 @@ func TestPermissionedJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newClient := func(version string) *client.Client {
+	// Data the client can read: it joins only once it has opened it.
+	trainDir, _ := dataset(t)
+	data, err := provider.Open(ctx, []provider.Source{{Location: trainDir}}, provider.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { data.Close() })
+	newClient := func(version string, data provider.Provider) *client.Client {
 		node, err := p2p.New(ctx, p2p.Config{RunID: runID, ListenInterface: "127.0.0.1", DisableRunDHT: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { node.Close() })
 		cl, err := client.New(client.Config{RunID: runID, Program: program, Chains: []*chain.Client{c}, Wallet: user,
-			Authorization: addr, Node: node, Recorder: status.NewRecorder(runID, status.Options{}), Log: testLogger(t, 0), Version: version})
+			Authorization: addr, Node: node, Recorder: status.NewRecorder(runID, status.Options{}), Log: testLogger(t, 0), Version: version, Data: data})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cl
 	}
 	// Another client version is told so before anything else (train exits 10).
-	if err := newClient("v2").Run(ctx); !errors.Is(err, client.ErrVersionMismatch) {
+	if err := newClient("v2", data).Run(ctx); !errors.Is(err, client.ErrVersionMismatch) {
 		t.Fatalf("client v2 on a v1 run: %v, want ErrVersionMismatch", err)
 	}
-	err = newClient("").Run(ctx)
+	err = newClient("", data).Run(ctx)
 	if !errors.Is(err, client.ErrNotAuthorized) {
 		t.Fatalf("unauthorised client: %v, want ErrNotAuthorized", err)
 	}
@@ -573,9 +580,17 @@ func TestPermissionedJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSend(t, c, authority, []solana.Instruction{create, activate})
+	// Authorized, but unable to read the run's data (its server is down):
+	// it stops before it takes a slot, which would hold up every round.
+	if err := newClient("", nil).Run(ctx); err == nil || !strings.Contains(err.Error(), "--data-dir") {
+		t.Fatalf("client without the run's data: %v, want an error that says how to give it data", err)
+	}
+	if _, ok := coordinator.Slot(mustState(ctx, t, run, c), user.PublicKey()); ok {
+		t.Fatal("a client that cannot read the run's data holds a slot")
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- newClient("").Run(runCtx) }()
+	go func() { done <- newClient("", data).Run(runCtx) }()
 	for {
 		if slot, ok := coordinator.Slot(mustState(ctx, t, run, c), user.PublicKey()); ok && slot.Pending != 0 {
 			break
