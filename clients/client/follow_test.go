@@ -60,6 +60,17 @@ func witnessAll(t *testing.T, s *coordinator.State) {
 	r.WitnessesLen = 1
 }
 
+// testTrainer is a tiny model for the tests that need one.
+func testTrainer(t *testing.T) *trainer.Trainer {
+	t.Helper()
+	tr, err := trainer.New(trainer.Config{Name: "t", Vocab: 64, PaddedVocab: 64, Layers: 1, Channels: 32, Heads: 2, SeqLen: 16, MicroBatch: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
 func testClient() *Client {
 	return &Client{log: slog.New(slog.DiscardHandler), rounds: map[uint32]*roundRecord{}}
 }
@@ -126,17 +137,12 @@ func TestCaptureRoundsFollowsFromTheNextRound(t *testing.T) {
 // record left the history before it was final) instead of applying later
 // rounds to it, and asks for a model of that step or later.
 func TestApplyReadyDropsAReplicaThatMissedARound(t *testing.T) {
-	cfg := trainer.Config{Name: "t", Vocab: 64, PaddedVocab: 64, Layers: 1, Channels: 32, Heads: 2, SeqLen: 16, MicroBatch: 1}
 	for _, tc := range []struct {
 		name   string
 		record bool
 	}{{"never seen", false}, {"seen, never final", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, err := trainer.New(cfg, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
+			tr := testTrainer(t)
 			c := testClient()
 			c.tr, c.lastStep = tr, 4
 			s := testState(t, 3)
@@ -160,12 +166,7 @@ func findRoundAt(s *coordinator.State, i int) *coordinator.Round { return &s.Epo
 
 // The round a member waits for is not a gap: it is still running.
 func TestApplyReadyWaitsForARunningRound(t *testing.T) {
-	cfg := trainer.Config{Name: "t", Vocab: 64, PaddedVocab: 64, Layers: 1, Channels: 32, Heads: 2, SeqLen: 16, MicroBatch: 1}
-	tr, err := trainer.New(cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := testTrainer(t)
 	c := testClient()
 	c.tr, c.lastStep = tr, 4
 	s := testState(t, 3)

@@ -18,9 +18,6 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
-	"github.com/psyche-go/psyche/clients/programtest"
-	"github.com/psyche-go/psyche/localnet"
-	"github.com/psyche-go/psyche/localnet/localnettest"
 )
 
 // TestLateJoiners runs the committed run configs on localnet with three
@@ -93,25 +90,10 @@ func lateJoiners(t *testing.T, config string, edits map[string]string, uploadRat
 	dir := t.TempDir()
 	runID := "late-" + strings.TrimSuffix(config, ".toml")
 
-	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	programtest.Deploy(t, v, "psyche_authorizer")
-	programtest.Deploy(t, v, "psyche_coordinator")
-	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
-	dataURL, root := serveTrainSplit(t, dir)
-	cfgPath := filepath.Join(dir, config)
-	if err := os.WriteFile(cfgPath, []byte(runConfigFrom(t, config, dataURL, root, edits)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	adminPath, _ := keyFile(t, v, 10*solana.LAMPORTS_PER_SOL)
-	admin := append([]string{"-w", adminPath, "--run-id", runID}, net...)
-	mustRunCLI(t, append([]string{"create-run", "--permissionless"}, admin...)...)
-	mustRunCLI(t, append([]string{"update-config", "--config-path", cfgPath}, admin...)...)
-	mustRunCLI(t, append([]string{"set-paused", "--resume"}, admin...)...)
-	c := programtest.Chain(t, v)
-	run, _, err := coordinator.Default().Open(ctx, c, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lr := startLocalRun(ctx, t, dir, runID, func(dataURL, root string) string {
+		return runConfigFrom(t, config, dataURL, root, edits)
+	})
+	v, c, run, net := lr.v, lr.c, lr.run, lr.net
 
 	rendezvous := filepath.Join(dir, "p2p")
 	tmp := filepath.Join(dir, "tmp")
@@ -156,16 +138,7 @@ func lateJoiners(t *testing.T, config string, edits map[string]string, uploadRat
 		procs = append(procs, p)
 		t.Logf("%s started in epoch %d, %s, step %d (round height %d)", jp.name, at.epoch, at.phase, at.step, at.height)
 	}
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			t.Fatalf("%s did not see the run finish: %v", p.name, ctx.Err())
-		}
-		if p.err != nil {
-			t.Fatalf("%s: %v", p.name, p.err)
-		}
-	}
+	waitFinished(ctx, t, procs)
 	end, err := run.FetchState(ctx, c)
 	if err != nil {
 		t.Fatal(err)

@@ -126,27 +126,8 @@ func TestTrainKillAndRestart(t *testing.T) {
 	builtCLI(t)
 	dir := t.TempDir()
 
-	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	programtest.Deploy(t, v, "psyche_authorizer")
-	programtest.Deploy(t, v, "psyche_coordinator")
-	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
-	dataURL, root := serveTrainSplit(t, dir)
-
-	adminPath, _ := keyFile(t, v, 10*solana.LAMPORTS_PER_SOL)
-	cfgPath := filepath.Join(dir, "run.toml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(killRunConfig, dataURL, root)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	admin := append([]string{"-w", adminPath, "--run-id", killRunID}, net...)
-	mustRunCLI(t, append([]string{"create-run", "--permissionless"}, admin...)...)
-	mustRunCLI(t, append([]string{"update-config", "--config-path", cfgPath}, admin...)...)
-	mustRunCLI(t, append([]string{"set-paused", "--resume"}, admin...)...)
-
-	c := programtest.Chain(t, v)
-	run, _, err := coordinator.Default().Open(ctx, c, killRunID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lr := startLocalRun(ctx, t, dir, killRunID, func(dataURL, root string) string { return fmt.Sprintf(killRunConfig, dataURL, root) })
+	v, c, run, net := lr.v, lr.c, lr.run, lr.net
 
 	const n = 3
 	rendezvous := filepath.Join(dir, "p2p")
@@ -239,17 +220,7 @@ func TestTrainKillAndRestart(t *testing.T) {
 
 	// Restart it with the same wallet, p2p identity and checkpoint directory.
 	restarted := startTrain(t, fmt.Sprintf("client %d (restarted)", victim), filepath.Join(dir, fmt.Sprintf("client-%d-restarted.log", victim)), tmp, trainArgs(victim))
-	final := append(slices.Clone(survivors), restarted)
-	for _, p := range final {
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			t.Fatalf("%s did not see the run finish: %v", p.name, ctx.Err())
-		}
-		if p.err != nil {
-			t.Fatalf("%s: %v", p.name, p.err)
-		}
-	}
+	waitFinished(ctx, t, append(slices.Clone(survivors), restarted))
 	end, err := run.FetchState(ctx, c)
 	if err != nil {
 		t.Fatal(err)
@@ -354,6 +325,58 @@ func TestTrainKillAndRestart(t *testing.T) {
 		}
 	}
 	t.Logf("run finished at step %d after %d epochs; test took %.0f s", end.Progress.Step-1, end.Progress.Epoch, time.Since(began).Seconds())
+}
+
+// localRun is a permissionless run on a fresh localnet with the Authorizer
+// and the Coordinator deployed, its config applied and resumed, training
+// from a `data serve` process.
+type localRun struct {
+	v   *localnet.Validator
+	c   *chain.Client
+	run coordinator.Run
+	net []string // the CLI's --rpc and --ws-rpc flags
+}
+
+// startLocalRun creates runID with the config config(dataURL, dataRoot)
+// returns for the data it serves.
+func startLocalRun(ctx context.Context, t *testing.T, dir, runID string, config func(dataURL, root string) string) localRun {
+	t.Helper()
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	programtest.Deploy(t, v, "psyche_coordinator")
+	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
+	dataURL, root := serveTrainSplit(t, dir)
+	cfgPath := filepath.Join(dir, "run.toml")
+	if err := os.WriteFile(cfgPath, []byte(config(dataURL, root)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	adminPath, _ := keyFile(t, v, 10*solana.LAMPORTS_PER_SOL)
+	admin := append([]string{"-w", adminPath, "--run-id", runID}, net...)
+	mustRunCLI(t, append([]string{"create-run", "--permissionless"}, admin...)...)
+	mustRunCLI(t, append([]string{"update-config", "--config-path", cfgPath}, admin...)...)
+	mustRunCLI(t, append([]string{"set-paused", "--resume"}, admin...)...)
+	c := programtest.Chain(t, v)
+	run, _, err := coordinator.Default().Open(ctx, c, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return localRun{v: v, c: c, run: run, net: net}
+}
+
+// waitFinished waits for every process to exit, and fails unless each
+// exited 0 (they do when the run is Finished).
+func waitFinished(ctx context.Context, t *testing.T, procs []*trainProc) {
+	t.Helper()
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			t.Fatalf("%s did not see the run finish: %v", p.name, ctx.Err())
+		}
+		if p.err != nil {
+			t.Fatalf("%s: %v", p.name, p.err)
+		}
+	}
 }
 
 // mustRunCLI runs the built psyche-client and fails the test on a non-zero exit.
