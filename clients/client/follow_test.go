@@ -177,41 +177,6 @@ func TestApplyReadyWaitsForARunningRound(t *testing.T) {
 	}
 }
 
-func TestModelWanted(t *testing.T) {
-	s := testState(t, 3)
-	startRound(s, 5, 0)
-	for i := range 3 {
-		s.Epoch.Clients[i].WarmupWitnessed = 1
-	}
-	if modelWanted(s) {
-		t.Error("wanted while rounds run with every member ready and nobody pending")
-	}
-	s.Epoch.Clients[1].WarmupWitnessed = 0
-	if !modelWanted(s) {
-		t.Error("not wanted with a member that never reported ready")
-	}
-	s.Epoch.Clients[1].WarmupWitnessed = 1
-	s.Clients[7].Occupied, s.Clients[7].Pending = 1, 1
-	if !modelWanted(s) {
-		t.Error("not wanted with a registered client pending")
-	}
-	s.Clients[7].Pending = 0
-	s.Clients[0].Pending = 1 // a member joined for the next epoch holds the model
-	if modelWanted(s) {
-		t.Error("wanted because a member joined for the next epoch")
-	}
-	for _, phase := range []coordinator.RunState{coordinator.WaitingForMembers, coordinator.Warmup, coordinator.Cooldown} {
-		s.RunState = uint8(phase)
-		if !modelWanted(s) {
-			t.Errorf("not wanted in %s", phase)
-		}
-	}
-	s.RunState = uint8(coordinator.Finished)
-	if modelWanted(s) {
-		t.Error("wanted once Finished")
-	}
-}
-
 // A member that has not trained leaves before the health check of the
 // epoch's second round could drop it, and not earlier.
 func TestPastGrace(t *testing.T) {

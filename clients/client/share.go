@@ -43,7 +43,7 @@ const shareEvery = 2 * time.Second
 
 // shareLinger is how long a superseded model stays shared after it was last
 // served (or superseded), so a download that outlasts rounds completes;
-// maxShared bounds the files kept for it.
+// beyond maxShared files, only models being downloaded are kept.
 const (
 	shareLinger = 10 * time.Second
 	maxShared   = 4
@@ -131,15 +131,22 @@ func (c *Client) share(ctx context.Context, s *coordinator.State) {
 			}
 		}
 	}
+	over := len(c.shared) - maxShared
 	keep := c.shared[:0]
-	for i, m := range c.shared {
+	for _, m := range c.shared {
+		if m.superseded.IsZero() {
+			keep = append(keep, m) // the newest
+			continue
+		}
 		last, _ := c.cfg.Node.ModelLastServed(m.root)
 		if last.Before(m.superseded) {
 			last = m.superseded
 		}
-		idle := !m.superseded.IsZero() && time.Since(last) > shareLinger
-		if idle || (i < len(c.shared)-maxShared) {
+		// Past the file bound, a model goes once nobody fetched it for a
+		// moment; one still being downloaded stays.
+		if idle := time.Since(last); idle > shareLinger || (over > 0 && idle > shareEvery) {
 			c.unshare(m)
+			over--
 			continue
 		}
 		keep = append(keep, m)
