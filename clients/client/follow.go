@@ -55,17 +55,13 @@ type trainStats struct {
 	sent      uint64
 }
 
-// maxRecords bounds the rounds kept for applying; a client further behind
-// than this loads a newer model instead.
-const maxRecords = 256
-
 // captureRounds records the current round and completes the records whose
 // witness reports became final in s.
 func (c *Client) captureRounds(s *coordinator.State) {
 	phase := coordinator.Phase(s)
 	running := phase == coordinator.RoundTrain || phase == coordinator.RoundWitness
 	cur := coordinator.CurrentRound(s)
-	if running && cur.ClientsLen > 0 && c.rounds[cur.Step] == nil && cur.Step > c.lastStep && len(c.rounds) < maxRecords {
+	if running && cur.ClientsLen > 0 && c.rounds[cur.Step] == nil && cur.Step > c.lastStep {
 		members := coordinator.Members(s)[:min(int(cur.ClientsLen), int(s.Epoch.ClientsLen))]
 		rec := &roundRecord{step: cur.Step, height: cur.Height, members: members,
 			lr: LearningRate(&s.Model, cur.Step, s.Epoch.StartStep, s.Epoch.ColdStart != 0)}
@@ -83,7 +79,13 @@ func (c *Client) captureRounds(s *coordinator.State) {
 	if c.followFrom == 0 && !running && s.Progress.Step > 0 {
 		c.followFrom = s.Progress.Step
 	}
-	for _, rec := range c.rounds {
+	for step, rec := range c.rounds {
+		if step+maxBufferedSteps < s.Progress.Step {
+			// Its payloads are no longer kept: a client this far behind
+			// loads a newer model instead.
+			delete(c.rounds, step)
+			continue
+		}
 		if rec.final {
 			continue
 		}
