@@ -21,6 +21,7 @@ import (
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/trainer"
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // Commitment is what a witness puts in its broadcast filter for a member's
@@ -106,7 +107,8 @@ func (c *Client) train(ctx context.Context, s *coordinator.State, rec *roundReco
 	}
 	trainTime := time.Since(start)
 	if c.cfg.GradientsDir != "" {
-		if err := writeAtomic(filepath.Join(c.cfg.GradientsDir, fmt.Sprintf("%s-step%d.demo", c.cfg.RunID, rec.step)), payload); err != nil {
+		path := filepath.Join(c.cfg.GradientsDir, fmt.Sprintf("%s-step%d.demo", c.cfg.RunID, rec.step))
+		if err := writeGradients(path, payload); err != nil {
 			c.log.Warn("writing the payload failed", "err", err)
 		}
 	}
@@ -118,6 +120,14 @@ func (c *Client) train(ctx context.Context, s *coordinator.State, rec *roundReco
 	rec.trained = &trainStats{loss: loss, tokens: uint64(len(in)), trainTime: trainTime, sent: uint64(len(payload))}
 	c.log.Debug("trained", "step", rec.step, "loss", loss, "sequences", batch.Len, "payload_bytes", len(payload), "took", trainTime)
 	return nil
+}
+
+// writeGradients keeps a payload in --write-gradients-dir, made if missing.
+func writeGradients(path string, payload []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, payload, 0o644)
 }
 
 func (c *Client) store(a p2p.Announcement, payload []byte) {
@@ -408,28 +418,4 @@ func (c *Client) maybeTick(ctx context.Context, s *coordinator.State, phase coor
 	if _, err := c.chain().Send(ctx, c.cfg.Wallet, ixs); err != nil {
 		c.log.Debug("tick not accepted", "phase", phase, "err", err)
 	}
-}
-
-// writeAtomic writes data to path through a synced temporary file and a rename.
-func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/psyche-go/psyche/clients/p2p/identity"
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/trainer"
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // Model sharing, for clients that need the model of a step after 1. Every
@@ -164,7 +165,7 @@ func (c *Client) shareModel() error {
 		return err
 	}
 	path := filepath.Join(c.workDir, fmt.Sprintf("model-step%d.bin", c.lastStep))
-	if err := writeAtomic(path, data); err != nil {
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
 		return fmt.Errorf("share the model: %w", err)
 	}
 	f, err := os.Open(path)

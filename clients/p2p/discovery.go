@@ -19,6 +19,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/record"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // Discovery timing and bounds.
@@ -359,23 +361,7 @@ func (n *Node) writeOwnRecord() error {
 	if err != nil {
 		return err
 	}
-	dir := n.rendezvousDir()
-	tmp, err := os.CreateTemp(dir, ".rec-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, n.host.ID().String()+recordSuffix)); err != nil {
+	if err := atomicfile.Write(filepath.Join(n.rendezvousDir(), n.host.ID().String()+recordSuffix), data, 0o644); err != nil {
 		return err
 	}
 	n.mu.Lock()

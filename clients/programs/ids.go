@@ -12,6 +12,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/wallet"
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // IDChange is one program whose id was rewritten.
@@ -115,7 +116,7 @@ func (r Repo) rewrite(rel string, ch *IDChange, edit func(string) string) error 
 	if err != nil {
 		return err
 	}
-	if err := wallet.WriteFileAtomic(path, []byte(next), st.Mode().Perm()); err != nil {
+	if err := atomicfile.Write(path, []byte(next), st.Mode().Perm()); err != nil {
 		return err
 	}
 	ch.Files = append(ch.Files, rel)

@@ -11,9 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // Checkpoints are safetensors files: a u64 little-endian header length, a
@@ -110,7 +111,7 @@ func (t *Trainer) SaveCheckpoint(path string, meta map[string]string) error {
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(hj)))
 	buf = append(buf, hj...)
 	buf = append(buf, state[stateHeaderLen:]...)
-	return writeFileAtomic(path, buf)
+	return atomicfile.Write(path, buf, 0o644)
 }
 
 // modelShape is the config stored in a params-only model file. MicroBatch is
@@ -177,7 +178,7 @@ func (t *Trainer) SaveModel(path string, meta map[string]string) error {
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(hj)))
 	buf = append(buf, hj...)
 	buf = append(buf, params...)
-	return writeFileAtomic(path, buf)
+	return atomicfile.Write(path, buf, 0o644)
 }
 
 // paramBytes returns the parameters as little-endian bytes.
@@ -202,44 +203,6 @@ func userMetadata(meta map[string]string) (map[string]string, error) {
 		md[k] = v
 	}
 	return md, nil
-}
-
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("sync checkpoint %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("close checkpoint %s: %w", path, err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("install checkpoint %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory of %s: %w", path, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("sync directory of %s: %w", path, err)
-	}
-	return nil
 }
 
 type checkpointFile struct {

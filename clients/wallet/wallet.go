@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // EnvVar names the environment variable that overrides the default wallet path,
@@ -108,36 +110,5 @@ func Save(path string, key solana.PrivateKey, overwrite bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("save keypair: %w", err)
 	}
-	return WriteFileAtomic(path, Marshal(key), 0o600)
-}
-
-// WriteFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it into place, so readers see the old or the new contents, never a mix.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, Marshal(key), 0o600)
 }

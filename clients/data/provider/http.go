@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/psyche-go/psyche/clients/data/internal/atomicfile"
 	"github.com/psyche-go/psyche/clients/data/shard"
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // HTTPOptions configure an HTTP provider. Root is required; the rest have

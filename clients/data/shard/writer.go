@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/psyche-go/psyche/clients/data/internal/atomicfile"
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // Params fixes how a dataset is tokenized and packed.

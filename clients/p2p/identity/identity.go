@@ -11,11 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // SeedSize is the size of an identity file: a raw ed25519 seed.
@@ -109,38 +110,14 @@ func Create(path string) (crypto.PrivKey, error) {
 	return key, nil
 }
 
-// writeNew writes data to a temporary file in path's directory and links it
-// into place, so path either does not exist or holds the whole seed.
-func writeNew(path string, data []byte) (err error) {
-	if _, err := os.Lstat(path); err == nil {
-		return fmt.Errorf("%w: %s already exists; refusing to overwrite an identity", ErrBadIdentity, path)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".identity-*")
-	if err != nil {
-		return fmt.Errorf("%w: create identity file: %w", ErrBadIdentity, err)
-	}
-	defer func() {
-		_ = os.Remove(tmp.Name())
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write identity file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("sync identity file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close identity file: %w", err)
-	}
-	// CreateTemp makes the file 0600 already; Link fails rather than replace an
-	// existing path, closing the race with the Lstat above.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		return fmt.Errorf("%w: install identity file: %w", ErrBadIdentity, err)
-	}
-	if dir, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = dir.Sync()
-		_ = dir.Close()
+// writeNew creates path holding the whole seed, and never replaces a file
+// that is already there.
+func writeNew(path string, data []byte) error {
+	if err := atomicfile.WriteNew(path, data, 0o600); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%w: %s already exists; refusing to overwrite an identity", ErrBadIdentity, path)
+		}
+		return fmt.Errorf("%w: %w", ErrBadIdentity, err)
 	}
 	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -18,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/psyche-go/psyche/clients/status"
+	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 const dpi = 96
@@ -115,40 +114,5 @@ func WritePNG(path string, series []Series, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, img)
-}
-
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("writing loss plot: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("writing loss plot: %w", err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("writing loss plot: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("writing loss plot: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("writing loss plot: %w", err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("writing loss plot: %w", err)
-	}
-	// Make the rename itself durable.
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, img, 0o644)
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/ianlancetaylor/demangle"
 
+	"github.com/psyche-go/psyche/internal/atomicfile"
 	"github.com/psyche-go/psyche/programs/toolchain/irfix"
 	"github.com/psyche-go/psyche/programs/toolchain/sbpf"
 )
@@ -614,30 +615,10 @@ func lockDir(dir string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// writeAtomic replaces path with data so readers never see a partial file.
+// writeAtomic replaces path with data, making its directory if missing.
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, 0o644)
 }
