@@ -98,6 +98,15 @@ type Config struct {
 	Rand *rand.Rand
 }
 
+// The defaults of Config's zero values; the CLI's flags show the same.
+const (
+	DefaultPollInterval  = 250 * time.Millisecond
+	DefaultMicroBatch    = 8
+	DefaultEvalEvery     = 5
+	DefaultEvalSequences = 16
+	DefaultKeepSteps     = 3
+)
+
 // Device is the trainer backend a client asks for.
 type Device int
 
@@ -188,19 +197,19 @@ func New(cfg Config) (*Client, error) {
 		cfg.Version = Version
 	}
 	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 250 * time.Millisecond
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.MicroBatch == 0 {
-		cfg.MicroBatch = 8
+		cfg.MicroBatch = DefaultMicroBatch
 	}
 	if cfg.EvalEvery == 0 {
-		cfg.EvalEvery = 5
+		cfg.EvalEvery = DefaultEvalEvery
 	}
 	if cfg.EvalSequences == 0 {
-		cfg.EvalSequences = 8
+		cfg.EvalSequences = DefaultEvalSequences
 	}
 	if cfg.KeepSteps == 0 {
-		cfg.KeepSteps = 3
+		cfg.KeepSteps = DefaultKeepSteps
 	}
 	rng := cfg.Rand
 	if rng == nil {

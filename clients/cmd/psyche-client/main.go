@@ -24,7 +24,14 @@ func main() {
 
 func run(args []string) int {
 	app := newApp()
+	var notFound error
+	app.CommandNotFound = func(_ *cli.Context, name string) {
+		notFound = badInputf("no command %q; see psyche-client --help", name)
+	}
 	err := app.Run(args)
+	if err == nil {
+		err = notFound
+	}
 	if err == nil {
 		return 0
 	}
@@ -55,10 +62,6 @@ func newApp() *cli.App {
 		Commands:             commands(),
 		OnUsageError:         usageError,
 		ExitErrHandler:       func(*cli.Context, error) {},
-		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "psyche-client: no command %q; see psyche-client --help\n", name)
-			os.Exit(exitBadInput)
-		},
 	}
 	app.Commands = append(app.Commands, &cli.Command{
 		Name:   "print-all-help",

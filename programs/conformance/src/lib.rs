@@ -1,5 +1,5 @@
 //! The conformance program: one instruction per SDK and toolchain feature, each
-//! invoked from Go on the local validator (clients/deploy's conformance test).
+//! invoked from Go on the local validator (programs/conformance/conformance_test.go).
 //! Instructions use Anchor discriminators and Borsh arguments.
 #![no_std]
 
