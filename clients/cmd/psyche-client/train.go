@@ -19,12 +19,12 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/client"
+	"github.com/psyche-go/psyche/clients/cmd/psyche-client/p2pflags"
+	"github.com/psyche-go/psyche/clients/cmd/psyche-client/statusflags"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/p2p"
-	"github.com/psyche-go/psyche/clients/p2p/p2pflags"
 	"github.com/psyche-go/psyche/clients/status"
-	"github.com/psyche-go/psyche/clients/status/statusflags"
 	"github.com/psyche-go/psyche/idl"
 )
 
