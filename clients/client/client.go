@@ -437,7 +437,7 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State) (bool, error)
 	if err := c.membership(ctx, s, member); err != nil {
 		return false, err
 	}
-	if c.tr == nil && c.loading == nil {
+	if c.tr == nil && c.loading == nil && phase != coordinator.Uninitialized { // configured by then
 		if err := c.ensureModel(ctx, s); err != nil {
 			return false, err
 		}
