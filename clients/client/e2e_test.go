@@ -38,10 +38,12 @@ import (
 // testConfig is a light run with second-scale timers: rounds take about two
 // seconds once all witnesses report (max_round_train_time leaves room for a
 // slow step on busy CI, so no honest client misses a round), an epoch about
-// eight rounds plus the drain, so 12 steps span two epochs.
+// eight rounds plus the drain, so 12 steps span two epochs. Members get 4 s
+// to join before an epoch forms: under the race detector on 2 busy cores a
+// client's first join (simulated, data opened, sent) can take 2.
 const testConfig = `
 [config]
-waiting_for_members_extra_time = 2
+waiting_for_members_extra_time = 4
 warmup_time = 10
 max_round_train_time = 10
 round_witness_time = 1
