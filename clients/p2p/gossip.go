@@ -98,12 +98,10 @@ func (n *Node) startGossip() error {
 }
 
 func (n *Node) gossipScore(p peer.ID) float64 {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	if _, banned := n.bans[p]; banned {
+	switch n.refusal(p) {
+	case statusBanned:
 		return scoreBanned
-	}
-	if _, ok := n.participants[p]; !ok {
+	case statusNotParticipant:
 		return scoreNonParticipant
 	}
 	return 0

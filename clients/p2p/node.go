@@ -430,13 +430,7 @@ func (n *Node) IsParticipant(id peer.ID) bool {
 }
 
 // allowed reports whether id may be served and heard: a participant not banned.
-func (n *Node) allowed(id peer.ID) bool {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	_, ok := n.participants[id]
-	_, banned := n.bans[id]
-	return ok && !banned
-}
+func (n *Node) allowed(id peer.ID) bool { return n.refusal(id) == statusOK }
 
 // Ban excludes a peer for the rest of the run: its connections are closed, it
 // is neither dialled nor accepted, and its gossip is rejected.

@@ -214,7 +214,8 @@ func (n *Node) admit(s network.Stream) (release func(), ok bool) {
 }
 
 // refusal is the status answering a request from id that may not be served,
-// or statusOK when it may.
+// or statusOK when it may: the one check of bans and participants, which
+// allowed and the gossip score use too.
 func (n *Node) refusal(id peer.ID) byte {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
