@@ -58,7 +58,7 @@ func (c *Client) round(ctx context.Context, s *coordinator.State, idx uint16) er
 		_ = c.cfg.Recorder.SetRole(status.RoleTrainer)
 	}
 	if c.tr != nil && rec.trained == nil && r.Step == c.lastStep+1 && coordinator.Phase(s) == coordinator.RoundTrain {
-		if err := c.train(ctx, s, rec, role.Batch); err != nil {
+		if err := c.train(ctx, rec, role.Batch); err != nil {
 			return err
 		}
 	}
@@ -74,7 +74,7 @@ func (c *Client) round(ctx context.Context, s *coordinator.State, idx uint16) er
 	return nil
 }
 
-func (c *Client) train(ctx context.Context, s *coordinator.State, rec *roundRecord, batch schedule.Assignment) error {
+func (c *Client) train(ctx context.Context, rec *roundRecord, batch schedule.Assignment) error {
 	start := time.Now()
 	n := c.data.Info().NumSequences
 	idx := make([]uint64, batch.Len)
