@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gagliardetto/solana-go"
-
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/hub"
 	"github.com/psyche-go/psyche/clients/status"
@@ -22,11 +20,12 @@ func (c *Client) checkpointPath(step uint32) string {
 	return filepath.Join(c.cfg.CheckpointDir, fmt.Sprintf("%s-step%d.safetensors", c.cfg.RunID, step))
 }
 
-// loadLocalCheckpoint restores tr from this client's own checkpoint of step,
-// when it has one (a restart after the run paused or every member left, or a
-// restart between epochs): the full state, momentum included. A missing or
-// unreadable checkpoint leaves tr as it was; the caller then asks peers.
-func (c *Client) loadLocalCheckpoint(tr *trainer.Trainer, step uint32) bool {
+// loadLocalCheckpoint restores the model from this client's own checkpoint
+// of step, when it has one (a restart after the run paused or every member
+// left, or a restart between epochs): the full state, momentum included. A
+// missing or unreadable checkpoint leaves the model as it was; the caller
+// then asks peers.
+func (c *Client) loadLocalCheckpoint(step uint32) bool {
 	if c.cfg.CheckpointDir == "" {
 		return false
 	}
@@ -34,32 +33,29 @@ func (c *Client) loadLocalCheckpoint(tr *trainer.Trainer, step uint32) bool {
 	if _, err := os.Stat(path); err != nil {
 		return false
 	}
-	if err := tr.LoadCheckpoint(path); err != nil {
+	if err := c.tr.LoadCheckpoint(path); err != nil {
 		c.log.Warn("own checkpoint unusable; loading the model from peers", "path", path, "err", err)
 		return false
 	}
-	c.lastStep, c.checkpoint = step, step
+	c.e.loadedFrom(step)
+	c.e.checkpoint = step
 	c.log.Info("model restored from this client's checkpoint", "step", step, "path", path)
 	return true
 }
 
-// saveCheckpoint writes the model at the end of an epoch, once per step.
-func (c *Client) saveCheckpoint(s *coordinator.State) {
-	if c.cfg.CheckpointDir == "" || c.tr == nil || c.lastStep == 0 || c.checkpoint == c.lastStep || !c.current(s) {
-		return
-	}
-	c.checkpoint = c.lastStep
-	path := c.checkpointPath(c.lastStep)
+// saveCheckpoint writes the model at the end of an epoch.
+func (c *Client) saveCheckpoint(step uint32) {
+	path := c.checkpointPath(step)
 	if err := os.MkdirAll(c.cfg.CheckpointDir, 0o755); err != nil {
 		c.log.Warn("checkpoint", "err", err)
 		return
 	}
-	if err := c.tr.SaveCheckpoint(path, map[string]string{"run_id": c.cfg.RunID, "step": strconv.Itoa(int(c.lastStep))}); err != nil {
+	if err := c.tr.SaveCheckpoint(path, map[string]string{"run_id": c.cfg.RunID, "step": strconv.Itoa(int(step))}); err != nil {
 		c.log.Warn("checkpoint", "err", err)
 		return
 	}
-	c.cfg.Recorder.SetCheckpoint(status.Checkpoint{Step: uint64(c.lastStep), Location: path})
-	c.log.Info("checkpoint written", "step", c.lastStep, "path", path)
+	c.cfg.Recorder.SetCheckpoint(status.Checkpoint{Step: uint64(step), Location: path})
+	c.log.Info("checkpoint written", "step", step, "path", path)
 	if c.cfg.DeleteOldSteps {
 		c.deleteOldCheckpoints()
 	}
@@ -123,7 +119,8 @@ func hubCheckpoint(s *coordinator.State) (repo, rev string, ok bool) {
 // the current one (a file this run's checkpointer announced). A checkpoint
 // of another step is skipped (the caller asks peers). At step 1 every
 // replica must start from it, so failing to fetch it is an error.
-func (c *Client) loadHubCheckpoint(ctx context.Context, tr *trainer.Trainer, s *coordinator.State) (bool, error) {
+func (c *Client) loadHubCheckpoint(ctx context.Context, v *coordinator.View) (bool, error) {
+	s := v.State
 	repo, rev, ok := hubCheckpoint(s)
 	if !ok {
 		return false, nil
@@ -146,59 +143,61 @@ func (c *Client) loadHubCheckpoint(ctx context.Context, tr *trainer.Trainer, s *
 		c.log.Info("the hub checkpoint is of another step; loading the model from peers", "revision", rev, "its_run", md["run_id"], "its_step", md["step"], "want", want)
 		return false, nil
 	}
-	if err := tr.LoadCheckpoint(path); err != nil {
+	if err := c.tr.LoadCheckpoint(path); err != nil {
 		return false, fmt.Errorf("hub checkpoint %s does not fit the run's model: %w", rev, err)
 	}
-	if !first {
-		c.lastStep = want
+	if first {
+		want = 0
 	}
-	c.log.Info("model loaded from the hub", "repo", repo, "revision", rev, "step", c.lastStep)
+	c.e.loadedFrom(want)
+	c.log.Info("model loaded from the hub", "repo", repo, "revision", rev, "step", want)
 	return true, nil
 }
 
-// announceCheckpoint, for a checkpointer (HubUpload), uploads the model of
-// the epoch's last step to the run's hub repo and announces its revision
-// with the checkpoint instruction (in Cooldown, or once the run is
-// Finished: the program takes the final model from a finisher of the last
-// epoch). Model files are byte-identical on every honest replica, so a
+// announceCheckpoint decides, for a checkpointer (HubUpload), uploading
+// the model of the epoch's last step to the run's hub repo and announcing
+// its revision with the checkpoint instruction (in Cooldown, or once the
+// run is Finished: the program takes the final model from a finisher of
+// the last epoch). One try per step, and one more once Finished if the
+// Cooldown try did not land (the run can finish while it is in flight).
+func (e *engine) announceCheckpoint(v *coordinator.View, current bool, step uint32) (action, bool) {
+	repo, ok := hubRepo(v.State)
+	if !ok || !e.hubUpload || !current || step == 0 {
+		return nil, false
+	}
+	final := v.Phase == coordinator.Finished
+	landed := e.uploaded.step == step && e.uploaded.landed
+	if landed || (e.announced == step && !final) {
+		return nil, false
+	}
+	e.announced = step
+	return announceCheckpointAction{repo: repo, rev: coordinator.FixedString(v.State.Model.CheckpointRevision[:])}, true
+}
+
+// uploadCheckpoint uploads the model (once per step) and announces its
+// revision. Model files are byte-identical on every honest replica, so a
 // revision another checkpointer already announced is not sent again.
-func (c *Client) announceCheckpoint(ctx context.Context, s *coordinator.State) {
-	repo, ok := hubRepo(s)
-	if !ok || !c.cfg.HubUpload || c.tr == nil || c.lastStep == 0 || !c.current(s) {
-		return
-	}
-	final := coordinator.Phase(s) == coordinator.Finished
-	// One try per step, and one more once Finished if the Cooldown try did
-	// not land (the run can finish while it is in flight).
-	landed := c.uploaded.step == c.lastStep && c.uploaded.landed
-	if landed || (c.announced == c.lastStep && !final) {
-		return
-	}
-	c.announced = c.lastStep
-	if c.uploaded.step != c.lastStep {
-		rev, err := c.uploadModel(ctx, repo)
+func (c *Client) uploadCheckpoint(ctx context.Context, a announceCheckpointAction) {
+	step := c.e.lastStep
+	if c.e.uploaded.step != step {
+		rev, err := c.uploadModel(ctx, a.repo)
 		if err != nil {
-			c.log.Warn("checkpoint upload failed", "repo", repo, "err", err)
+			c.log.Warn("checkpoint upload failed", "repo", a.repo, "err", err)
 			return
 		}
-		c.uploaded = uploadedModel{step: c.lastStep, rev: rev}
+		c.e.uploaded = uploadedModel{step: step, rev: rev}
 	}
-	rev := c.uploaded.rev
-	if coordinator.FixedString(s.Model.CheckpointRevision[:]) == rev {
-		c.uploaded.landed = true
+	rev := c.e.uploaded.rev
+	if a.rev == rev {
+		c.e.uploaded.landed = true
 		return
 	}
-	ix, err := c.run.Checkpoint(c.me, repo, rev)
-	if err != nil {
-		c.log.Warn("checkpoint announcement", "err", err)
-		return
-	}
-	if _, err := c.chain().Send(ctx, c.cfg.Wallet, []solana.Instruction{ix}); err != nil {
+	if err := c.chain.Submit(ctx, op{kind: opCheckpoint, repo: a.repo, rev: rev}, false); err != nil {
 		c.log.Warn("checkpoint announcement failed", "err", err)
 		return
 	}
-	c.uploaded.landed = true
-	c.log.Info("checkpoint announced", "step", c.lastStep, "repo", repo, "revision", rev)
+	c.e.uploaded.landed = true
+	c.log.Info("checkpoint announced", "step", step, "repo", a.repo, "revision", rev)
 }
 
 // uploadedModel is the newest model file this checkpointer put on the hub.
@@ -211,7 +210,7 @@ type uploadedModel struct {
 // uploadModel writes the model of the last applied step and uploads it;
 // the file stays in modelDir under its revision, where Fetch finds it.
 func (c *Client) uploadModel(ctx context.Context, repo string) (string, error) {
-	step := strconv.FormatUint(uint64(c.lastStep), 10)
+	step := strconv.FormatUint(uint64(c.e.lastStep), 10)
 	if err := os.MkdirAll(c.modelDir(), 0o755); err != nil {
 		return "", err
 	}

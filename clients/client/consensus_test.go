@@ -1,12 +1,13 @@
 package client
 
 import (
-	"context"
 	"crypto/ed25519"
-	"log/slog"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/schedule"
@@ -71,27 +72,35 @@ func testTrainer(t *testing.T) *trainer.Trainer {
 	return tr
 }
 
-func testClient() *Client {
-	return &Client{log: slog.New(slog.DiscardHandler), rounds: map[uint32]*roundRecord{}}
+func testEngine() *engine {
+	return newEngine(solana.NewWallet().PublicKey(), "", "test", [32]byte{7}, rand.New(rand.NewPCG(1, 2)))
 }
+
+// view is s as the engine reads it, at chain time 0.
+func view(e *engine, s *coordinator.State) *coordinator.View {
+	return coordinator.NewView(s, e.me, time.Unix(0, 0))
+}
+
+// noInputs is a snapshot in which nothing arrived.
+func noInputs() *inputs { return &inputs{payloads: map[uint32]map[peer.ID]payloadState{}} }
 
 // A round's member list is the one of the state in which it was current:
 // the program renumbers members when the next round starts, and the record
 // must not follow.
 func TestCaptureRoundsKeepsTheRoundsMembers(t *testing.T) {
-	c := testClient()
+	e := testEngine()
 	s := testState(t, 3)
 	startRound(s, 5, 0)
-	c.captureRounds(s)
-	rec := c.rounds[5]
-	if rec == nil || rec.final || len(rec.members) != 3 || c.followFrom != 6 {
-		t.Fatalf("after round 5 started: record %+v, followFrom %d", rec, c.followFrom)
+	e.captureRounds(view(e, s))
+	rec := e.rounds[5]
+	if rec == nil || rec.final || len(rec.members) != 3 || e.followFrom != 6 {
+		t.Fatalf("after round 5 started: record %+v, followFrom %d", rec, e.followFrom)
 	}
 	want := coordinator.Members(s)
 
 	witnessAll(t, s)
 	s.RunState = uint8(coordinator.RoundWitness)
-	c.captureRounds(s)
+	e.captureRounds(view(e, s))
 	if rec.final {
 		t.Fatal("the round's reports are final while it still runs (RoundWitness)")
 	}
@@ -100,7 +109,7 @@ func TestCaptureRoundsKeepsTheRoundsMembers(t *testing.T) {
 	s.Epoch.Clients[0] = s.Epoch.Clients[2]
 	s.Epoch.ClientsLen = 2
 	startRound(s, 6, 1)
-	c.captureRounds(s)
+	e.captureRounds(view(e, s))
 	if !rec.final || len(rec.participants) != 1 || rec.witnessCount != 1 {
 		t.Fatalf("round 5 once round 6 runs: final %v, %d reports, %d elected", rec.final, len(rec.participants), rec.witnessCount)
 	}
@@ -109,27 +118,27 @@ func TestCaptureRoundsKeepsTheRoundsMembers(t *testing.T) {
 			t.Errorf("round 5 member %d is %s, was %s when the round ran", i, m.Signer, want[i].Signer)
 		}
 	}
-	if got := c.rounds[6]; got == nil || len(got.members) != 2 {
+	if got := e.rounds[6]; got == nil || len(got.members) != 2 {
 		t.Fatalf("round 6 record %+v, want its 2 members", got)
 	}
 
 	// Rounds over: round 6's reports are final in Cooldown.
 	s.RunState = uint8(coordinator.Cooldown)
-	c.captureRounds(s)
-	if !c.rounds[6].final {
+	e.captureRounds(view(e, s))
+	if !e.rounds[6].final {
 		t.Error("round 6 not final in Cooldown")
 	}
 }
 
 // A client that sees no running round starts following from the next step.
 func TestCaptureRoundsFollowsFromTheNextRound(t *testing.T) {
-	c := testClient()
+	e := testEngine()
 	s := testState(t, 3)
 	s.RunState = uint8(coordinator.Cooldown)
 	s.Progress.Step = 9
-	c.captureRounds(s)
-	if c.followFrom != 9 || len(c.rounds) != 0 {
-		t.Fatalf("followFrom %d, %d records; want 9 and none", c.followFrom, len(c.rounds))
+	e.captureRounds(view(e, s))
+	if e.followFrom != 9 || len(e.rounds) != 0 {
+		t.Fatalf("followFrom %d, %d records; want 9 and none", e.followFrom, len(e.rounds))
 	}
 }
 
@@ -142,38 +151,58 @@ func TestApplyReadyDropsAReplicaThatMissedARound(t *testing.T) {
 		record bool
 	}{{"never seen", false}, {"seen, never final", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := testTrainer(t)
-			c := testClient()
-			c.tr, c.lastStep = tr, 4
+			e := testEngine()
+			e.model, e.lastStep = modelReady, 4
 			s := testState(t, 3)
 			if tc.record {
 				startRound(s, 5, 0)
-				c.captureRounds(s)
+				e.captureRounds(view(e, s))
 			}
 			startRound(s, 7, 2) // rounds 5 and 6 are gone from the ring
 			*findRoundAt(s, 0) = coordinator.Round{}
-			if err := c.applyReady(context.Background(), s); err != nil {
-				t.Fatal(err)
+			acts := planned(t, e, s)
+			d, ok := only[discardAction](acts)
+			if !ok || d.from != 5 {
+				t.Fatalf("after a missed round 5: %v, want only a discard from step 5", acts)
 			}
-			if c.tr != nil || c.loading != tr || c.loadFrom != 5 || c.lastStep != 4 {
-				t.Fatalf("after a missed round 5: tr %v, loading %v, loadFrom %d, lastStep %d", c.tr, c.loading, c.loadFrom, c.lastStep)
+			e.discarded(d.from)
+			if e.model != modelLoading || e.loadFrom != 5 || e.lastStep != 4 {
+				t.Fatalf("after the discard: model %v, loadFrom %d, lastStep %d", e.model, e.loadFrom, e.lastStep)
 			}
 		})
 	}
+}
+
+// planned is what planApply plans for s (after recording its rounds).
+func planned(t *testing.T, e *engine, s *coordinator.State) []action {
+	t.Helper()
+	v := view(e, s)
+	e.captureRounds(v)
+	var acts []action
+	e.planApply(v, noInputs(), func(a action) { acts = append(acts, a) })
+	return acts
+}
+
+// only is the single action of type A in acts.
+func only[A action](acts []action) (A, bool) {
+	var zero A
+	if len(acts) != 1 {
+		return zero, false
+	}
+	a, ok := acts[0].(A)
+	return a, ok
 }
 
 func findRoundAt(s *coordinator.State, i int) *coordinator.Round { return &s.Epoch.Rounds[i] }
 
 // The round a member waits for is not a gap: it is still running.
 func TestApplyReadyWaitsForARunningRound(t *testing.T) {
-	tr := testTrainer(t)
-	c := testClient()
-	c.tr, c.lastStep = tr, 4
+	e := testEngine()
+	e.model, e.lastStep = modelReady, 4
 	s := testState(t, 3)
 	startRound(s, 5, 0)
-	c.captureRounds(s)
-	if err := c.applyReady(context.Background(), s); err != nil || c.tr == nil || c.lastStep != 4 {
-		t.Fatalf("applyReady during round 5: err %v, model kept %v, lastStep %d", err, c.tr != nil, c.lastStep)
+	if acts := planned(t, e, s); len(acts) != 0 {
+		t.Fatalf("during round 5: %v, want nothing", acts)
 	}
 }
 
@@ -195,7 +224,7 @@ func TestPastGrace(t *testing.T) {
 	} {
 		startRound(s, 10+tc.height, tc.height)
 		s.RunState = uint8(tc.phase)
-		if got := pastGrace(s); got != tc.want {
+		if got := pastGrace(coordinator.NewView(s, solana.PublicKey{}, time.Time{})); got != tc.want {
 			t.Errorf("%s at height %d: pastGrace %v, want %v", tc.phase, tc.height, got, tc.want)
 		}
 	}

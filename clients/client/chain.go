@@ -1,0 +1,252 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+)
+
+// coordinatorChain is what the engine needs of the chain: the run's states,
+// each with the chain's clock, and sending (or only simulating) one
+// Coordinator instruction signed by this client.
+type coordinatorChain interface {
+	// Follow sends the run's states to out as they change, newest first
+	// (an undelivered older one is replaced), until ctx ends.
+	Follow(ctx context.Context, out chan observed)
+	// Read reads the run's state now; a transient failure is (nil, nil).
+	Read(ctx context.Context) (*observed, error)
+	// Submit sends o, or only simulates it; the program's refusal is a *chain.TxError.
+	Submit(ctx context.Context, o op, simulate bool) error
+}
+
+// observed is a Coordinator state and the chain's clock when it was read.
+type observed struct {
+	state *coordinator.State
+	chain time.Time
+}
+
+// opKind names the Coordinator instructions a client sends.
+type opKind int
+
+const (
+	opJoin opKind = iota
+	opLeave
+	opTick
+	opWarmup
+	opWitness
+	opHealthCheck
+	opCheckpoint
+)
+
+var opNames = [...]string{"join_run", "leave_run", "tick", "warmup_witness", "witness", "health_check", "checkpoint"}
+
+func (k opKind) String() string { return opNames[k] }
+
+// op is one Coordinator instruction with its arguments.
+type op struct {
+	kind    opKind
+	report  coordinator.WitnessReport // opWitness
+	step    uint32                    // opHealthCheck
+	index   uint16                    // opHealthCheck
+	accused solana.PublicKey          // opHealthCheck
+	repo    string                    // opCheckpoint
+	rev     string                    // opCheckpoint
+}
+
+// rpcChain is the Coordinator over JSON-RPC and websockets, with failover
+// between endpoints (primary first).
+type rpcChain struct {
+	run     coordinator.Run
+	wallet  solana.PrivateKey
+	me      solana.PublicKey
+	auth    solana.PublicKey
+	p2pKey  [32]byte
+	log     *slog.Logger
+	mu      sync.Mutex
+	chains  []*chain.Client // guarded by mu; the one in use first
+	offset  time.Duration   // chain clock minus local clock, guarded by mu
+	clockAt time.Time       // when offset was last measured
+}
+
+// openChain finds the run on the first endpoint that answers.
+func openChain(ctx context.Context, cfg *Config, p2pKey [32]byte, log *slog.Logger) (*rpcChain, error) {
+	rc := &rpcChain{wallet: cfg.Wallet, me: cfg.Wallet.PublicKey(), auth: cfg.Authorization, p2pKey: p2pKey, log: log,
+		chains: append([]*chain.Client(nil), cfg.Chains...)}
+	var last error
+	for range rc.chains {
+		run, _, err := cfg.Program.Open(ctx, rc.client(), cfg.RunID)
+		if err == nil || errors.Is(err, chain.ErrAccountNotFound) || errors.Is(err, coordinator.ErrNotCoordinator) {
+			rc.run = run
+			return rc, err
+		}
+		last = err
+		rc.failed(rc.client(), err)
+	}
+	return nil, last
+}
+
+// client is the endpoint in use.
+func (rc *rpcChain) client() *chain.Client {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.chains[0]
+}
+
+// failed moves past cl when it is the endpoint in use; the subscription
+// reports its failures here too, so sends leave a dead node as well.
+func (rc *rpcChain) failed(cl *chain.Client, err error) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.chains) > 1 && rc.chains[0] == cl {
+		rc.log.Warn("RPC endpoint failed; switching to the next", "rpc", cl.RPCURL(), "ws", cl.WSURL(), "next", rc.chains[1].RPCURL(), "err", err)
+		rc.chains = append(rc.chains[1:], rc.chains[0])
+	}
+}
+
+// now is the chain's clock by the latest measured offset from ours.
+func (rc *rpcChain) now() time.Time {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return time.Now().Add(rc.offset)
+}
+
+// clockEvery is how often the offset between the chain's clock and ours is
+// measured again.
+const clockEvery = 5 * time.Second
+
+// measureClock reads the Clock sysvar when the offset is due. The sysvar
+// counts whole seconds, so the chain's time is taken at the middle of its
+// second.
+func (rc *rpcChain) measureClock(ctx context.Context) {
+	rc.mu.Lock()
+	due := time.Since(rc.clockAt) >= clockEvery
+	rc.mu.Unlock()
+	if !due {
+		return
+	}
+	t, err := rc.client().Clock(ctx)
+	if err != nil {
+		rc.log.Debug("reading the chain's clock failed", "err", err)
+		return
+	}
+	rc.mu.Lock()
+	rc.offset, rc.clockAt = time.Until(t.Add(500*time.Millisecond)), time.Now()
+	rc.mu.Unlock()
+}
+
+// Read reads the account over JSON-RPC (and the chain's clock when due).
+func (rc *rpcChain) Read(ctx context.Context) (*observed, error) {
+	rc.measureClock(ctx)
+	s, err := rc.run.FetchState(ctx, rc.client())
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, coordinator.ErrNotCoordinator) {
+			return nil, err
+		}
+		rc.failed(rc.client(), err)
+		rc.log.Warn("reading the coordinator account failed", "err", err)
+		return nil, nil
+	}
+	return &observed{state: s, chain: rc.now()}, nil
+}
+
+// Follow subscribes to the account. When a subscription fails it
+// reconnects after a growing pause, each time on the next endpoint, so a
+// dead RPC node is left for a backup and retried later.
+func (rc *rpcChain) Follow(ctx context.Context, out chan observed) {
+	rc.mu.Lock()
+	chains := append([]*chain.Client(nil), rc.chains...)
+	rc.mu.Unlock()
+	pause := watchPause
+	for i := 0; ; i++ {
+		cl := chains[i%len(chains)]
+		heard := false
+		err := cl.SubscribeAccount(ctx, rc.run.Account, func(u chain.AccountUpdate) {
+			heard = true
+			if !u.Owner.Equals(rc.run.Program.ID) {
+				rc.log.Warn("the run account is not owned by the coordinator program", "account", rc.run.Account, "owner", u.Owner)
+				return
+			}
+			s, err := coordinator.DecodeState(u.Data)
+			if err != nil {
+				rc.log.Warn("undecodable coordinator notification", "ws", cl.WSURL(), "err", err)
+				return
+			}
+			select {
+			case <-out:
+			default:
+			}
+			out <- observed{state: s, chain: rc.now()}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if heard {
+			pause = watchPause
+		}
+		rc.failed(cl, err)
+		next := chains[(i+1)%len(chains)]
+		rc.log.Warn("coordinator subscription dropped; reconnecting", "ws", cl.WSURL(), "err", err, "next", next.WSURL(), "in", pause)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, watchPauseMax)
+	}
+}
+
+// watchPause and watchPauseMax bound the wait between reconnects.
+const (
+	watchPause    = 250 * time.Millisecond
+	watchPauseMax = 5 * time.Second
+)
+
+// Submit builds o's instruction and sends (or simulates) it on the endpoint
+// in use; a failure that is not the program's refusal fails over.
+func (rc *rpcChain) Submit(ctx context.Context, o op, simulate bool) error {
+	ix, err := rc.instruction(o)
+	if err != nil {
+		return err
+	}
+	cl := rc.client()
+	ixs := []solana.Instruction{ix}
+	if simulate {
+		_, err = cl.Simulate(ctx, rc.wallet, ixs)
+	} else {
+		_, err = cl.Send(ctx, rc.wallet, ixs)
+	}
+	var te *chain.TxError
+	if err != nil && ctx.Err() == nil && !errors.As(err, &te) {
+		rc.failed(cl, err)
+	}
+	return err
+}
+
+func (rc *rpcChain) instruction(o op) (solana.Instruction, error) {
+	r, me := rc.run, rc.me
+	switch o.kind {
+	case opJoin:
+		return r.JoinRun(me, rc.auth, rc.p2pKey)
+	case opLeave:
+		return r.LeaveRun(me)
+	case opTick:
+		return r.Tick(me)
+	case opWarmup:
+		return r.WarmupWitness(me)
+	case opWitness:
+		return r.Witness(me, o.report)
+	case opHealthCheck:
+		return r.HealthCheck(me, o.step, o.index, o.accused)
+	case opCheckpoint:
+		return r.Checkpoint(me, o.repo, o.rev)
+	}
+	return nil, fmt.Errorf("no instruction %d", o.kind)
+}

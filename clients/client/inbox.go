@@ -1,0 +1,251 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+// inbox is what arrives from peers while the loop runs: payload
+// announcements and the validated payloads, announced model roots, and a
+// finished model download. It is the only client state that other
+// goroutines write; the loop reads it through snapshots.
+type inbox struct {
+	node network
+	self peer.ID
+	log  *slog.Logger
+	// spawn runs background work (payload fetches); tests run it inline.
+	spawn func(func())
+
+	mu          sync.Mutex
+	curStep     uint32 // newest round step seen: bounds what peers may announce
+	appliedStep uint32 // newest step applied: announcements up to it are dropped
+	anns        map[uint32]map[peer.ID]p2p.Announcement
+	payloads    map[p2p.Hash][]byte // validated payloads by hash
+	roots       map[uint32]map[peer.ID]p2p.Hash
+	loaded      *loadedModel
+	// validator checks payloads: the model's trainer, set once it is built
+	// (a payload's shape does not depend on the weights).
+	validator *trainer.Trainer
+	model     coordinator.Model
+}
+
+func newInbox(node network, log *slog.Logger) *inbox {
+	return &inbox{node: node, self: node.ID(), log: log, spawn: func(f func()) { go f() },
+		anns: map[uint32]map[peer.ID]p2p.Announcement{}, payloads: map[p2p.Hash][]byte{}, roots: map[uint32]map[peer.ID]p2p.Hash{}}
+}
+
+// setValidator makes tr check the payloads of model from now on.
+func (b *inbox) setValidator(tr *trainer.Trainer, model coordinator.Model) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.validator, b.model = tr, model
+}
+
+// setStep records the run's current step.
+func (b *inbox) setStep(step uint32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.curStep = step
+}
+
+// run reads the p2p messages until ctx ends.
+func (b *inbox) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-b.node.Messages():
+			if !ok {
+				return
+			}
+			b.deliver(ctx, m)
+		}
+	}
+}
+
+// deliver keeps an announcement of a step this client has yet to apply (up
+// to the next step) and fetches and validates its payload in the
+// background; and keeps the model roots peers announce.
+func (b *inbox) deliver(ctx context.Context, m p2p.Message) {
+	if f := m.Finished; f != nil && f.Signer != b.self {
+		b.recordShare(f)
+		return
+	}
+	a := m.Announcement
+	if a == nil || a.Signer == b.self {
+		return
+	}
+	b.mu.Lock()
+	cur, applied := b.curStep, b.appliedStep
+	_, dup := b.anns[uint32(a.Step)][a.Signer]
+	b.mu.Unlock()
+	if dup || a.Step <= uint64(applied) || a.Step > uint64(cur)+1 || a.Step+maxBufferedSteps < uint64(cur) {
+		return
+	}
+	b.store(*a, nil)
+	ann := *a
+	b.spawn(func() {
+		data, err := b.node.FetchBlob(ctx, ann)
+		if err != nil {
+			b.log.Debug("payload fetch failed", "step", ann.Step, "from", ann.Signer, "err", err)
+			return
+		}
+		_ = b.keep(ann, data)
+	})
+}
+
+func (b *inbox) store(a p2p.Announcement, payload []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	step := uint32(a.Step)
+	if b.anns[step] == nil {
+		b.anns[step] = map[peer.ID]p2p.Announcement{}
+	}
+	b.anns[step][a.Signer] = a
+	if payload != nil {
+		b.payloads[a.Hash] = payload
+	}
+}
+
+// keep validates a fetched payload and keeps it; a peer that sent an
+// invalid one is banned.
+func (b *inbox) keep(a p2p.Announcement, data []byte) error {
+	b.mu.Lock()
+	tr, model := b.validator, b.model
+	b.mu.Unlock()
+	if tr == nil {
+		return errors.New("no model to check the payload against yet")
+	}
+	if err := tr.ValidatePayload(DeMo(&model, 0), data); err != nil {
+		b.log.Warn("rejected an invalid payload", "step", a.Step, "from", a.Signer, "err", err)
+		b.node.Ban(a.Signer, "invalid DeMo payload")
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.anns[uint32(a.Step)]; ok {
+		b.payloads[a.Hash] = data
+	}
+	return nil
+}
+
+// payload is the validated payload id announced for step, fetched now if
+// the background fetch has not got it.
+func (b *inbox) payload(ctx context.Context, step uint32, id peer.ID) ([]byte, error) {
+	b.mu.Lock()
+	a, ok := b.anns[step][id]
+	p, have := b.payloads[a.Hash]
+	b.mu.Unlock()
+	switch {
+	case !ok:
+		return nil, errors.New("no announcement")
+	case have:
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	data, err := b.node.FetchBlob(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.keep(a, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// snapshot copies what decisions read: the payloads of the given steps,
+// the announced model roots when wanted, and a finished download (taken).
+func (b *inbox) snapshot(steps []uint32, roots bool) *inputs {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	in := &inputs{payloads: map[uint32]map[peer.ID]payloadState{}, loaded: b.loaded}
+	b.loaded = nil
+	for _, st := range steps {
+		m := map[peer.ID]payloadState{}
+		for id, a := range b.anns[st] {
+			_, have := b.payloads[a.Hash]
+			m[id] = payloadState{a.Hash, have}
+		}
+		in.payloads[st] = m
+	}
+	if roots {
+		in.roots = map[uint32]map[peer.ID]p2p.Hash{}
+		for st, byPeer := range b.roots {
+			m := make(map[peer.ID]p2p.Hash, len(byPeer))
+			for id, r := range byPeer {
+				m[id] = r
+			}
+			in.roots[st] = m
+		}
+	}
+	return in
+}
+
+// servedSteps is how many applied steps' payloads this client keeps
+// serving, for peers that apply them later (joiners catching up).
+const servedSteps = 8
+
+// prune forgets announcements and payloads of steps up to step, and of
+// steps too far behind the run to be applied (a joiner loads a newer model).
+func (b *inbox) prune(step uint32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.appliedStep = max(b.appliedStep, step)
+	keep := map[p2p.Hash]bool{}
+	for st, m := range b.anns {
+		if st <= step || st+maxBufferedSteps < b.curStep {
+			delete(b.anns, st)
+			continue
+		}
+		for _, a := range m {
+			keep[a.Hash] = true
+		}
+	}
+	for h := range b.payloads {
+		if !keep[h] {
+			delete(b.payloads, h)
+		}
+	}
+	if step > servedSteps {
+		b.node.PruneBefore(uint64(step-servedSteps) + 1)
+	}
+}
+
+// recordShare keeps a peer's announced model root for a recent step.
+func (b *inbox) recordShare(f *p2p.Finished) {
+	if !f.Warmup {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	step := uint32(f.Step)
+	if uint64(step) > uint64(b.curStep) || step+maxBufferedSteps < b.curStep {
+		return // a peer cannot make us keep roots of far steps
+	}
+	if b.roots[step] == nil {
+		b.roots[step] = map[peer.ID]p2p.Hash{}
+	}
+	b.roots[step][f.Signer] = f.Digest
+	for st := range b.roots {
+		if st+maxBufferedSteps < b.curStep {
+			delete(b.roots, st)
+		}
+	}
+}
+
+// finishLoad hands a finished model download to the loop.
+func (b *inbox) finishLoad(l *loadedModel) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.loaded = l
+}

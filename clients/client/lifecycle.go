@@ -1,0 +1,475 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/p2p/identity"
+	"github.com/psyche-go/psyche/clients/schedule"
+	"github.com/psyche-go/psyche/clients/trainer"
+	"github.com/psyche-go/psyche/internal/atomicfile"
+)
+
+// The model's lifecycle: built once the run's model is configured, given
+// the run's weights from a checkpoint or peers, shared with joiners.
+//
+// Model sharing, for clients that need the model of a step after 1. Every
+// client that holds the model of its last applied step shares it (p2p model
+// sharing, chunked and hash-verified) and gossips its root in a signed
+// Finished{warmup} message: between epochs always (the model does not
+// change then), and while rounds run whenever a client may need it (a
+// registered client waiting to join, or a member of the epoch that never
+// reported ready), the newest step after each round. A superseded model
+// stays shared while anyone downloads it. A client without the model takes
+// the newest root that a quorum of the model holders announced for a step
+// it can catch up from, fetches it in the background, loads it and applies
+// the rounds since (follow.go).
+
+// modelMagic starts a shared model file: magic, step (u32), parameter count
+// (u32), then the parameters as little-endian fp32.
+const modelMagic = "PSYMODL1"
+
+const modelHeader = len(modelMagic) + 8
+
+// shareEvery is how often a holder re-announces its newest shared model, so
+// joiners that connect late still hear it.
+const shareEvery = 2 * time.Second
+
+// shareLinger is how long a superseded model stays shared after it was last
+// served (or superseded), so a download that outlasts rounds completes;
+// beyond maxShared files, only models being downloaded are kept.
+const (
+	shareLinger = 10 * time.Second
+	maxShared   = 4
+)
+
+type sharedModel struct {
+	step       uint32
+	root       p2p.Hash
+	file       *os.File
+	path       string
+	announce   time.Time
+	superseded time.Time
+}
+
+// encodeModel is the shared file's content for the current parameters.
+func encodeModel(tr *trainer.Trainer, step uint32) ([]byte, error) {
+	params, err := tr.Params()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, modelHeader+4*len(params))
+	out = append(out, modelMagic...)
+	out = binary.LittleEndian.AppendUint32(out, step)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(params)))
+	for _, p := range params {
+		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(p))
+	}
+	return out, nil
+}
+
+// decodeModel checks a fetched file against the step and model size.
+func decodeModel(data []byte, step uint32, n int) ([]float32, error) {
+	if len(data) != modelHeader+4*n || string(data[:len(modelMagic)]) != modelMagic {
+		return nil, errors.New("shared model file has the wrong size or magic")
+	}
+	if got := binary.LittleEndian.Uint32(data[8:]); got != step {
+		return nil, fmt.Errorf("shared model is of step %d, want %d", got, step)
+	}
+	if got := binary.LittleEndian.Uint32(data[12:]); int(got) != n {
+		return nil, fmt.Errorf("shared model has %d parameters, want %d", got, n)
+	}
+	params := make([]float32, n)
+	for i := range params {
+		params[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[modelHeader+4*i:]))
+	}
+	return params, nil
+}
+
+// modelWanted says whether a client may be waiting for the model: between
+// epochs always, while rounds run when a registered client is pending
+// without being a member, or a member never reported ready.
+func modelWanted(v *coordinator.View) bool {
+	switch v.Phase {
+	case coordinator.RoundTrain, coordinator.RoundWitness:
+	case coordinator.Finished:
+		return false
+	default:
+		return true
+	}
+	s := v.State
+	for i := range s.Clients {
+		if slot := &s.Clients[i]; slot.Occupied != 0 && slot.Pending != 0 && slot.InEpoch == 0 {
+			return true
+		}
+	}
+	for i := range min(int(s.Epoch.ClientsLen), len(s.Epoch.Clients)) {
+		if e := s.Epoch.Clients[i]; e.State == coordinator.MemberHealthy && e.WarmupWitnessed == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// share decides sharing the model of step (the last applied) when a
+// client may want it, re-announcing the newest shared model, and no longer
+// sharing superseded models nobody fetches.
+func (e *engine) share(v *coordinator.View, in *inputs, now time.Time, step uint32, add func(action)) {
+	n := len(e.shared)
+	if e.model == modelReady && step > 0 && modelWanted(v) && (n == 0 || e.shared[n-1].step != step) {
+		add(shareModelAction{step}) // announced when shared
+	} else if n > 0 {
+		if newest := e.shared[n-1]; now.Sub(newest.announce) >= shareEvery {
+			add(announceShareAction{newest})
+		}
+	}
+	over := len(e.shared) - maxShared
+	keep := e.shared[:0]
+	for _, m := range e.shared {
+		if m.superseded.IsZero() {
+			keep = append(keep, m) // the newest
+			continue
+		}
+		last := in.served[m.root]
+		if last.Before(m.superseded) {
+			last = m.superseded
+		}
+		// Past the file bound, a model goes once nobody fetched it for a
+		// moment; one still being downloaded stays.
+		if idle := now.Sub(last); idle > shareLinger || (over > 0 && idle > shareEvery) {
+			add(unshareAction{m})
+			over--
+			continue
+		}
+		keep = append(keep, m)
+	}
+	e.shared = keep
+}
+
+// shareModel shares the model of the last applied step and announces it.
+func (c *Client) shareModel(ctx context.Context) error {
+	step := c.e.lastStep
+	data, err := encodeModel(c.tr, step)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(c.workDir, fmt.Sprintf("model-step%d.bin", step))
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
+		return fmt.Errorf("share the model: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	m, err := p2p.BuildManifest(f, int64(len(data)), p2p.DefaultChunkSize)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	now := c.now()
+	if n := len(c.e.shared); n > 0 {
+		c.e.shared[n-1].superseded = now
+	}
+	sm := &sharedModel{step: step, root: c.node.ShareModel(m, f), file: f, path: path}
+	c.e.shared = append(c.e.shared, sm)
+	c.log.Info("sharing the model with joiners", "step", sm.step, "root", sm.root.String())
+	c.announceShare(ctx, sm)
+	return nil
+}
+
+// announceShare gossips the root of a shared model.
+func (c *Client) announceShare(ctx context.Context, m *sharedModel) {
+	if _, err := c.node.Finish(ctx, p2p.Finished{Step: uint64(m.step), Warmup: true, Digest: m.root}); err == nil {
+		m.announce = c.now()
+	}
+}
+
+func (c *Client) unshare(m *sharedModel) {
+	c.node.StopSharing(m.root)
+	m.file.Close()
+	os.Remove(m.path)
+}
+
+// stopSharing stops sharing every model (the replica is dropped, or the client stops).
+func (c *Client) stopSharing() {
+	for _, m := range c.e.shared {
+		c.unshare(m)
+	}
+	c.e.shared = nil
+}
+
+// served is when each superseded shared model was last served.
+func (c *Client) served() map[p2p.Hash]time.Time {
+	out := map[p2p.Hash]time.Time{}
+	for _, m := range c.e.shared {
+		if !m.superseded.IsZero() {
+			out[m.root], _ = c.node.ModelLastServed(m.root)
+		}
+	}
+	return out
+}
+
+// modelHolders are the peers whose announced roots count: the epoch's
+// healthy members, or between epochs those that finished the last one.
+func (e *engine) modelHolders(v *coordinator.View) map[peer.ID]bool {
+	out := map[peer.ID]bool{}
+	add := func(key [32]byte) {
+		if id, err := identity.PeerIDFromPublicKey(key[:]); err == nil && id != e.self {
+			out[id] = true
+		}
+	}
+	for _, m := range v.Members {
+		if m.State == coordinator.MemberHealthy {
+			add(m.P2PIdentity)
+		}
+	}
+	s := v.State
+	if len(out) == 0 && v.Epoch > 0 {
+		for i := range s.Clients {
+			slot := &s.Clients[i]
+			if slot.Occupied != 0 && slot.HasFinished != 0 && slot.LastFinishedEpoch == v.Epoch-1 {
+				add(slot.P2PIdentity)
+			}
+		}
+	}
+	return out
+}
+
+// loadRetry is the pause after a failed model download; the retry takes the
+// newest announced root then.
+const loadRetry = time.Second
+
+// loadedModel is the outcome of a background model download.
+type loadedModel struct {
+	step   uint32
+	root   p2p.Hash
+	params []float32
+	err    error
+}
+
+// startLoad decides downloading the newest model a quorum of holders
+// announced for a step this client can catch up from: one whose following
+// rounds it saw whole (from followFrom on), and no older than loadFrom.
+func (e *engine) startLoad(v *coordinator.View, in *inputs, now time.Time) (action, bool) {
+	if e.model != modelLoading || e.fetching || e.followFrom == 0 || now.Before(e.retryLoad) {
+		return nil, false
+	}
+	holders := e.modelHolders(v)
+	need := int(schedule.Quorum(uint16(max(len(holders), 1))))
+	minStep := max(e.loadFrom, e.followFrom-1, 1)
+	var step uint32
+	var root p2p.Hash
+	for st, byPeer := range in.roots {
+		if st < minStep || st <= step || st >= v.Step+1 {
+			continue
+		}
+		votes := map[p2p.Hash]int{}
+		for id, r := range byPeer {
+			if holders[id] {
+				votes[r]++
+			}
+		}
+		for r, n := range votes {
+			if n >= need {
+				step, root = st, r
+			}
+		}
+	}
+	if root == (p2p.Hash{}) {
+		return nil, false
+	}
+	e.fetching = true
+	return loadModelAction{step, root}, true
+}
+
+// loadModel downloads the model in the background; the loop takes it from
+// the inbox when it is here.
+func (c *Client) loadModel(a loadModelAction) {
+	n := c.tr.NumParams()
+	c.inbox.spawn(func() {
+		params, err := c.fetchModel(c.bg, a.root, a.step, n)
+		c.inbox.finishLoad(&loadedModel{step: a.step, root: a.root, params: params, err: err})
+	})
+}
+
+// fetchModel downloads and decodes the shared model of step.
+func (c *Client) fetchModel(ctx context.Context, root p2p.Hash, step uint32, n int) ([]float32, error) {
+	dst := filepath.Join(c.workDir, fmt.Sprintf("fetched-step%d.bin", step))
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.node.FetchModel(ctx, root, dst, p2p.FetchModelOptions{}); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(dst)
+	os.Remove(dst)
+	if err != nil {
+		return nil, err
+	}
+	params, err := decodeModel(data, step, n)
+	if err != nil {
+		return nil, fmt.Errorf("the model peers shared: %w", err)
+	}
+	c.log.Info("fetched the model from peers", "step", step, "root", root.String(), "bytes", len(data), "seconds", time.Since(start).Seconds())
+	return params, nil
+}
+
+// loadedFrom records that the model now holds the weights of step.
+func (e *engine) loadedFrom(step uint32) {
+	e.model, e.lastStep = modelReady, step
+	for st := range e.rounds {
+		if st <= step {
+			delete(e.rounds, st)
+		}
+	}
+}
+
+// takeModel makes a finished download the client's model; the rounds since
+// its step are applied next.
+func (c *Client) takeModel(ctx context.Context, l *loadedModel) error {
+	if l.err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("fetching the model from peers failed; retrying", "step", l.step, "root", l.root.String(), "err", l.err)
+		}
+		return nil
+	}
+	if err := c.tr.SetParams(l.params); err != nil {
+		return err
+	}
+	c.e.loadedFrom(l.step)
+	c.inbox.prune(l.step)
+	c.log.Info("loaded the model from peers", "step", l.step, "root", l.root.String())
+	return c.ready(ctx)
+}
+
+// buildModel builds the model's trainer and gives it the run's weights
+// from what this client has at hand: its own checkpoint of the step before
+// the current one (momentum included), the run's hub checkpoint, or at
+// step 1 the seed weights. Otherwise the model waits for weights from
+// peers (startLoad).
+func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
+	model := v.State.Model
+	cfg, err := TrainerConfig(&model, c.cfg.MicroBatch)
+	if err != nil {
+		return err
+	}
+	tr, err := trainer.New(cfg, InitSeed(c.cfg.RunID))
+	if err != nil {
+		return fmt.Errorf("build the model: %w", err)
+	}
+	if c.cfg.Threads > 0 {
+		if err := tr.SetThreads(c.cfg.Threads); err != nil {
+			tr.Close()
+			return err
+		}
+	}
+	if c.cfg.Device != DeviceCPU {
+		if err := tr.SetGPU(true); err != nil && c.cfg.Device == DeviceCUDA {
+			tr.Close()
+			return err
+		}
+	}
+	c.tr, c.model = tr, model
+	c.inbox.setValidator(tr, model)
+	c.e.model = modelLoading
+	if v.Step > 1 && c.loadLocalCheckpoint(v.Step-1) {
+		return c.ready(ctx)
+	}
+	switch loaded, err := c.loadHubCheckpoint(ctx, v); {
+	case err != nil:
+		return err
+	case loaded:
+		return c.ready(ctx)
+	}
+	if v.Step <= 1 {
+		c.e.loadedFrom(0)
+		return c.ready(ctx)
+	}
+	c.log.Info("waiting for the model from peers", "run_step", v.Step)
+	return nil
+}
+
+// ready records that the model holds the run's weights and opens the data.
+func (c *Client) ready(ctx context.Context) error {
+	c.e.model = modelReady
+	if err := c.cfg.Recorder.SetParameters(uint64(c.tr.NumParams())); err != nil {
+		return err
+	}
+	if c.data == nil {
+		if err := c.openData(ctx); err != nil {
+			return err
+		}
+		c.e.dataOpen = true
+	}
+	d, err := ReplicaDigest(c.tr, c.e.lastStep)
+	if err != nil {
+		return err
+	}
+	c.log.Info("model ready", "step", c.e.lastStep, "parameters", c.tr.NumParams(), "backend", c.tr.Backend(), "digest", hex.EncodeToString(d[:]))
+	return c.eval(ctx, c.e.lastStep)
+}
+
+func (c *Client) openData(ctx context.Context) error {
+	if c.cfg.Data != nil {
+		c.data = c.cfg.Data
+		return c.checkData()
+	}
+	loc := coordinator.FixedString(c.model.DataLocation[:])
+	root := ""
+	if c.model.DataRoot != ([32]byte{}) {
+		root = hex.EncodeToString(c.model.DataRoot[:])
+	}
+	p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: root}}, provider.HTTPOptions{CacheDir: c.cfg.DataCacheDir})
+	if err != nil {
+		return fmt.Errorf("open the run's data (%s): %w; to train from a copy of it, give psyche-client train --data-dir DIR or --data-url URL", loc, err)
+	}
+	c.data, c.owned = p, true
+	return c.checkData()
+}
+
+func (c *Client) checkData() error {
+	info := c.data.Info()
+	if info.SeqLen != c.model.MaxSeqLen || info.VocabSize > c.model.VocabSize || info.NumSequences == 0 {
+		return fmt.Errorf("the data (sequence length %d, vocabulary %d, %d sequences) does not fit the run's model (sequence length %d, vocabulary %d)",
+			info.SeqLen, info.VocabSize, info.NumSequences, c.model.MaxSeqLen, c.model.VocabSize)
+	}
+	return nil
+}
+
+// eval records the held-out loss at step when an eval set is configured.
+func (c *Client) eval(ctx context.Context, step uint32) error {
+	if c.cfg.Eval == nil {
+		return nil
+	}
+	n := min(uint64(c.cfg.EvalSequences), c.cfg.Eval.Info().NumSequences)
+	idx := make([]uint64, n)
+	for i := range idx {
+		idx[i] = uint64(i)
+	}
+	seqs, err := c.cfg.Eval.Sequences(ctx, idx)
+	if err != nil {
+		return fmt.Errorf("held-out data: %w", err)
+	}
+	in, tg, err := provider.InputsAndTargets(seqs)
+	if err != nil {
+		return err
+	}
+	loss, err := c.tr.Eval(ctx, in, tg, len(seqs[0])-1)
+	if err != nil {
+		return err
+	}
+	c.log.Info("held-out loss", "step", step, "loss", loss)
+	return c.cfg.Recorder.RecordEval(uint64(step), float64(loss))
+}

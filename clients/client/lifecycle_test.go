@@ -1,0 +1,110 @@
+package client
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/p2p"
+)
+
+func TestModelWanted(t *testing.T) {
+	s := testState(t, 3)
+	startRound(s, 5, 0)
+	for i := range 3 {
+		s.Epoch.Clients[i].WarmupWitnessed = 1
+	}
+	if modelWanted(coordinator.NewView(s, solana.PublicKey{}, time.Time{})) {
+		t.Error("wanted while rounds run with every member ready and nobody pending")
+	}
+	s.Epoch.Clients[1].WarmupWitnessed = 0
+	if !modelWanted(coordinator.NewView(s, solana.PublicKey{}, time.Time{})) {
+		t.Error("not wanted with a member that never reported ready")
+	}
+	s.Epoch.Clients[1].WarmupWitnessed = 1
+	s.Clients[7].Occupied, s.Clients[7].Pending = 1, 1
+	if !modelWanted(coordinator.NewView(s, solana.PublicKey{}, time.Time{})) {
+		t.Error("not wanted with a registered client pending")
+	}
+	s.Clients[7].Pending = 0
+	s.Clients[0].Pending = 1 // a member joined for the next epoch holds the model
+	if modelWanted(coordinator.NewView(s, solana.PublicKey{}, time.Time{})) {
+		t.Error("wanted because a member joined for the next epoch")
+	}
+	for _, phase := range []coordinator.RunState{coordinator.WaitingForMembers, coordinator.Warmup, coordinator.Cooldown} {
+		s.RunState = uint8(phase)
+		if !modelWanted(coordinator.NewView(s, solana.PublicKey{}, time.Time{})) {
+			t.Errorf("not wanted in %s", phase)
+		}
+	}
+	s.RunState = uint8(coordinator.Finished)
+	if modelWanted(coordinator.NewView(s, solana.PublicKey{}, time.Time{})) {
+		t.Error("wanted once Finished")
+	}
+}
+
+// Superseded models stay shared for shareLinger after they were last
+// served; beyond maxShared files, those idle for shareEvery go first.
+func TestShareRetention(t *testing.T) {
+	e := testEngine()
+	e.model = modelReady
+	s := testState(t, 3)
+	s.RunState = uint8(coordinator.Cooldown) // the model is wanted
+	now := time.Unix(1000, 0)
+	share := func() (gone []uint32) {
+		var acts []action
+		e.share(view(e, s), noInputs(), now, e.lastStep, func(a action) { acts = append(acts, a) })
+		for _, a := range acts {
+			switch a := a.(type) {
+			case shareModelAction:
+				// What the client does: the previous model is superseded now.
+				if n := len(e.shared); n > 0 {
+					e.shared[n-1].superseded = now
+				}
+				e.shared = append(e.shared, &sharedModel{step: a.step, root: p2p.Hash{byte(a.step)}, announce: now})
+			case unshareAction:
+				gone = append(gone, a.model.step)
+			}
+		}
+		return gone
+	}
+	steps := func() []uint32 {
+		var out []uint32
+		for _, m := range e.shared {
+			out = append(out, m.step)
+		}
+		return out
+	}
+	for step := uint32(1); step <= 6; step++ {
+		e.lastStep = step
+		share()
+	}
+	if got := steps(); !slices.Equal(got, []uint32{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("shared %v right after each step; none may go before it was idle a while", got)
+	}
+	// 6 files, 2 over the bound: the two idle longest go, a third idle one stays.
+	now = now.Add(3 * time.Second)
+	for _, m := range e.shared[3:5] {
+		m.superseded = now
+	}
+	if gone := share(); !slices.Equal(gone, []uint32{1, 2}) || !slices.Equal(steps(), []uint32{3, 4, 5, 6}) {
+		t.Fatalf("stopped sharing %v, still shared %v; want [1 2] and [3 4 5 6]", gone, steps())
+	}
+	// Within the bound, only shareLinger of idleness ends a model; a model
+	// served recently counts from then.
+	now = now.Add(shareLinger)
+	in := noInputs()
+	in.served = map[p2p.Hash]time.Time{e.shared[1].root: now.Add(-time.Second)}
+	var gone []uint32
+	e.share(view(e, s), in, now, e.lastStep, func(a action) {
+		if u, ok := a.(unshareAction); ok {
+			gone = append(gone, u.model.step)
+		}
+	})
+	if !slices.Equal(gone, []uint32{3}) || !slices.Equal(steps(), []uint32{4, 5, 6}) {
+		t.Fatalf("stopped sharing %v, still shared %v; want [3] and [4 5 6]", gone, steps())
+	}
+}
