@@ -26,7 +26,6 @@ import (
 	"github.com/psyche-go/psyche/clients/p2p"
 	"github.com/psyche-go/psyche/clients/p2p/identity"
 	"github.com/psyche-go/psyche/clients/status"
-	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 // Version is the client version this build reports; a run whose on-chain
@@ -136,7 +135,7 @@ type Client struct {
 
 	// Touched by the loop only; the inbox has its own reference to the
 	// trainer, set once it is built.
-	tr    *trainer.Trainer
+	tr    replica
 	model coordinator.Model
 	data  provider.Provider
 	owned bool // data was opened here and is closed here

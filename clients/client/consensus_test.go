@@ -20,6 +20,7 @@ func testState(t *testing.T, members int) *coordinator.State {
 	t.Helper()
 	s := &coordinator.State{}
 	s.RunState = uint8(coordinator.RoundTrain)
+	copy(s.ClientVersion[:], "test")
 	s.Epoch.ClientsLen = uint16(members)
 	for i := range members {
 		pub, _, err := ed25519.GenerateKey(nil)

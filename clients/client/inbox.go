@@ -11,7 +11,6 @@ import (
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/p2p"
-	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 // inbox is what arrives from peers while the loop runs: payload
@@ -34,7 +33,7 @@ type inbox struct {
 	loaded      *loadedModel
 	// validator checks payloads: the model's trainer, set once it is built
 	// (a payload's shape does not depend on the weights).
-	validator *trainer.Trainer
+	validator replica
 	model     coordinator.Model
 }
 
@@ -44,7 +43,7 @@ func newInbox(node network, log *slog.Logger) *inbox {
 }
 
 // setValidator makes tr check the payloads of model from now on.
-func (b *inbox) setValidator(tr *trainer.Trainer, model coordinator.Model) {
+func (b *inbox) setValidator(tr replica, model coordinator.Model) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.validator, b.model = tr, model

@@ -65,7 +65,7 @@ type sharedModel struct {
 }
 
 // encodeModel is the shared file's content for the current parameters.
-func encodeModel(tr *trainer.Trainer, step uint32) ([]byte, error) {
+func encodeModel(tr replica, step uint32) ([]byte, error) {
 	params, err := tr.Params()
 	if err != nil {
 		return nil, err

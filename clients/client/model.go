@@ -101,7 +101,7 @@ func DeMo(m *coordinator.Model, lr float32) trainer.DeMo {
 // fp32): the part of the trainer state every honest replica shares. The
 // trainer's own Digest also covers this client's momentum, which differs per
 // client by design.
-func ReplicaDigest(tr *trainer.Trainer, step uint32) ([32]byte, error) {
+func ReplicaDigest(tr interface{ Params() ([]float32, error) }, step uint32) ([32]byte, error) {
 	params, err := tr.Params()
 	if err != nil {
 		return [32]byte{}, err

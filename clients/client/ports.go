@@ -1,5 +1,8 @@
 package client
 
+// The narrow interfaces in front of the p2p node and the trainer (the
+// chain's is in chain.go, the data provider's is provider.Provider).
+
 import (
 	"context"
 	"io"
@@ -8,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 // network is what the engine needs of the p2p node (clients/p2p.Node):
@@ -32,3 +36,23 @@ type network interface {
 }
 
 var _ network = (*p2p.Node)(nil)
+
+// replica is what the client needs of its trainer (clients/trainer.Trainer):
+// training, the DeMo exchange, the weights, and checkpoints.
+type replica interface {
+	Step(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error)
+	Eval(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error)
+	DeMoGenerate(hp trainer.DeMo) ([]byte, error)
+	ValidatePayload(hp trainer.DeMo, p []byte) error
+	DeMoApply(hp trainer.DeMo, payloads [][]byte) error
+	Params() ([]float32, error)
+	SetParams(p []float32) error
+	NumParams() int
+	SaveCheckpoint(path string, meta map[string]string) error
+	LoadCheckpoint(path string) error
+	SaveModel(path string, meta map[string]string) error
+	Backend() string
+	Close() error
+}
+
+var _ replica = (*trainer.Trainer)(nil)
