@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every program crate in programs/ (crates with [package.metadata.sbpf])
 # into programs/target/deploy/<name>.so, test programs into
-# programs/target/test-deploy/. Arguments go to the builder, e.g. -p coordinator -v.
+# programs/target/test-deploy/. Arguments go to the builder, e.g. -p psyche-coordinator -v.
 # See programs/README.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,5 +1,5 @@
 // Package schedule computes a training round's roles from on-chain round state,
-// exactly as the Coordinator program does (programs/coordinator/src/selection.rs):
+// exactly as the Coordinator program does (programs/coordinator/logic/src/selection.rs):
 // round seeds, the swap-or-not shuffle, witness election, quorum, the batch-size
 // ramp and each client's batch assignment. Shared JSON test vectors written by
 // the Rust crate keep the two implementations identical.

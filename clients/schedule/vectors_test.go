@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// vectorsPath is written by programs/coordinator/tests/vectors.rs.
-var vectorsPath = filepath.Join("..", "..", "programs", "coordinator", "testdata", "selection_vectors.json")
+// vectorsPath is written by programs/coordinator/logic/tests/vectors.rs.
+var vectorsPath = filepath.Join("..", "..", "programs", "coordinator", "logic", "testdata", "selection_vectors.json")
 
 type hexSeed Seed
 

@@ -14,7 +14,7 @@ use psyche_sdk::borsh::{BorshError, Reader};
 /// `size_of::<Self>()` bytes is a valid value.
 pub unsafe trait Pod: Copy {}
 
-// SAFETY: see the trait; layouts checked by psyche-coordinator's state tests.
+// SAFETY: see the trait; layouts checked by psyche-coordinator-logic's state tests.
 unsafe impl Pod for RunMetadata {}
 // SAFETY: as above.
 unsafe impl Pod for CoordinatorConfig {}

@@ -1,6 +1,6 @@
 //! Generates idl/psyche_coordinator.json (Anchor 0.30+ format) from the types
 //! here and the logic crate's layout, and fails when the committed file
-//! differs (`UPDATE_IDL=1 cargo test -p psyche-coordinator-program` rewrites
+//! differs (`UPDATE_IDL=1 cargo test -p psyche-coordinator` rewrites
 //! it). Every field descriptor of a zero-copy struct is checked against
 //! `offset_of!`/`size_of`, so a descriptor that disagrees with the struct fails.
 
@@ -323,7 +323,7 @@ fn committed_idl_is_generated() {
         return;
     }
     let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(committed == fresh, "{path} is stale: run UPDATE_IDL=1 cargo test -p psyche-coordinator-program and commit it");
+    assert!(committed == fresh, "{path} is stale: run UPDATE_IDL=1 cargo test -p psyche-coordinator and commit it");
 }
 
 /// Every event's payload, as `crate::events` writes it, has the size of its

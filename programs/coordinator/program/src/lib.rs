@@ -1,5 +1,5 @@
 //! The Coordinator program: the on-chain glue around the run state machine of
-//! `psyche-coordinator` (crate `psyche_coordinator_logic`). Each instruction
+//! `psyche-coordinator-logic` (lib `psyche_coordinator_logic`). Each instruction
 //! checks its accounts (signer, owner, PDA, discriminator, writability), decodes
 //! its Borsh arguments, runs one method of the logic on the account data in
 //! place, and logs the logic's events Anchor-style.
