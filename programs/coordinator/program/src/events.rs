@@ -6,19 +6,32 @@ use psyche_sdk::anchor;
 use psyche_sdk::borsh::{BorshError, Writer};
 use psyche_sdk::{ErrorCode, ProgramResult};
 
+/// Event discriminators (Anchor's: the first 8 bytes of sha256("event:<Name>")).
+pub const STATE_CHANGED: [u8; 8] = anchor::event("StateChanged");
+pub const ROUND_STARTED: [u8; 8] = anchor::event("RoundStarted");
+pub const EPOCH_ENDED: [u8; 8] = anchor::event("EpochEnded");
+pub const PAUSE_REQUESTED: [u8; 8] = anchor::event("PauseRequested");
+pub const PAUSE_CANCELLED: [u8; 8] = anchor::event("PauseCancelled");
+pub const CLIENT_JOINED: [u8; 8] = anchor::event("ClientJoined");
+pub const CLIENT_LEFT: [u8; 8] = anchor::event("ClientLeft");
+pub const WARMUP_WITNESSED: [u8; 8] = anchor::event("WarmupWitnessed");
+pub const WITNESS_REPORTED: [u8; 8] = anchor::event("WitnessReported");
+pub const CLIENT_DROPPED: [u8; 8] = anchor::event("ClientDropped");
+pub const CHECKPOINT_UPDATED: [u8; 8] = anchor::event("CheckpointUpdated");
+
 /// Event names in IDL order, with their discriminators.
 pub const EVENTS: [(&str, [u8; 8]); 11] = [
-    ("StateChanged", anchor::event("StateChanged")),
-    ("RoundStarted", anchor::event("RoundStarted")),
-    ("EpochEnded", anchor::event("EpochEnded")),
-    ("PauseRequested", anchor::event("PauseRequested")),
-    ("PauseCancelled", anchor::event("PauseCancelled")),
-    ("ClientJoined", anchor::event("ClientJoined")),
-    ("ClientLeft", anchor::event("ClientLeft")),
-    ("WarmupWitnessed", anchor::event("WarmupWitnessed")),
-    ("WitnessReported", anchor::event("WitnessReported")),
-    ("ClientDropped", anchor::event("ClientDropped")),
-    ("CheckpointUpdated", anchor::event("CheckpointUpdated")),
+    ("StateChanged", STATE_CHANGED),
+    ("RoundStarted", ROUND_STARTED),
+    ("EpochEnded", EPOCH_ENDED),
+    ("PauseRequested", PAUSE_REQUESTED),
+    ("PauseCancelled", PAUSE_CANCELLED),
+    ("ClientJoined", CLIENT_JOINED),
+    ("ClientLeft", CLIENT_LEFT),
+    ("WarmupWitnessed", WARMUP_WITNESSED),
+    ("WitnessReported", WITNESS_REPORTED),
+    ("ClientDropped", CLIENT_DROPPED),
+    ("CheckpointUpdated", CHECKPOINT_UPDATED),
 ];
 
 /// Logs every event of one instruction, in order.
@@ -32,57 +45,57 @@ pub fn emit_all(events: &Events) -> ProgramResult {
 fn emit(e: &Event) -> ProgramResult {
     let mut buf = [0u8; 96];
     let mut w = Writer::new(&mut buf);
-    let kind = encode(e, &mut w).map_err(|_| ErrorCode::InstructionDidNotSerialize.fail())?;
+    let disc = encode(e, &mut w).map_err(|_| ErrorCode::InstructionDidNotSerialize.fail())?;
     let n = w.len();
-    anchor::emit(&EVENTS[kind].1, &buf[..n])
+    anchor::emit(disc, &buf[..n])
 }
 
-/// Writes the payload and returns the event's index in `EVENTS`.
-pub(crate) fn encode(e: &Event, w: &mut Writer<'_>) -> Result<usize, BorshError> {
+/// Writes the payload and returns the event's discriminator.
+pub(crate) fn encode(e: &Event, w: &mut Writer<'_>) -> Result<&'static [u8; 8], BorshError> {
     Ok(match *e {
         Event::StateChanged { from, to, epoch, step } => {
             w.u8(from as u8)?.u8(to as u8)?.u32(epoch)?.u32(step)?;
-            0
+            &STATE_CHANGED
         }
         Event::RoundStarted { step, height, data_index, batch_size, clients, seed } => {
             w.u32(step)?.u32(height)?.u64(data_index)?.u16(batch_size)?.u16(clients)?.bytes(&seed)?;
-            1
+            &ROUND_STARTED
         }
         Event::EpochEnded { epoch, success, rewarded } => {
             w.u32(epoch)?.bool(success)?.u16(rewarded)?;
-            2
+            &EPOCH_ENDED
         }
         Event::PauseRequested { step } => {
             w.u32(step)?;
-            3
+            &PAUSE_REQUESTED
         }
         Event::PauseCancelled { step } => {
             w.u32(step)?;
-            4
+            &PAUSE_CANCELLED
         }
         Event::ClientJoined { signer, slot } => {
             w.bytes(&signer)?.u16(slot)?;
-            5
+            &CLIENT_JOINED
         }
         Event::ClientLeft { signer } => {
             w.bytes(&signer)?;
-            6
+            &CLIENT_LEFT
         }
         Event::WarmupWitnessed { signer } => {
             w.bytes(&signer)?;
-            7
+            &WARMUP_WITNESSED
         }
         Event::WitnessReported { signer, step, index } => {
             w.bytes(&signer)?.u32(step)?.u16(index)?;
-            8
+            &WITNESS_REPORTED
         }
         Event::ClientDropped { client, reporter, step } => {
             w.bytes(&client)?.bytes(&reporter)?.u32(step)?;
-            9
+            &CLIENT_DROPPED
         }
         Event::CheckpointUpdated { signer } => {
             w.bytes(&signer)?;
-            10
+            &CHECKPOINT_UPDATED
         }
     })
 }

@@ -7,7 +7,7 @@ use psyche_treasurer_interface::{client_points, Participant, TreasurerError, COO
 use super::{emit, load_run, require_coordinator, serialized, store_run, RunSeeds};
 use crate::coordinator::{with_state, Authority, SETTLE_POINTS};
 use crate::token::{mint_decimals, token_account};
-use crate::EVENTS;
+use crate::REWARDS_CLAIMED;
 
 /// participant_claim {}: pays the user 1 collateral base unit per point it
 /// earned in the Coordinator run, minus its slashes and what it already
@@ -81,7 +81,7 @@ pub fn participant_claim(accounts: &[AccountView], args: &[u8]) -> ProgramResult
         serialized(record.encode(&mut data))?;
     }
     store_run(run, &state)?;
-    emit(&EVENTS[0].1, |w| {
+    emit(&REWARDS_CLAIMED, |w| {
         w.address(run.address())?.address(user.address())?.u64(owed)?.u64(earned)?.u64(slashed)?;
         Ok(())
     })

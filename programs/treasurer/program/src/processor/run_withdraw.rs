@@ -7,7 +7,7 @@ use psyche_treasurer_interface::{reserved_points, withdrawable, TreasurerError};
 use super::{emit, load_run, require_authority, require_coordinator, RunSeeds};
 use crate::coordinator::with_state;
 use crate::token::{mint_decimals, token_account};
-use crate::EVENTS;
+use crate::COLLATERAL_WITHDRAWN;
 
 /// run_withdraw { amount }: the run authority takes tokens nobody is owed, once
 /// the run is Finished (no more points can be earned) or closed. What the
@@ -53,7 +53,7 @@ pub fn run_withdraw(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let signer = Signer::from(&seeds);
     TransferChecked { program_id: &state.token_program, source: run_collateral, mint, destination, authority: run, amount, decimals }
         .invoke_signed(core::slice::from_ref(&signer))?;
-    emit(&EVENTS[1].1, |w| {
+    emit(&COLLATERAL_WITHDRAWN, |w| {
         w.address(run.address())?.address(destination.address())?.u64(amount)?;
         Ok(())
     })
