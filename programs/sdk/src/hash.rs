@@ -1,5 +1,7 @@
-//! SHA-256: a `const fn` implementation (FIPS 180-4) for compile-time
-//! discriminators and host code, and the `sol_sha256` syscall on-chain.
+//! SHA-256, the one implementation of the programs: a `const fn` one (FIPS
+//! 180-4) for compile-time discriminators and host code (`cargo test`, the
+//! Coordinator logic's selection on the host), and the `sol_sha256` syscall
+//! on-chain through [`hashv`].
 
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -207,7 +209,9 @@ mod tests {
         let whole = sha256(&msg);
         for cut in 0..=msg.len() {
             assert_eq!(hashv(&[&msg[..cut], &msg[cut..]]), whole, "cut at {cut}");
+            assert_eq!(hashv(&[&msg[..cut], &[], &msg[cut..]]), whole, "cut at {cut} with an empty part");
         }
+        assert_eq!(hashv(&[]), sha256(b""));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! h1 = LE u64 of digest[0..8], h2 = LE u64 of digest[8..16] | 1,
 //! position_i = (h1 + i * h2) mod num_bits (wrapping u64 arithmetic).
 
-use crate::sha256::hashv;
+use psyche_sdk::hash::hashv;
 
 /// 64-bit words of filter storage (1024 bits).
 pub const BLOOM_WORDS: usize = 16;

@@ -1,6 +1,7 @@
 //! Pure logic of the Coordinator program: the run state machine, validation,
-//! deterministic selection and batch assignment. No syscalls (except the SHA-256
-//! one on the Solana target), so `cargo test` runs it natively; the instruction
+//! deterministic selection and batch assignment. No syscalls (except SHA-256,
+//! `psyche_sdk::hash::hashv`: the `sol_sha256` syscall on-chain, software on the
+//! host), so `cargo test` runs it natively; the instruction
 //! glue (entrypoint, account checks, CPI, event logging) stays thin around it.
 //! See README.md for the protocol.
 #![cfg_attr(not(test), no_std)]
@@ -11,7 +12,6 @@ pub mod error;
 pub mod event;
 pub mod machine;
 pub mod selection;
-pub mod sha256;
 pub mod state;
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use crate::error::CoordinatorError as E;
 use crate::event::{Event, Events};
 use crate::machine::*;
 use crate::selection::{self, Entropy};
-use crate::sha256::hashv;
+use psyche_sdk::hash::hashv;
 use crate::state::client_state::*;
 use crate::state::*;
 

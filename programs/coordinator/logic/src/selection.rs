@@ -6,7 +6,7 @@
 //! recompute any other client's role and the chain can verify a claimed one with a
 //! single shuffle evaluation (180 hashes) instead of shuffling the whole list.
 
-use crate::sha256::hashv;
+use psyche_sdk::hash::hashv;
 
 /// A 32-byte round seed.
 pub type Seed = [u8; 32];

@@ -4,7 +4,7 @@
 
 use psyche_coordinator_logic::bloom::Bloom;
 use psyche_coordinator_logic::selection::{self, Entropy, Seed};
-use psyche_coordinator_logic::sha256::hashv;
+use psyche_sdk::hash::hashv;
 use std::fmt::Write;
 
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/selection_vectors.json");
