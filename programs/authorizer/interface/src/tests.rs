@@ -100,15 +100,12 @@ fn decode_rejects_malformed_data() {
 /// program's constants against idl/psyche_authorizer.json.
 #[test]
 fn matches_idl() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../idl/psyche_authorizer.json");
-    let idl: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let idl = psyche_idl::committed("psyche_authorizer");
     let address = idl["address"].as_str().unwrap();
     assert_eq!(base58::decode_32(address), Some(ID.to_bytes()), "IDL address vs declared ID");
 
-    let account = &idl["accounts"][0];
-    assert_eq!(account["name"], "Authorization");
-    let disc: Vec<u8> = account["discriminator"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u8).collect();
-    assert_eq!(disc, AUTHORIZATION_ACCOUNT);
+    assert_eq!(idl["accounts"][0]["name"], "Authorization");
+    assert_eq!(psyche_idl::discriminator(&idl, "accounts", "Authorization"), AUTHORIZATION_ACCOUNT);
 
     let errors = idl["errors"].as_array().unwrap();
     let ours = [

@@ -1,105 +1,25 @@
-//! Generates idl/psyche_coordinator.json (Anchor 0.30+ format) from the types
-//! here and the logic crate's layout, and fails when the committed file
-//! differs (`UPDATE_IDL=1 cargo test -p psyche-coordinator` rewrites
-//! it). Every field descriptor of a zero-copy struct is checked against
-//! `offset_of!`/`size_of`, so a descriptor that disagrees with the struct fails.
+//! Generates idl/psyche_coordinator.json with the shared generator
+//! (programs/idl) from the types here and the logic crate's layout, and fails
+//! when the committed file differs (`UPDATE_IDL=1 cargo test -p
+//! psyche-coordinator` rewrites it). Every field descriptor of a zero-copy
+//! struct is checked against `offset_of!`/`size_of`, so a descriptor that
+//! disagrees with the struct fails.
 
 extern crate std;
 
-use core::mem::{offset_of, size_of};
-use std::collections::BTreeMap;
-use std::string::{String, ToString};
 use std::vec::Vec;
 use std::vec;
 
 use psyche_coordinator_logic::bloom::Bloom;
 use psyche_coordinator_logic::error::CoordinatorError;
 use psyche_coordinator_logic::state::*;
-use serde_json::{json, Value};
+use psyche_idl::{
+    account as acc, address, array, bytes, defined, fixed_account, json, option, seed_arg, seed_const, with_pda, zero_copy as zc,
+    Idl, Instruction, Types, Value, SYSTEM_PROGRAM,
+};
 
 use crate::events::EVENTS;
 use crate::{COORDINATOR_ACCOUNT, COORDINATOR_INSTANCE, ID, INSTANCE_SEED, INSTRUCTIONS};
-
-fn defined(name: &str) -> Value {
-    json!({ "defined": { "name": name } })
-}
-
-fn array(t: Value, n: usize) -> Value {
-    json!({ "array": [t, n] })
-}
-
-fn option(t: Value) -> Value {
-    json!({ "option": t })
-}
-
-fn bytes(n: usize) -> Value {
-    array(json!("u8"), n)
-}
-
-/// IDL types in declaration order, with the C size of the zero-copy ones.
-#[derive(Default)]
-struct Types {
-    list: Vec<Value>,
-    sizes: BTreeMap<String, usize>,
-}
-
-impl Types {
-    /// Size in bytes of a fixed-size IDL type.
-    fn size(&self, t: &Value) -> usize {
-        match t {
-            Value::String(s) => match s.as_str() {
-                "u8" | "i8" | "bool" => 1,
-                "u16" | "i16" => 2,
-                "u32" | "i32" | "f32" => 4,
-                "u64" | "i64" | "f64" => 8,
-                "pubkey" => 32,
-                other => panic!("{other} has no fixed size"),
-            },
-            Value::Object(o) if o.contains_key("array") => {
-                let a = o["array"].as_array().unwrap();
-                self.size(&a[0]) * a[1].as_u64().unwrap() as usize
-            }
-            Value::Object(o) if o.contains_key("defined") => {
-                let name = o["defined"]["name"].as_str().unwrap();
-                *self.sizes.get(name).unwrap_or_else(|| panic!("{name} is not a zero-copy type declared before its use"))
-            }
-            other => panic!("{other} has no fixed size"),
-        }
-    }
-
-    /// A zero-copy struct: fields in order, each checked to start where the
-    /// previous one ended, and the whole to tile the struct.
-    fn zero_copy(&mut self, name: &str, size: usize, fields: Vec<(&str, usize, Value)>) {
-        let mut next = 0;
-        let mut out = Vec::new();
-        for (field, offset, t) in fields {
-            assert_eq!(offset, next, "{name}.{field}: descriptor offset disagrees with the struct");
-            next += self.size(&t);
-            out.push(json!({ "name": field, "type": t }));
-        }
-        assert_eq!(next, size, "{name}: descriptors do not tile the struct");
-        self.sizes.insert(name.to_string(), size);
-        self.list.push(json!({
-            "name": name,
-            "serialization": "bytemuck",
-            "repr": { "kind": "c" },
-            "type": { "kind": "struct", "fields": out },
-        }));
-    }
-
-    /// A Borsh struct (parameters, events, the instance account).
-    fn borsh(&mut self, name: &str, fields: &[(&str, Value)]) {
-        let fields: Vec<Value> = fields.iter().map(|(n, t)| json!({ "name": n, "type": t })).collect();
-        self.list.push(json!({ "name": name, "type": { "kind": "struct", "fields": fields } }));
-    }
-}
-
-/// `zc!(Type, "IdlName", field: idl_type, ...)`: a zero-copy struct's descriptors.
-macro_rules! zc {
-    ($types:expr, $t:ty, $name:expr, $($f:ident: $ft:expr),+ $(,)?) => {
-        $types.zero_copy($name, size_of::<$t>(), vec![$((stringify!($f), offset_of!($t, $f), $ft)),+])
-    };
-}
 
 fn layout_types(t: &mut Types) {
     zc!(t, Bloom, "Bloom", bits: array(json!("u64"), 16), salt: bytes(8), num_bits: json!("u16"),
@@ -213,34 +133,17 @@ fn borsh_types(t: &mut Types) {
     t.borsh("CheckpointUpdated", &[("signer", json!("pubkey"))]);
 }
 
-fn acc(name: &str, writable: bool, signer: bool) -> Value {
-    let mut a = json!({ "name": name });
-    if writable {
-        a["writable"] = json!(true);
-    }
-    if signer {
-        a["signer"] = json!(true);
-    }
-    a
-}
-
-const SYSTEM_PROGRAM: &str = "11111111111111111111111111111111";
-
 /// Accounts and argument type of each instruction (an empty struct where there
 /// are no arguments: anchor-go v1.0.0 omits the discriminator of an
 /// instruction without arguments), in INSTRUCTIONS order.
-fn instruction_shapes() -> Vec<(Vec<Value>, &'static str)> {
+fn instruction_shapes() -> Vec<Instruction> {
     let authority = || vec![acc("authority", false, true), acc("coordinator_instance", false, false), acc("coordinator_account", true, false)];
     let client = || vec![acc("user", false, true), acc("coordinator_instance", false, false), acc("coordinator_account", true, false)];
-    let mut instance = acc("coordinator_instance", true, false);
-    instance["pda"] = json!({ "seeds": [
-        { "kind": "const", "value": INSTANCE_SEED },
-        { "kind": "arg", "path": "params.run_id" },
-    ]});
-    vec![
+    let instance = with_pda(acc("coordinator_instance", true, false), &[seed_const(INSTANCE_SEED), seed_arg("params.run_id")]);
+    let shapes: Vec<(Vec<Value>, &'static str)> = vec![
         (
             vec![acc("payer", true, true), instance, acc("coordinator_account", true, false),
-                 json!({ "name": "system_program", "address": SYSTEM_PROGRAM })],
+                 fixed_account("system_program", SYSTEM_PROGRAM)],
             "InitCoordinatorParams",
         ),
         (authority(), "UpdateParams"),
@@ -264,66 +167,36 @@ fn instruction_shapes() -> Vec<(Vec<Value>, &'static str)> {
             "FreeCoordinatorParams",
         ),
         (authority(), "SettlePointsParams"),
-    ]
+    ];
+    shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
 
-fn render() -> String {
+fn types() -> Types {
     let mut types = Types::default();
     layout_types(&mut types);
     borsh_types(&mut types);
-    let shapes = instruction_shapes();
-    assert_eq!(shapes.len(), INSTRUCTIONS.len());
-    let instructions: Vec<Value> = INSTRUCTIONS
-        .iter()
-        .zip(shapes)
-        .map(|((name, disc), (accounts, params))| {
-            json!({ "name": name, "discriminator": disc, "accounts": accounts,
-                    "args": [{ "name": "params", "type": defined(params) }] })
-        })
-        .collect();
-    let events: Vec<Value> = EVENTS.iter().map(|(name, disc)| json!({ "name": name, "discriminator": disc })).collect();
-    let errors: Vec<Value> = CoordinatorError::ALL
-        .iter()
-        .map(|e| json!({ "code": e.code(), "name": e.name(), "msg": e.message() }))
-        .collect();
-    let idl = json!({
-        "address": bs58(&ID.to_bytes()),
-        "metadata": {
-            "name": "psyche_coordinator",
-            "version": "0.1.0",
-            "spec": "0.1.0",
-            "description": "The training run's state machine: membership, rounds, witnesses, health checks and rewards",
-        },
-        "instructions": instructions,
-        "accounts": [
-            { "name": "CoordinatorInstance", "discriminator": COORDINATOR_INSTANCE },
-            { "name": "CoordinatorAccount", "discriminator": COORDINATOR_ACCOUNT },
-        ],
-        "events": events,
-        "errors": errors,
-        "types": types.list,
-    });
-    let mut s = serde_json::to_string_pretty(&idl).unwrap();
-    s.push('\n');
-    s
+    types
 }
 
-/// Base58 form of an address, for the IDL.
-fn bs58(b: &[u8; 32]) -> String {
-    let mut buf = [0u8; psyche_sdk::base58::MAX_ENCODED_32];
-    psyche_sdk::base58::encode_32(b, &mut buf).into()
+fn render() -> std::string::String {
+    let errors = CoordinatorError::ALL.iter().map(|e| (e.code(), e.name(), e.message())).collect();
+    Idl {
+        name: "psyche_coordinator",
+        description: "The training run's state machine: membership, rounds, witnesses, health checks and rewards",
+        address: ID.to_bytes(),
+        instructions: &INSTRUCTIONS,
+        shapes: instruction_shapes(),
+        accounts: &[("CoordinatorInstance", COORDINATOR_INSTANCE), ("CoordinatorAccount", COORDINATOR_ACCOUNT)],
+        events: &EVENTS,
+        errors,
+        types: types(),
+    }
+    .render()
 }
 
 #[test]
 fn committed_idl_is_generated() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../idl/psyche_coordinator.json");
-    let fresh = render();
-    if std::env::var_os("UPDATE_IDL").is_some() {
-        std::fs::write(path, &fresh).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(committed == fresh, "{path} is stale: run UPDATE_IDL=1 cargo test -p psyche-coordinator and commit it");
+    psyche_idl::check_committed("psyche_coordinator", &render(), "psyche-coordinator");
 }
 
 /// Every event's payload, as `crate::events` writes it, has the size of its
@@ -346,12 +219,9 @@ fn event_payloads_match_their_idl_types() {
         Event::ClientDropped { client: k, reporter: k, step: 1 },
         Event::CheckpointUpdated { signer: k },
     ];
-    let mut types = Types::default();
-    layout_types(&mut types);
-    borsh_types(&mut types);
+    let types = types();
     for (e, (name, disc)) in samples.iter().zip(EVENTS) {
-        let ty = types.list.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("{name} has no IDL type"));
-        let want: usize = ty["type"]["fields"].as_array().unwrap().iter().map(|f| types.size(&f["type"])).sum();
+        let want = types.fields_size(name);
         let mut buf = [0u8; 96];
         let mut w = psyche_sdk::borsh::Writer::new(&mut buf);
         assert_eq!(crate::events::encode(e, &mut w).unwrap(), &disc, "{name}: discriminator (event order)");
@@ -361,15 +231,5 @@ fn event_payloads_match_their_idl_types() {
 
 #[test]
 fn program_id_renders_as_declared() {
-    assert_eq!(bs58(&ID.to_bytes()), "35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz");
-    assert_eq!(bs58(&[0; 32]), SYSTEM_PROGRAM);
-}
-
-#[test]
-fn a_wrong_descriptor_fails() {
-    let r = std::panic::catch_unwind(|| {
-        let mut t = Types::default();
-        zc!(t, Progress, "Progress", epoch: json!("u32"), step: json!("u64"), data_index: json!("u64"));
-    });
-    assert!(r.is_err(), "a u64 descriptor for a u32 field must fail");
+    assert_eq!(address(&ID.to_bytes()), "35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz");
 }

@@ -166,13 +166,9 @@ fn only_a_finished_run_is_withdrawable() {
 /// constants against idl/psyche_treasurer.json and idl/psyche_coordinator.json.
 #[test]
 fn matches_idl() {
-    let read = |name: &str| -> serde_json::Value {
-        let path = std::format!("{}/../../../idl/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    };
-    let idl = read("psyche_treasurer.json");
+    let idl = psyche_idl::committed("psyche_treasurer");
     assert_eq!(base58::decode_32(idl["address"].as_str().unwrap()), Some(ID.to_bytes()));
-    let coordinator = read("psyche_coordinator.json");
+    let coordinator = psyche_idl::committed("psyche_coordinator");
     assert_eq!(base58::decode_32(coordinator["address"].as_str().unwrap()), Some(COORDINATOR_ID.to_bytes()));
     let errors = idl["errors"].as_array().unwrap();
     assert_eq!(errors.len(), ERRORS.len());

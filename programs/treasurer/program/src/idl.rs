@@ -1,97 +1,37 @@
-//! Generates idl/psyche_treasurer.json (Anchor 0.30+ format) from the
-//! program's constants and fails when the committed file differs
-//! (`UPDATE_IDL=1 cargo test -p psyche-treasurer` rewrites it). The Coordinator
-//! layout types that run_update forwards (RunMetadata, CoordinatorConfig,
-//! Model, Progress) are copied from idl/psyche_coordinator.json, which that
-//! program's own test keeps in lockstep with its structs.
+//! Generates idl/psyche_treasurer.json with the shared generator
+//! (programs/idl) from the program's constants and fails when the committed
+//! file differs (`UPDATE_IDL=1 cargo test -p psyche-treasurer` rewrites it).
+//! The Coordinator layout types that run_update forwards (RunMetadata,
+//! CoordinatorConfig, Model, Progress) are copied from
+//! idl/psyche_coordinator.json, which that program's own test keeps in
+//! lockstep with its structs, and checked against the logic crate's sizes.
 
 extern crate std;
 
 use core::mem::size_of;
-use std::string::String;
 use std::vec::Vec;
 use std::vec;
 
 use psyche_coordinator_logic::state::{CoordinatorConfig, Model, Progress, RunMetadata};
+use psyche_idl::{
+    account as acc, address, defined, fixed_account, json, option, seed_account, seed_arg, seed_const, with_pda, Idl,
+    Instruction, Types, Value, SYSTEM_PROGRAM,
+};
 use psyche_sdk::cpi::ata::ASSOCIATED_TOKEN_PROGRAM_ID;
 use psyche_treasurer_interface::*;
-use serde_json::{json, Value};
 
 use crate::{EVENTS, INSTRUCTIONS};
 
-const SYSTEM_PROGRAM: &str = "11111111111111111111111111111111";
-
-fn defined(name: &str) -> Value {
-    json!({ "defined": { "name": name } })
-}
-
-fn option(t: Value) -> Value {
-    json!({ "option": t })
-}
-
-fn acc(name: &str, writable: bool, signer: bool) -> Value {
-    let mut a = json!({ "name": name });
-    if writable {
-        a["writable"] = json!(true);
-    }
-    if signer {
-        a["signer"] = json!(true);
-    }
-    a
-}
-
-fn fixed(name: &str, address: String) -> Value {
-    json!({ "name": name, "address": address })
-}
-
-fn struct_type(name: &str, fields: &[(&str, Value)]) -> Value {
-    let fields: Vec<Value> = fields.iter().map(|(n, t)| json!({ "name": n, "type": t })).collect();
-    json!({ "name": name, "type": { "kind": "struct", "fields": fields } })
-}
-
-/// The Coordinator's layout types, as its IDL declares them (with Bloom and
-/// anything else they need left out: these four are self-contained).
-fn coordinator_types() -> Vec<Value> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../idl/psyche_coordinator.json");
-    let idl: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let sizes = [
-        ("RunMetadata", size_of::<RunMetadata>()),
-        ("CoordinatorConfig", size_of::<CoordinatorConfig>()),
-        ("Model", size_of::<Model>()),
-        ("Progress", size_of::<Progress>()),
-    ];
-    sizes
-        .iter()
-        .map(|(name, size)| {
-            let t = idl["types"].as_array().unwrap().iter().find(|t| t["name"] == *name).unwrap().clone();
-            let bytes: usize = t["type"]["fields"].as_array().unwrap().iter().map(|f| field_size(&f["type"])).sum();
-            assert_eq!(bytes, *size, "{name} in the coordinator IDL does not match the struct");
-            t
-        })
-        .collect()
-}
-
-fn field_size(t: &Value) -> usize {
-    match t {
-        Value::String(s) => match s.as_str() {
-            "u8" | "i8" | "bool" => 1,
-            "u16" | "i16" => 2,
-            "u32" | "i32" | "f32" => 4,
-            "u64" | "i64" | "f64" => 8,
-            "pubkey" => 32,
-            other => panic!("{other} has no fixed size"),
-        },
-        Value::Object(o) if o.contains_key("array") => {
-            let a = o["array"].as_array().unwrap();
-            field_size(&a[0]) * a[1].as_u64().unwrap() as usize
-        }
-        other => panic!("{other} is not a self-contained field"),
-    }
-}
-
-fn types() -> Vec<Value> {
-    let mut t = coordinator_types();
-    t.push(struct_type("Run", &[
+fn types() -> Types {
+    let mut t = Types::default();
+    // The Coordinator's layout types, as its IDL declares them (these four
+    // are self-contained: no Bloom or other type of theirs is needed).
+    let coordinator = psyche_idl::committed("psyche_coordinator");
+    t.copy_from(&coordinator, "RunMetadata", size_of::<RunMetadata>());
+    t.copy_from(&coordinator, "CoordinatorConfig", size_of::<CoordinatorConfig>());
+    t.copy_from(&coordinator, "Model", size_of::<Model>());
+    t.copy_from(&coordinator, "Progress", size_of::<Progress>());
+    t.borsh("Run", &[
         ("bump", json!("u8")),
         ("index", json!("u64")),
         ("main_authority", json!("pubkey")),
@@ -102,23 +42,23 @@ fn types() -> Vec<Value> {
         ("token_program", json!("pubkey")),
         ("total_claimed_points", json!("u64")),
         ("closed", json!("bool")),
-    ]));
-    t.push(struct_type("Participant", &[
+    ]);
+    t.borsh("Participant", &[
         ("bump", json!("u8")),
         ("run", json!("pubkey")),
         ("user", json!("pubkey")),
         ("earned_points", json!("u64")),
         ("slashed_points", json!("u64")),
         ("claimed_points", json!("u64")),
-    ]));
-    t.push(struct_type("RunCreateParams", &[
+    ]);
+    t.borsh("RunCreateParams", &[
         ("index", json!("u64")),
         ("run_id", json!("string")),
         ("client_version", json!("string")),
         ("main_authority", json!("pubkey")),
         ("join_authority", json!("pubkey")),
-    ]));
-    t.push(struct_type("RunUpdateParams", &[
+    ]);
+    t.borsh("RunUpdateParams", &[
         ("metadata", option(defined("RunMetadata"))),
         ("config", option(defined("CoordinatorConfig"))),
         ("model", option(defined("Model"))),
@@ -127,51 +67,45 @@ fn types() -> Vec<Value> {
         ("epoch_slashing_rate_per_client", option(json!("u64"))),
         ("paused", option(json!("bool"))),
         ("client_version", option(json!("string"))),
-    ]));
-    t.push(struct_type("ParticipantCreateParams", &[]));
-    t.push(struct_type("ParticipantClaimParams", &[]));
-    t.push(struct_type("RunWithdrawParams", &[("amount", json!("u64"))]));
-    t.push(struct_type("RunCloseParams", &[]));
-    t.push(struct_type("RewardsClaimed", &[
+    ]);
+    t.borsh("ParticipantCreateParams", &[]);
+    t.borsh("ParticipantClaimParams", &[]);
+    t.borsh("RunWithdrawParams", &[("amount", json!("u64"))]);
+    t.borsh("RunCloseParams", &[]);
+    t.borsh("RewardsClaimed", &[
         ("run", json!("pubkey")),
         ("user", json!("pubkey")),
         ("amount", json!("u64")),
         ("settled_earned_points", json!("u64")),
         ("settled_slashed_points", json!("u64")),
-    ]));
-    t.push(struct_type("CollateralWithdrawn", &[
+    ]);
+    t.borsh("CollateralWithdrawn", &[
         ("run", json!("pubkey")),
         ("destination", json!("pubkey")),
         ("amount", json!("u64")),
-    ]));
+    ]);
     t
 }
 
 /// Accounts and argument type of each instruction, in INSTRUCTIONS order
 /// (an empty params struct where there are no arguments: anchor-go v1.0.0
 /// omits the discriminator of an instruction without arguments).
-fn instruction_shapes() -> Vec<(Vec<Value>, &'static str)> {
+fn instruction_shapes() -> Vec<Instruction> {
     // Not pinned: the Coordinator's id changes with a devnet deployment
     // (psyche-client keys sync), and clients pass the one they use.
     let coordinator = || acc("coordinator_program", false, false);
-    let system = || fixed("system_program", SYSTEM_PROGRAM.into());
-    let mut run = acc("run", true, false);
-    run["pda"] = json!({ "seeds": [
-        { "kind": "const", "value": RUN_SEED },
-        { "kind": "arg", "path": "params.index" },
-    ]});
-    let mut participant = acc("participant", true, false);
-    participant["pda"] = json!({ "seeds": [
-        { "kind": "const", "value": PARTICIPANT_SEED },
-        { "kind": "account", "path": "run" },
-        { "kind": "account", "path": "user" },
-    ]});
-    vec![
+    let system = || fixed_account("system_program", SYSTEM_PROGRAM);
+    let run = with_pda(acc("run", true, false), &[seed_const(RUN_SEED), seed_arg("params.index")]);
+    let participant = with_pda(
+        acc("participant", true, false),
+        &[seed_const(PARTICIPANT_SEED), seed_account("run"), seed_account("user")],
+    );
+    let shapes: Vec<(Vec<Value>, &'static str)> = vec![
         (
             vec![acc("payer", true, true), run, acc("run_collateral", true, false), acc("collateral_mint", false, false),
                  acc("coordinator_instance", true, false), acc("coordinator_account", true, false), coordinator(),
                  acc("token_program", false, false),
-                 fixed("associated_token_program", bs58(&ASSOCIATED_TOKEN_PROGRAM_ID.to_bytes())), system()],
+                 fixed_account("associated_token_program", &address(&ASSOCIATED_TOKEN_PROGRAM_ID.to_bytes())), system()],
             "RunCreateParams",
         ),
         (
@@ -201,77 +135,40 @@ fn instruction_shapes() -> Vec<(Vec<Value>, &'static str)> {
                  acc("coordinator_instance", true, false), acc("coordinator_account", true, false), coordinator()],
             "RunCloseParams",
         ),
-    ]
+    ];
+    shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
 
-fn render() -> String {
-    let shapes = instruction_shapes();
-    assert_eq!(shapes.len(), INSTRUCTIONS.len());
-    let instructions: Vec<Value> = INSTRUCTIONS
-        .iter()
-        .zip(shapes)
-        .map(|((name, disc), (accounts, params))| {
-            json!({ "name": name, "discriminator": disc, "accounts": accounts,
-                    "args": [{ "name": "params", "type": defined(params) }] })
-        })
-        .collect();
-    let events: Vec<Value> = EVENTS.iter().map(|(name, disc)| json!({ "name": name, "discriminator": disc })).collect();
-    let errors: Vec<Value> = ERRORS.iter().map(|e| json!({ "code": e.code(), "name": e.name(), "msg": e.message() })).collect();
-    let idl = json!({
-        "address": bs58(&ID.to_bytes()),
-        "metadata": {
-            "name": "psyche_treasurer",
-            "version": "0.1.0",
-            "spec": "0.1.0",
-            "description": "Token rewards for Coordinator runs: claims of earned points, collateral top-up and withdrawal",
-        },
-        "instructions": instructions,
-        "accounts": [
-            { "name": "Run", "discriminator": RUN_ACCOUNT },
-            { "name": "Participant", "discriminator": PARTICIPANT_ACCOUNT },
-        ],
-        "events": events,
-        "errors": errors,
-        "types": types(),
-    });
-    let mut s = serde_json::to_string_pretty(&idl).unwrap();
-    s.push('\n');
-    s
-}
-
-/// Base58 form of an address, for the IDL.
-fn bs58(b: &[u8; 32]) -> String {
-    let mut buf = [0u8; psyche_sdk::base58::MAX_ENCODED_32];
-    psyche_sdk::base58::encode_32(b, &mut buf).into()
+fn render() -> std::string::String {
+    Idl {
+        name: "psyche_treasurer",
+        description: "Token rewards for Coordinator runs: claims of earned points, collateral top-up and withdrawal",
+        address: ID.to_bytes(),
+        instructions: &INSTRUCTIONS,
+        shapes: instruction_shapes(),
+        accounts: &[("Run", RUN_ACCOUNT), ("Participant", PARTICIPANT_ACCOUNT)],
+        events: &EVENTS,
+        errors: ERRORS.iter().map(|e| (e.code(), e.name(), e.message())).collect(),
+        types: types(),
+    }
+    .render()
 }
 
 #[test]
 fn committed_idl_is_generated() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../idl/psyche_treasurer.json");
-    let fresh = render();
-    if std::env::var_os("UPDATE_IDL").is_some() {
-        std::fs::write(path, &fresh).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(committed == fresh, "{path} is stale: run UPDATE_IDL=1 cargo test -p psyche-treasurer and commit it");
+    psyche_idl::check_committed("psyche_treasurer", &render(), "psyche-treasurer");
 }
 
 #[test]
 fn program_ids_render_as_declared() {
-    assert_eq!(bs58(&ID.to_bytes()), "GRMnhStRdTw6M1634WCGVgovRDrRsQFAsVHkuxhceYRB");
-    assert_eq!(bs58(&COORDINATOR_ID.to_bytes()), "35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz");
-    assert_eq!(bs58(&[0; 32]), SYSTEM_PROGRAM);
+    assert_eq!(address(&ID.to_bytes()), "GRMnhStRdTw6M1634WCGVgovRDrRsQFAsVHkuxhceYRB");
+    assert_eq!(address(&COORDINATOR_ID.to_bytes()), "35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz");
 }
 
 #[test]
 fn coordinator_discriminators_match_its_idl() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../idl/psyche_coordinator.json");
-    let idl: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let disc = |list: &str, name: &str| -> Vec<u8> {
-        let item = idl[list].as_array().unwrap().iter().find(|i| i["name"] == name).unwrap_or_else(|| panic!("{name} not in the coordinator IDL"));
-        item["discriminator"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect()
-    };
+    let idl = psyche_idl::committed("psyche_coordinator");
+    let disc = |list: &str, name: &str| psyche_idl::discriminator(&idl, list, name);
     use crate::coordinator::*;
     for (name, d) in [
         ("init_coordinator", INIT_COORDINATOR),
