@@ -45,22 +45,19 @@ static int tr_demo_check(const tr_demo *hp) {
     return TR_OK;
 }
 
-// 2-D views: stacked per-layer matrices (L, OC, IC) are (L*OC, IC) with row
-// chunks dividing OC so no chunk spans two layers; stacked vectors (L, n) are
-// (L, n); the final LayerNorm vectors are (1, C).
+// 2-D views of the shapes in layout.h: stacked per-layer matrices (L, OC, IC)
+// are (L*OC, IC) with row chunks dividing OC so no chunk spans two layers;
+// 2-D tensors (stacked vectors (L, n), wte, wpe) stay as they are, row chunks
+// dividing their row count; the final LayerNorm vectors (C) are (1, C).
 static void tr_demo_layout(const tr_model *m, const tr_demo *hp, tr_demo_tensor t[TR_NUM_TENSORS]) {
-    int L = m->cfg.layers, C = m->cfg.channels;
-    int dims[TR_NUM_TENSORS][3] = { // rows, cols, rows per layer
-        {m->cfg.padded_vocab, C, m->cfg.padded_vocab}, {m->cfg.seq_len, C, m->cfg.seq_len}, {L, C, L}, {L, C, L},
-        {L * 3 * C, C, 3 * C}, {L, 3 * C, L}, {L * C, C, C}, {L, C, L},
-        {L, C, L}, {L, C, L}, {L * 4 * C, C, 4 * C}, {L, 4 * C, L},
-        {L * C, 4 * C, C}, {L, C, L}, {1, C, 1}, {1, C, 1},
-    };
     for (int i = 0; i < TR_NUM_TENSORS; i++) {
         tr_demo_tensor *x = &t[i];
-        x->rows = dims[i][0];
-        x->cols = dims[i][1];
-        x->cr = tr_largest_divisor(dims[i][2], hp->chunk);
+        int s[3], nd = tr_param_shape(&m->cfg, i, s);
+        int rpl; // row chunks divide this
+        if (nd == 3) { x->rows = s[0] * s[1]; x->cols = s[2]; rpl = s[1]; }
+        else if (nd == 2) { x->rows = s[0]; x->cols = s[1]; rpl = s[0]; }
+        else { x->rows = 1; x->cols = s[0]; rpl = 1; }
+        x->cr = tr_largest_divisor(rpl, hp->chunk);
         x->cc = tr_largest_divisor(x->cols, hp->chunk);
         int n = x->cr * x->cc;
         x->k = hp->topk < n ? hp->topk : n;

@@ -12,123 +12,8 @@
 // exp/tanh loops (GELU, softmax); no result changes (unlike -ffast-math).
 #pragma GCC optimize("no-trapping-math")
 
-static const char *const tr_tensor_names[TR_NUM_TENSORS] = {
-    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb",
-};
-
-// Views into one flat parameter (or gradient) array. Shapes in comments.
-typedef struct {
-    float *wte;      // (Vp, C)
-    float *wpe;      // (maxT, C)
-    float *ln1w;     // (L, C)
-    float *ln1b;     // (L, C)
-    float *qkvw;     // (L, 3C, C)
-    float *qkvb;     // (L, 3C)
-    float *attprojw; // (L, C, C)
-    float *attprojb; // (L, C)
-    float *ln2w;     // (L, C)
-    float *ln2b;     // (L, C)
-    float *fcw;      // (L, 4C, C)
-    float *fcb;      // (L, 4C)
-    float *fcprojw;  // (L, C, 4C)
-    float *fcprojb;  // (L, C)
-    float *lnfw;     // (C)
-    float *lnfb;     // (C)
-} tr_params;
-
-// Activations of one micro-batch of B sequences of length T.
-typedef struct {
-    float *encoded;   // (B, T, C)
-    float *ln1;       // (L, B, T, C)
-    float *ln1_mean;  // (L, B, T)
-    float *ln1_rstd;  // (L, B, T)
-    float *qkv;       // (L, B, T, 3C)
-    float *atty;      // (L, B, T, C)
-    float *att;       // (L, B, NH, T, T) softmax output
-    float *residual2; // (L, B, T, C)
-    float *ln2;       // (L, B, T, C)
-    float *ln2_mean;  // (L, B, T)
-    float *ln2_rstd;  // (L, B, T)
-    float *fch;       // (L, B, T, 4C)
-    float *fch_gelu;  // (L, B, T, 4C)
-    float *residual3; // (L, B, T, C)
-    float *lnf;       // (B, T, C)
-    float *lnf_mean;  // (B, T)
-    float *lnf_rstd;  // (B, T)
-    float *logits;    // (B, T, Vp)
-    float *probs;     // (B, T, Vp)
-    float *losses;    // (B, T)
-} tr_acts;
-
-// Gradients of activations, reused layer after layer during backward.
-typedef struct {
-    float *dres;      // (B, T, C)  gradient of the residual stream
-    float *dln;       // (B, T, C)
-    float *datty;     // (B, T, C)
-    float *dqkv;      // (B, T, 3C)
-    float *dfch;      // (B, T, 4C)
-    float *dfch_gelu; // (B, T, 4C)
-    float *dlogits;   // (B, T, Vp)
-} tr_dacts;
-
-
-static size_t tr_act_floats(const tr_config *c, int B, int T) {
-    size_t L = c->layers, C = c->channels, NH = c->heads, BT = (size_t)B * T, Vp = c->padded_vocab;
-    return BT * C + L * BT * (5 * C + 3 * C + 8 * C + 4) + L * B * NH * (size_t)T * T +
-           BT * (C + 2) + 2 * BT * Vp + BT;
-}
-
-static tr_acts tr_act_views(const tr_model *m, float *p, int B, int T) {
-    size_t L = m->cfg.layers, C = m->cfg.channels, NH = m->cfg.heads, BT = (size_t)B * T, Vp = m->cfg.padded_vocab;
-    tr_acts a;
-    a.encoded = p; p += BT * C;
-    a.ln1 = p; p += L * BT * C;
-    a.ln1_mean = p; p += L * BT;
-    a.ln1_rstd = p; p += L * BT;
-    a.qkv = p; p += L * BT * 3 * C;
-    a.atty = p; p += L * BT * C;
-    a.att = p; p += L * B * NH * (size_t)T * T;
-    a.residual2 = p; p += L * BT * C;
-    a.ln2 = p; p += L * BT * C;
-    a.ln2_mean = p; p += L * BT;
-    a.ln2_rstd = p; p += L * BT;
-    a.fch = p; p += L * BT * 4 * C;
-    a.fch_gelu = p; p += L * BT * 4 * C;
-    a.residual3 = p; p += L * BT * C;
-    a.lnf = p; p += BT * C;
-    a.lnf_mean = p; p += BT;
-    a.lnf_rstd = p; p += BT;
-    a.logits = p; p += BT * Vp;
-    a.probs = p; p += BT * Vp;
-    a.losses = p;
-    return a;
-}
-
-static size_t tr_dact_floats(const tr_config *c, int B, int T) {
-    size_t BT = (size_t)B * T, C = c->channels;
-    return BT * (C * 3 + 3 * C + 8 * C + (size_t)c->padded_vocab);
-}
-
-static tr_dacts tr_dact_views(const tr_model *m, float *p, int B, int T) {
-    size_t BT = (size_t)B * T, C = m->cfg.channels;
-    tr_dacts d;
-    d.dres = p; p += BT * C;
-    d.dln = p; p += BT * C;
-    d.datty = p; p += BT * C;
-    d.dqkv = p; p += BT * 3 * C;
-    d.dfch = p; p += BT * 4 * C;
-    d.dfch_gelu = p; p += BT * 4 * C;
-    d.dlogits = p;
-    return d;
-}
-
-static tr_params tr_param_views(const tr_model *m, float *base) {
-    float *t[TR_NUM_TENSORS];
-    for (int i = 0; i < TR_NUM_TENSORS; i++) t[i] = base + m->offsets[i];
-    tr_params p = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
-    return p;
-}
+// The parameter and activation layouts (tr_params, tr_acts, tr_dacts and
+// their views) are in layout.h, shared with the CUDA path.
 
 // ----------------------------------------------------------------------------
 // Layers: forward and backward side by side.
@@ -539,26 +424,22 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     tr_model *m = calloc(1, sizeof *m);
     if (!m) return TR_ENOMEM;
     m->cfg = *cfg;
-    size_t L = cfg->layers, C = cfg->channels, Vp = cfg->padded_vocab, T = cfg->seq_len;
-    size_t sz[TR_NUM_TENSORS] = {Vp * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
-                                 L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C};
-    size_t off = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++) { m->sizes[i] = sz[i]; m->offsets[i] = off; off += sz[i]; }
+    size_t L = cfg->layers, C = cfg->channels, T = cfg->seq_len;
+    size_t off = tr_param_layout(cfg, m->sizes, m->offsets);
     m->num_params = off;
     int B = cfg->micro_batch;
-    size_t BT = (size_t)B * T;
-    size_t wmax = 4 * C * C > C * Vp ? 4 * C * C : C * Vp;
-    size_t omax = (4 * C > Vp ? 4 * C : Vp) * BT;
+    size_t wmax, omax, imax;
+    tr_scratch_floats(cfg, &wmax, &omax, &imax);
     m->nthreads = omp_get_num_procs();
     if (m->nthreads < 1) m->nthreads = 1;
     if (m->nthreads > TR_MAX_THREADS) m->nthreads = TR_MAX_THREADS;
     m->params = malloc(sizeof(float) * off);
     m->grads = calloc(off, sizeof(float));
-    m->act_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T));
-    m->dact_mem = malloc(sizeof(float) * tr_dact_floats(cfg, B, T));
+    m->act_mem = malloc(sizeof(float) * tr_act_layout(cfg, B, (int)T, NULL, NULL));
+    m->dact_mem = malloc(sizeof(float) * tr_dact_layout(cfg, B, (int)T, NULL, NULL));
     m->scratch_w = malloc(sizeof(float) * wmax);
     m->scratch_o = malloc(sizeof(float) * omax);
-    m->scratch_i = malloc(sizeof(float) * 4 * C * BT);
+    m->scratch_i = malloc(sizeof(float) * imax);
     m->row_buf = malloc(sizeof(float) * 2 * T * (size_t)TR_MAX_THREADS);
     if (!m->params || !m->grads || !m->act_mem || !m->dact_mem || !m->scratch_w || !m->scratch_o || !m->scratch_i || !m->row_buf) {
         tr_destroy(m);
@@ -574,15 +455,15 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     for (int i = 0; i < TR_NUM_TENSORS; i++) {
         float *p = m->params + m->offsets[i];
         size_t n = m->sizes[i];
-        if (i == 0) n = (size_t)cfg->vocab * C;
+        if (i == TR_P_wte) n = (size_t)cfg->vocab * C;
         switch (i) {
-        case 0: case 1: case 4: case 10:
+        case TR_P_wte: case TR_P_wpe: case TR_P_qkvw: case TR_P_fcw:
             for (size_t j = 0; j < n; j++) p[j] = std * tr_normal(&s);
             break;
-        case 6: case 12:
+        case TR_P_attprojw: case TR_P_fcprojw:
             for (size_t j = 0; j < n; j++) p[j] = proj_std * tr_normal(&s);
             break;
-        case 2: case 8: case 14:
+        case TR_P_ln1w: case TR_P_ln2w: case TR_P_lnfw:
             for (size_t j = 0; j < n; j++) p[j] = 1.0f;
             break;
         default:
@@ -639,15 +520,17 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     int rc = tr_check_batch(m, tokens, targets, n, t);
     if (rc) return rc;
     if (!loss) return TR_EINVAL;
-    tr_params p = tr_param_views(m, tr_forward_weights(m));
-    tr_params g = tr_param_views(m, m->grads);
+    tr_params p = tr_param_views(tr_forward_weights(m), m->offsets);
+    tr_params g = tr_param_views(m->grads, m->offsets);
     memset(m->grads, 0, sizeof(float) * m->num_params);
     float dloss = 1.0f / ((float)n * (float)t);
     float total = 0.0f;
     for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
         int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
-        tr_acts a = tr_act_views(m, m->act_mem, B, t);
-        tr_dacts d = tr_dact_views(m, m->dact_mem, B, t);
+        tr_acts a;
+        tr_dacts d;
+        tr_act_layout(&m->cfg, B, t, m->act_mem, &a);
+        tr_dact_layout(&m->cfg, B, t, m->dact_mem, &d);
         const int32_t *tok = tokens + (size_t)b0 * t, *tgt = targets + (size_t)b0 * t;
         gpt_forward(m, &p, &a, tok, tgt, B, t);
         total += tr_sum_losses(a.losses, B * t);
@@ -662,11 +545,12 @@ int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     int rc = tr_check_batch(m, tokens, targets, n, t);
     if (rc) return rc;
     if (!loss) return TR_EINVAL;
-    tr_params p = tr_param_views(m, m->params);
+    tr_params p = tr_param_views(m->params, m->offsets);
     float total = 0.0f;
     for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
         int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
-        tr_acts a = tr_act_views(m, m->act_mem, B, t);
+        tr_acts a;
+        tr_act_layout(&m->cfg, B, t, m->act_mem, &a);
         gpt_forward(m, &p, &a, tokens + (size_t)b0 * t, targets + (size_t)b0 * t, B, t);
         total += tr_sum_losses(a.losses, B * t);
     }
@@ -701,16 +585,8 @@ int tr_num_tensors(const tr_model *m) { return m ? TR_NUM_TENSORS : 0; }
 
 int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int shape[3], size_t *offset) {
     if (!m || i < 0 || i >= TR_NUM_TENSORS || !name || !ndim || !shape || !offset) return TR_EINVAL;
-    int L = m->cfg.layers, C = m->cfg.channels;
-    int shapes[TR_NUM_TENSORS][4] = {
-        {2, m->cfg.padded_vocab, C, 0}, {2, m->cfg.seq_len, C, 0}, {2, L, C, 0}, {2, L, C, 0},
-        {3, L, 3 * C, C}, {2, L, 3 * C, 0}, {3, L, C, C}, {2, L, C, 0},
-        {2, L, C, 0}, {2, L, C, 0}, {3, L, 4 * C, C}, {2, L, 4 * C, 0},
-        {3, L, C, 4 * C}, {2, L, C, 0}, {1, C, 0, 0}, {1, C, 0, 0},
-    };
-    *name = tr_tensor_names[i];
-    *ndim = shapes[i][0];
-    for (int d = 0; d < 3; d++) shape[d] = shapes[i][d + 1];
+    *name = tr_param_name(i);
+    *ndim = tr_param_shape(&m->cfg, i, shape);
     *offset = m->offsets[i];
     return TR_OK;
 }

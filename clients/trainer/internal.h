@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layout.h"
 #include "mathfn.h"
 #include "trainer.h"
 
-#define TR_NUM_TENSORS 16
 #define TR_MAX_THREADS 256
 
 typedef struct {
@@ -66,7 +66,7 @@ struct tr_model {
     int nthreads;
     int isa;
     tr_gemm_fn gemm;
-    size_t sizes[TR_NUM_TENSORS];
+    size_t sizes[TR_NUM_TENSORS];   // tr_param_layout (layout.h)
     size_t offsets[TR_NUM_TENSORS];
     size_t num_params;
 
@@ -82,8 +82,8 @@ struct tr_model {
     float demo_lr;          // lr of the last DeMo apply (for the lookahead)
     uint64_t step;          // optimizer steps taken
 
-    float *act_mem;   // activations for micro_batch x seq_len
-    float *dact_mem;
+    float *act_mem;   // activations for micro_batch x seq_len (tr_act_layout)
+    float *dact_mem;  // (tr_dact_layout)
     float *scratch_w; // (max(4C*C, C*Vp)) transposed weights
     float *scratch_o; // (max(4C, Vp) * B*T) transposed output gradients
     float *scratch_i; // (4C * B*T) transposed inputs

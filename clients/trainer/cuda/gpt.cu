@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../layout.h"
 #include "../mathfn.h"
 #include "trainer_cuda.h"
 
@@ -332,9 +333,9 @@ static void transpose(float *dst, const float *src, int rows, int cols) {
 struct trg_model {
     tr_config cfg;
     size_t num_params;
-    size_t offsets[16];
+    size_t offsets[TR_NUM_TENSORS]; // tr_param_layout (../layout.h)
     float *params, *grads;  // (N) device
-    float *acts, *dacts;    // device, layouts as in gpt.c
+    float *acts, *dacts;    // device, tr_act_layout / tr_dact_layout (../layout.h)
     float *sw, *so, *si;    // transposes
     float *datt, *dpre;     // (B, NH, T, T) attention backward
     int32_t *tokens, *targets; // (B*T) device
@@ -368,71 +369,10 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
 // ----------------------------------------------------------------------------
 // Model
 
-typedef struct {
-    float *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
-} gparams;
+// Parameter views (tr_params), activation buffers (tr_acts, tr_dacts) and
+// their sizes come from ../layout.h, shared with gpt.c.
 
-typedef struct {
-    float *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *residual2, *ln2, *ln2_mean, *ln2_rstd,
-        *fch, *fch_gelu, *residual3, *lnf, *lnf_mean, *lnf_rstd, *logits, *probs, *losses;
-} gacts;
-
-typedef struct {
-    float *dres, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dlogits;
-} gdacts;
-
-static gparams param_views(const trg_model *g, float *base) {
-    float *t[16];
-    for (int i = 0; i < 16; i++) t[i] = base + g->offsets[i];
-    gparams p = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
-    return p;
-}
-
-static size_t act_floats(const tr_config *c, int B, int T) {
-    size_t L = c->layers, C = c->channels, NH = c->heads, BT = (size_t)B * T, Vp = c->padded_vocab;
-    return BT * C + L * BT * (16 * C + 4) + L * B * NH * (size_t)T * T + BT * (C + 2) + 2 * BT * Vp + BT;
-}
-
-static gacts act_views(const trg_model *g, float *p, int B, int T) {
-    size_t L = g->cfg.layers, C = g->cfg.channels, NH = g->cfg.heads, BT = (size_t)B * T, Vp = g->cfg.padded_vocab;
-    gacts a;
-    a.encoded = p; p += BT * C;
-    a.ln1 = p; p += L * BT * C;
-    a.ln1_mean = p; p += L * BT;
-    a.ln1_rstd = p; p += L * BT;
-    a.qkv = p; p += L * BT * 3 * C;
-    a.atty = p; p += L * BT * C;
-    a.att = p; p += L * B * NH * (size_t)T * T;
-    a.residual2 = p; p += L * BT * C;
-    a.ln2 = p; p += L * BT * C;
-    a.ln2_mean = p; p += L * BT;
-    a.ln2_rstd = p; p += L * BT;
-    a.fch = p; p += L * BT * 4 * C;
-    a.fch_gelu = p; p += L * BT * 4 * C;
-    a.residual3 = p; p += L * BT * C;
-    a.lnf = p; p += BT * C;
-    a.lnf_mean = p; p += BT;
-    a.lnf_rstd = p; p += BT;
-    a.logits = p; p += BT * Vp;
-    a.probs = p; p += BT * Vp;
-    a.losses = p;
-    return a;
-}
-
-static gdacts dact_views(const trg_model *g, float *p, int B, int T) {
-    size_t BT = (size_t)B * T, C = g->cfg.channels;
-    gdacts d;
-    d.dres = p; p += BT * C;
-    d.dln = p; p += BT * C;
-    d.datty = p; p += BT * C;
-    d.dqkv = p; p += BT * 3 * C;
-    d.dfch = p; p += BT * 4 * C;
-    d.dfch_gelu = p; p += BT * 4 * C;
-    d.dlogits = p;
-    return d;
-}
-
-static void gpt_forward(trg_model *g, const gparams *p, gacts *a, int B, int T) {
+static void gpt_forward(trg_model *g, const tr_params *p, tr_acts *a, int B, int T) {
     int L = g->cfg.layers, C = g->cfg.channels, NH = g->cfg.heads, Vp = g->cfg.padded_vocab, V = g->cfg.vocab;
     size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
     encoder_forward_kernel<<<blocks_for(BT * C, 256), 256>>>(a->encoded, g->tokens, p->wte, p->wpe, (int)BT, T, C);
@@ -459,7 +399,7 @@ static void gpt_forward(trg_model *g, const gparams *p, gacts *a, int B, int T) 
     crossentropy_forward_kernel<<<(unsigned)BT, CE_THREADS>>>(a->probs, a->losses, a->logits, g->targets, V, Vp);
 }
 
-static void gpt_backward(trg_model *g, const gparams *p, gparams *gr, gacts *a, gdacts *d, float dloss, int B, int T) {
+static void gpt_backward(trg_model *g, const tr_params *p, tr_params *gr, tr_acts *a, tr_dacts *d, float dloss, int B, int T) {
     int L = g->cfg.layers, C = g->cfg.channels, NH = g->cfg.heads, Vp = g->cfg.padded_vocab, V = g->cfg.vocab;
     size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
     float scale = 1.0f / sqrtf((float)(C / NH));
@@ -525,14 +465,12 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     trg_model *g = (trg_model *)calloc(1, sizeof *g);
     if (!g) return TR_ENOMEM;
     g->cfg = *cfg;
-    size_t L = cfg->layers, C = cfg->channels, Vp = cfg->padded_vocab, T = cfg->seq_len, NH = cfg->heads;
-    size_t sz[16] = {Vp * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
-                     L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C};
-    size_t off = 0;
-    for (int i = 0; i < 16; i++) { g->offsets[i] = off; off += sz[i]; }
+    size_t T = cfg->seq_len, NH = cfg->heads;
+    size_t off = tr_param_layout(cfg, NULL, g->offsets);
     g->num_params = off;
     size_t B = cfg->micro_batch, BT = B * T;
-    size_t wmax = 4 * C * C > C * Vp ? 4 * C * C : C * Vp, omax = (4 * C > Vp ? 4 * C : Vp) * BT;
+    size_t wmax, omax, imax;
+    tr_scratch_floats(cfg, &wmax, &omax, &imax);
     cudaDeviceProp prop;
     int rc = TR_EDEVICE;
 #define GALLOC(ptr, bytes) do { if ((g->err = cudaMalloc((void **)&(ptr), (bytes))) != cudaSuccess) goto fail; } while (0)
@@ -541,11 +479,11 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     GALLOC(g->params, sizeof(float) * off);
     GALLOC(g->grads, sizeof(float) * off);
-    GALLOC(g->acts, sizeof(float) * act_floats(cfg, (int)B, (int)T));
-    GALLOC(g->dacts, sizeof(float) * BT * (14 * C + Vp));
+    GALLOC(g->acts, sizeof(float) * tr_act_layout(cfg, (int)B, (int)T, NULL, NULL));
+    GALLOC(g->dacts, sizeof(float) * tr_dact_layout(cfg, (int)B, (int)T, NULL, NULL));
     GALLOC(g->sw, sizeof(float) * wmax);
     GALLOC(g->so, sizeof(float) * omax);
-    GALLOC(g->si, sizeof(float) * 4 * C * BT);
+    GALLOC(g->si, sizeof(float) * imax);
     GALLOC(g->datt, sizeof(float) * B * NH * T * T);
     GALLOC(g->dpre, sizeof(float) * B * NH * T * T);
     GALLOC(g->tokens, sizeof(int32_t) * BT);
@@ -567,17 +505,19 @@ static int trg_run(trg_model *g, const float *weights, size_t nparams, const int
         return TR_EINVAL;
     CK(cudaMemcpy(g->params, weights, sizeof(float) * nparams, cudaMemcpyHostToDevice));
     if (grads) CK(cudaMemset(g->grads, 0, sizeof(float) * nparams));
-    gparams p = param_views(g, g->params), gr = param_views(g, g->grads);
+    tr_params p = tr_param_views(g->params, g->offsets), gr = tr_param_views(g->grads, g->offsets);
     float dloss = 1.0f / ((float)n * (float)t), total = 0.0f;
     for (int b0 = 0; b0 < n; b0 += g->cfg.micro_batch) {
         int B = n - b0 < g->cfg.micro_batch ? n - b0 : g->cfg.micro_batch;
         size_t BT = (size_t)B * t;
         CK(cudaMemcpy(g->tokens, tokens + (size_t)b0 * t, sizeof(int32_t) * BT, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(g->targets, targets + (size_t)b0 * t, sizeof(int32_t) * BT, cudaMemcpyHostToDevice));
-        gacts a = act_views(g, g->acts, B, t);
+        tr_acts a;
+        tr_act_layout(&g->cfg, B, t, g->acts, &a);
         gpt_forward(g, &p, &a, B, t);
         if (grads) {
-            gdacts d = dact_views(g, g->dacts, B, t);
+            tr_dacts d;
+            tr_dact_layout(&g->cfg, B, t, g->dacts, &d);
             gpt_backward(g, &p, &gr, &a, &d, dloss, B, t);
         }
         CK(cudaGetLastError());

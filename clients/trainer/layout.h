@@ -1,0 +1,192 @@
+// layout.h: the GPT's memory layout, the one definition shared by the CPU path
+// (gpt.c and the other C files, C11 through cgo) and the CUDA path
+// (cuda/gpt.cu, C++ through nvcc):
+//   * the parameter tensors: order in the flat parameter (and gradient)
+//     array, names, shapes, sizes and offsets;
+//   * the activations of one micro-batch and their gradients: order and
+//     sizes of the buffers inside one allocation each;
+//   * the transpose scratch of the backward matmuls.
+// Both paths take their views from here, so a change to the model's layout is
+// made once. The flat parameter order is part of the state blob, payload and
+// checkpoint formats (README.md): append nothing and reorder nothing without a
+// format version.
+//
+// Plain C that is also valid C++: X-macro lists and static inline functions,
+// no designated initialisers, no compound literals. Sizes are integers, so the
+// layout does not touch any floating-point result.
+#ifndef TR_LAYOUT_H
+#define TR_LAYOUT_H
+
+#include <stddef.h>
+
+#include "trainer.h"
+
+// ----------------------------------------------------------------------------
+// Parameter tensors, in storage order: X(name, ndim, d0, d1, d2), dimensions
+// in terms of Vp (padded vocabulary), T (maximum sequence length, cfg.seq_len),
+// L (layers) and C (channels); unused dimensions are 0. Stacked per-layer
+// tensors lead with L.
+#define TR_PARAM_TENSORS(X)                                                       \
+    X(wte, 2, Vp, C, 0)         /* token embedding, also the lm-head */          \
+    X(wpe, 2, T, C, 0)          /* position embedding */                         \
+    X(ln1w, 2, L, C, 0)                                                           \
+    X(ln1b, 2, L, C, 0)                                                           \
+    X(qkvw, 3, L, 3 * C, C)                                                       \
+    X(qkvb, 2, L, 3 * C, 0)                                                       \
+    X(attprojw, 3, L, C, C)     /* residual projection */                        \
+    X(attprojb, 2, L, C, 0)                                                       \
+    X(ln2w, 2, L, C, 0)                                                           \
+    X(ln2b, 2, L, C, 0)                                                           \
+    X(fcw, 3, L, 4 * C, C)                                                        \
+    X(fcb, 2, L, 4 * C, 0)                                                        \
+    X(fcprojw, 3, L, C, 4 * C)  /* residual projection */                        \
+    X(fcprojb, 2, L, C, 0)                                                        \
+    X(lnfw, 1, C, 0, 0)                                                           \
+    X(lnfb, 1, C, 0, 0)
+
+// Tensor indices: TR_P_wte = 0, ..., TR_P_lnfb = 15; TR_NUM_TENSORS = 16.
+enum {
+#define TR_X_(name, nd, d0, d1, d2) TR_P_##name,
+    TR_PARAM_TENSORS(TR_X_)
+#undef TR_X_
+    TR_NUM_TENSORS
+};
+// The payload, state and checkpoint formats carry exactly 16 tensors.
+typedef char tr_layout_has_16_tensors[TR_NUM_TENSORS == 16 ? 1 : -1];
+
+// Views into one flat parameter (or gradient) array, one pointer per tensor.
+typedef struct {
+#define TR_X_(name, nd, d0, d1, d2) float *name;
+    TR_PARAM_TENSORS(TR_X_)
+#undef TR_X_
+} tr_params;
+
+// Name of tensor i (the checkpoint's tensor name), "" when out of range.
+static inline const char *tr_param_name(int i) {
+    static const char *const names[TR_NUM_TENSORS] = {
+#define TR_X_(name, nd, d0, d1, d2) #name,
+        TR_PARAM_TENSORS(TR_X_)
+#undef TR_X_
+    };
+    return i >= 0 && i < TR_NUM_TENSORS ? names[i] : "";
+}
+
+// Shape of tensor i for config c: returns ndim (0 when i is out of range) and
+// fills shape[0..2], unused dimensions 0.
+static inline int tr_param_shape(const tr_config *c, int i, int shape[3]) {
+    int Vp = c->padded_vocab, T = c->seq_len, L = c->layers, C = c->channels;
+    switch (i) {
+#define TR_X_(name, nd, d0, d1, d2) \
+    case TR_P_##name: shape[0] = d0; shape[1] = d1; shape[2] = d2; return nd;
+        TR_PARAM_TENSORS(TR_X_)
+#undef TR_X_
+    default: break;
+    }
+    shape[0] = shape[1] = shape[2] = 0;
+    return 0;
+}
+
+// Element counts and offsets of the tensors in the flat array (either may be
+// NULL); returns the total number of parameters.
+static inline size_t tr_param_layout(const tr_config *c, size_t sizes[TR_NUM_TENSORS], size_t offsets[TR_NUM_TENSORS]) {
+    size_t off = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+        int shape[3];
+        int nd = tr_param_shape(c, i, shape);
+        size_t n = 1;
+        for (int d = 0; d < nd; d++) n *= (size_t)shape[d];
+        if (sizes) sizes[i] = n;
+        if (offsets) offsets[i] = off;
+        off += n;
+    }
+    return off;
+}
+
+// Views of the tensors in the flat array at base (host or device memory).
+static inline tr_params tr_param_views(float *base, const size_t offsets[TR_NUM_TENSORS]) {
+    tr_params p;
+#define TR_X_(name, nd, d0, d1, d2) p.name = base + offsets[TR_P_##name];
+    TR_PARAM_TENSORS(TR_X_)
+#undef TR_X_
+    return p;
+}
+
+// ----------------------------------------------------------------------------
+// Activations of one micro-batch of B sequences of length T (BT = B*T, NH
+// heads), in allocation order: X(name, floats). Shapes: per-layer buffers lead
+// with L, then (B, T, ...) rows; att is (L, B, NH, T, T).
+#define TR_ACTS(X)                                                                \
+    X(encoded, BT * C)          /* (B, T, C) wte[tok] + wpe[t] */                \
+    X(ln1, L * BT * C)          /* (L, B, T, C) */                               \
+    X(ln1_mean, L * BT)         /* (L, B, T) */                                  \
+    X(ln1_rstd, L * BT)         /* (L, B, T) */                                  \
+    X(qkv, L * BT * 3 * C)      /* (L, B, T, 3C) */                              \
+    X(atty, L * BT * C)         /* (L, B, T, C) attention output */              \
+    X(att, L * B * NH * T * T)  /* (L, B, NH, T, T) softmax output */            \
+    X(residual2, L * BT * C)    /* (L, B, T, C) */                               \
+    X(ln2, L * BT * C)          /* (L, B, T, C) */                               \
+    X(ln2_mean, L * BT)         /* (L, B, T) */                                  \
+    X(ln2_rstd, L * BT)         /* (L, B, T) */                                  \
+    X(fch, L * BT * 4 * C)      /* (L, B, T, 4C) */                              \
+    X(fch_gelu, L * BT * 4 * C) /* (L, B, T, 4C) */                              \
+    X(residual3, L * BT * C)    /* (L, B, T, C) */                               \
+    X(lnf, BT * C)              /* (B, T, C) */                                  \
+    X(lnf_mean, BT)             /* (B, T) */                                     \
+    X(lnf_rstd, BT)             /* (B, T) */                                     \
+    X(logits, BT * Vp)          /* (B, T, Vp) */                                 \
+    X(probs, BT * Vp)           /* (B, T, Vp) */                                 \
+    X(losses, BT)               /* (B, T) */
+
+// Gradients of activations, reused layer after layer during backward.
+#define TR_DACTS(X)                                                               \
+    X(dres, BT * C)             /* (B, T, C) gradient of the residual stream */  \
+    X(dln, BT * C)              /* (B, T, C) */                                  \
+    X(datty, BT * C)            /* (B, T, C) */                                  \
+    X(dqkv, BT * 3 * C)         /* (B, T, 3C) */                                 \
+    X(dfch, BT * 4 * C)         /* (B, T, 4C) */                                 \
+    X(dfch_gelu, BT * 4 * C)    /* (B, T, 4C) */                                 \
+    X(dlogits, BT * Vp)         /* (B, T, Vp) */
+
+typedef struct {
+#define TR_X_(name, n) float *name;
+    TR_ACTS(TR_X_)
+#undef TR_X_
+} tr_acts;
+
+typedef struct {
+#define TR_X_(name, n) float *name;
+    TR_DACTS(TR_X_)
+#undef TR_X_
+} tr_dacts;
+
+// Floats of the activations for batch sequences of length seq; when a is not
+// NULL, also points its buffers into base (host or device memory).
+static inline size_t tr_act_layout(const tr_config *c, int batch, int seq, float *base, tr_acts *a) {
+    size_t L = c->layers, C = c->channels, NH = c->heads, Vp = c->padded_vocab;
+    size_t B = (size_t)batch, T = (size_t)seq, BT = B * T, off = 0;
+#define TR_X_(name, n) if (a) a->name = base + off; off += (n);
+    TR_ACTS(TR_X_)
+#undef TR_X_
+    return off;
+}
+
+// The same for the activation gradients.
+static inline size_t tr_dact_layout(const tr_config *c, int batch, int seq, float *base, tr_dacts *d) {
+    size_t C = c->channels, Vp = c->padded_vocab, BT = (size_t)batch * (size_t)seq, off = 0;
+#define TR_X_(name, n) if (d) d->name = base + off; off += (n);
+    TR_DACTS(TR_X_)
+#undef TR_X_
+    return off;
+}
+
+// Transpose scratch of the backward matmuls for micro_batch x seq_len:
+// weights (max(4C*C, C*Vp)), output gradients (max(4C, Vp) * BT) and
+// inputs (4C * BT), in floats.
+static inline void tr_scratch_floats(const tr_config *c, size_t *w, size_t *o, size_t *in) {
+    size_t C = c->channels, Vp = c->padded_vocab, BT = (size_t)c->micro_batch * (size_t)c->seq_len;
+    *w = 4 * C * C > C * Vp ? 4 * C * C : C * Vp;
+    *o = (4 * C > Vp ? 4 * C : Vp) * BT;
+    *in = 4 * C * BT;
+}
+
+#endif
