@@ -2,6 +2,8 @@
 //! invoked from Go on the local validator (programs/conformance/conformance_test.go).
 //! Instructions use Anchor discriminators and Borsh arguments.
 #![no_std]
+// Tests may overflow freely: a debug-build overflow panics the test.
+#![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
 
 use psyche_sdk::anchor::{self, split_instruction};
 use psyche_sdk::borsh::Reader;
@@ -152,6 +154,8 @@ fn resize_account(program_id: &Address, accounts: &[AccountView], args: &[u8]) -
 /// Returns, for every account as parsed from the loader input, its key, data
 /// length and a flag byte (signer 1, writable 2): duplicates and accounts of
 /// odd data lengths test the input parser.
+// Note: i < n <= 8, so every offset is at most 8 * ENTRY = 328.
+#[allow(clippy::arithmetic_side_effects)]
 fn account_keys(accounts: &[AccountView]) -> ProgramResult {
     const ENTRY: usize = 32 + 8 + 1;
     let mut out = [0u8; 8 * ENTRY];
@@ -232,6 +236,8 @@ fn u128_math(args: &[u8]) -> ProgramResult {
 
 /// Panics by indexing past the end of its arguments.
 fn panic_on(args: &[u8]) -> ProgramResult {
+    // Note: instruction data is at most 1,232 bytes (one transaction).
+    #[allow(clippy::arithmetic_side_effects)]
     let index = args.len() + 3;
     if args.get(index).copied() == Some(0) {
         return Ok(());

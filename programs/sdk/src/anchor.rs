@@ -41,10 +41,9 @@ pub const MAX_EVENT_LEN: usize = 1024;
 /// Emits an Anchor event: one "Program data:" log field holding the event's
 /// discriminator followed by its Borsh payload, as `emit!` does.
 pub fn emit(event_discriminator: &[u8; 8], payload: &[u8]) -> ProgramResult {
-    let len = 8 + payload.len();
-    if len > MAX_EVENT_LEN {
+    let Some(len) = payload.len().checked_add(8).filter(|&len| len <= MAX_EVENT_LEN) else {
         return Err(ErrorCode::InstructionDidNotSerialize.into());
-    }
+    };
     let mut buf = [0u8; MAX_EVENT_LEN];
     buf[..8].copy_from_slice(event_discriminator);
     buf[8..len].copy_from_slice(payload);

@@ -5,6 +5,8 @@ use crate::Address;
 
 const ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
 
+// Note: i < 58.
+#[allow(clippy::arithmetic_side_effects)]
 const fn digit(c: u8) -> Option<u32> {
     let mut i = 0;
     while i < 58 {
@@ -18,6 +20,10 @@ const fn digit(c: u8) -> Option<u32> {
 
 /// Decodes a base58 string of exactly 32 bytes; `None` on a bad character or
 /// length.
+// Note: indexes stay below their loop bounds (i < s.len(), 0 < j <= 33,
+// zeros < s.len(), leading < 32, k < 32), and carry < 58 + 255 * 58 before each
+// shift (a base-58 digit plus a byte times 58), far below u32::MAX.
+#[allow(clippy::arithmetic_side_effects)]
 pub const fn decode_32(s: &str) -> Option<[u8; 32]> {
     let s = s.as_bytes();
     // Big-endian base-256 accumulator, with room to detect overflow.
@@ -74,6 +80,10 @@ pub const fn address(s: &str) -> Address {
 pub const MAX_ENCODED_32: usize = 44;
 
 /// Encodes 32 bytes into `out`, returning the base58 text.
+// Note: carry < 256 + 57 * 256 (a byte plus a digit shifted by 8) fits u32;
+// 32 bytes have at most 44 base-58 digits, and zeros + len <= 44 (all-zero
+// input: 32 + 0), so every index is inside the 44-byte buffers.
+#[allow(clippy::arithmetic_side_effects)]
 pub fn encode_32<'a>(bytes: &[u8; 32], out: &'a mut [u8; MAX_ENCODED_32]) -> &'a str {
     // Little-endian base-58 digits of the number the bytes spell.
     let mut digits = [0u8; MAX_ENCODED_32];

@@ -119,6 +119,9 @@ impl<'a> Reader<'a> {
     /// Reads a Vec<T> length prefix, checking that `len` elements of at least
     /// `min_elem_size` bytes can follow, so a hostile length cannot drive a long
     /// loop.
+    // Note: pos <= data.len() always: only bytes() moves it, to an end that
+    // data.get() accepted.
+    #[allow(clippy::arithmetic_side_effects)]
     pub fn vec_len(&mut self, min_elem_size: usize) -> Result<usize, BorshError> {
         let n = self.u32()? as usize;
         let need = n.checked_mul(min_elem_size).ok_or(BorshError::UnexpectedEnd)?;

@@ -40,6 +40,8 @@ impl Sha256 {
     }
 
     /// Absorbs `data`.
+    // Note: i < data.len() and filled < 64 (reset to 0 when it reaches 64).
+    #[allow(clippy::arithmetic_side_effects)]
     pub const fn update(mut self, data: &[u8]) -> Self {
         let mut i = 0;
         while i < data.len() {
@@ -56,6 +58,9 @@ impl Sha256 {
     }
 
     /// Pads and returns the digest.
+    // Note: filled < 64 on entry and stays <= 64; i < 8 and w < 8, so
+    // 56 + i < 64 and 4 * w + 3 < 32.
+    #[allow(clippy::arithmetic_side_effects)]
     pub const fn finalize(mut self) -> [u8; 32] {
         let bits = self.total.wrapping_mul(8);
         self.block[self.filled] = 0x80;
@@ -93,6 +98,9 @@ impl Sha256 {
     }
 }
 
+// Note: 16 <= t < 64 where t - 16 is taken, t < 16 where 4 * t + 3 (< 64) is,
+// and i < 8; the word arithmetic itself is wrapping_add, as FIPS 180-4 defines.
+#[allow(clippy::arithmetic_side_effects)]
 const fn compress(mut h: [u32; 8], block: &[u8; 64]) -> [u32; 8] {
     let mut w = [0u32; 64];
     let mut t = 0;

@@ -72,6 +72,9 @@ pub fn log_data(fields: &[&[u8]]) {
 }
 
 /// Writes the decimal form of `v` at the end of `buf` and returns it.
+// Note: u64::MAX has 20 digits, so i stays >= 0 over at most 20 iterations;
+// b'0' + v % 10 <= b'9'.
+#[allow(clippy::arithmetic_side_effects)]
 pub fn fmt_u64(v: u64, buf: &mut [u8; 20]) -> &str {
     let mut i = buf.len();
     let mut v = v;
@@ -88,6 +91,9 @@ pub fn fmt_u64(v: u64, buf: &mut [u8; 20]) -> &str {
 }
 
 /// Writes the decimal form of `v` (with a leading '-' when negative).
+// Note: fmt_u64 returns at most buf.len() bytes, and at most 19 for
+// |i64::MIN|, so start >= 1 before the sign.
+#[allow(clippy::arithmetic_side_effects)]
 pub fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &str {
     // |i64::MIN| has 19 digits, so the sign always fits in the 20-byte buffer.
     let len = fmt_u64(v.unsigned_abs(), buf).len();
@@ -138,6 +144,8 @@ impl<const N: usize> Message<N> {
         self.bytes(s.as_bytes())
     }
 
+    // Note: self.len <= N always (it only grows here, by n <= N - self.len).
+    #[allow(clippy::arithmetic_side_effects)]
     fn bytes(&mut self, s: &[u8]) -> &mut Self {
         let room = N - self.len;
         let n = s.len().min(room);
@@ -161,8 +169,8 @@ impl<const N: usize> Message<N> {
 
     /// Logs the message, marking a cut with "...".
     pub fn log(&mut self) {
-        if self.truncated && N >= 3 {
-            self.buf[N - 3..].copy_from_slice(b"...");
+        if let (true, Some(start)) = (self.truncated, N.checked_sub(3)) {
+            self.buf[start..].copy_from_slice(b"...");
         }
         log_bytes(self.as_bytes());
     }

@@ -32,7 +32,9 @@ pub fn copy_within(buf: &mut [u8], from: usize, to: usize, len: usize) -> Result
         let p = buf.as_mut_ptr();
         pinocchio::syscalls::sol_memmove_(p.add(to), p.add(from), len as u64)
     };
+    // Note: fits(from) checked that from + len <= buf.len().
     #[cfg(not(target_arch = "bpf"))]
+    #[allow(clippy::arithmetic_side_effects)]
     buf.copy_within(from..from + len, to);
     Ok(())
 }

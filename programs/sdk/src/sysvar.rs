@@ -84,10 +84,12 @@ impl Rent {
         }
         // threshold = mantissa * 2^shift, mantissa odd.
         let mut mantissa = (1u64 << 52) | fraction;
-        let mut shift = exponent - 1075;
         let tz = mantissa.trailing_zeros();
         mantissa >>= tz;
-        shift += tz as i64;
+        // Note: exponent is in 1..=0x7fe and tz <= 52, so shift is in
+        // -1074..=1023.
+        #[allow(clippy::arithmetic_side_effects)]
+        let shift = exponent - 1075 + tz as i64;
         let scaled = base.checked_mul(mantissa).ok_or(ProgramError::ArithmeticOverflow)?;
         if shift >= 0 {
             if shift >= 64 || scaled.leading_zeros() < shift as u32 {
@@ -97,7 +99,10 @@ impl Rent {
         } else if shift <= -64 {
             Ok(0)
         } else {
-            Ok(scaled >> (-shift))
+            // Note: shift is in -63..=-1 here.
+            #[allow(clippy::arithmetic_side_effects)]
+            let right = -shift;
+            Ok(scaled >> right)
         }
     }
 }

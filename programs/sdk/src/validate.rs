@@ -110,7 +110,7 @@ pub fn pda_with_bump(account: &AccountView, seeds: &[&[u8]], bump: u8, program_i
     all[..seeds.len()].copy_from_slice(seeds);
     let bump = [bump];
     all[seeds.len()] = &bump;
-    let expected = pda::create_program_address(&all[..seeds.len() + 1], program_id)
+    let expected = pda::create_program_address(&all[..=seeds.len()], program_id)
         .map_err(|_| ErrorCode::ConstraintSeeds.fail())?;
     if account.address() != &expected {
         return Err(ErrorCode::ConstraintSeeds.fail());

@@ -11,6 +11,8 @@
 //! The address is the PDA ["Authorization", grantor, grantee, scope]; the
 //! grantee is the all-zero key for "everyone".
 #![no_std]
+// Tests may overflow freely: a debug-build overflow panics the test.
+#![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
 
 use psyche_sdk::borsh::{BorshError, Reader};
 use psyche_sdk::{anchor, base58, define_errors, validate, AccountView, Address, ProgramError};
@@ -46,6 +48,9 @@ define_errors! {
 }
 
 /// Account size for a scope and a number of delegates.
+// Note: callers pass a scope_len <= MAX_SCOPE_LEN and delegates <=
+// MAX_DELEGATES, both checked first: at most 1,146 bytes.
+#[allow(clippy::arithmetic_side_effects)]
 pub const fn space(scope_len: usize, delegates: usize) -> usize {
     8 + 1 + 32 + 32 + 4 + scope_len + 1 + 4 + 32 * delegates + 8
 }
@@ -82,6 +87,8 @@ impl<'a> Authorization<'a> {
         if n > MAX_DELEGATES {
             return Err(BorshError::InvalidTag);
         }
+        // Note: n <= MAX_DELEGATES (32), checked above.
+        #[allow(clippy::arithmetic_side_effects)]
         let delegates = r.bytes(32 * n)?;
         let grantor_update_unix_timestamp = r.i64()?;
         r.finish()?;
@@ -95,7 +102,7 @@ impl<'a> Authorization<'a> {
 
     /// The i-th delegate.
     pub fn delegate(&self, i: usize) -> Option<Address> {
-        let b = self.delegates.get(32 * i..32 * i + 32)?;
+        let b = self.delegates.chunks_exact(32).nth(i)?;
         let mut a = [0u8; 32];
         a.copy_from_slice(b);
         Some(Address::new_from_array(a))
@@ -122,9 +129,13 @@ pub mod offsets {
     pub const GRANTEE: usize = super::GRANTEE_OFFSET;
     pub const SCOPE: usize = super::SCOPE_OFFSET;
     /// The `active` byte follows the scope.
+    // Note: scope_len is a decoded scope's length, <= MAX_SCOPE_LEN (32).
+    #[allow(clippy::arithmetic_side_effects)]
     pub const fn active(scope_len: usize) -> usize {
         SCOPE + 4 + scope_len
     }
+    // Note: as for active(): at most 110.
+    #[allow(clippy::arithmetic_side_effects)]
     pub const fn delegates_len(scope_len: usize) -> usize {
         active(scope_len) + 1
     }

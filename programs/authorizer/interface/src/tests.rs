@@ -48,7 +48,7 @@ fn decode_round_trip_and_offsets() {
 fn validity_rule() {
     let scope: &[u8] = b"CoordinatorJoinRun";
     let (grantor, grantee, delegate, stranger) = (addr(1), addr(2), addr(3), addr(9));
-    let data = encode(&grantor, &grantee, scope, true, &[delegate.clone()]);
+    let data = encode(&grantor, &grantee, scope, true, core::slice::from_ref(&delegate));
     let a = Authorization::decode(&data).unwrap();
     assert!(a.is_valid_for(&grantor, &grantee, scope));
     assert!(a.is_valid_for(&grantor, &delegate, scope));
@@ -57,7 +57,7 @@ fn validity_rule() {
     assert!(!a.is_valid_for(&grantor, &grantee, b"OtherScope"), "wrong scope");
     assert!(!a.is_valid_for(&grantor, &grantee, b"CoordinatorJoinRu"), "scope prefix");
 
-    let inactive = encode(&grantor, &grantee, scope, false, &[delegate.clone()]);
+    let inactive = encode(&grantor, &grantee, scope, false, core::slice::from_ref(&delegate));
     let a = Authorization::decode(&inactive).unwrap();
     assert!(!a.is_valid_for(&grantor, &grantee, scope));
     assert!(!a.is_valid_for(&grantor, &delegate, scope));

@@ -7,6 +7,8 @@
 //! h1 = LE u64 of digest[0..8], h2 = LE u64 of digest[8..16] | 1,
 //! position_i = (h1 + i * h2) mod num_bits (wrapping u64 arithmetic).
 
+use core::num::NonZeroU64;
+
 use psyche_sdk::hash::hashv;
 
 /// 64-bit words of filter storage (1024 bits).
@@ -48,7 +50,7 @@ impl Bloom {
     /// Checks the parameters and that no bit beyond `num_bits` (or padding) is set,
     /// so every filter has exactly one encoding.
     pub fn validate(&self) -> Result<(), BloomError> {
-        if self.num_bits == 0 || self.num_bits > MAX_BLOOM_BITS || self.num_bits % 64 != 0 {
+        if self.num_bits == 0 || self.num_bits > MAX_BLOOM_BITS || !self.num_bits.is_multiple_of(64) {
             return Err(BloomError::Size);
         }
         if self.num_hashes == 0 || self.num_hashes > MAX_BLOOM_HASHES {
@@ -71,7 +73,7 @@ impl Bloom {
     /// Adds `item`. The filter must be valid (see `validate`).
     pub fn add(&mut self, item: &[u8; 32]) {
         let (h1, h2) = self.positions(item);
-        let m = u64::from(self.num_bits).max(1);
+        let m = NonZeroU64::new(u64::from(self.num_bits)).unwrap_or(NonZeroU64::MIN);
         for i in 0..u64::from(self.num_hashes) {
             let bit = h1.wrapping_add(i.wrapping_mul(h2)) % m;
             self.bits[(bit / 64) as usize % BLOOM_WORDS] |= 1 << (bit % 64);
@@ -81,11 +83,13 @@ impl Bloom {
     /// Whether `item` may have been added (false positives possible, no false
     /// negatives). A filter with no bits never contains anything.
     pub fn contains(&self, item: &[u8; 32]) -> bool {
-        if self.num_bits == 0 || self.num_hashes == 0 {
+        let Some(m) = NonZeroU64::new(u64::from(self.num_bits)) else {
+            return false;
+        };
+        if self.num_hashes == 0 {
             return false;
         }
         let (h1, h2) = self.positions(item);
-        let m = u64::from(self.num_bits);
         (0..u64::from(self.num_hashes)).all(|i| {
             let bit = h1.wrapping_add(i.wrapping_mul(h2)) % m;
             self.bits[(bit / 64) as usize % BLOOM_WORDS] & (1 << (bit % 64)) != 0

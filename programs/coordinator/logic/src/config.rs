@@ -81,7 +81,7 @@ impl Model {
         if self.architecture != ARCH_GPT2 {
             return Err(E::ModelArchitecture);
         }
-        if self.n_layer == 0 || self.n_head == 0 || self.n_embd == 0 || self.n_embd % u32::from(self.n_head) != 0 {
+        if self.n_layer == 0 || self.n_head == 0 || self.n_embd == 0 || !self.n_embd.is_multiple_of(u32::from(self.n_head)) {
             return Err(E::ModelShape);
         }
         if self.max_seq_len == 0 || self.max_seq_len > MAX_SEQ_LEN {
@@ -141,7 +141,13 @@ impl Model {
     /// in the rounds one epoch can hold (reference `check_cold_start_warmup_steps`).
     pub fn validate_with(&self, config: &CoordinatorConfig) -> Result<(), E> {
         self.validate()?;
-        let rounds = (config.epoch_time - config.warmup_time) / config.max_round_train_time;
+        // A config that passed validate() has warmup_time < epoch_time and a
+        // nonzero max_round_train_time; one that did not holds no rounds.
+        let rounds = config
+            .epoch_time
+            .checked_sub(config.warmup_time)
+            .and_then(|t| t.checked_div(config.max_round_train_time))
+            .unwrap_or(0);
         if u64::from(self.cold_start_warmup_steps) > rounds {
             return Err(E::ModelColdStartSteps);
         }

@@ -37,7 +37,10 @@ impl Events {
         debug_assert!(self.len < MAX_EVENTS, "event buffer too small");
         if self.len < MAX_EVENTS {
             self.items[self.len] = Some(e);
-            self.len += 1;
+            // Note: self.len < MAX_EVENTS, checked above.
+            #[allow(clippy::arithmetic_side_effects)]
+            let next = self.len + 1;
+            self.len = next;
         }
     }
 

@@ -122,6 +122,8 @@ impl CoordinatorState {
 
     /// The round before the current one in the ring buffer.
     pub fn previous_round(&self) -> &Round {
+        // Note: rounds_head is a u8, so the sum is at most 255 + 3.
+        #[allow(clippy::arithmetic_side_effects)]
         let prev = (usize::from(self.epoch.rounds_head) + NUM_STORED_ROUNDS - 1) % NUM_STORED_ROUNDS;
         &self.epoch.rounds[prev]
     }
@@ -432,7 +434,10 @@ impl CoordinatorState {
         w.participant_bloom = report.participant_bloom;
         w.broadcast_bloom = report.broadcast_bloom;
         w.broadcast_merkle = report.broadcast_merkle;
-        round.witnesses_len += 1;
+        // Note: len = witnesses_len < witnesses.len() (32), checked above.
+        #[allow(clippy::arithmetic_side_effects)]
+        let witnesses_len = round.witnesses_len + 1;
+        round.witnesses_len = witnesses_len;
         let mut ev = Events::default();
         ev.push(Event::WitnessReported { signer: *signer, step: report.step, index: report.index });
         self.advance(clock, &mut ev)?;
@@ -571,7 +576,10 @@ impl CoordinatorState {
             model_holder |= c.has_finished != 0 && self.progress.epoch > 0 && c.last_finished_epoch == previous_epoch;
             // i < MAX_CLIENTS = 256.
             self.epoch.clients[n] = EpochClient { slot: i as u16, state: HEALTHY, warmup_witnessed: 0 };
-            n += 1;
+            // Note: n < cap, checked at the top of the loop.
+            #[allow(clippy::arithmetic_side_effects)]
+            let next = n + 1;
+            n = next;
         }
         // Nobody who holds the latest model came back: joiners need the repo.
         if self.model.checkpoint_kind == CHECKPOINT_P2P && !model_holder {
@@ -665,6 +673,10 @@ impl CoordinatorState {
     }
 
     /// End of Cooldown: rewards, checkpoint hand-over to peers, next phase.
+    // Note: healthy > 0 where it divides; bonus is 1 only while extra > 0, so
+    // extra never underflows and share + bonus <= rate (share * healthy +
+    // extra = rate); rewarded counts at most MAX_CLIENTS (256) members.
+    #[allow(clippy::arithmetic_side_effects)]
     fn end_epoch(&mut self, now: i64, ev: &mut Events) {
         let success = self.epoch.quorum_failed == 0;
         let healthy = u64::from(self.healthy_count());
@@ -712,6 +724,8 @@ impl CoordinatorState {
     /// computed (overflow-checked) by the caller before anything changed.
     fn start_round(&mut self, clock: &Clock, first: bool, next_data_index: u64, ev: &mut Events) {
         let prev_head = usize::from(self.epoch.rounds_head) % NUM_STORED_ROUNDS;
+        // Note: prev_head < NUM_STORED_ROUNDS (4).
+        #[allow(clippy::arithmetic_side_effects)]
         let (head, height) =
             if first { (0, 0) } else { ((prev_head + 1) % NUM_STORED_ROUNDS, self.epoch.rounds[prev_head].height.saturating_add(1)) };
         let batch_size = self.next_batch_size();
@@ -747,7 +761,10 @@ impl CoordinatorState {
             let e = self.epoch.clients[k];
             if e.state == HEALTHY {
                 self.epoch.clients[w] = e;
-                w += 1;
+                // Note: w <= k < n <= MAX_CLIENTS.
+                #[allow(clippy::arithmetic_side_effects)]
+                let next = w + 1;
+                w = next;
             } else {
                 self.clients[usize::from(e.slot) % MAX_CLIENTS].in_epoch = 0;
             }

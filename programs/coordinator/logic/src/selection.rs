@@ -6,6 +6,8 @@
 //! recompute any other client's role and the chain can verify a claimed one with a
 //! single shuffle evaluation (180 hashes) instead of shuffling the whole list.
 
+use core::num::NonZeroU64;
+
 use psyche_sdk::hash::hashv;
 
 /// A 32-byte round seed.
@@ -66,12 +68,15 @@ pub fn shuffled_position(index: u32, n: u32, seed: &Seed) -> Option<u32> {
     if index >= n {
         return None;
     }
-    let n64 = u64::from(n);
+    // n > index >= 0.
+    let n64 = NonZeroU64::new(u64::from(n))?;
     let mut index = u64::from(index);
     for round in 0..SHUFFLE_ROUNDS {
         let pivot_hash = hashv(&[seed, &[round]]);
         let pivot = u64::from_le_bytes(first8(&pivot_hash)) % n64;
-        let flip = (pivot + n64 - index) % n64;
+        // Note: pivot < n and index < n <= u32::MAX: no overflow, no underflow.
+        #[allow(clippy::arithmetic_side_effects)]
+        let flip = (pivot + n64.get() - index) % n64;
         let position = if index > flip { index } else { flip };
         // position < n <= u32::MAX, so the block number fits in u32.
         let block = (position / 256) as u32;
@@ -115,8 +120,11 @@ pub fn quorum(elected: u16) -> u16 {
     if elected == 0 {
         return 1;
     }
-    // elected <= u16::MAX, so 2 * elected + 2 fits in u32.
-    ((2 * u32::from(elected) + 2) / 3) as u16
+    // ceil(2e / 3) = floor((2e + 2) / 3). Note: elected <= u16::MAX, so
+    // 2 * (elected + 1) fits in u32, and the quotient in u16.
+    #[allow(clippy::arithmetic_side_effects)]
+    let q = 2 * (u32::from(elected) + 1) / 3;
+    q as u16
 }
 
 /// Largest `global_batch_size_warmup_tokens` accepted, so that the ramp's
@@ -126,6 +134,10 @@ pub const MAX_WARMUP_TOKENS: u64 = 1 << 47;
 /// Global batch size (sequences) once `tokens` tokens have been trained: a linear
 /// ramp from `start` to `end` over the first `warmup_tokens`, then `end`.
 /// Callers guarantee start <= end and warmup_tokens <= MAX_WARMUP_TOKENS.
+// Note: the early return leaves start < end and tokens < warmup_tokens <=
+// MAX_WARMUP_TOKENS, so end - start does not underflow, the divisor is
+// nonzero, the product fits (below), and start + grown < end.
+#[allow(clippy::arithmetic_side_effects)]
 pub fn batch_size(start: u16, end: u16, warmup_tokens: u64, tokens: u64) -> u16 {
     if end <= start || tokens >= warmup_tokens || warmup_tokens > MAX_WARMUP_TOKENS {
         return end;
@@ -141,17 +153,23 @@ pub fn batch_size(start: u16, end: u16, warmup_tokens: u64, tokens: u64) -> u16 
 /// MAX_WARMUP_TOKENS long) is over, so the product is only formed below that, where
 /// it cannot overflow. No checked multiply: LLVM lowers it to a 128-bit multiply,
 /// which the BPF backend rejects.
+// Note: data_index <= 2^47 past the early return and seq_len <= 2^16: the
+// product is below 2^63.
+#[allow(clippy::arithmetic_side_effects)]
 pub fn tokens_before(data_index: u64, seq_len: u32) -> u64 {
     if data_index > MAX_WARMUP_TOKENS {
         return u64::MAX;
     }
-    // data_index <= 2^47 and seq_len <= 2^16: the product is below 2^63.
     data_index * u64::from(seq_len.min(1 << 16))
 }
 
 /// The data cursor at the start of `step` for a run that began at step 1 with
 /// cursor 0 and kept this batch schedule (each step is one round and moves the
 /// cursor by that round's batch size). For restarting a run from a given step.
+// Note: s < step; while the ramp runs, tokens_before(index) < warmup_tokens
+// <= 2^47 keeps index < 2^47, so adding a batch (< 2^16) fits; the last sum
+// is bounded below.
+#[allow(clippy::arithmetic_side_effects)]
 pub fn data_index_for_step(start: u16, end: u16, warmup_tokens: u64, seq_len: u32, step: u32) -> u64 {
     let mut index = 0u64;
     let mut s = 1u32;
@@ -193,11 +211,13 @@ pub struct DataRound {
 pub fn assignment(round: &DataRound, index: u16) -> Option<Assignment> {
     let seed = data_seed(&round.seed);
     let p = u64::from(shuffled_position(u32::from(index), u32::from(round.clients), &seed)?);
-    let n = u64::from(round.clients);
+    // clients > index >= 0 (or shuffled_position returned None).
+    let n = NonZeroU64::new(u64::from(round.clients))?;
     let b = u64::from(round.batch_size);
     let (q, r) = (b / n, b % n);
-    let offset = p * q + if p < r { p } else { r };
-    let len = q + u64::from(p < r);
+    // Note: p < n <= u16::MAX and q <= b <= u16::MAX: below 2^32.
+    #[allow(clippy::arithmetic_side_effects)]
+    let (offset, len) = (p * q + if p < r { p } else { r }, q + u64::from(p < r));
     Some(Assignment { start: round.data_index.checked_add(offset)?, len })
 }
 

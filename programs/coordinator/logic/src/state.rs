@@ -301,7 +301,7 @@ impl CoordinatorState {
     /// buffer has exactly the state's size and is 8-byte aligned.
     pub fn from_bytes_mut(data: &mut [u8]) -> Option<&mut CoordinatorState> {
         if data.len() != core::mem::size_of::<CoordinatorState>()
-            || data.as_ptr() as usize % core::mem::align_of::<CoordinatorState>() != 0
+            || !(data.as_ptr() as usize).is_multiple_of(core::mem::align_of::<CoordinatorState>())
         {
             return None;
         }
@@ -314,7 +314,7 @@ impl CoordinatorState {
     /// Read-only view, same rules as `from_bytes_mut`.
     pub fn from_bytes(data: &[u8]) -> Option<&CoordinatorState> {
         if data.len() != core::mem::size_of::<CoordinatorState>()
-            || data.as_ptr() as usize % core::mem::align_of::<CoordinatorState>() != 0
+            || !(data.as_ptr() as usize).is_multiple_of(core::mem::align_of::<CoordinatorState>())
         {
             return None;
         }
@@ -404,7 +404,7 @@ mod tests {
         let off = (8 - bytes.as_ptr() as usize % 8) % 8;
         assert!(CoordinatorState::from_bytes_mut(&mut bytes[off..off + n]).is_some());
         assert!(CoordinatorState::from_bytes_mut(&mut bytes[off..off + n - 1]).is_none());
-        if off + n + 1 <= bytes.len() {
+        if off + n < bytes.len() {
             assert!(CoordinatorState::from_bytes(&bytes[off + 1..off + n + 1]).is_none());
         }
         let state = CoordinatorState::from_bytes(&bytes[off..off + n]).unwrap();

@@ -31,6 +31,8 @@ pub struct InstanceKeys {
 }
 
 /// Size of an instance account for a run id of `run_id_len` bytes.
+// Note: callers pass run_id_len <= RUN_ID_LEN (32), checked first.
+#[allow(clippy::arithmetic_side_effects)]
 pub const fn instance_space(run_id_len: usize) -> usize {
     8 + 1 + 32 * 3 + 4 + run_id_len
 }

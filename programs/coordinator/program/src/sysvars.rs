@@ -32,7 +32,7 @@ pub fn run_clock() -> Result<RunClock, ProgramError> {
 
 fn word(b: &[u8; 48], at: usize) -> [u8; 8] {
     let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
+    w.copy_from_slice(&b[at..][..8]);
     w
 }
 

@@ -14,6 +14,8 @@
 //! bump u8 | run [32] | user [32] | earned_points u64 | slashed_points u64 | claimed_points u64
 //! ```
 #![no_std]
+// Tests may overflow freely: a debug-build overflow panics the test.
+#![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
 
 use psyche_coordinator_logic::state::{CoordinatorState, RunState};
 use psyche_sdk::borsh::{BorshError, Reader, Writer};

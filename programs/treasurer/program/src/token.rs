@@ -61,6 +61,6 @@ pub fn token_account(account: &AccountView, token_program: &Address, mint: &Addr
 
 fn address_at(data: &[u8], at: usize) -> Address {
     let mut a = [0u8; 32];
-    a.copy_from_slice(&data[at..at + 32]);
+    a.copy_from_slice(&data[at..][..32]);
     Address::new_from_array(a)
 }

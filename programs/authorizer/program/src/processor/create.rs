@@ -75,8 +75,9 @@ fn create_account(payer: &AccountView, account: &AccountView, size: usize, signe
         return CreateAccount { from: payer, to: account, lamports: rent, space: size as u64, owner: &ID }
             .invoke_signed(core::slice::from_ref(signer));
     }
-    if held < rent {
-        Transfer { from: payer, to: account, lamports: rent - held }.invoke_signed(&[])?;
+    let missing = rent.saturating_sub(held);
+    if missing > 0 {
+        Transfer { from: payer, to: account, lamports: missing }.invoke_signed(&[])?;
     }
     Allocate { account, space: size as u64 }.invoke_signed(core::slice::from_ref(signer))?;
     Assign { account, owner: &ID }.invoke_signed(core::slice::from_ref(signer))

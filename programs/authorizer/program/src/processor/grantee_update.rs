@@ -15,6 +15,9 @@ struct Delegates {
 
 impl Delegates {
     /// Adds `key` unless already present; more than MAX_DELEGATES fails.
+    // Note: len <= MAX_DELEGATES (32), and len < MAX_DELEGATES where it grows,
+    // so 32 * len + 32 <= keys.len() (1,024).
+    #[allow(clippy::arithmetic_side_effects)]
     fn push(&mut self, key: &[u8]) -> ProgramResult {
         if self.keys[..32 * self.len].chunks_exact(32).any(|k| k == key) {
             return Ok(());
@@ -39,6 +42,8 @@ pub fn grantee_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let mut r = Reader::new(args);
     let clear = r.bool()?;
     let n_added = r.vec_len(32)?;
+    // Note: vec_len(32) checked that 32 * n_added bytes (no overflow) follow.
+    #[allow(clippy::arithmetic_side_effects)]
     let added = r.bytes(32 * n_added)?;
     r.finish()?;
     validate::signer(payer)?;
@@ -65,24 +70,34 @@ pub fn grantee_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let size = space(scope_len, list.len);
     let rent = Rent::get()?.minimum_balance(size)?;
     let held = authorization.lamports();
-    if held < rent {
-        Transfer { from: payer, to: authorization, lamports: rent - held }.invoke_signed(&[])?;
+    let missing = rent.saturating_sub(held);
+    if missing > 0 {
+        Transfer { from: payer, to: authorization, lamports: missing }.invoke_signed(&[])?;
     }
     authorization.resize(size)?;
-    if held > rent {
-        let refund = payer.lamports().checked_add(held - rent).ok_or(ProgramError::ArithmeticOverflow)?;
+    let surplus = held.saturating_sub(rent);
+    if surplus > 0 {
+        let refund = payer.lamports().checked_add(surplus).ok_or(ProgramError::ArithmeticOverflow)?;
         authorization.set_lamports(rent);
         payer.set_lamports(refund);
     }
-    {
-        let mut data = authorization.try_borrow_mut()?;
-        let at = offsets::delegates_len(scope_len);
-        data[at..at + 4].copy_from_slice(&(list.len as u32).to_le_bytes());
-        data[at + 4..at + 4 + 32 * list.len].copy_from_slice(&list.keys[..32 * list.len]);
-        data[size - 8..].copy_from_slice(&timestamp.to_le_bytes());
-    }
+    write_delegates(&mut authorization.try_borrow_mut()?, scope_len, &list, timestamp);
     emit(&AUTHORIZATION_GRANTEE_UPDATED, |w| {
         w.address(authorization.address())?.u16(list.len as u16)?;
         Ok(())
     })
+}
+
+/// Writes the delegate list and the timestamp after it into account data of
+/// `space(scope_len, list.len)` bytes.
+// Note: scope_len <= MAX_SCOPE_LEN and list.len <= MAX_DELEGATES, so every
+// offset lies inside the account (space() counts these very fields), and
+// size >= 8.
+#[allow(clippy::arithmetic_side_effects)]
+fn write_delegates(data: &mut [u8], scope_len: usize, list: &Delegates, timestamp: i64) {
+    let at = offsets::delegates_len(scope_len);
+    let size = data.len();
+    data[at..at + 4].copy_from_slice(&(list.len as u32).to_le_bytes());
+    data[at + 4..at + 4 + 32 * list.len].copy_from_slice(&list.keys[..32 * list.len]);
+    data[size - 8..].copy_from_slice(&timestamp.to_le_bytes());
 }

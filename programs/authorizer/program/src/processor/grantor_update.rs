@@ -23,8 +23,11 @@ pub fn grantor_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     {
         let mut data = authorization.try_borrow_mut()?;
         data[offsets::active(scope_len)] = active as u8;
-        let end = data.len();
-        data[end - 8..].copy_from_slice(&now.to_le_bytes());
+        // Note: the data decoded as an Authorization, which ends with this
+        // 8-byte timestamp.
+        #[allow(clippy::arithmetic_side_effects)]
+        let at = data.len() - 8;
+        data[at..].copy_from_slice(&now.to_le_bytes());
     }
     emit(&AUTHORIZATION_GRANTOR_UPDATED, |w| {
         w.address(authorization.address())?.bool(active)?.i64(now)?;

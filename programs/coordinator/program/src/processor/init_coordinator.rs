@@ -79,8 +79,9 @@ fn create_pda(payer: &AccountView, account: &AccountView, a: &Allocation, signer
         return CreateAccount { from: payer, to: account, lamports: a.lamports, space: a.size as u64, owner: &ID }
             .invoke_signed(core::slice::from_ref(signer));
     }
-    if held < a.lamports {
-        Transfer { from: payer, to: account, lamports: a.lamports - held }.invoke_signed(&[])?;
+    let missing = a.lamports.saturating_sub(held);
+    if missing > 0 {
+        Transfer { from: payer, to: account, lamports: missing }.invoke_signed(&[])?;
     }
     Allocate { account, space: a.size as u64 }.invoke_signed(core::slice::from_ref(signer))?;
     Assign { account, owner: &ID }.invoke_signed(core::slice::from_ref(signer))

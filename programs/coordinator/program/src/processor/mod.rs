@@ -42,9 +42,9 @@ use crate::events::emit_all;
 use crate::run::{load_instance, require_main_authority, with_state};
 use crate::sysvars::run_clock;
 
-/// An authority instruction: 0. [SIGNER] authority (the run's main authority),
-/// 1. [] coordinator_instance, 2. [WRITE] coordinator_account. Runs `f` on the
-/// state and logs its events.
+/// An authority instruction. Accounts: 0. [SIGNER] authority (the run's main
+/// authority), 1. [] coordinator_instance, 2. [WRITE] coordinator_account.
+/// Runs `f` on the state and logs its events.
 fn as_authority(accounts: &[AccountView], f: impl FnOnce(&mut CoordinatorState) -> Result<Events, CoordinatorError>) -> ProgramResult {
     let [authority, instance, account] = validate::accounts::<3>(accounts)?;
     let inst = load_instance(instance)?;
