@@ -56,11 +56,13 @@ pub fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> P
         return Err(ErrorCode::DeclaredProgramIdMismatch.fail());
     }
     let (disc, args) = split_instruction(data)?;
+    // Guards compare the 8 bytes as one word; constant patterns would compile
+    // to a byte-by-byte decision tree (about 650 bytes more code here).
     match disc {
-        AUTHORIZATION_CREATE => processor::create(accounts, args),
-        AUTHORIZATION_GRANTOR_UPDATE => processor::grantor_update(accounts, args),
-        AUTHORIZATION_GRANTEE_UPDATE => processor::grantee_update(accounts, args),
-        AUTHORIZATION_CLOSE => processor::close(accounts, args),
+        d if d == AUTHORIZATION_CREATE => processor::create(accounts, args),
+        d if d == AUTHORIZATION_GRANTOR_UPDATE => processor::grantor_update(accounts, args),
+        d if d == AUTHORIZATION_GRANTEE_UPDATE => processor::grantee_update(accounts, args),
+        d if d == AUTHORIZATION_CLOSE => processor::close(accounts, args),
         _ => Err(ErrorCode::InstructionFallbackNotFound.fail()),
     }
 }
