@@ -17,7 +17,9 @@
 // Tests may overflow freely: a debug-build overflow panics the test.
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
 
-mod args;
+/// Instruction-argument decoding; public so the host simulator
+/// (programs/coordinator/sim) decodes arguments exactly as the program does.
+pub mod args;
 mod events;
 mod processor;
 mod run;

@@ -1,0 +1,461 @@
+//! psyche-coordinator-sim: one Coordinator account driven by the real run
+//! state machine (`psyche-coordinator-logic`) over stdin/stdout, so client
+//! tests run whole runs without a validator. Host only; the Go side is
+//! `clients/coordinator/coordsim`.
+//!
+//! Protocol: every message is a little-endian u32 length followed by that
+//! many bytes; one response per request, in order; EOF on stdin ends it.
+//!
+//! ```text
+//! request:  signer [32] | unix_timestamp i64 | slot u64 | slot_hash [32] | instruction data
+//! response: 0 | account data [ACCOUNT_SIZE]   the instruction succeeded; the account after it
+//!           1 | code u32 | name (UTF-8)       the program would fail with this error
+//!           2 | message (UTF-8)               the request is malformed or not simulated
+//! ```
+//!
+//! The instruction data is what the program receives (the 8-byte Anchor
+//! discriminator and the Borsh arguments, as the IDL bindings encode them),
+//! decoded with the program's own `args` helpers in the program's order. The
+//! signer is the transaction's signing user (authority, payer); `unix_timestamp`
+//! and (`slot`, `slot_hash`) are what the program reads from the Clock and
+//! SlotHashes sysvars. The account data is the on-chain CoordinatorAccount:
+//! the 8-byte discriminator, then the state.
+//!
+//! What the glue checks and the simulator does too: argument decoding
+//! (InstructionMissing, InstructionFallbackNotFound, InstructionDidNotDeserialize),
+//! an account not yet initialised (AccountNotInitialized), `init_coordinator`
+//! twice (AlreadyInitialized) and its run id length (InvalidRunId), the main
+//! authority of authority instructions (Unauthorized, against the
+//! `main_authority` given to `init_coordinator`), `join_run`'s signer argument
+//! (SignerMismatch) and `checkpoint`'s string lengths (InvalidCheckpoint).
+//! What it does not: the Authorizer's join authorization (JoinNotAuthorized,
+//! ConstraintSeeds), account metas (signer, writable, owner, PDA, size, rent),
+//! transaction limits, events, and `free_coordinator` (answered as not simulated).
+
+use std::io::{self, Read, Write};
+
+use psyche_coordinator::args::{fixed, option_pod, option_u64, pod};
+use psyche_coordinator::{
+    CHECKPOINT, COORDINATOR_ACCOUNT, FREE_COORDINATOR, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN,
+    SETTLE_POINTS, SET_FUTURE_EPOCH_RATES, SET_PAUSED, TICK, UPDATE, UPDATE_CLIENT_VERSION, WARMUP_WITNESS, WITNESS,
+};
+use psyche_coordinator_logic::error::CoordinatorError;
+use psyche_coordinator_logic::machine::{CheckpointRepo, Clock, HealthCheck, Update, WitnessReport};
+use psyche_coordinator_logic::selection::Entropy;
+use psyche_coordinator_logic::state::{CoordinatorState, ACCOUNT_SIZE, RUN_ID_LEN};
+use psyche_sdk::borsh::{BorshError, Reader};
+use psyche_sdk::ErrorCode;
+
+/// signer, unix_timestamp, slot, slot_hash.
+const HEADER_LEN: usize = 32 + 8 + 8 + 32;
+/// Far above any instruction (a transaction is at most 1232 bytes).
+const MAX_REQUEST: usize = 64 * 1024;
+/// The witness metadata the program skips: loss f32, tokens/s u64, bandwidth u64, efficiency f32.
+const WITNESS_METADATA_LEN: usize = 4 + 8 + 8 + 4;
+
+const OK: u8 = 0;
+const PROGRAM_ERROR: u8 = 1;
+const BAD_REQUEST: u8 = 2;
+
+type Key = [u8; 32];
+
+/// A program error, as a failed transaction reports it: code and IDL name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Failure {
+    code: u32,
+    name: &'static str,
+}
+
+impl From<CoordinatorError> for Failure {
+    fn from(e: CoordinatorError) -> Self {
+        Failure { code: e.code(), name: e.name() }
+    }
+}
+
+impl From<ErrorCode> for Failure {
+    fn from(e: ErrorCode) -> Self {
+        Failure { code: e as u32, name: e.name() }
+    }
+}
+
+/// Arguments that fail to decode: the program's `?` on a BorshError.
+impl From<BorshError> for Failure {
+    fn from(_: BorshError) -> Self {
+        ErrorCode::InstructionDidNotDeserialize.into()
+    }
+}
+
+/// The coordinator account and what the instance PDA would hold for the glue.
+struct Sim {
+    /// ACCOUNT_SIZE bytes from `off`, placed so that the state after the
+    /// discriminator is 8-byte aligned, as the loader places it on-chain.
+    buf: Vec<u8>,
+    off: usize,
+    /// Set by init_coordinator (the instance's main authority).
+    main_authority: Option<Key>,
+}
+
+impl Sim {
+    fn new() -> Self {
+        let buf = vec![0u8; ACCOUNT_SIZE + 8];
+        let off = buf.as_ptr().wrapping_add(8).align_offset(8);
+        Sim { buf, off, main_authority: None }
+    }
+
+    fn account(&self) -> &[u8] {
+        &self.buf[self.off..self.off + ACCOUNT_SIZE]
+    }
+
+    fn state(&mut self) -> &mut CoordinatorState {
+        let data = &mut self.buf[self.off + 8..self.off + ACCOUNT_SIZE];
+        CoordinatorState::from_bytes_mut(data).expect("the state is 8-aligned and ACCOUNT_SIZE - 8 bytes")
+    }
+
+    /// load_instance + require_main_authority + with_state.
+    fn as_authority(&mut self, signer: &Key) -> Result<&mut CoordinatorState, Failure> {
+        match self.main_authority {
+            None => Err(ErrorCode::AccountNotInitialized.into()),
+            Some(a) if a != *signer => Err(CoordinatorError::Unauthorized.into()),
+            Some(_) => Ok(self.state()),
+        }
+    }
+
+    /// load_instance + with_state.
+    fn as_client(&mut self) -> Result<&mut CoordinatorState, Failure> {
+        match self.main_authority {
+            None => Err(ErrorCode::AccountNotInitialized.into()),
+            Some(_) => Ok(self.state()),
+        }
+    }
+
+    /// One instruction, decoded and checked in the order of the program's
+    /// processor (programs/coordinator/program/src/processor). A failure leaves
+    /// the account as it was (the logic validates before it changes anything).
+    fn execute(&mut self, signer: &Key, clock: &Clock, data: &[u8]) -> Result<(), Failure> {
+        let Some((disc, args)) = data.split_first_chunk::<8>() else {
+            return Err(ErrorCode::InstructionMissing.into());
+        };
+        let mut r = Reader::new(args);
+        match *disc {
+            d if d == INIT_COORDINATOR => {
+                let main_authority = r.address()?.to_bytes();
+                let _join_authority = r.address()?;
+                let run_id = r.string()?.as_bytes();
+                let client_version = r.string()?.as_bytes();
+                r.finish()?;
+                if run_id.is_empty() || run_id.len() > RUN_ID_LEN {
+                    return Err(CoordinatorError::InvalidRunId.into());
+                }
+                if self.main_authority.is_some() {
+                    return Err(CoordinatorError::AlreadyInitialized.into());
+                }
+                self.state().init(run_id, client_version)?;
+                let off = self.off;
+                self.buf[off..off + 8].copy_from_slice(&COORDINATOR_ACCOUNT);
+                self.main_authority = Some(main_authority);
+            }
+            d if d == UPDATE => {
+                let metadata = option_pod(&mut r)?;
+                let config = option_pod(&mut r)?;
+                let model = option_pod(&mut r)?;
+                let progress = option_pod(&mut r)?;
+                r.finish()?;
+                let u = Update {
+                    metadata: metadata.as_ref(),
+                    config: config.as_ref(),
+                    model: model.as_ref(),
+                    progress: progress.as_ref(),
+                };
+                self.as_authority(signer)?.update(&u)?;
+            }
+            d if d == UPDATE_CLIENT_VERSION => {
+                let version = r.string()?;
+                r.finish()?;
+                self.as_authority(signer)?.update_client_version(version.as_bytes())?;
+            }
+            d if d == SET_FUTURE_EPOCH_RATES => {
+                let earning = option_u64(&mut r)?;
+                let slashing = option_u64(&mut r)?;
+                r.finish()?;
+                self.as_authority(signer)?.set_future_epoch_rates(earning, slashing)?;
+            }
+            d if d == SET_PAUSED => {
+                let paused = r.bool()?;
+                r.finish()?;
+                self.as_authority(signer)?.set_paused(paused, clock)?;
+            }
+            d if d == SETTLE_POINTS => {
+                let user = r.array::<32>()?;
+                r.finish()?;
+                self.as_authority(signer)?.settle_points(&user)?;
+            }
+            d if d == JOIN_RUN => {
+                let who = r.address()?.to_bytes();
+                let p2p_identity = r.array::<32>()?;
+                r.finish()?;
+                if who != *signer {
+                    return Err(CoordinatorError::SignerMismatch.into());
+                }
+                self.as_client()?.join(signer, &p2p_identity, clock)?;
+            }
+            d if d == LEAVE_RUN => {
+                r.finish()?;
+                self.as_client()?.leave(signer, clock)?;
+            }
+            d if d == TICK => {
+                r.finish()?;
+                self.as_client()?.tick(clock)?;
+            }
+            d if d == WARMUP_WITNESS => {
+                r.finish()?;
+                self.as_client()?.warmup_witness(signer, clock)?;
+            }
+            d if d == WITNESS => {
+                let step = r.u32()?;
+                let index = r.u16()?;
+                let participant_bloom = pod(&mut r)?;
+                let broadcast_bloom = pod(&mut r)?;
+                let broadcast_merkle = r.array::<32>()?;
+                r.bytes(WITNESS_METADATA_LEN)?;
+                r.finish()?;
+                let report = WitnessReport { step, index, participant_bloom, broadcast_bloom, broadcast_merkle };
+                self.as_client()?.witness(signer, &report, clock)?;
+            }
+            d if d == HEALTH_CHECK => {
+                let step = r.u32()?;
+                let index = r.u16()?;
+                let accused = r.array::<32>()?;
+                r.finish()?;
+                self.as_client()?.health_check(signer, &HealthCheck { step, index, accused }, clock)?;
+            }
+            d if d == CHECKPOINT => {
+                let repo = r.string()?;
+                let revision = r.string()?;
+                r.finish()?;
+                let (Some(repo), Some(revision)) = (fixed(repo.as_bytes()), fixed(revision.as_bytes())) else {
+                    return Err(CoordinatorError::InvalidCheckpoint.into());
+                };
+                self.as_client()?.checkpoint(signer, &CheckpointRepo { repo, revision }, clock)?;
+            }
+            _ => return Err(ErrorCode::InstructionFallbackNotFound.into()),
+        }
+        Ok(())
+    }
+
+    /// One request body to one response body.
+    fn handle(&mut self, req: &[u8]) -> Vec<u8> {
+        let Some((head, data)) = req.split_first_chunk::<HEADER_LEN>() else {
+            return bad_request("request shorter than its 80-byte header");
+        };
+        if data.get(..8) == Some(&FREE_COORDINATOR[..]) {
+            return bad_request("free_coordinator is not simulated");
+        }
+        let signer = word::<32>(head, 0);
+        let clock = Clock {
+            unix_timestamp: i64::from_le_bytes(word(head, 32)),
+            entropy: Entropy { slot: u64::from_le_bytes(word(head, 40)), slot_hash: word(head, 48) },
+        };
+        match self.execute(&signer, &clock, data) {
+            Ok(()) => {
+                let mut out = Vec::with_capacity(1 + ACCOUNT_SIZE);
+                out.push(OK);
+                out.extend_from_slice(self.account());
+                out
+            }
+            Err(f) => {
+                let mut out = vec![PROGRAM_ERROR];
+                out.extend_from_slice(&f.code.to_le_bytes());
+                out.extend_from_slice(f.name.as_bytes());
+                out
+            }
+        }
+    }
+}
+
+fn word<const N: usize>(b: &[u8; HEADER_LEN], at: usize) -> [u8; N] {
+    let mut w = [0u8; N];
+    w.copy_from_slice(&b[at..at + N]);
+    w
+}
+
+fn bad_request(msg: &str) -> Vec<u8> {
+    let mut out = vec![BAD_REQUEST];
+    out.extend_from_slice(msg.as_bytes());
+    out
+}
+
+/// Answers framed requests until EOF.
+fn serve(mut input: impl Read, mut output: impl Write) -> io::Result<()> {
+    let mut sim = Sim::new();
+    let mut req = Vec::new();
+    loop {
+        let mut len = [0u8; 4];
+        match input.read_exact(&mut len) {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            r => r?,
+        }
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_REQUEST {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("request of {len} bytes")));
+        }
+        req.resize(len, 0);
+        input.read_exact(&mut req)?;
+        let resp = sim.handle(&req);
+        let resp_len = u32::try_from(resp.len()).expect("responses are about 67 KB");
+        output.write_all(&resp_len.to_le_bytes())?;
+        output.write_all(&resp)?;
+        output.flush()?;
+    }
+}
+
+fn main() {
+    let stdout = io::stdout().lock();
+    if let Err(e) = serve(io::stdin().lock(), io::BufWriter::with_capacity(ACCOUNT_SIZE + 16, stdout)) {
+        eprintln!("psyche-coordinator-sim: {e}");
+        std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use psyche_coordinator_logic::state::RunState;
+    use psyche_sdk::borsh::Writer;
+
+    const AUTHORITY: Key = [1; 32];
+    const ALICE: Key = [2; 32];
+
+    fn request(signer: &Key, now: i64, ix: &[u8]) -> Vec<u8> {
+        let mut req = Vec::new();
+        req.extend_from_slice(signer);
+        req.extend_from_slice(&now.to_le_bytes());
+        req.extend_from_slice(&7u64.to_le_bytes());
+        req.extend_from_slice(&[9; 32]);
+        req.extend_from_slice(ix);
+        req
+    }
+
+    /// Instruction data: discriminator + Borsh arguments written by `f`.
+    fn ix(disc: [u8; 8], f: impl FnOnce(&mut Writer<'_>) -> Result<(), BorshError>) -> Vec<u8> {
+        let mut buf = [0u8; 256];
+        let mut w = Writer::new(&mut buf);
+        w.bytes(&disc).unwrap();
+        f(&mut w).unwrap();
+        w.written().to_vec()
+    }
+
+    fn init_ix(run_id: &str) -> Vec<u8> {
+        ix(INIT_COORDINATOR, |w| {
+            w.bytes(&AUTHORITY)?.bytes(&AUTHORITY)?.string(run_id)?.string("v1")?;
+            Ok(())
+        })
+    }
+
+    fn call(sim: &mut Sim, signer: &Key, ix: &[u8]) -> Result<Vec<u8>, (u32, String)> {
+        let resp = sim.handle(&request(signer, 100, ix));
+        match resp[0] {
+            OK => Ok(resp[1..].to_vec()),
+            PROGRAM_ERROR => Err((
+                u32::from_le_bytes(resp[1..5].try_into().unwrap()),
+                String::from_utf8(resp[5..].to_vec()).unwrap(),
+            )),
+            _ => panic!("bad request: {}", String::from_utf8_lossy(&resp[1..])),
+        }
+    }
+
+    fn fails(sim: &mut Sim, signer: &Key, ix: &[u8], name: &str) {
+        match call(sim, signer, ix) {
+            Err((code, n)) => {
+                assert_eq!(n, name);
+                let want = CoordinatorError::ALL.iter().find(|e| e.name() == name).map(|e| e.code());
+                if let Some(want) = want {
+                    assert_eq!(code, want, "{name}");
+                }
+            }
+            Ok(_) => panic!("expected {name}, got success"),
+        }
+    }
+
+    #[test]
+    fn init_writes_the_account_the_program_writes() {
+        let mut sim = Sim::new();
+        let tick = ix(TICK, |_| Ok(()));
+        fails(&mut sim, &ALICE, &tick, "AccountNotInitialized");
+        fails(&mut sim, &AUTHORITY, &init_ix(""), "InvalidRunId");
+        let account = call(&mut sim, &AUTHORITY, &init_ix("run")).unwrap();
+        assert_eq!(account.len(), ACCOUNT_SIZE);
+        assert_eq!(account[..8], COORDINATOR_ACCOUNT);
+        let state = CoordinatorState::from_bytes(sim.state().as_bytes()).unwrap();
+        assert_eq!(state.run_id[..4], *b"run\0");
+        assert_eq!(account[8..], *state.as_bytes());
+        assert_eq!(state.run_state().unwrap(), RunState::Uninitialized);
+        fails(&mut sim, &AUTHORITY, &init_ix("run"), "AlreadyInitialized");
+    }
+
+    #[test]
+    fn glue_checks_and_logic_errors_are_named() {
+        let mut sim = Sim::new();
+        call(&mut sim, &AUTHORITY, &init_ix("run")).unwrap();
+        let resume = ix(SET_PAUSED, |w| {
+            w.bool(false)?;
+            Ok(())
+        });
+        fails(&mut sim, &ALICE, &resume, "Unauthorized");
+        // No config yet: the logic's validation error.
+        fails(&mut sim, &AUTHORITY, &resume, "ConfigEpochTime");
+        fails(&mut sim, &ALICE, &ix(TICK, |_| Ok(())), "RunHalted");
+        let join = |who: &Key| {
+            ix(JOIN_RUN, |w| {
+                w.bytes(who)?.bytes(&[5; 32])?;
+                Ok(())
+            })
+        };
+        fails(&mut sim, &ALICE, &join(&AUTHORITY), "SignerMismatch");
+        fails(&mut sim, &ALICE, &join(&ALICE), "RunUninitialized");
+        let long = "x".repeat(200);
+        let checkpoint = ix(CHECKPOINT, |w| {
+            w.string(&long)?.string("")?;
+            Ok(())
+        });
+        fails(&mut sim, &ALICE, &checkpoint, "InvalidCheckpoint");
+        let pause = ix(SET_PAUSED, |w| {
+            w.bool(true)?;
+            Ok(())
+        });
+        let account = call(&mut sim, &AUTHORITY, &pause).unwrap();
+        assert_eq!(CoordinatorState::from_bytes(&account[8..]).unwrap().run_state().unwrap(), RunState::Paused);
+    }
+
+    #[test]
+    fn malformed_instructions_fail_like_the_program() {
+        let mut sim = Sim::new();
+        fails(&mut sim, &ALICE, &[1, 2, 3], "InstructionMissing");
+        fails(&mut sim, &ALICE, &[0; 8], "InstructionFallbackNotFound");
+        fails(&mut sim, &ALICE, &ix(TICK, |w| w.u8(0).map(|_| ())), "InstructionDidNotDeserialize");
+        fails(&mut sim, &ALICE, &ix(SET_PAUSED, |w| w.u8(2).map(|_| ())), "InstructionDidNotDeserialize");
+        let resp = sim.handle(&request(&ALICE, 0, &FREE_COORDINATOR));
+        assert_eq!(resp[0], BAD_REQUEST);
+        assert_eq!(sim.handle(&[0; 10])[0], BAD_REQUEST);
+    }
+
+    #[test]
+    fn serves_framed_requests_until_eof() {
+        let mut input = Vec::new();
+        for body in [request(&AUTHORITY, 0, &init_ix("run")), request(&ALICE, 0, &ix(TICK, |_| Ok(())))] {
+            input.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            input.extend_from_slice(&body);
+        }
+        let mut output = Vec::new();
+        serve(&input[..], &mut output).unwrap();
+        let (len, rest) = output.split_at(4);
+        let len = u32::from_le_bytes(len.try_into().unwrap()) as usize;
+        assert_eq!(len, 1 + ACCOUNT_SIZE);
+        assert_eq!(rest[0], OK);
+        let (len2, rest2) = rest[len..].split_at(4);
+        assert_eq!(u32::from_le_bytes(len2.try_into().unwrap()) as usize, rest2.len());
+        assert_eq!(rest2[0], PROGRAM_ERROR);
+        assert_eq!(&rest2[5..], b"RunHalted");
+        // A truncated frame is an error, not a hang.
+        assert!(serve(&input[..6], &mut Vec::new()).is_err());
+    }
+}
