@@ -1,0 +1,780 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/coordinator/coordsim"
+	"github.com/psyche-go/psyche/clients/data/corpus"
+	"github.com/psyche-go/psyche/clients/data/prepare"
+	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
+	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/status"
+)
+
+// Simulated runs: several clients, each a real engine and executor with a
+// real (tiny) trainer and real data, against the real Coordinator logic
+// (coordsim: the Rust state machine, in-process), exchanging payloads over
+// an in-memory network. Time is simulated: the chain's clock advances in
+// 250 ms ticks, and in every tick each client is handed the state it would
+// get (or a stale one, or none while its websocket is down) and the p2p
+// messages it would receive, in an order the test picks. Nothing waits on a
+// wall clock, so epochs take milliseconds.
+
+// simConfig is a small run: a 1-layer byte-level model, 4 sequences a step,
+// rounds of at most 5 s, epochs of 6 s (3-5 rounds), 18 steps.
+const simConfig = `
+[metadata]
+name = "sim"
+description = "engine simulation"
+num_parameters = 40000
+vocab_size = 256
+
+[config]
+waiting_for_members_extra_time = 2
+warmup_time = 5
+max_round_train_time = 5
+round_witness_time = 1
+cooldown_time = 2
+epoch_time = 6
+total_steps = 18
+init_min_clients = 2
+min_clients = 2
+witness_nodes = 0
+global_batch_size_start = 4
+global_batch_size_end = 4
+global_batch_size_warmup_tokens = 0
+
+[model]
+architecture = "gpt2"
+tokenizer = "byte"
+vocab_size = 256
+n_layer = 1
+n_head = 2
+n_embd = 32
+max_seq_len = 16
+data_type = "pretraining"
+cold_start_warmup_steps = 0
+
+[model.checkpoint]
+kind = "ephemeral"
+
+[model.data]
+kind = "http"
+location = "http://127.0.0.1:1/"
+
+[model.lr]
+schedule = "constant"
+learning_rate = 0.001
+final_learning_rate = 0.001
+warmup_steps = 0
+decay_steps = 0
+
+[model.optimizer]
+kind = "distro"
+weight_decay = 0.0
+clip_grad_norm = 1.0
+compression_decay = 0.999
+compression_topk = 8
+compression_chunk = 32
+quantize_1bit = true
+`
+
+// simTick is how far the chain's clock moves between two rounds of handling.
+const simTick = 250 * time.Millisecond
+
+// simRun is one simulated run.
+type simRun struct {
+	t       *testing.T
+	ctx     context.Context
+	sim     *coordsim.Sim
+	now     time.Time // the chain's clock
+	net     *simNet
+	data    string // the prepared training data
+	clients []*simClient
+	rng     *rand.Rand
+	// accused and refused count health checks of each signer and the
+	// instructions the program refused, by kind.
+	accused map[solana.PublicKey]int
+	refused map[opKind]int
+	// applied: step -> what each client applied (payload hashes and digest).
+	applied map[uint32]map[string]string
+}
+
+// simClient is one client of a simRun and the faults it suffers.
+type simClient struct {
+	name   string
+	wallet solana.PrivateKey
+	key    crypto.PrivKey
+	c      *Client
+	dir    string // its checkpoint directory
+	cur    *coordinator.State
+	done   bool
+	err    error
+	// skew is how far its local clock is off the chain's.
+	skew time.Duration
+	// down: its websocket is dead until then (no states, no polling).
+	down time.Time
+	// stale: it is handed an older state with this probability.
+	stale float64
+	// silent: its announcements reach nobody (it trains, nobody sees it).
+	silent bool
+	// honest clients must agree on every step and never be accused.
+	honest bool
+}
+
+var (
+	simDataOnce sync.Once
+	simDataDir  string
+	simDataErr  error
+)
+
+// simData prepares (once per test binary) a byte-level dataset of 16-token
+// sequences from a generated corpus.
+func simData(t *testing.T) string {
+	t.Helper()
+	simDataOnce.Do(func() {
+		root, err := os.MkdirTemp("", "psyche-sim-data-")
+		if err != nil {
+			simDataErr = err
+			return
+		}
+		in := filepath.Join(root, "corpus")
+		if simDataErr = os.MkdirAll(in, 0o755); simDataErr != nil {
+			return
+		}
+		words := strings.Fields("the run trains one model together while clients join and leave and every replica applies the same updates in the same order")
+		rng := rand.New(rand.NewPCG(1, 1))
+		for year := 1990; year < 1994; year++ {
+			var b strings.Builder
+			for range 3000 {
+				b.WriteString(words[rng.IntN(len(words))])
+				b.WriteByte(' ')
+			}
+			if simDataErr = os.WriteFile(filepath.Join(in, fmt.Sprintf("%d.txt", year)), []byte(b.String()), 0o644); simDataErr != nil {
+				return
+			}
+		}
+		sp, err := corpus.NewSplit("train", 2000)
+		if err != nil {
+			simDataErr = err
+			return
+		}
+		simDataDir = filepath.Join(root, "train")
+		_, simDataErr = prepare.Run(context.Background(), prepare.Options{Input: in, Split: sp, Tokenizer: tokenizer.ByteName, SeqLen: 16, Out: simDataDir})
+	})
+	if simDataErr != nil {
+		t.Fatal(simDataErr)
+	}
+	return simDataDir
+}
+
+func newSimRun(t *testing.T, seed uint64) *simRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sim, err := coordsim.Start(ctx, seed)
+	if err != nil {
+		t.Fatalf("the Coordinator simulation: %v", err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	rc, err := coordinator.ParseRunConfig("sim.toml", []byte(simConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &simRun{t: t, ctx: ctx, sim: sim, now: time.Unix(1_800_000_000, 0), net: newSimNet(), data: simData(t),
+		rng: rand.New(rand.NewPCG(seed, 7)), accused: map[solana.PublicKey]int{}, refused: map[opKind]int{},
+		applied: map[uint32]map[string]string{}}
+	if err := sim.Create("sim", "test", params, r.now.Unix()); err != nil {
+		t.Fatalf("create the run: %v", err)
+	}
+	return r
+}
+
+// add starts a client; it acts from the next tick.
+func (r *simRun) add(name string, honest bool) *simClient {
+	r.t.Helper()
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	sc := &simClient{name: name, wallet: solana.NewWallet().PrivateKey, key: key, honest: honest, dir: r.t.TempDir()}
+	r.start(sc)
+	r.clients = append(r.clients, sc)
+	return sc
+}
+
+// start builds sc's client (again, for a restart: same wallet, p2p key and
+// checkpoint directory, nothing else kept).
+func (r *simRun) start(sc *simClient) {
+	r.t.Helper()
+	id, err := peer.IDFromPrivateKey(sc.key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	node := r.net.join(id)
+	node.silent = func() bool { return sc.silent }
+	node.clock = func() time.Time { return r.now }
+	data, err := provider.OpenLocal(r.data, "")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { data.Close() })
+	rec := status.NewRecorder("sim", status.Options{})
+	cfg := Config{RunID: "sim", Wallet: sc.wallet, Recorder: rec, Data: data, MicroBatch: 1, Threads: 1,
+		CheckpointDir: sc.dir, WorkDir: r.t.TempDir(), Rand: rand.New(rand.NewPCG(r.rng.Uint64(), 1)),
+		Clock: func() time.Time { return r.now.Add(sc.skew) }}
+	if testing.Verbose() {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("client", sc.name)
+	}
+	c, err := newClient(cfg, &simChain{r: r, sc: sc}, node)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	c.bg = r.ctx
+	c.inbox.spawn = func(f func()) { f() } // fetches finish before the next tick
+	c.onApply = func(step uint32, payloads [][]byte, digest string) {
+		h := sha256.New()
+		for _, p := range payloads {
+			sum := sha256.Sum256(p)
+			h.Write(sum[:])
+		}
+		if r.applied[step] == nil {
+			r.applied[step] = map[string]string{}
+		}
+		r.applied[step][sc.name] = hex.EncodeToString(h.Sum(nil)) + "/" + digest
+	}
+	sc.c, sc.cur, sc.done, sc.err = c, nil, false, nil
+}
+
+// restart stops sc's client as a crash would (no leave_run) and starts a
+// fresh one in its place.
+func (r *simRun) restart(sc *simClient) {
+	sc.c.close()
+	r.net.leave(sc.c.node.ID())
+	r.start(sc)
+}
+
+// step advances the chain's clock one tick and lets every client act, in
+// a random order.
+func (r *simRun) step() {
+	r.t.Helper()
+	r.now = r.now.Add(simTick)
+	for _, i := range r.rng.Perm(len(r.clients)) {
+		sc := r.clients[i]
+		if sc.done || r.now.Before(sc.down) {
+			continue
+		}
+		r.net.deliver(r.ctx, sc.c)
+		s := r.sim.State()
+		if sc.cur != nil && sc.stale > 0 && r.rng.Float64() < sc.stale {
+			s = sc.cur // an RPC node behind: the nonce check keeps what we have
+		}
+		if sc.c.fresh(s) {
+			sc.cur = s
+		}
+		done, err := sc.c.handle(r.ctx, sc.cur, r.now)
+		if err != nil {
+			sc.err, sc.done = err, true
+			r.t.Logf("%s stopped: %v", sc.name, err)
+			continue
+		}
+		sc.done = done
+	}
+}
+
+// runUntil steps until cond holds, at most limit of chain time.
+func (r *simRun) runUntil(limit time.Duration, cond func() bool) bool {
+	r.t.Helper()
+	end := r.now.Add(limit)
+	for r.now.Before(end) {
+		if cond() {
+			return true
+		}
+		r.step()
+	}
+	return cond()
+}
+
+func (r *simRun) phase() coordinator.RunState { return coordinator.Phase(r.sim.State()) }
+
+// finished says whether the run is Finished and every live client saw it.
+func (r *simRun) finished() bool {
+	if r.phase() != coordinator.Finished {
+		return false
+	}
+	for _, sc := range r.clients {
+		if !sc.done {
+			return false
+		}
+	}
+	return true
+}
+
+// check asserts the invariants: honest clients applied the same payloads
+// and hold the same weights at every step, none was accused, and no client
+// stopped with an error.
+func (r *simRun) check() {
+	r.t.Helper()
+	for step, by := range r.applied {
+		want, who := "", ""
+		for _, sc := range r.clients {
+			got, ok := by[sc.name]
+			if !ok || !sc.honest {
+				continue
+			}
+			if want == "" {
+				want, who = got, sc.name
+			} else if got != want {
+				r.t.Errorf("step %d: %s applied %s, %s applied %s", step, who, want, sc.name, got)
+			}
+		}
+	}
+	for _, sc := range r.clients {
+		if sc.honest && r.accused[sc.wallet.PublicKey()] > 0 {
+			r.t.Errorf("honest %s was health-checked", sc.name)
+		}
+		if sc.err != nil {
+			r.t.Errorf("%s: %v", sc.name, sc.err)
+		}
+	}
+}
+
+// appliedBy is the number of steps sc applied.
+func (r *simRun) appliedBy(sc *simClient) int {
+	n := 0
+	for _, by := range r.applied {
+		if _, ok := by[sc.name]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// simChain is one client's view of the simulated chain. A simulation is
+// answered as the program would answer the instruction only where the
+// client relies on it: a tick is checked by sending it (the client sends
+// it right after a successful simulation anyway), a join always passes
+// (authorization is not simulated).
+type simChain struct {
+	r  *simRun
+	sc *simClient
+}
+
+func (ch *simChain) Follow(ctx context.Context, _ chan observed) { <-ctx.Done() }
+
+func (ch *simChain) Read(context.Context) (*observed, error) {
+	return &observed{state: ch.r.sim.State(), chain: ch.r.now}, nil
+}
+
+func (ch *simChain) Submit(_ context.Context, o op, simulate bool) error {
+	if simulate {
+		return nil
+	}
+	r, me, now := ch.r, ch.sc.wallet.PublicKey(), ch.r.now.Unix()
+	var err error
+	switch o.kind {
+	case opJoin:
+		err = r.sim.Join(me, ch.sc.c.p2pKey, now)
+	case opLeave:
+		err = r.sim.Leave(me, now)
+	case opTick:
+		err = r.sim.Tick(me, now)
+	case opWarmup:
+		err = r.sim.WarmupWitness(me, now)
+	case opWitness:
+		err = r.sim.Witness(me, o.report, now)
+	case opHealthCheck:
+		if err = r.sim.HealthCheck(me, o.step, o.index, o.accused, now); err == nil {
+			r.accused[o.accused]++
+		}
+	case opCheckpoint:
+		err = r.sim.Checkpoint(me, o.repo, o.rev, now)
+	}
+	var te *chain.TxError
+	if errors.As(err, &te) {
+		r.refused[o.kind]++
+	}
+	return err
+}
+
+// simNet is an in-memory p2p network: gossip is queued per receiver and
+// handed over by the simRun, blobs and shared models are read from the
+// publisher's store.
+type simNet struct {
+	mu     sync.Mutex
+	nodes  map[peer.ID]*simNode
+	blobs  map[p2p.Hash][]byte
+	models map[p2p.Hash]*simModel
+}
+
+type simModel struct {
+	owner  peer.ID
+	src    io.ReaderAt
+	size   int64
+	served time.Time
+}
+
+type simNode struct {
+	net    *simNet
+	id     peer.ID
+	queue  []p2p.Message
+	banned map[peer.ID]string
+	msgs   chan p2p.Message
+	silent func() bool
+	clock  func() time.Time
+}
+
+func newSimNet() *simNet {
+	return &simNet{nodes: map[peer.ID]*simNode{}, blobs: map[p2p.Hash][]byte{}, models: map[p2p.Hash]*simModel{}}
+}
+
+func (n *simNet) join(id peer.ID) *simNode {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	node := &simNode{net: n, id: id, banned: map[peer.ID]string{}, msgs: make(chan p2p.Message)}
+	n.nodes[id] = node
+	return node
+}
+
+func (n *simNet) leave(id peer.ID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.nodes, id)
+	for root, m := range n.models {
+		if m.owner == id {
+			delete(n.models, root)
+		}
+	}
+}
+
+// deliver hands c the messages queued for it.
+func (n *simNet) deliver(ctx context.Context, c *Client) {
+	n.mu.Lock()
+	node := n.nodes[c.node.ID()]
+	q := node.queue
+	node.queue = nil
+	n.mu.Unlock()
+	for _, m := range q {
+		c.inbox.deliver(ctx, m)
+	}
+}
+
+// gossip queues m for every other node.
+func (n *simNet) gossip(from *simNode, m p2p.Message) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if from.silent != nil && from.silent() {
+		return
+	}
+	for id, node := range n.nodes {
+		if id != from.id {
+			if _, banned := node.banned[from.id]; !banned {
+				node.queue = append(node.queue, m)
+			}
+		}
+	}
+}
+
+func (s *simNode) ID() peer.ID                  { return s.id }
+func (s *simNode) Messages() <-chan p2p.Message { return s.msgs }
+func (s *simNode) SetParticipants([]peer.ID)    {}
+func (s *simNode) Snapshot() p2p.Snapshot       { return p2p.Snapshot{} }
+func (s *simNode) PruneBefore(uint64)           {}
+
+func (s *simNode) Ban(id peer.ID, reason string) {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	s.banned[id] = reason
+}
+
+func (s *simNode) Publish(_ context.Context, step uint64, batch p2p.BatchID, payload []byte) (p2p.Announcement, error) {
+	a := p2p.Announcement{Step: step, Batch: batch, Hash: p2p.HashOf(payload), Size: uint64(len(payload)), Signer: s.id}
+	s.net.mu.Lock()
+	s.net.blobs[a.Hash] = payload
+	s.net.mu.Unlock()
+	s.net.gossip(s, p2p.Message{From: s.id, Announcement: &a})
+	return a, nil
+}
+
+func (s *simNode) FetchBlob(_ context.Context, a p2p.Announcement) ([]byte, error) {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	b, ok := s.net.blobs[a.Hash]
+	if !ok {
+		return nil, errors.New("no peer serves it")
+	}
+	return b, nil
+}
+
+func (s *simNode) Finish(_ context.Context, f p2p.Finished) (p2p.Finished, error) {
+	f.Signer = s.id
+	s.net.gossip(s, p2p.Message{From: s.id, Finished: &f})
+	return f, nil
+}
+
+func (s *simNode) ShareModel(m *p2p.Manifest, src io.ReaderAt) p2p.Hash {
+	root := m.Root()
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	s.net.models[root] = &simModel{owner: s.id, src: src, size: int64(m.TotalSize)}
+	return root
+}
+
+func (s *simNode) StopSharing(root p2p.Hash) {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	if m, ok := s.net.models[root]; ok && m.owner == s.id {
+		delete(s.net.models, root)
+	}
+}
+
+func (s *simNode) ModelLastServed(root p2p.Hash) (time.Time, bool) {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	m, ok := s.net.models[root]
+	if !ok {
+		return time.Time{}, false
+	}
+	return m.served, true
+}
+
+func (s *simNode) FetchModel(_ context.Context, root p2p.Hash, dst string, _ p2p.FetchModelOptions) (*p2p.Manifest, error) {
+	s.net.mu.Lock()
+	m, ok := s.net.models[root]
+	if ok {
+		m.served = s.clock()
+	}
+	s.net.mu.Unlock()
+	if !ok {
+		return nil, errors.New("no peer shares that model")
+	}
+	buf := make([]byte, m.size)
+	if _, err := m.src.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	man, err := p2p.BuildManifest(bytes.NewReader(buf), m.size, p2p.DefaultChunkSize)
+	if err != nil {
+		return nil, err
+	}
+	if man.Root() != root {
+		return nil, errors.New("the shared model does not match its root")
+	}
+	if err := os.WriteFile(dst, buf, 0o644); err != nil {
+		return nil, err
+	}
+	return man, nil
+}
+
+var _ network = (*simNode)(nil)
+
+// simLimit bounds a simulated run by the chain's clock: 18 steps in epochs
+// of a few steps take well under a minute.
+const simLimit = 5 * time.Minute
+
+// finish runs r to Finished and checks the invariants.
+func (r *simRun) finish() {
+	r.t.Helper()
+	start := r.now
+	if !r.runUntil(simLimit, r.finished) {
+		r.t.Fatalf("not finished after %v of chain time: %s at step %d", simLimit, r.phase(), r.sim.State().Progress.Step)
+	}
+	r.t.Logf("finished after %d epochs, %v of chain time", r.sim.State().Progress.Epoch, r.now.Sub(start))
+	r.check()
+}
+
+// allApplied asserts that sc applied every step of the run from `from`.
+func (r *simRun) allApplied(sc *simClient, from uint32) {
+	r.t.Helper()
+	total := r.sim.State().Config.TotalSteps
+	for step := from; step <= total; step++ {
+		if _, ok := r.applied[step][sc.name]; !ok {
+			r.t.Errorf("%s did not apply step %d", sc.name, step)
+		}
+	}
+}
+
+// Three clients train a run through its epochs to Finished, every replica
+// identical at every step, nobody accused, no instruction refused.
+func TestSimRunToFinished(t *testing.T) {
+	r := newSimRun(t, 1)
+	a, b, c := r.add("a", true), r.add("b", true), r.add("c", true)
+	r.finish()
+	for _, sc := range []*simClient{a, b, c} {
+		r.allApplied(sc, 1)
+	}
+	if r.refused[opTick] > 0 || r.refused[opWitness] > 0 || r.refused[opWarmup] > 0 {
+		t.Errorf("refused instructions: %v", r.refused)
+	}
+}
+
+// A member whose payloads reach nobody is left out of every round it
+// trains, and the health checks drop it; the others agree on every step.
+func TestSimMissingPayloads(t *testing.T) {
+	r := newSimRun(t, 2)
+	r.add("a", true)
+	r.add("b", true)
+	r.add("c", true)
+	mute := r.add("mute", false)
+	mute.silent = true
+	r.finish()
+	if r.accused[mute.wallet.PublicKey()] == 0 {
+		t.Error("the member whose payloads never arrived was never health-checked")
+	}
+}
+
+// A client that starts in the middle of the run loads the model from its
+// peers, applies the rounds since, joins, and agrees from its first step.
+func TestSimLateJoin(t *testing.T) {
+	r := newSimRun(t, 3)
+	r.add("a", true)
+	r.add("b", true)
+	if !r.runUntil(simLimit, func() bool { return r.sim.State().Progress.Step >= 6 }) {
+		t.Fatal("the run did not reach step 6")
+	}
+	late := r.add("late", true)
+	r.finish()
+	if n := r.appliedBy(late); n < 4 {
+		t.Errorf("the late client applied %d steps, want the last epoch's at least", n)
+	}
+	trained := false
+	for _, sc := range r.clients {
+		if sc == late {
+			trained = sc.c.e.warmedEpoch > 0
+		}
+	}
+	if !trained {
+		t.Error("the late client never became a member that trains")
+	}
+}
+
+// A client whose websocket dies for longer than a round misses rounds; it
+// drops its replica, loads the model from its peers, and agrees again.
+func TestSimDeadWebsocket(t *testing.T) {
+	r := newSimRun(t, 4)
+	r.add("a", true)
+	r.add("b", true)
+	r.add("c", true)
+	cut := r.add("cut", false)
+	if !r.runUntil(simLimit, func() bool { return r.sim.State().Progress.Step >= 3 }) {
+		t.Fatal("the run did not reach step 3")
+	}
+	cut.down = r.now.Add(15 * time.Second)
+	r.finish()
+	last := r.sim.State().Config.TotalSteps
+	if _, ok := r.applied[last][cut.name]; !ok {
+		t.Errorf("the client whose websocket died never caught up to step %d", last)
+	}
+	if cut.c.e.loadFrom == 0 {
+		t.Error("the client whose websocket died never dropped its replica for a newer model")
+	}
+}
+
+// Stale and out-of-order states (RPC nodes behind others) change nothing.
+func TestSimStaleStates(t *testing.T) {
+	r := newSimRun(t, 5)
+	for _, name := range []string{"a", "b", "c"} {
+		r.add(name, true).stale = 0.3
+	}
+	r.finish()
+}
+
+// Clients whose clocks are 3 s off the chain's neither tick early nor stall.
+func TestSimClockSkew(t *testing.T) {
+	r := newSimRun(t, 6)
+	r.add("fast", true).skew = 3 * time.Second
+	r.add("slow", true).skew = -3 * time.Second
+	r.add("fast2", true).skew = 3 * time.Second
+	start := r.now
+	r.finish()
+	if r.refused[opTick] > 0 {
+		t.Errorf("%d ticks refused", r.refused[opTick])
+	}
+	t.Logf("finished in %v of chain time", r.now.Sub(start))
+}
+
+// A member that crashes mid-epoch and restarts (same wallet, a fresh
+// process) catches up from its peers and trains again.
+func TestSimRestartMidEpoch(t *testing.T) {
+	r := newSimRun(t, 7)
+	r.add("a", true)
+	r.add("b", true)
+	x := r.add("x", false)
+	if !r.runUntil(simLimit, func() bool {
+		s := r.sim.State()
+		return coordinator.Phase(s) == coordinator.RoundTrain && coordinator.CurrentRound(s).Height == 1 && s.Progress.Epoch == 1
+	}) {
+		t.Fatal("the run did not reach the second round of its second epoch")
+	}
+	before := r.appliedBy(x)
+	r.restart(x)
+	r.finish()
+	if after := r.appliedBy(x); after <= before {
+		t.Errorf("the restarted client applied nothing after its restart (%d steps before)", before)
+	}
+}
+
+// A random walk: clients in random order, random stale states, clock
+// skews up to 3 s, short websocket drops, a client joining at a random
+// time. However it goes, honest clients apply the same payloads at every
+// step and are never health-checked, and the run finishes.
+func TestSimRandomWalk(t *testing.T) {
+	seeds := 6
+	if testing.Short() {
+		seeds = 2
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := newSimRun(t, 100+seed)
+			rng := rand.New(rand.NewPCG(seed, 99))
+			fault := func(sc *simClient) {
+				sc.skew = time.Duration(rng.IntN(7)-3) * time.Second
+				sc.stale = []float64{0, 0.2}[rng.IntN(2)]
+			}
+			for i := range 3 {
+				fault(r.add(fmt.Sprint("c", i), true))
+			}
+			joinAt := r.now.Add(time.Duration(rng.IntN(60)) * time.Second)
+			joined := false
+			done := r.runUntil(simLimit, func() bool {
+				if !joined && !r.now.Before(joinAt) {
+					fault(r.add("joiner", true))
+					joined = true
+				}
+				if rng.IntN(40) == 0 { // a drop of up to 750 ms
+					sc := r.clients[rng.IntN(len(r.clients))]
+					sc.down = r.now.Add(time.Duration(1+rng.IntN(3)) * simTick)
+				}
+				return r.finished()
+			})
+			if !done {
+				t.Fatalf("not finished after %v: %s at step %d", simLimit, r.phase(), r.sim.State().Progress.Step)
+			}
+			r.check()
+		})
+	}
+}
