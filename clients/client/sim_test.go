@@ -778,3 +778,30 @@ func TestSimRandomWalk(t *testing.T) {
 		})
 	}
 }
+
+// A run paused mid-epoch and resumed: clients neither join nor tick while
+// it is Paused, then train on from where it stopped (a cold start).
+func TestSimPauseAndResume(t *testing.T) {
+	r := newSimRun(t, 8)
+	r.add("a", true)
+	r.add("b", true)
+	r.add("c", true)
+	if !r.runUntil(simLimit, func() bool { return r.sim.State().Progress.Step >= 5 }) {
+		t.Fatal("the run did not reach step 5")
+	}
+	if err := r.sim.SetPaused(true, r.now.Unix()); err != nil {
+		t.Fatal(err)
+	}
+	refused := r.refused[opTick] + r.refused[opJoin]
+	r.runUntil(10*time.Second, func() bool { return false })
+	if r.phase() != coordinator.Paused || r.refused[opTick]+r.refused[opJoin] != refused {
+		t.Fatalf("while paused: %s, %d ticks and joins refused", r.phase(), r.refused[opTick]+r.refused[opJoin]-refused)
+	}
+	if err := r.sim.SetPaused(false, r.now.Unix()); err != nil {
+		t.Fatal(err)
+	}
+	r.finish()
+	for _, sc := range r.clients {
+		r.allApplied(sc, 1)
+	}
+}
