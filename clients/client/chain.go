@@ -122,16 +122,21 @@ func (rc *rpcChain) now() time.Time {
 // measured again.
 const clockEvery = 5 * time.Second
 
-// measureClock reads the Clock sysvar when the offset is due. The sysvar
-// counts whole seconds, so the chain's time is taken at the middle of its
-// second.
+// measureClock reads the Clock sysvar when the offset is due (a read of
+// the account comes with one unless a recent one is at hand).
 func (rc *rpcChain) measureClock(ctx context.Context) {
 	rc.mu.Lock()
 	due := time.Since(rc.clockAt) >= clockEvery
 	rc.mu.Unlock()
-	if !due {
-		return
+	if due {
+		rc.sampleClock(ctx)
 	}
+}
+
+// sampleClock measures the offset of the chain's clock from ours. The
+// sysvar counts whole seconds, so the chain's time is taken at the middle
+// of its second.
+func (rc *rpcChain) sampleClock(ctx context.Context) {
 	t, err := rc.client().Clock(ctx)
 	if err != nil {
 		rc.log.Debug("reading the chain's clock failed", "err", err)
@@ -140,6 +145,20 @@ func (rc *rpcChain) measureClock(ctx context.Context) {
 	rc.mu.Lock()
 	rc.offset, rc.clockAt = time.Until(t.Add(500*time.Millisecond)), time.Now()
 	rc.mu.Unlock()
+}
+
+// keepClock measures the chain's clock every clockEvery until ctx ends.
+func (rc *rpcChain) keepClock(ctx context.Context) {
+	t := time.NewTicker(clockEvery)
+	defer t.Stop()
+	for {
+		rc.sampleClock(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Read reads the account over JSON-RPC (and the chain's clock when due).
@@ -161,6 +180,7 @@ func (rc *rpcChain) Read(ctx context.Context) (*observed, error) {
 // reconnects after a growing pause, each time on the next endpoint, so a
 // dead RPC node is left for a backup and retried later.
 func (rc *rpcChain) Follow(ctx context.Context, out chan observed) {
+	go rc.keepClock(ctx)
 	rc.mu.Lock()
 	chains := append([]*chain.Client(nil), rc.chains...)
 	rc.mu.Unlock()

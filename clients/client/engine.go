@@ -223,8 +223,9 @@ func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]actio
 		e.fetching = false
 		if l.err != nil {
 			e.retryLoad = now.Add(loadRetry)
-		} else if e.model == modelLoading {
-			return append(acts, takeModelAction{l}), nil
+		}
+		if l.err != nil || e.model == modelLoading {
+			return append(acts, takeModelAction{l}), nil // a failure is logged
 		}
 	}
 	step, stop := e.planApply(v, in, add)
