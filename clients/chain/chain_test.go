@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,51 @@ func TestSendConfirmSimulateFollow(t *testing.T) {
 	}
 	if _, _, err := c.AccountData(ctx, solana.NewWallet().PublicKey()); !errors.Is(err, chain.ErrAccountNotFound) {
 		t.Fatalf("missing account: %v", err)
+	}
+}
+
+// SendResending: a transfer lands once; a failed transaction is not sent
+// again unless NextSlot says a later slot cures it, and then only within
+// Attempts.
+func TestSendResending(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	c, err := chain.New(v.RPCURL, v.WSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.PollInterval = 20 * time.Millisecond
+	payer, to := localnettest.NewFundedKeypair(t, v, 2*solana.LAMPORTS_PER_SOL), solana.NewWallet().PublicKey()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := chain.Resend{Attempts: 3, After: 5 * time.Second}
+	transfer := system.NewTransferInstruction(solana.LAMPORTS_PER_SOL/4, payer.PublicKey(), to).Build()
+	if _, err := c.SendResending(ctx, r, payer, []solana.Instruction{transfer}); err != nil {
+		t.Fatal(err)
+	}
+	if bal, _ := c.Balance(ctx, to); bal != solana.LAMPORTS_PER_SOL/4 {
+		t.Fatalf("recipient holds %d, want one transfer", bal)
+	}
+
+	tooMuch := []solana.Instruction{system.NewTransferInstruction(100*solana.LAMPORTS_PER_SOL, payer.PublicKey(), to).Build()}
+	for _, tc := range []struct {
+		name     string
+		cured    int // how many failures NextSlot says the next slot cures
+		calls    int // want: NextSlot consulted
+		attempts string
+	}{
+		{"not cured", 0, 1, ""},
+		{"cured once", 1, 2, ""},
+		{"always cured", 100, 3, "after 3 attempts"},
+	} {
+		calls := 0
+		r.NextSlot = func(te *chain.TxError) bool {
+			calls++
+			return calls <= tc.cured
+		}
+		_, err := c.SendResending(ctx, r, payer, tooMuch)
+		var te *chain.TxError
+		if !errors.As(err, &te) || !chain.IsCode(te, 1) || calls != tc.calls || !strings.Contains(err.Error(), tc.attempts) {
+			t.Errorf("%s: %d NextSlot calls (want %d), err %v", tc.name, calls, tc.calls, err)
+		}
 	}
 }
