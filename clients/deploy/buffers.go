@@ -30,7 +30,7 @@ func (c *Client) Buffers(ctx context.Context, authority solana.PublicKey) ([]Buf
 	header[4] = 1 // Option::Some
 	copy(header[5:], authority[:])
 	zero := uint64(0)
-	res, err := c.RPC.GetProgramAccountsWithOpts(ctx, solana.BPFLoaderUpgradeableProgramID, &rpc.GetProgramAccountsOpts{
+	res, err := c.Chain.RPC.GetProgramAccountsWithOpts(ctx, solana.BPFLoaderUpgradeableProgramID, &rpc.GetProgramAccountsOpts{
 		Commitment: rpc.CommitmentConfirmed,
 		Encoding:   solana.EncodingBase64,
 		DataSlice:  &rpc.DataSlice{Offset: &zero, Length: &zero},

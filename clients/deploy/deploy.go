@@ -4,8 +4,9 @@
 // mainnet.
 //
 // A deployment writes the program into a buffer account in chunks (sent
-// concurrently, each retried until confirmed), then deploys or upgrades from the
-// buffer in one transaction.
+// concurrently, each re-sent until confirmed), then deploys or upgrades from the
+// buffer in one transaction. Transactions go through clients/chain
+// (chain.Client.SendResending).
 package deploy
 
 import (
@@ -16,13 +17,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/programs/system"
 	"github.com/gagliardetto/solana-go/rpc"
-	"github.com/gagliardetto/solana-go/rpc/jsonrpc"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/psyche-go/psyche/clients/chain"
 )
 
 // Loader account layouts (bincode of UpgradeableLoaderState).
@@ -51,11 +53,14 @@ const maxTxSize = 1232
 // Client sends loader transactions. Payer signs every transaction and pays fees
 // and rent.
 type Client struct {
+	// Chain sends and confirms the transactions and reads the accounts.
+	Chain *chain.Client
+	// RPC is Chain.RPC, for callers' own reads.
 	RPC   *rpc.Client
 	Payer solana.PrivateKey
 	// Parallel bounds concurrent buffer writes; default 8.
 	Parallel int
-	// Attempts per transaction before giving up; default 5. A write is
+	// Attempts per transaction before giving up; default 5. A transaction is
 	// re-sent with a fresh blockhash when it is not confirmed in time.
 	Attempts int
 	// ConfirmTimeout is how long one attempt waits for confirmation; default
@@ -65,7 +70,6 @@ type Client struct {
 }
 
 func (c *Client) parallel() int { return max(c.Parallel, 1) }
-func (c *Client) attempts() int { return max(c.Attempts, 1) }
 func (c *Client) log() *slog.Logger {
 	if c.Log == nil {
 		return slog.New(slog.DiscardHandler)
@@ -73,9 +77,21 @@ func (c *Client) log() *slog.Logger {
 	return c.Log
 }
 
-// New returns a client with the defaults.
+// New returns a client with the defaults for the JSON-RPC endpoint rpcURL,
+// which must be an http(s) URL: New panics on any other (NewClient takes a
+// client from chain.New, which returns that error).
 func New(rpcURL string, payer solana.PrivateKey) *Client {
-	return &Client{RPC: rpc.New(rpcURL), Payer: payer, Parallel: 8, Attempts: 5, ConfirmTimeout: 30 * time.Second}
+	c, err := chain.New(rpcURL, "")
+	if err != nil {
+		panic(fmt.Sprintf("deploy: %v", err))
+	}
+	c.PollInterval = 100 * time.Millisecond
+	return NewClient(c, payer)
+}
+
+// NewClient returns a client with the defaults that sends through c.
+func NewClient(c *chain.Client, payer solana.PrivateKey) *Client {
+	return &Client{Chain: c, RPC: c.RPC, Payer: payer, Parallel: 8, Attempts: 5, ConfirmTimeout: 30 * time.Second}
 }
 
 // ProgramDataAddress is where the loader keeps a program's code and authority.
@@ -101,35 +117,33 @@ func writeIx(buffer, authority solana.PublicKey, offset uint32, chunk []byte) so
 		solana.Meta(buffer).WRITE(), solana.Meta(authority).SIGNER())
 }
 
-// signers maps public keys to the keys that sign a transaction.
-type signers map[solana.PublicKey]solana.PrivateKey
-
-func (c *Client) signerSet(keys ...solana.PrivateKey) signers {
-	s := signers{c.Payer.PublicKey(): c.Payer}
-	for _, k := range keys {
-		s[k.PublicKey()] = k
+// send sends a transaction paid by the payer and signed by signers too, and
+// waits for its confirmation, re-sending it with a fresh blockhash when it does
+// not land in time and waiting for the next slot when the loader refuses to
+// touch a program twice in one. Every loader transaction may safely land
+// twice: writes are idempotent, and the rest fail once done, after which an
+// earlier copy that landed counts. Failed transactions are not re-sent: the
+// error carries the program logs.
+func (c *Client) send(ctx context.Context, op string, ixs []solana.Instruction, signers ...solana.PrivateKey) (solana.Signature, error) {
+	timeout := c.ConfirmTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
 	}
-	return s
-}
-
-// TxError is a transaction the cluster rejected, with its program logs.
-type TxError struct {
-	Op   string
-	Err  error
-	Logs []string
-}
-
-func (e *TxError) Error() string {
-	msg := fmt.Sprintf("%s: %v", e.Op, e.Err)
-	if len(e.Logs) > 0 {
-		msg += "\n  " + strings.Join(e.Logs, "\n  ")
+	sig, err := c.Chain.SendResending(ctx, chain.Resend{
+		Attempts: c.Attempts,
+		After:    timeout,
+		NextSlot: touchedThisSlot,
+		Log:      c.log().With("op", op),
+	}, c.Payer, ixs, signers...)
+	if err != nil {
+		return sig, opError(op, err)
 	}
-	return msg
+	return sig, nil
 }
 
-func (e *TxError) Unwrap() error { return e.Err }
-
-func (e *TxError) sameSlot() bool {
+// touchedThisSlot is the loader's refusal to deploy, upgrade or extend a
+// program twice in one slot.
+func touchedThisSlot(e *chain.TxError) bool {
 	for _, l := range e.Logs {
 		if strings.Contains(l, "in this block already") {
 			return true
@@ -138,162 +152,14 @@ func (e *TxError) sameSlot() bool {
 	return false
 }
 
-// waitNextSlot returns once the cluster's confirmed slot has advanced.
-func (c *Client) waitNextSlot(ctx context.Context) error {
-	start, err := c.RPC.GetSlot(ctx, rpc.CommitmentConfirmed)
-	if err != nil {
-		return err
+// opError names the operation that failed and, for a failed transaction,
+// lists the program logs, where the loader says why.
+func opError(op string, err error) error {
+	var te *chain.TxError
+	if errors.As(err, &te) && len(te.Logs) > 0 {
+		return fmt.Errorf("%s: %w\n  %s", op, err, strings.Join(te.Logs, "\n  "))
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		slot, err := c.RPC.GetSlot(ctx, rpc.CommitmentConfirmed)
-		if err != nil {
-			return err
-		}
-		if slot > start {
-			return nil
-		}
-	}
-}
-
-// errPermanent marks failures that re-sending cannot fix.
-var errPermanent = errors.New("rejected")
-
-// send signs and sends a transaction, waits for confirmation, and retries
-// with a fresh blockhash when it does not land. Simulation and execution
-// failures are returned at once (wrapping errPermanent), unless an earlier
-// attempt that seemed lost turns out to have landed.
-func (c *Client) send(ctx context.Context, op string, ixs []solana.Instruction, keys signers) (solana.Signature, error) {
-	var (
-		last  error
-		tried []solana.Signature
-	)
-	for attempt := 0; attempt < c.attempts(); attempt++ {
-		if err := ctx.Err(); err != nil {
-			return solana.Signature{}, err
-		}
-		if sig, ok := c.landed(ctx, tried); ok {
-			return sig, nil
-		}
-		earlier := tried
-		sig, err := c.sendOnce(ctx, op, ixs, keys)
-		if !sig.IsZero() {
-			tried = append(tried, sig)
-		}
-		var txErr *TxError
-		if errors.As(err, &txErr) && txErr.sameSlot() {
-			// The loader refuses to touch a program twice in one slot.
-			if werr := c.waitNextSlot(ctx); werr != nil {
-				return sig, fmt.Errorf("%w (waiting for the next slot: %w)", err, werr)
-			}
-			last = err
-			continue
-		}
-		if err != nil && errors.Is(err, errPermanent) {
-			// "Already in use" and the like: a late copy may have done the work.
-			if sig, ok := c.landed(ctx, earlier); ok {
-				return sig, nil
-			}
-		}
-		if err == nil || errors.Is(err, errPermanent) || ctx.Err() != nil {
-			return sig, err
-		}
-		last = err
-		c.log().Warn("transaction not confirmed, retrying", "op", op, "attempt", attempt+1, "err", err)
-	}
-	return solana.Signature{}, fmt.Errorf("%s: gave up after %d attempts: %w", op, c.attempts(), last)
-}
-
-// landed reports an earlier attempt that was confirmed without error.
-func (c *Client) landed(ctx context.Context, sigs []solana.Signature) (solana.Signature, bool) {
-	if len(sigs) == 0 {
-		return solana.Signature{}, false
-	}
-	out, err := c.RPC.GetSignatureStatuses(ctx, true, sigs...)
-	if err != nil {
-		return solana.Signature{}, false
-	}
-	for i, st := range out.Value {
-		if st != nil && st.Err == nil && i < len(sigs) &&
-			(st.ConfirmationStatus == rpc.ConfirmationStatusConfirmed || st.ConfirmationStatus == rpc.ConfirmationStatusFinalized) {
-			return sigs[i], true
-		}
-	}
-	return solana.Signature{}, false
-}
-
-func (c *Client) sendOnce(ctx context.Context, op string, ixs []solana.Instruction, keys signers) (solana.Signature, error) {
-	bh, err := c.RPC.GetLatestBlockhash(ctx, rpc.CommitmentConfirmed)
-	if err != nil {
-		return solana.Signature{}, fmt.Errorf("%s: get blockhash: %w", op, err)
-	}
-	tx, err := solana.NewTransaction(ixs, bh.Value.Blockhash, solana.TransactionPayer(c.Payer.PublicKey()))
-	if err != nil {
-		return solana.Signature{}, fmt.Errorf("%s: build transaction: %w: %w", op, errPermanent, err)
-	}
-	if _, err := tx.Sign(func(pk solana.PublicKey) *solana.PrivateKey {
-		if k, ok := keys[pk]; ok {
-			return &k
-		}
-		return nil
-	}); err != nil {
-		return solana.Signature{}, fmt.Errorf("%s: sign: %w: %w", op, errPermanent, err)
-	}
-	sig, err := c.RPC.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{PreflightCommitment: rpc.CommitmentConfirmed})
-	if err != nil {
-		var rpcErr *jsonrpc.RPCError
-		if errors.As(err, &rpcErr) {
-			// A preflight failure: the transaction itself is wrong.
-			return solana.Signature{}, &TxError{Op: op, Err: fmt.Errorf("%w: %s", errPermanent, rpcErr.Message), Logs: rpcLogs(rpcErr)}
-		}
-		return solana.Signature{}, fmt.Errorf("%s: send: %w", op, err)
-	}
-	return sig, c.confirm(ctx, op, sig)
-}
-
-func rpcLogs(e *jsonrpc.RPCError) []string {
-	m, ok := e.Data.(map[string]any)
-	if !ok {
-		return nil
-	}
-	raw, _ := m["logs"].([]any)
-	var logs []string
-	for _, l := range raw {
-		if s, ok := l.(string); ok {
-			logs = append(logs, s)
-		}
-	}
-	return logs
-}
-
-func (c *Client) confirm(ctx context.Context, op string, sig solana.Signature) error {
-	timeout := c.ConfirmTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		out, err := c.RPC.GetSignatureStatuses(ctx, false, sig)
-		if err == nil && len(out.Value) == 1 && out.Value[0] != nil {
-			st := out.Value[0]
-			if st.Err != nil {
-				return &TxError{Op: op, Err: fmt.Errorf("%w: transaction %s failed: %v", errPermanent, sig, st.Err)}
-			}
-			if st.ConfirmationStatus == rpc.ConfirmationStatusConfirmed || st.ConfirmationStatus == rpc.ConfirmationStatusFinalized {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: transaction %s not confirmed within %s", op, sig, timeout)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 // chunkSize is the largest write payload that keeps a write transaction
@@ -340,14 +206,14 @@ func (c *Client) WriteBuffer(ctx context.Context, authority solana.PrivateKey, e
 		return solana.PublicKey{}, err
 	}
 	size := uint64(BufferMetadataSize + len(elf))
-	rent, err := c.RPC.GetMinimumBalanceForRentExemption(ctx, size, rpc.CommitmentConfirmed)
+	rent, err := c.Chain.RPC.GetMinimumBalanceForRentExemption(ctx, size, rpc.CommitmentConfirmed)
 	if err != nil {
 		return solana.PublicKey{}, fmt.Errorf("get rent for %d bytes: %w", size, err)
 	}
 	create := system.NewCreateAccountInstruction(rent, size, solana.BPFLoaderUpgradeableProgramID,
 		c.Payer.PublicKey(), buffer.PublicKey()).Build()
 	init := loaderIx(ixInitializeBuffer, nil, solana.Meta(buffer.PublicKey()).WRITE(), solana.Meta(authority.PublicKey()))
-	if _, err := c.send(ctx, "create buffer", []solana.Instruction{create, init}, c.signerSet(buffer)); err != nil {
+	if _, err := c.send(ctx, "create buffer", []solana.Instruction{create, init}, buffer); err != nil {
 		return solana.PublicKey{}, err
 	}
 	bufKey := buffer.PublicKey()
@@ -365,45 +231,19 @@ func (c *Client) WriteBuffer(ctx context.Context, authority solana.PrivateKey, e
 }
 
 func (c *Client) writeChunks(ctx context.Context, buffer solana.PublicKey, authority solana.PrivateKey, elf []byte, chunk int) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	offsets := make(chan int)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	keys := c.signerSet(authority)
-	for range c.parallel() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for off := range offsets {
-				end := min(off+chunk, len(elf))
-				ix := writeIx(buffer, authority.PublicKey(), uint32(off), elf[off:end])
-				if _, err := c.send(ctx, fmt.Sprintf("write bytes %d-%d", off, end), []solana.Instruction{ix}, keys); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-						cancel()
-					}
-					mu.Unlock()
-				}
-			}
-		}()
+	// The first failure cancels the writes in flight and stops new ones.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.parallel())
+	for off := 0; off < len(elf) && gctx.Err() == nil; off += chunk {
+		end := min(off+chunk, len(elf))
+		ix := writeIx(buffer, authority.PublicKey(), uint32(off), elf[off:end])
+		g.Go(func() error {
+			_, err := c.send(gctx, fmt.Sprintf("write bytes %d-%d", off, end), []solana.Instruction{ix}, authority)
+			return err
+		})
 	}
-feed:
-	for off := 0; off < len(elf); off += chunk {
-		select {
-		case offsets <- off:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(offsets)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }
@@ -429,7 +269,7 @@ func (c *Client) Deploy(ctx context.Context, program, authority solana.PrivateKe
 	if err != nil {
 		return err
 	}
-	rent, err := c.RPC.GetMinimumBalanceForRentExemption(ctx, ProgramAccountSize, rpc.CommitmentConfirmed)
+	rent, err := c.Chain.RPC.GetMinimumBalanceForRentExemption(ctx, ProgramAccountSize, rpc.CommitmentConfirmed)
 	if err != nil {
 		return fmt.Errorf("get rent for the program account: %w", err)
 	}
@@ -445,7 +285,7 @@ func (c *Client) Deploy(ctx context.Context, program, authority solana.PrivateKe
 		solana.Meta(solana.SysVarClockPubkey),
 		solana.Meta(solana.SystemProgramID),
 		solana.Meta(authority.PublicKey()).SIGNER())
-	if _, err := c.send(ctx, "deploy "+programKey.String(), []solana.Instruction{create, deployIx}, c.signerSet(program, authority)); err != nil {
+	if _, err := c.send(ctx, "deploy "+programKey.String(), []solana.Instruction{create, deployIx}, program, authority); err != nil {
 		return fmt.Errorf("%w (buffer %s keeps the program until closed)", err, buffer)
 	}
 	c.log().Info("deployed", "program", programKey, "bytes", len(elf), "max_data_len", maxLen)
@@ -467,7 +307,7 @@ func (c *Client) Upgrade(ctx context.Context, program solana.PublicKey, authorit
 		solana.Meta(solana.SysVarRentPubkey),
 		solana.Meta(solana.SysVarClockPubkey),
 		solana.Meta(authority.PublicKey()).SIGNER())
-	if _, err := c.send(ctx, "upgrade "+program.String(), []solana.Instruction{ix}, c.signerSet(authority)); err != nil {
+	if _, err := c.send(ctx, "upgrade "+program.String(), []solana.Instruction{ix}, authority); err != nil {
 		return fmt.Errorf("%w (buffer %s keeps the new code until closed)", err, buffer)
 	}
 	c.log().Info("upgraded", "program", program, "bytes", len(elf))
@@ -484,7 +324,7 @@ func (c *Client) SetAuthority(ctx context.Context, program solana.PublicKey, cur
 	if newAuthority != nil {
 		accounts = append(accounts, solana.Meta(*newAuthority))
 	}
-	_, err := c.send(ctx, "set authority of "+program.String(), []solana.Instruction{loaderIx(ixSetAuthority, nil, accounts...)}, c.signerSet(current))
+	_, err := c.send(ctx, "set authority of "+program.String(), []solana.Instruction{loaderIx(ixSetAuthority, nil, accounts...)}, current)
 	return err
 }
 
@@ -493,19 +333,19 @@ func (c *Client) SetAuthority(ctx context.Context, program solana.PublicKey, cur
 // moved.
 func (c *Client) Close(ctx context.Context, program solana.PublicKey, authority solana.PrivateKey, recipient solana.PublicKey) (uint64, error) {
 	data := ProgramDataAddress(program)
-	bal, err := c.RPC.GetBalance(ctx, data, rpc.CommitmentConfirmed)
+	bal, err := c.Chain.Balance(ctx, data)
 	if err != nil {
-		return 0, fmt.Errorf("read balance of %s: %w", data, err)
+		return 0, err
 	}
 	ix := loaderIx(ixClose, nil,
 		solana.Meta(data).WRITE(),
 		solana.Meta(recipient).WRITE(),
 		solana.Meta(authority.PublicKey()).SIGNER(),
 		solana.Meta(program).WRITE())
-	if _, err := c.send(ctx, "close "+program.String(), []solana.Instruction{ix}, c.signerSet(authority)); err != nil {
+	if _, err := c.send(ctx, "close "+program.String(), []solana.Instruction{ix}, authority); err != nil {
 		return 0, err
 	}
-	return bal.Value, nil
+	return bal, nil
 }
 
 // CloseBuffer closes a buffer left by a failed deployment and returns its
@@ -515,7 +355,7 @@ func (c *Client) CloseBuffer(ctx context.Context, buffer solana.PublicKey, autho
 		solana.Meta(buffer).WRITE(),
 		solana.Meta(recipient).WRITE(),
 		solana.Meta(authority.PublicKey()).SIGNER())
-	_, err := c.send(ctx, "close buffer "+buffer.String(), []solana.Instruction{ix}, c.signerSet(authority))
+	_, err := c.send(ctx, "close buffer "+buffer.String(), []solana.Instruction{ix}, authority)
 	return err
 }
 
@@ -529,21 +369,19 @@ type ProgramInfo struct {
 
 // Info reads program's loader accounts.
 func (c *Client) Info(ctx context.Context, program solana.PublicKey) (*ProgramInfo, error) {
-	acc, err := c.RPC.GetAccountInfoWithOpts(ctx, program, &rpc.GetAccountInfoOpts{Commitment: rpc.CommitmentConfirmed})
+	raw, owner, err := c.Chain.AccountData(ctx, program)
 	if err != nil {
-		return nil, fmt.Errorf("read program account %s: %w", program, err)
+		return nil, fmt.Errorf("read program account: %w", err)
 	}
-	raw := acc.Value.Data.GetBinary()
-	if !acc.Value.Owner.Equals(solana.BPFLoaderUpgradeableProgramID) || len(raw) < ProgramAccountSize ||
+	if !owner.Equals(solana.BPFLoaderUpgradeableProgramID) || len(raw) < ProgramAccountSize ||
 		binary.LittleEndian.Uint32(raw) != stateProgram {
 		return nil, fmt.Errorf("%s is not an upgradeable program", program)
 	}
 	dataAddr := solana.PublicKeyFromBytes(raw[4:36])
-	dacc, err := c.RPC.GetAccountInfoWithOpts(ctx, dataAddr, &rpc.GetAccountInfoOpts{Commitment: rpc.CommitmentConfirmed})
+	d, _, err := c.Chain.AccountData(ctx, dataAddr)
 	if err != nil {
-		return nil, fmt.Errorf("read program data %s: %w", dataAddr, err)
+		return nil, fmt.Errorf("read program data: %w", err)
 	}
-	d := dacc.Value.Data.GetBinary()
 	if len(d) < ProgramDataMetadataSize || binary.LittleEndian.Uint32(d) != stateProgramData {
 		return nil, fmt.Errorf("%s is not program data", dataAddr)
 	}
@@ -571,15 +409,10 @@ const ixExtendProgram = 6
 // larger than it) when the code differs, and does nothing when it matches.
 func (c *Client) Ensure(ctx context.Context, program, authority solana.PrivateKey, elf []byte, opts DeployOptions) (Action, error) {
 	id := program.PublicKey()
-	acc, err := c.RPC.GetAccountInfoWithOpts(ctx, id, &rpc.GetAccountInfoOpts{Commitment: rpc.CommitmentConfirmed})
-	if errors.Is(err, rpc.ErrNotFound) {
+	if _, _, err := c.Chain.AccountData(ctx, id); errors.Is(err, chain.ErrAccountNotFound) {
 		return Deployed, c.Deploy(ctx, program, authority, elf, opts)
-	}
-	if err != nil {
-		return "", fmt.Errorf("read program account %s: %w", id, err)
-	}
-	if acc.Value == nil {
-		return Deployed, c.Deploy(ctx, program, authority, elf, opts)
+	} else if err != nil {
+		return "", fmt.Errorf("read program account: %w", err)
 	}
 	info, err := c.Info(ctx, id)
 	if err != nil {
@@ -606,7 +439,7 @@ func (c *Client) extend(ctx context.Context, program solana.PublicKey, extra uin
 		solana.Meta(program).WRITE(),
 		solana.Meta(solana.SystemProgramID),
 		solana.Meta(c.Payer.PublicKey()).WRITE().SIGNER())
-	_, err := c.send(ctx, fmt.Sprintf("extend %s by %d bytes", program, extra), []solana.Instruction{ix}, c.signerSet())
+	_, err := c.send(ctx, fmt.Sprintf("extend %s by %d bytes", program, extra), []solana.Instruction{ix})
 	return err
 }
 
