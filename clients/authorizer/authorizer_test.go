@@ -13,6 +13,7 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	bindings "github.com/psyche-go/psyche/clients/bindings/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/programs"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -28,10 +29,9 @@ type env struct {
 }
 
 func setup(t *testing.T) *env {
-	v := localnettest.Start(t, localnet.Options{})
-	id := programtest.Deploy(t, v, "psyche_authorizer")
-	return &env{t: t, v: v, c: programtest.Chain(t, v), p: authorizer.Program{ID: id},
-		grantor: localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)}
+	n := programtest.Start(t, localnet.Options{}, programs.Authorizer)
+	return &env{t: t, v: n.Validator, c: n.Chain, p: authorizer.Program{ID: n.IDs[programs.Authorizer]},
+		grantor: localnettest.NewFundedKeypair(t, n.Validator, 10*solana.LAMPORTS_PER_SOL)}
 }
 
 // in returns the environment reporting to a subtest.

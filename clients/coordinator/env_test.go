@@ -12,6 +12,7 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/programs"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -30,11 +31,9 @@ type env struct {
 }
 
 func setup(t *testing.T, runID string) *env {
-	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	programtest.Deploy(t, v, "psyche_authorizer")
-	id := programtest.Deploy(t, v, "psyche_coordinator")
-	e := &env{t: t, v: v, c: programtest.Chain(t, v), p: coordinator.Program{ID: id}, auth: authorizer.Default(),
-		authority: localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)}
+	n := programtest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond}, programs.Authorizer, programs.Coordinator)
+	e := &env{t: t, v: n.Validator, c: n.Chain, p: coordinator.Program{ID: n.IDs[programs.Coordinator]}, auth: authorizer.Default(),
+		authority: localnettest.NewFundedKeypair(t, n.Validator, 10*solana.LAMPORTS_PER_SOL)}
 	account := solana.NewWallet().PrivateKey
 	ixs, run, err := e.p.CreateRun(e.ctx(), e.c, e.authority.PublicKey(), account.PublicKey(), coordinator.CreateParams{
 		RunID: runID, MainAuthority: e.authority.PublicKey(), JoinAuthority: e.authority.PublicKey(), ClientVersion: "v1",

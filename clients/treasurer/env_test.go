@@ -14,6 +14,7 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/programs"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/treasurer"
@@ -39,13 +40,10 @@ type env struct {
 }
 
 func setup(t *testing.T, runID string, tokenProgram solana.PublicKey, decimals uint8) *env {
-	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	programtest.Deploy(t, v, "psyche_authorizer")
-	coord := programtest.Deploy(t, v, "psyche_coordinator")
-	id := programtest.Deploy(t, v, "psyche_treasurer")
-	e := &env{t: t, v: v, c: programtest.Chain(t, v), auth: authorizer.Default(), decimals: decimals,
-		p:         treasurer.Program{ID: id, Coordinator: coordinator.Program{ID: coord}},
-		authority: localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)}
+	n := programtest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond}, programs.Authorizer, programs.Coordinator, programs.Treasurer)
+	e := &env{t: t, v: n.Validator, c: n.Chain, auth: authorizer.Default(), decimals: decimals,
+		p:         treasurer.Program{ID: n.IDs[programs.Treasurer], Coordinator: coordinator.Program{ID: n.IDs[programs.Coordinator]}},
+		authority: localnettest.NewFundedKeypair(t, n.Validator, 10*solana.LAMPORTS_PER_SOL)}
 	a := e.authority.PublicKey()
 	mint := solana.NewWallet().PrivateKey
 	ixs, err := treasurer.CreateMint(e.ctx(), e.c, a, mint.PublicKey(), a, decimals, tokenProgram)

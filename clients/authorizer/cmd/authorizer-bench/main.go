@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -11,12 +12,13 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/authorizer"
-	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/localnet"
 )
 
 func main() {
+	flag.Parse() // no flags: -h prints the usage line instead of running
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "authorizer-bench:", err)
 		os.Exit(1)
@@ -26,19 +28,12 @@ func main() {
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	repo, err := programs.FindRepo(".")
+	net, err := programtest.Launch(ctx, localnet.Options{}, programs.Authorizer)
 	if err != nil {
 		return err
 	}
-	v, err := localnet.Start(ctx, localnet.Options{})
-	if err != nil {
-		return err
-	}
-	defer v.Stop()
-	c, err := chain.New(v.RPCURL, v.WSURL)
-	if err != nil {
-		return err
-	}
+	defer net.Stop()
+	c := net.Chain
 	grantor := solana.NewWallet().PrivateKey
 	grantee := solana.NewWallet().PrivateKey
 	for _, k := range []solana.PrivateKey{grantor, grantee} {
@@ -46,11 +41,7 @@ func run() error {
 			return err
 		}
 	}
-	id, err := repo.Deploy(ctx, v.RPCURL, grantor, grantor, programs.Authorizer)
-	if err != nil {
-		return err
-	}
-	p := authorizer.Program{ID: id}
+	p := authorizer.Program{ID: net.IDs[programs.Authorizer]}
 	g, ge := grantor.PublicKey(), grantee.PublicKey()
 
 	fmt.Printf("%-44s %8s\n", "instruction", "CU")
@@ -58,11 +49,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		sig, err := c.Send(ctx, payer, []solana.Instruction{ix})
-		if err != nil {
-			return fmt.Errorf("%s: %w", label, err)
-		}
-		cu, err := c.ComputeUnits(ctx, sig)
+		cu, err := net.Measure(ctx, label, payer, []solana.Instruction{ix})
 		if err != nil {
 			return err
 		}

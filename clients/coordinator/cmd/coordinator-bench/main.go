@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"sync"
@@ -21,14 +22,15 @@ import (
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/schedule"
-	"github.com/psyche-go/psyche/idl"
 	"github.com/psyche-go/psyche/localnet"
 )
 
 var sizes = []int{8, 64, 256}
 
 func main() {
+	flag.Parse() // no flags: -h prints the usage line instead of running
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator-bench:", err)
 		os.Exit(1)
@@ -38,6 +40,7 @@ func main() {
 // bench is one validator with both programs and a permissionless join grant.
 type bench struct {
 	ctx       context.Context
+	net       *programtest.Net
 	c         *chain.Client
 	p         coordinator.Program
 	authority solana.PrivateKey
@@ -50,35 +53,17 @@ type bench struct {
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	repo, err := programs.FindRepo(".")
+	net, err := programtest.Launch(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond}, programs.Authorizer, programs.Coordinator)
 	if err != nil {
 		return err
 	}
-	v, err := localnet.Start(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	if err != nil {
-		return err
-	}
-	defer v.Stop()
-	c, err := chain.New(v.RPCURL, v.WSURL)
-	if err != nil {
-		return err
-	}
-	if c.Errors, err = idl.ErrorTables(); err != nil {
-		return err
-	}
-	c.PollInterval = 50 * time.Millisecond
+	defer net.Stop()
+	c := net.Chain
 	authority := solana.NewWallet().PrivateKey
 	if _, err := c.Airdrop(ctx, authority.PublicKey(), 500*solana.LAMPORTS_PER_SOL); err != nil {
 		return err
 	}
-	if _, err := repo.Deploy(ctx, v.RPCURL, authority, authority, programs.Authorizer); err != nil {
-		return err
-	}
-	id, err := repo.Deploy(ctx, v.RPCURL, authority, authority, programs.Coordinator)
-	if err != nil {
-		return err
-	}
-	b := &bench{ctx: ctx, c: c, p: coordinator.Program{ID: id}, authority: authority, cu: map[string][]uint64{}}
+	b := &bench{ctx: ctx, net: net, c: c, p: coordinator.Program{ID: net.IDs[programs.Coordinator]}, authority: authority, cu: map[string][]uint64{}}
 	a := authorizer.Default()
 	me := authority.PublicKey()
 	create, addr, err := a.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)
@@ -122,11 +107,7 @@ func run() error {
 
 // measure sends ixs and records the transaction's compute units under label.
 func (b *bench) measure(i int, label string, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) error {
-	sig, err := b.c.Send(b.ctx, payer, ixs, signers...)
-	if err != nil {
-		return fmt.Errorf("%s: %w", label, err)
-	}
-	cu, err := b.c.ComputeUnits(b.ctx, sig)
+	cu, err := b.net.Measure(b.ctx, label, payer, ixs, signers...)
 	if err != nil {
 		return err
 	}

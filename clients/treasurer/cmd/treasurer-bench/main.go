@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -21,13 +22,14 @@ import (
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/treasurer"
-	"github.com/psyche-go/psyche/idl"
 	"github.com/psyche-go/psyche/localnet"
 )
 
 func main() {
+	flag.Parse() // no flags: -h prints the usage line instead of running
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "treasurer-bench:", err)
 		os.Exit(1)
@@ -36,16 +38,12 @@ func main() {
 
 type bench struct {
 	ctx context.Context
-	c   *chain.Client
+	net *programtest.Net
 }
 
 // measure sends ixs and prints the transaction's compute units under label.
 func (b *bench) measure(label string, payer solana.PrivateKey, ixs []solana.Instruction, signers ...solana.PrivateKey) error {
-	sig, err := b.c.Send(b.ctx, payer, ixs, signers...)
-	if err != nil {
-		return fmt.Errorf("%s: %w", label, err)
-	}
-	cu, err := b.c.ComputeUnits(b.ctx, sig)
+	cu, err := b.net.Measure(b.ctx, label, payer, ixs, signers...)
 	if err != nil {
 		return err
 	}
@@ -56,37 +54,20 @@ func (b *bench) measure(label string, payer solana.PrivateKey, ixs []solana.Inst
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	repo, err := programs.FindRepo(".")
+	net, err := programtest.Launch(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond}, programs.Authorizer, programs.Coordinator, programs.Treasurer)
 	if err != nil {
 		return err
 	}
-	v, err := localnet.Start(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond})
-	if err != nil {
-		return err
-	}
-	defer v.Stop()
-	c, err := chain.New(v.RPCURL, v.WSURL)
-	if err != nil {
-		return err
-	}
-	if c.Errors, err = idl.ErrorTables(); err != nil {
-		return err
-	}
-	c.PollInterval = 50 * time.Millisecond
-	b := &bench{ctx: ctx, c: c}
+	defer net.Stop()
+	c := net.Chain
+	b := &bench{ctx: ctx, net: net}
 	admin, user := solana.NewWallet().PrivateKey, solana.NewWallet().PrivateKey
 	for _, k := range []solana.PrivateKey{admin, user} {
 		if _, err := c.Airdrop(ctx, k.PublicKey(), 100*solana.LAMPORTS_PER_SOL); err != nil {
 			return err
 		}
 	}
-	ids := map[string]solana.PublicKey{}
-	for _, name := range []string{programs.Authorizer, programs.Coordinator, programs.Treasurer} {
-		if ids[name], err = repo.Deploy(ctx, v.RPCURL, admin, admin, name); err != nil {
-			return err
-		}
-	}
-	p := treasurer.Program{ID: ids[programs.Treasurer], Coordinator: coordinator.Program{ID: ids[programs.Coordinator]}}
+	p := treasurer.Program{ID: net.IDs[programs.Treasurer], Coordinator: coordinator.Program{ID: net.IDs[programs.Coordinator]}}
 	a, u := admin.PublicKey(), user.PublicKey()
 
 	mint := solana.NewWallet().PrivateKey
@@ -193,7 +174,7 @@ func (b *bench) epoch(r treasurer.Run, admin, user solana.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.c.Send(b.ctx, admin, []solana.Instruction{grant, activate}); err != nil {
+	if _, err := b.net.Chain.Send(b.ctx, admin, []solana.Instruction{grant, activate}); err != nil {
 		return err
 	}
 	var p2p [32]byte
@@ -202,12 +183,12 @@ func (b *bench) epoch(r treasurer.Run, admin, user solana.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.c.Send(b.ctx, user, []solana.Instruction{join}); err != nil {
+	if _, err := b.net.Chain.Send(b.ctx, user, []solana.Instruction{join}); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		s, err := r.Coordinator.FetchState(b.ctx, b.c)
+		s, err := r.Coordinator.FetchState(b.ctx, b.net.Chain)
 		if err != nil {
 			return err
 		}
@@ -239,7 +220,7 @@ func (b *bench) epoch(r treasurer.Run, admin, user solana.PrivateKey) error {
 		if err != nil {
 			return err
 		}
-		if _, err := b.c.Send(b.ctx, user, []solana.Instruction{ix}); err != nil {
+		if _, err := b.net.Chain.Send(b.ctx, user, []solana.Instruction{ix}); err != nil {
 			var te *chain.TxError
 			if !errors.As(err, &te) || (te.Name != "TickTooEarly" && te.Name != "AlreadyWitnessed") {
 				return err
