@@ -13,7 +13,7 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	bindings "github.com/psyche-go/psyche/clients/bindings/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -29,8 +29,8 @@ type env struct {
 }
 
 func setup(t *testing.T) *env {
-	n := programtest.Start(t, localnet.Options{}, programs.Authorizer)
-	return &env{t: t, v: n.Validator, c: n.Chain, p: authorizer.Program{ID: n.IDs[programs.Authorizer]},
+	n := programtest.Start(t, localnet.Options{}, deploy.Authorizer)
+	return &env{t: t, v: n.Validator, c: n.Chain, p: authorizer.Program{ID: n.IDs[deploy.Authorizer]},
 		grantor: localnettest.NewFundedKeypair(t, n.Validator, 10*solana.LAMPORTS_PER_SOL)}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -31,8 +31,8 @@ type env struct {
 }
 
 func setup(t *testing.T, runID string) *env {
-	n := programtest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond}, programs.Authorizer, programs.Coordinator)
-	e := &env{t: t, v: n.Validator, c: n.Chain, p: coordinator.Program{ID: n.IDs[programs.Coordinator]}, auth: authorizer.Default(),
+	n := programtest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond}, deploy.Authorizer, deploy.Coordinator)
+	e := &env{t: t, v: n.Validator, c: n.Chain, p: coordinator.Program{ID: n.IDs[deploy.Coordinator]}, auth: authorizer.Default(),
 		authority: localnettest.NewFundedKeypair(t, n.Validator, 10*solana.LAMPORTS_PER_SOL)}
 	account := solana.NewWallet().PrivateKey
 	ixs, run, err := e.p.CreateRun(e.ctx(), e.c, e.authority.PublicKey(), account.PublicKey(), coordinator.CreateParams{

@@ -7,6 +7,9 @@
 // concurrently, each re-sent until confirmed), then deploys or upgrades from the
 // buffer in one transaction. Transactions go through clients/chain
 // (chain.Client.SendResending).
+//
+// Repo finds this repository's built programs and their keypairs, and keeps
+// every file that names a program id in step with the keypairs.
 package deploy
 
 import (

@@ -22,7 +22,6 @@ import (
 
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/deploy"
-	"github.com/psyche-go/psyche/clients/programs"
 	"github.com/psyche-go/psyche/idl"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -33,7 +32,7 @@ type Net struct {
 	*localnet.Validator
 	// Chain talks to the validator and names the errors of every IDL'd program.
 	Chain *chain.Client
-	// IDs are the deployed programs' ids by name (programs.Authorizer, ...).
+	// IDs are the deployed programs' ids by name (deploy.Authorizer, ...).
 	IDs map[string]solana.PublicKey
 }
 
@@ -144,7 +143,7 @@ func load(names []string) ([]program, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	repo, err := programs.FindRepo(".")
+	repo, err := deploy.FindRepo(".")
 	if err != nil {
 		return nil, err
 	}

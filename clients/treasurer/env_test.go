@@ -14,7 +14,7 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/treasurer"
@@ -40,9 +40,9 @@ type env struct {
 }
 
 func setup(t *testing.T, runID string, tokenProgram solana.PublicKey, decimals uint8) *env {
-	n := programtest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond}, programs.Authorizer, programs.Coordinator, programs.Treasurer)
+	n := programtest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond}, deploy.Authorizer, deploy.Coordinator, deploy.Treasurer)
 	e := &env{t: t, v: n.Validator, c: n.Chain, auth: authorizer.Default(), decimals: decimals,
-		p:         treasurer.Program{ID: n.IDs[programs.Treasurer], Coordinator: coordinator.Program{ID: n.IDs[programs.Coordinator]}},
+		p:         treasurer.Program{ID: n.IDs[deploy.Treasurer], Coordinator: coordinator.Program{ID: n.IDs[deploy.Coordinator]}},
 		authority: localnettest.NewFundedKeypair(t, n.Validator, 10*solana.LAMPORTS_PER_SOL)}
 	a := e.authority.PublicKey()
 	mint := solana.NewWallet().PrivateKey

@@ -11,7 +11,7 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 	"github.com/urfave/cli/v2"
 
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 )
 
 // devCommands back the `just dev` recipes (scripts/dev/) where a shell
@@ -45,7 +45,7 @@ func closeDevPrograms(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	repo, err := programs.FindRepo(".")
+	repo, err := deploy.FindRepo(".")
 	if err != nil {
 		return badInput(err)
 	}

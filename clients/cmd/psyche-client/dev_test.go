@@ -25,7 +25,6 @@ import (
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/deploy"
-	"github.com/psyche-go/psyche/clients/programs"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/wallet"
 	"github.com/psyche-go/psyche/localnet"
@@ -59,7 +58,7 @@ var devRecipes = []string{
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	repo, err := programs.FindRepo(".")
+	repo, err := deploy.FindRepo(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,12 +492,12 @@ func TestDevDevnetFlowOnLocalnet(t *testing.T) {
 	checkRunConfig(t, dumpRun(t, v.RPCURL, "on-devnet"), "light")
 
 	// A program of this checkout that another key controls is left alone.
-	programtest.Deploy(t, v, programs.Treasurer)
+	programtest.Deploy(t, v, deploy.Treasurer)
 	// A buffer left over by an interrupted deployment is closed too.
 	d := deploy.New(v.RPCURL, key)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	elf, err := os.ReadFile(filepath.Join(repoRoot(t), "programs", "target", "deploy", programs.Authorizer+".so"))
+	elf, err := os.ReadFile(filepath.Join(repoRoot(t), "programs", "target", "deploy", deploy.Authorizer+".so"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +519,7 @@ func TestDevDevnetFlowOnLocalnet(t *testing.T) {
 	}
 	out := r.out.String()
 	for _, want := range []string{"closed program psyche_coordinator", "closed program psyche_authorizer", "closed buffer", "recovered",
-		"psyche_treasurer " + programID(t, programs.Treasurer) + ": skipped, its upgrade authority is "} {
+		"psyche_treasurer " + programID(t, deploy.Treasurer) + ": skipped, its upgrade authority is "} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("close-dev-programs printed no %q", want)
 		}
@@ -634,7 +633,7 @@ func TestDevDevnetDryRuns(t *testing.T) {
 // programID is the id of one of the repo's programs.
 func programID(t *testing.T, name string) string {
 	t.Helper()
-	repo, err := programs.FindRepo(".")
+	repo, err := deploy.FindRepo(".")
 	if err != nil {
 		t.Fatal(err)
 	}

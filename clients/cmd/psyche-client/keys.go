@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 )
 
 // keysCommands manage the program ids of a checkout, like `anchor keys`.
@@ -22,7 +22,7 @@ func keysCommands() []*cli.Command {
 				Name:  "list",
 				Usage: "print each program's id (from its keypair in programs/keys/)",
 				Action: func(c *cli.Context) error {
-					repo, err := programs.FindRepo(".")
+					repo, err := deploy.FindRepo(".")
 					if err != nil {
 						return badInput(err)
 					}
@@ -49,7 +49,7 @@ func keysCommands() []*cli.Command {
 					&cli.BoolFlag{Name: "new", Usage: "replace the keypairs with fresh ones first"},
 				},
 				Action: func(c *cli.Context) error {
-					repo, err := programs.FindRepo(".")
+					repo, err := deploy.FindRepo(".")
 					if err != nil {
 						return badInput(err)
 					}
@@ -100,5 +100,5 @@ func keysCommands() []*cli.Command {
 
 // programNames lists the programs whose ids a checkout manages.
 func programNames() []string {
-	return []string{programs.Authorizer, programs.Coordinator, programs.Treasurer}
+	return []string{deploy.Authorizer, deploy.Coordinator, deploy.Treasurer}
 }

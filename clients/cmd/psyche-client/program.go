@@ -13,7 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/psyche-go/psyche/clients/deploy"
-	"github.com/psyche-go/psyche/clients/programs"
 	"github.com/psyche-go/psyche/clients/wallet"
 )
 
@@ -216,13 +215,13 @@ func deployPrograms(c *cli.Context) error {
 		}
 		targets = append(targets, target{strings.TrimSuffix(filepath.Base(so), ".so"), elf, key})
 	} else {
-		repo, err := programs.FindRepo(".")
+		repo, err := deploy.FindRepo(".")
 		if err != nil {
 			return badInput(err)
 		}
 		names := c.Args().Slice()
 		if len(names) == 0 {
-			names = []string{programs.Authorizer, programs.Coordinator, programs.Treasurer}
+			names = []string{deploy.Authorizer, deploy.Coordinator, deploy.Treasurer}
 		}
 		for _, name := range names {
 			elf, err := repo.ELF(name)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gagliardetto/solana-go"
 
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/wallet"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -25,11 +25,11 @@ func TestProgramCommands(t *testing.T) {
 		t.Helper()
 		return runCLI(t, nil, append(append([]string{"program", sub}, net...), args...)...)
 	}
-	repo, err := programs.FindRepo(".")
+	repo, err := deploy.FindRepo(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := mustProgramID(t, repo, programs.Authorizer)
+	id := mustProgramID(t, repo, deploy.Authorizer)
 	show := func(id string) map[string]any {
 		t.Helper()
 		out, errOut, code := runCLI(t, nil, "program", "show", "--program-id", id, "--rpc", v.RPCURL)
@@ -43,18 +43,18 @@ func TestProgramCommands(t *testing.T) {
 		return m
 	}
 
-	out, errOut, code := run("deploy", programs.Authorizer)
+	out, errOut, code := run("deploy", deploy.Authorizer)
 	if code != 0 || !strings.Contains(out, "deployed") || !strings.Contains(out, id) {
 		t.Fatalf("deploy: exit %d\n%s%s", code, out, errOut)
 	}
 	if m := show(id); m["authority"] != me.PublicKey().String() {
 		t.Fatalf("show after deploy: %v", m)
 	}
-	out, _, code = run("deploy", programs.Authorizer)
+	out, _, code = run("deploy", deploy.Authorizer)
 	if code != 0 || !strings.Contains(out, "unchanged") {
 		t.Fatalf("second deploy: exit %d\n%s", code, out)
 	}
-	so := filepath.Join(repo.Root, "programs", "target", "deploy", programs.Authorizer+".so")
+	so := filepath.Join(repo.Root, "programs", "target", "deploy", deploy.Authorizer+".so")
 	if _, errOut, code = run("upgrade", "--program-id", id, "--so", so); code != 0 {
 		t.Fatalf("upgrade: exit %d: %s", code, errOut)
 	}
@@ -94,7 +94,7 @@ func TestProgramCommands(t *testing.T) {
 	}
 }
 
-func mustProgramID(t *testing.T, repo programs.Repo, name string) string {
+func mustProgramID(t *testing.T, repo deploy.Repo, name string) string {
 	t.Helper()
 	k, err := repo.Keypair(name)
 	if err != nil {

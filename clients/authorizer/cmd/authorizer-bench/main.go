@@ -12,7 +12,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/authorizer"
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/localnet"
 )
@@ -28,7 +28,7 @@ func main() {
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	net, err := programtest.Launch(ctx, localnet.Options{}, programs.Authorizer)
+	net, err := programtest.Launch(ctx, localnet.Options{}, deploy.Authorizer)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func run() error {
 			return err
 		}
 	}
-	p := authorizer.Program{ID: net.IDs[programs.Authorizer]}
+	p := authorizer.Program{ID: net.IDs[deploy.Authorizer]}
 	g, ge := grantor.PublicKey(), grantee.PublicKey()
 
 	fmt.Printf("%-44s %8s\n", "instruction", "CU")

@@ -21,7 +21,7 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/localnet"
@@ -53,7 +53,7 @@ type bench struct {
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	net, err := programtest.Launch(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond}, programs.Authorizer, programs.Coordinator)
+	net, err := programtest.Launch(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond}, deploy.Authorizer, deploy.Coordinator)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func run() error {
 	if _, err := c.Airdrop(ctx, authority.PublicKey(), 500*solana.LAMPORTS_PER_SOL); err != nil {
 		return err
 	}
-	b := &bench{ctx: ctx, net: net, c: c, p: coordinator.Program{ID: net.IDs[programs.Coordinator]}, authority: authority, cu: map[string][]uint64{}}
+	b := &bench{ctx: ctx, net: net, c: c, p: coordinator.Program{ID: net.IDs[deploy.Coordinator]}, authority: authority, cu: map[string][]uint64{}}
 	a := authorizer.Default()
 	me := authority.PublicKey()
 	create, addr, err := a.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)

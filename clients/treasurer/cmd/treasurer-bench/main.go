@@ -21,7 +21,7 @@ import (
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
-	"github.com/psyche-go/psyche/clients/programs"
+	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/treasurer"
@@ -54,7 +54,7 @@ func (b *bench) measure(label string, payer solana.PrivateKey, ixs []solana.Inst
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	net, err := programtest.Launch(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond}, programs.Authorizer, programs.Coordinator, programs.Treasurer)
+	net, err := programtest.Launch(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond}, deploy.Authorizer, deploy.Coordinator, deploy.Treasurer)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func run() error {
 			return err
 		}
 	}
-	p := treasurer.Program{ID: net.IDs[programs.Treasurer], Coordinator: coordinator.Program{ID: net.IDs[programs.Coordinator]}}
+	p := treasurer.Program{ID: net.IDs[deploy.Treasurer], Coordinator: coordinator.Program{ID: net.IDs[deploy.Coordinator]}}
 	a, u := admin.PublicKey(), user.PublicKey()
 
 	mint := solana.NewWallet().PrivateKey

@@ -1,10 +1,6 @@
-// Package programs finds the repo's built on-chain programs and their
-// keypairs, and deploys them through the BPF upgradeable loader. The dev
-// recipes, the benchmarks and the tests all deploy this way.
-package programs
+package deploy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +8,6 @@ import (
 
 	"github.com/gagliardetto/solana-go"
 
-	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/wallet"
 )
 
@@ -23,7 +18,11 @@ const (
 	Treasurer   = "psyche_treasurer"
 )
 
-// Repo is a checkout of this repository.
+// Repo is a checkout of this repository: its built programs
+// (programs/target/deploy/<name>.so) and their keypairs
+// (programs/keys/<name>-keypair.json), whose public keys are the programs'
+// ids. The dev recipes, psyche-client, the benchmarks and the tests all
+// deploy from it.
 type Repo struct{ Root string }
 
 // FindRepo walks up from dir to the directory holding go.mod and programs/.
@@ -59,22 +58,5 @@ func (r Repo) ELF(name string) ([]byte, error) {
 
 // Keypair reads a program's keypair, whose public key is its id.
 func (r Repo) Keypair(name string) (solana.PrivateKey, error) {
-	return wallet.Load(filepath.Join(r.Root, "programs", "keys", name+"-keypair.json"))
-}
-
-// Deploy deploys a built program at its keypair's id, upgradeable by
-// authority, paid by payer.
-func (r Repo) Deploy(ctx context.Context, rpcURL string, payer, authority solana.PrivateKey, name string) (solana.PublicKey, error) {
-	elf, err := r.ELF(name)
-	if err != nil {
-		return solana.PublicKey{}, err
-	}
-	program, err := r.Keypair(name)
-	if err != nil {
-		return solana.PublicKey{}, err
-	}
-	if err := deploy.New(rpcURL, payer).Deploy(ctx, program, authority, elf, deploy.DeployOptions{}); err != nil {
-		return solana.PublicKey{}, fmt.Errorf("deploy %s: %w", name, err)
-	}
-	return program.PublicKey(), nil
+	return wallet.Load(r.keypairPath(name))
 }

@@ -1,4 +1,4 @@
-package programs
+package deploy
 
 import (
 	"encoding/json"
@@ -32,6 +32,7 @@ func (r Repo) NewKeypair(name string) (solana.PublicKey, error) {
 	return key.PublicKey(), nil
 }
 
+// keypairPath is where a program's keypair is kept.
 func (r Repo) keypairPath(name string) string {
 	return filepath.Join(r.Root, "programs", "keys", name+"-keypair.json")
 }
