@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 
@@ -14,201 +13,182 @@ import (
 	"github.com/psyche-go/psyche/idl"
 )
 
-var (
-	authorizerProgramFlag = &cli.StringFlag{
-		Name:    "authorizer-program-id",
-		Usage:   "address of the Authorizer program (default: the id in idl/psyche_authorizer.json)",
-		EnvVars: []string{"AUTHORIZER_PROGRAM_ID"},
-	}
-	scopeFlag = &cli.StringFlag{
-		Name:  "scope",
-		Usage: "what the authorization allows",
-		Value: string(authorizer.JoinRunScope),
-	}
-	granteeFlag = &cli.StringFlag{
-		Name:     "authorizer",
-		Usage:    "the grantee: the user's master pubkey, or 11111111111111111111111111111111 for everyone",
-		EnvVars:  []string{"AUTHORIZER"},
-		Required: true,
-	}
-	grantorFlag = &cli.StringFlag{
-		Name:     "join-authority",
-		Usage:    "the grantor: the run's join authority pubkey",
-		Required: true,
-	}
-)
-
+// authorizerCommands manage join authorizations: the Authorizer's grants of
+// the right to join runs.
 func authorizerCommands() []*cli.Command {
-	chainFlags := []cli.Flag{rpcFlag, wsRPCFlag, walletFlag, authorizerProgramFlag, scopeFlag}
 	return []*cli.Command{
-		{
-			Name:  "join-authorization-create",
-			Usage: "grant a user (or everyone) the right to join runs; the wallet is the grantor (the run's join authority)",
-			Flags: append([]cli.Flag{granteeFlag,
-				&cli.BoolFlag{Name: "inactive", Usage: "create it switched off"}}, chainFlags...),
-			Action: func(c *cli.Context) error {
-				a, err := newAuthorizerCtx(c)
-				if err != nil {
-					return err
-				}
-				grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
-				if err != nil {
-					return err
-				}
-				grantor := a.wallet.PublicKey()
-				create, addr, err := a.program.Create(grantor, grantor, grantee, a.scope)
-				if err != nil {
-					return badInput(err)
-				}
-				ixs := []solana.Instruction{create}
-				if !c.Bool("inactive") {
-					activate, err := a.program.SetActive(grantor, addr, true)
-					if err != nil {
-						return err
-					}
-					ixs = append(ixs, activate)
-				}
-				return a.send(c, ixs, "authorization", addr)
-			},
-		},
-		{
-			Name:  "join-authorization-delegate",
-			Usage: "as the grantee, set the delegate keys that may use your authorization",
-			Flags: append([]cli.Flag{grantorFlag,
-				&cli.BoolFlag{Name: "delegates-clear", Usage: "remove every existing delegate first"},
-				&cli.StringSliceFlag{Name: "delegates-added", Usage: "delegate pubkeys to add (repeat or comma-separate)"},
-			}, chainFlags...),
-			Action: func(c *cli.Context) error {
-				a, err := newAuthorizerCtx(c)
-				if err != nil {
-					return err
-				}
-				grantor, err := parsePubkey("--join-authority", c.String(grantorFlag.Name))
-				if err != nil {
-					return err
-				}
-				var added []solana.PublicKey
-				for _, s := range c.StringSlice("delegates-added") {
-					k, err := parsePubkey("--delegates-added", s)
-					if err != nil {
-						return err
-					}
-					added = append(added, k)
-				}
-				if len(added) > authorizer.MaxDelegates {
-					return badInputf("%d delegates given; an authorization holds at most %d", len(added), authorizer.MaxDelegates)
-				}
-				grantee := a.wallet.PublicKey()
-				addr, _, err := a.program.Address(grantor, grantee, a.scope)
-				if err != nil {
-					return badInput(err)
-				}
-				ix, err := a.program.UpdateDelegates(grantee, grantee, addr, c.Bool("delegates-clear"), added)
-				if err != nil {
-					return err
-				}
-				return a.send(c, []solana.Instruction{ix}, "authorization", addr)
-			},
-		},
-		{
-			Name:  "join-authorization-delete",
-			Usage: "as the grantor, revoke an authorization and reclaim its rent",
-			Flags: append([]cli.Flag{granteeFlag,
-				&cli.StringFlag{Name: "spill", Usage: "account that receives the rent (default: the wallet)"},
-			}, chainFlags...),
-			Action: func(c *cli.Context) error {
-				a, err := newAuthorizerCtx(c)
-				if err != nil {
-					return err
-				}
-				grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
-				if err != nil {
-					return err
-				}
-				grantor := a.wallet.PublicKey()
-				spill := grantor
-				if s := c.String("spill"); s != "" {
-					if spill, err = parsePubkey("--spill", s); err != nil {
-						return err
-					}
-				}
-				addr, _, err := a.program.Address(grantor, grantee, a.scope)
-				if err != nil {
-					return badInput(err)
-				}
-				deactivate, err := a.program.SetActive(grantor, addr, false)
-				if err != nil {
-					return err
-				}
-				closeIx, err := a.program.Close(grantor, spill, addr)
-				if err != nil {
-					return err
-				}
-				return a.send(c, []solana.Instruction{deactivate, closeIx}, "closed authorization", addr)
-			},
-		},
-		{
-			Name:  "join-authorization-read",
-			Usage: "print an authorization as JSON",
-			Flags: []cli.Flag{grantorFlag, granteeFlag, rpcFlag, wsRPCFlag, authorizerProgramFlag, scopeFlag},
-			Action: func(c *cli.Context) error {
-				program, err := authorizerProgram(c)
-				if err != nil {
-					return err
-				}
-				grantor, err := parsePubkey("--join-authority", c.String(grantorFlag.Name))
-				if err != nil {
-					return err
-				}
-				grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
-				if err != nil {
-					return err
-				}
-				addr, _, err := program.Address(grantor, grantee, []byte(c.String(scopeFlag.Name)))
-				if err != nil {
-					return badInput(err)
-				}
-				client, err := newChainClient(c)
-				if err != nil {
-					return err
-				}
-				auth, err := program.Fetch(c.Context, client, addr)
-				if err != nil {
-					return err
-				}
-				out, err := json.MarshalIndent(authorizationJSON(addr, auth), "", "  ")
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(c.App.Writer, string(out))
-				return nil
-			},
-		},
+		joinAuthorizationCreateCommand(),
+		joinAuthorizationDelegateCommand(),
+		joinAuthorizationDeleteCommand(),
+		joinAuthorizationReadCommand(),
 	}
 }
 
-// grantEveryone follows a run's creation with the wallet's active
-// permissionless join authorization (grantee = everyone, the join scope).
-func grantEveryone(c *cli.Context, client *chain.Client, wallet solana.PrivateKey) error {
-	auth, err := authorizerProgram(c)
+func joinAuthorizationCreateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "join-authorization-create",
+		Usage: "grant a user (or everyone) the right to join runs; the wallet is the grantor (the run's join authority)",
+		Flags: append([]cli.Flag{granteeFlag,
+			&cli.BoolFlag{Name: "inactive", Usage: "create it switched off"},
+		}, authorizationFlags()...),
+		Action: joinAuthorizationCreate,
+	}
+}
+
+func joinAuthorizationCreate(c *cli.Context) error {
+	if err := requireFlags(c, granteeFlag.Name); err != nil {
+		return err
+	}
+	a, err := newAuthorizerCtx(c)
 	if err != nil {
 		return err
 	}
-	me := wallet.PublicKey()
-	create, addr, err := auth.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)
+	grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
 	if err != nil {
 		return err
 	}
-	activate, err := auth.SetActive(me, addr, true)
+	grantor := a.wallet.PublicKey()
+	create, addr, err := a.program.Create(grantor, grantor, grantee, a.scope)
+	if err != nil {
+		return badInput(err)
+	}
+	ixs := []solana.Instruction{create}
+	if !c.Bool("inactive") {
+		activate, err := a.program.SetActive(grantor, addr, true)
+		if err != nil {
+			return err
+		}
+		ixs = append(ixs, activate)
+	}
+	return a.send(c, ixs, "authorization", addr)
+}
+
+func joinAuthorizationDelegateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "join-authorization-delegate",
+		Usage: "as the grantee, set the delegate keys that may use your authorization",
+		Flags: append([]cli.Flag{grantorFlag,
+			&cli.BoolFlag{Name: "delegates-clear", Usage: "remove every existing delegate first"},
+			&cli.StringSliceFlag{Name: "delegates-added", Usage: "delegate pubkeys to add (repeat or comma-separate)"},
+		}, authorizationFlags()...),
+		Action: joinAuthorizationDelegate,
+	}
+}
+
+func joinAuthorizationDelegate(c *cli.Context) error {
+	if err := requireFlags(c, grantorFlag.Name); err != nil {
+		return err
+	}
+	a, err := newAuthorizerCtx(c)
 	if err != nil {
 		return err
 	}
-	sig, err := client.Send(c.Context, wallet, []solana.Instruction{create, activate})
+	grantor, err := parsePubkey("--join-authority", c.String(grantorFlag.Name))
 	if err != nil {
-		return fmt.Errorf("the run exists, but the permissionless authorization failed: %w", err)
+		return err
 	}
-	fmt.Fprintf(c.App.Writer, "permissionless authorization: %s\nsignature: %s\n", addr, sig)
-	return nil
+	var added []solana.PublicKey
+	for _, s := range c.StringSlice("delegates-added") {
+		k, err := parsePubkey("--delegates-added", s)
+		if err != nil {
+			return err
+		}
+		added = append(added, k)
+	}
+	if len(added) > authorizer.MaxDelegates {
+		return badInputf("%d delegates given; an authorization holds at most %d", len(added), authorizer.MaxDelegates)
+	}
+	grantee := a.wallet.PublicKey()
+	addr, _, err := a.program.Address(grantor, grantee, a.scope)
+	if err != nil {
+		return badInput(err)
+	}
+	ix, err := a.program.UpdateDelegates(grantee, grantee, addr, c.Bool("delegates-clear"), added)
+	if err != nil {
+		return err
+	}
+	return a.send(c, []solana.Instruction{ix}, "authorization", addr)
+}
+
+func joinAuthorizationDeleteCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "join-authorization-delete",
+		Usage:  "as the grantor, revoke an authorization and reclaim its rent",
+		Flags:  append([]cli.Flag{granteeFlag, spillFlag}, authorizationFlags()...),
+		Action: joinAuthorizationDelete,
+	}
+}
+
+func joinAuthorizationDelete(c *cli.Context) error {
+	if err := requireFlags(c, granteeFlag.Name); err != nil {
+		return err
+	}
+	a, err := newAuthorizerCtx(c)
+	if err != nil {
+		return err
+	}
+	grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
+	if err != nil {
+		return err
+	}
+	grantor := a.wallet.PublicKey()
+	spill, err := pubkeyOrWallet(c, spillFlag.Name, a.wallet)
+	if err != nil {
+		return err
+	}
+	addr, _, err := a.program.Address(grantor, grantee, a.scope)
+	if err != nil {
+		return badInput(err)
+	}
+	deactivate, err := a.program.SetActive(grantor, addr, false)
+	if err != nil {
+		return err
+	}
+	closeIx, err := a.program.Close(grantor, spill, addr)
+	if err != nil {
+		return err
+	}
+	return a.send(c, []solana.Instruction{deactivate, closeIx}, "closed authorization", addr)
+}
+
+func joinAuthorizationReadCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "join-authorization-read",
+		Usage:  "print an authorization as JSON",
+		Flags:  []cli.Flag{grantorFlag, granteeFlag, rpcFlag, wsRPCFlag, authorizerProgramFlag, scopeFlag},
+		Action: joinAuthorizationRead,
+	}
+}
+
+func joinAuthorizationRead(c *cli.Context) error {
+	if err := requireFlags(c, grantorFlag.Name, granteeFlag.Name); err != nil {
+		return err
+	}
+	program, err := authorizerProgram(c)
+	if err != nil {
+		return err
+	}
+	grantor, err := parsePubkey("--join-authority", c.String(grantorFlag.Name))
+	if err != nil {
+		return err
+	}
+	grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
+	if err != nil {
+		return err
+	}
+	addr, _, err := program.Address(grantor, grantee, []byte(c.String(scopeFlag.Name)))
+	if err != nil {
+		return badInput(err)
+	}
+	client, err := newChainClient(c)
+	if err != nil {
+		return err
+	}
+	auth, err := program.Fetch(c.Context, client, addr)
+	if err != nil {
+		return err
+	}
+	return printJSON(c, authorizationJSON(addr, auth))
 }
 
 // authorizerCtx is what every authorization-changing command needs.

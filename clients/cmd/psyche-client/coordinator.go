@@ -19,323 +19,452 @@ import (
 	"github.com/psyche-go/psyche/idl"
 )
 
-var (
-	coordinatorProgramFlag = &cli.StringFlag{
-		Name:    "coordinator-program-id",
-		Usage:   "address of the Coordinator program (default: the id in idl/psyche_coordinator.json)",
-		EnvVars: []string{"COORDINATOR_PROGRAM_ID"},
-	}
-	runIDFlag = &cli.StringFlag{
-		Name:     "run-id",
-		Usage:    "the run's id (1 to 32 bytes)",
-		EnvVars:  []string{"RUN_ID"},
-		Required: true,
-	}
-)
-
+// coordinatorCommands administer and inspect runs of the Coordinator program.
 func coordinatorCommands() []*cli.Command {
-	net := []cli.Flag{rpcFlag, wsRPCFlag, coordinatorProgramFlag}
-	admin := append([]cli.Flag{runIDFlag, walletFlag}, net...)
 	return []*cli.Command{
-		{
-			Name:  "create-run",
-			Usage: "create a run: allocate its coordinator account and initialise it; the wallet pays and is the main authority",
-			Flags: append([]cli.Flag{
-				&cli.StringFlag{Name: "join-authority", Usage: "who grants join authorizations (default: the wallet)"},
-				&cli.StringFlag{Name: "client-version", Usage: "client version joiners must run", Value: "v1"},
-				&cli.BoolFlag{Name: "permissionless", Usage: "also let everyone join (an Authorizer grant to 11111111111111111111111111111111; the wallet must be the join authority)"},
-				authorizerProgramFlag,
-			}, admin...),
-			Action: func(c *cli.Context) error {
-				a, err := newCoordinatorCtx(c)
-				if err != nil {
-					return err
-				}
-				me := a.wallet.PublicKey()
-				join := me
-				if s := c.String("join-authority"); s != "" {
-					if join, err = parsePubkey("--join-authority", s); err != nil {
-						return err
-					}
-				}
-				if c.Bool("permissionless") && !join.Equals(me) {
-					return badInputf("--permissionless needs the wallet to be the join authority")
-				}
-				runID := c.String(runIDFlag.Name)
-				account := solana.NewWallet().PrivateKey
-				ixs, run, err := a.program.CreateRun(c.Context, a.client, me, account.PublicKey(), coordinator.CreateParams{
-					RunID: runID, MainAuthority: me, JoinAuthority: join, ClientVersion: c.String("client-version"),
-				})
-				if err != nil {
-					return badInput(err)
-				}
-				sig, err := a.client.Send(c.Context, a.wallet, ixs, account)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.Writer, "run %q: instance %s, coordinator account %s\nsignature: %s\n", runID, run.Instance, run.Account, sig)
-				if !c.Bool("permissionless") {
-					return nil
-				}
-				return grantEveryone(c, a.client, a.wallet)
-			},
-		},
-		{
-			Name:  "update-config",
-			Usage: "apply a run config TOML file (metadata, config, model, progress); config/README.md documents the format",
-			Flags: append([]cli.Flag{&cli.StringFlag{Name: "config-path", Usage: "the run config TOML file", Required: true}}, admin...),
-			Action: func(c *cli.Context) error {
-				rc, err := coordinator.LoadRunConfig(c.String("config-path"))
-				if err != nil {
-					return badInput(err)
-				}
-				params, err := rc.Params()
-				if err != nil {
-					return badInput(err)
-				}
-				a, err := newCoordinatorCtx(c)
-				if err != nil {
-					return err
-				}
-				run, err := a.open(c)
-				if err != nil {
-					return err
-				}
-				me := a.wallet.PublicKey()
-				// Metadata goes alone: with the model it would not fit one transaction.
-				var parts []coordinator.UpdateParams
-				if params.Metadata != nil {
-					parts = append(parts, coordinator.UpdateParams{Metadata: params.Metadata})
-				}
-				if params.Config != nil || params.Model != nil || params.Progress != nil {
-					parts = append(parts, coordinator.UpdateParams{Config: params.Config, Model: params.Model, Progress: params.Progress})
-				}
-				for _, p := range parts {
-					ix, err := run.Update(me, p)
-					if err != nil {
-						return err
-					}
-					if err := a.send(c, ix); err != nil {
-						return err
-					}
-				}
-				return nil
-			},
-		},
-		{
-			Name:  "set-paused",
-			Usage: "pause the run (at the end of the epoch if rounds are running), or resume it with --resume",
-			Flags: append([]cli.Flag{&cli.BoolFlag{Name: "resume", Usage: "resume instead of pausing"}}, admin...),
-			Action: func(c *cli.Context) error {
-				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
-					return r.SetPaused(me, !c.Bool("resume"))
-				})
-			},
-		},
-		{
-			Name:  "tick",
-			Usage: "advance the run if a timer or condition allows (anyone may)",
-			Flags: admin,
-			Action: func(c *cli.Context) error {
-				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) { return r.Tick(me) })
-			},
-		},
-		{
-			Name:  "set-future-epoch-rates",
-			Usage: "set the reward points shared per epoch and the slash per dropped client, from the next epoch on",
-			Flags: append([]cli.Flag{
-				&cli.StringFlag{Name: "earning-rate-total-shared", Usage: "points the finishers of an epoch share"},
-				&cli.StringFlag{Name: "slashing-rate-per-client", Usage: "points a client dropped by a health check loses"},
-			}, admin...),
-			Action: func(c *cli.Context) error {
-				earning, err := optionalU64(c, "earning-rate-total-shared")
-				if err != nil {
-					return err
-				}
-				slashing, err := optionalU64(c, "slashing-rate-per-client")
-				if err != nil {
-					return err
-				}
-				if earning == nil && slashing == nil {
-					return badInputf("give --earning-rate-total-shared and/or --slashing-rate-per-client")
-				}
-				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
-					return r.SetFutureEpochRates(me, earning, slashing)
-				})
-			},
-		},
-		{
-			Name:  "update-client-version",
-			Usage: "set the client version joiners must run (while the run is paused)",
-			Flags: append([]cli.Flag{&cli.StringFlag{Name: "new-version", Usage: "1 to 64 bytes", Required: true}}, admin...),
-			Action: func(c *cli.Context) error {
-				v := c.String("new-version")
-				if len(v) == 0 || len(v) > coordinator.MaxClientVersionLen {
-					return badInputf("--new-version must be 1 to %d bytes", coordinator.MaxClientVersionLen)
-				}
-				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
-					return r.UpdateClientVersion(me, v)
-				})
-			},
-		},
-		{
-			Name:  "checkpoint",
-			Usage: "as a member of the run, record where the latest model was uploaded",
-			Flags: append([]cli.Flag{
-				&cli.StringFlag{Name: "repo", Usage: "where the checkpoint is (at most 192 bytes)", Required: true},
-				&cli.StringFlag{Name: "revision", Usage: "its revision (at most 64 bytes)"},
-			}, admin...),
-			Action: func(c *cli.Context) error {
-				repo, rev := c.String("repo"), c.String("revision")
-				if len(repo) == 0 || len(repo) > 192 || len(rev) > 64 {
-					return badInputf("--repo must be 1 to 192 bytes and --revision at most 64")
-				}
-				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
-					return r.Checkpoint(me, repo, rev)
-				})
-			},
-		},
-		{
-			Name:  "close-run",
-			Usage: "close a halted run (paused, finished or never started) and reclaim both accounts' rent",
-			Flags: append([]cli.Flag{&cli.StringFlag{Name: "spill", Usage: "account that receives the rent (default: the wallet)"}}, admin...),
-			Action: func(c *cli.Context) error {
-				spill := solana.PublicKey{}
-				if s := c.String("spill"); s != "" {
-					var err error
-					if spill, err = parsePubkey("--spill", s); err != nil {
-						return err
-					}
-				}
-				return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
-					if spill.IsZero() {
-						spill = me
-					}
-					return r.Free(me, spill)
-				})
-			},
-		},
-		{
-			Name:  "json-dump-run",
-			Usage: "print a run's state as JSON",
-			Flags: append([]cli.Flag{runIDFlag}, net...),
-			Action: func(c *cli.Context) error {
-				a, err := newReadCtx(c)
-				if err != nil {
-					return err
-				}
-				run, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
-				if err != nil {
-					return err
-				}
-				s, err := run.FetchState(c.Context, a.client)
-				if err != nil {
-					return err
-				}
-				return printJSON(c, runJSON(run, inst, s))
-			},
-		},
-		{
-			Name:  "json-dump-user",
-			Usage: "print one client's registration and role in a run as JSON",
-			Flags: append([]cli.Flag{runIDFlag, &cli.StringFlag{Name: "address", Usage: "the client's signer pubkey", Required: true}}, net...),
-			Action: func(c *cli.Context) error {
-				user, err := parsePubkey("--address", c.String("address"))
-				if err != nil {
-					return err
-				}
-				a, err := newReadCtx(c)
-				if err != nil {
-					return err
-				}
-				run, _, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
-				if err != nil {
-					return err
-				}
-				s, err := run.FetchState(c.Context, a.client)
-				if err != nil {
-					return err
-				}
-				out, err := userJSON(s, user)
-				if err != nil {
-					return err
-				}
-				return printJSON(c, out)
-			},
-		},
-		{
-			Name:  "list-runs",
-			Usage: "list the runs of the Coordinator program as JSON",
-			Flags: net,
-			Action: func(c *cli.Context) error {
-				a, err := newReadCtx(c)
-				if err != nil {
-					return err
-				}
-				runs, err := listRuns(c, a)
-				if err != nil {
-					return err
-				}
-				return printJSON(c, runs)
-			},
-		},
-		{
-			Name:  "can-join",
-			Usage: "check whether a user may join a run under an authorization (exit 0: yes, 1: no)",
-			Flags: append([]cli.Flag{runIDFlag, granteeFlag,
-				&cli.StringFlag{Name: "address", Usage: "the user's signer pubkey", Required: true},
-				authorizerProgramFlag, scopeFlag}, net...),
-			Action: func(c *cli.Context) error {
-				grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
-				if err != nil {
-					return err
-				}
-				user, err := parsePubkey("--address", c.String("address"))
-				if err != nil {
-					return err
-				}
-				auth, err := authorizerProgram(c)
-				if err != nil {
-					return err
-				}
-				a, err := newReadCtx(c)
-				if err != nil {
-					return err
-				}
-				_, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
-				if err != nil {
-					return err
-				}
-				scope := []byte(c.String(scopeFlag.Name))
-				addr, _, err := auth.Address(inst.JoinAuthority, grantee, scope)
-				if err != nil {
-					return badInput(err)
-				}
-				ok, reason := false, ""
-				authz, err := auth.Fetch(c.Context, a.client, addr)
-				switch {
-				case errors.Is(err, chain.ErrAccountNotFound):
-					reason = "no such authorization"
-				case err != nil:
-					return err
-				case authorizer.IsValidFor(authz, inst.JoinAuthority, user, scope):
-					ok = true
-				default:
-					reason = "the authorization is inactive or does not cover this address"
-				}
-				if err := printJSON(c, map[string]any{
-					"can_join": ok, "run_id": inst.RunId, "join_authority": inst.JoinAuthority.String(),
-					"authorization": addr.String(), "address": user.String(), "reason": reason,
-				}); err != nil {
-					return err
-				}
-				if !ok {
-					return cli.Exit("", exitFailure)
-				}
-				return nil
-			},
-		},
+		createRunCommand(),
+		updateConfigCommand(),
+		setPausedCommand(),
+		tickCommand(),
+		setFutureEpochRatesCommand(),
+		updateClientVersionCommand(),
+		checkpointCommand(),
+		closeRunCommand(),
+		jsonDumpRunCommand(),
+		jsonDumpUserCommand(),
+		listRunsCommand(),
+		canJoinCommand(),
 	}
+}
+
+func createRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "create-run",
+		Usage:  "create a run: allocate its coordinator account and initialise it; the wallet pays and is the main authority",
+		Flags:  append(createRunFlags(), coordinatorRunFlags()...),
+		Action: createRun,
+	}
+}
+
+func createRun(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	a, err := newCoordinatorCtx(c)
+	if err != nil {
+		return err
+	}
+	me := a.wallet.PublicKey()
+	join, err := joinAuthority(c, me)
+	if err != nil {
+		return err
+	}
+	runID := c.String(runIDFlag.Name)
+	account := solana.NewWallet().PrivateKey
+	ixs, run, err := a.program.CreateRun(c.Context, a.client, me, account.PublicKey(), coordinator.CreateParams{
+		RunID: runID, MainAuthority: me, JoinAuthority: join, ClientVersion: c.String(clientVersionFlag.Name),
+	})
+	if err != nil {
+		return badInput(err)
+	}
+	sig, err := a.client.Send(c.Context, a.wallet, ixs, account)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "run %q: instance %s, coordinator account %s\nsignature: %s\n", runID, run.Instance, run.Account, sig)
+	return permissionlessGrant(c, a.client, a.wallet)
+}
+
+// joinAuthority is the run's join authority: --join-authority, else the
+// wallet me. --permissionless needs the wallet, which then grants everyone.
+func joinAuthority(c *cli.Context, me solana.PublicKey) (solana.PublicKey, error) {
+	join := me
+	if s := c.String(joinAuthorityFlag.Name); s != "" {
+		var err error
+		if join, err = parsePubkey("--join-authority", s); err != nil {
+			return join, err
+		}
+	}
+	if c.Bool(permissionlessFlag.Name) && !join.Equals(me) {
+		return join, badInputf("--permissionless needs the wallet to be the join authority")
+	}
+	return join, nil
+}
+
+// permissionlessGrant follows a run's creation, with --permissionless, with
+// the wallet's active permissionless join authorization (grantee = everyone,
+// the join scope).
+func permissionlessGrant(c *cli.Context, client *chain.Client, wallet solana.PrivateKey) error {
+	if !c.Bool(permissionlessFlag.Name) {
+		return nil
+	}
+	auth, err := authorizerProgram(c)
+	if err != nil {
+		return err
+	}
+	me := wallet.PublicKey()
+	create, addr, err := auth.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)
+	if err != nil {
+		return err
+	}
+	activate, err := auth.SetActive(me, addr, true)
+	if err != nil {
+		return err
+	}
+	sig, err := client.Send(c.Context, wallet, []solana.Instruction{create, activate})
+	if err != nil {
+		return fmt.Errorf("the run exists, but the permissionless authorization failed: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "permissionless authorization: %s\nsignature: %s\n", addr, sig)
+	return nil
+}
+
+func updateConfigCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "update-config",
+		Usage:  "apply a run config TOML file (metadata, config, model, progress); config/README.md documents the format",
+		Flags:  append([]cli.Flag{&cli.StringFlag{Name: "config-path", Usage: "the run config TOML file (required)"}}, coordinatorRunFlags()...),
+		Action: updateConfig,
+	}
+}
+
+func updateConfig(c *cli.Context) error {
+	if err := requireFlags(c, "config-path", runIDFlag.Name); err != nil {
+		return err
+	}
+	rc, err := coordinator.LoadRunConfig(c.String("config-path"))
+	if err != nil {
+		return badInput(err)
+	}
+	params, err := rc.Params()
+	if err != nil {
+		return badInput(err)
+	}
+	a, err := newCoordinatorCtx(c)
+	if err != nil {
+		return err
+	}
+	run, err := a.open(c)
+	if err != nil {
+		return err
+	}
+	me := a.wallet.PublicKey()
+	// Metadata goes alone: with the model it would not fit one transaction.
+	var parts []coordinator.UpdateParams
+	if params.Metadata != nil {
+		parts = append(parts, coordinator.UpdateParams{Metadata: params.Metadata})
+	}
+	if params.Config != nil || params.Model != nil || params.Progress != nil {
+		parts = append(parts, coordinator.UpdateParams{Config: params.Config, Model: params.Model, Progress: params.Progress})
+	}
+	for _, p := range parts {
+		ix, err := run.Update(me, p)
+		if err != nil {
+			return err
+		}
+		if err := a.send(c, ix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func setPausedCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "set-paused",
+		Usage:  "pause the run (at the end of the epoch if rounds are running), or resume it with --resume",
+		Flags:  append([]cli.Flag{&cli.BoolFlag{Name: "resume", Usage: "resume instead of pausing"}}, coordinatorRunFlags()...),
+		Action: setPaused,
+	}
+}
+
+func setPaused(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+		return r.SetPaused(me, !c.Bool("resume"))
+	})
+}
+
+func tickCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "tick",
+		Usage:  "advance the run if a timer or condition allows (anyone may)",
+		Flags:  coordinatorRunFlags(),
+		Action: tick,
+	}
+}
+
+func tick(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) { return r.Tick(me) })
+}
+
+func setFutureEpochRatesCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "set-future-epoch-rates",
+		Usage:  "set the reward points shared per epoch and the slash per dropped client, from the next epoch on",
+		Flags:  append([]cli.Flag{earningRateFlag, slashingRateFlag}, coordinatorRunFlags()...),
+		Action: setFutureEpochRates,
+	}
+}
+
+func setFutureEpochRates(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	earning, slashing, err := epochRates(c)
+	if err != nil {
+		return err
+	}
+	if earning == nil && slashing == nil {
+		return badInputf("give --earning-rate-total-shared and/or --slashing-rate-per-client")
+	}
+	return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+		return r.SetFutureEpochRates(me, earning, slashing)
+	})
+}
+
+// epochRates reads --earning-rate-total-shared and --slashing-rate-per-client
+// (nil when not given).
+func epochRates(c *cli.Context) (earning, slashing *uint64, err error) {
+	if earning, err = optionalU64(c, earningRateFlag.Name); err != nil {
+		return nil, nil, err
+	}
+	if slashing, err = optionalU64(c, slashingRateFlag.Name); err != nil {
+		return nil, nil, err
+	}
+	return earning, slashing, nil
+}
+
+func updateClientVersionCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "update-client-version",
+		Usage:  "set the client version joiners must run (while the run is paused)",
+		Flags:  append([]cli.Flag{&cli.StringFlag{Name: "new-version", Usage: "1 to 64 bytes (required)"}}, coordinatorRunFlags()...),
+		Action: updateClientVersion,
+	}
+}
+
+func updateClientVersion(c *cli.Context) error {
+	if err := requireFlags(c, "new-version", runIDFlag.Name); err != nil {
+		return err
+	}
+	v := c.String("new-version")
+	if len(v) == 0 || len(v) > coordinator.MaxClientVersionLen {
+		return badInputf("--new-version must be 1 to %d bytes", coordinator.MaxClientVersionLen)
+	}
+	return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+		return r.UpdateClientVersion(me, v)
+	})
+}
+
+func checkpointCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "checkpoint",
+		Usage: "as a member of the run, record where the latest model was uploaded",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "repo", Usage: "where the checkpoint is, at most 192 bytes (required)"},
+			&cli.StringFlag{Name: "revision", Usage: "its revision (at most 64 bytes)"},
+		}, coordinatorRunFlags()...),
+		Action: checkpoint,
+	}
+}
+
+func checkpoint(c *cli.Context) error {
+	if err := requireFlags(c, "repo", runIDFlag.Name); err != nil {
+		return err
+	}
+	repo, rev := c.String("repo"), c.String("revision")
+	if len(repo) == 0 || len(repo) > 192 || len(rev) > 64 {
+		return badInputf("--repo must be 1 to 192 bytes and --revision at most 64")
+	}
+	return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+		return r.Checkpoint(me, repo, rev)
+	})
+}
+
+func closeRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "close-run",
+		Usage:  "close a halted run (paused, finished or never started) and reclaim both accounts' rent",
+		Flags:  append([]cli.Flag{spillFlag}, coordinatorRunFlags()...),
+		Action: closeRun,
+	}
+}
+
+func closeRun(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	spill := solana.PublicKey{}
+	if s := c.String(spillFlag.Name); s != "" {
+		var err error
+		if spill, err = parsePubkey("--spill", s); err != nil {
+			return err
+		}
+	}
+	return adminSend(c, func(r coordinator.Run, me solana.PublicKey) (solana.Instruction, error) {
+		if spill.IsZero() {
+			spill = me
+		}
+		return r.Free(me, spill)
+	})
+}
+
+func jsonDumpRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "json-dump-run",
+		Usage:  "print a run's state as JSON",
+		Flags:  append([]cli.Flag{runIDFlag}, coordinatorReadFlags()...),
+		Action: jsonDumpRun,
+	}
+}
+
+func jsonDumpRun(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	a, err := newReadCtx(c)
+	if err != nil {
+		return err
+	}
+	run, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
+	if err != nil {
+		return err
+	}
+	s, err := run.FetchState(c.Context, a.client)
+	if err != nil {
+		return err
+	}
+	return printJSON(c, runJSON(run, inst, s))
+}
+
+func jsonDumpUserCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "json-dump-user",
+		Usage: "print one client's registration and role in a run as JSON",
+		Flags: append([]cli.Flag{runIDFlag,
+			&cli.StringFlag{Name: "address", Usage: "the client's signer pubkey (required)"},
+		}, coordinatorReadFlags()...),
+		Action: jsonDumpUser,
+	}
+}
+
+func jsonDumpUser(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name, "address"); err != nil {
+		return err
+	}
+	user, err := parsePubkey("--address", c.String("address"))
+	if err != nil {
+		return err
+	}
+	a, err := newReadCtx(c)
+	if err != nil {
+		return err
+	}
+	run, err := a.open(c)
+	if err != nil {
+		return err
+	}
+	s, err := run.FetchState(c.Context, a.client)
+	if err != nil {
+		return err
+	}
+	out, err := userJSON(s, user)
+	if err != nil {
+		return err
+	}
+	return printJSON(c, out)
+}
+
+func listRunsCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "list-runs",
+		Usage:  "list the runs of the Coordinator program as JSON",
+		Flags:  coordinatorReadFlags(),
+		Action: listRuns,
+	}
+}
+
+func listRuns(c *cli.Context) error {
+	a, err := newReadCtx(c)
+	if err != nil {
+		return err
+	}
+	runs, err := fetchRuns(c, a)
+	if err != nil {
+		return err
+	}
+	return printJSON(c, runs)
+}
+
+func canJoinCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "can-join",
+		Usage: "check whether a user may join a run under an authorization (exit 0: yes, 1: no)",
+		Flags: append([]cli.Flag{runIDFlag, granteeFlag,
+			&cli.StringFlag{Name: "address", Usage: "the user's signer pubkey (required)"},
+			authorizerProgramFlag, scopeFlag,
+		}, coordinatorReadFlags()...),
+		Action: canJoinRun,
+	}
+}
+
+func canJoinRun(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name, granteeFlag.Name, "address"); err != nil {
+		return err
+	}
+	grantee, err := parsePubkey("--authorizer", c.String(granteeFlag.Name))
+	if err != nil {
+		return err
+	}
+	user, err := parsePubkey("--address", c.String("address"))
+	if err != nil {
+		return err
+	}
+	auth, err := authorizerProgram(c)
+	if err != nil {
+		return err
+	}
+	a, err := newReadCtx(c)
+	if err != nil {
+		return err
+	}
+	_, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
+	if err != nil {
+		return err
+	}
+	scope := []byte(c.String(scopeFlag.Name))
+	addr, _, err := auth.Address(inst.JoinAuthority, grantee, scope)
+	if err != nil {
+		return badInput(err)
+	}
+	ok, reason := false, ""
+	authz, err := auth.Fetch(c.Context, a.client, addr)
+	switch {
+	case errors.Is(err, chain.ErrAccountNotFound):
+		reason = "no such authorization"
+	case err != nil:
+		return err
+	case authorizer.IsValidFor(authz, inst.JoinAuthority, user, scope):
+		ok = true
+	default:
+		reason = "the authorization is inactive or does not cover this address"
+	}
+	if err := printJSON(c, map[string]any{
+		"can_join": ok, "run_id": inst.RunId, "join_authority": inst.JoinAuthority.String(),
+		"authorization": addr.String(), "address": user.String(), "reason": reason,
+	}); err != nil {
+		return err
+	}
+	if !ok {
+		return cli.Exit("", exitFailure)
+	}
+	return nil
 }
 
 // coordinatorCtx is what every coordinator command needs.
@@ -554,8 +683,8 @@ func userJSON(s *coordinator.State, user solana.PublicKey) (map[string]any, erro
 	return out, nil
 }
 
-// listRuns finds every CoordinatorInstance of the program.
-func listRuns(c *cli.Context, a *coordinatorCtx) ([]map[string]any, error) {
+// fetchRuns finds every CoordinatorInstance of the program.
+func fetchRuns(c *cli.Context, a *coordinatorCtx) ([]map[string]any, error) {
 	res, err := a.client.RPC.GetProgramAccountsWithOpts(c.Context, a.program.ID, &rpc.GetProgramAccountsOpts{
 		Encoding: solana.EncodingBase64,
 		Filters: []rpc.RPCFilter{{Memcmp: &rpc.RPCFilterMemcmp{

@@ -54,7 +54,7 @@ func dataPrepareCommand() *cli.Command {
 			&cli.Int64Flag{Name: "shard-bytes", Usage: "target size of a shard file", Value: prepare.DefaultShardBytes},
 		},
 		Action: func(c *cli.Context) error {
-			if err := requireFlags(c, "data prepare", "out"); err != nil {
+			if err := requireFlagsNoArgs(c, "out"); err != nil {
 				return err
 			}
 			input := c.String("input")
@@ -120,7 +120,7 @@ func dataServeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "verify", Usage: "hash every byte of the dataset before serving"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := requireFlags(c, "data serve", "dir", "port"); err != nil {
+			if err := requireFlagsNoArgs(c, "dir", "port"); err != nil {
 				return err
 			}
 			port := c.Int("port")
@@ -153,7 +153,7 @@ func dataVerifyCommand() *cli.Command {
 			&cli.StringFlag{Name: "root", Usage: "the root the dataset must have (hex)"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := requireFlags(c, "data verify", "dir"); err != nil {
+			if err := requireFlagsNoArgs(c, "dir"); err != nil {
 				return err
 			}
 			l, err := provider.OpenLocal(c.String("dir"), c.String("root"))
@@ -184,7 +184,7 @@ func dataFetchCommand() *cli.Command {
 			&cli.BoolFlag{Name: "text", Usage: "print decoded text instead of token ids"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := requireFlags(c, "data fetch", "indices"); err != nil {
+			if err := requireFlagsNoArgs(c, "indices"); err != nil {
 				return err
 			}
 			var indices []uint64
@@ -263,18 +263,13 @@ func dataFetchCommand() *cli.Command {
 	}
 }
 
-// requireFlags checks for positional arguments and missing flags, reporting
-// either as bad input (urfave/cli's own Required check exits 1).
-func requireFlags(c *cli.Context, cmd string, names ...string) error {
+// requireFlagsNoArgs fails, as bad input, on positional arguments (a data
+// command takes none), then on missing required flags.
+func requireFlagsNoArgs(c *cli.Context, names ...string) error {
 	if c.Args().Present() {
-		return badInputf("%s takes no arguments, got %q", cmd, c.Args().Slice())
+		return badInputf("%s takes no arguments, got %q", commandName(c), c.Args().Slice())
 	}
-	for _, n := range names {
-		if !c.IsSet(n) {
-			return badInputf("%s: --%s is required", cmd, n)
-		}
-	}
-	return nil
+	return requireFlags(c, names...)
 }
 
 // asBadData marks data that failed verification, manifests that are not the

@@ -42,7 +42,7 @@ func hubServeCommand() *cli.Command {
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the bearer token uploads must carry (default: $" + hubTokenEnv + "; neither: uploads are open)"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := requireFlags(c, "hub serve", "dir"); err != nil {
+			if err := requireFlagsNoArgs(c, "dir"); err != nil {
 				return err
 			}
 			limit, err := hub.ParseSize(c.String("max-size"))
@@ -95,8 +95,8 @@ func hubUploadCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return badInputf("hub upload takes one checkpoint file, got %d arguments", c.NArg())
 			}
-			if !c.IsSet("repo") {
-				return badInputf("hub upload: --repo is required")
+			if err := requireFlags(c, "repo"); err != nil {
+				return err
 			}
 			repo := c.String("repo")
 			if _, err := hub.ParseRepo(repo); err != nil {
@@ -131,7 +131,7 @@ func hubFetchCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-size", Usage: "largest checkpoint accepted", Value: "64GiB"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := requireFlags(c, "hub fetch", "repo", "revision", "dir"); err != nil {
+			if err := requireFlagsNoArgs(c, "repo", "revision", "dir"); err != nil {
 				return err
 			}
 			if _, err := hub.FileURL(c.String("repo"), c.String("revision")); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -37,7 +36,7 @@ func run(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "psyche-client: %v\n", err)
 	var bad *badInputError
-	if errors.As(err, &bad) || isMissingRequiredFlag(err) {
+	if errors.As(err, &bad) {
 		return exitBadInput
 	}
 	var coder cli.ExitCoder
@@ -45,13 +44,6 @@ func run(args []string) int {
 		return coder.ExitCode()
 	}
 	return exitFailure
-}
-
-// isMissingRequiredFlag recognizes urfave/cli's error for a required flag left
-// out, which it returns without calling OnUsageError (its type is unexported).
-func isMissingRequiredFlag(err error) bool {
-	msg := err.Error()
-	return strings.HasPrefix(msg, "Required flag ") || strings.HasPrefix(msg, "Required flags ")
 }
 
 func newApp() *cli.App {
@@ -102,7 +94,7 @@ func rejectLateFlags(action cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		for _, a := range c.Args().Slice() {
 			if len(a) > 1 && a[0] == '-' {
-				return badInputf("%s comes after an argument; put flags before arguments (psyche-client %s --help)", a, c.Command.FullName())
+				return badInputf("%s comes after an argument; put flags before arguments (psyche-client %s --help)", a, commandName(c))
 			}
 		}
 		return action(c)

@@ -22,6 +22,9 @@ func predownloadCommand() *cli.Command {
 			&cli.StringFlag{Name: "checkpoint-dir", Usage: "where train --checkpoint-dir looks for the run's hub checkpoint (required with --model when the run has one)"},
 		},
 		Action: func(c *cli.Context) error {
+			if err := requireFlags(c, runIDFlag.Name); err != nil {
+				return err
+			}
 			if c.String(dataCacheDirFlag.Name) == "" && c.Bool("data") {
 				return badInputf("--%s is required to keep the data", dataCacheDirFlag.Name)
 			}

@@ -16,12 +16,10 @@ import (
 	"github.com/psyche-go/psyche/clients/wallet"
 )
 
-var programIDFlag = &cli.StringFlag{Name: "program-id", Usage: "the program's address", Required: true}
-
 // programCommands replace `solana program ...` for deploying our programs
 // through the BPF upgradeable loader.
 func programCommands() []*cli.Command {
-	net := []cli.Flag{rpcFlag, wsRPCFlag, walletFlag}
+	net := signerFlags()
 	return []*cli.Command{{
 		Name:  "program",
 		Usage: "deploy, upgrade, inspect and close programs (BPF upgradeable loader)",
@@ -41,8 +39,11 @@ func programCommands() []*cli.Command {
 				Name:  "upgrade",
 				Usage: "replace a program's code; the wallet must be its upgrade authority",
 				Flags: append([]cli.Flag{programIDFlag,
-					&cli.StringFlag{Name: "so", Usage: "the new SBPF .so file", Required: true}}, net...),
+					&cli.StringFlag{Name: "so", Usage: "the new SBPF .so file (required)"}}, net...),
 				Action: func(c *cli.Context) error {
+					if err := requireFlags(c, programIDFlag.Name, "so"); err != nil {
+						return err
+					}
 					d, err := newDeployer(c)
 					if err != nil {
 						return err
@@ -69,6 +70,9 @@ func programCommands() []*cli.Command {
 					&cli.StringFlag{Name: "new-authority", Usage: "the new upgrade authority"},
 					&cli.BoolFlag{Name: "final", Usage: "make the program immutable (irreversible)"}}, net...),
 				Action: func(c *cli.Context) error {
+					if err := requireFlags(c, programIDFlag.Name); err != nil {
+						return err
+					}
 					d, err := newDeployer(c)
 					if err != nil {
 						return err
@@ -98,8 +102,11 @@ func programCommands() []*cli.Command {
 			{
 				Name:  "show",
 				Usage: "print a program's loader state as JSON",
-				Flags: []cli.Flag{programIDFlag, rpcFlag, wsRPCFlag},
+				Flags: append([]cli.Flag{programIDFlag}, clusterFlags()...),
 				Action: func(c *cli.Context) error {
+					if err := requireFlags(c, programIDFlag.Name); err != nil {
+						return err
+					}
 					client, err := newChainClient(c)
 					if err != nil {
 						return err
@@ -129,6 +136,9 @@ func programCommands() []*cli.Command {
 				Flags: append([]cli.Flag{programIDFlag,
 					&cli.StringFlag{Name: "recipient", Usage: "who receives the lamports (default: the wallet)"}}, net...),
 				Action: func(c *cli.Context) error {
+					if err := requireFlags(c, programIDFlag.Name); err != nil {
+						return err
+					}
 					d, err := newDeployer(c)
 					if err != nil {
 						return err

@@ -69,10 +69,15 @@ func trainCommand() *cli.Command {
 	}
 	flags = append(flags, statusflags.Flags()...)
 	return &cli.Command{
-		Name:   "train",
-		Usage:  "join a run and train in it until it is Finished (Ctrl-C leaves the run)",
-		Flags:  flags,
-		Action: train,
+		Name:  "train",
+		Usage: "join a run and train in it until it is Finished (Ctrl-C leaves the run)",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			if err := requireFlags(c, runIDFlag.Name); err != nil {
+				return err
+			}
+			return train(c)
+		},
 	}
 }
 
@@ -226,8 +231,6 @@ func train(c *cli.Context) error {
 	}
 	return waitErr
 }
-
-var dataCacheDirFlag = &cli.StringFlag{Name: "data-cache-dir", Usage: "keep verified data chunks from a data server here (psyche-client predownload fills it)"}
 
 // runDataRoot is the run's pinned data root in hex, "" when none is pinned.
 func runDataRoot(s *coordinator.State) string {

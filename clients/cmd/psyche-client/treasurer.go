@@ -16,225 +16,489 @@ import (
 	"github.com/psyche-go/psyche/idl"
 )
 
-var (
-	treasurerProgramFlag = &cli.StringFlag{
-		Name:    "treasurer-program-id",
-		Usage:   "address of the Treasurer program (default: the id in idl/psyche_treasurer.json)",
-		EnvVars: []string{"TREASURER_PROGRAM_ID"},
-	}
-	runIndexFlag = &cli.StringFlag{
-		Name:  "run-index",
-		Usage: "the Treasurer run's index (default: the first 8 bytes of sha256(run id), little-endian)",
-	}
-	mintFlag = &cli.StringFlag{Name: "mint", Usage: "the token mint (SPL Token or Token-2022)", Required: true}
-)
-
 // treasurerCommands are the token-reward commands and the SPL helpers that
 // let localnet and devnet flows run without the spl-token CLI. Amounts are
 // token base units, or decimal amounts ("1.5") converted with the mint's decimals.
 func treasurerCommands() []*cli.Command {
-	net := []cli.Flag{rpcFlag, wsRPCFlag, walletFlag}
-	run := append([]cli.Flag{runIDFlag, runIndexFlag, treasurerProgramFlag, coordinatorProgramFlag}, net...)
 	return []*cli.Command{
-		{
-			Name:  "mint-create",
-			Usage: "create a token mint; the wallet pays and is its mint authority",
-			Flags: append([]cli.Flag{
-				&cli.UintFlag{Name: "decimals", Usage: "decimal places of the token (0 to 18)", Value: 0},
-				&cli.BoolFlag{Name: "token-2022", Usage: "create it under Token-2022 instead of SPL Token"},
-			}, net...),
-			Action: func(c *cli.Context) error {
-				decimals := c.Uint("decimals")
-				if decimals > 18 {
-					return badInputf("--decimals %d: at most 18", decimals)
-				}
-				t, err := newTreasurerCtx(c)
-				if err != nil {
-					return err
-				}
-				program := treasurer.TokenProgramID
-				if c.Bool("token-2022") {
-					program = treasurer.Token2022ProgramID
-				}
-				mint := solana.NewWallet().PrivateKey
-				me := t.wallet.PublicKey()
-				ixs, err := treasurer.CreateMint(c.Context, t.client, me, mint.PublicKey(), me, uint8(decimals), program)
-				if err != nil {
-					return err
-				}
-				sig, err := t.client.Send(c.Context, t.wallet, ixs, mint)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.Writer, "mint %s (decimals %d, program %s)\nsignature: %s\n", mint.PublicKey(), decimals, program, sig)
-				return nil
-			},
-		},
-		{
-			Name:  "mint-to",
-			Usage: "mint tokens into an owner's associated token account (created if missing); the wallet must be the mint authority",
-			Flags: append([]cli.Flag{mintFlag,
-				&cli.StringFlag{Name: "amount", Usage: "base units, or a decimal amount of tokens such as 1.5", Required: true},
-				&cli.StringFlag{Name: "to", Usage: "the owner's pubkey (default: the wallet)"},
-			}, net...),
-			Action: func(c *cli.Context) error {
-				t, err := newTreasurerCtx(c)
-				if err != nil {
-					return err
-				}
-				mint, err := parsePubkey("--mint", c.String("mint"))
-				if err != nil {
-					return err
-				}
-				owner := t.wallet.PublicKey()
-				if s := c.String("to"); s != "" {
-					if owner, err = parsePubkey("--to", s); err != nil {
-						return err
-					}
-				}
-				info, err := treasurer.FetchMint(c.Context, t.client, mint)
-				if err != nil {
-					return badInput(err)
-				}
-				amount, err := parseAmount("--amount", c.String("amount"), info.Decimals)
-				if err != nil {
-					return err
-				}
-				create, account, err := treasurer.CreateTokenAccount(t.wallet.PublicKey(), owner, mint, info.TokenProgram)
-				if err != nil {
-					return err
-				}
-				mintTo := treasurer.MintTo(info.TokenProgram, mint, account, t.wallet.PublicKey(), amount)
-				return t.send(c, []solana.Instruction{create, mintTo}, fmt.Sprintf("minted %d base units into %s", amount, account))
-			},
-		},
-		{
-			Name:  "treasurer-create-run",
-			Usage: "create a run whose rewards the Treasurer pays in --mint; the wallet pays and is the run authority",
-			Flags: append([]cli.Flag{mintFlag,
-				&cli.StringFlag{Name: "join-authority", Usage: "who grants join authorizations (default: the wallet)"},
-				&cli.StringFlag{Name: "client-version", Usage: "client version joiners must run", Value: "v1"},
-				&cli.BoolFlag{Name: "permissionless", Usage: "also let everyone join (an Authorizer grant to 11111111111111111111111111111111; the wallet must be the join authority)"},
-				authorizerProgramFlag,
-			}, run...),
-			Action: createTreasurerRun,
-		},
-		{
-			Name:  "treasurer-update-run",
-			Usage: "configure a Treasurer run (the Coordinator accepts changes only from the Treasurer): config file, epoch rates, pause/resume, client version",
-			Flags: append([]cli.Flag{
-				&cli.StringFlag{Name: "config-path", Usage: "a run config TOML file (config/README.md)"},
-				&cli.StringFlag{Name: "earning-rate-total-shared", Usage: "points (= token base units) the finishers of an epoch share"},
-				&cli.StringFlag{Name: "slashing-rate-per-client", Usage: "points a client dropped by a health check loses"},
-				&cli.BoolFlag{Name: "pause", Usage: "pause the run"},
-				&cli.BoolFlag{Name: "resume", Usage: "resume the run (after the other changes)"},
-				&cli.StringFlag{Name: "client-version", Usage: "the client version joiners must run (1 to 64 bytes)"},
-			}, run...),
-			Action: updateTreasurerRun,
-		},
-		{
-			Name:  "treasurer-top-up-rewards",
-			Usage: "transfer tokens from the wallet's token account into the run's",
-			Flags: append([]cli.Flag{&cli.StringFlag{Name: "collateral-amount", Usage: "base units, or a decimal amount of tokens such as 1.5", Required: true}}, run...),
-			Action: func(c *cli.Context) error {
-				t, r, err := openTreasurerRun(c)
-				if err != nil {
-					return err
-				}
-				info, err := treasurer.FetchMint(c.Context, t.client, r.Mint)
-				if err != nil {
-					return err
-				}
-				amount, err := parseAmount("--collateral-amount", c.String("collateral-amount"), info.Decimals)
-				if err != nil {
-					return err
-				}
-				me := t.wallet.PublicKey()
-				from, err := treasurer.AssociatedTokenAddress(me, r.Mint, r.TokenProgram)
-				if err != nil {
-					return err
-				}
-				return t.send(c, []solana.Instruction{r.TopUp(from, me, amount, info.Decimals)}, fmt.Sprintf("the run holds %d more base units", amount))
-			},
-		},
-		{
-			Name:  "treasurer-claim-rewards",
-			Usage: "claim the wallet's earned rewards (1 token base unit per point, minus slashes) into its associated token account",
-			Flags: run,
-			Action: func(c *cli.Context) error {
-				t, r, err := openTreasurerRun(c)
-				if err != nil {
-					return err
-				}
-				me := t.wallet.PublicKey()
-				create, account, err := treasurer.CreateTokenAccount(me, me, r.Mint, r.TokenProgram)
-				if err != nil {
-					return err
-				}
-				ixs := []solana.Instruction{create}
-				if _, err := r.FetchParticipant(c.Context, t.client, me); errors.Is(err, chain.ErrAccountNotFound) {
-					ix, err := r.CreateParticipant(me, me)
-					if err != nil {
-						return err
-					}
-					ixs = append(ixs, ix)
-				} else if err != nil {
-					return err
-				}
-				claim, err := r.Claim(me, account)
-				if err != nil {
-					return err
-				}
-				before, _ := treasurer.FetchTokenAccount(c.Context, t.client, account)
-				if err := t.send(c, append(ixs, claim), ""); err != nil {
-					return err
-				}
-				after, err := treasurer.FetchTokenAccount(c.Context, t.client, account)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.Writer, "claimed %d base units into %s (balance %d)\n", after.Amount-before.Amount, account, after.Amount)
-				return nil
-			},
-		},
-		{
-			Name:  "treasurer-withdraw",
-			Usage: "as the run authority, take tokens nobody is owed once the run is Finished or closed",
-			Flags: append([]cli.Flag{
-				&cli.StringFlag{Name: "amount", Usage: "base units, or a decimal amount of tokens such as 1.5 (default: everything not owed to participants)"},
-				&cli.StringFlag{Name: "to", Usage: "owner of the receiving associated token account (default: the wallet; created if missing)"},
-			}, run...),
-			Action: withdrawTreasurerRun,
-		},
-		{
-			Name:   "treasurer-json-dump-run",
-			Usage:  "print a Treasurer run as JSON: accounts, token balance, tokens reserved for claims, and with --address what that user can claim",
-			Flags:  append([]cli.Flag{&cli.StringFlag{Name: "address", Usage: "a participant's pubkey"}}, run...),
-			Action: dumpTreasurerRun,
-		},
-		{
-			Name:  "treasurer-close-run",
-			Usage: "as the run authority, free the halted run's coordinator accounts once every point was claimed; the run's tokens stay withdrawable",
-			Flags: append([]cli.Flag{&cli.StringFlag{Name: "spill", Usage: "account that receives the rent (default: the wallet)"}}, run...),
-			Action: func(c *cli.Context) error {
-				t, r, err := openTreasurerRun(c)
-				if err != nil {
-					return err
-				}
-				spill := t.wallet.PublicKey()
-				if s := c.String("spill"); s != "" {
-					if spill, err = parsePubkey("--spill", s); err != nil {
-						return err
-					}
-				}
-				ix, err := r.Close(t.wallet.PublicKey(), spill)
-				if err != nil {
-					return err
-				}
-				return t.send(c, []solana.Instruction{ix}, "run closed")
-			},
-		},
+		mintCreateCommand(),
+		mintToCommand(),
+		treasurerCreateRunCommand(),
+		treasurerUpdateRunCommand(),
+		treasurerTopUpRewardsCommand(),
+		treasurerClaimRewardsCommand(),
+		treasurerWithdrawCommand(),
+		treasurerJSONDumpRunCommand(),
+		treasurerCloseRunCommand(),
 	}
+}
+
+func mintCreateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "mint-create",
+		Usage: "create a token mint; the wallet pays and is its mint authority",
+		Flags: append([]cli.Flag{
+			&cli.UintFlag{Name: "decimals", Usage: "decimal places of the token (0 to 18)", Value: 0},
+			&cli.BoolFlag{Name: "token-2022", Usage: "create it under Token-2022 instead of SPL Token"},
+		}, signerFlags()...),
+		Action: mintCreate,
+	}
+}
+
+func mintCreate(c *cli.Context) error {
+	decimals := c.Uint("decimals")
+	if decimals > 18 {
+		return badInputf("--decimals %d: at most 18", decimals)
+	}
+	t, err := newTreasurerCtx(c)
+	if err != nil {
+		return err
+	}
+	program := treasurer.TokenProgramID
+	if c.Bool("token-2022") {
+		program = treasurer.Token2022ProgramID
+	}
+	mint := solana.NewWallet().PrivateKey
+	me := t.wallet.PublicKey()
+	ixs, err := treasurer.CreateMint(c.Context, t.client, me, mint.PublicKey(), me, uint8(decimals), program)
+	if err != nil {
+		return err
+	}
+	sig, err := t.client.Send(c.Context, t.wallet, ixs, mint)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "mint %s (decimals %d, program %s)\nsignature: %s\n", mint.PublicKey(), decimals, program, sig)
+	return nil
+}
+
+func mintToCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "mint-to",
+		Usage: "mint tokens into an owner's associated token account (created if missing); the wallet must be the mint authority",
+		Flags: append([]cli.Flag{mintFlag,
+			&cli.StringFlag{Name: "amount", Usage: "base units, or a decimal amount of tokens such as 1.5 (required)"},
+			&cli.StringFlag{Name: "to", Usage: "the owner's pubkey (default: the wallet)"},
+		}, signerFlags()...),
+		Action: mintTo,
+	}
+}
+
+func mintTo(c *cli.Context) error {
+	if err := requireFlags(c, mintFlag.Name, "amount"); err != nil {
+		return err
+	}
+	t, err := newTreasurerCtx(c)
+	if err != nil {
+		return err
+	}
+	mint, err := parsePubkey("--mint", c.String(mintFlag.Name))
+	if err != nil {
+		return err
+	}
+	owner, err := pubkeyOrWallet(c, "to", t.wallet)
+	if err != nil {
+		return err
+	}
+	info, err := treasurer.FetchMint(c.Context, t.client, mint)
+	if err != nil {
+		return badInput(err)
+	}
+	amount, err := parseAmount("--amount", c.String("amount"), info.Decimals)
+	if err != nil {
+		return err
+	}
+	create, account, err := treasurer.CreateTokenAccount(t.wallet.PublicKey(), owner, mint, info.TokenProgram)
+	if err != nil {
+		return err
+	}
+	ix := treasurer.MintTo(info.TokenProgram, mint, account, t.wallet.PublicKey(), amount)
+	return t.send(c, []solana.Instruction{create, ix}, fmt.Sprintf("minted %d base units into %s", amount, account))
+}
+
+func treasurerCreateRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "treasurer-create-run",
+		Usage:  "create a run whose rewards the Treasurer pays in --mint; the wallet pays and is the run authority",
+		Flags:  append(append([]cli.Flag{mintFlag}, createRunFlags()...), treasurerRunFlags()...),
+		Action: treasurerCreateRun,
+	}
+}
+
+func treasurerCreateRun(c *cli.Context) error {
+	if err := requireFlags(c, mintFlag.Name, runIDFlag.Name); err != nil {
+		return err
+	}
+	index, err := runIndex(c)
+	if err != nil {
+		return err
+	}
+	mint, err := parsePubkey("--mint", c.String(mintFlag.Name))
+	if err != nil {
+		return err
+	}
+	t, err := newTreasurerCtx(c)
+	if err != nil {
+		return err
+	}
+	me := t.wallet.PublicKey()
+	join, err := joinAuthority(c, me)
+	if err != nil {
+		return err
+	}
+	info, err := treasurer.FetchMint(c.Context, t.client, mint)
+	if err != nil {
+		return badInput(err)
+	}
+	runID := c.String(runIDFlag.Name)
+	account := solana.NewWallet().PrivateKey
+	ixs, r, err := t.program.CreateRun(c.Context, t.client, me, account.PublicKey(), treasurer.CreateParams{
+		RunID: runID, Index: &index, MainAuthority: me, JoinAuthority: join, ClientVersion: c.String(clientVersionFlag.Name),
+		Mint: mint, TokenProgram: info.TokenProgram,
+	})
+	if err != nil {
+		return badInput(err)
+	}
+	sig, err := t.client.Send(c.Context, t.wallet, ixs, account)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "run %q: treasurer run %s (index %d), token account %s, coordinator instance %s, coordinator account %s\nsignature: %s\n",
+		runID, r.Address, r.Index, r.Collateral, r.Coordinator.Instance, r.Coordinator.Account, sig)
+	return permissionlessGrant(c, t.client, t.wallet)
+}
+
+func treasurerUpdateRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "treasurer-update-run",
+		Usage: "configure a Treasurer run (the Coordinator accepts changes only from the Treasurer): config file, epoch rates, pause/resume, client version",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "config-path", Usage: "a run config TOML file (config/README.md)"},
+			earningRateFlag,
+			slashingRateFlag,
+			&cli.BoolFlag{Name: "pause", Usage: "pause the run"},
+			&cli.BoolFlag{Name: "resume", Usage: "resume the run (after the other changes)"},
+			&cli.StringFlag{Name: "client-version", Usage: "the client version joiners must run (1 to 64 bytes)"},
+		}, treasurerRunFlags()...),
+		Action: treasurerUpdateRun,
+	}
+}
+
+func treasurerUpdateRun(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	if c.Bool("pause") && c.Bool("resume") {
+		return badInputf("--pause and --resume exclude each other")
+	}
+	var u treasurer.UpdateParams
+	var err error
+	if u.EarningRate, u.SlashingRate, err = epochRates(c); err != nil {
+		return err
+	}
+	if c.Bool("pause") || c.Bool("resume") {
+		paused := c.Bool("pause")
+		u.Paused = &paused
+	}
+	if c.IsSet("client-version") {
+		v := c.String("client-version")
+		if len(v) == 0 || len(v) > coordinator.MaxClientVersionLen {
+			return badInputf("--client-version %q must be 1 to %d bytes", v, coordinator.MaxClientVersionLen)
+		}
+		u.ClientVersion = &v
+	}
+	var metadata *coordinator.RunMetadata
+	if path := c.String("config-path"); path != "" {
+		rc, err := coordinator.LoadRunConfig(path)
+		if err != nil {
+			return badInput(err)
+		}
+		params, err := rc.Params()
+		if err != nil {
+			return badInput(err)
+		}
+		// Metadata goes alone: with the model it would not fit one transaction.
+		metadata = params.Metadata
+		u.Coordinator = coordinator.UpdateParams{Config: params.Config, Model: params.Model, Progress: params.Progress}
+	}
+	if metadata == nil && u == (treasurer.UpdateParams{}) {
+		return badInputf("nothing to change: give --config-path, a rate, --pause/--resume or --client-version")
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	me := t.wallet.PublicKey()
+	// A pause goes first, so the new config lands on a halted run.
+	if u.Paused != nil && *u.Paused {
+		ix, err := r.Update(me, treasurer.UpdateParams{Paused: u.Paused})
+		if err != nil {
+			return err
+		}
+		if err := t.send(c, []solana.Instruction{ix}, "paused"); err != nil {
+			return err
+		}
+		u.Paused = nil
+	}
+	if metadata != nil {
+		ix, err := r.Update(me, treasurer.UpdateParams{Coordinator: coordinator.UpdateParams{Metadata: metadata}})
+		if err != nil {
+			return err
+		}
+		if err := t.send(c, []solana.Instruction{ix}, "metadata updated"); err != nil {
+			return err
+		}
+	}
+	if u == (treasurer.UpdateParams{}) {
+		return nil
+	}
+	ix, err := r.Update(me, u)
+	if err != nil {
+		return err
+	}
+	return t.send(c, []solana.Instruction{ix}, "run updated")
+}
+
+func treasurerTopUpRewardsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "treasurer-top-up-rewards",
+		Usage: "transfer tokens from the wallet's token account into the run's",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "collateral-amount", Usage: "base units, or a decimal amount of tokens such as 1.5 (required)"},
+		}, treasurerRunFlags()...),
+		Action: treasurerTopUpRewards,
+	}
+}
+
+func treasurerTopUpRewards(c *cli.Context) error {
+	if err := requireFlags(c, "collateral-amount", runIDFlag.Name); err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	info, err := treasurer.FetchMint(c.Context, t.client, r.Mint)
+	if err != nil {
+		return err
+	}
+	amount, err := parseAmount("--collateral-amount", c.String("collateral-amount"), info.Decimals)
+	if err != nil {
+		return err
+	}
+	me := t.wallet.PublicKey()
+	from, err := treasurer.AssociatedTokenAddress(me, r.Mint, r.TokenProgram)
+	if err != nil {
+		return err
+	}
+	return t.send(c, []solana.Instruction{r.TopUp(from, me, amount, info.Decimals)}, fmt.Sprintf("the run holds %d more base units", amount))
+}
+
+func treasurerClaimRewardsCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "treasurer-claim-rewards",
+		Usage:  "claim the wallet's earned rewards (1 token base unit per point, minus slashes) into its associated token account",
+		Flags:  treasurerRunFlags(),
+		Action: treasurerClaimRewards,
+	}
+}
+
+func treasurerClaimRewards(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	me := t.wallet.PublicKey()
+	create, account, err := treasurer.CreateTokenAccount(me, me, r.Mint, r.TokenProgram)
+	if err != nil {
+		return err
+	}
+	ixs := []solana.Instruction{create}
+	if _, err := r.FetchParticipant(c.Context, t.client, me); errors.Is(err, chain.ErrAccountNotFound) {
+		ix, err := r.CreateParticipant(me, me)
+		if err != nil {
+			return err
+		}
+		ixs = append(ixs, ix)
+	} else if err != nil {
+		return err
+	}
+	claim, err := r.Claim(me, account)
+	if err != nil {
+		return err
+	}
+	before, _ := treasurer.FetchTokenAccount(c.Context, t.client, account)
+	if err := t.send(c, append(ixs, claim), ""); err != nil {
+		return err
+	}
+	after, err := treasurer.FetchTokenAccount(c.Context, t.client, account)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "claimed %d base units into %s (balance %d)\n", after.Amount-before.Amount, account, after.Amount)
+	return nil
+}
+
+func treasurerWithdrawCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "treasurer-withdraw",
+		Usage: "as the run authority, take tokens nobody is owed once the run is Finished or closed",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "amount", Usage: "base units, or a decimal amount of tokens such as 1.5 (default: everything not owed to participants)"},
+			&cli.StringFlag{Name: "to", Usage: "owner of the receiving associated token account (default: the wallet; created if missing)"},
+		}, treasurerRunFlags()...),
+		Action: treasurerWithdraw,
+	}
+}
+
+func treasurerWithdraw(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	info, err := treasurer.FetchMint(c.Context, t.client, r.Mint)
+	if err != nil {
+		return err
+	}
+	var amount uint64
+	if c.IsSet("amount") {
+		if amount, err = parseAmount("--amount", c.String("amount"), info.Decimals); err != nil {
+			return err
+		}
+	} else {
+		// Everything not reserved for claims, as the program computes it.
+		held, err := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
+		if err != nil {
+			return err
+		}
+		_, acc, err := t.program.Open(c.Context, t.client, r.Index)
+		if err != nil {
+			return err
+		}
+		amount = held.Amount
+		if !acc.Closed {
+			s, err := r.Coordinator.FetchState(c.Context, t.client)
+			if err != nil {
+				return err
+			}
+			amount -= min(amount, treasurer.Reserved(s))
+		}
+	}
+	owner, err := pubkeyOrWallet(c, "to", t.wallet)
+	if err != nil {
+		return err
+	}
+	create, to, err := treasurer.CreateTokenAccount(t.wallet.PublicKey(), owner, r.Mint, r.TokenProgram)
+	if err != nil {
+		return err
+	}
+	ix, err := r.Withdraw(t.wallet.PublicKey(), to, amount)
+	if err != nil {
+		return err
+	}
+	return t.send(c, []solana.Instruction{create, ix}, fmt.Sprintf("withdrew %d base units into %s", amount, to))
+}
+
+func treasurerJSONDumpRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "treasurer-json-dump-run",
+		Usage:  "print a Treasurer run as JSON: accounts, token balance, tokens reserved for claims, and with --address what that user can claim",
+		Flags:  append([]cli.Flag{&cli.StringFlag{Name: "address", Usage: "a participant's pubkey"}}, treasurerRunFlags()...),
+		Action: treasurerJSONDumpRun,
+	}
+}
+
+func treasurerJSONDumpRun(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	_, acc, err := t.program.Open(c.Context, t.client, r.Index)
+	if err != nil {
+		return err
+	}
+	held, err := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{
+		"run":                  r.Address.String(),
+		"index":                r.Index,
+		"main_authority":       acc.MainAuthority.String(),
+		"join_authority":       acc.JoinAuthority.String(),
+		"coordinator_instance": r.Coordinator.Instance.String(),
+		"coordinator_account":  r.Coordinator.Account.String(),
+		"mint":                 r.Mint.String(),
+		"token_program":        r.TokenProgram.String(),
+		"token_account":        r.Collateral.String(),
+		"balance":              held.Amount,
+		"total_claimed_points": acc.TotalClaimedPoints,
+		"closed":               acc.Closed,
+	}
+	var state *coordinator.State
+	if !acc.Closed {
+		if state, err = r.Coordinator.FetchState(c.Context, t.client); err != nil {
+			return err
+		}
+		out["run_state"] = coordinator.Phase(state).String()
+		out["reserved"] = treasurer.Reserved(state)
+	}
+	if s := c.String("address"); s != "" {
+		user, err := parsePubkey("--address", s)
+		if err != nil {
+			return err
+		}
+		p, err := r.FetchParticipant(c.Context, t.client, user)
+		switch {
+		case errors.Is(err, chain.ErrAccountNotFound):
+			out["participant"] = nil
+		case err != nil:
+			return err
+		default:
+			out["participant"] = map[string]any{"earned_points": p.EarnedPoints, "slashed_points": p.SlashedPoints, "claimed_points": p.ClaimedPoints}
+		}
+		if state != nil {
+			out["claimable"] = treasurer.Claimable(state, p, user)
+		}
+	}
+	return printJSON(c, out)
+}
+
+func treasurerCloseRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "treasurer-close-run",
+		Usage:  "as the run authority, free the halted run's coordinator accounts once every point was claimed; the run's tokens stay withdrawable",
+		Flags:  append([]cli.Flag{spillFlag}, treasurerRunFlags()...),
+		Action: treasurerCloseRun,
+	}
+}
+
+func treasurerCloseRun(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	spill, err := pubkeyOrWallet(c, spillFlag.Name, t.wallet)
+	if err != nil {
+		return err
+	}
+	ix, err := r.Close(t.wallet.PublicKey(), spill)
+	if err != nil {
+		return err
+	}
+	return t.send(c, []solana.Instruction{ix}, "run closed")
 }
 
 type treasurerCtx struct {
@@ -320,179 +584,6 @@ func (t *treasurerCtx) send(c *cli.Context, ixs []solana.Instruction, done strin
 	return nil
 }
 
-func createTreasurerRun(c *cli.Context) error {
-	index, err := runIndex(c)
-	if err != nil {
-		return err
-	}
-	mint, err := parsePubkey("--mint", c.String("mint"))
-	if err != nil {
-		return err
-	}
-	t, err := newTreasurerCtx(c)
-	if err != nil {
-		return err
-	}
-	me := t.wallet.PublicKey()
-	join := me
-	if s := c.String("join-authority"); s != "" {
-		if join, err = parsePubkey("--join-authority", s); err != nil {
-			return err
-		}
-	}
-	if c.Bool("permissionless") && !join.Equals(me) {
-		return badInputf("--permissionless needs the wallet to be the join authority")
-	}
-	info, err := treasurer.FetchMint(c.Context, t.client, mint)
-	if err != nil {
-		return badInput(err)
-	}
-	runID := c.String(runIDFlag.Name)
-	account := solana.NewWallet().PrivateKey
-	ixs, r, err := t.program.CreateRun(c.Context, t.client, me, account.PublicKey(), treasurer.CreateParams{
-		RunID: runID, Index: &index, MainAuthority: me, JoinAuthority: join, ClientVersion: c.String("client-version"),
-		Mint: mint, TokenProgram: info.TokenProgram,
-	})
-	if err != nil {
-		return badInput(err)
-	}
-	sig, err := t.client.Send(c.Context, t.wallet, ixs, account)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "run %q: treasurer run %s (index %d), token account %s, coordinator instance %s, coordinator account %s\nsignature: %s\n",
-		runID, r.Address, r.Index, r.Collateral, r.Coordinator.Instance, r.Coordinator.Account, sig)
-	if !c.Bool("permissionless") {
-		return nil
-	}
-	return grantEveryone(c, t.client, t.wallet)
-}
-
-func updateTreasurerRun(c *cli.Context) error {
-	if c.Bool("pause") && c.Bool("resume") {
-		return badInputf("--pause and --resume exclude each other")
-	}
-	var u treasurer.UpdateParams
-	var err error
-	if u.EarningRate, err = optionalU64(c, "earning-rate-total-shared"); err != nil {
-		return err
-	}
-	if u.SlashingRate, err = optionalU64(c, "slashing-rate-per-client"); err != nil {
-		return err
-	}
-	if c.Bool("pause") || c.Bool("resume") {
-		paused := c.Bool("pause")
-		u.Paused = &paused
-	}
-	if c.IsSet("client-version") {
-		v := c.String("client-version")
-		if len(v) == 0 || len(v) > coordinator.MaxClientVersionLen {
-			return badInputf("--client-version %q must be 1 to %d bytes", v, coordinator.MaxClientVersionLen)
-		}
-		u.ClientVersion = &v
-	}
-	var metadata *coordinator.RunMetadata
-	if path := c.String("config-path"); path != "" {
-		rc, err := coordinator.LoadRunConfig(path)
-		if err != nil {
-			return badInput(err)
-		}
-		params, err := rc.Params()
-		if err != nil {
-			return badInput(err)
-		}
-		// Metadata goes alone: with the model it would not fit one transaction.
-		metadata = params.Metadata
-		u.Coordinator = coordinator.UpdateParams{Config: params.Config, Model: params.Model, Progress: params.Progress}
-	}
-	if metadata == nil && u == (treasurer.UpdateParams{}) {
-		return badInputf("nothing to change: give --config-path, a rate, --pause/--resume or --client-version")
-	}
-	t, r, err := openTreasurerRun(c)
-	if err != nil {
-		return err
-	}
-	me := t.wallet.PublicKey()
-	// A pause goes first, so the new config lands on a halted run.
-	if u.Paused != nil && *u.Paused {
-		ix, err := r.Update(me, treasurer.UpdateParams{Paused: u.Paused})
-		if err != nil {
-			return err
-		}
-		if err := t.send(c, []solana.Instruction{ix}, "paused"); err != nil {
-			return err
-		}
-		u.Paused = nil
-	}
-	if metadata != nil {
-		ix, err := r.Update(me, treasurer.UpdateParams{Coordinator: coordinator.UpdateParams{Metadata: metadata}})
-		if err != nil {
-			return err
-		}
-		if err := t.send(c, []solana.Instruction{ix}, "metadata updated"); err != nil {
-			return err
-		}
-	}
-	if u == (treasurer.UpdateParams{}) {
-		return nil
-	}
-	ix, err := r.Update(me, u)
-	if err != nil {
-		return err
-	}
-	return t.send(c, []solana.Instruction{ix}, "run updated")
-}
-
-func withdrawTreasurerRun(c *cli.Context) error {
-	t, r, err := openTreasurerRun(c)
-	if err != nil {
-		return err
-	}
-	info, err := treasurer.FetchMint(c.Context, t.client, r.Mint)
-	if err != nil {
-		return err
-	}
-	var amount uint64
-	if c.IsSet("amount") {
-		if amount, err = parseAmount("--amount", c.String("amount"), info.Decimals); err != nil {
-			return err
-		}
-	} else {
-		// Everything not reserved for claims, as the program computes it.
-		held, err := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
-		if err != nil {
-			return err
-		}
-		_, acc, err := t.program.Open(c.Context, t.client, r.Index)
-		if err != nil {
-			return err
-		}
-		amount = held.Amount
-		if !acc.Closed {
-			s, err := r.Coordinator.FetchState(c.Context, t.client)
-			if err != nil {
-				return err
-			}
-			amount -= min(amount, treasurer.Reserved(s))
-		}
-	}
-	owner := t.wallet.PublicKey()
-	if s := c.String("to"); s != "" {
-		if owner, err = parsePubkey("--to", s); err != nil {
-			return err
-		}
-	}
-	create, to, err := treasurer.CreateTokenAccount(t.wallet.PublicKey(), owner, r.Mint, r.TokenProgram)
-	if err != nil {
-		return err
-	}
-	ix, err := r.Withdraw(t.wallet.PublicKey(), to, amount)
-	if err != nil {
-		return err
-	}
-	return t.send(c, []solana.Instruction{create, ix}, fmt.Sprintf("withdrew %d base units into %s", amount, to))
-}
-
 // parseAmount reads a token amount: base units ("1500"), or a decimal amount
 // ("1.5") scaled by the mint's decimals, exactly (no floating point).
 func parseAmount(flag, s string, decimals uint8) (uint64, error) {
@@ -513,60 +604,4 @@ func parseAmount(flag, s string, decimals uint8) (uint64, error) {
 		return 0, badInputf("%s %q does not fit a token amount (at most %d base units)", flag, s, uint64(1<<64-1))
 	}
 	return n.Uint64(), nil
-}
-
-func dumpTreasurerRun(c *cli.Context) error {
-	t, r, err := openTreasurerRun(c)
-	if err != nil {
-		return err
-	}
-	_, acc, err := t.program.Open(c.Context, t.client, r.Index)
-	if err != nil {
-		return err
-	}
-	held, err := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
-	if err != nil {
-		return err
-	}
-	out := map[string]any{
-		"run":                  r.Address.String(),
-		"index":                r.Index,
-		"main_authority":       acc.MainAuthority.String(),
-		"join_authority":       acc.JoinAuthority.String(),
-		"coordinator_instance": r.Coordinator.Instance.String(),
-		"coordinator_account":  r.Coordinator.Account.String(),
-		"mint":                 r.Mint.String(),
-		"token_program":        r.TokenProgram.String(),
-		"token_account":        r.Collateral.String(),
-		"balance":              held.Amount,
-		"total_claimed_points": acc.TotalClaimedPoints,
-		"closed":               acc.Closed,
-	}
-	var state *coordinator.State
-	if !acc.Closed {
-		if state, err = r.Coordinator.FetchState(c.Context, t.client); err != nil {
-			return err
-		}
-		out["run_state"] = coordinator.Phase(state).String()
-		out["reserved"] = treasurer.Reserved(state)
-	}
-	if s := c.String("address"); s != "" {
-		user, err := parsePubkey("--address", s)
-		if err != nil {
-			return err
-		}
-		p, err := r.FetchParticipant(c.Context, t.client, user)
-		switch {
-		case errors.Is(err, chain.ErrAccountNotFound):
-			out["participant"] = nil
-		case err != nil:
-			return err
-		default:
-			out["participant"] = map[string]any{"earned_points": p.EarnedPoints, "slashed_points": p.SlashedPoints, "claimed_points": p.ClaimedPoints}
-		}
-		if state != nil {
-			out["claimable"] = treasurer.Claimable(state, p, user)
-		}
-	}
-	return printJSON(c, out)
 }

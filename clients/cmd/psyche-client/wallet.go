@@ -14,26 +14,6 @@ import (
 	"github.com/psyche-go/psyche/idl"
 )
 
-// Flags shared by every command that talks to a cluster.
-var (
-	rpcFlag = &cli.StringFlag{
-		Name:    "rpc",
-		Usage:   "JSON-RPC endpoint of the cluster",
-		Value:   "http://127.0.0.1:8899",
-		EnvVars: []string{"RPC"},
-	}
-	wsRPCFlag = &cli.StringFlag{
-		Name:    "ws-rpc",
-		Usage:   "PubSub (websocket) endpoint; default: derived from --rpc (port + 1)",
-		EnvVars: []string{"WS_RPC"},
-	}
-	walletFlag = &cli.StringFlag{
-		Name:    "wallet-private-key-path",
-		Aliases: []string{"w"},
-		Usage:   "keypair file (solana-keygen JSON); default: $WALLET_FILE, then ~/.config/solana/id.json",
-	}
-)
-
 func walletCommands() []*cli.Command {
 	return []*cli.Command{
 		{
@@ -78,7 +58,7 @@ func walletCommands() []*cli.Command {
 			Name:      "airdrop",
 			Usage:     "request SOL from the cluster's faucet (localnet, devnet)",
 			ArgsUsage: "SOL [PUBKEY]",
-			Flags:     []cli.Flag{rpcFlag, wsRPCFlag, walletFlag},
+			Flags:     signerFlags(),
 			Action: func(c *cli.Context) error {
 				lamports, err := parseSOL(c.Args().First())
 				if err != nil {
@@ -104,7 +84,7 @@ func walletCommands() []*cli.Command {
 			Name:      "balance",
 			Usage:     "print the SOL balance of an account",
 			ArgsUsage: "[PUBKEY]",
-			Flags:     []cli.Flag{rpcFlag, wsRPCFlag, walletFlag},
+			Flags:     signerFlags(),
 			Action: func(c *cli.Context) error {
 				key, err := targetKey(c, c.Args().First())
 				if err != nil {
@@ -144,6 +124,14 @@ func targetKey(c *cli.Context, arg string) (solana.PublicKey, error) {
 		return solana.PublicKey{}, err
 	}
 	return key.PublicKey(), nil
+}
+
+// pubkeyOrWallet is the pubkey in flag name, else the wallet's.
+func pubkeyOrWallet(c *cli.Context, name string, wallet solana.PrivateKey) (solana.PublicKey, error) {
+	if s := c.String(name); s != "" {
+		return parsePubkey("--"+name, s)
+	}
+	return wallet.PublicKey(), nil
 }
 
 func parsePubkey(what, s string) (solana.PublicKey, error) {

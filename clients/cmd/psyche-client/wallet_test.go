@@ -116,7 +116,7 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{"unreachable rpc", []string{"balance", "--rpc", "http://127.0.0.1:1", "11111111111111111111111111111111"}, "cannot reach the RPC endpoint"},
 		{"unknown flag", []string{"balance", "--nope"}, "flag provided but not defined"},
 		{"flag after an argument", []string{"balance", "11111111111111111111111111111111", "--rpc", "http://127.0.0.1:1"}, "put flags before arguments"},
-		{"missing required flag", []string{"join-authorization-read", "--authorizer", "11111111111111111111111111111111"}, "Required flag \"join-authority\" not set"},
+		{"missing required flag", []string{"join-authorization-read", "--authorizer", "11111111111111111111111111111111"}, "join-authorization-read: --join-authority is required"},
 		{"unknown command", []string{"nosuch"}, "no command \"nosuch\""},
 	}
 	for _, tc := range cases {
