@@ -71,6 +71,10 @@ func TestMissingRequiredFlags(t *testing.T) {
 		{[]string{"hub", "serve"}, []string{"dir"}},
 		{[]string{"hub", "upload", "ckpt.safetensors"}, []string{"repo"}},
 		{[]string{"hub", "fetch"}, []string{"repo", "revision", "dir"}},
+		{[]string{"program", "upgrade"}, []string{"program-id", "so"}},
+		{[]string{"program", "set-authority"}, []string{"program-id"}},
+		{[]string{"program", "show"}, []string{"program-id"}},
+		{[]string{"program", "close"}, []string{"program-id"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, errOut, code := runCLI(t, nil, tc.args...)
