@@ -328,15 +328,7 @@ func jsonDumpRun(c *cli.Context) error {
 	if err := requireFlags(c, runIDFlag.Name); err != nil {
 		return err
 	}
-	a, err := newReadCtx(c)
-	if err != nil {
-		return err
-	}
-	run, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
-	if err != nil {
-		return err
-	}
-	s, err := run.FetchState(c.Context, a.client)
+	run, inst, s, err := readRun(c)
 	if err != nil {
 		return err
 	}
@@ -362,15 +354,7 @@ func jsonDumpUser(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err := newReadCtx(c)
-	if err != nil {
-		return err
-	}
-	run, err := a.open(c)
-	if err != nil {
-		return err
-	}
-	s, err := run.FetchState(c.Context, a.client)
+	_, _, s, err := readRun(c)
 	if err != nil {
 		return err
 	}
@@ -500,6 +484,23 @@ func newReadCtx(c *cli.Context) (*coordinatorCtx, error) {
 		d.AddErrors(tables, program.ID)
 	}
 	return &coordinatorCtx{program: program, client: client}, nil
+}
+
+// readRun opens the run of --run-id and reads its state, without a wallet.
+func readRun(c *cli.Context) (coordinator.Run, *coordinator.Instance, *coordinator.State, error) {
+	a, err := newReadCtx(c)
+	if err != nil {
+		return coordinator.Run{}, nil, nil, err
+	}
+	run, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
+	if err != nil {
+		return coordinator.Run{}, nil, nil, err
+	}
+	s, err := run.FetchState(c.Context, a.client)
+	if err != nil {
+		return coordinator.Run{}, nil, nil, err
+	}
+	return run, inst, s, nil
 }
 
 func newCoordinatorCtx(c *cli.Context) (*coordinatorCtx, error) {

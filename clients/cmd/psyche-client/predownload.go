@@ -28,15 +28,7 @@ func predownloadCommand() *cli.Command {
 			if c.String(dataCacheDirFlag.Name) == "" && c.Bool("data") {
 				return badInputf("--%s is required to keep the data", dataCacheDirFlag.Name)
 			}
-			a, err := newReadCtx(c)
-			if err != nil {
-				return err
-			}
-			run, err := a.open(c)
-			if err != nil {
-				return err
-			}
-			s, err := run.FetchState(c.Context, a.client)
+			_, _, s, err := readRun(c)
 			if err != nil {
 				return err
 			}

@@ -128,11 +128,7 @@ func programUpgrade(c *cli.Context) error {
 	if err := requireFlags(c, programIDFlag.Name, "so"); err != nil {
 		return err
 	}
-	d, err := newDeployer(c)
-	if err != nil {
-		return err
-	}
-	id, err := parsePubkey("--program-id", c.String(programIDFlag.Name))
+	d, id, err := programDeployer(c)
 	if err != nil {
 		return err
 	}
@@ -163,11 +159,7 @@ func programSetAuthority(c *cli.Context) error {
 	if err := requireFlags(c, programIDFlag.Name); err != nil {
 		return err
 	}
-	d, err := newDeployer(c)
-	if err != nil {
-		return err
-	}
-	id, err := parsePubkey("--program-id", c.String(programIDFlag.Name))
+	d, id, err := programDeployer(c)
 	if err != nil {
 		return err
 	}
@@ -238,11 +230,7 @@ func programClose(c *cli.Context) error {
 	if err := requireFlags(c, programIDFlag.Name); err != nil {
 		return err
 	}
-	d, err := newDeployer(c)
-	if err != nil {
-		return err
-	}
-	id, err := parsePubkey("--program-id", c.String(programIDFlag.Name))
+	d, id, err := programDeployer(c)
 	if err != nil {
 		return err
 	}
@@ -276,6 +264,16 @@ func newDeployer(c *cli.Context) (*deploy.Client, error) {
 		return nil, err
 	}
 	return deploy.New(client.RPCURL(), key), nil
+}
+
+// programDeployer is newDeployer and the program of --program-id.
+func programDeployer(c *cli.Context) (*deploy.Client, solana.PublicKey, error) {
+	d, err := newDeployer(c)
+	if err != nil {
+		return nil, solana.PublicKey{}, err
+	}
+	id, err := parsePubkey("--program-id", c.String(programIDFlag.Name))
+	return d, id, err
 }
 
 func readELF(path string) ([]byte, error) {
