@@ -261,19 +261,19 @@ func (c *Client) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return c.stopped(ctx, nil)
 		case o := <-states:
-			heard = time.Now()
+			heard = c.now()
 			if !c.fresh(o.state) {
 				continue
 			}
 			cur = &o
 		case <-t.C:
-			if cur == nil || time.Since(heard) > resyncAfter {
+			if cur == nil || c.now().Sub(heard) > resyncAfter {
 				o, err := c.chain.Read(ctx)
 				if err != nil {
 					return c.stopped(ctx, err)
 				}
 				if o != nil && c.fresh(o.state) {
-					heard, cur = time.Now(), o
+					heard, cur = c.now(), o
 				}
 			}
 		}
@@ -281,7 +281,7 @@ func (c *Client) Run(ctx context.Context) error {
 			continue
 		}
 		// A state acted on again: the chain's clock moved on since it was read.
-		done, err := c.handle(ctx, cur.state, cur.chain.Add(time.Since(heard)))
+		done, err := c.handle(ctx, cur.state, cur.chain.Add(c.now().Sub(heard)))
 		if err != nil || done {
 			return c.stopped(ctx, err)
 		}
