@@ -48,6 +48,28 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in declaration (and numeric) order.
+    pub const ALL: [ErrorCode; 35] = {
+        use ErrorCode::*;
+        [
+            InstructionMissing, InstructionFallbackNotFound, InstructionDidNotDeserialize, InstructionDidNotSerialize,
+            ConstraintMut, ConstraintHasOne, ConstraintSigner, ConstraintRaw, ConstraintOwner, ConstraintRentExempt,
+            ConstraintSeeds, ConstraintExecutable, ConstraintAddress, ConstraintZero, ConstraintSpace,
+            AccountDiscriminatorAlreadySet, AccountDiscriminatorNotFound, AccountDiscriminatorMismatch,
+            AccountDidNotDeserialize, AccountDidNotSerialize, AccountNotEnoughKeys, AccountNotMutable,
+            AccountOwnedByWrongProgram, InvalidProgramId, InvalidProgramExecutable, AccountNotSigner,
+            AccountNotSystemOwned, AccountNotInitialized, AccountNotProgramData, AccountSysvarMismatch,
+            AccountReallocExceedsLimit, AccountDuplicateReallocs, DeclaredProgramIdMismatch, InvalidNumericConversion,
+            OnChainOnly,
+        ]
+    };
+
+    /// The code numbered `code`, if it is one of these (host tools name the
+    /// error of a `ProgramError::Custom` with it).
+    pub fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.iter().copied().find(|e| *e as u32 == code)
+    }
+
     /// The variant name, as Anchor's IDL and clients spell it.
     pub const fn name(self) -> &'static str {
         use ErrorCode::*;
@@ -243,6 +265,18 @@ mod tests {
         assert_eq!(ErrorCode::InstructionFallbackNotFound as u32, 101);
         assert_eq!(ProgramError::from(ErrorCode::ConstraintMut), ProgramError::Custom(2000));
         assert_eq!(ErrorCode::AccountNotSigner.name(), "AccountNotSigner");
+    }
+
+    #[test]
+    fn every_code_is_listed_once_in_order() {
+        for w in ErrorCode::ALL.windows(2) {
+            assert!((w[0] as u32) < (w[1] as u32), "{:?} before {:?}", w[0], w[1]);
+        }
+        for e in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_code(e as u32), Some(e));
+        }
+        assert_eq!(ErrorCode::from_code(102), Some(ErrorCode::InstructionDidNotDeserialize));
+        assert_eq!(ErrorCode::from_code(6000), None);
     }
 
     #[test]

@@ -229,6 +229,42 @@ fn event_payloads_match_their_idl_types() {
     }
 }
 
+/// The argument decoders (crate::args) read exactly the IDL's fixed-size
+/// params: that many bytes decode, one fewer or one more do not.
+#[test]
+fn decoders_read_the_idl_params() {
+    fn size(types: &Types, t: &Value) -> usize {
+        match t["defined"]["name"].as_str() {
+            // A Borsh struct (WitnessMetadata): the sum of its fields.
+            Some(name) if types.get(name).is_some_and(|d| d.get("serialization").is_none()) => {
+                types.get(name).unwrap()["type"]["fields"].as_array().unwrap().iter().map(|f| size(types, &f["type"])).sum()
+            }
+            _ => types.size(t),
+        }
+    }
+    let fixed = [
+        "SetPausedParams", "JoinRunParams", "LeaveRunParams", "TickParams", "WitnessParams", "WarmupWitnessParams",
+        "HealthCheckParams", "FreeCoordinatorParams", "SettlePointsParams",
+    ];
+    let types = types();
+    let mut checked = 0;
+    for ((name, disc), shape) in INSTRUCTIONS.iter().zip(instruction_shapes()) {
+        if !fixed.contains(&shape.params) {
+            continue;
+        }
+        let fields = types.get(shape.params).unwrap()["type"]["fields"].as_array().unwrap().clone();
+        let n: usize = fields.iter().map(|f| size(&types, &f["type"])).sum();
+        let data = |len: usize| [&disc[..], &vec![0u8; len]].concat();
+        assert!(crate::instruction::Instruction::decode(&data(n)).is_ok(), "{name}: {n} bytes");
+        assert!(crate::instruction::Instruction::decode(&data(n + 1)).is_err(), "{name}: {} bytes", n + 1);
+        if n > 0 {
+            assert!(crate::instruction::Instruction::decode(&data(n - 1)).is_err(), "{name}: {} bytes", n - 1);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, fixed.len());
+}
+
 #[test]
 fn program_id_renders_as_declared() {
     assert_eq!(address(&ID.to_bytes()), "35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz");

@@ -17,10 +17,11 @@
 // Tests may overflow freely: a debug-build overflow panics the test.
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
 
-/// Instruction-argument decoding; public so the host simulator
-/// (programs/coordinator/sim) decodes arguments exactly as the program does.
+/// Instruction decoding, one decoder per instruction; public so the host
+/// simulator (programs/coordinator/sim) decodes exactly as the program does.
 pub mod args;
 mod events;
+pub mod instruction;
 mod processor;
 mod run;
 mod sysvars;
@@ -28,8 +29,10 @@ mod sysvars;
 #[cfg(test)]
 mod idl;
 
-use psyche_sdk::anchor::{self, split_instruction};
+use psyche_sdk::anchor;
 use psyche_sdk::{base58, AccountView, Address, ErrorCode, ProgramResult};
+
+use instruction::Kind;
 
 pub use psyche_coordinator_logic as logic;
 /// Event names in IDL order, with their discriminators.
@@ -89,24 +92,21 @@ pub fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> P
     if program_id != &ID {
         return Err(ErrorCode::DeclaredProgramIdMismatch.fail());
     }
-    let (disc, args) = split_instruction(data)?;
-    // Guards compare the 8 bytes as one word; constant patterns would compile
-    // to a byte-by-byte decision tree (about 2 KB more code here).
-    match disc {
-        d if d == INIT_COORDINATOR => processor::init_coordinator(accounts, args),
-        d if d == UPDATE => processor::update(accounts, args),
-        d if d == UPDATE_CLIENT_VERSION => processor::update_client_version(accounts, args),
-        d if d == SET_FUTURE_EPOCH_RATES => processor::set_future_epoch_rates(accounts, args),
-        d if d == SET_PAUSED => processor::set_paused(accounts, args),
-        d if d == JOIN_RUN => processor::join_run(accounts, args),
-        d if d == LEAVE_RUN => processor::leave_run(accounts, args),
-        d if d == TICK => processor::tick(accounts, args),
-        d if d == WITNESS => processor::witness(accounts, args),
-        d if d == WARMUP_WITNESS => processor::warmup_witness(accounts, args),
-        d if d == HEALTH_CHECK => processor::health_check(accounts, args),
-        d if d == CHECKPOINT => processor::checkpoint(accounts, args),
-        d if d == FREE_COORDINATOR => processor::free_coordinator(accounts, args),
-        d if d == SETTLE_POINTS => processor::settle_points(accounts, args),
-        _ => Err(ErrorCode::InstructionFallbackNotFound.fail()),
+    let (kind, args) = Kind::split(data)?;
+    match kind {
+        Kind::InitCoordinator => processor::init_coordinator(accounts, args),
+        Kind::Update => processor::update(accounts, args),
+        Kind::UpdateClientVersion => processor::update_client_version(accounts, args),
+        Kind::SetFutureEpochRates => processor::set_future_epoch_rates(accounts, args),
+        Kind::SetPaused => processor::set_paused(accounts, args),
+        Kind::JoinRun => processor::join_run(accounts, args),
+        Kind::LeaveRun => processor::leave_run(accounts, args),
+        Kind::Tick => processor::tick(accounts, args),
+        Kind::Witness => processor::witness(accounts, args),
+        Kind::WarmupWitness => processor::warmup_witness(accounts, args),
+        Kind::HealthCheck => processor::health_check(accounts, args),
+        Kind::Checkpoint => processor::checkpoint(accounts, args),
+        Kind::FreeCoordinator => processor::free_coordinator(accounts, args),
+        Kind::SettlePoints => processor::settle_points(accounts, args),
     }
 }

@@ -15,7 +15,7 @@
 //!
 //! The instruction data is what the program receives (the 8-byte Anchor
 //! discriminator and the Borsh arguments, as the IDL bindings encode them),
-//! decoded with the program's own `args` helpers in the program's order. The
+//! decoded by the program's own decoder (`psyche_coordinator::instruction`). The
 //! signer is the transaction's signing user (authority, payer); `unix_timestamp`
 //! and (`slot`, `slot_hash`) are what the program reads from the Clock and
 //! SlotHashes sysvars. The account data is the on-chain CoordinatorAccount:
@@ -34,24 +34,22 @@
 
 use std::io::{self, Read, Write};
 
-use psyche_coordinator::args::{fixed, option_pod, option_u64, pod};
-use psyche_coordinator::{
-    CHECKPOINT, COORDINATOR_ACCOUNT, FREE_COORDINATOR, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN,
-    SETTLE_POINTS, SET_FUTURE_EPOCH_RATES, SET_PAUSED, TICK, UPDATE, UPDATE_CLIENT_VERSION, WARMUP_WITNESS, WITNESS,
+use psyche_coordinator::args::{
+    InitCoordinatorParams, JoinRunParams, SetFutureEpochRatesParams, SetPausedParams, SettlePointsParams,
+    UpdateClientVersionParams,
 };
+use psyche_coordinator::instruction::Instruction;
+use psyche_coordinator::COORDINATOR_ACCOUNT;
 use psyche_coordinator_logic::error::CoordinatorError;
-use psyche_coordinator_logic::machine::{CheckpointRepo, Clock, HealthCheck, Update, WitnessReport};
+use psyche_coordinator_logic::machine::Clock;
 use psyche_coordinator_logic::selection::Entropy;
 use psyche_coordinator_logic::state::{CoordinatorState, ACCOUNT_SIZE, RUN_ID_LEN};
-use psyche_sdk::borsh::{BorshError, Reader};
-use psyche_sdk::ErrorCode;
+use psyche_sdk::{ErrorCode, ProgramError};
 
 /// signer, unix_timestamp, slot, slot_hash.
 const HEADER_LEN: usize = 32 + 8 + 8 + 32;
 /// Far above any instruction (a transaction is at most 1232 bytes).
 const MAX_REQUEST: usize = 64 * 1024;
-/// The witness metadata the program skips: loss f32, tokens/s u64, bandwidth u64, efficiency f32.
-const WITNESS_METADATA_LEN: usize = 4 + 8 + 8 + 4;
 
 const OK: u8 = 0;
 const PROGRAM_ERROR: u8 = 1;
@@ -78,10 +76,20 @@ impl From<ErrorCode> for Failure {
     }
 }
 
-/// Arguments that fail to decode: the program's `?` on a BorshError.
-impl From<BorshError> for Failure {
-    fn from(_: BorshError) -> Self {
-        ErrorCode::InstructionDidNotDeserialize.into()
+/// What the program's decoder returns (Anchor's codes and the logic's).
+impl From<ProgramError> for Failure {
+    fn from(e: ProgramError) -> Self {
+        // The decoder fails with custom codes only.
+        let ProgramError::Custom(code) = e else {
+            return Failure { code: u32::MAX, name: "UnknownError" };
+        };
+        let name = CoordinatorError::ALL
+            .iter()
+            .find(|e| e.code() == code)
+            .map(|e| e.name())
+            .or_else(|| ErrorCode::from_code(code).map(ErrorCode::name))
+            .unwrap_or("UnknownError");
+        Failure { code, name }
     }
 }
 
@@ -128,21 +136,12 @@ impl Sim {
         }
     }
 
-    /// One instruction, decoded and checked in the order of the program's
+    /// One decoded instruction, checked in the order of the program's
     /// processor (programs/coordinator/program/src/processor). A failure leaves
     /// the account as it was (the logic validates before it changes anything).
-    fn execute(&mut self, signer: &Key, clock: &Clock, data: &[u8]) -> Result<(), Failure> {
-        let Some((disc, args)) = data.split_first_chunk::<8>() else {
-            return Err(ErrorCode::InstructionMissing.into());
-        };
-        let mut r = Reader::new(args);
-        match *disc {
-            d if d == INIT_COORDINATOR => {
-                let main_authority = r.address()?.to_bytes();
-                let _join_authority = r.address()?;
-                let run_id = r.string()?.as_bytes();
-                let client_version = r.string()?.as_bytes();
-                r.finish()?;
+    fn execute(&mut self, signer: &Key, clock: &Clock, ix: &Instruction<'_>) -> Result<(), Failure> {
+        match ix {
+            Instruction::InitCoordinator(InitCoordinatorParams { main_authority, run_id, client_version, .. }) => {
                 if run_id.is_empty() || run_id.len() > RUN_ID_LEN {
                     return Err(CoordinatorError::InvalidRunId.into());
                 }
@@ -152,92 +151,47 @@ impl Sim {
                 self.state().init(run_id, client_version)?;
                 let off = self.off;
                 self.buf[off..off + 8].copy_from_slice(&COORDINATOR_ACCOUNT);
-                self.main_authority = Some(main_authority);
+                self.main_authority = Some(main_authority.to_bytes());
             }
-            d if d == UPDATE => {
-                let metadata = option_pod(&mut r)?;
-                let config = option_pod(&mut r)?;
-                let model = option_pod(&mut r)?;
-                let progress = option_pod(&mut r)?;
-                r.finish()?;
-                let u = Update {
-                    metadata: metadata.as_ref(),
-                    config: config.as_ref(),
-                    model: model.as_ref(),
-                    progress: progress.as_ref(),
-                };
-                self.as_authority(signer)?.update(&u)?;
+            Instruction::Update(params) => self.as_authority(signer)?.update(&params.update())?,
+            Instruction::UpdateClientVersion(UpdateClientVersionParams { client_version }) => {
+                self.as_authority(signer)?.update_client_version(client_version)?
             }
-            d if d == UPDATE_CLIENT_VERSION => {
-                let version = r.string()?;
-                r.finish()?;
-                self.as_authority(signer)?.update_client_version(version.as_bytes())?;
+            Instruction::SetFutureEpochRates(SetFutureEpochRatesParams {
+                earning_rate_total_shared,
+                slashing_rate_per_client,
+            }) => self.as_authority(signer)?.set_future_epoch_rates(*earning_rate_total_shared, *slashing_rate_per_client)?,
+            Instruction::SetPaused(SetPausedParams { paused }) => {
+                self.as_authority(signer)?.set_paused(*paused, clock)?;
             }
-            d if d == SET_FUTURE_EPOCH_RATES => {
-                let earning = option_u64(&mut r)?;
-                let slashing = option_u64(&mut r)?;
-                r.finish()?;
-                self.as_authority(signer)?.set_future_epoch_rates(earning, slashing)?;
+            Instruction::SettlePoints(SettlePointsParams { user }) => {
+                self.as_authority(signer)?.settle_points(user)?;
             }
-            d if d == SET_PAUSED => {
-                let paused = r.bool()?;
-                r.finish()?;
-                self.as_authority(signer)?.set_paused(paused, clock)?;
-            }
-            d if d == SETTLE_POINTS => {
-                let user = r.array::<32>()?;
-                r.finish()?;
-                self.as_authority(signer)?.settle_points(&user)?;
-            }
-            d if d == JOIN_RUN => {
-                let who = r.address()?.to_bytes();
-                let p2p_identity = r.array::<32>()?;
-                r.finish()?;
-                if who != *signer {
+            Instruction::JoinRun(JoinRunParams { signer: who, p2p_identity }) => {
+                if who.to_bytes() != *signer {
                     return Err(CoordinatorError::SignerMismatch.into());
                 }
-                self.as_client()?.join(signer, &p2p_identity, clock)?;
+                self.as_client()?.join(signer, p2p_identity, clock)?;
             }
-            d if d == LEAVE_RUN => {
-                r.finish()?;
+            Instruction::LeaveRun => {
                 self.as_client()?.leave(signer, clock)?;
             }
-            d if d == TICK => {
-                r.finish()?;
+            Instruction::Tick => {
                 self.as_client()?.tick(clock)?;
             }
-            d if d == WARMUP_WITNESS => {
-                r.finish()?;
+            Instruction::WarmupWitness => {
                 self.as_client()?.warmup_witness(signer, clock)?;
             }
-            d if d == WITNESS => {
-                let step = r.u32()?;
-                let index = r.u16()?;
-                let participant_bloom = pod(&mut r)?;
-                let broadcast_bloom = pod(&mut r)?;
-                let broadcast_merkle = r.array::<32>()?;
-                r.bytes(WITNESS_METADATA_LEN)?;
-                r.finish()?;
-                let report = WitnessReport { step, index, participant_bloom, broadcast_bloom, broadcast_merkle };
-                self.as_client()?.witness(signer, &report, clock)?;
+            Instruction::Witness(report) => {
+                self.as_client()?.witness(signer, report, clock)?;
             }
-            d if d == HEALTH_CHECK => {
-                let step = r.u32()?;
-                let index = r.u16()?;
-                let accused = r.array::<32>()?;
-                r.finish()?;
-                self.as_client()?.health_check(signer, &HealthCheck { step, index, accused }, clock)?;
+            Instruction::HealthCheck(check) => {
+                self.as_client()?.health_check(signer, check, clock)?;
             }
-            d if d == CHECKPOINT => {
-                let repo = r.string()?;
-                let revision = r.string()?;
-                r.finish()?;
-                let (Some(repo), Some(revision)) = (fixed(repo.as_bytes()), fixed(revision.as_bytes())) else {
-                    return Err(CoordinatorError::InvalidCheckpoint.into());
-                };
-                self.as_client()?.checkpoint(signer, &CheckpointRepo { repo, revision }, clock)?;
+            Instruction::Checkpoint(repo) => {
+                self.as_client()?.checkpoint(signer, repo, clock)?;
             }
-            _ => return Err(ErrorCode::InstructionFallbackNotFound.into()),
+            Instruction::FreeCoordinator => unreachable!("handle answers free_coordinator"),
         }
         Ok(())
     }
@@ -247,15 +201,17 @@ impl Sim {
         let Some((head, data)) = req.split_first_chunk::<HEADER_LEN>() else {
             return bad_request("request shorter than its 80-byte header");
         };
-        if data.get(..8) == Some(&FREE_COORDINATOR[..]) {
-            return bad_request("free_coordinator is not simulated");
-        }
         let signer = word::<32>(head, 0);
         let clock = Clock {
             unix_timestamp: i64::from_le_bytes(word(head, 32)),
             entropy: Entropy { slot: u64::from_le_bytes(word(head, 40)), slot_hash: word(head, 48) },
         };
-        match self.execute(&signer, &clock, data) {
+        let result = match Instruction::decode(data) {
+            Ok(Instruction::FreeCoordinator) => return bad_request("free_coordinator is not simulated"),
+            Ok(ix) => self.execute(&signer, &clock, &ix),
+            Err(e) => Err(e.into()),
+        };
+        match result {
             Ok(()) => {
                 let mut out = Vec::with_capacity(1 + ACCOUNT_SIZE);
                 out.push(OK);
@@ -319,8 +275,9 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use psyche_coordinator::{CHECKPOINT, FREE_COORDINATOR, INIT_COORDINATOR, JOIN_RUN, SET_PAUSED, TICK};
     use psyche_coordinator_logic::state::RunState;
-    use psyche_sdk::borsh::Writer;
+    use psyche_sdk::borsh::{BorshError, Writer};
 
     const AUTHORITY: Key = [1; 32];
     const ALICE: Key = [2; 32];
@@ -435,6 +392,8 @@ mod tests {
         fails(&mut sim, &ALICE, &ix(SET_PAUSED, |w| w.u8(2).map(|_| ())), "InstructionDidNotDeserialize");
         let resp = sim.handle(&request(&ALICE, 0, &FREE_COORDINATOR));
         assert_eq!(resp[0], BAD_REQUEST);
+        // Arguments are decoded first, as the program does (after its account count).
+        fails(&mut sim, &ALICE, &ix(FREE_COORDINATOR, |w| w.u8(0).map(|_| ())), "InstructionDidNotDeserialize");
         assert_eq!(sim.handle(&[0; 10])[0], BAD_REQUEST);
     }
 

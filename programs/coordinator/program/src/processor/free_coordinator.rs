@@ -1,6 +1,6 @@
-use psyche_sdk::borsh::Reader;
 use psyche_sdk::{validate, AccountView, ProgramResult};
 
+use crate::args::{Decode, NoParams};
 use crate::run::{load_instance, require_main_authority, with_state};
 
 /// free_coordinator {}: the main authority closes the run while it is halted
@@ -10,7 +10,7 @@ use crate::run::{load_instance, require_main_authority, with_state};
 /// 3. [WRITE] coordinator_account.
 pub fn free_coordinator(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let [authority, spill, instance, account] = validate::accounts::<4>(accounts)?;
-    Reader::new(args).finish()?;
+    NoParams::decode(args)?;
     let inst = load_instance(instance)?;
     require_main_authority(&inst, authority)?;
     with_state(&inst, account, |s| s.check_closable())?;

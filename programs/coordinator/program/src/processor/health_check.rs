@@ -1,8 +1,8 @@
 use psyche_coordinator_logic::machine::HealthCheck;
-use psyche_sdk::borsh::Reader;
 use psyche_sdk::{AccountView, ProgramResult};
 
 use super::as_client;
+use crate::args::Decode;
 
 /// health_check { step, index, accused }: a healthy member accuses the client
 /// at `index` of not delivering in the previous round; it is dropped (and
@@ -10,11 +10,6 @@ use super::as_client;
 ///
 /// Accounts: 0. [SIGNER] user, 1. [] coordinator_instance, 2. [WRITE] coordinator_account.
 pub fn health_check(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
-    let mut r = Reader::new(args);
-    let step = r.u32()?;
-    let index = r.u16()?;
-    let accused = r.array::<32>()?;
-    r.finish()?;
-    let check = HealthCheck { step, index, accused };
+    let check = HealthCheck::decode(args)?;
     as_client(accounts, |s, signer, clock| s.health_check(signer, &check, clock))
 }

@@ -1,11 +1,11 @@
 use psyche_coordinator_logic::error::CoordinatorError;
 use psyche_coordinator_logic::state::ACCOUNT_SIZE;
-use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::system::{Allocate, Assign, CreateAccount, Transfer, SYSTEM_PROGRAM_ID};
 use psyche_sdk::cpi::{Seed, Signer};
 use psyche_sdk::sysvar::Rent;
 use psyche_sdk::{validate, AccountView, ErrorCode, ProgramResult};
 
+use crate::args::{Decode, InitCoordinatorParams};
 use crate::run::{fail, instance_space, state_mut, Instance, InstanceKeys};
 use crate::{COORDINATOR_ACCOUNT, ID, INSTANCE_SEED};
 
@@ -19,12 +19,7 @@ use crate::{COORDINATOR_ACCOUNT, ID, INSTANCE_SEED};
 /// ["coordinator", run_id]), 2. [WRITE] coordinator_account, 3. [] system program.
 pub fn init_coordinator(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let [payer, instance, account, system_program] = validate::accounts::<4>(accounts)?;
-    let mut r = Reader::new(args);
-    let main_authority = r.address()?;
-    let join_authority = r.address()?;
-    let run_id = r.string()?.as_bytes();
-    let client_version = r.string()?.as_bytes();
-    r.finish()?;
+    let InitCoordinatorParams { main_authority, join_authority, run_id, client_version } = InitCoordinatorParams::decode(args)?;
     validate::signer(payer)?;
     validate::writable(payer)?;
     validate::writable(instance)?;

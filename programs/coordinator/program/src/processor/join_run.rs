@@ -1,8 +1,8 @@
 use psyche_authorizer_interface::{check_authorized, ID as AUTHORIZER_ID};
 use psyche_coordinator_logic::error::CoordinatorError;
-use psyche_sdk::borsh::Reader;
 use psyche_sdk::{validate, AccountView, ProgramResult};
 
+use crate::args::{Decode, JoinRunParams};
 use crate::events::emit_all;
 use crate::run::{fail, load_instance, with_state};
 use crate::sysvars::run_clock;
@@ -17,10 +17,7 @@ use crate::JOIN_RUN_SCOPE;
 /// 3. [WRITE] coordinator_account.
 pub fn join_run(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let [user, authorization, instance, account] = validate::accounts::<4>(accounts)?;
-    let mut r = Reader::new(args);
-    let signer = r.address()?;
-    let p2p_identity = r.array::<32>()?;
-    r.finish()?;
+    let JoinRunParams { signer, p2p_identity } = JoinRunParams::decode(args)?;
     validate::signer(user)?;
     if user.address() != &signer {
         return Err(fail(CoordinatorError::SignerMismatch));

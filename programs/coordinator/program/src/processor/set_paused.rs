@@ -1,7 +1,7 @@
-use psyche_sdk::borsh::Reader;
 use psyche_sdk::{AccountView, ProgramResult};
 
 use super::as_authority;
+use crate::args::{Decode, SetPausedParams};
 use crate::sysvars::run_clock;
 
 /// set_paused { paused }: the main authority pauses (immediately while
@@ -10,9 +10,7 @@ use crate::sysvars::run_clock;
 ///
 /// Accounts: 0. [SIGNER] authority, 1. [] coordinator_instance, 2. [WRITE] coordinator_account.
 pub fn set_paused(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
-    let mut r = Reader::new(args);
-    let paused = r.bool()?;
-    r.finish()?;
+    let SetPausedParams { paused } = SetPausedParams::decode(args)?;
     let clock = run_clock()?;
     as_authority(accounts, |s| s.set_paused(paused, &clock))
 }

@@ -1,8 +1,8 @@
 use psyche_coordinator_logic::event::Events;
-use psyche_sdk::borsh::Reader;
 use psyche_sdk::{AccountView, ProgramResult};
 
 use super::as_authority;
+use crate::args::{Decode, SettlePointsParams};
 
 /// settle_points { user }: the main authority takes a client's earned and
 /// slashed points (zeroing them here) so that the slot of a client that left
@@ -12,8 +12,6 @@ use super::as_authority;
 ///
 /// Accounts: 0. [SIGNER] authority, 1. [] coordinator_instance, 2. [WRITE] coordinator_account.
 pub fn settle_points(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
-    let mut r = Reader::new(args);
-    let user = r.array::<32>()?;
-    r.finish()?;
+    let SettlePointsParams { user } = SettlePointsParams::decode(args)?;
     as_authority(accounts, |s| s.settle_points(&user).map(|_| Events::default()))
 }

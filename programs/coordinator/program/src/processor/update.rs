@@ -1,10 +1,8 @@
 use psyche_coordinator_logic::event::Events;
-use psyche_coordinator_logic::machine::Update;
-use psyche_sdk::borsh::Reader;
 use psyche_sdk::{AccountView, ProgramResult};
 
 use super::as_authority;
-use crate::args::option_pod;
+use crate::args::{Decode, UpdateParams};
 
 /// update { metadata?, config?, model?, progress? }: the main authority
 /// replaces what it passes. Metadata changes at any time; config, model and
@@ -12,12 +10,10 @@ use crate::args::option_pod;
 ///
 /// Accounts: 0. [SIGNER] authority, 1. [] coordinator_instance, 2. [WRITE] coordinator_account.
 pub fn update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
-    let mut r = Reader::new(args);
-    let metadata = option_pod(&mut r)?;
-    let config = option_pod(&mut r)?;
-    let model = option_pod(&mut r)?;
-    let progress = option_pod(&mut r)?;
-    r.finish()?;
-    let u = Update { metadata: metadata.as_ref(), config: config.as_ref(), model: model.as_ref(), progress: progress.as_ref() };
+    let params = UpdateParams::decode(args);
+    // Borrowed from the Result: moving a value this large out of it would
+    // cost one more sol_memcpy_.
+    let params = params.as_ref().map_err(Clone::clone)?;
+    let u = params.update();
     as_authority(accounts, |s| s.update(&u).map(|()| Events::default()))
 }
