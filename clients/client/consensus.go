@@ -82,7 +82,7 @@ const maxBufferedSteps = 64
 func (e *engine) captureRounds(v *coordinator.View) {
 	cur := v.Round
 	if v.Running() && cur.ClientsLen > 0 && e.rounds[cur.Step] == nil && cur.Step > e.lastStep {
-		members := v.Members[:min(int(cur.ClientsLen), int(v.State.Epoch.ClientsLen), len(v.Members))]
+		members := v.RoundMembers()
 		rec := &roundRecord{step: cur.Step, height: cur.Height, members: members,
 			lr: LearningRate(&v.State.Model, cur.Step, v.State.Epoch.StartStep, v.State.Epoch.ColdStart != 0)}
 		for _, m := range members {
