@@ -376,9 +376,12 @@ func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 		}
 	}
 	if c.cfg.Device != DeviceCPU {
-		if err := tr.SetGPU(true); err != nil && c.cfg.Device == DeviceCUDA {
-			tr.Close()
-			return err
+		if err := tr.SetGPU(true); err != nil {
+			if c.cfg.Device == DeviceCUDA {
+				tr.Close()
+				return err
+			}
+			c.log.Info("no GPU to train on: training on the CPU", "why", err)
 		}
 	}
 	c.tr, c.model = tr, model

@@ -15,6 +15,12 @@ type backend struct{}
 // Backend names the compute path in use: "cpu" in this build.
 func (t *Trainer) Backend() string { return "cpu" }
 
+// GPUAvailable says why this process cannot train on a GPU: this build has
+// no CUDA path.
+func GPUAvailable() error {
+	return fmt.Errorf("%w: this psyche-client was built without the cuda tag (scripts/build-cuda.sh, then go build -tags cuda)", ErrNoGPU)
+}
+
 // SetGPU selects the GPU for forward/backward. This build has no CUDA path
 // (build with -tags cuda after scripts/build-cuda.sh), so only false is valid.
 func (t *Trainer) SetGPU(on bool) error {

@@ -34,6 +34,14 @@ func (t *Trainer) Backend() string {
 	return "cpu"
 }
 
+// GPUAvailable says why this process cannot train on a GPU (nil: it can).
+func GPUAvailable() error {
+	if C.trg_device_count() < 1 {
+		return fmt.Errorf("%w: no CUDA device or driver found", ErrNoGPU)
+	}
+	return nil
+}
+
 // SetGPU switches forward/backward between the GPU (the default when one was
 // found) and the CPU.
 func (t *Trainer) SetGPU(on bool) error {

@@ -31,7 +31,9 @@ var (
 	ErrState    = errors.New("state does not match this model")
 	ErrNoGrad   = errors.New("no gradients: run Step first")
 	ErrDevice   = errors.New("GPU runtime failure")
-	ErrClosed   = errors.New("trainer is closed")
+	// ErrNoGPU means this process has no GPU to train on (GPUAvailable).
+	ErrNoGPU  = errors.New("no GPU")
+	ErrClosed = errors.New("trainer is closed")
 )
 
 func codeErr(rc C.int, what string) error {

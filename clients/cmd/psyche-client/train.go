@@ -25,6 +25,7 @@ import (
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/p2p"
 	"github.com/psyche-go/psyche/clients/status"
+	"github.com/psyche-go/psyche/clients/trainer"
 	"github.com/psyche-go/psyche/idl"
 )
 
@@ -107,6 +108,9 @@ func train(c *cli.Context) error {
 	device, err := parseDevice(c.String("device"))
 	if err != nil {
 		return err
+	}
+	if err := trainer.GPUAvailable(); device == client.DeviceCUDA && err != nil {
+		return badInputf("--device %s: %v; use --device cpu or auto", c.String("device"), err)
 	}
 	for _, name := range []string{"micro-batch-size", "eval-every", "eval-sequences", "keep-steps"} {
 		if c.Int(name) < 1 {
