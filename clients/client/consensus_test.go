@@ -11,7 +11,6 @@ import (
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/schedule"
-	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 // testState is a run in RoundTrain with the given members (slots 0..n-1)
@@ -60,17 +59,6 @@ func witnessAll(t *testing.T, s *coordinator.State) {
 	r.Witnesses[0].ParticipantBloom = coordinator.BloomOf(b)
 	r.Witnesses[0].BroadcastBloom = coordinator.BloomOf(b)
 	r.WitnessesLen = 1
-}
-
-// testTrainer is a tiny model for the tests that need one.
-func testTrainer(t *testing.T) *trainer.Trainer {
-	t.Helper()
-	tr, err := trainer.New(trainer.Config{Name: "t", Vocab: 64, PaddedVocab: 64, Layers: 1, Channels: 32, Heads: 2, SeqLen: 16, MicroBatch: 1}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
 }
 
 func testEngine() *engine {

@@ -36,16 +36,6 @@ func kinds(acts []action) []string {
 	return out
 }
 
-func has[A action](acts []action) (A, bool) {
-	for _, a := range acts {
-		if a, ok := a.(A); ok {
-			return a, true
-		}
-	}
-	var zero A
-	return zero, false
-}
-
 // A tick is decided by the chain's clock: a client whose own clock runs
 // 3 s ahead does not tick early, and one 3 s behind does not stall.
 func TestTickByTheChainsClock(t *testing.T) {
