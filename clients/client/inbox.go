@@ -93,13 +93,23 @@ func (b *inbox) deliver(ctx context.Context, m p2p.Message) {
 	b.store(*a, nil)
 	ann := *a
 	b.spawn(func() {
-		data, err := b.node.FetchBlob(ctx, ann)
-		if err != nil {
+		if _, err := b.fetch(ctx, ann); err != nil {
 			b.log.Debug("payload fetch failed", "step", ann.Step, "from", ann.Signer, "err", err)
-			return
 		}
-		_ = b.keep(ann, data)
 	})
+}
+
+// fetch downloads a's payload (hash-checked by the p2p layer) and keeps it
+// if it is valid.
+func (b *inbox) fetch(ctx context.Context, a p2p.Announcement) ([]byte, error) {
+	data, err := b.node.FetchBlob(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.keep(a, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func (b *inbox) store(a p2p.Announcement, payload []byte) {
@@ -152,14 +162,7 @@ func (b *inbox) payload(ctx context.Context, step uint32, id peer.ID) ([]byte, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	data, err := b.node.FetchBlob(ctx, a)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.keep(a, data); err != nil {
-		return nil, err
-	}
-	return data, nil
+	return b.fetch(ctx, a)
 }
 
 // snapshot copies what decisions read: the payloads of the given steps,
