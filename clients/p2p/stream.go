@@ -129,17 +129,19 @@ func (n *Node) request(ctx context.Context, p peer.ID, proto protocol.ID, req []
 	}
 	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
 	defer stop()
-	if _, err := s.Write(req); err != nil {
-		n.countFailure(p)
-		return nil, fmt.Errorf("send request to %s: %w", p, connFailure(err))
-	}
-	if err := s.CloseWrite(); err != nil {
-		n.countFailure(p)
-		return nil, fmt.Errorf("send request to %s: %w", p, connFailure(err))
+	// A peer that answers before reading all of the request (a refusal) and
+	// closes its stream stops our sending side, so the write or CloseWrite
+	// fails although the answer is there to read: the answer decides.
+	_, sendErr := s.Write(req)
+	if sendErr == nil {
+		sendErr = s.CloseWrite()
 	}
 	var hdr [9]byte
 	if _, err := io.ReadFull(s, hdr[:1]); err != nil {
 		n.countFailure(p)
+		if sendErr != nil {
+			return nil, fmt.Errorf("send request to %s: %w", p, connFailure(sendErr))
+		}
 		return nil, fmt.Errorf("read response from %s: %w", p, connFailure(err))
 	}
 	if hdr[0] != statusOK {
