@@ -30,6 +30,57 @@ func (n *Node) Publish(ctx context.Context, step uint64, batch BatchID, payload 
 	return n.Announce(ctx, Announcement{Step: step, Batch: batch, Hash: hash, Size: uint64(len(payload))})
 }
 
+// Serve stores data and serves it to participants by its hash without
+// announcing it: for blobs a peer asks for by a hash it learnt elsewhere
+// (a trainer's replay state, committed on chain). It is pruned with the
+// payloads of step.
+func (n *Node) Serve(step uint64, data []byte) (Hash, error) {
+	if uint64(len(data)) > n.cfg.MaxBlobSize {
+		return Hash{}, fmt.Errorf("serve: blob of %d bytes exceeds the %d-byte blob limit", len(data), n.cfg.MaxBlobSize)
+	}
+	hash := HashOf(data)
+	n.mu.Lock()
+	n.blobs[hash] = storedBlob{data: data, step: step}
+	n.mu.Unlock()
+	return hash, nil
+}
+
+// FetchFrom downloads the blob hashing to hash, at most max bytes (at most
+// the node's blob limit), from p, trying FetchRounds times. A peer that
+// serves other bytes is banned. The returned slice may be shared with the
+// node's store and must not be modified.
+func (n *Node) FetchFrom(ctx context.Context, p peer.ID, hash Hash, max uint64) ([]byte, error) {
+	max = min(max, n.cfg.MaxBlobSize)
+	n.mu.RLock()
+	local, ok := n.blobs[hash]
+	n.mu.RUnlock()
+	if ok && p == n.host.ID() {
+		return local.data, nil
+	}
+	var lastErr error
+	for round := range n.cfg.FetchRounds {
+		if round > 0 {
+			if err := sleep(ctx, time.Duration(round)*250*time.Millisecond); err != nil {
+				return nil, fmt.Errorf("fetch blob %s from %s: %w", hash, p, err)
+			}
+		}
+		data, err := n.requestBlob(ctx, p, hash, 0, max)
+		if err == nil {
+			return data, nil
+		}
+		n.stats.fetchFailures.Add(1)
+		lastErr = err
+		if errors.Is(err, errBadData) {
+			n.Ban(p, err.Error())
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("fetch blob %s from %s: %w", hash, p, lastErr)
+}
+
 // PruneBefore forgets stored blobs and announcements of steps before step, so
 // memory stays bounded over a long run.
 func (n *Node) PruneBefore(step uint64) {
@@ -135,12 +186,18 @@ func (n *Node) FetchBlob(ctx context.Context, a Announcement) ([]byte, error) {
 }
 
 func (n *Node) fetchBlobFrom(ctx context.Context, p peer.ID, a *Announcement) ([]byte, error) {
-	data, err := n.request(ctx, p, n.blobProtocol(), a.Hash[:], a.Size, n.cfg.MaxBlobSize)
+	return n.requestBlob(ctx, p, a.Hash, a.Size, n.cfg.MaxBlobSize)
+}
+
+// requestBlob asks p for the blob hashing to hash: exactly want bytes, or
+// when want is 0 at most max.
+func (n *Node) requestBlob(ctx context.Context, p peer.ID, hash Hash, want, max uint64) ([]byte, error) {
+	data, err := n.request(ctx, p, n.blobProtocol(), hash[:], want, max)
 	if err != nil {
 		return nil, err
 	}
-	if got := HashOf(data); got != a.Hash {
-		return nil, fmt.Errorf("%w: %s sent a blob hashing to %s, announced %s", errBadData, p, got, a.Hash)
+	if got := HashOf(data); got != hash {
+		return nil, fmt.Errorf("%w: %s sent a blob hashing to %s, asked for %s", errBadData, p, got, hash)
 	}
 	n.stats.blobsFetched.Add(1)
 	n.stats.blobBytesFetched.Add(uint64(len(data)))

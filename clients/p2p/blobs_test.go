@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -175,5 +176,43 @@ func TestPeerServingCorruptedBytesIsBannedWhileOthersComplete(t *testing.T) {
 		if err := n.Host().Connect(ctx, evil.AddrInfo()); err == nil {
 			t.Errorf("node %s reconnected to a banned peer", n.ID())
 		}
+	}
+}
+
+// A blob served without an announcement is fetched by its hash from the one
+// peer that holds it; a hash it never stored is refused, and a peer that
+// serves other bytes for a hash, or more than the caller allows, is banned.
+func TestServedBlobIsFetchedByHash(t *testing.T) {
+	nodes := startRun(t, "served-run", 3)
+	ctx := context.Background()
+	data := randomBytes(3, 300<<10)
+	hash, err := nodes[0].Serve(4, data)
+	if err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	got, err := nodes[1].FetchFrom(ctx, nodes[0].ID(), hash, 1<<20)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("fetch: %v (equal: %v)", err, bytes.Equal(got, data))
+	}
+	if _, err := nodes[1].FetchFrom(ctx, nodes[0].ID(), HashOf([]byte("never served")), 1<<20); !errors.Is(err, errUnavailable) {
+		t.Errorf("a hash never served: %v, want errUnavailable", err)
+	}
+	if _, banned := nodes[1].Banned(nodes[0].ID()); banned {
+		t.Error("an honest peer was banned")
+	}
+	serveCorrupted(nodes[2], len(data))
+	if _, err := nodes[1].FetchFrom(ctx, nodes[2].ID(), hash, 1<<20); !errors.Is(err, errBadData) {
+		t.Errorf("corrupted bytes: %v, want errBadData", err)
+	}
+	if _, banned := nodes[1].Banned(nodes[2].ID()); !banned {
+		t.Error("the peer that served other bytes was not banned")
+	}
+	// More bytes than the caller allows is bad data too.
+	if _, err := nodes[2].FetchFrom(ctx, nodes[0].ID(), hash, 1000); !errors.Is(err, errBadData) {
+		t.Errorf("a blob over the caller's limit: %v, want errBadData", err)
+	}
+	nodes[0].PruneBefore(5)
+	if _, err := nodes[1].FetchFrom(ctx, nodes[0].ID(), hash, 1<<20); !errors.Is(err, errUnavailable) {
+		t.Errorf("after pruning: %v, want errUnavailable", err)
 	}
 }
