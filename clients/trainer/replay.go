@@ -1,0 +1,76 @@
+package trainer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Replay state: everything a training step depends on besides the model's
+// parameters and the batch: the state blob (state.c) with its parameter
+// section cut out, i.e. the header (counters, the last DeMo learning rate,
+// flags) and the optimizer buffers (DeMo's momentum). A trainer commits to
+// its hash before and after a step; an auditor that holds the same
+// parameters rebuilds the whole state, replays the step, and compares bits.
+
+// stateHeader is TR_STATE_HEADER in state.c.
+const stateHeader = 56
+
+// ReplayState returns this trainer's replay state.
+func (t *Trainer) ReplayState() ([]byte, error) {
+	full, err := t.ExportState()
+	if err != nil {
+		return nil, err
+	}
+	params := 4 * t.n
+	if len(full) < stateHeader+params {
+		return nil, fmt.Errorf("replay state: state blob of %d bytes is shorter than its parameters: %w", len(full), ErrState)
+	}
+	return append(full[:stateHeader:stateHeader], full[stateHeader+params:]...), nil
+}
+
+// LoadReplayState makes this trainer's state the replay state rs with
+// params as its parameters. A malformed rs is rejected and changes nothing.
+func (t *Trainer) LoadReplayState(rs []byte, params []float32) error {
+	if len(params) != t.n {
+		return fmt.Errorf("load replay state: got %d parameters, model has %d: %w", len(params), t.n, ErrInvalid)
+	}
+	if len(rs) < stateHeader {
+		return fmt.Errorf("load replay state: %d bytes, shorter than the state header: %w", len(rs), ErrState)
+	}
+	full := make([]byte, 0, len(rs)+4*t.n)
+	full = append(full, rs[:stateHeader]...)
+	for _, p := range params {
+		full = binary.LittleEndian.AppendUint32(full, math.Float32bits(p))
+	}
+	full = append(full, rs[stateHeader:]...)
+	return t.ImportState(full)
+}
+
+// FreshReplayState reports whether rs holds no optimizer history: every
+// buffer after the header is zero (or there is none). A trainer may start
+// over from such a state at any step; its history otherwise must continue
+// the state it committed last.
+func FreshReplayState(rs []byte) bool {
+	if len(rs) < stateHeader {
+		return false
+	}
+	for _, b := range rs[stateHeader:] {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ResetOptimizer zeroes the optimizer buffers (DeMo's momentum, AdamW's
+// moments), keeping the parameters and counters: the replay state becomes
+// fresh.
+func (t *Trainer) ResetOptimizer() error {
+	full, err := t.ExportState()
+	if err != nil {
+		return err
+	}
+	clear(full[stateHeader+4*t.n:])
+	return t.ImportState(full)
+}
