@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -61,6 +62,15 @@ func FreshReplayState(rs []byte) bool {
 		}
 	}
 	return true
+}
+
+// FreshCopy is rs with its optimizer buffers zeroed: fresh, same header.
+func FreshCopy(rs []byte) []byte {
+	out := bytes.Clone(rs)
+	if len(out) > stateHeader {
+		clear(out[stateHeader:])
+	}
+	return out
 }
 
 // ResetOptimizer zeroes the optimizer buffers (DeMo's momentum, AdamW's

@@ -70,9 +70,8 @@ func TestReplayStateReplaysAStep(t *testing.T) {
 	if p, _ := replay(before, 900); bytes.Equal(p, payload) {
 		t.Error("a replay on other sequences gave the same payload")
 	}
-	fresh := bytes.Clone(before)
-	clear(fresh[stateHeader:])
-	if !FreshReplayState(fresh) {
+	fresh := FreshCopy(before)
+	if !FreshReplayState(fresh) || FreshReplayState(before) {
 		t.Fatal("a zeroed replay state is not fresh")
 	}
 	if p, _ := replay(fresh, 500); bytes.Equal(p, payload) {
