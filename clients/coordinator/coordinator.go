@@ -24,9 +24,11 @@ import (
 // Limits and sizes fixed by the program's layout.
 const (
 	// AccountSize is the CoordinatorAccount's data size (discriminator included).
-	AccountSize = 66_968
-	MaxRunIDLen = 32
-	MaxClients  = 256
+	AccountSize = 201_000
+	// StateVersion is the layout version the program writes (state.version).
+	StateVersion = 2
+	MaxRunIDLen  = 32
+	MaxClients   = 256
 	// StoredRounds is the length of the round ring buffer.
 	StoredRounds = 4
 	// MaxClientVersionLen bounds the client version string.
@@ -45,6 +47,8 @@ type (
 	WitnessMetadata = coordinator.WitnessMetadata
 	UpdateParams    = coordinator.UpdateParams
 	ClientSlot      = coordinator.ClientSlot
+	Commitment      = coordinator.Commit
+	Dispute         = coordinator.Dispute
 )
 
 // RunState is the phase of a run (the account's run_state tag).
@@ -75,6 +79,36 @@ const (
 	MemberHealthy uint8 = 1
 	MemberDropped uint8 = 2
 	MemberLeft    uint8 = 3
+	// MemberFaulted: found at fault by a dispute (no epoch reward).
+	MemberFaulted uint8 = 4
+)
+
+// Commitment flags (Commit.flags).
+const (
+	CommitCommitted uint8 = 1 << 0
+	// CommitFresh: state_before is a fresh, zero-momentum state.
+	CommitFresh uint8 = 1 << 1
+	// CommitProbation: the member was on probation when it committed (first
+	// epoch in the run, or a recent fault); the commitment must be verified.
+	CommitProbation uint8 = 1 << 2
+)
+
+// Verdicts (Commit.verdict) and committee votes (Dispute.votes; 0 = none).
+const (
+	VerdictNone     uint8 = 0
+	VerdictMatch    uint8 = 1
+	VerdictMismatch uint8 = 2
+	VerdictNoData   uint8 = 3
+)
+
+// Dispute states (Dispute.state): free, open, or how it was settled.
+const (
+	DisputeFree         uint8 = 0
+	DisputeOpen         uint8 = 1
+	DisputeTransient    uint8 = 2
+	DisputeTrainerFault uint8 = 3
+	DisputeAccuserFault uint8 = 4
+	DisputeUnresolved   uint8 = 5
 )
 
 // Program addresses one deployment of the Coordinator.
@@ -243,6 +277,48 @@ func (r Run) HealthCheck(user solana.PublicKey, step uint32, index uint16, accus
 		coordinator.HealthCheckParams{Step: step, Index: index, Accused: accused}, user, r.Instance, r.Account))
 }
 
+// CommitArgs is a member's commitment to its step of the current round
+// (sent in RoundTrain): the SHA-256 of its payload bytes and of its private
+// replay state before and after the step. Fresh says StateBefore is a fresh,
+// zero-momentum state; otherwise it must equal the StateAfter of the
+// member's previous commitment.
+type CommitArgs struct {
+	Step                             uint32
+	Index                            uint16
+	Payload, StateBefore, StateAfter [32]byte
+	Fresh                            bool
+}
+
+// Commit commits user (the member at c.Index) to its step.
+func (r Run) Commit(user solana.PublicKey, c CommitArgs) (solana.Instruction, error) {
+	var fresh uint8
+	if c.Fresh {
+		fresh = 1
+	}
+	return r.Program.rebind(coordinator.NewCommitInstruction(coordinator.CommitParams{
+		Step: c.Step, Index: c.Index, Payload: c.Payload, StateBefore: c.StateBefore, StateAfter: c.StateAfter, Fresh: fresh,
+	}, user, r.Instance, r.Account))
+}
+
+// VerifyArgs is the verdict (VerdictMatch, VerdictMismatch or VerdictNoData)
+// of the verifier at VerifierIndex on the commitment of the trainer at Index,
+// in the round's RoundWitness phase, with the verifier's own replay hashes
+// (zero for MATCH and NO_DATA).
+type VerifyArgs struct {
+	Step                         uint32
+	VerifierIndex, Index         uint16
+	Verdict                      uint8
+	ClaimedPayload, ClaimedAfter [32]byte
+}
+
+// Verify posts user's verdict.
+func (r Run) Verify(user solana.PublicKey, v VerifyArgs) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewVerifyInstruction(coordinator.VerifyParams{
+		Step: v.Step, VerifierIndex: v.VerifierIndex, Index: v.Index, Verdict: v.Verdict,
+		ClaimedPayload: v.ClaimedPayload, ClaimedAfter: v.ClaimedAfter,
+	}, user, r.Instance, r.Account))
+}
+
 // Checkpoint records where user uploaded the latest model.
 func (r Run) Checkpoint(user solana.PublicKey, repo, revision string) (solana.Instruction, error) {
 	return r.Program.rebind(coordinator.NewCheckpointInstruction(
@@ -371,6 +447,18 @@ func ScheduleRound(s *State, r *Round) schedule.Round {
 		Clients:      r.ClientsLen,
 		WitnessNodes: s.Config.WitnessNodes,
 	}
+}
+
+// MustVerify says whether the commitment of member index of round r must be
+// verified, as the program decides (clients/schedule.MustVerify on the
+// stored commitment): false without a commitment.
+func MustVerify(s *State, r *Round, index uint16) bool {
+	if index >= r.ClientsLen || int(index) >= len(r.Commits) {
+		return false
+	}
+	c := r.Commits[index]
+	return c.Flags&CommitCommitted != 0 &&
+		schedule.MustVerify(s.Config.VerificationPercent, schedule.Seed(r.VerifySeed), index, c.Flags&CommitProbation != 0)
 }
 
 // Slot finds signer's registration, if any.

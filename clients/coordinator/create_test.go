@@ -21,7 +21,7 @@ func TestCreateUpdateDecode(t *testing.T) {
 		t.Fatalf("instance %+v", inst)
 	}
 	s := e.state()
-	if coordinator.Phase(s) != coordinator.Uninitialized || s.Version != 1 || s.Nonce != 0 ||
+	if coordinator.Phase(s) != coordinator.Uninitialized || s.Version != coordinator.StateVersion || s.Nonce != 0 ||
 		coordinator.FixedString(s.RunId[:]) != "decode-run" || coordinator.FixedString(s.ClientVersion[:]) != "v1" {
 		t.Fatalf("fresh state: phase %v version %d nonce %d run %q client %q", coordinator.Phase(s), s.Version, s.Nonce, s.RunId, s.ClientVersion)
 	}

@@ -48,7 +48,17 @@ type ConfigTOML struct {
 	GlobalBatchSizeStart        uint16 `toml:"global_batch_size_start"`
 	GlobalBatchSizeEnd          uint16 `toml:"global_batch_size_end"`
 	GlobalBatchSizeWarmupTokens uint64 `toml:"global_batch_size_warmup_tokens"`
+	// VerificationPercent samples commitments for verification (0 = off).
+	VerificationPercent uint8 `toml:"verification_percent"`
+	// ForgivePerEpoch is the TRANSIENT dispute outcomes forgiven per member
+	// per epoch; nil (the key left out) means DefaultForgivePerEpoch.
+	ForgivePerEpoch *uint8 `toml:"forgive_per_epoch"`
+	// VestingEpochs delays an epoch's reward by that many epoch ends (0..4).
+	VestingEpochs uint8 `toml:"vesting_epochs"`
 }
+
+// DefaultForgivePerEpoch is forgive_per_epoch when a run config leaves it out.
+const DefaultForgivePerEpoch = 1
 
 type ModelTOML struct {
 	Architecture         Enum           `toml:"architecture"`
@@ -321,6 +331,11 @@ func (rc *RunConfig) Params() (UpdateParams, error) {
 			InitMinClients: c.InitMinClients, MinClients: c.MinClients, WitnessNodes: c.WitnessNodes,
 			GlobalBatchSizeStart: c.GlobalBatchSizeStart, GlobalBatchSizeEnd: c.GlobalBatchSizeEnd,
 			WaitingForMembersExtraTime: c.WaitingForMembersExtraTime,
+			VerificationPercent:        c.VerificationPercent, ForgivePerEpoch: DefaultForgivePerEpoch,
+			VestingEpochs: c.VestingEpochs,
+		}
+		if c.ForgivePerEpoch != nil {
+			p.Config.ForgivePerEpoch = *c.ForgivePerEpoch
 		}
 	}
 	if m := rc.Model; m != nil {

@@ -32,6 +32,30 @@ func TestShippedRunConfigs(t *testing.T) {
 	if _, err := coordinator.LoadRunConfig("../../config/test.toml"); err != nil {
 		t.Fatal(err)
 	}
+	// Verification is off unless a config turns it on; one TRANSIENT outcome
+	// per epoch is forgiven by default.
+	if c := p.Config; c.VerificationPercent != 0 || c.ForgivePerEpoch != 1 || c.VestingEpochs != 0 {
+		t.Errorf("light: verification %d forgive %d vesting %d", c.VerificationPercent, c.ForgivePerEpoch, c.VestingEpochs)
+	}
+}
+
+func TestVerificationKeys(t *testing.T) {
+	doc := "[config]\nepoch_time = 60\nverification_percent = 25\nforgive_per_epoch = 0\nvesting_epochs = 2\n"
+	rc, err := coordinator.ParseRunConfig("v.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Config; c.VerificationPercent != 25 || c.ForgivePerEpoch != 0 || c.VestingEpochs != 2 {
+		t.Errorf("verification %d forgive %d vesting %d", c.VerificationPercent, c.ForgivePerEpoch, c.VestingEpochs)
+	}
+	_, err = coordinator.ParseRunConfig("v.toml", []byte("[config]\nverification_percent = 300\n"))
+	if err == nil || !strings.Contains(err.Error(), "v.toml:2") || !strings.Contains(err.Error(), "config.verification_percent") {
+		t.Errorf("out of range: %v", err)
+	}
 }
 
 func TestBadRunConfigNamesKeyAndLine(t *testing.T) {

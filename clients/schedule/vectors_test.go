@@ -84,6 +84,20 @@ type vectors struct {
 		Probes        []hexSeed `json:"probes"`
 		ProbeContains []bool    `json:"probe_contains"`
 	} `json:"blooms"`
+	VerifySeeds []struct {
+		RoundSeed  hexSeed `json:"round_seed"`
+		Slot       uint64  `json:"slot"`
+		SlotHash   hexSeed `json:"slot_hash"`
+		VerifySeed hexSeed `json:"verify_seed"`
+	} `json:"verify_seeds"`
+	Verification []struct {
+		VerifySeed hexSeed           `json:"verify_seed"`
+		N          uint16            `json:"n"`
+		Percent    uint8             `json:"percent"`
+		Sampled    []bool            `json:"sampled"`
+		Verifiers  []*uint16         `json:"verifiers"`
+		Committees []json.RawMessage `json:"committees"`
+	} `json:"verification"`
 }
 
 func loadVectors(t *testing.T) *vectors {
@@ -217,6 +231,52 @@ func TestVectorsBlooms(t *testing.T) {
 		for _, it := range c.Items {
 			if !b.Contains(it) {
 				t.Fatalf("bloom %d: false negative", i)
+			}
+		}
+	}
+}
+
+func TestVectorsVerification(t *testing.T) {
+	v := loadVectors(t)
+	if len(v.VerifySeeds) == 0 || len(v.Verification) == 0 {
+		t.Fatal("no verification vectors")
+	}
+	for i, c := range v.VerifySeeds {
+		if got := VerifySeed(Seed(c.RoundSeed), c.Slot, c.SlotHash); got != Seed(c.VerifySeed) {
+			t.Errorf("verify seed %d: got %x, Rust %x", i, got, c.VerifySeed)
+		}
+	}
+	for _, c := range v.Verification {
+		seed := Seed(c.VerifySeed)
+		for i := range c.N {
+			if got := Sampled(seed, i, c.Percent); got != c.Sampled[i] {
+				t.Errorf("n=%d percent=%d index %d: Sampled = %v, Rust %v", c.N, c.Percent, i, got, c.Sampled[i])
+			}
+			got, ok := Verifier(seed, i, c.N)
+			want := c.Verifiers[i]
+			if ok != (want != nil) || (ok && got != *want) {
+				t.Errorf("n=%d index %d: Verifier = %d, %v; Rust %v", c.N, i, got, ok, want)
+			}
+			var pair [2]json.RawMessage
+			var accuser uint16
+			var committee []uint16
+			if err := json.Unmarshal(c.Committees[i], &pair); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(pair[0], &accuser); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(pair[1], &committee); err != nil {
+				t.Fatal(err)
+			}
+			gotC := Committee(seed, i, accuser, c.N)
+			if len(gotC) != len(committee) {
+				t.Fatalf("n=%d trainer %d accuser %d: Committee = %v, Rust %v", c.N, i, accuser, gotC, committee)
+			}
+			for k := range gotC {
+				if gotC[k] != committee[k] {
+					t.Fatalf("n=%d trainer %d accuser %d: Committee = %v, Rust %v", c.N, i, accuser, gotC, committee)
+				}
 			}
 		}
 	}

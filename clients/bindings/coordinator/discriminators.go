@@ -22,6 +22,7 @@ var (
 	Event_WitnessReported   = [8]byte{10, 139, 145, 228, 110, 32, 37, 165}
 	Event_ClientDropped     = [8]byte{137, 198, 95, 68, 5, 90, 145, 137}
 	Event_CheckpointUpdated = [8]byte{143, 94, 126, 114, 142, 212, 54, 152}
+	Event_Verified          = [8]byte{102, 108, 247, 112, 212, 132, 41, 71}
 )
 
 // Instruction discriminators
@@ -40,4 +41,6 @@ var (
 	Instruction_Checkpoint          = [8]byte{213, 200, 19, 204, 240, 143, 184, 252}
 	Instruction_FreeCoordinator     = [8]byte{89, 216, 215, 229, 223, 242, 74, 32}
 	Instruction_SettlePoints        = [8]byte{96, 157, 202, 212, 227, 116, 227, 237}
+	Instruction_Commit              = [8]byte{223, 140, 142, 165, 229, 208, 156, 74}
+	Instruction_Verify              = [8]byte{133, 161, 141, 48, 120, 198, 88, 150}
 )

@@ -92,6 +92,13 @@ func ParseAnyEvent(eventData []byte) (any, error) {
 			return nil, fmt.Errorf("failed to unmarshal event as CheckpointUpdated: %w", err)
 		}
 		return value, nil
+	case Event_Verified:
+		value := new(Verified)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as Verified: %w", err)
+		}
+		return value, nil
 	default:
 		return nil, fmt.Errorf("unknown discriminator: %s", binary.FormatDiscriminator(discriminator))
 	}
@@ -280,6 +287,23 @@ func ParseEvent_CheckpointUpdated(eventData []byte) (*CheckpointUpdated, error) 
 	err = event.UnmarshalWithDecoder(decoder)
 	if err != nil {
 		return nil, fmt.Errorf("failed to unmarshal event of type CheckpointUpdated: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_Verified(eventData []byte) (*Verified, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_Verified {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_Verified, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(Verified)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type Verified: %w", err)
 	}
 	return event, nil
 }

@@ -187,19 +187,23 @@ func UnmarshalRunMetadata(buf []byte) (*RunMetadata, error) {
 }
 
 type CoordinatorConfig struct {
-	WarmupTime                  uint64 `json:"warmupTime"`
-	CooldownTime                uint64 `json:"cooldownTime"`
-	MaxRoundTrainTime           uint64 `json:"maxRoundTrainTime"`
-	RoundWitnessTime            uint64 `json:"roundWitnessTime"`
-	EpochTime                   uint64 `json:"epochTime"`
-	GlobalBatchSizeWarmupTokens uint64 `json:"globalBatchSizeWarmupTokens"`
-	TotalSteps                  uint32 `json:"totalSteps"`
-	InitMinClients              uint16 `json:"initMinClients"`
-	MinClients                  uint16 `json:"minClients"`
-	WitnessNodes                uint16 `json:"witnessNodes"`
-	GlobalBatchSizeStart        uint16 `json:"globalBatchSizeStart"`
-	GlobalBatchSizeEnd          uint16 `json:"globalBatchSizeEnd"`
-	WaitingForMembersExtraTime  uint16 `json:"waitingForMembersExtraTime"`
+	WarmupTime                  uint64   `json:"warmupTime"`
+	CooldownTime                uint64   `json:"cooldownTime"`
+	MaxRoundTrainTime           uint64   `json:"maxRoundTrainTime"`
+	RoundWitnessTime            uint64   `json:"roundWitnessTime"`
+	EpochTime                   uint64   `json:"epochTime"`
+	GlobalBatchSizeWarmupTokens uint64   `json:"globalBatchSizeWarmupTokens"`
+	TotalSteps                  uint32   `json:"totalSteps"`
+	InitMinClients              uint16   `json:"initMinClients"`
+	MinClients                  uint16   `json:"minClients"`
+	WitnessNodes                uint16   `json:"witnessNodes"`
+	GlobalBatchSizeStart        uint16   `json:"globalBatchSizeStart"`
+	GlobalBatchSizeEnd          uint16   `json:"globalBatchSizeEnd"`
+	WaitingForMembersExtraTime  uint16   `json:"waitingForMembersExtraTime"`
+	VerificationPercent         uint8    `json:"verificationPercent"`
+	ForgivePerEpoch             uint8    `json:"forgivePerEpoch"`
+	VestingEpochs               uint8    `json:"vestingEpochs"`
+	Padding                     [5]uint8 `json:"padding"`
 }
 
 func (obj CoordinatorConfig) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -267,6 +271,26 @@ func (obj CoordinatorConfig) MarshalWithEncoder(encoder *binary.Encoder) (err er
 	err = encoder.Encode(obj.WaitingForMembersExtraTime)
 	if err != nil {
 		return errors.NewField("WaitingForMembersExtraTime", err)
+	}
+	// Serialize `VerificationPercent`:
+	err = encoder.Encode(obj.VerificationPercent)
+	if err != nil {
+		return errors.NewField("VerificationPercent", err)
+	}
+	// Serialize `ForgivePerEpoch`:
+	err = encoder.Encode(obj.ForgivePerEpoch)
+	if err != nil {
+		return errors.NewField("ForgivePerEpoch", err)
+	}
+	// Serialize `VestingEpochs`:
+	err = encoder.Encode(obj.VestingEpochs)
+	if err != nil {
+		return errors.NewField("VestingEpochs", err)
+	}
+	// Serialize `Padding`:
+	err = encoder.Encode(obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	return nil
 }
@@ -346,6 +370,26 @@ func (obj *CoordinatorConfig) UnmarshalWithDecoder(decoder *binary.Decoder) (err
 	err = decoder.Decode(&obj.WaitingForMembersExtraTime)
 	if err != nil {
 		return errors.NewField("WaitingForMembersExtraTime", err)
+	}
+	// Deserialize `VerificationPercent`:
+	err = decoder.Decode(&obj.VerificationPercent)
+	if err != nil {
+		return errors.NewField("VerificationPercent", err)
+	}
+	// Deserialize `ForgivePerEpoch`:
+	err = decoder.Decode(&obj.ForgivePerEpoch)
+	if err != nil {
+		return errors.NewField("ForgivePerEpoch", err)
+	}
+	// Deserialize `VestingEpochs`:
+	err = decoder.Decode(&obj.VestingEpochs)
+	if err != nil {
+		return errors.NewField("VestingEpochs", err)
+	}
+	// Deserialize `Padding`:
+	err = decoder.Decode(&obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	return nil
 }
@@ -843,6 +887,14 @@ type ClientSlot struct {
 	Pending           uint8              `json:"pending"`
 	InEpoch           uint8              `json:"inEpoch"`
 	HasFinished       uint8              `json:"hasFinished"`
+	StateAfter        [32]uint8          `json:"stateAfter"`
+	Unvested          [4]uint64          `json:"unvested"`
+	Burned            uint64             `json:"burned"`
+	LastFaultEpoch    uint32             `json:"lastFaultEpoch"`
+	HasFault          uint8              `json:"hasFault"`
+	Transients        uint8              `json:"transients"`
+	OpenDisputes      uint8              `json:"openDisputes"`
+	Padding           uint8              `json:"padding"`
 }
 
 func (obj ClientSlot) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -890,6 +942,46 @@ func (obj ClientSlot) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.HasFinished)
 	if err != nil {
 		return errors.NewField("HasFinished", err)
+	}
+	// Serialize `StateAfter`:
+	err = encoder.Encode(obj.StateAfter)
+	if err != nil {
+		return errors.NewField("StateAfter", err)
+	}
+	// Serialize `Unvested`:
+	err = encoder.Encode(obj.Unvested)
+	if err != nil {
+		return errors.NewField("Unvested", err)
+	}
+	// Serialize `Burned`:
+	err = encoder.Encode(obj.Burned)
+	if err != nil {
+		return errors.NewField("Burned", err)
+	}
+	// Serialize `LastFaultEpoch`:
+	err = encoder.Encode(obj.LastFaultEpoch)
+	if err != nil {
+		return errors.NewField("LastFaultEpoch", err)
+	}
+	// Serialize `HasFault`:
+	err = encoder.Encode(obj.HasFault)
+	if err != nil {
+		return errors.NewField("HasFault", err)
+	}
+	// Serialize `Transients`:
+	err = encoder.Encode(obj.Transients)
+	if err != nil {
+		return errors.NewField("Transients", err)
+	}
+	// Serialize `OpenDisputes`:
+	err = encoder.Encode(obj.OpenDisputes)
+	if err != nil {
+		return errors.NewField("OpenDisputes", err)
+	}
+	// Serialize `Padding`:
+	err = encoder.Encode(obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	return nil
 }
@@ -949,6 +1041,46 @@ func (obj *ClientSlot) UnmarshalWithDecoder(decoder *binary.Decoder) (err error)
 	err = decoder.Decode(&obj.HasFinished)
 	if err != nil {
 		return errors.NewField("HasFinished", err)
+	}
+	// Deserialize `StateAfter`:
+	err = decoder.Decode(&obj.StateAfter)
+	if err != nil {
+		return errors.NewField("StateAfter", err)
+	}
+	// Deserialize `Unvested`:
+	err = decoder.Decode(&obj.Unvested)
+	if err != nil {
+		return errors.NewField("Unvested", err)
+	}
+	// Deserialize `Burned`:
+	err = decoder.Decode(&obj.Burned)
+	if err != nil {
+		return errors.NewField("Burned", err)
+	}
+	// Deserialize `LastFaultEpoch`:
+	err = decoder.Decode(&obj.LastFaultEpoch)
+	if err != nil {
+		return errors.NewField("LastFaultEpoch", err)
+	}
+	// Deserialize `HasFault`:
+	err = decoder.Decode(&obj.HasFault)
+	if err != nil {
+		return errors.NewField("HasFault", err)
+	}
+	// Deserialize `Transients`:
+	err = decoder.Decode(&obj.Transients)
+	if err != nil {
+		return errors.NewField("Transients", err)
+	}
+	// Deserialize `OpenDisputes`:
+	err = decoder.Decode(&obj.OpenDisputes)
+	if err != nil {
+		return errors.NewField("OpenDisputes", err)
+	}
+	// Deserialize `Padding`:
+	err = decoder.Decode(&obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	return nil
 }
@@ -1134,6 +1266,121 @@ func UnmarshalWitness(buf []byte) (*Witness, error) {
 	return obj, nil
 }
 
+type Commit struct {
+	Payload     [32]uint8 `json:"payload"`
+	StateBefore [32]uint8 `json:"stateBefore"`
+	StateAfter  [32]uint8 `json:"stateAfter"`
+	Verifier    uint16    `json:"verifier"`
+	Flags       uint8     `json:"flags"`
+	Verdict     uint8     `json:"verdict"`
+	Padding     [4]uint8  `json:"padding"`
+}
+
+func (obj Commit) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Payload`:
+	err = encoder.Encode(obj.Payload)
+	if err != nil {
+		return errors.NewField("Payload", err)
+	}
+	// Serialize `StateBefore`:
+	err = encoder.Encode(obj.StateBefore)
+	if err != nil {
+		return errors.NewField("StateBefore", err)
+	}
+	// Serialize `StateAfter`:
+	err = encoder.Encode(obj.StateAfter)
+	if err != nil {
+		return errors.NewField("StateAfter", err)
+	}
+	// Serialize `Verifier`:
+	err = encoder.Encode(obj.Verifier)
+	if err != nil {
+		return errors.NewField("Verifier", err)
+	}
+	// Serialize `Flags`:
+	err = encoder.Encode(obj.Flags)
+	if err != nil {
+		return errors.NewField("Flags", err)
+	}
+	// Serialize `Verdict`:
+	err = encoder.Encode(obj.Verdict)
+	if err != nil {
+		return errors.NewField("Verdict", err)
+	}
+	// Serialize `Padding`:
+	err = encoder.Encode(obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
+	}
+	return nil
+}
+
+func (obj Commit) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding Commit: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *Commit) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Payload`:
+	err = decoder.Decode(&obj.Payload)
+	if err != nil {
+		return errors.NewField("Payload", err)
+	}
+	// Deserialize `StateBefore`:
+	err = decoder.Decode(&obj.StateBefore)
+	if err != nil {
+		return errors.NewField("StateBefore", err)
+	}
+	// Deserialize `StateAfter`:
+	err = decoder.Decode(&obj.StateAfter)
+	if err != nil {
+		return errors.NewField("StateAfter", err)
+	}
+	// Deserialize `Verifier`:
+	err = decoder.Decode(&obj.Verifier)
+	if err != nil {
+		return errors.NewField("Verifier", err)
+	}
+	// Deserialize `Flags`:
+	err = decoder.Decode(&obj.Flags)
+	if err != nil {
+		return errors.NewField("Flags", err)
+	}
+	// Deserialize `Verdict`:
+	err = decoder.Decode(&obj.Verdict)
+	if err != nil {
+		return errors.NewField("Verdict", err)
+	}
+	// Deserialize `Padding`:
+	err = decoder.Decode(&obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
+	}
+	return nil
+}
+
+func (obj *Commit) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling Commit: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalCommit(buf []byte) (*Commit, error) {
+	obj := new(Commit)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type Round struct {
 	Seed         [32]uint8   `json:"seed"`
 	DataIndex    uint64      `json:"dataIndex"`
@@ -1144,6 +1391,8 @@ type Round struct {
 	WitnessCount uint16      `json:"witnessCount"`
 	WitnessesLen uint16      `json:"witnessesLen"`
 	Witnesses    [32]Witness `json:"witnesses"`
+	VerifySeed   [32]uint8   `json:"verifySeed"`
+	Commits      [256]Commit `json:"commits"`
 }
 
 func (obj Round) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -1191,6 +1440,16 @@ func (obj Round) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.Witnesses)
 	if err != nil {
 		return errors.NewField("Witnesses", err)
+	}
+	// Serialize `VerifySeed`:
+	err = encoder.Encode(obj.VerifySeed)
+	if err != nil {
+		return errors.NewField("VerifySeed", err)
+	}
+	// Serialize `Commits`:
+	err = encoder.Encode(obj.Commits)
+	if err != nil {
+		return errors.NewField("Commits", err)
 	}
 	return nil
 }
@@ -1251,6 +1510,16 @@ func (obj *Round) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	if err != nil {
 		return errors.NewField("Witnesses", err)
 	}
+	// Deserialize `VerifySeed`:
+	err = decoder.Decode(&obj.VerifySeed)
+	if err != nil {
+		return errors.NewField("VerifySeed", err)
+	}
+	// Deserialize `Commits`:
+	err = decoder.Decode(&obj.Commits)
+	if err != nil {
+		return errors.NewField("Commits", err)
+	}
 	return nil
 }
 
@@ -1264,6 +1533,286 @@ func (obj *Round) Unmarshal(buf []byte) error {
 
 func UnmarshalRound(buf []byte) (*Round, error) {
 	obj := new(Round)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type Dispute struct {
+	State          uint8     `json:"state"`
+	Kind           uint8     `json:"kind"`
+	CommitteeLen   uint8     `json:"committeeLen"`
+	Votes          [3]uint8  `json:"votes"`
+	TrainerSlot    uint16    `json:"trainerSlot"`
+	AccuserSlot    uint16    `json:"accuserSlot"`
+	TrainerIndex   uint16    `json:"trainerIndex"`
+	Committee      [3]uint16 `json:"committee"`
+	ColdStart      uint8     `json:"coldStart"`
+	Fresh          uint8     `json:"fresh"`
+	Step           uint32    `json:"step"`
+	DeadlineStep   uint32    `json:"deadlineStep"`
+	Epoch          uint32    `json:"epoch"`
+	EpochStartStep uint32    `json:"epochStartStep"`
+	BatchLen       uint32    `json:"batchLen"`
+	Id             uint64    `json:"id"`
+	BatchStart     uint64    `json:"batchStart"`
+	Payload        [32]uint8 `json:"payload"`
+	StateBefore    [32]uint8 `json:"stateBefore"`
+	StateAfter     [32]uint8 `json:"stateAfter"`
+	ClaimedPayload [32]uint8 `json:"claimedPayload"`
+	ClaimedAfter   [32]uint8 `json:"claimedAfter"`
+}
+
+func (obj Dispute) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `State`:
+	err = encoder.Encode(obj.State)
+	if err != nil {
+		return errors.NewField("State", err)
+	}
+	// Serialize `Kind`:
+	err = encoder.Encode(obj.Kind)
+	if err != nil {
+		return errors.NewField("Kind", err)
+	}
+	// Serialize `CommitteeLen`:
+	err = encoder.Encode(obj.CommitteeLen)
+	if err != nil {
+		return errors.NewField("CommitteeLen", err)
+	}
+	// Serialize `Votes`:
+	err = encoder.Encode(obj.Votes)
+	if err != nil {
+		return errors.NewField("Votes", err)
+	}
+	// Serialize `TrainerSlot`:
+	err = encoder.Encode(obj.TrainerSlot)
+	if err != nil {
+		return errors.NewField("TrainerSlot", err)
+	}
+	// Serialize `AccuserSlot`:
+	err = encoder.Encode(obj.AccuserSlot)
+	if err != nil {
+		return errors.NewField("AccuserSlot", err)
+	}
+	// Serialize `TrainerIndex`:
+	err = encoder.Encode(obj.TrainerIndex)
+	if err != nil {
+		return errors.NewField("TrainerIndex", err)
+	}
+	// Serialize `Committee`:
+	err = encoder.Encode(obj.Committee)
+	if err != nil {
+		return errors.NewField("Committee", err)
+	}
+	// Serialize `ColdStart`:
+	err = encoder.Encode(obj.ColdStart)
+	if err != nil {
+		return errors.NewField("ColdStart", err)
+	}
+	// Serialize `Fresh`:
+	err = encoder.Encode(obj.Fresh)
+	if err != nil {
+		return errors.NewField("Fresh", err)
+	}
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `DeadlineStep`:
+	err = encoder.Encode(obj.DeadlineStep)
+	if err != nil {
+		return errors.NewField("DeadlineStep", err)
+	}
+	// Serialize `Epoch`:
+	err = encoder.Encode(obj.Epoch)
+	if err != nil {
+		return errors.NewField("Epoch", err)
+	}
+	// Serialize `EpochStartStep`:
+	err = encoder.Encode(obj.EpochStartStep)
+	if err != nil {
+		return errors.NewField("EpochStartStep", err)
+	}
+	// Serialize `BatchLen`:
+	err = encoder.Encode(obj.BatchLen)
+	if err != nil {
+		return errors.NewField("BatchLen", err)
+	}
+	// Serialize `Id`:
+	err = encoder.Encode(obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Serialize `BatchStart`:
+	err = encoder.Encode(obj.BatchStart)
+	if err != nil {
+		return errors.NewField("BatchStart", err)
+	}
+	// Serialize `Payload`:
+	err = encoder.Encode(obj.Payload)
+	if err != nil {
+		return errors.NewField("Payload", err)
+	}
+	// Serialize `StateBefore`:
+	err = encoder.Encode(obj.StateBefore)
+	if err != nil {
+		return errors.NewField("StateBefore", err)
+	}
+	// Serialize `StateAfter`:
+	err = encoder.Encode(obj.StateAfter)
+	if err != nil {
+		return errors.NewField("StateAfter", err)
+	}
+	// Serialize `ClaimedPayload`:
+	err = encoder.Encode(obj.ClaimedPayload)
+	if err != nil {
+		return errors.NewField("ClaimedPayload", err)
+	}
+	// Serialize `ClaimedAfter`:
+	err = encoder.Encode(obj.ClaimedAfter)
+	if err != nil {
+		return errors.NewField("ClaimedAfter", err)
+	}
+	return nil
+}
+
+func (obj Dispute) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding Dispute: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *Dispute) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `State`:
+	err = decoder.Decode(&obj.State)
+	if err != nil {
+		return errors.NewField("State", err)
+	}
+	// Deserialize `Kind`:
+	err = decoder.Decode(&obj.Kind)
+	if err != nil {
+		return errors.NewField("Kind", err)
+	}
+	// Deserialize `CommitteeLen`:
+	err = decoder.Decode(&obj.CommitteeLen)
+	if err != nil {
+		return errors.NewField("CommitteeLen", err)
+	}
+	// Deserialize `Votes`:
+	err = decoder.Decode(&obj.Votes)
+	if err != nil {
+		return errors.NewField("Votes", err)
+	}
+	// Deserialize `TrainerSlot`:
+	err = decoder.Decode(&obj.TrainerSlot)
+	if err != nil {
+		return errors.NewField("TrainerSlot", err)
+	}
+	// Deserialize `AccuserSlot`:
+	err = decoder.Decode(&obj.AccuserSlot)
+	if err != nil {
+		return errors.NewField("AccuserSlot", err)
+	}
+	// Deserialize `TrainerIndex`:
+	err = decoder.Decode(&obj.TrainerIndex)
+	if err != nil {
+		return errors.NewField("TrainerIndex", err)
+	}
+	// Deserialize `Committee`:
+	err = decoder.Decode(&obj.Committee)
+	if err != nil {
+		return errors.NewField("Committee", err)
+	}
+	// Deserialize `ColdStart`:
+	err = decoder.Decode(&obj.ColdStart)
+	if err != nil {
+		return errors.NewField("ColdStart", err)
+	}
+	// Deserialize `Fresh`:
+	err = decoder.Decode(&obj.Fresh)
+	if err != nil {
+		return errors.NewField("Fresh", err)
+	}
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `DeadlineStep`:
+	err = decoder.Decode(&obj.DeadlineStep)
+	if err != nil {
+		return errors.NewField("DeadlineStep", err)
+	}
+	// Deserialize `Epoch`:
+	err = decoder.Decode(&obj.Epoch)
+	if err != nil {
+		return errors.NewField("Epoch", err)
+	}
+	// Deserialize `EpochStartStep`:
+	err = decoder.Decode(&obj.EpochStartStep)
+	if err != nil {
+		return errors.NewField("EpochStartStep", err)
+	}
+	// Deserialize `BatchLen`:
+	err = decoder.Decode(&obj.BatchLen)
+	if err != nil {
+		return errors.NewField("BatchLen", err)
+	}
+	// Deserialize `Id`:
+	err = decoder.Decode(&obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Deserialize `BatchStart`:
+	err = decoder.Decode(&obj.BatchStart)
+	if err != nil {
+		return errors.NewField("BatchStart", err)
+	}
+	// Deserialize `Payload`:
+	err = decoder.Decode(&obj.Payload)
+	if err != nil {
+		return errors.NewField("Payload", err)
+	}
+	// Deserialize `StateBefore`:
+	err = decoder.Decode(&obj.StateBefore)
+	if err != nil {
+		return errors.NewField("StateBefore", err)
+	}
+	// Deserialize `StateAfter`:
+	err = decoder.Decode(&obj.StateAfter)
+	if err != nil {
+		return errors.NewField("StateAfter", err)
+	}
+	// Deserialize `ClaimedPayload`:
+	err = decoder.Decode(&obj.ClaimedPayload)
+	if err != nil {
+		return errors.NewField("ClaimedPayload", err)
+	}
+	// Deserialize `ClaimedAfter`:
+	err = decoder.Decode(&obj.ClaimedAfter)
+	if err != nil {
+		return errors.NewField("ClaimedAfter", err)
+	}
+	return nil
+}
+
+func (obj *Dispute) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling Dispute: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalDispute(buf []byte) (*Dispute, error) {
+	obj := new(Dispute)
 	err := obj.Unmarshal(buf)
 	if err != nil {
 		return nil, err
@@ -1431,24 +1980,26 @@ func UnmarshalEpochState(buf []byte) (*EpochState, error) {
 }
 
 type CoordinatorAccount struct {
-	Version       uint64            `json:"version"`
-	Nonce         uint64            `json:"nonce"`
-	RunId         [32]uint8         `json:"runId"`
-	ClientVersion [64]uint8         `json:"clientVersion"`
-	Metadata      RunMetadata       `json:"metadata"`
-	Config        CoordinatorConfig `json:"config"`
-	Model         Model             `json:"model"`
-	Progress      Progress          `json:"progress"`
-	CurrentRates  EpochRates        `json:"currentRates"`
-	FutureRates   EpochRates        `json:"futureRates"`
-	Seed          [32]uint8         `json:"seed"`
-	RunStateStart int64             `json:"runStateStart"`
-	RunState      uint8             `json:"runState"`
-	PendingPause  uint8             `json:"pendingPause"`
-	ColdStartNext uint8             `json:"coldStartNext"`
-	Padding       [5]uint8          `json:"padding"`
-	Epoch         EpochState        `json:"epoch"`
-	Clients       [256]ClientSlot   `json:"clients"`
+	Version        uint64            `json:"version"`
+	Nonce          uint64            `json:"nonce"`
+	RunId          [32]uint8         `json:"runId"`
+	ClientVersion  [64]uint8         `json:"clientVersion"`
+	Metadata       RunMetadata       `json:"metadata"`
+	Config         CoordinatorConfig `json:"config"`
+	Model          Model             `json:"model"`
+	Progress       Progress          `json:"progress"`
+	CurrentRates   EpochRates        `json:"currentRates"`
+	FutureRates    EpochRates        `json:"futureRates"`
+	Seed           [32]uint8         `json:"seed"`
+	RunStateStart  int64             `json:"runStateStart"`
+	RunState       uint8             `json:"runState"`
+	PendingPause   uint8             `json:"pendingPause"`
+	ColdStartNext  uint8             `json:"coldStartNext"`
+	Padding        [5]uint8          `json:"padding"`
+	Epoch          EpochState        `json:"epoch"`
+	Clients        [256]ClientSlot   `json:"clients"`
+	DisputesOpened uint64            `json:"disputesOpened"`
+	Disputes       [32]Dispute       `json:"disputes"`
 }
 
 func (obj CoordinatorAccount) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -1541,6 +2092,16 @@ func (obj CoordinatorAccount) MarshalWithEncoder(encoder *binary.Encoder) (err e
 	err = encoder.Encode(obj.Clients)
 	if err != nil {
 		return errors.NewField("Clients", err)
+	}
+	// Serialize `DisputesOpened`:
+	err = encoder.Encode(obj.DisputesOpened)
+	if err != nil {
+		return errors.NewField("DisputesOpened", err)
+	}
+	// Serialize `Disputes`:
+	err = encoder.Encode(obj.Disputes)
+	if err != nil {
+		return errors.NewField("Disputes", err)
 	}
 	return nil
 }
@@ -1645,6 +2206,16 @@ func (obj *CoordinatorAccount) UnmarshalWithDecoder(decoder *binary.Decoder) (er
 	err = decoder.Decode(&obj.Clients)
 	if err != nil {
 		return errors.NewField("Clients", err)
+	}
+	// Deserialize `DisputesOpened`:
+	err = decoder.Decode(&obj.DisputesOpened)
+	if err != nil {
+		return errors.NewField("DisputesOpened", err)
+	}
+	// Deserialize `Disputes`:
+	err = decoder.Decode(&obj.Disputes)
+	if err != nil {
+		return errors.NewField("Disputes", err)
 	}
 	return nil
 }
@@ -2633,6 +3204,214 @@ func UnmarshalSettlePointsParams(buf []byte) (*SettlePointsParams, error) {
 	return obj, nil
 }
 
+type CommitParams struct {
+	Step        uint32    `json:"step"`
+	Index       uint16    `json:"index"`
+	Payload     [32]uint8 `json:"payload"`
+	StateBefore [32]uint8 `json:"stateBefore"`
+	StateAfter  [32]uint8 `json:"stateAfter"`
+	Fresh       uint8     `json:"fresh"`
+}
+
+func (obj CommitParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `Index`:
+	err = encoder.Encode(obj.Index)
+	if err != nil {
+		return errors.NewField("Index", err)
+	}
+	// Serialize `Payload`:
+	err = encoder.Encode(obj.Payload)
+	if err != nil {
+		return errors.NewField("Payload", err)
+	}
+	// Serialize `StateBefore`:
+	err = encoder.Encode(obj.StateBefore)
+	if err != nil {
+		return errors.NewField("StateBefore", err)
+	}
+	// Serialize `StateAfter`:
+	err = encoder.Encode(obj.StateAfter)
+	if err != nil {
+		return errors.NewField("StateAfter", err)
+	}
+	// Serialize `Fresh`:
+	err = encoder.Encode(obj.Fresh)
+	if err != nil {
+		return errors.NewField("Fresh", err)
+	}
+	return nil
+}
+
+func (obj CommitParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding CommitParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *CommitParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `Index`:
+	err = decoder.Decode(&obj.Index)
+	if err != nil {
+		return errors.NewField("Index", err)
+	}
+	// Deserialize `Payload`:
+	err = decoder.Decode(&obj.Payload)
+	if err != nil {
+		return errors.NewField("Payload", err)
+	}
+	// Deserialize `StateBefore`:
+	err = decoder.Decode(&obj.StateBefore)
+	if err != nil {
+		return errors.NewField("StateBefore", err)
+	}
+	// Deserialize `StateAfter`:
+	err = decoder.Decode(&obj.StateAfter)
+	if err != nil {
+		return errors.NewField("StateAfter", err)
+	}
+	// Deserialize `Fresh`:
+	err = decoder.Decode(&obj.Fresh)
+	if err != nil {
+		return errors.NewField("Fresh", err)
+	}
+	return nil
+}
+
+func (obj *CommitParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling CommitParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalCommitParams(buf []byte) (*CommitParams, error) {
+	obj := new(CommitParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type VerifyParams struct {
+	Step           uint32    `json:"step"`
+	VerifierIndex  uint16    `json:"verifierIndex"`
+	Index          uint16    `json:"index"`
+	Verdict        uint8     `json:"verdict"`
+	ClaimedPayload [32]uint8 `json:"claimedPayload"`
+	ClaimedAfter   [32]uint8 `json:"claimedAfter"`
+}
+
+func (obj VerifyParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `VerifierIndex`:
+	err = encoder.Encode(obj.VerifierIndex)
+	if err != nil {
+		return errors.NewField("VerifierIndex", err)
+	}
+	// Serialize `Index`:
+	err = encoder.Encode(obj.Index)
+	if err != nil {
+		return errors.NewField("Index", err)
+	}
+	// Serialize `Verdict`:
+	err = encoder.Encode(obj.Verdict)
+	if err != nil {
+		return errors.NewField("Verdict", err)
+	}
+	// Serialize `ClaimedPayload`:
+	err = encoder.Encode(obj.ClaimedPayload)
+	if err != nil {
+		return errors.NewField("ClaimedPayload", err)
+	}
+	// Serialize `ClaimedAfter`:
+	err = encoder.Encode(obj.ClaimedAfter)
+	if err != nil {
+		return errors.NewField("ClaimedAfter", err)
+	}
+	return nil
+}
+
+func (obj VerifyParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding VerifyParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *VerifyParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `VerifierIndex`:
+	err = decoder.Decode(&obj.VerifierIndex)
+	if err != nil {
+		return errors.NewField("VerifierIndex", err)
+	}
+	// Deserialize `Index`:
+	err = decoder.Decode(&obj.Index)
+	if err != nil {
+		return errors.NewField("Index", err)
+	}
+	// Deserialize `Verdict`:
+	err = decoder.Decode(&obj.Verdict)
+	if err != nil {
+		return errors.NewField("Verdict", err)
+	}
+	// Deserialize `ClaimedPayload`:
+	err = decoder.Decode(&obj.ClaimedPayload)
+	if err != nil {
+		return errors.NewField("ClaimedPayload", err)
+	}
+	// Deserialize `ClaimedAfter`:
+	err = decoder.Decode(&obj.ClaimedAfter)
+	if err != nil {
+		return errors.NewField("ClaimedAfter", err)
+	}
+	return nil
+}
+
+func (obj *VerifyParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling VerifyParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalVerifyParams(buf []byte) (*VerifyParams, error) {
+	obj := new(VerifyParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type LeaveRunParams struct{}
 
 func (obj LeaveRunParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -3478,6 +4257,88 @@ func (obj *CheckpointUpdated) Unmarshal(buf []byte) error {
 
 func UnmarshalCheckpointUpdated(buf []byte) (*CheckpointUpdated, error) {
 	obj := new(CheckpointUpdated)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type Verified struct {
+	Step     uint32             `json:"step"`
+	Trainer  solanago.PublicKey `json:"trainer"`
+	Verifier solanago.PublicKey `json:"verifier"`
+	Verdict  uint8              `json:"verdict"`
+}
+
+func (obj Verified) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `Trainer`:
+	err = encoder.Encode(obj.Trainer)
+	if err != nil {
+		return errors.NewField("Trainer", err)
+	}
+	// Serialize `Verifier`:
+	err = encoder.Encode(obj.Verifier)
+	if err != nil {
+		return errors.NewField("Verifier", err)
+	}
+	// Serialize `Verdict`:
+	err = encoder.Encode(obj.Verdict)
+	if err != nil {
+		return errors.NewField("Verdict", err)
+	}
+	return nil
+}
+
+func (obj Verified) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding Verified: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *Verified) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `Trainer`:
+	err = decoder.Decode(&obj.Trainer)
+	if err != nil {
+		return errors.NewField("Trainer", err)
+	}
+	// Deserialize `Verifier`:
+	err = decoder.Decode(&obj.Verifier)
+	if err != nil {
+		return errors.NewField("Verifier", err)
+	}
+	// Deserialize `Verdict`:
+	err = decoder.Decode(&obj.Verdict)
+	if err != nil {
+		return errors.NewField("Verdict", err)
+	}
+	return nil
+}
+
+func (obj *Verified) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling Verified: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalVerified(buf []byte) (*Verified, error) {
+	obj := new(Verified)
 	err := obj.Unmarshal(buf)
 	if err != nil {
 		return nil, err

@@ -94,19 +94,23 @@ func UnmarshalRunMetadata(buf []byte) (*RunMetadata, error) {
 }
 
 type CoordinatorConfig struct {
-	WarmupTime                  uint64 `json:"warmupTime"`
-	CooldownTime                uint64 `json:"cooldownTime"`
-	MaxRoundTrainTime           uint64 `json:"maxRoundTrainTime"`
-	RoundWitnessTime            uint64 `json:"roundWitnessTime"`
-	EpochTime                   uint64 `json:"epochTime"`
-	GlobalBatchSizeWarmupTokens uint64 `json:"globalBatchSizeWarmupTokens"`
-	TotalSteps                  uint32 `json:"totalSteps"`
-	InitMinClients              uint16 `json:"initMinClients"`
-	MinClients                  uint16 `json:"minClients"`
-	WitnessNodes                uint16 `json:"witnessNodes"`
-	GlobalBatchSizeStart        uint16 `json:"globalBatchSizeStart"`
-	GlobalBatchSizeEnd          uint16 `json:"globalBatchSizeEnd"`
-	WaitingForMembersExtraTime  uint16 `json:"waitingForMembersExtraTime"`
+	WarmupTime                  uint64   `json:"warmupTime"`
+	CooldownTime                uint64   `json:"cooldownTime"`
+	MaxRoundTrainTime           uint64   `json:"maxRoundTrainTime"`
+	RoundWitnessTime            uint64   `json:"roundWitnessTime"`
+	EpochTime                   uint64   `json:"epochTime"`
+	GlobalBatchSizeWarmupTokens uint64   `json:"globalBatchSizeWarmupTokens"`
+	TotalSteps                  uint32   `json:"totalSteps"`
+	InitMinClients              uint16   `json:"initMinClients"`
+	MinClients                  uint16   `json:"minClients"`
+	WitnessNodes                uint16   `json:"witnessNodes"`
+	GlobalBatchSizeStart        uint16   `json:"globalBatchSizeStart"`
+	GlobalBatchSizeEnd          uint16   `json:"globalBatchSizeEnd"`
+	WaitingForMembersExtraTime  uint16   `json:"waitingForMembersExtraTime"`
+	VerificationPercent         uint8    `json:"verificationPercent"`
+	ForgivePerEpoch             uint8    `json:"forgivePerEpoch"`
+	VestingEpochs               uint8    `json:"vestingEpochs"`
+	Padding                     [5]uint8 `json:"padding"`
 }
 
 func (obj CoordinatorConfig) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -174,6 +178,26 @@ func (obj CoordinatorConfig) MarshalWithEncoder(encoder *binary.Encoder) (err er
 	err = encoder.Encode(obj.WaitingForMembersExtraTime)
 	if err != nil {
 		return errors.NewField("WaitingForMembersExtraTime", err)
+	}
+	// Serialize `VerificationPercent`:
+	err = encoder.Encode(obj.VerificationPercent)
+	if err != nil {
+		return errors.NewField("VerificationPercent", err)
+	}
+	// Serialize `ForgivePerEpoch`:
+	err = encoder.Encode(obj.ForgivePerEpoch)
+	if err != nil {
+		return errors.NewField("ForgivePerEpoch", err)
+	}
+	// Serialize `VestingEpochs`:
+	err = encoder.Encode(obj.VestingEpochs)
+	if err != nil {
+		return errors.NewField("VestingEpochs", err)
+	}
+	// Serialize `Padding`:
+	err = encoder.Encode(obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	return nil
 }
@@ -253,6 +277,26 @@ func (obj *CoordinatorConfig) UnmarshalWithDecoder(decoder *binary.Decoder) (err
 	err = decoder.Decode(&obj.WaitingForMembersExtraTime)
 	if err != nil {
 		return errors.NewField("WaitingForMembersExtraTime", err)
+	}
+	// Deserialize `VerificationPercent`:
+	err = decoder.Decode(&obj.VerificationPercent)
+	if err != nil {
+		return errors.NewField("VerificationPercent", err)
+	}
+	// Deserialize `ForgivePerEpoch`:
+	err = decoder.Decode(&obj.ForgivePerEpoch)
+	if err != nil {
+		return errors.NewField("ForgivePerEpoch", err)
+	}
+	// Deserialize `VestingEpochs`:
+	err = decoder.Decode(&obj.VestingEpochs)
+	if err != nil {
+		return errors.NewField("VestingEpochs", err)
+	}
+	// Deserialize `Padding`:
+	err = decoder.Decode(&obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	return nil
 }

@@ -340,6 +340,18 @@ func (s *Sim) Checkpoint(signer solana.PublicKey, repo, revision string, now int
 	return s.call(signer, ix, err, now)
 }
 
+// Commit commits signer (the member at c.Index) to its step of the current round.
+func (s *Sim) Commit(signer solana.PublicKey, c coordinator.CommitArgs, now int64) error {
+	ix, err := s.run.Commit(signer, c)
+	return s.call(signer, ix, err, now)
+}
+
+// Verify posts signer's verdict on a trainer's commitment.
+func (s *Sim) Verify(signer solana.PublicKey, v coordinator.VerifyArgs, now int64) error {
+	ix, err := s.run.Verify(signer, v)
+	return s.call(signer, ix, err, now)
+}
+
 // call sends one instruction signed by signer at time now.
 func (s *Sim) call(signer solana.PublicKey, ix solana.Instruction, buildErr error, now int64) error {
 	if buildErr != nil {

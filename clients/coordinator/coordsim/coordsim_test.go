@@ -416,7 +416,7 @@ func TestAccountDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *st != *s.State() || st.Version != 1 || st.Nonce != 3 {
+	if *st != *s.State() || st.Version != 2 || st.Nonce != 3 {
 		t.Fatalf("decoded version %d nonce %d", st.Version, st.Nonce)
 	}
 	a := s.State()
@@ -484,4 +484,89 @@ func BenchmarkCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestVerification: members commit while training, the drawn verifiers post
+// verdicts in RoundWitness, and the program's refusals come back by name.
+func TestVerification(t *testing.T) {
+	s := startSim(t, 4)
+	p := params(t)
+	cfg := *p.Config
+	cfg.VerificationPercent = 100
+	p.Config = &cfg
+	must(t, s.Create("run", "v1", p, t0))
+	ms := members(3)
+	now := int64(t0)
+	for _, m := range ms {
+		must(t, s.Join(m.key, m.p2p, now))
+	}
+	now++
+	must(t, s.Tick(ms[0].key, now))
+	for _, m := range ms[:2] {
+		must(t, s.WarmupWitness(m.key, now))
+	}
+	wantPhase(t, s, coordinator.RoundTrain)
+	st := s.State()
+	members := coordinator.Members(st)
+	step := st.Progress.Step
+	commit := func(i uint16) coordinator.CommitArgs {
+		return coordinator.CommitArgs{Step: step, Index: i, Payload: sha256.Sum256([]byte{byte(i), 1}),
+			StateBefore: sha256.Sum256([]byte{byte(i), 2}), StateAfter: sha256.Sum256([]byte{byte(i), 3}), Fresh: true}
+	}
+	for i := range uint16(3) {
+		must(t, s.Commit(members[i].Signer, commit(i), now))
+	}
+	wantErr(t, s.Commit(members[0].Signer, commit(0), now), "AlreadyCommitted")
+	wantErr(t, s.Commit(members[0].Signer, commit(1), now), "ClientIndexMismatch")
+	r := coordinator.CurrentRound(s.State())
+	if c := r.Commits[1]; c.Payload != commit(1).Payload || c.Flags != coordinator.CommitCommitted|coordinator.CommitFresh|coordinator.CommitProbation {
+		t.Fatalf("stored commitment %+v", c)
+	}
+	if slot, _ := coordinator.Slot(s.State(), members[1].Signer); slot.StateAfter != commit(1).StateAfter {
+		t.Fatal("the slot does not hold the latest state")
+	}
+	// Verdicts wait for RoundWitness.
+	wantErr(t, s.Verify(members[1].Signer, coordinator.VerifyArgs{Step: step, VerifierIndex: 1, Index: 0, Verdict: coordinator.VerdictMatch}, now), "WrongRound")
+	st = s.State()
+	for _, w := range witnesses(st) {
+		must(t, s.Witness(members[w].Signer, report(t, st, w), now))
+	}
+	wantPhase(t, s, coordinator.RoundWitness)
+	st = s.State()
+	r = coordinator.CurrentRound(st)
+	if r.VerifySeed == ([32]byte{}) {
+		t.Fatal("no verify seed after RoundTrain")
+	}
+	wantErr(t, s.Commit(members[0].Signer, commit(0), now), "WrongRound")
+	for i := range uint16(3) {
+		if !coordinator.MustVerify(st, r, i) {
+			t.Fatalf("member %d in its first epoch must be verified", i)
+		}
+		v, ok := schedule.Verifier(schedule.Seed(r.VerifySeed), i, r.ClientsLen)
+		if !ok || v == i {
+			t.Fatalf("verifier of %d: %d %v", i, v, ok)
+		}
+		args := coordinator.VerifyArgs{Step: step, VerifierIndex: v, Index: i, Verdict: coordinator.VerdictMatch}
+		other := (v + 1) % 3
+		if other == i {
+			other = (other + 1) % 3
+		}
+		wantErr(t, s.Verify(members[other].Signer, coordinator.VerifyArgs{Step: step, VerifierIndex: other, Index: i, Verdict: 1}, now), "NotTheVerifier")
+		wantErr(t, s.Verify(members[v].Signer, coordinator.VerifyArgs{Step: step, VerifierIndex: v, Index: i, Verdict: 9}, now), "InvalidVerdict")
+		must(t, s.Verify(members[v].Signer, args, now))
+		wantErr(t, s.Verify(members[v].Signer, args, now), "AlreadyJudged")
+		if c := coordinator.CurrentRound(s.State()).Commits[i]; c.Verdict != coordinator.VerdictMatch || c.Verifier != v {
+			t.Fatalf("commitment %d after the verdict: %+v", i, c)
+		}
+	}
+	// The next round: a linked commitment continues from the last state.
+	now += 2
+	must(t, s.Tick(ms[0].key, now))
+	wantPhase(t, s, coordinator.RoundTrain)
+	step = s.State().Progress.Step
+	linked := commit(0)
+	linked.Step, linked.Fresh = step, false
+	wantErr(t, s.Commit(members[0].Signer, linked, now), "StateNotLinked")
+	linked.StateBefore = sha256.Sum256([]byte{0, 3})
+	must(t, s.Commit(members[0].Signer, linked, now))
 }

@@ -29,6 +29,10 @@ import (
 
 var sizes = []int{8, 64, 256}
 
+// roundWitnessTime leaves the verdicts of a round time to land before the
+// bench's tick ends it.
+const roundWitnessTime = 3
+
 func main() {
 	flag.Parse() // no flags: -h prints the usage line instead of running
 	if err := run(); err != nil {
@@ -163,9 +167,11 @@ func (b *bench) runOf(i, n int) error {
 		return err
 	}
 	config := coordinator.Config{
-		WarmupTime: 600, CooldownTime: 1, MaxRoundTrainTime: 600, RoundWitnessTime: 1, EpochTime: 3600,
+		WarmupTime: 600, CooldownTime: 1, MaxRoundTrainTime: 600, RoundWitnessTime: roundWitnessTime, EpochTime: 3600,
 		TotalSteps: 1000, InitMinClients: uint16(n), MinClients: 1, WitnessNodes: 0,
 		GlobalBatchSizeStart: uint16(n), GlobalBatchSizeEnd: uint16(n), WaitingForMembersExtraTime: 1,
+		// Every commitment verified (and everyone is in its first epoch anyway).
+		VerificationPercent: 100, ForgivePerEpoch: 1,
 	}
 	var model coordinator.Model
 	model.Architecture, model.Tokenizer, model.DataType, model.CheckpointKind, model.DataLocationKind = 1, 1, 1, 2, 2
@@ -279,7 +285,10 @@ func (b *bench) runOf(i, n int) error {
 	// Three rounds; in each the first member is left out of every participant
 	// filter, so that in the third a health check drops it.
 	// (Rounds end when every elected witness reported; max_round_train_time is long.)
+	// In rounds 1 and 2 members 2 and 3 commit (1: fresh, 2: linked); in
+	// round 1 their verifiers post verdicts.
 	victim := members[0].Signer
+	trainers := []uint16{2, 3}
 	for round := 0; round < 3; round++ {
 		s, err := b.tickUntil(r, coordinator.RoundTrain)
 		if err != nil {
@@ -288,6 +297,26 @@ func (b *bench) runOf(i, n int) error {
 		cr := coordinator.CurrentRound(s)
 		witnesses := schedule.Witnesses(cr.ClientsLen, s.Config.WitnessNodes, schedule.Seed(cr.Seed))
 		ms := coordinator.Members(s)
+		if round >= 1 {
+			for k, t := range trainers {
+				signer := ms[t].Signer
+				if ixs, err = one(r.Commit(signer, commitArgs(s, cr, t, round == 1))); err != nil {
+					return err
+				}
+				label := "commit (fresh)"
+				if round == 2 {
+					label = "commit (linked to the previous one)"
+				}
+				if k == 0 {
+					err = b.measure(i, label, keys[signer], ixs)
+				} else {
+					_, err = c.Send(ctx, keys[signer], ixs)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
 		for w, idx := range witnesses {
 			signer := ms[idx].Signer
 			rep, err := report(s, cr, idx, victim)
@@ -320,7 +349,30 @@ func (b *bench) runOf(i, n int) error {
 			}
 		}
 		if round == 1 {
-			time.Sleep(1100 * time.Millisecond)
+			// RoundWitness: the drawn verifiers judge the commitments.
+			s, err := r.FetchState(ctx, c)
+			if err != nil {
+				return err
+			}
+			if coordinator.Phase(s) != coordinator.RoundWitness {
+				return fmt.Errorf("after the witnesses: %v", coordinator.Phase(s))
+			}
+			cr := coordinator.CurrentRound(s)
+			ms := coordinator.Members(s)
+			for _, t := range trainers[:1] {
+				if !coordinator.MustVerify(s, cr, t) {
+					return fmt.Errorf("member %d's commitment is not to be verified", t)
+				}
+				v, _ := schedule.Verifier(schedule.Seed(cr.VerifySeed), t, cr.ClientsLen)
+				args := coordinator.VerifyArgs{Step: cr.Step, VerifierIndex: v, Index: t, Verdict: coordinator.VerdictMatch}
+				if ixs, err = one(r.Verify(ms[v].Signer, args)); err != nil {
+					return err
+				}
+				if err := b.measure(i, "verify (MATCH)", keys[ms[v].Signer], ixs); err != nil {
+					return err
+				}
+			}
+			time.Sleep(roundWitnessTime*time.Second + 100*time.Millisecond)
 			if ixs, err = one(r.Tick(me)); err != nil {
 				return err
 			}
@@ -360,6 +412,20 @@ func (b *bench) runOf(i, n int) error {
 		return err
 	}
 	return b.measure(i, "free_coordinator", b.authority, ixs)
+}
+
+// commitArgs is a commitment of member t to the current round: fresh, or
+// continuing its slot's latest state.
+func commitArgs(s *coordinator.State, r *coordinator.Round, t uint16, fresh bool) coordinator.CommitArgs {
+	ms := coordinator.Members(s)
+	slot, _ := coordinator.Slot(s, ms[t].Signer)
+	a := coordinator.CommitArgs{Step: r.Step, Index: t, Fresh: fresh, StateBefore: slot.StateAfter}
+	_, _ = rand.Read(a.Payload[:])
+	_, _ = rand.Read(a.StateAfter[:])
+	if fresh {
+		_, _ = rand.Read(a.StateBefore[:])
+	}
+	return a
 }
 
 // report is a witness report in which every round member but victim took part.

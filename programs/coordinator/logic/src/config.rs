@@ -57,6 +57,13 @@ impl CoordinatorConfig {
         if self.witness_nodes > self.min_clients || self.witness_nodes > MAX_WITNESSES {
             return Err(E::ConfigWitnessNodes);
         }
+        if self.verification_percent > MAX_VERIFICATION_PERCENT {
+            return Err(E::ConfigVerificationPercent);
+        }
+        // Ours: vesting_epochs <= 4, the buckets of ClientSlot::unvested.
+        if usize::from(self.vesting_epochs) > VESTING_BUCKETS {
+            return Err(E::ConfigVestingEpochs);
+        }
         Ok(())
     }
 }
@@ -196,6 +203,10 @@ pub(crate) mod tests {
             global_batch_size_start: 8,
             global_batch_size_end: 8,
             waiting_for_members_extra_time: 3,
+            verification_percent: 0,
+            forgive_per_epoch: 1,
+            vesting_epochs: 0,
+            _padding: [0; 5],
         }
     }
 
@@ -281,6 +292,12 @@ pub(crate) mod tests {
                 c.witness_nodes = 33;
             }, Err(E::ConfigWitnessNodes)),
             ("witness 0", |c| c.witness_nodes = 0, Ok(())),
+            ("verification 100", |c| c.verification_percent = 100, Ok(())),
+            ("verification 101", |c| c.verification_percent = 101, Err(E::ConfigVerificationPercent)),
+            ("verification 255", |c| c.verification_percent = 255, Err(E::ConfigVerificationPercent)),
+            ("forgive any", |c| c.forgive_per_epoch = 255, Ok(())),
+            ("vesting 4", |c| c.vesting_epochs = 4, Ok(())),
+            ("vesting 5", |c| c.vesting_epochs = 5, Err(E::ConfigVestingEpochs)),
         ];
         for (name, edit, want) in cases {
             let mut c = valid_config();

@@ -95,6 +95,17 @@ errors! {
     SignerMismatch = 6054: "the signer does not match the client identity in the instruction",
     JoinNotAuthorized = 6055: "the run's join authority has not authorized this signer (scope CoordinatorJoinRun)",
     InvalidParameters = 6056: "the instruction's parameters are malformed or out of range",
+    // Verification (commit, verify).
+    ConfigVerificationPercent = 6057: "config: verification_percent must be at most 100",
+    ConfigVestingEpochs = 6058: "config: vesting_epochs must be at most 4",
+    VerificationOff = 6059: "the run does not verify training (verification_percent is 0)",
+    AlreadyCommitted = 6060: "this member has already committed in this round",
+    StateNotLinked = 6061: "state_before must equal the state_after of the member's previous commitment (or be fresh)",
+    NotCommitted = 6062: "the trainer has not committed in this round",
+    NotSampled = 6063: "the trainer's commitment is not to be verified in this round",
+    NotTheVerifier = 6064: "the client is not the verifier drawn for this trainer",
+    InvalidVerdict = 6065: "the verdict must be MATCH (1), MISMATCH (2) or NO_DATA (3)",
+    AlreadyJudged = 6066: "the trainer's commitment already has a verdict",
 }
 
 #[cfg(test)]

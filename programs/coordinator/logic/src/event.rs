@@ -17,6 +17,7 @@ pub enum Event {
     WitnessReported { signer: [u8; 32], step: u32, index: u16 },
     ClientDropped { client: [u8; 32], reporter: [u8; 32], step: u32 },
     CheckpointUpdated { signer: [u8; 32] },
+    Verified { step: u32, trainer: [u8; 32], verifier: [u8; 32], verdict: u8 },
 }
 
 /// The most events one instruction emits: its own event plus a tick's

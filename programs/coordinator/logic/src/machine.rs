@@ -10,6 +10,7 @@ use crate::error::CoordinatorError as E;
 use crate::event::{Event, Events};
 use crate::selection::{self, Entropy};
 use crate::state::client_state::{DROPPED, HEALTHY, LEFT};
+use crate::state::commit_flags::{COMMITTED, FRESH, PROBATION};
 use crate::state::*;
 
 /// Rounds still run after `epoch_time` is up: a round's results are applied
@@ -68,7 +69,62 @@ pub struct CheckpointRepo {
     pub revision: [u8; REVISION_LEN],
 }
 
+/// Arguments of `commit`: a member's commitment to its step in the current
+/// round (only in RoundTrain, only while verification is on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitArgs {
+    /// The current round's step.
+    pub step: u32,
+    /// The member's index in the round.
+    pub index: u16,
+    /// SHA-256 of the payload bytes.
+    pub payload: [u8; 32],
+    /// SHA-256 of the member's private replay state before and after the step.
+    pub state_before: [u8; 32],
+    pub state_after: [u8; 32],
+    /// 1: `state_before` is a fresh, zero-momentum state; 0: it continues the
+    /// member's previous commitment (`ClientSlot::state_after`).
+    pub fresh: u8,
+}
+
+/// Arguments of `verify`: the verifier's verdict on a trainer's commitment
+/// of the current round (only in RoundWitness).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerifyArgs {
+    pub step: u32,
+    /// The verifier's index in the round.
+    pub verifier_index: u16,
+    /// The trainer's index in the round.
+    pub index: u16,
+    /// A `verdict` tag: MATCH, MISMATCH or NO_DATA.
+    pub verdict: u8,
+    /// The verifier's own replay hashes (zero for MATCH and NO_DATA).
+    pub claimed_payload: [u8; 32],
+    pub claimed_after: [u8; 32],
+}
+
 type Key = [u8; 32];
+
+/// The empty client slot a new signer starts from.
+const EMPTY_SLOT: ClientSlot = ClientSlot {
+    signer: [0; 32],
+    p2p_identity: [0; 32],
+    earned: 0,
+    slashed: 0,
+    last_finished_epoch: 0,
+    occupied: 0,
+    pending: 0,
+    in_epoch: 0,
+    has_finished: 0,
+    state_after: [0; 32],
+    unvested: [0; VESTING_BUCKETS],
+    burned: 0,
+    last_fault_epoch: 0,
+    has_fault: 0,
+    transients: 0,
+    open_disputes: 0,
+    _padding: 0,
+};
 
 /// Seconds from `since` to `now`, 0 if the clock has not moved forward.
 fn elapsed(now: i64, since: i64) -> u64 {
@@ -118,6 +174,33 @@ impl CoordinatorState {
     /// The round in progress (meaningful in RoundTrain, RoundWitness, Cooldown).
     pub fn current_round(&self) -> &Round {
         &self.epoch.rounds[usize::from(self.epoch.rounds_head) % NUM_STORED_ROUNDS]
+    }
+
+    fn current_round_mut(&mut self) -> &mut Round {
+        &mut self.epoch.rounds[usize::from(self.epoch.rounds_head) % NUM_STORED_ROUNDS]
+    }
+
+    /// Whether the commitment of member `index` of `round` must be verified:
+    /// never while verification is off or without a commitment; otherwise
+    /// when its member was on probation as it committed (first epoch in the
+    /// run, or a recent fault: `commit_flags::PROBATION`), or when the
+    /// round's verify seed samples it.
+    pub fn must_verify(&self, round: &Round, index: u16) -> bool {
+        let percent = self.config.verification_percent;
+        let Some(c) = round.commits.get(usize::from(index)).filter(|_| index < round.clients_len) else {
+            return false;
+        };
+        percent > 0
+            && c.flags & COMMITTED != 0
+            && (c.flags & PROBATION != 0 || selection::sampled(&round.verify_seed, index, percent))
+    }
+
+    /// Whether the member at `index` of the current epoch is on probation:
+    /// its first epoch in the run (it never finished one) or a fault this
+    /// epoch or the previous one.
+    pub fn on_probation(&self, index: u16) -> bool {
+        self.epoch_client(usize::from(index))
+            .is_some_and(|(_, slot)| slot.has_finished == 0 || slot.on_probation(self.progress.epoch))
     }
 
     /// The round before the current one in the ring buffer.
@@ -326,17 +409,7 @@ impl CoordinatorState {
         };
         let c = &mut self.clients[i];
         if existing.is_none() {
-            *c = ClientSlot {
-                signer: *signer,
-                p2p_identity: [0; 32],
-                earned: 0,
-                slashed: 0,
-                last_finished_epoch: 0,
-                occupied: 1,
-                pending: 0,
-                in_epoch: 0,
-                has_finished: 0,
-            };
+            *c = ClientSlot { signer: *signer, occupied: 1, ..EMPTY_SLOT };
         }
         c.p2p_identity = *p2p_identity;
         c.pending = 1;
@@ -445,6 +518,95 @@ impl CoordinatorState {
         Ok(ev)
     }
 
+    /// `commit`: a member commits to its step of the current round, in
+    /// RoundTrain: the payload's hash and its private replay state before and
+    /// after. A non-fresh commitment must continue the member's previous one.
+    pub fn commit(&mut self, signer: &Key, c: &CommitArgs, clock: &Clock) -> Result<Events, E> {
+        let s = self.run_state()?;
+        self.require_phase(&[RunState::RoundTrain, RunState::RoundWitness])?;
+        if s != RunState::RoundTrain || c.step != self.current_round().step {
+            return Err(E::WrongRound);
+        }
+        if self.config.verification_percent == 0 {
+            return Err(E::VerificationOff);
+        }
+        let index = self.client_at(c.index, signer)?;
+        if self.epoch.clients[index].state != HEALTHY {
+            return Err(E::NotInEpoch);
+        }
+        if self.current_round().commits[index].flags & COMMITTED != 0 {
+            return Err(E::AlreadyCommitted);
+        }
+        if c.fresh > 1 {
+            return Err(E::InvalidParameters);
+        }
+        let slot = usize::from(self.epoch.clients[index].slot) % MAX_CLIENTS;
+        if c.fresh == 0 && self.clients[slot].state_after != c.state_before {
+            return Err(E::StateNotLinked);
+        }
+        let probation = if self.on_probation(c.index) { PROBATION } else { 0 };
+        let commit = &mut self.current_round_mut().commits[index];
+        commit.payload = c.payload;
+        commit.state_before = c.state_before;
+        commit.state_after = c.state_after;
+        commit.verifier = 0;
+        commit.flags = COMMITTED | probation | if c.fresh == 1 { FRESH } else { 0 };
+        commit.verdict = verdict::NONE;
+        self.clients[slot].state_after = c.state_after;
+        let mut ev = Events::default();
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `verify`: the verifier drawn for a trainer whose commitment must be
+    /// verified posts its verdict, in the round's RoundWitness phase.
+    pub fn verify(&mut self, signer: &Key, v: &VerifyArgs, clock: &Clock) -> Result<Events, E> {
+        let s = self.run_state()?;
+        self.require_phase(&[RunState::RoundTrain, RunState::RoundWitness])?;
+        if s != RunState::RoundWitness || v.step != self.current_round().step {
+            return Err(E::WrongRound);
+        }
+        if self.config.verification_percent == 0 {
+            return Err(E::VerificationOff);
+        }
+        let me = self.client_at(v.verifier_index, signer)?;
+        if self.epoch.clients[me].state != HEALTHY {
+            return Err(E::NotInEpoch);
+        }
+        let round = self.current_round();
+        let n = round.clients_len;
+        if v.index >= n || usize::from(v.index) >= self.epoch_len() {
+            return Err(E::ClientIndexMismatch);
+        }
+        let trainer = usize::from(v.index);
+        let commit = &round.commits[trainer];
+        if commit.flags & COMMITTED == 0 {
+            return Err(E::NotCommitted);
+        }
+        if !self.must_verify(round, v.index) {
+            return Err(E::NotSampled);
+        }
+        if selection::verifier(&round.verify_seed, v.index, n) != Some(v.verifier_index) {
+            return Err(E::NotTheVerifier);
+        }
+        if !matches!(v.verdict, verdict::MATCH | verdict::MISMATCH | verdict::NO_DATA) {
+            return Err(E::InvalidVerdict);
+        }
+        if commit.verdict != verdict::NONE {
+            return Err(E::AlreadyJudged);
+        }
+        let trainer_signer = self.clients[usize::from(self.epoch.clients[trainer].slot) % MAX_CLIENTS].signer;
+        let commit = &mut self.current_round_mut().commits[trainer];
+        commit.verdict = v.verdict;
+        commit.verifier = v.verifier_index;
+        let mut ev = Events::default();
+        ev.push(Event::Verified { step: v.step, trainer: trainer_signer, verifier: *signer, verdict: v.verdict });
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
     /// `health_check`: a member accuses another of not delivering in the previous
     /// round. Accepted only if fewer than a quorum of that round's elected
     /// witnesses saw the accused; the accused is then dropped and slashed.
@@ -522,6 +684,9 @@ impl CoordinatorState {
             RunState::RoundTrain => {
                 let r = self.current_round();
                 if r.witnesses_len >= r.witness_count || self.timed_out(now, self.config.max_round_train_time) {
+                    // Drawn now, after every commitment of the round was made.
+                    let verify_seed = selection::verify_seed(&r.seed, &clock.entropy);
+                    self.current_round_mut().verify_seed = verify_seed;
                     self.set_state(RunState::RoundWitness, now, ev);
                     return Ok(true);
                 }
@@ -572,6 +737,7 @@ impl CoordinatorState {
                 continue;
             }
             c.pending = 0;
+            c.transients = 0;
             c.in_epoch = 1;
             model_holder |= c.has_finished != 0 && self.progress.epoch > 0 && c.last_finished_epoch == previous_epoch;
             // i < MAX_CLIENTS = 256.
@@ -745,6 +911,9 @@ impl CoordinatorState {
         r.clients_len = n;
         r.witness_count = selection::witness_count(self.config.witness_nodes, n);
         r.witnesses_len = 0;
+        r.verify_seed = [0; 32];
+        // n <= MAX_CLIENTS: one memset, not a loop over the entries.
+        Commit::clear(&mut r.commits[..usize::from(n).min(MAX_CLIENTS)]);
         ev.push(Event::RoundStarted { step: r.step, height, data_index, batch_size, clients: n, seed });
     }
 
@@ -849,9 +1018,30 @@ impl CoordinatorState {
 }
 
 impl ClientSlot {
-    /// Reusable by a new signer: not pending, not in the current epoch, and no
-    /// reward or slash points that the Treasurer has yet to settle.
+    /// Reusable by a new signer: not pending, not in the current epoch, no
+    /// reward or slash points that the Treasurer has yet to settle, no
+    /// unvested points, and named by no open dispute.
     pub fn is_free(&self) -> bool {
-        self.pending == 0 && self.in_epoch == 0 && self.earned == 0 && self.slashed == 0
+        self.pending == 0
+            && self.in_epoch == 0
+            && self.earned == 0
+            && self.slashed == 0
+            && self.unvested == [0; VESTING_BUCKETS]
+            && self.open_disputes == 0
+    }
+
+    /// On fault probation in `epoch`: found at fault in this epoch or the
+    /// previous one (every commitment is verified meanwhile).
+    pub fn on_probation(&self, epoch: u32) -> bool {
+        self.has_fault != 0 && self.last_fault_epoch.saturating_add(1) >= epoch
+    }
+}
+
+impl Commit {
+    /// Zeroes `commits` with one memset (sol_memset_ on-chain).
+    pub fn clear(commits: &mut [Commit]) {
+        // SAFETY: Commit is integers and byte arrays, so all zero bytes is a
+        // valid value; the pointer and count come from the slice.
+        unsafe { core::ptr::write_bytes(commits.as_mut_ptr(), 0, commits.len()) };
     }
 }

@@ -851,7 +851,8 @@ impl Rng {
 fn random_walk_keeps_invariants() {
     let all_witness = CoordinatorConfig { witness_nodes: 0, min_clients: 2, init_min_clients: 3, total_steps: 60, epoch_time: 200, ..valid_config() };
     let two_witnesses = CoordinatorConfig { witness_nodes: 2, ..all_witness };
-    for (seed, config) in [(42, all_witness), (7, two_witnesses), (1234, all_witness)] {
+    let verified = CoordinatorConfig { verification_percent: 50, ..all_witness };
+    for (seed, config) in [(42, all_witness), (7, two_witnesses), (1234, all_witness), (99, verified), (5, verified)] {
         random_walk(seed, config);
     }
 }
@@ -861,12 +862,14 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
     let mut sim = Sim::with(config);
     let mut batches = 0u64;
     let mut visited = std::collections::BTreeSet::new();
+    let mut verification_ops = [0u32; 2];
     for _ in 0..4000 {
         sim.wait(rng.below(4) as i64);
         let who = rng.below(12) as u32;
         let before = sim.s.as_bytes().to_vec();
         let c = sim.clock();
-        let result = match rng.below(10) {
+        let op = rng.below(12);
+        let result = match op {
             0 | 1 => sim.s.join(&key(who), &p2p(who), &c).map(|_| ()),
             2 => sim.s.leave(&key(who), &c).map(|_| ()),
             3 | 4 => sim.s.tick(&c).map(|_| ()),
@@ -886,7 +889,43 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
                 let hc = HealthCheck { step: sim.s.progress.step, index, accused };
                 sim.s.health_check(&key(who), &hc, &c).map(|_| ())
             }
-            _ => sim.s.set_paused(rng.below(2) == 0, &c).map(|_| ()),
+            9 => sim.s.set_paused(rng.below(2) == 0, &c).map(|_| ()),
+            10 => {
+                // A commitment, fresh or linked (sometimes to a wrong state).
+                let index = sim.members().iter().position(|m| m.1 == key(who)).unwrap_or(0) as u16;
+                let linked = sim.s.clients.iter().find(|c| c.occupied != 0 && c.signer == key(who)).map(|c| c.state_after).unwrap_or([0; 32]);
+                let fresh = rng.below(3) == 0;
+                let args = CommitArgs {
+                    step: sim.s.progress.step,
+                    index,
+                    payload: h("payload", rng.below(1000) as u32),
+                    state_before: if fresh || rng.below(8) == 0 { h("fresh", who) } else { linked },
+                    state_after: h("after", rng.below(1000) as u32),
+                    fresh: u8::from(fresh),
+                };
+                sim.s.commit(&key(who), &args, &c).map(|_| ())
+            }
+            _ => {
+                // A verdict by `who` on a random trainer, from the drawn verifier
+                // most of the time.
+                let r = *sim.s.current_round();
+                let trainer = rng.below(u64::from(r.clients_len.max(1))) as u16;
+                let drawn = selection::verifier(&r.verify_seed, trainer, r.clients_len);
+                let signer = match drawn {
+                    Some(v) if rng.below(4) != 0 => sim.s.epoch_client(v as usize).map(|(_, s)| s.signer).unwrap_or(key(who)),
+                    _ => key(who),
+                };
+                let verifier_index = sim.members().iter().position(|m| m.1 == signer).unwrap_or(0) as u16;
+                let args = VerifyArgs {
+                    step: r.step,
+                    verifier_index,
+                    index: trainer,
+                    verdict: 1 + rng.below(3) as u8,
+                    claimed_payload: [1; 32],
+                    claimed_after: [2; 32],
+                };
+                sim.s.verify(&signer, &args, &c).map(|_| ())
+            }
         };
         if result.is_err() {
             assert!(sim.s.as_bytes() == &before[..], "{result:?} changed the account");
@@ -901,6 +940,15 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
             assert!(r.batch_size >= r.clients_len, "every member trains at least one sequence");
             assert!(r.witnesses_len <= r.witness_count);
             assert_eq!(s.progress.data_index, r.data_index + u64::from(r.batch_size));
+            assert_eq!(r.verify_seed == [0; 32], state == RunState::RoundTrain, "verify seed drawn exactly when RoundTrain ends");
+            for (i, c) in r.commits[..r.clients_len as usize].iter().enumerate() {
+                if c.verdict != verdict::NONE {
+                    assert_ne!(c.flags & commit_flags::COMMITTED, 0);
+                    assert_eq!(state, RunState::RoundWitness);
+                    assert_eq!(selection::verifier(&r.verify_seed, i as u16, r.clients_len), Some(c.verifier));
+                }
+                assert!(c.flags == 0 || s.config.verification_percent > 0);
+            }
         }
         for k in 0..s.epoch.clients_len as usize {
             let (e, slot) = s.epoch_client(k).unwrap();
@@ -914,10 +962,298 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
         }
         if let Ok(()) = result {
             batches += 1;
+            if op >= 10 {
+                verification_ops[op as usize - 10] += 1;
+            }
         }
     }
     assert!(batches > 100, "the walk should mostly make progress ({batches} successes)");
+    if config.verification_percent > 0 {
+        assert!(verification_ops.iter().all(|&n| n > 0), "walk {seed}: commits and verdicts {verification_ops:?}");
+    }
     for state in [RunState::Warmup, RunState::RoundTrain, RunState::RoundWitness, RunState::Cooldown, RunState::Paused] {
         assert!(visited.contains(&(state as u8)), "walk {seed} never reached {state:?}: {visited:?}");
     }
+}
+
+// ----- verification: commit, verify -----
+
+fn h(label: &str, i: u32) -> [u8; 32] {
+    hashv(&[label.as_bytes(), &i.to_le_bytes()])
+}
+
+fn verifying(percent: u8) -> CoordinatorConfig {
+    CoordinatorConfig { verification_percent: percent, witness_nodes: 0, min_clients: 2, init_min_clients: 5, ..valid_config() }
+}
+
+impl Sim {
+    /// A commitment of member `index` for the current step: fresh, or linked
+    /// to its slot's latest state.
+    fn commit_args(&self, index: u16, fresh: bool) -> CommitArgs {
+        let slot = self.s.epoch_client(index as usize).unwrap().1;
+        let step = self.s.progress.step;
+        CommitArgs {
+            step,
+            index,
+            payload: h("payload", step * 1000 + u32::from(index)),
+            state_before: if fresh { h("fresh", u32::from(index)) } else { slot.state_after },
+            state_after: h("after", step * 1000 + u32::from(index)),
+            fresh: u8::from(fresh),
+        }
+    }
+
+    fn commit(&mut self, index: u16, fresh: bool) -> Result<Events, E> {
+        let args = self.commit_args(index, fresh);
+        let signer = self.members()[index as usize].1;
+        let c = self.clock();
+        self.s.commit(&signer, &args, &c)
+    }
+
+    /// Every elected witness reports: the round moves to RoundWitness.
+    fn end_training(&mut self) {
+        let seen = self.healthy_signers();
+        self.witness(usize::MAX, &seen);
+        assert_eq!(self.state(), RunState::RoundWitness);
+    }
+
+    /// The verdict arguments of the verifier drawn for `trainer`.
+    fn verify_args(&self, trainer: u16, verdict: u8) -> (VerifyArgs, [u8; 32]) {
+        let r = self.s.current_round();
+        let v = selection::verifier(&r.verify_seed, trainer, r.clients_len).unwrap();
+        let args = VerifyArgs {
+            step: r.step,
+            verifier_index: v,
+            index: trainer,
+            verdict,
+            claimed_payload: if verdict == verdict::MISMATCH { [0xaa; 32] } else { [0; 32] },
+            claimed_after: if verdict == verdict::MISMATCH { [0xbb; 32] } else { [0; 32] },
+        };
+        (args, self.members()[v as usize].1)
+    }
+}
+
+#[test]
+fn commits_are_taken_in_round_train_from_healthy_members_once() {
+    let mut sim = Sim::with(verifying(100));
+    sim.form_epoch(1..=5);
+    let m0 = sim.members()[0].1;
+    let a = sim.commit_args(0, true);
+    sim.rejects(E::WrongPhase, |s, c| s.commit(&m0, &a, c));
+    sim.start_training();
+    let a = sim.commit_args(0, true);
+    sim.rejects(E::WrongRound, |s, c| s.commit(&m0, &CommitArgs { step: a.step + 1, ..a }, c));
+    sim.rejects(E::ClientIndexMismatch, |s, c| s.commit(&key(99), &a, c));
+    sim.rejects(E::ClientIndexMismatch, |s, c| s.commit(&m0, &CommitArgs { index: 1, ..a }, c));
+    sim.rejects(E::ClientIndexMismatch, |s, c| s.commit(&m0, &CommitArgs { index: 300, ..a }, c));
+    sim.rejects(E::InvalidParameters, |s, c| s.commit(&m0, &CommitArgs { fresh: 2, ..a }, c));
+    // Not fresh: it must continue the slot's (still zero) state.
+    sim.rejects(E::StateNotLinked, |s, c| s.commit(&m0, &CommitArgs { fresh: 0, ..a }, c));
+    let nonce = sim.s.nonce;
+    let ev = sim.commit(0, true).unwrap();
+    assert!(ev.is_empty());
+    assert_eq!(sim.s.nonce, nonce + 1);
+    let stored = sim.s.current_round().commits[0];
+    assert_eq!(
+        (stored.payload, stored.state_before, stored.state_after, stored.flags, stored.verdict),
+        // First epoch in the run: on probation.
+        (a.payload, a.state_before, a.state_after, commit_flags::COMMITTED | commit_flags::FRESH | commit_flags::PROBATION, verdict::NONE)
+    );
+    assert_eq!(sim.s.clients.iter().find(|c| c.signer == m0).unwrap().state_after, a.state_after);
+    sim.rejects(E::AlreadyCommitted, |s, c| s.commit(&m0, &a, c));
+    // A member that left commits no more.
+    let m4 = sim.members()[4].1;
+    let a4 = sim.commit_args(4, true);
+    let id = (1..=5).find(|&i| key(i) == m4).unwrap();
+    sim.leave(id).unwrap();
+    sim.rejects(E::NotInEpoch, |s, c| s.commit(&m4, &a4, c));
+    // Linked (zero state, fresh = 0 with state_before = 0) is accepted.
+    let zero = CommitArgs { fresh: 0, state_before: [0; 32], ..sim.commit_args(1, true) };
+    let m1 = sim.members()[1].1;
+    let c = sim.clock();
+    sim.s.commit(&m1, &zero, &c).unwrap();
+    assert_eq!(sim.s.current_round().commits[1].flags, commit_flags::COMMITTED | commit_flags::PROBATION);
+    sim.wait(20);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::RoundWitness);
+    let a2 = sim.commit_args(2, true);
+    let m2 = sim.members()[2].1;
+    sim.rejects(E::WrongRound, |s, c| s.commit(&m2, &a2, c));
+
+    // Verification off: nothing to commit.
+    let mut off = Sim::with(verifying(0));
+    off.form_epoch(1..=5);
+    off.start_training();
+    let a = off.commit_args(0, true);
+    let m0 = off.members()[0].1;
+    off.rejects(E::VerificationOff, |s, c| s.commit(&m0, &a, c));
+}
+
+#[test]
+fn commits_link_across_rounds_and_reset_each_round() {
+    let mut sim = Sim::with(verifying(100));
+    sim.form_epoch(1..=5);
+    sim.start_training();
+    sim.commit(0, true).unwrap();
+    let after = sim.s.current_round().commits[0].state_after;
+    sim.finish_round();
+    let r = sim.s.current_round();
+    assert_eq!(r.verify_seed, [0; 32], "a new round has no verify seed yet");
+    assert!(r.commits[..r.clients_len as usize].iter().all(|c| *c == Commit { payload: [0; 32], state_before: [0; 32], state_after: [0; 32], verifier: 0, flags: 0, verdict: 0, _padding: [0; 4] }));
+    // The next commitment continues from the last one.
+    let a = sim.commit_args(0, false);
+    assert_eq!(a.state_before, after);
+    let m0 = sim.members()[0].1;
+    sim.rejects(E::StateNotLinked, |s, c| s.commit(&m0, &CommitArgs { state_before: [1; 32], ..a }, c));
+    sim.commit(0, false).unwrap();
+    // Skipping a round breaks nothing: the slot keeps the latest state.
+    sim.finish_round();
+    sim.finish_round();
+    sim.commit(0, false).unwrap();
+    // A restart from a fresh state is always accepted.
+    sim.finish_round();
+    sim.commit(0, true).unwrap();
+}
+
+#[test]
+fn verify_seed_is_drawn_when_round_train_ends() {
+    let mut seeds = vec![];
+    for slot in [500u64, 501] {
+        let mut sim = Sim::with(verifying(100));
+        sim.slot = slot;
+        sim.form_epoch(1..=5);
+        sim.start_training();
+        // Same round seed in both runs would need the same entropy; compare
+        // against the formula instead, then across entropies below.
+        assert_eq!(sim.s.current_round().verify_seed, [0; 32]);
+        let seen = sim.healthy_signers();
+        let elected = sim.elected();
+        let (last_index, last) = *elected.last().unwrap();
+        for (index, signer) in &elected[..elected.len() - 1] {
+            let report = sim.report(*index, &seen);
+            let c = sim.clock();
+            sim.s.witness(signer, &report, &c).unwrap();
+        }
+        let report = sim.report(last_index, &seen);
+        let c = sim.clock();
+        sim.s.witness(&last, &report, &c).unwrap();
+        assert_eq!(sim.state(), RunState::RoundWitness);
+        let r = sim.s.current_round();
+        assert_eq!(r.verify_seed, selection::verify_seed(&r.seed, &c.entropy));
+        seeds.push(r.verify_seed);
+        // By timer, too.
+        sim.wait(5);
+        sim.tick().unwrap();
+        sim.wait(20);
+        let c = sim.clock();
+        sim.tick().unwrap();
+        let r = sim.s.current_round();
+        assert_eq!(r.verify_seed, selection::verify_seed(&r.seed, &c.entropy));
+    }
+    assert_ne!(seeds[0], seeds[1]);
+    // Same round seed, different entropy at the transition: different verify seeds.
+    let mut a = Sim::with(verifying(100));
+    a.form_epoch(1..=5);
+    a.start_training();
+    let mut b = Sim { s: a.s.clone(), now: a.now, slot: a.slot };
+    b.slot += 1;
+    a.wait(20);
+    b.now = a.now;
+    a.tick().unwrap();
+    b.tick().unwrap();
+    assert_eq!(a.s.current_round().seed, b.s.current_round().seed);
+    assert_ne!(a.s.current_round().verify_seed, b.s.current_round().verify_seed);
+}
+
+#[test]
+fn verdicts_come_from_the_drawn_verifier_in_round_witness() {
+    let mut sim = Sim::with(verifying(100));
+    sim.form_epoch(1..=5);
+    sim.start_training();
+    for i in 0..3 {
+        sim.commit(i, true).unwrap();
+    }
+    let early = VerifyArgs { step: sim.s.progress.step, verifier_index: 1, index: 0, verdict: 1, claimed_payload: [0; 32], claimed_after: [0; 32] };
+    let m1 = sim.members()[1].1;
+    sim.rejects(E::WrongRound, |s, c| s.verify(&m1, &early, c));
+    sim.end_training();
+    let (a, v) = sim.verify_args(0, verdict::MATCH);
+    sim.rejects(E::WrongRound, |s, c| s.verify(&v, &VerifyArgs { step: a.step - 1, ..a }, c));
+    sim.rejects(E::ClientIndexMismatch, |s, c| s.verify(&key(99), &a, c));
+    sim.rejects(E::ClientIndexMismatch, |s, c| s.verify(&v, &VerifyArgs { index: 5, ..a }, c));
+    // Member 3 did not commit.
+    let (a3, v3) = sim.verify_args(3, verdict::MATCH);
+    sim.rejects(E::NotCommitted, |s, c| s.verify(&v3, &a3, c));
+    // Anyone but the drawn verifier is refused.
+    let other = (0..5u16).find(|&i| i != a.verifier_index && i != 0).unwrap();
+    let ok = sim.members()[other as usize].1;
+    sim.rejects(E::NotTheVerifier, |s, c| s.verify(&ok, &VerifyArgs { verifier_index: other, ..a }, c));
+    sim.rejects(E::InvalidVerdict, |s, c| s.verify(&v, &VerifyArgs { verdict: 0, ..a }, c));
+    sim.rejects(E::InvalidVerdict, |s, c| s.verify(&v, &VerifyArgs { verdict: 4, ..a }, c));
+    let nonce = sim.s.nonce;
+    let c = sim.clock();
+    let ev = sim.s.verify(&v, &a, &c).unwrap();
+    assert_eq!(sim.s.nonce, nonce + 1);
+    assert_eq!(
+        ev.iter().next().copied(),
+        Some(Event::Verified { step: a.step, trainer: sim.members()[0].1, verifier: v, verdict: verdict::MATCH })
+    );
+    let stored = sim.s.current_round().commits[0];
+    assert_eq!((stored.verdict, stored.verifier), (verdict::MATCH, a.verifier_index));
+    sim.rejects(E::AlreadyJudged, |s, c| s.verify(&v, &a, c));
+    // NO_DATA on another trainer (stage 1: stored, nothing else).
+    let (a2, v2) = sim.verify_args(2, verdict::NO_DATA);
+    let c = sim.clock();
+    sim.s.verify(&v2, &a2, &c).unwrap();
+    assert_eq!(sim.s.current_round().commits[2].verdict, verdict::NO_DATA);
+    // After the round: too late.
+    let (a1, v1) = sim.verify_args(1, verdict::MATCH);
+    sim.wait(5);
+    sim.tick().unwrap();
+    sim.rejects(E::WrongRound, |s, c| s.verify(&v1, &a1, c));
+}
+
+#[test]
+fn only_sampled_first_epoch_or_probation_members_are_verified() {
+    let mut sim = Sim::with(verifying(25));
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    // Members 0..=2 finished an epoch before, member 3 was at fault in the
+    // previous epoch, 4 two epochs ago; 5 is in its first epoch.
+    sim.s.progress.epoch = 5;
+    let slot = |sim: &Sim, i: usize| sim.s.epoch.clients[i].slot as usize;
+    for i in 0..5 {
+        let k = slot(&sim, i);
+        sim.s.clients[k].has_finished = 1;
+    }
+    for (i, fault) in [(3usize, 4u32), (4, 3)] {
+        let k = slot(&sim, i);
+        sim.s.clients[k].has_fault = 1;
+        sim.s.clients[k].last_fault_epoch = fault;
+    }
+    let probation = [false, false, false, true, false, true];
+    for i in 0..6u16 {
+        assert_eq!(sim.s.on_probation(i), probation[i as usize], "member {i}");
+        sim.commit(i, true).unwrap();
+        let flags = sim.s.current_round().commits[i as usize].flags;
+        assert_eq!(flags & commit_flags::PROBATION != 0, probation[i as usize], "member {i}: flags {flags}");
+    }
+    sim.end_training();
+    let r = *sim.s.current_round();
+    for i in 0..6u16 {
+        let want = probation[i as usize] || selection::sampled(&r.verify_seed, i, 25);
+        assert_eq!(sim.s.must_verify(&r, i), want, "member {i}");
+    }
+    assert!(!sim.s.must_verify(&r, 6), "beyond the round");
+    // The flag is fixed at commit time: the slot's later history does not matter.
+    let k = slot(&sim, 5);
+    sim.s.clients[k].has_finished = 1;
+    assert!(sim.s.must_verify(&r, 5));
+    // An unsampled member without probation is not verified.
+    if let Some(unsampled) = (0..3u16).find(|&i| !selection::sampled(&r.verify_seed, i, 25)) {
+        let (a, v) = sim.verify_args(unsampled, verdict::MATCH);
+        sim.rejects(E::NotSampled, |s, c| s.verify(&v, &a, c));
+    }
+    // Verification off: never.
+    sim.s.config.verification_percent = 0;
+    assert!((0..6).all(|i| !sim.s.must_verify(&r, i)));
 }

@@ -10,6 +10,8 @@ use core::num::NonZeroU64;
 
 use psyche_sdk::hash::hashv;
 
+use crate::state::COMMITTEE_SIZE;
+
 /// A 32-byte round seed.
 pub type Seed = [u8; 32];
 
@@ -23,6 +25,10 @@ pub const MAX_WITNESSES: u16 = 32;
 const ROUND_SEED_DOMAIN: &[u8] = b"psyche:round-seed:v1";
 const WITNESS_DOMAIN: &[u8] = b"psyche:witness";
 const DATA_DOMAIN: &[u8] = b"psyche:data";
+const VERIFY_SEED_DOMAIN: &[u8] = b"psyche:verify-seed:v1";
+const SAMPLE_DOMAIN: &[u8] = b"psyche:sample";
+const VERIFIER_DOMAIN: &[u8] = b"psyche:verifier";
+const COMMITTEE_DOMAIN: &[u8] = b"psyche:committee";
 
 /// Chain entropy read at the tick that starts a round: the most recent entry of
 /// the SlotHashes sysvar (the bank hash of an already-finished slot).
@@ -59,6 +65,71 @@ pub fn witness_seed(round: &Seed) -> Seed {
 /// Seed of the data-order shuffle.
 pub fn data_seed(round: &Seed) -> Seed {
     hashv(&[round, DATA_DOMAIN])
+}
+
+/// Seed of a round's verification sampling, drawn when its RoundTrain phase
+/// ends: sha256(domain ‖ round seed ‖ slot ‖ slot hash), with the SlotHashes
+/// entry of that moment, so it is unknown while members commit.
+pub fn verify_seed(round: &Seed, entropy: &Entropy) -> Seed {
+    hashv(&[VERIFY_SEED_DOMAIN, round, &entropy.slot.to_le_bytes(), &entropy.slot_hash])
+}
+
+/// The first 8 bytes of sha256(seed ‖ domain ‖ le16(index)), as a u64.
+fn draw(seed: &Seed, domain: &[u8], index: u16) -> u64 {
+    u64::from_le_bytes(first8(&hashv(&[seed, domain, &index.to_le_bytes()])))
+}
+
+/// Whether the commitment of round member `index` is sampled for
+/// verification at `percent` (0: never, 100 and above: always).
+pub fn sampled(verify_seed: &Seed, index: u16, percent: u8) -> bool {
+    match percent {
+        0 => false,
+        p if p >= 100 => true,
+        p => draw(verify_seed, SAMPLE_DOMAIN, index) % 100 < u64::from(p),
+    }
+}
+
+/// The round member that verifies member `index` of a round of `n`: uniform
+/// over the other `n - 1` members, never `index` itself; None below 2 members.
+pub fn verifier(verify_seed: &Seed, index: u16, n: u16) -> Option<u16> {
+    let others = NonZeroU64::new(u64::from(n).checked_sub(1)?)?;
+    let off = draw(verify_seed, VERIFIER_DOMAIN, index) % others;
+    // Note: index <= u16::MAX and off < n - 1, so the sum fits in u64, and the
+    // result is below n <= u16::MAX.
+    #[allow(clippy::arithmetic_side_effects)]
+    let v = (u64::from(index) + 1 + off) % u64::from(n);
+    Some(v as u16)
+}
+
+/// A dispute's committee: up to `COMMITTEE_SIZE` round members other than the
+/// trainer and the accuser, walking the indices of a round of `n` from
+/// sha256(verify_seed ‖ domain ‖ le16(trainer)) mod n. Returns the indices and
+/// how many there are (fewer than 3 in small rounds).
+pub fn committee(verify_seed: &Seed, trainer: u16, accuser: u16, n: u16) -> ([u16; COMMITTEE_SIZE], usize) {
+    let mut out = [0u16; COMMITTEE_SIZE];
+    let mut len = 0usize;
+    let Some(n64) = NonZeroU64::new(u64::from(n)) else {
+        return (out, 0);
+    };
+    // start < n <= u16::MAX.
+    let mut i = (draw(verify_seed, COMMITTEE_DOMAIN, trainer) % n64) as u16;
+    for _ in 0..n {
+        if len == COMMITTEE_SIZE {
+            break;
+        }
+        if i != trainer && i != accuser {
+            out[len] = i;
+            // Note: len < COMMITTEE_SIZE, checked above.
+            #[allow(clippy::arithmetic_side_effects)]
+            let next = len + 1;
+            len = next;
+        }
+        // Note: i < n <= u16::MAX, so i + 1 fits in u32.
+        #[allow(clippy::arithmetic_side_effects)]
+        let next = ((u32::from(i) + 1) % u32::from(n)) as u16;
+        i = next;
+    }
+    (out, len)
 }
 
 /// Position of `index` in a swap-or-not permutation of `0..n` keyed by `seed`
@@ -363,6 +434,79 @@ mod tests {
         let a: Vec<_> = (0..16).map(|i| assignment(&round(seed(1)), i).unwrap().start).collect();
         let b: Vec<_> = (0..16).map(|i| assignment(&round(seed(2)), i).unwrap().start).collect();
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn sampling_hits_the_percent() {
+        assert!((0..200u16).all(|i| !sampled(&seed(1), i, 0)));
+        assert!((0..200u16).all(|i| sampled(&seed(1), i, 100) && sampled(&seed(1), i, 255)));
+        // 25% over 40 seeds x 256 indices: 10240 draws, sd ~44 around 2560.
+        let mut hits = 0;
+        for t in 0..40u8 {
+            let s = seed(t);
+            hits += (0..256u16).filter(|&i| sampled(&s, i, 25)).count();
+        }
+        assert!((2380..2740).contains(&hits), "{hits} of 10240 sampled at 25%");
+        // Monotone in the percent: sampled at p means sampled at every q > p.
+        for i in 0..500u16 {
+            let first = (1..=100u8).find(|&p| sampled(&seed(3), i, p)).unwrap();
+            assert!((first..=100).all(|p| sampled(&seed(3), i, p)));
+        }
+    }
+
+    #[test]
+    fn verifiers_are_never_the_trainer_and_spread_evenly() {
+        assert_eq!(verifier(&seed(1), 0, 0), None);
+        assert_eq!(verifier(&seed(1), 0, 1), None);
+        for n in [2u16, 3, 7, 64, 256] {
+            for i in 0..n {
+                let v = verifier(&seed(n as u8), i, n).unwrap();
+                assert!(v < n && v != i, "n={n} i={i}: {v}");
+            }
+        }
+        assert_eq!(verifier(&seed(9), 0, 2), Some(1));
+        assert_eq!(verifier(&seed(9), 1, 2), Some(0));
+        // Trainer 0 of 5: each of the 4 others about 1/4 of 2000 seeds (sd ~19).
+        let mut counts = [0u32; 5];
+        for t in 0..2000u32 {
+            let s = hashv(&[b"verifier", &t.to_le_bytes()]);
+            counts[verifier(&s, 0, 5).unwrap() as usize] += 1;
+        }
+        assert_eq!(counts[0], 0);
+        for c in &counts[1..] {
+            assert!((420..580).contains(c), "verifier counts {counts:?}");
+        }
+    }
+
+    #[test]
+    fn committees_skip_trainer_and_accuser() {
+        for n in 0..12u16 {
+            for (t, a) in [(0u16, 1u16), (1, 0), (2, 5), (5, 5)] {
+                let (c, len) = committee(&seed(n as u8), t, a, n);
+                let others = (0..n).filter(|&i| i != t && i != a).count();
+                assert_eq!(len, others.min(COMMITTEE_SIZE), "n={n} t={t} a={a}");
+                let c = &c[..len];
+                assert!(c.iter().all(|&i| i < n && i != t && i != a), "n={n}: {c:?}");
+                let mut sorted = c.to_vec();
+                sorted.sort();
+                sorted.dedup();
+                assert_eq!(sorted.len(), len, "n={n}: distinct {c:?}");
+            }
+        }
+        // Consecutive indices from the drawn start.
+        let (c, len) = committee(&seed(1), 100, 200, 256);
+        assert_eq!(len, 3);
+        assert!(c[1] == (c[0] + 1) % 256 || c[1] == (c[0] + 2) % 256);
+    }
+
+    #[test]
+    fn verify_seed_depends_on_round_and_entropy() {
+        let e = Entropy { slot: 10, slot_hash: [7; 32] };
+        let base = verify_seed(&seed(1), &e);
+        assert_ne!(base, verify_seed(&seed(2), &e));
+        assert_ne!(base, verify_seed(&seed(1), &Entropy { slot: 11, ..e }));
+        assert_ne!(base, verify_seed(&seed(1), &Entropy { slot_hash: [8; 32], ..e }));
+        assert_ne!(base, round_seed(&seed(1), &e, 0));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::bloom::Bloom;
 use crate::selection::MAX_WITNESSES;
 
 /// Layout version written by `init` (bump with a new program id on change).
-pub const STATE_VERSION: u64 = 1;
+pub const STATE_VERSION: u64 = 2;
 /// Client slots: members, pending joiners and holders of unsettled points.
 pub const MAX_CLIENTS: usize = 256;
 /// Rounds kept in the ring buffer (current, previous, and two for lagging readers).
@@ -21,6 +21,15 @@ pub const NAME_LEN: usize = 64;
 pub const DESCRIPTION_LEN: usize = 280;
 pub const URL_LEN: usize = 192;
 pub const REVISION_LEN: usize = 64;
+/// Dispute entries kept (open ones and the latest settled ones).
+pub const MAX_DISPUTES: usize = 32;
+/// Members on a dispute's committee (fewer when the round is smaller).
+pub const COMMITTEE_SIZE: usize = 3;
+/// Unvested reward buckets per client (`ClientSlot::unvested`, one per epoch
+/// mod 4); `vesting_epochs` is at most this.
+pub const VESTING_BUCKETS: usize = 4;
+/// Largest `verification_percent` (every commitment verified).
+pub const MAX_VERIFICATION_PERCENT: u8 = 100;
 
 /// Phases of a run. Numbering matches the reference implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +74,51 @@ pub mod client_state {
     pub const DROPPED: u8 = 2;
     /// Left with `leave_run` (forfeits this epoch's reward).
     pub const LEFT: u8 = 3;
+    /// Found at fault by a dispute (slashed, unvested points burned, no reward).
+    pub const FAULTED: u8 = 4;
+}
+
+/// `Commit::flags` bits.
+pub mod commit_flags {
+    /// The member committed in this round.
+    pub const COMMITTED: u8 = 1;
+    /// `state_before` is a fresh, zero-momentum state (no linkage to the
+    /// member's previous commitment).
+    pub const FRESH: u8 = 2;
+    /// The member was on probation when it committed (its first epoch in the
+    /// run, or a fault this epoch or the previous one): the commitment must be
+    /// verified whatever the sampling says. Fixed at commit time, so every
+    /// reader of the round decides alike.
+    pub const PROBATION: u8 = 4;
+}
+
+/// `Commit::verdict`, and a committee member's vote in `Dispute::votes`
+/// (where 0 means not voted yet).
+pub mod verdict {
+    pub const NONE: u8 = 0;
+    /// The verifier's replay reproduced the commitment.
+    pub const MATCH: u8 = 1;
+    /// The verifier's replay gave different hashes.
+    pub const MISMATCH: u8 = 2;
+    /// The verifier could not get the trainer's payload or its inputs.
+    pub const NO_DATA: u8 = 3;
+}
+
+/// `Dispute::state`: free, open, or how it was settled.
+pub mod dispute_state {
+    /// Never used.
+    pub const FREE: u8 = 0;
+    /// Waiting for the trainer's answer or the committee's majority.
+    pub const OPEN: u8 = 1;
+    /// The trainer's rerun reproduced the verifier's hashes: nondeterminism,
+    /// forgiven up to `forgive_per_epoch` times per epoch.
+    pub const TRANSIENT: u8 = 2;
+    /// The trainer is at fault.
+    pub const TRAINER_FAULT: u8 = 3;
+    /// The accusing verifier is at fault.
+    pub const ACCUSER_FAULT: u8 = 4;
+    /// The deadline passed (or the run finished) without a decision; nobody is penalized.
+    pub const UNRESOLVED: u8 = 5;
 }
 
 /// `Model::architecture`.
@@ -121,6 +175,14 @@ pub struct CoordinatorConfig {
     pub global_batch_size_start: u16,
     pub global_batch_size_end: u16,
     pub waiting_for_members_extra_time: u16,
+    /// Percent (0..=100) of commitments sampled for verification per round;
+    /// 0 turns verification off (no commitments, nothing sampled).
+    pub verification_percent: u8,
+    /// TRANSIENT dispute outcomes forgiven per member per epoch.
+    pub forgive_per_epoch: u8,
+    /// Epoch ends (0..=4) before an epoch's reward becomes claimable.
+    pub vesting_epochs: u8,
+    pub _padding: [u8; 5],
 }
 
 /// What is trained and how. Floating-point hyperparameters are stored as IEEE-754
@@ -194,6 +256,22 @@ pub struct ClientSlot {
     /// Listed in the current epoch's clients.
     pub in_epoch: u8,
     pub has_finished: u8,
+    /// Private replay-state hash of this client's latest commitment (the
+    /// next non-fresh commitment must start from it).
+    pub state_after: [u8; 32],
+    /// Points earned per epoch (bucket = epoch % 4), not yet claimable.
+    pub unvested: [u64; VESTING_BUCKETS],
+    /// Points burned by faults (never paid to anyone).
+    pub burned: u64,
+    /// Epoch of the latest fault (valid when `has_fault`).
+    pub last_fault_epoch: u32,
+    pub has_fault: u8,
+    /// TRANSIENT dispute outcomes this epoch (reset when an epoch forms).
+    pub transients: u8,
+    /// OPEN disputes naming this slot (trainer, accuser or committee): the
+    /// slot is not reused while any is open.
+    pub open_disputes: u8,
+    pub _padding: u8,
 }
 
 /// An entry of the current epoch's ordered client list.
@@ -222,6 +300,69 @@ pub struct Witness {
     pub broadcast_merkle: [u8; 32],
 }
 
+/// A member's commitment to its step in a round, and the verdict on it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Commit {
+    /// SHA-256 of the payload bytes the member published.
+    pub payload: [u8; 32],
+    /// SHA-256 of the member's private replay state before and after the step
+    /// (opaque to the program).
+    pub state_before: [u8; 32],
+    pub state_after: [u8; 32],
+    /// Round index of the member that posted the verdict.
+    pub verifier: u16,
+    /// `commit_flags` bits.
+    pub flags: u8,
+    /// A `verdict` tag.
+    pub verdict: u8,
+    pub _padding: [u8; 4],
+}
+
+/// A challenged commitment, settled by the trainer's rerun or a committee.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dispute {
+    /// A `dispute_state` tag.
+    pub state: u8,
+    /// The verdict that opened it: `verdict::MISMATCH` or `verdict::NO_DATA`.
+    pub kind: u8,
+    /// Valid entries of `committee` and `votes`.
+    pub committee_len: u8,
+    /// Each committee member's vote (`verdict` tags; 0 = not voted).
+    pub votes: [u8; COMMITTEE_SIZE],
+    /// Client slots of the trainer and of the accusing verifier.
+    pub trainer_slot: u16,
+    pub accuser_slot: u16,
+    /// The trainer's index in the disputed round.
+    pub trainer_index: u16,
+    /// Client slots of the committee members.
+    pub committee: [u16; COMMITTEE_SIZE],
+    /// The disputed round's epoch was a cold start.
+    pub cold_start: u8,
+    /// The commitment's `commit_flags::FRESH` bit, as 0/1.
+    pub fresh: u8,
+    /// The disputed round's step.
+    pub step: u32,
+    /// Open until the run's step passes this (= step + 2).
+    pub deadline_step: u32,
+    pub epoch: u32,
+    /// First step of the disputed round's epoch.
+    pub epoch_start_step: u32,
+    /// Sequences the trainer was assigned: `[batch_start, batch_start + batch_len)`.
+    pub batch_len: u32,
+    /// Unique per run, from 1 (`CoordinatorState::disputes_opened`).
+    pub id: u64,
+    pub batch_start: u64,
+    /// The commitment (copied from the round).
+    pub payload: [u8; 32],
+    pub state_before: [u8; 32],
+    pub state_after: [u8; 32],
+    /// The verifier's own replay hashes.
+    pub claimed_payload: [u8; 32],
+    pub claimed_after: [u8; 32],
+}
+
 /// One training round.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,6 +382,11 @@ pub struct Round {
     /// Witness reports received (valid entries of `witnesses`).
     pub witnesses_len: u16,
     pub witnesses: [Witness; MAX_WITNESSES as usize],
+    /// Seed of the verification sampling, set when RoundTrain ends (unknown
+    /// while members commit); zero before.
+    pub verify_seed: [u8; 32],
+    /// Commitments by round index (the first `clients_len` are this round's).
+    pub commits: [Commit; MAX_CLIENTS],
 }
 
 /// The current epoch. Reset when an epoch forms.
@@ -291,6 +437,9 @@ pub struct CoordinatorState {
     pub _padding: [u8; 5],
     pub epoch: EpochState,
     pub clients: [ClientSlot; MAX_CLIENTS],
+    /// Disputes opened so far (the latest dispute's id).
+    pub disputes_opened: u64,
+    pub disputes: [Dispute; MAX_DISPUTES],
 }
 
 /// Account data size including the 8-byte discriminator.
@@ -365,7 +514,8 @@ mod tests {
         assert_tiled!(CoordinatorConfig, warmup_time: u64, cooldown_time: u64, max_round_train_time: u64,
             round_witness_time: u64, epoch_time: u64, global_batch_size_warmup_tokens: u64, total_steps: u32,
             init_min_clients: u16, min_clients: u16, witness_nodes: u16, global_batch_size_start: u16,
-            global_batch_size_end: u16, waiting_for_members_extra_time: u16);
+            global_batch_size_end: u16, waiting_for_members_extra_time: u16, verification_percent: u8,
+            forgive_per_epoch: u8, vesting_epochs: u8, _padding: [u8; 5]);
         assert_tiled!(Model, architecture: u8, tokenizer: u8, data_type: u8, checkpoint_kind: u8,
             data_location_kind: u8, lr_schedule: u8, optimizer: u8, quantize_1bit: u8, max_seq_len: u32,
             cold_start_warmup_steps: u32, n_layer: u16, n_head: u16, n_embd: u32, vocab_size: u32,
@@ -376,12 +526,23 @@ mod tests {
         assert_tiled!(Progress, epoch: u32, step: u32, data_index: u64);
         assert_tiled!(EpochRates, earning_rate_total_shared: u64, slashing_rate_per_client: u64);
         assert_tiled!(ClientSlot, signer: [u8; 32], p2p_identity: [u8; 32], earned: u64, slashed: u64,
-            last_finished_epoch: u32, occupied: u8, pending: u8, in_epoch: u8, has_finished: u8);
+            last_finished_epoch: u32, occupied: u8, pending: u8, in_epoch: u8, has_finished: u8, state_after: [u8; 32],
+            unvested: [u64; VESTING_BUCKETS], burned: u64, last_fault_epoch: u32, has_fault: u8, transients: u8,
+            open_disputes: u8, _padding: u8);
         assert_tiled!(EpochClient, slot: u16, state: u8, warmup_witnessed: u8);
         assert_tiled!(Witness, index: u16, _padding: [u8; 6], participant_bloom: Bloom, broadcast_bloom: Bloom,
             broadcast_merkle: [u8; 32]);
         assert_tiled!(Round, seed: [u8; 32], data_index: u64, step: u32, height: u32, batch_size: u16,
-            clients_len: u16, witness_count: u16, witnesses_len: u16, witnesses: [Witness; 32]);
+            clients_len: u16, witness_count: u16, witnesses_len: u16, witnesses: [Witness; 32], verify_seed: [u8; 32],
+            commits: [Commit; MAX_CLIENTS]);
+        assert_tiled!(Commit, payload: [u8; 32], state_before: [u8; 32], state_after: [u8; 32], verifier: u16, flags: u8,
+            verdict: u8, _padding: [u8; 4]);
+        assert_eq!(size_of::<Commit>(), 104);
+        assert_tiled!(Dispute, state: u8, kind: u8, committee_len: u8, votes: [u8; COMMITTEE_SIZE], trainer_slot: u16,
+            accuser_slot: u16, trainer_index: u16, committee: [u16; COMMITTEE_SIZE], cold_start: u8, fresh: u8, step: u32,
+            deadline_step: u32, epoch: u32, epoch_start_step: u32, batch_len: u32, id: u64, batch_start: u64,
+            payload: [u8; 32], state_before: [u8; 32], state_after: [u8; 32], claimed_payload: [u8; 32],
+            claimed_after: [u8; 32]);
         assert_tiled!(EpochState, start_timestamp: i64, start_step: u32, last_step: u32, clients_len: u16,
             warmup_witnesses: u16, rounds_head: u8, cold_start: u8, quorum_failed: u8, _padding: u8,
             rounds: [Round; NUM_STORED_ROUNDS], clients: [EpochClient; MAX_CLIENTS]);
@@ -389,10 +550,11 @@ mod tests {
             client_version: [u8; CLIENT_VERSION_LEN], metadata: RunMetadata, config: CoordinatorConfig,
             model: Model, progress: Progress, current_rates: EpochRates, future_rates: EpochRates,
             seed: [u8; 32], run_state_start: i64, run_state: u8, pending_pause: u8, cold_start_next: u8,
-            _padding: [u8; 5], epoch: EpochState, clients: [ClientSlot; MAX_CLIENTS]);
+            _padding: [u8; 5], epoch: EpochState, clients: [ClientSlot; MAX_CLIENTS], disputes_opened: u64,
+            disputes: [Dispute; MAX_DISPUTES]);
         assert_eq!(core::mem::align_of::<CoordinatorState>(), 8);
         // The account size is part of the wire contract (clients allocate it).
-        assert_eq!(ACCOUNT_SIZE, 66_968);
+        assert_eq!(ACCOUNT_SIZE, 201_000);
     }
 
     #[test]

@@ -124,7 +124,37 @@ fn generate() -> String {
             list(&probes, |x| b.contains(x).to_string()),
         ));
     }
-    section(&mut out, "blooms", rows, true);
+    section(&mut out, "blooms", rows, false);
+
+    let mut rows = Vec::new();
+    for i in 0..4u32 {
+        let round = seed("verify-round", i);
+        let entropy = Entropy { slot: 77 + u64::from(i) * 1009, slot_hash: seed("verify-slot-hash", i) };
+        let v = selection::verify_seed(&round, &entropy);
+        rows.push(format!(
+            "\"round_seed\": \"{}\", \"slot\": {}, \"slot_hash\": \"{}\", \"verify_seed\": \"{}\"",
+            hex(&round), entropy.slot, hex(&entropy.slot_hash), hex(&v)
+        ));
+    }
+    section(&mut out, "verify_seeds", rows, false);
+
+    // Sampling, verifier and committee of every index of a few rounds.
+    let mut rows = Vec::new();
+    for (i, (n, percent)) in [(1u16, 50u8), (2, 0), (3, 100), (10, 25), (64, 10), (257, 33)].into_iter().enumerate() {
+        let v = seed("verify-seed", i as u32);
+        let sampled = list(0..n, |k| selection::sampled(&v, k, percent).to_string());
+        let verifiers = list(0..n, |k| selection::verifier(&v, k, n).map_or("null".to_string(), |x| x.to_string()));
+        let committees = list(0..n, |k| {
+            let accuser = selection::verifier(&v, k, n).unwrap_or(k);
+            let (c, len) = selection::committee(&v, k, accuser, n);
+            format!("[{accuser}, [{}]]", list(&c[..len], |x| x.to_string()))
+        });
+        rows.push(format!(
+            "\"verify_seed\": \"{}\", \"n\": {n}, \"percent\": {percent}, \"sampled\": [{sampled}], \"verifiers\": [{verifiers}], \"committees\": [{committees}]",
+            hex(&v)
+        ));
+    }
+    section(&mut out, "verification", rows, true);
 
     out.push_str("}\n");
     out

@@ -13,7 +13,7 @@ use core::mem::{size_of, MaybeUninit};
 
 use psyche_coordinator_logic::bloom::Bloom;
 use psyche_coordinator_logic::error::CoordinatorError;
-use psyche_coordinator_logic::machine::{CheckpointRepo, HealthCheck, Update, WitnessReport};
+use psyche_coordinator_logic::machine::{CheckpointRepo, CommitArgs, HealthCheck, Update, VerifyArgs, WitnessReport};
 use psyche_coordinator_logic::state::{CoordinatorConfig, Model, Progress, RunMetadata, REVISION_LEN, URL_LEN};
 use psyche_sdk::borsh::{BorshError, Reader};
 use psyche_sdk::{Address, ProgramError};
@@ -192,6 +192,36 @@ impl Decode<'_> for HealthCheck {
         let accused = bytes32(&mut r)?;
         r.finish()?;
         Ok(Self { step, index, accused })
+    }
+}
+
+/// `CommitParams`. `fresh` is a u8 (the logic refuses values above 1).
+impl Decode<'_> for CommitArgs {
+    fn decode(args: &[u8]) -> Result<Self, ProgramError> {
+        let mut r = Reader::new(args);
+        let step = r.u32()?;
+        let index = r.u16()?;
+        let payload = bytes32(&mut r)?;
+        let state_before = bytes32(&mut r)?;
+        let state_after = bytes32(&mut r)?;
+        let fresh = r.u8()?;
+        r.finish()?;
+        Ok(Self { step, index, payload, state_before, state_after, fresh })
+    }
+}
+
+/// `VerifyParams`.
+impl Decode<'_> for VerifyArgs {
+    fn decode(args: &[u8]) -> Result<Self, ProgramError> {
+        let mut r = Reader::new(args);
+        let step = r.u32()?;
+        let verifier_index = r.u16()?;
+        let index = r.u16()?;
+        let verdict = r.u8()?;
+        let claimed_payload = bytes32(&mut r)?;
+        let claimed_after = bytes32(&mut r)?;
+        r.finish()?;
+        Ok(Self { step, verifier_index, index, verdict, claimed_payload, claimed_after })
     }
 }
 

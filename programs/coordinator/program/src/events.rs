@@ -18,9 +18,10 @@ pub const WARMUP_WITNESSED: [u8; 8] = anchor::event("WarmupWitnessed");
 pub const WITNESS_REPORTED: [u8; 8] = anchor::event("WitnessReported");
 pub const CLIENT_DROPPED: [u8; 8] = anchor::event("ClientDropped");
 pub const CHECKPOINT_UPDATED: [u8; 8] = anchor::event("CheckpointUpdated");
+pub const VERIFIED: [u8; 8] = anchor::event("Verified");
 
 /// Event names in IDL order, with their discriminators.
-pub const EVENTS: [(&str, [u8; 8]); 11] = [
+pub const EVENTS: [(&str, [u8; 8]); 12] = [
     ("StateChanged", STATE_CHANGED),
     ("RoundStarted", ROUND_STARTED),
     ("EpochEnded", EPOCH_ENDED),
@@ -32,6 +33,7 @@ pub const EVENTS: [(&str, [u8; 8]); 11] = [
     ("WitnessReported", WITNESS_REPORTED),
     ("ClientDropped", CLIENT_DROPPED),
     ("CheckpointUpdated", CHECKPOINT_UPDATED),
+    ("Verified", VERIFIED),
 ];
 
 /// Logs every event of one instruction, in order.
@@ -96,6 +98,10 @@ pub(crate) fn encode(e: &Event, w: &mut Writer<'_>) -> Result<&'static [u8; 8], 
         Event::CheckpointUpdated { signer } => {
             w.bytes(&signer)?;
             &CHECKPOINT_UPDATED
+        }
+        Event::Verified { step, trainer, verifier, verdict } => {
+            w.u32(step)?.bytes(&trainer)?.bytes(&verifier)?.u8(verdict)?;
+            &VERIFIED
         }
     })
 }

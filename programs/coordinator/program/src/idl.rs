@@ -30,7 +30,9 @@ fn layout_types(t: &mut Types) {
         max_round_train_time: json!("u64"), round_witness_time: json!("u64"), epoch_time: json!("u64"),
         global_batch_size_warmup_tokens: json!("u64"), total_steps: json!("u32"), init_min_clients: json!("u16"),
         min_clients: json!("u16"), witness_nodes: json!("u16"), global_batch_size_start: json!("u16"),
-        global_batch_size_end: json!("u16"), waiting_for_members_extra_time: json!("u16"));
+        global_batch_size_end: json!("u16"), waiting_for_members_extra_time: json!("u16"),
+        verification_percent: json!("u8"), forgive_per_epoch: json!("u8"), vesting_epochs: json!("u8"),
+        _padding: bytes(5));
     zc!(t, Model, "Model", architecture: json!("u8"), tokenizer: json!("u8"), data_type: json!("u8"),
         checkpoint_kind: json!("u8"), data_location_kind: json!("u8"), lr_schedule: json!("u8"),
         optimizer: json!("u8"), quantize_1bit: json!("u8"), max_seq_len: json!("u32"),
@@ -44,13 +46,25 @@ fn layout_types(t: &mut Types) {
     zc!(t, EpochRates, "EpochRates", earning_rate_total_shared: json!("u64"), slashing_rate_per_client: json!("u64"));
     zc!(t, ClientSlot, "ClientSlot", signer: json!("pubkey"), p2p_identity: bytes(32), earned: json!("u64"),
         slashed: json!("u64"), last_finished_epoch: json!("u32"), occupied: json!("u8"), pending: json!("u8"),
-        in_epoch: json!("u8"), has_finished: json!("u8"));
+        in_epoch: json!("u8"), has_finished: json!("u8"), state_after: bytes(32),
+        unvested: array(json!("u64"), VESTING_BUCKETS), burned: json!("u64"), last_fault_epoch: json!("u32"),
+        has_fault: json!("u8"), transients: json!("u8"), open_disputes: json!("u8"), _padding: json!("u8"));
     zc!(t, EpochClient, "EpochClient", slot: json!("u16"), state: json!("u8"), warmup_witnessed: json!("u8"));
     zc!(t, Witness, "Witness", index: json!("u16"), _padding: bytes(6), participant_bloom: defined("Bloom"),
         broadcast_bloom: defined("Bloom"), broadcast_merkle: bytes(32));
+    zc!(t, Commit, "Commit", payload: bytes(32), state_before: bytes(32), state_after: bytes(32),
+        verifier: json!("u16"), flags: json!("u8"), verdict: json!("u8"), _padding: bytes(4));
     zc!(t, Round, "Round", seed: bytes(32), data_index: json!("u64"), step: json!("u32"), height: json!("u32"),
         batch_size: json!("u16"), clients_len: json!("u16"), witness_count: json!("u16"),
-        witnesses_len: json!("u16"), witnesses: array(defined("Witness"), 32));
+        witnesses_len: json!("u16"), witnesses: array(defined("Witness"), 32), verify_seed: bytes(32),
+        commits: array(defined("Commit"), MAX_CLIENTS));
+    zc!(t, Dispute, "Dispute", state: json!("u8"), kind: json!("u8"), committee_len: json!("u8"),
+        votes: bytes(COMMITTEE_SIZE), trainer_slot: json!("u16"), accuser_slot: json!("u16"),
+        trainer_index: json!("u16"), committee: array(json!("u16"), COMMITTEE_SIZE), cold_start: json!("u8"),
+        fresh: json!("u8"), step: json!("u32"), deadline_step: json!("u32"), epoch: json!("u32"),
+        epoch_start_step: json!("u32"), batch_len: json!("u32"), id: json!("u64"), batch_start: json!("u64"),
+        payload: bytes(32), state_before: bytes(32), state_after: bytes(32), claimed_payload: bytes(32),
+        claimed_after: bytes(32));
     zc!(t, EpochState, "EpochState", start_timestamp: json!("i64"), start_step: json!("u32"),
         last_step: json!("u32"), clients_len: json!("u16"), warmup_witnesses: json!("u16"),
         rounds_head: json!("u8"), cold_start: json!("u8"), quorum_failed: json!("u8"), _padding: json!("u8"),
@@ -62,7 +76,8 @@ fn layout_types(t: &mut Types) {
         current_rates: defined("EpochRates"), future_rates: defined("EpochRates"), seed: bytes(32),
         run_state_start: json!("i64"), run_state: json!("u8"), pending_pause: json!("u8"),
         cold_start_next: json!("u8"), _padding: bytes(5), epoch: defined("EpochState"),
-        clients: array(defined("ClientSlot"), MAX_CLIENTS));
+        clients: array(defined("ClientSlot"), MAX_CLIENTS), disputes_opened: json!("u64"),
+        disputes: array(defined("Dispute"), MAX_DISPUTES));
 }
 
 fn borsh_types(t: &mut Types) {
@@ -109,6 +124,22 @@ fn borsh_types(t: &mut Types) {
     t.borsh("HealthCheckParams", &[("step", json!("u32")), ("index", json!("u16")), ("accused", json!("pubkey"))]);
     t.borsh("CheckpointParams", &[("repo", json!("string")), ("revision", json!("string"))]);
     t.borsh("SettlePointsParams", &[("user", json!("pubkey"))]);
+    t.borsh("CommitParams", &[
+        ("step", json!("u32")),
+        ("index", json!("u16")),
+        ("payload", bytes(32)),
+        ("state_before", bytes(32)),
+        ("state_after", bytes(32)),
+        ("fresh", json!("u8")),
+    ]);
+    t.borsh("VerifyParams", &[
+        ("step", json!("u32")),
+        ("verifier_index", json!("u16")),
+        ("index", json!("u16")),
+        ("verdict", json!("u8")),
+        ("claimed_payload", bytes(32)),
+        ("claimed_after", bytes(32)),
+    ]);
     for empty in ["LeaveRunParams", "TickParams", "WarmupWitnessParams", "FreeCoordinatorParams"] {
         t.borsh(empty, &[]);
     }
@@ -131,6 +162,7 @@ fn borsh_types(t: &mut Types) {
     t.borsh("WitnessReported", &[("signer", json!("pubkey")), ("step", json!("u32")), ("index", json!("u16"))]);
     t.borsh("ClientDropped", &[("client", json!("pubkey")), ("reporter", json!("pubkey")), ("step", json!("u32"))]);
     t.borsh("CheckpointUpdated", &[("signer", json!("pubkey"))]);
+    t.borsh("Verified", &[("step", json!("u32")), ("trainer", json!("pubkey")), ("verifier", json!("pubkey")), ("verdict", json!("u8"))]);
 }
 
 /// Accounts and argument type of each instruction (an empty struct where there
@@ -167,6 +199,8 @@ fn instruction_shapes() -> Vec<Instruction> {
             "FreeCoordinatorParams",
         ),
         (authority(), "SettlePointsParams"),
+        (client(), "CommitParams"),
+        (client(), "VerifyParams"),
     ];
     shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
@@ -182,7 +216,7 @@ fn render() -> std::string::String {
     let errors = CoordinatorError::ALL.iter().map(|e| (e.code(), e.name(), e.message())).collect();
     Idl {
         name: "psyche_coordinator",
-        description: "The training run's state machine: membership, rounds, witnesses, health checks and rewards",
+        description: "The training run's state machine: membership, rounds, witnesses, health checks, verification and rewards",
         address: ID.to_bytes(),
         instructions: &INSTRUCTIONS,
         shapes: instruction_shapes(),
@@ -218,6 +252,7 @@ fn event_payloads_match_their_idl_types() {
         Event::WitnessReported { signer: k, step: 1, index: 2 },
         Event::ClientDropped { client: k, reporter: k, step: 1 },
         Event::CheckpointUpdated { signer: k },
+        Event::Verified { step: 1, trainer: k, verifier: k, verdict: 2 },
     ];
     let types = types();
     for (e, (name, disc)) in samples.iter().zip(EVENTS) {
@@ -244,7 +279,7 @@ fn decoders_read_the_idl_params() {
     }
     let fixed = [
         "SetPausedParams", "JoinRunParams", "LeaveRunParams", "TickParams", "WitnessParams", "WarmupWitnessParams",
-        "HealthCheckParams", "FreeCoordinatorParams", "SettlePointsParams",
+        "HealthCheckParams", "FreeCoordinatorParams", "SettlePointsParams", "CommitParams", "VerifyParams",
     ];
     let types = types();
     let mut checked = 0;

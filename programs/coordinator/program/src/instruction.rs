@@ -4,7 +4,7 @@
 //! decodes a whole instruction with the same argument decoders the processors
 //! use, for host tools (the simulator in programs/coordinator/sim).
 
-use psyche_coordinator_logic::machine::{CheckpointRepo, HealthCheck, WitnessReport};
+use psyche_coordinator_logic::machine::{CheckpointRepo, CommitArgs, HealthCheck, VerifyArgs, WitnessReport};
 use psyche_sdk::anchor::split_instruction;
 use psyche_sdk::{ErrorCode, ProgramError};
 
@@ -13,8 +13,8 @@ use crate::args::{
     SettlePointsParams, UpdateClientVersionParams, UpdateParams,
 };
 use crate::{
-    CHECKPOINT, FREE_COORDINATOR, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN, SETTLE_POINTS,
-    SET_FUTURE_EPOCH_RATES, SET_PAUSED, TICK, UPDATE, UPDATE_CLIENT_VERSION, WARMUP_WITNESS, WITNESS,
+    CHECKPOINT, COMMIT, FREE_COORDINATOR, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN, SETTLE_POINTS,
+    SET_FUTURE_EPOCH_RATES, SET_PAUSED, TICK, UPDATE, UPDATE_CLIENT_VERSION, VERIFY, WARMUP_WITNESS, WITNESS,
 };
 
 /// The instructions, in IDL order (`Kind as usize` indexes [`crate::INSTRUCTIONS`]).
@@ -35,6 +35,8 @@ pub enum Kind {
     Checkpoint,
     FreeCoordinator,
     SettlePoints,
+    Commit,
+    Verify,
 }
 
 impl Kind {
@@ -61,6 +63,8 @@ impl Kind {
             d if d == CHECKPOINT => Kind::Checkpoint,
             d if d == FREE_COORDINATOR => Kind::FreeCoordinator,
             d if d == SETTLE_POINTS => Kind::SettlePoints,
+            d if d == COMMIT => Kind::Commit,
+            d if d == VERIFY => Kind::Verify,
             _ => return Err(ErrorCode::InstructionFallbackNotFound.fail()),
         };
         Ok((kind, args))
@@ -88,6 +92,8 @@ pub enum Instruction<'a> {
     Checkpoint(CheckpointRepo),
     FreeCoordinator,
     SettlePoints(SettlePointsParams),
+    Commit(CommitArgs),
+    Verify(VerifyArgs),
 }
 
 impl<'a> Instruction<'a> {
@@ -112,6 +118,8 @@ impl<'a> Instruction<'a> {
             Kind::Checkpoint => Self::Checkpoint(Decode::decode(args)?),
             Kind::FreeCoordinator => NoParams::decode(args).map(|_| Self::FreeCoordinator)?,
             Kind::SettlePoints => Self::SettlePoints(Decode::decode(args)?),
+            Kind::Commit => Self::Commit(Decode::decode(args)?),
+            Kind::Verify => Self::Verify(Decode::decode(args)?),
         })
     }
 
@@ -258,6 +266,34 @@ mod tests {
             ),
             (ix(crate::FREE_COORDINATOR, |_| Ok(())), Instruction::FreeCoordinator),
             (ix(crate::SETTLE_POINTS, |w| w.bytes(&key(7)).map(|_| ())), Instruction::SettlePoints(SettlePointsParams { user: key(7) })),
+            (
+                ix(crate::COMMIT, |w| {
+                    w.u32(0x0102_0304)?.u16(255)?.bytes(&key(8))?.bytes(&key(9))?.bytes(&key(10))?.u8(1)?;
+                    Ok(())
+                }),
+                Instruction::Commit(CommitArgs {
+                    step: 0x0102_0304,
+                    index: 255,
+                    payload: key(8),
+                    state_before: key(9),
+                    state_after: key(10),
+                    fresh: 1,
+                }),
+            ),
+            (
+                ix(crate::VERIFY, |w| {
+                    w.u32(12)?.u16(7)?.u16(300)?.u8(2)?.bytes(&key(11))?.bytes(&key(12))?;
+                    Ok(())
+                }),
+                Instruction::Verify(VerifyArgs {
+                    step: 12,
+                    verifier_index: 7,
+                    index: 300,
+                    verdict: 2,
+                    claimed_payload: key(11),
+                    claimed_after: key(12),
+                }),
+            ),
         ]
     }
 

@@ -7,7 +7,7 @@
 //! Accounts:
 //! - `CoordinatorInstance`, PDA ["coordinator", run_id]: bump, main authority,
 //!   join authority, the coordinator account's address, run id (Borsh).
-//! - `CoordinatorAccount`: the 66,968-byte fixed layout of
+//! - `CoordinatorAccount`: the 201,000-byte fixed layout of
 //!   `psyche_coordinator_logic::state` (zero-copy), allocated by the client with
 //!   the system program and assigned to this program, then `init_coordinator`.
 //!
@@ -68,9 +68,11 @@ pub const HEALTH_CHECK: [u8; 8] = anchor::instruction("health_check");
 pub const CHECKPOINT: [u8; 8] = anchor::instruction("checkpoint");
 pub const FREE_COORDINATOR: [u8; 8] = anchor::instruction("free_coordinator");
 pub const SETTLE_POINTS: [u8; 8] = anchor::instruction("settle_points");
+pub const COMMIT: [u8; 8] = anchor::instruction("commit");
+pub const VERIFY: [u8; 8] = anchor::instruction("verify");
 
 /// Instruction names in IDL order, with their discriminators.
-pub const INSTRUCTIONS: [(&str, [u8; 8]); 14] = [
+pub const INSTRUCTIONS: [(&str, [u8; 8]); 16] = [
     ("init_coordinator", INIT_COORDINATOR),
     ("update", UPDATE),
     ("update_client_version", UPDATE_CLIENT_VERSION),
@@ -85,6 +87,8 @@ pub const INSTRUCTIONS: [(&str, [u8; 8]); 14] = [
     ("checkpoint", CHECKPOINT),
     ("free_coordinator", FREE_COORDINATOR),
     ("settle_points", SETTLE_POINTS),
+    ("commit", COMMIT),
+    ("verify", VERIFY),
 ];
 
 /// Dispatches an instruction; public so host tests and the entrypoint share it.
@@ -108,5 +112,7 @@ pub fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> P
         Kind::Checkpoint => processor::checkpoint(accounts, args),
         Kind::FreeCoordinator => processor::free_coordinator(accounts, args),
         Kind::SettlePoints => processor::settle_points(accounts, args),
+        Kind::Commit => processor::commit(accounts, args),
+        Kind::Verify => processor::verify(accounts, args),
     }
 }

@@ -191,6 +191,12 @@ impl Sim {
             Instruction::Checkpoint(repo) => {
                 self.as_client()?.checkpoint(signer, repo, clock)?;
             }
+            Instruction::Commit(c) => {
+                self.as_client()?.commit(signer, c, clock)?;
+            }
+            Instruction::Verify(v) => {
+                self.as_client()?.verify(signer, v, clock)?;
+            }
             Instruction::FreeCoordinator => unreachable!("handle answers free_coordinator"),
         }
         Ok(())

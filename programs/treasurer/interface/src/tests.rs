@@ -132,6 +132,14 @@ fn slot(signer: u8, earned: u64, slashed: u64) -> ClientSlot {
         pending: 0,
         in_epoch: 0,
         has_finished: 0,
+        state_after: [0; 32],
+        unvested: [0; 4],
+        burned: 0,
+        last_fault_epoch: 0,
+        has_fault: 0,
+        transients: 0,
+        open_disputes: 0,
+        _padding: 0,
     }
 }
 

@@ -3,6 +3,7 @@
 //! data in place and logs the logic's events.
 
 mod checkpoint;
+mod commit;
 mod free_coordinator;
 mod health_check;
 mod init_coordinator;
@@ -14,10 +15,12 @@ mod settle_points;
 mod tick;
 mod update;
 mod update_client_version;
+mod verify;
 mod warmup_witness;
 mod witness;
 
 pub use checkpoint::checkpoint;
+pub use commit::commit;
 pub use free_coordinator::free_coordinator;
 pub use health_check::health_check;
 pub use init_coordinator::init_coordinator;
@@ -29,6 +32,7 @@ pub use settle_points::settle_points;
 pub use tick::tick;
 pub use update::update;
 pub use update_client_version::update_client_version;
+pub use verify::verify;
 pub use warmup_witness::warmup_witness;
 pub use witness::witness;
 
