@@ -37,6 +37,14 @@ race=(./clients/client/ ./clients/p2p/ ./clients/chain/ ./clients/status/)
 section "go test -race ${race[*]}"
 go test -race -count=1 -timeout 25m "$@" "${race[@]}" || status=1
 
+# The 1,000-round verification simulation is single-threaded (nothing for
+# the race detector) and 10x slower under it, so it runs here without
+# (in a full run: with flags given, the sections above already chose).
+if [ $# -eq 0 ]; then
+  section "go test -run TestSimVerificationCatchesCheater ./clients/client/"
+  go test -count=1 -timeout 10m -run TestSimVerificationCatchesCheater ./clients/client/ || status=1
+fi
+
 section "go test (the rest)"
 go test -count=1 -timeout 25m "$@" $(go list ./... | grep -v -x -E '.*/clients/(client|p2p|chain|status)') || status=1
 

@@ -44,9 +44,13 @@ const (
 	opWitness
 	opHealthCheck
 	opCheckpoint
+	opCommit
+	opVerify
+	opJudge
+	opAnswer
 )
 
-var opNames = [...]string{"join_run", "leave_run", "tick", "warmup_witness", "witness", "health_check", "checkpoint"}
+var opNames = [...]string{"join_run", "leave_run", "tick", "warmup_witness", "witness", "health_check", "checkpoint", "commit", "verify", "judge_dispute", "answer_dispute"}
 
 func (k opKind) String() string { return opNames[k] }
 
@@ -59,6 +63,11 @@ type op struct {
 	accused solana.PublicKey          // opHealthCheck
 	repo    string                    // opCheckpoint
 	rev     string                    // opCheckpoint
+	commit  coordinator.CommitArgs    // opCommit
+	verify  coordinator.VerifyArgs    // opVerify
+	dispute uint64                    // opJudge, opAnswer
+	vote    uint8                     // opJudge
+	claim   [2][32]byte               // opAnswer: the rerun's payload and state-after hashes
 }
 
 // rpcChain is the Coordinator over JSON-RPC and websockets, with failover
@@ -267,6 +276,14 @@ func (rc *rpcChain) instruction(o op) (solana.Instruction, error) {
 		return r.HealthCheck(me, o.step, o.index, o.accused)
 	case opCheckpoint:
 		return r.Checkpoint(me, o.repo, o.rev)
+	case opCommit:
+		return r.Commit(me, o.commit)
+	case opVerify:
+		return r.Verify(me, o.verify)
+	case opJudge:
+		return r.JudgeDispute(me, o.dispute, o.vote)
+	case opAnswer:
+		return r.AnswerDispute(me, o.dispute, o.claim[0], o.claim[1])
 	}
 	return nil, fmt.Errorf("no instruction %d", o.kind)
 }

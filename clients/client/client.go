@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
@@ -26,6 +27,7 @@ import (
 	"github.com/psyche-go/psyche/clients/p2p"
 	"github.com/psyche-go/psyche/clients/p2p/identity"
 	"github.com/psyche-go/psyche/clients/status"
+	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 // Version is the client version this build reports; a run whose on-chain
@@ -97,6 +99,11 @@ type Config struct {
 	// Clock is the local time (nil: time.Now). Phase timers are judged by
 	// the chain's clock, never by this one.
 	Clock func() time.Time
+
+	// Cheat makes this client dishonest from epoch CheatFrom on: for the
+	// verification tests only.
+	Cheat     Cheat
+	CheatFrom uint32
 }
 
 // The defaults of Config's zero values; the CLI's flags show the same.
@@ -141,11 +148,19 @@ type Client struct {
 	owned bool // data was opened here and is closed here
 
 	lastNonce    uint64
+	epoch        uint32 // the run's, as last observed
 	participants []peer.ID // sorted, as last given to the p2p node
 	peersAt      time.Time
 	workDir      string // shared and fetched model files
 	ownDir       bool   // workDir was created here and is removed here
 	bg           context.Context
+	// replay is the trainer replays run on, one at a time (replayMu), in
+	// the background; closed with the client.
+	replayMu     sync.Mutex
+	replay       *trainer.Trainer
+	replayClosed bool
+	// snapshots are the weights disputed rounds started from, by step.
+	snapshots map[uint32][]float32
 	// onApply, when set (tests), sees every applied step's payloads and digest.
 	onApply func(step uint32, payloads [][]byte, digest string)
 }
@@ -216,7 +231,7 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, log: cfg.Log, now: cfg.Clock, chain: ch, node: node, inbox: newInbox(node, cfg.Log),
-		e: newEngine(cfg.Wallet.PublicKey(), node.ID(), cfg.Version, salt, rng)}
+		e: newEngine(cfg.Wallet.PublicKey(), node.ID(), cfg.Version, salt, rng), snapshots: map[uint32][]float32{}}
 	c.e.checkpoints, c.e.hubUpload = cfg.CheckpointDir != "", cfg.HubUpload
 	copy(c.p2pKey[:], raw)
 	c.workDir = cfg.WorkDir
@@ -382,6 +397,16 @@ func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action
 			err = c.train(ctx, a)
 		case witnessAction:
 			c.sendWitness(ctx, a)
+		case replayAction:
+			err = c.startReplay(c.bg, a)
+		case verdictAction:
+			c.postVerdict(ctx, a)
+		case judgeAction:
+			err = c.startJudge(c.bg, v, a)
+		case voteAction:
+			c.sendVote(ctx, a)
+		case answerAction:
+			c.sendAnswer(ctx, a)
 		case healthCheckAction:
 			c.healthCheck(ctx, a)
 		case tickAction:
@@ -412,6 +437,12 @@ func (c *Client) close() {
 	if c.tr != nil {
 		c.tr.Close()
 	}
+	c.replayMu.Lock()
+	if c.replay != nil {
+		c.replay.Close()
+	}
+	c.replay, c.replayClosed = nil, true
+	c.replayMu.Unlock()
 	if c.ownDir {
 		os.RemoveAll(c.workDir)
 	}
@@ -439,6 +470,7 @@ func (c *Client) leave() {
 // peers.
 func (c *Client) observe(v *coordinator.View) {
 	c.inbox.setStep(v.Step)
+	c.epoch = v.Epoch
 	c.cfg.Recorder.SetRunState(v.Phase.String())
 	c.cfg.Recorder.SetProgress(uint64(v.Epoch), uint64(v.Round.Height), uint64(v.Step))
 	healthy := 0

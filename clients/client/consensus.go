@@ -57,6 +57,9 @@ type roundRecord struct {
 	witnessCount uint16
 	participants []*schedule.Bloom
 	broadcasts   []*schedule.Bloom
+	// verify is the round's verification (nil: the run does not verify);
+	// its seed and commitments are read with the witness reports.
+	verify *verification
 	// trained is set when this client trained in the round.
 	trained *trainStats
 	// allIn is when every member's payload was first seen here: the round
@@ -89,6 +92,11 @@ func (e *engine) captureRounds(v *coordinator.View) {
 			id, _ := identity.PeerIDFromPublicKey(m.P2PIdentity[:])
 			rec.peers = append(rec.peers, id)
 		}
+		// The config changes only while the run is halted, so the state in
+		// which the round runs has the round's verification rate.
+		if p := v.State.Config.VerificationPercent; p > 0 {
+			rec.verify = &verification{percent: p}
+		}
 		e.rounds[cur.Step] = rec
 		if e.followFrom == 0 {
 			// Announcements of this round may have gone out before our gossip
@@ -114,6 +122,9 @@ func (e *engine) captureRounds(v *coordinator.View) {
 			continue // still running, or gone unseen: planApply notices the gap
 		}
 		rec.final = true
+		if rec.verify != nil {
+			rec.verify.seed, rec.verify.commits = r.VerifySeed, roundCommits(r, len(rec.members))
+		}
 		rec.witnessCount = r.WitnessCount
 		for _, w := range r.Witnesses[:min(int(r.WitnessesLen), len(r.Witnesses))] {
 			rec.participants = append(rec.participants, coordinator.ScheduleBloom(w.ParticipantBloom))
@@ -166,6 +177,9 @@ func acceptedPayloads(rec *roundRecord, in *inputs) ([]int, error) {
 	var accept []int
 	for i, m := range rec.members {
 		hash, _ := in.delivered(rec, i)
+		if rec.verify.excludes(i) {
+			continue // whatever it sent: nobody applies it
+		}
 		if hash == (p2p.Hash{}) {
 			if schedule.Healthy(rec.participants, rec.witnessCount, m.Signer) {
 				return nil, fmt.Errorf("%w: step %d: the witnesses attest member %s's payload, which never reached this client", errMissed, rec.step, m.Signer)
@@ -179,7 +193,7 @@ func acceptedPayloads(rec *roundRecord, in *inputs) ([]int, error) {
 				votes++
 			}
 		}
-		if votes >= quorum {
+		if votes >= quorum && rec.verify.admits(i, hash) {
 			accept = append(accept, i)
 		}
 	}
@@ -220,6 +234,11 @@ func (c *Client) apply(ctx context.Context, v *coordinator.View, a applyAction) 
 		list = append(list, p)
 		if rec.peers[i] != c.e.self {
 			received += uint64(len(p))
+		}
+	}
+	if snapshotWanted(rec) {
+		if err := c.keepSnapshot(rec.step); err != nil {
+			return err
 		}
 	}
 	if len(list) > 0 {

@@ -65,11 +65,21 @@ type engine struct {
 	checkpoint, announced    uint32        // newest step written to CheckpointDir; tried on the hub
 	uploaded                 uploadedModel // newest model put on the hub
 	shared                   []*sharedModel
+	// replaying and posted are the contributions this client started to
+	// replay and whose verdict it posted, as a verifier.
+	replaying, posted map[replayKey]bool
+	// judging and judged are the disputes this client started to replay
+	// and answered or voted on; snapshots the steps whose starting weights
+	// the client keeps for them.
+	judging, judged map[uint64]bool
+	snapshots       map[uint32]bool
 }
 
 func newEngine(me solana.PublicKey, self peer.ID, version string, salt [32]byte, rng *rand.Rand) *engine {
 	return &engine{me: me, self: self, version: version, salt: salt, rng: rng,
-		joinedEpoch: -1, warmedEpoch: -1, rounds: map[uint32]*roundRecord{}, accused: map[[2]uint32]bool{}}
+		joinedEpoch: -1, warmedEpoch: -1, rounds: map[uint32]*roundRecord{}, accused: map[[2]uint32]bool{},
+		replaying: map[replayKey]bool{}, posted: map[replayKey]bool{},
+		judging: map[uint64]bool{}, judged: map[uint64]bool{}, snapshots: map[uint32]bool{}}
 }
 
 // inputs is what the p2p layer and the background work delivered, as of
@@ -85,6 +95,10 @@ type inputs struct {
 	loaded *loadedModel
 	// served is when each superseded shared model was last served.
 	served map[p2p.Hash]time.Time
+	// verdicts are the replays this client finished as a verifier, and
+	// judgements those of disputed contributions, by dispute id.
+	verdicts   map[replayKey]replayResult
+	judgements map[uint64]replayResult
 }
 
 type payloadState struct {
@@ -143,6 +157,11 @@ type (
 	trainAction struct {
 		rec   *roundRecord
 		batch batchRange
+		// commit: the run verifies, so the step is committed; index is
+		// ours in the round, linked the replay state we committed last.
+		commit bool
+		index  uint16
+		linked [32]byte
 	}
 	witnessAction struct {
 		rec    *roundRecord
@@ -257,6 +276,7 @@ func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]actio
 	if a, ok := e.startLoad(v, in, now); ok {
 		add(a)
 	}
+	e.disputes(v, in, add)
 	switch {
 	case v.Phase == coordinator.Warmup && v.Member():
 		if current && e.warmedEpoch != int64(v.Epoch) {

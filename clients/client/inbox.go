@@ -31,6 +31,8 @@ type inbox struct {
 	payloads    map[p2p.Hash][]byte // validated payloads by hash
 	roots       map[uint32]map[peer.ID]p2p.Hash
 	loaded      *loadedModel
+	verdicts    map[replayKey]replayResult // replays finished in the background
+	judgements  map[uint64]judgement       // replays of disputed contributions
 	// validator checks payloads: the model's trainer, set once it is built
 	// (a payload's shape does not depend on the weights).
 	validator replica
@@ -39,7 +41,8 @@ type inbox struct {
 
 func newInbox(node network, log *slog.Logger) *inbox {
 	return &inbox{node: node, self: node.ID(), log: log, spawn: func(f func()) { go f() },
-		anns: map[uint32]map[peer.ID]p2p.Announcement{}, payloads: map[p2p.Hash][]byte{}, roots: map[uint32]map[peer.ID]p2p.Hash{}}
+		anns: map[uint32]map[peer.ID]p2p.Announcement{}, payloads: map[p2p.Hash][]byte{}, roots: map[uint32]map[peer.ID]p2p.Hash{},
+		verdicts: map[replayKey]replayResult{}, judgements: map[uint64]judgement{}}
 }
 
 // setValidator makes tr check the payloads of model from now on.
@@ -170,8 +173,15 @@ func (b *inbox) payload(ctx context.Context, step uint32, id peer.ID) ([]byte, e
 func (b *inbox) snapshot(steps []uint32, roots bool) *inputs {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	in := &inputs{payloads: map[uint32]map[peer.ID]payloadState{}, loaded: b.loaded}
+	in := &inputs{payloads: map[uint32]map[peer.ID]payloadState{}, loaded: b.loaded, verdicts: map[replayKey]replayResult{}}
 	b.loaded = nil
+	for k, r := range b.verdicts {
+		in.verdicts[k] = r
+	}
+	in.judgements = map[uint64]replayResult{}
+	for id, j := range b.judgements {
+		in.judgements[id] = j.res
+	}
 	for _, st := range steps {
 		m := map[peer.ID]payloadState{}
 		for id, a := range b.anns[st] {
@@ -218,6 +228,16 @@ func (b *inbox) prune(step uint32) {
 			delete(b.payloads, h)
 		}
 	}
+	for k := range b.verdicts {
+		if k[0] <= step {
+			delete(b.verdicts, k)
+		}
+	}
+	for id, j := range b.judgements {
+		if j.step+disputeSteps < step {
+			delete(b.judgements, id)
+		}
+	}
 	if step > servedSteps {
 		b.node.PruneBefore(uint64(step-servedSteps) + 1)
 	}
@@ -250,4 +270,37 @@ func (b *inbox) finishLoad(l *loadedModel) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.loaded = l
+}
+
+// setVerdict hands a finished replay to the loop.
+func (b *inbox) setVerdict(k replayKey, r replayResult) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.verdicts[k] = r
+}
+
+// anyPayload is a validated payload some peer announced for step, if one is
+// here (for CheatCopyPayload).
+func (b *inbox) anyPayload(step uint32) []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, a := range b.anns[step] {
+		if p, ok := b.payloads[a.Hash]; ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// judgement is a finished replay of a disputed contribution of step.
+type judgement struct {
+	step uint32
+	res  replayResult
+}
+
+// setJudgement hands a finished replay of dispute id (of step) to the loop.
+func (b *inbox) setJudgement(id uint64, step uint32, r replayResult) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.judgements[id] = judgement{step, r}
 }

@@ -26,6 +26,8 @@ type network interface {
 
 	Publish(ctx context.Context, step uint64, batch p2p.BatchID, payload []byte) (p2p.Announcement, error)
 	FetchBlob(ctx context.Context, a p2p.Announcement) ([]byte, error)
+	Serve(step uint64, data []byte) (p2p.Hash, error)
+	FetchFrom(ctx context.Context, p peer.ID, hash p2p.Hash, max uint64) ([]byte, error)
 	PruneBefore(step uint64)
 
 	Finish(ctx context.Context, f p2p.Finished) (p2p.Finished, error)
@@ -51,6 +53,8 @@ type replica interface {
 	SaveCheckpoint(path string, meta map[string]string) error
 	LoadCheckpoint(path string) error
 	SaveModel(path string, meta map[string]string) error
+	ReplayState() ([]byte, error)
+	ResetOptimizer() error
 	Backend() string
 	Close() error
 }

@@ -119,6 +119,8 @@ type simRun struct {
 	refused map[opKind]int
 	// applied: step -> what each client applied (payload hashes and digest).
 	applied map[uint32]map[string]string
+	// onSubmit, when set, sees every instruction the program accepted.
+	onSubmit func(sc *simClient, o op)
 }
 
 // simClient is one client of a simRun and the faults it suffers.
@@ -191,6 +193,12 @@ func simData(t *testing.T) string {
 
 func newSimRun(t *testing.T, seed uint64) *simRun {
 	t.Helper()
+	return newSimRunWith(t, seed, simConfig)
+}
+
+// newSimRunWith is newSimRun with another run config.
+func newSimRunWith(t *testing.T, seed uint64, config string) *simRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	sim, err := coordsim.Start(ctx, seed)
@@ -198,7 +206,7 @@ func newSimRun(t *testing.T, seed uint64) *simRun {
 		t.Fatalf("the Coordinator simulation: %v", err)
 	}
 	t.Cleanup(func() { sim.Close() })
-	rc, err := coordinator.ParseRunConfig("sim.toml", []byte(simConfig))
+	rc, err := coordinator.ParseRunConfig("sim.toml", []byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,10 +422,21 @@ func (ch *simChain) Submit(_ context.Context, o op, simulate bool) error {
 		}
 	case opCheckpoint:
 		err = r.sim.Checkpoint(me, o.repo, o.rev, now)
+	case opCommit:
+		err = r.sim.Commit(me, o.commit, now)
+	case opVerify:
+		err = r.sim.Verify(me, o.verify, now)
+	case opJudge:
+		err = r.sim.JudgeDispute(me, o.dispute, o.vote, now)
+	case opAnswer:
+		err = r.sim.AnswerDispute(me, o.dispute, o.claim[0], o.claim[1], now)
 	}
 	var te *chain.TxError
 	if errors.As(err, &te) {
 		r.refused[o.kind]++
+	}
+	if err == nil && r.onSubmit != nil {
+		r.onSubmit(ch.sc, o)
 	}
 	return err
 }
@@ -430,6 +449,8 @@ type simNet struct {
 	nodes  map[peer.ID]*simNode
 	blobs  map[p2p.Hash][]byte
 	models map[p2p.Hash]*simModel
+	// served: what each node serves by hash without announcing it.
+	served map[peer.ID]map[p2p.Hash][]byte
 }
 
 type simModel struct {
@@ -450,7 +471,8 @@ type simNode struct {
 }
 
 func newSimNet() *simNet {
-	return &simNet{nodes: map[peer.ID]*simNode{}, blobs: map[p2p.Hash][]byte{}, models: map[p2p.Hash]*simModel{}}
+	return &simNet{nodes: map[peer.ID]*simNode{}, blobs: map[p2p.Hash][]byte{}, models: map[p2p.Hash]*simModel{},
+		served: map[peer.ID]map[p2p.Hash][]byte{}}
 }
 
 func (n *simNet) join(id peer.ID) *simNode {
@@ -527,6 +549,27 @@ func (s *simNode) FetchBlob(_ context.Context, a p2p.Announcement) ([]byte, erro
 	b, ok := s.net.blobs[a.Hash]
 	if !ok {
 		return nil, errors.New("no peer serves it")
+	}
+	return b, nil
+}
+
+func (s *simNode) Serve(_ uint64, data []byte) (p2p.Hash, error) {
+	h := p2p.HashOf(data)
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	if s.net.served[s.id] == nil {
+		s.net.served[s.id] = map[p2p.Hash][]byte{}
+	}
+	s.net.served[s.id][h] = data
+	return h, nil
+}
+
+func (s *simNode) FetchFrom(_ context.Context, p peer.ID, h p2p.Hash, max uint64) ([]byte, error) {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	b, ok := s.net.served[p][h]
+	if _, up := s.net.nodes[p]; !ok || !up || uint64(len(b)) > max {
+		return nil, fmt.Errorf("%s does not serve %s", p, h)
 	}
 	return b, nil
 }

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/trainer"
 	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
@@ -18,20 +18,20 @@ import (
 func (c *Client) train(ctx context.Context, a trainAction) error {
 	rec, batch := a.rec, a.batch
 	start := time.Now()
-	n := c.data.Info().NumSequences
-	idx := make([]uint64, batch.len)
-	for i := range idx {
-		idx[i] = (batch.start + uint64(i)) % n // the cursor wraps around the dataset
+	if c.cheating(CheatOtherData) {
+		batch = otherSequences(batch)
 	}
-	seqs, err := c.data.Sequences(ctx, idx)
+	in, tg, seqLen, err := c.sequences(ctx, batch)
 	if err != nil {
-		return fmt.Errorf("step %d: fetch the assigned sequences: %w", rec.step, err)
+		return fmt.Errorf("step %d: %w", rec.step, err)
 	}
-	in, tg, err := provider.InputsAndTargets(seqs)
-	if err != nil {
-		return err
+	var before []byte
+	if a.commit {
+		if before, err = c.replayStateBefore(a.linked); err != nil {
+			return fmt.Errorf("step %d: %w", rec.step, err)
+		}
 	}
-	loss, err := c.tr.Step(ctx, in, tg, len(seqs[0])-1)
+	loss, err := c.tr.Step(ctx, in, tg, seqLen)
 	if err != nil {
 		return fmt.Errorf("step %d: %w", rec.step, err)
 	}
@@ -46,12 +46,31 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 	if err != nil {
 		return fmt.Errorf("step %d: %w", rec.step, err)
 	}
+	if payload, err = c.cheatPayload(ctx, rec.step, payload); err != nil {
+		return fmt.Errorf("step %d: %w", rec.step, err)
+	}
 	trainTime := time.Since(start)
 	if c.cfg.GradientsDir != "" {
 		path := filepath.Join(c.cfg.GradientsDir, fmt.Sprintf("%s-step%d.demo", c.cfg.RunID, rec.step))
 		if err := writeGradients(path, payload); err != nil {
 			c.log.Warn("writing the payload failed", "err", err)
 		}
+	}
+	if a.commit {
+		after, err := c.tr.ReplayState()
+		if err != nil {
+			return fmt.Errorf("step %d: %w", rec.step, err)
+		}
+		if c.cheating(CheatWrongReplayData) {
+			before = trainer.FreshCopy(before) // a momentum it did not train from
+		}
+		// The state before is served for replays first, then committed.
+		if !c.cheating(CheatWithholdReplayData) {
+			if _, err := c.node.Serve(uint64(rec.step), before); err != nil {
+				return fmt.Errorf("step %d: serve the replay state: %w", rec.step, err)
+			}
+		}
+		c.commit(ctx, rec.step, a.index, payload, before, after)
 	}
 	ann, err := c.node.Publish(ctx, uint64(rec.step), p2p.BatchID{Start: batch.start, End: batch.start + batch.len - 1}, payload)
 	if err != nil {
@@ -61,6 +80,26 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 	rec.trained = &trainStats{loss: loss, tokens: uint64(len(in)), trainTime: trainTime, sent: uint64(len(payload))}
 	c.log.Debug("trained", "step", rec.step, "loss", loss, "sequences", batch.len, "payload_bytes", len(payload), "took", trainTime)
 	return nil
+}
+
+// replayStateBefore is the replay state a step starts from. Its history
+// must continue the state this client committed last (linked, from the
+// chain); when it does not (a restart from an older checkpoint, a commit
+// that failed) the optimizer starts over from a fresh state, which any
+// step may.
+func (c *Client) replayStateBefore(linked [32]byte) ([]byte, error) {
+	rs, err := c.tr.ReplayState()
+	if err != nil {
+		return nil, err
+	}
+	if stateHash(rs) == linked || trainer.FreshReplayState(rs) {
+		return rs, nil
+	}
+	c.log.Info("the optimizer state is not the one committed last: starting it over")
+	if err := c.tr.ResetOptimizer(); err != nil {
+		return nil, err
+	}
+	return c.tr.ReplayState()
 }
 
 // writeGradients keeps a payload in --write-gradients-dir, made if missing.

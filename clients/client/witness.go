@@ -29,8 +29,16 @@ func (e *engine) round(v *coordinator.View, in *inputs, now time.Time, current b
 	}
 	add(roleAction{role.Witness})
 	if current && rec.trained == nil && r.Step == step+1 && v.Phase == coordinator.RoundTrain {
-		add(trainAction{rec, batchRange{role.Batch.Start, role.Batch.Len}})
+		a := trainAction{rec: rec, batch: batchRange{role.Batch.Start, role.Batch.Len}, index: uint16(v.Me)}
+		if v.State.Config.VerificationPercent > 0 {
+			a.commit = true
+			if v.Slot != nil {
+				a.linked = v.Slot.StateAfter
+			}
+		}
+		add(a)
 	}
+	e.verifications(v, in, current, step, add)
 	e.healthChecks(v, add)
 	if rec.allIn.IsZero() && in.allDelivered(rec) {
 		rec.allIn = now
@@ -52,7 +60,7 @@ const witnessMargin = 2 * time.Second
 // witness reports the round: participants are the members whose valid
 // payload we hold, broadcasts their commitments.
 func (e *engine) witness(v *coordinator.View, in *inputs, rec *roundRecord) (action, bool) {
-	all := in.allDelivered(rec)
+	all := in.allDelivered(rec) && committedAll(v, rec, in)
 	deadline := v.PhaseStart.Add(time.Duration(v.State.Config.MaxRoundTrainTime)*time.Second - witnessMargin)
 	if !all && v.Phase == coordinator.RoundTrain && v.ChainNow.Before(deadline) {
 		return nil, false

@@ -69,6 +69,7 @@ func trainCommand() *cli.Command {
 		flags = append(flags, f)
 	}
 	flags = append(flags, statusflags.Flags()...)
+	flags = append(flags, cheatFlags()...)
 	return &cli.Command{
 		Name:  "train",
 		Usage: "join a run and train in it until it is Finished (Ctrl-C leaves the run)",
@@ -204,7 +205,7 @@ func train(c *cli.Context) error {
 	defer node.Close()
 	log.Info("p2p node started", "peer_id", node.ID(), "addrs", node.Addrs())
 
-	cl, err := client.New(client.Config{
+	ccfg := client.Config{
 		RunID: runID, Program: program, Chains: chains, Wallet: key, Authorization: authAddr,
 		Node: node, Recorder: rec, Log: log, Version: os.Getenv("CLIENT_VERSION"),
 		Data: data, Eval: eval, EvalEvery: c.Int("eval-every"), EvalSequences: c.Int("eval-sequences"),
@@ -212,7 +213,11 @@ func train(c *cli.Context) error {
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
 		GradientsDir: c.String("write-gradients-dir"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
-	})
+	}
+	if err := applyCheat(c, &ccfg); err != nil {
+		return err
+	}
+	cl, err := client.New(ccfg)
 	if err != nil {
 		return badInput(err)
 	}

@@ -335,6 +335,8 @@ type localRun struct {
 	c   *chain.Client
 	run coordinator.Run
 	net []string // the CLI's --rpc and --ws-rpc flags
+	// admin is the run authority's wallet, run id and network flags.
+	admin []string
 }
 
 // startLocalRun creates runID with the config config(dataURL, dataRoot)
@@ -360,7 +362,7 @@ func startLocalRun(ctx context.Context, t *testing.T, dir, runID string, config 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return localRun{v: v, c: c, run: run, net: net}
+	return localRun{v: v, c: c, run: run, net: net, admin: admin}
 }
 
 // waitFinished waits for every process to exit, and fails unless each
@@ -455,12 +457,18 @@ type trainProc struct {
 
 func startTrain(t *testing.T, name, logPath, tmp string, args []string) *trainProc {
 	t.Helper()
+	return startTrainWith(t, builtCLI(t), name, logPath, tmp, args)
+}
+
+// startTrainWith is startTrain with another psyche-client binary.
+func startTrainWith(t *testing.T, bin, name, logPath, tmp string, args []string) *trainProc {
+	t.Helper()
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &trainProc{name: name, log: logPath, done: make(chan struct{})}
-	p.cmd = exec.Command(builtCLI(t), args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {

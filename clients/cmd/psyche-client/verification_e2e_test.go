@@ -1,0 +1,391 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
+
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+)
+
+const verifyRunID = "verify-run"
+
+// verifyRunConfig is a light run that verifies every contribution
+// (verification_percent 100), with rewards vesting two epochs after they
+// are earned, so a member found at fault in epoch 1 has its epoch-0 reward
+// burned. Batches of 12 sequences take all 9 members into an epoch; the
+// witness window (3 s) holds the replays.
+const verifyRunConfig = `
+[config]
+waiting_for_members_extra_time = 2
+warmup_time = 20
+max_round_train_time = 10
+round_witness_time = 3
+cooldown_time = 2
+epoch_time = 15
+total_steps = 16
+init_min_clients = 9
+min_clients = 2
+witness_nodes = 0
+global_batch_size_start = 12
+global_batch_size_end = 12
+global_batch_size_warmup_tokens = 0
+verification_percent = 100
+forgive_per_epoch = 1
+vesting_epochs = 2
+
+[model]
+architecture = "gpt2"
+tokenizer = "byte"
+vocab_size = 256
+n_layer = 2
+n_head = 4
+n_embd = 64
+max_seq_len = 128
+data_type = "pretraining"
+cold_start_warmup_steps = 0
+
+[model.checkpoint]
+kind = "ephemeral"
+
+[model.data]
+kind = "http"
+location = "%s"
+root = "%s"
+
+[model.lr]
+schedule = "constant"
+learning_rate = 0.003
+final_learning_rate = 0.003
+warmup_steps = 0
+decay_steps = 0
+
+[model.optimizer]
+kind = "distro"
+weight_decay = 0.0
+clip_grad_norm = 1.0
+compression_decay = 0.999
+compression_topk = 32
+compression_chunk = 64
+quantize_1bit = true
+`
+
+// The adversaries of TestVerificationCatchesCheaters, one per cheat; each
+// is honest in epoch 0 (and earns its share) and cheats from epoch 1.
+var verifyCheats = []string{"other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "false-accusation"}
+
+const (
+	verifyEarning  = 900_000
+	verifySlashing = 1_000
+)
+
+var cheatBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// builtCheatCLI builds psyche-client with the verificationtest tag: the
+// binary that accepts --cheat.
+func builtCheatCLI(t testing.TB) string {
+	t.Helper()
+	cheatBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "psyche-client-cheat")
+		if err != nil {
+			cheatBuild.err = err
+			return
+		}
+		cheatBuild.path = filepath.Join(dir, "psyche-client")
+		out, err := exec.Command("go", "build", "-tags", "verificationtest", "-o", cheatBuild.path, ".").CombinedOutput()
+		if err != nil {
+			cheatBuild.err = errors.New(string(out))
+		}
+	})
+	if cheatBuild.err != nil {
+		t.Fatalf("build psyche-client -tags verificationtest: %v", cheatBuild.err)
+	}
+	return cheatBuild.path
+}
+
+// TestVerificationCatchesCheaters runs 3 honest `psyche-client train`
+// processes and 6 dishonest ones on localnet with every contribution
+// verified. From epoch 1 on each dishonest member cheats one way: it trains
+// on other sequences (a), sends a made-up payload (b), republishes another
+// member's payload (c), commits to replay data it did not train from (d),
+// withholds its replay data (e), or, as a verifier, accuses honest
+// trainers (f). Each must be caught in the first round it cheats (a
+// verdict other than MATCH: its update is left out), and a dispute must
+// find it at fault (for f: find the accuser at fault): FAULTED, slashed,
+// and its unvested epoch-0 reward burned. Honest members are never at
+// fault, their replicas agree at every step, and the loss falls.
+func TestVerificationCatchesCheaters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run with real client processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	builtCLI(t)
+	builtCheatCLI(t)
+	dir := t.TempDir()
+	lr := startLocalRun(ctx, t, dir, verifyRunID, func(dataURL, root string) string {
+		return fmt.Sprintf(verifyRunConfig, dataURL, root)
+	})
+	v, c, run, net := lr.v, lr.c, lr.run, lr.net
+	// Rewards, so that a fault has something to burn: they take effect
+	// when epoch 0 forms.
+	mustRunCLI(t, append([]string{"set-future-epoch-rates", "--earning-rate-total-shared", fmt.Sprint(verifyEarning),
+		"--slashing-rate-per-client", fmt.Sprint(verifySlashing)}, lr.admin...)...)
+
+	honest := 3
+	n := honest + len(verifyCheats)
+	rendezvous := filepath.Join(dir, "p2p")
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]solana.PrivateKey, n)
+	procs := make([]*trainProc, n)
+	for i := range n {
+		var wallet string
+		wallet, keys[i] = keyFile(t, v, 2*solana.LAMPORTS_PER_SOL)
+		ident := filepath.Join(dir, fmt.Sprintf("p2p-%d.key", i))
+		mustRunCLI(t, "create-static-p2p-identity", ident)
+		args := append([]string{"train", "--run-id", verifyRunID, "-w", wallet, "-i", ident,
+			"--logs", "json", "--metrics-local-port", "0", "--threads", "1", "--micro-batch-size", "2",
+			"--bind-p2p-interface", "127.0.0.1", "--p2p-rendezvous-dir", rendezvous}, net...)
+		bin, name := builtCLI(t), fmt.Sprintf("honest %d", i)
+		if i >= honest {
+			cheat := verifyCheats[i-honest]
+			bin, name = builtCheatCLI(t), "cheat "+cheat
+			args = append(args, "--cheat", cheat, "--cheat-from-epoch", "1")
+		}
+		procs[i] = startTrainWith(t, bin, name, filepath.Join(dir, fmt.Sprintf("client-%d.log", i)), tmp, args)
+	}
+	w := watchVerification(ctx, t, run, c)
+	defer w.stop()
+	waitFinished(ctx, t, procs)
+	w.stop()
+	final, err := run.FetchState(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkVerification(t, w, final, keys[:honest], keys[honest:], procs[:honest])
+}
+
+// seenCommit is a member's commitment in a round, as last seen on chain.
+type seenCommit struct {
+	epoch     uint32
+	committed bool
+	verdict   uint8
+}
+
+// verificationWatch polls the Coordinator account and keeps every round's
+// commitments and verdicts (by step and signer) and every dispute (by id).
+type verificationWatch struct {
+	mu       sync.Mutex
+	commits  map[uint32]map[solana.PublicKey]seenCommit
+	disputes map[uint64]coordinator.Dispute
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func watchVerification(ctx context.Context, t *testing.T, run coordinator.Run, c *chain.Client) *verificationWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &verificationWatch{commits: map[uint32]map[solana.PublicKey]seenCommit{}, disputes: map[uint64]coordinator.Dispute{},
+		cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			if s, err := run.FetchState(ctx, c); err == nil {
+				w.record(s)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+func (w *verificationWatch) record(s *coordinator.State) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ph := coordinator.Phase(s)
+	if ph == coordinator.RoundTrain || ph == coordinator.RoundWitness {
+		r := coordinator.CurrentRound(s)
+		members := coordinator.Members(s)
+		by := w.commits[r.Step]
+		if by == nil {
+			by = map[solana.PublicKey]seenCommit{}
+			w.commits[r.Step] = by
+		}
+		for i := range min(int(r.ClientsLen), len(members)) {
+			cm := r.Commits[i]
+			by[members[i].Signer] = seenCommit{epoch: s.Progress.Epoch, committed: cm.Flags&1 != 0, verdict: cm.Verdict}
+		}
+	}
+	for _, d := range s.Disputes {
+		if d.State != 0 {
+			w.disputes[d.Id] = d
+		}
+	}
+}
+
+func (w *verificationWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// Verdicts and dispute outcomes, as the program stores them.
+const (
+	e2eVerdictMatch  = 1
+	e2eTrainerFault  = 3
+	e2eAccuserFault  = 4
+	e2eMemberFaulted = 4
+)
+
+func slotOf(s *coordinator.State, signer solana.PublicKey) int {
+	for i, cl := range s.Clients {
+		if cl.Occupied != 0 && cl.Signer.Equals(signer) {
+			return i
+		}
+	}
+	return -1
+}
+
+func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.State, honest, cheats []solana.PrivateKey, honestProcs []*trainProc) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, d := range w.disputes {
+		t.Logf("dispute %d: step %d, trainer slot %d, accuser slot %d, kind %d, votes %v, outcome %d", i, d.Step, d.TrainerSlot, d.AccuserSlot, d.Kind, d.Votes[:d.CommitteeLen], d.State)
+	}
+	outcomes := func(slot int, accuser bool) map[uint8]int {
+		out := map[uint8]int{}
+		for _, d := range w.disputes {
+			if (!accuser && int(d.TrainerSlot) == slot) || (accuser && int(d.AccuserSlot) == slot) {
+				out[d.State]++
+			}
+		}
+		return out
+	}
+	for j, key := range cheats {
+		cheat, me := verifyCheats[j], key.PublicKey()
+		slot := slotOf(final, me)
+		if slot < 0 {
+			t.Errorf("%s holds no slot at the end", cheat)
+			continue
+		}
+		if cheat == "false-accusation" {
+			if outcomes(slot, true)[e2eAccuserFault] == 0 {
+				t.Errorf("%s: no dispute found the false accuser at fault: %v", cheat, outcomes(slot, true))
+			}
+		} else {
+			// Caught in the first round it cheats, and never applied.
+			first, caught := uint32(0), false
+			for step, by := range w.commits {
+				c, ok := by[me]
+				if !ok || c.epoch < 1 {
+					continue
+				}
+				if c.verdict == e2eVerdictMatch {
+					t.Errorf("%s: its step %d was judged MATCH (and applied)", cheat, step)
+				}
+				if first == 0 || step < first {
+					first, caught = step, c.committed && c.verdict != 0
+				}
+			}
+			if first == 0 {
+				t.Errorf("%s never trained in epoch 1 or later", cheat)
+			} else if !caught {
+				t.Errorf("%s: its first cheating step %d was not judged", cheat, first)
+			}
+			if outcomes(slot, false)[e2eTrainerFault] == 0 {
+				t.Errorf("%s: no dispute found it at fault: %v", cheat, outcomes(slot, false))
+			}
+		}
+		cl := final.Clients[slot]
+		if cl.HasFault == 0 || cl.Burned == 0 || cl.Slashed < verifySlashing {
+			t.Errorf("%s: has_fault %d, burned %d, slashed %d: want a fault, its unvested reward burned and a slash", cheat, cl.HasFault, cl.Burned, cl.Slashed)
+		}
+	}
+	for i, key := range honest {
+		slot := slotOf(final, key.PublicKey())
+		if slot < 0 {
+			t.Errorf("honest %d holds no slot at the end", i)
+			continue
+		}
+		cl := final.Clients[slot]
+		if cl.HasFault != 0 || cl.Burned != 0 || outcomes(slot, false)[e2eTrainerFault] != 0 || outcomes(slot, true)[e2eAccuserFault] != 0 {
+			t.Errorf("honest %d was found at fault: has_fault %d, burned %d, as trainer %v, as accuser %v", i, cl.HasFault, cl.Burned,
+				outcomes(slot, false), outcomes(slot, true))
+		}
+	}
+	// Honest replicas agree at every step, and the loss falls.
+	digests := map[uint64]string{}
+	for _, p := range honestProcs {
+		for step, d := range p.stepDigests(t) {
+			if prev, ok := digests[step]; ok && prev != d {
+				t.Errorf("step %d: honest replicas differ", step)
+			}
+			digests[step] = d
+		}
+	}
+	if len(digests) < 10 {
+		t.Errorf("the honest clients logged %d steps, want most of the 16", len(digests))
+	}
+	losses := honestProcs[0].stepLosses(t)
+	if len(losses) < 6 {
+		t.Fatalf("%d step losses logged", len(losses))
+	}
+	head, tail := mean(losses[:3]), mean(losses[len(losses)-3:])
+	t.Logf("train loss: first 3 steps %.3f, last 3 %.3f", head, tail)
+	if tail >= head {
+		t.Errorf("the loss did not fall: %.3f -> %.3f", head, tail)
+	}
+}
+
+// stepLosses are the train losses the client logged, in step order.
+func (p *trainProc) stepLosses(t *testing.T) []float64 {
+	t.Helper()
+	byStep := map[uint64]float64{}
+	var steps []uint64
+	for _, e := range p.entries() {
+		step, ok1 := e["step"].(float64)
+		loss, ok2 := e["loss"].(float64)
+		if e["msg"] != "step" || !ok1 || !ok2 {
+			continue
+		}
+		if _, dup := byStep[uint64(step)]; !dup {
+			steps = append(steps, uint64(step))
+		}
+		byStep[uint64(step)] = loss
+	}
+	slices.Sort(steps)
+	out := make([]float64, len(steps))
+	for i, s := range steps {
+		out[i] = byStep[s]
+	}
+	return out
+}
+
+func mean(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
