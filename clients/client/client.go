@@ -148,7 +148,7 @@ type Client struct {
 	owned bool // data was opened here and is closed here
 
 	lastNonce    uint64
-	epoch        uint32 // the run's, as last observed
+	epoch        uint32    // the run's, as last observed
 	participants []peer.ID // sorted, as last given to the p2p node
 	peersAt      time.Time
 	workDir      string // shared and fetched model files
