@@ -319,6 +319,35 @@ func (r Run) Verify(user solana.PublicKey, v VerifyArgs) (solana.Instruction, er
 	}, user, r.Instance, r.Account))
 }
 
+// AnswerDispute answers open MISMATCH dispute id as its accused trainer
+// (user) with the hashes of its own rerun of the step: equal to the
+// accuser's claimed hashes, the dispute settles TRANSIENT (or, past the
+// run's forgive_per_epoch, TRAINER_FAULT); different, the program refuses
+// it (RerunDiffers) and the committee decides.
+func (r Run) AnswerDispute(user solana.PublicKey, id uint64, rerunPayload, rerunAfter [32]byte) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewAnswerDisputeInstruction(coordinator.AnswerDisputeParams{
+		Id: id, RerunPayload: rerunPayload, RerunAfter: rerunAfter,
+	}, user, r.Instance, r.Account))
+}
+
+// JudgeDispute casts user's vote (VerdictMatch, VerdictMismatch or
+// VerdictNoData) on open dispute id as a member of its committee.
+func (r Run) JudgeDispute(user solana.PublicKey, id uint64, vote uint8) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewJudgeDisputeInstruction(coordinator.JudgeDisputeParams{Id: id, Vote: vote},
+		user, r.Instance, r.Account))
+}
+
+// FindDispute is the stored dispute with the given id, if the table still holds it.
+func FindDispute(s *State, id uint64) (*Dispute, bool) {
+	for i := range s.Disputes {
+		d := &s.Disputes[i]
+		if id != 0 && d.Id == id && d.State != DisputeFree {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
 // Checkpoint records where user uploaded the latest model.
 func (r Run) Checkpoint(user solana.PublicKey, repo, revision string) (solana.Instruction, error) {
 	return r.Program.rebind(coordinator.NewCheckpointInstruction(

@@ -23,6 +23,8 @@ var (
 	Event_ClientDropped     = [8]byte{137, 198, 95, 68, 5, 90, 145, 137}
 	Event_CheckpointUpdated = [8]byte{143, 94, 126, 114, 142, 212, 54, 152}
 	Event_Verified          = [8]byte{102, 108, 247, 112, 212, 132, 41, 71}
+	Event_DisputeOpened     = [8]byte{239, 222, 102, 235, 193, 85, 1, 214}
+	Event_DisputeSettled    = [8]byte{254, 31, 147, 164, 50, 13, 223, 158}
 )
 
 // Instruction discriminators
@@ -43,4 +45,6 @@ var (
 	Instruction_SettlePoints        = [8]byte{96, 157, 202, 212, 227, 116, 227, 237}
 	Instruction_Commit              = [8]byte{223, 140, 142, 165, 229, 208, 156, 74}
 	Instruction_Verify              = [8]byte{133, 161, 141, 48, 120, 198, 88, 150}
+	Instruction_AnswerDispute       = [8]byte{120, 22, 21, 195, 60, 57, 40, 204}
+	Instruction_JudgeDispute        = [8]byte{249, 237, 5, 137, 5, 160, 236, 85}
 )

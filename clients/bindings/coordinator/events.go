@@ -99,6 +99,20 @@ func ParseAnyEvent(eventData []byte) (any, error) {
 			return nil, fmt.Errorf("failed to unmarshal event as Verified: %w", err)
 		}
 		return value, nil
+	case Event_DisputeOpened:
+		value := new(DisputeOpened)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as DisputeOpened: %w", err)
+		}
+		return value, nil
+	case Event_DisputeSettled:
+		value := new(DisputeSettled)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as DisputeSettled: %w", err)
+		}
+		return value, nil
 	default:
 		return nil, fmt.Errorf("unknown discriminator: %s", binary.FormatDiscriminator(discriminator))
 	}
@@ -304,6 +318,40 @@ func ParseEvent_Verified(eventData []byte) (*Verified, error) {
 	err = event.UnmarshalWithDecoder(decoder)
 	if err != nil {
 		return nil, fmt.Errorf("failed to unmarshal event of type Verified: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_DisputeOpened(eventData []byte) (*DisputeOpened, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_DisputeOpened {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_DisputeOpened, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(DisputeOpened)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type DisputeOpened: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_DisputeSettled(eventData []byte) (*DisputeSettled, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_DisputeSettled {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_DisputeSettled, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(DisputeSettled)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type DisputeSettled: %w", err)
 	}
 	return event, nil
 }

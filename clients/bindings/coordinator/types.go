@@ -3308,6 +3308,137 @@ func UnmarshalCommitParams(buf []byte) (*CommitParams, error) {
 	return obj, nil
 }
 
+type AnswerDisputeParams struct {
+	Id           uint64    `json:"id"`
+	RerunPayload [32]uint8 `json:"rerunPayload"`
+	RerunAfter   [32]uint8 `json:"rerunAfter"`
+}
+
+func (obj AnswerDisputeParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Id`:
+	err = encoder.Encode(obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Serialize `RerunPayload`:
+	err = encoder.Encode(obj.RerunPayload)
+	if err != nil {
+		return errors.NewField("RerunPayload", err)
+	}
+	// Serialize `RerunAfter`:
+	err = encoder.Encode(obj.RerunAfter)
+	if err != nil {
+		return errors.NewField("RerunAfter", err)
+	}
+	return nil
+}
+
+func (obj AnswerDisputeParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding AnswerDisputeParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *AnswerDisputeParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Id`:
+	err = decoder.Decode(&obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Deserialize `RerunPayload`:
+	err = decoder.Decode(&obj.RerunPayload)
+	if err != nil {
+		return errors.NewField("RerunPayload", err)
+	}
+	// Deserialize `RerunAfter`:
+	err = decoder.Decode(&obj.RerunAfter)
+	if err != nil {
+		return errors.NewField("RerunAfter", err)
+	}
+	return nil
+}
+
+func (obj *AnswerDisputeParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling AnswerDisputeParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalAnswerDisputeParams(buf []byte) (*AnswerDisputeParams, error) {
+	obj := new(AnswerDisputeParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type JudgeDisputeParams struct {
+	Id   uint64 `json:"id"`
+	Vote uint8  `json:"vote"`
+}
+
+func (obj JudgeDisputeParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Id`:
+	err = encoder.Encode(obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Serialize `Vote`:
+	err = encoder.Encode(obj.Vote)
+	if err != nil {
+		return errors.NewField("Vote", err)
+	}
+	return nil
+}
+
+func (obj JudgeDisputeParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding JudgeDisputeParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *JudgeDisputeParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Id`:
+	err = decoder.Decode(&obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Deserialize `Vote`:
+	err = decoder.Decode(&obj.Vote)
+	if err != nil {
+		return errors.NewField("Vote", err)
+	}
+	return nil
+}
+
+func (obj *JudgeDisputeParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling JudgeDisputeParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalJudgeDisputeParams(buf []byte) (*JudgeDisputeParams, error) {
+	obj := new(JudgeDisputeParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type VerifyParams struct {
 	Step           uint32    `json:"step"`
 	VerifierIndex  uint16    `json:"verifierIndex"`
@@ -4339,6 +4470,148 @@ func (obj *Verified) Unmarshal(buf []byte) error {
 
 func UnmarshalVerified(buf []byte) (*Verified, error) {
 	obj := new(Verified)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type DisputeOpened struct {
+	Id      uint64             `json:"id"`
+	Step    uint32             `json:"step"`
+	Trainer solanago.PublicKey `json:"trainer"`
+	Accuser solanago.PublicKey `json:"accuser"`
+}
+
+func (obj DisputeOpened) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Id`:
+	err = encoder.Encode(obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `Trainer`:
+	err = encoder.Encode(obj.Trainer)
+	if err != nil {
+		return errors.NewField("Trainer", err)
+	}
+	// Serialize `Accuser`:
+	err = encoder.Encode(obj.Accuser)
+	if err != nil {
+		return errors.NewField("Accuser", err)
+	}
+	return nil
+}
+
+func (obj DisputeOpened) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding DisputeOpened: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *DisputeOpened) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Id`:
+	err = decoder.Decode(&obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `Trainer`:
+	err = decoder.Decode(&obj.Trainer)
+	if err != nil {
+		return errors.NewField("Trainer", err)
+	}
+	// Deserialize `Accuser`:
+	err = decoder.Decode(&obj.Accuser)
+	if err != nil {
+		return errors.NewField("Accuser", err)
+	}
+	return nil
+}
+
+func (obj *DisputeOpened) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling DisputeOpened: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalDisputeOpened(buf []byte) (*DisputeOpened, error) {
+	obj := new(DisputeOpened)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type DisputeSettled struct {
+	Id      uint64 `json:"id"`
+	Outcome uint8  `json:"outcome"`
+}
+
+func (obj DisputeSettled) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Id`:
+	err = encoder.Encode(obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Serialize `Outcome`:
+	err = encoder.Encode(obj.Outcome)
+	if err != nil {
+		return errors.NewField("Outcome", err)
+	}
+	return nil
+}
+
+func (obj DisputeSettled) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding DisputeSettled: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *DisputeSettled) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Id`:
+	err = decoder.Decode(&obj.Id)
+	if err != nil {
+		return errors.NewField("Id", err)
+	}
+	// Deserialize `Outcome`:
+	err = decoder.Decode(&obj.Outcome)
+	if err != nil {
+		return errors.NewField("Outcome", err)
+	}
+	return nil
+}
+
+func (obj *DisputeSettled) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling DisputeSettled: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalDisputeSettled(buf []byte) (*DisputeSettled, error) {
+	obj := new(DisputeSettled)
 	err := obj.Unmarshal(buf)
 	if err != nil {
 		return nil, err

@@ -352,6 +352,18 @@ func (s *Sim) Verify(signer solana.PublicKey, v coordinator.VerifyArgs, now int6
 	return s.call(signer, ix, err, now)
 }
 
+// AnswerDispute answers open MISMATCH dispute id as its trainer with a rerun's hashes.
+func (s *Sim) AnswerDispute(signer solana.PublicKey, id uint64, rerunPayload, rerunAfter [32]byte, now int64) error {
+	ix, err := s.run.AnswerDispute(signer, id, rerunPayload, rerunAfter)
+	return s.call(signer, ix, err, now)
+}
+
+// JudgeDispute casts signer's committee vote on open dispute id.
+func (s *Sim) JudgeDispute(signer solana.PublicKey, id uint64, vote uint8, now int64) error {
+	ix, err := s.run.JudgeDispute(signer, id, vote)
+	return s.call(signer, ix, err, now)
+}
+
 // call sends one instruction signed by signer at time now.
 func (s *Sim) call(signer solana.PublicKey, ix solana.Instruction, buildErr error, now int64) error {
 	if buildErr != nil {

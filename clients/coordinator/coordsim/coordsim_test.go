@@ -570,3 +570,111 @@ func TestVerification(t *testing.T) {
 	linked.StateBefore = sha256.Sum256([]byte{0, 3})
 	must(t, s.Commit(members[0].Signer, linked, now))
 }
+
+// TestDisputes: a MISMATCH verdict opens a dispute whose committee (as
+// clients/schedule computes it) settles it; the trainer's rerun answers one.
+func TestDisputes(t *testing.T) {
+	s := startSim(t, 5)
+	p := params(t)
+	cfg := *p.Config
+	cfg.VerificationPercent, cfg.InitMinClients, cfg.ForgivePerEpoch = 100, 5, 0
+	p.Config = &cfg
+	must(t, s.Create("run", "v1", p, t0))
+	ms := members(5)
+	now := int64(t0)
+	for _, m := range ms {
+		must(t, s.Join(m.key, m.p2p, now))
+	}
+	now++
+	must(t, s.Tick(ms[0].key, now))
+	for _, m := range ms[:2] {
+		must(t, s.WarmupWitness(m.key, now))
+	}
+	st := s.State()
+	mem := coordinator.Members(st)
+	step := st.Progress.Step
+	for i := range uint16(5) {
+		must(t, s.Commit(mem[i].Signer, coordinator.CommitArgs{Step: step, Index: i, Payload: [32]byte{byte(i)}, StateAfter: [32]byte{byte(i), 1}, Fresh: true}, now))
+	}
+	for _, w := range witnesses(st) {
+		must(t, s.Witness(mem[w].Signer, report(t, st, w), now))
+	}
+	wantPhase(t, s, coordinator.RoundWitness)
+	st = s.State()
+	r := coordinator.CurrentRound(st)
+	seed := schedule.Seed(r.VerifySeed)
+	verdict := func(trainer uint16, v uint8) uint16 {
+		verifier, _ := schedule.Verifier(seed, trainer, r.ClientsLen)
+		must(t, s.Verify(mem[verifier].Signer, coordinator.VerifyArgs{Step: step, VerifierIndex: verifier, Index: trainer, Verdict: v,
+			ClaimedPayload: [32]byte{0xaa}, ClaimedAfter: [32]byte{0xbb}}, now))
+		return verifier
+	}
+	accuser := verdict(0, coordinator.VerdictMismatch)
+	verdict(1, coordinator.VerdictNoData)
+	st = s.State()
+	if st.DisputesOpened != 2 {
+		t.Fatalf("%d disputes opened", st.DisputesOpened)
+	}
+	d, ok := coordinator.FindDispute(st, 1)
+	if !ok || d.State != coordinator.DisputeOpen || d.Kind != coordinator.VerdictMismatch || d.TrainerIndex != 0 || d.Step != step || d.DeadlineStep != step+2 {
+		t.Fatalf("dispute 1: %+v", d)
+	}
+	// The committee is the schedule's, by slot.
+	committee := schedule.Committee(seed, 0, accuser, r.ClientsLen)
+	if int(d.CommitteeLen) != len(committee) || len(committee) != 3 {
+		t.Fatalf("committee %v, stored %d", committee, d.CommitteeLen)
+	}
+	for k, i := range committee {
+		if d.Committee[k] != st.Epoch.Clients[i].Slot {
+			t.Fatalf("committee member %d: slot %d, want %d", k, d.Committee[k], st.Epoch.Clients[i].Slot)
+		}
+	}
+	wantErr(t, s.AnswerDispute(mem[0].Signer, 1, [32]byte{0xaa}, [32]byte{0xcc}, now), "RerunDiffers")
+	wantErr(t, s.AnswerDispute(mem[1].Signer, 2, [32]byte{0xaa}, [32]byte{0xbb}, now), "NotAnswerable")
+	wantErr(t, s.JudgeDispute(mem[0].Signer, 1, coordinator.VerdictMatch, now), "NotOnCommittee")
+	must(t, s.JudgeDispute(mem[committee[0]].Signer, 1, coordinator.VerdictMismatch, now))
+	wantErr(t, s.JudgeDispute(mem[committee[0]].Signer, 1, coordinator.VerdictMismatch, now), "AlreadyVoted")
+	must(t, s.JudgeDispute(mem[committee[1]].Signer, 1, coordinator.VerdictNoData, now))
+	st = s.State()
+	if d, _ := coordinator.FindDispute(st, 1); d.State != coordinator.DisputeTrainerFault {
+		t.Fatalf("dispute 1 settled %d", d.State)
+	}
+	if st.Epoch.Clients[0].State != coordinator.MemberFaulted {
+		t.Fatalf("trainer's state %d", st.Epoch.Clients[0].State)
+	}
+	// Its slot stays named by dispute 2 if it is that one's accuser or on its committee.
+	d2, _ := coordinator.FindDispute(st, 2)
+	named := uint8(0)
+	for _, sl := range append([]uint16{d2.TrainerSlot, d2.AccuserSlot}, d2.Committee[:d2.CommitteeLen]...) {
+		if sl == st.Epoch.Clients[0].Slot {
+			named++
+		}
+	}
+	if slot, _ := coordinator.Slot(st, mem[0].Signer); slot.HasFault != 1 || slot.OpenDisputes != named {
+		t.Fatalf("trainer's slot %+v, named by dispute 2 %d times", slot, named)
+	}
+	wantErr(t, s.JudgeDispute(mem[committee[2]].Signer, 1, coordinator.VerdictMatch, now), "DisputeNotOpen")
+	// The NO_DATA dispute: the trainer cannot answer it; nobody votes, and two
+	// rounds later it is unresolved.
+	for k := 0; s.State().Progress.Step <= step+2; k++ {
+		if k == 50 {
+			t.Fatalf("the run is stuck at step %d in %s", s.State().Progress.Step, phase(s))
+		}
+		if st := s.State(); phase(s) == coordinator.RoundTrain && coordinator.CurrentRound(st).WitnessesLen == 0 {
+			for _, w := range witnesses(st) {
+				if st.Epoch.Clients[w].State == coordinator.MemberHealthy {
+					must(t, s.Witness(coordinator.Members(st)[w].Signer, report(t, st, w), now))
+				}
+			}
+		}
+		now += 4
+		err := s.Tick(ms[4].key, now)
+		var te *chain.TxError
+		if err != nil && !(errors.As(err, &te) && te.Name == "TickTooEarly") {
+			t.Fatal(err)
+		}
+	}
+	if d, _ := coordinator.FindDispute(s.State(), 2); d.State != coordinator.DisputeUnresolved {
+		t.Fatalf("dispute 2 after its deadline: %d (step %d)", d.State, s.State().Progress.Step)
+	}
+}

@@ -31,7 +31,7 @@ var sizes = []int{8, 64, 256}
 
 // roundWitnessTime leaves the verdicts of a round time to land before the
 // bench's tick ends it.
-const roundWitnessTime = 3
+const roundWitnessTime = 8
 
 func main() {
 	flag.Parse() // no flags: -h prints the usage line instead of running
@@ -171,7 +171,7 @@ func (b *bench) runOf(i, n int) error {
 		TotalSteps: 1000, InitMinClients: uint16(n), MinClients: 1, WitnessNodes: 0,
 		GlobalBatchSizeStart: uint16(n), GlobalBatchSizeEnd: uint16(n), WaitingForMembersExtraTime: 1,
 		// Every commitment verified (and everyone is in its first epoch anyway).
-		VerificationPercent: 100, ForgivePerEpoch: 1,
+		VerificationPercent: 100, ForgivePerEpoch: 1, VestingEpochs: 2,
 	}
 	var model coordinator.Model
 	model.Architecture, model.Tokenizer, model.DataType, model.CheckpointKind, model.DataLocationKind = 1, 1, 1, 2, 2
@@ -285,10 +285,12 @@ func (b *bench) runOf(i, n int) error {
 	// Three rounds; in each the first member is left out of every participant
 	// filter, so that in the third a health check drops it.
 	// (Rounds end when every elected witness reported; max_round_train_time is long.)
-	// In rounds 1 and 2 members 2 and 3 commit (1: fresh, 2: linked); in
-	// round 1 their verifiers post verdicts.
+	// In round 1 members 2..5 commit (fresh) and their verifiers post
+	// verdicts: MATCH, MISMATCH (answered by the trainer's rerun: TRANSIENT),
+	// MISMATCH (the committee's majority puts the trainer at fault) and
+	// NO_DATA (left open); in round 2 members 2 and 3 commit again (linked).
 	victim := members[0].Signer
-	trainers := []uint16{2, 3}
+	trainers := []uint16{2, 3, 4, 5}
 	for round := 0; round < 3; round++ {
 		s, err := b.tickUntil(r, coordinator.RoundTrain)
 		if err != nil {
@@ -298,7 +300,11 @@ func (b *bench) runOf(i, n int) error {
 		witnesses := schedule.Witnesses(cr.ClientsLen, s.Config.WitnessNodes, schedule.Seed(cr.Seed))
 		ms := coordinator.Members(s)
 		if round >= 1 {
-			for k, t := range trainers {
+			committing := trainers
+			if round == 2 {
+				committing = trainers[:2]
+			}
+			for k, t := range committing {
 				signer := ms[t].Signer
 				if ixs, err = one(r.Commit(signer, commitArgs(s, cr, t, round == 1))); err != nil {
 					return err
@@ -359,18 +365,70 @@ func (b *bench) runOf(i, n int) error {
 			}
 			cr := coordinator.CurrentRound(s)
 			ms := coordinator.Members(s)
-			for _, t := range trainers[:1] {
+			verdicts := []struct {
+				verdict uint8
+				label   string
+			}{
+				{coordinator.VerdictMatch, "verify (MATCH)"},
+				{coordinator.VerdictMismatch, "verify (MISMATCH: opens a dispute)"},
+				{coordinator.VerdictMismatch, ""},
+				{coordinator.VerdictNoData, ""},
+			}
+			claimed := [2][32]byte{{0xaa}, {0xbb}}
+			for k, t := range trainers {
 				if !coordinator.MustVerify(s, cr, t) {
 					return fmt.Errorf("member %d's commitment is not to be verified", t)
 				}
 				v, _ := schedule.Verifier(schedule.Seed(cr.VerifySeed), t, cr.ClientsLen)
-				args := coordinator.VerifyArgs{Step: cr.Step, VerifierIndex: v, Index: t, Verdict: coordinator.VerdictMatch}
+				args := coordinator.VerifyArgs{Step: cr.Step, VerifierIndex: v, Index: t, Verdict: verdicts[k].verdict}
+				if args.Verdict == coordinator.VerdictMismatch {
+					args.ClaimedPayload, args.ClaimedAfter = claimed[0], claimed[1]
+				}
 				if ixs, err = one(r.Verify(ms[v].Signer, args)); err != nil {
 					return err
 				}
-				if err := b.measure(i, "verify (MATCH)", keys[ms[v].Signer], ixs); err != nil {
+				if verdicts[k].label != "" {
+					err = b.measure(i, verdicts[k].label, keys[ms[v].Signer], ixs)
+				} else {
+					_, err = c.Send(ctx, keys[ms[v].Signer], ixs)
+				}
+				if err != nil {
 					return err
 				}
+			}
+			// Dispute 1 (member 3): the trainer's rerun reproduces the
+			// accuser's hashes. Dispute 2 (member 4): two committee votes.
+			s, err = r.FetchState(ctx, c)
+			if err != nil {
+				return err
+			}
+			if s.DisputesOpened != 3 {
+				return fmt.Errorf("%d disputes opened, want 3", s.DisputesOpened)
+			}
+			if ixs, err = one(r.AnswerDispute(ms[3].Signer, 1, claimed[0], claimed[1])); err != nil {
+				return err
+			}
+			if err := b.measure(i, "answer_dispute (TRANSIENT)", keys[ms[3].Signer], ixs); err != nil {
+				return err
+			}
+			d, _ := coordinator.FindDispute(s, 2)
+			for k, label := range []string{"judge_dispute (a vote)", "judge_dispute (the majority: trainer at fault)"} {
+				voter := s.Clients[d.Committee[k]].Signer
+				if ixs, err = one(r.JudgeDispute(voter, 2, coordinator.VerdictMismatch)); err != nil {
+					return err
+				}
+				if err := b.measure(i, label, keys[voter], ixs); err != nil {
+					return err
+				}
+			}
+			s, err = r.FetchState(ctx, c)
+			if err != nil {
+				return err
+			}
+			d1, _ := coordinator.FindDispute(s, 1)
+			d2, _ := coordinator.FindDispute(s, 2)
+			if d1.State != coordinator.DisputeTransient || d2.State != coordinator.DisputeTrainerFault || s.Epoch.Clients[4].State != coordinator.MemberFaulted {
+				return fmt.Errorf("disputes settled %d and %d, member 4 in state %d", d1.State, d2.State, s.Epoch.Clients[4].State)
 			}
 			time.Sleep(roundWitnessTime*time.Second + 100*time.Millisecond)
 			if ixs, err = one(r.Tick(me)); err != nil {
@@ -405,8 +463,21 @@ func (b *bench) runOf(i, n int) error {
 	if err := b.measure(i, "set_paused (pause pending mid-epoch)", b.authority, ixs); err != nil {
 		return err
 	}
-	if _, err := b.tickUntil(r, coordinator.Paused); err != nil {
+	if _, err := b.tickUntil(r, coordinator.Cooldown); err != nil {
 		return err
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if ixs, err = one(r.Tick(me)); err != nil {
+		return err
+	}
+	if err := b.measure(i, "tick (Cooldown -> Paused: rewards, vesting)", b.authority, ixs); err != nil {
+		return err
+	}
+	if s, err = r.FetchState(ctx, c); err != nil {
+		return err
+	}
+	if coordinator.Phase(s) != coordinator.Paused {
+		return fmt.Errorf("after the epoch: %v", coordinator.Phase(s))
 	}
 	if ixs, err = one(r.Free(me, me)); err != nil {
 		return err

@@ -106,6 +106,16 @@ errors! {
     NotTheVerifier = 6064: "the client is not the verifier drawn for this trainer",
     InvalidVerdict = 6065: "the verdict must be MATCH (1), MISMATCH (2) or NO_DATA (3)",
     AlreadyJudged = 6066: "the trainer's commitment already has a verdict",
+    // Disputes (verify with MISMATCH or NO_DATA, answer_dispute, judge_dispute).
+    DisputesFull = 6067: "all 32 dispute entries are open: the verdict must wait until one is settled",
+    DisputeNotFound = 6068: "no dispute has this id (or it was overwritten by a newer one)",
+    DisputeNotOpen = 6069: "the dispute is already settled",
+    NotAnswerable = 6070: "only a MISMATCH dispute can be answered with a rerun",
+    NotTheTrainer = 6071: "the signer is not the disputed trainer",
+    RerunDiffers = 6072: "the rerun's hashes differ from the accuser's: the committee decides",
+    NotOnCommittee = 6073: "the signer is not on the dispute's committee",
+    AlreadyVoted = 6074: "this committee member has already voted on the dispute",
+    InvalidVote = 6075: "the vote must be MATCH (1), MISMATCH (2) or NO_DATA (3)",
 }
 
 #[cfg(test)]

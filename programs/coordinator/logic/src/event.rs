@@ -1,7 +1,7 @@
 //! Events that instructions emit (the glue logs them Anchor-style with
 //! sol_log_data). A fixed buffer: no allocation on-chain.
 
-use crate::state::RunState;
+use crate::state::{dispute_state, RunState, MAX_DISPUTES};
 
 /// One thing that happened, for indexers and clients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,17 +18,32 @@ pub enum Event {
     ClientDropped { client: [u8; 32], reporter: [u8; 32], step: u32 },
     CheckpointUpdated { signer: [u8; 32] },
     Verified { step: u32, trainer: [u8; 32], verifier: [u8; 32], verdict: u8 },
+    /// A MISMATCH or NO_DATA verdict opened dispute `id` on the trainer's step.
+    DisputeOpened { id: u64, step: u32, trainer: [u8; 32], accuser: [u8; 32] },
+    /// Dispute `id` was settled with `outcome` (a `dispute_state` tag).
+    DisputeSettled { id: u64, outcome: u8 },
 }
 
 /// The most events one instruction emits: its own event plus a tick's
 /// transition, round start or epoch end.
 pub const MAX_EVENTS: usize = 4;
 
-/// Events emitted by one instruction, in order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Events emitted by one instruction, in order, followed by one
+/// `DisputeSettled { id, outcome: UNRESOLVED }` per dispute that ended
+/// without a decision (a round end may expire up to all 32 at once, more
+/// than `MAX_EVENTS`, so they are kept as ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Events {
     items: [Option<Event>; MAX_EVENTS],
     len: usize,
+    unresolved: [u64; MAX_DISPUTES],
+    unresolved_len: usize,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events { items: [None; MAX_EVENTS], len: 0, unresolved: [0; MAX_DISPUTES], unresolved_len: 0 }
+    }
 }
 
 impl Events {
@@ -45,15 +60,33 @@ impl Events {
         }
     }
 
+    /// Records that dispute `id` ended UNRESOLVED (at most one per entry of
+    /// the dispute table per instruction).
+    pub(crate) fn unresolved(&mut self, id: u64) {
+        if let Some(slot) = self.unresolved.get_mut(self.unresolved_len) {
+            *slot = id;
+            // Note: unresolved_len < MAX_DISPUTES (the get_mut succeeded).
+            #[allow(clippy::arithmetic_side_effects)]
+            let next = self.unresolved_len + 1;
+            self.unresolved_len = next;
+        }
+    }
+
     pub fn len(&self) -> usize {
-        self.len
+        // Note: both are at most their array's length.
+        #[allow(clippy::arithmetic_side_effects)]
+        let n = self.len + self.unresolved_len;
+        n
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Event> {
-        self.items[..self.len].iter().flatten()
+    pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
+        let unresolved = self.unresolved[..self.unresolved_len]
+            .iter()
+            .map(|&id| Event::DisputeSettled { id, outcome: dispute_state::UNRESOLVED });
+        self.items[..self.len].iter().flatten().copied().chain(unresolved)
     }
 }

@@ -9,13 +9,17 @@ use crate::config::nonempty_str;
 use crate::error::CoordinatorError as E;
 use crate::event::{Event, Events};
 use crate::selection::{self, Entropy};
-use crate::state::client_state::{DROPPED, HEALTHY, LEFT};
+use crate::state::client_state::{DROPPED, FAULTED, HEALTHY, LEFT};
 use crate::state::commit_flags::{COMMITTED, FRESH, PROBATION};
 use crate::state::*;
 
 /// Rounds still run after `epoch_time` is up: a round's results are applied
 /// during the next one, so two more rounds drain the pipeline before Cooldown.
 pub const DRAIN_ROUNDS: u32 = 2;
+
+/// Rounds after the disputed one in which a dispute can be settled: it is
+/// open until the run's step passes `step + DISPUTE_ROUNDS`.
+pub const DISPUTE_ROUNDS: u32 = 2;
 
 /// Height of the first round whose predecessor can be health-checked: the first
 /// round of an epoch is exempt because late joiners may still be loading.
@@ -101,6 +105,21 @@ pub struct VerifyArgs {
     /// The verifier's own replay hashes (zero for MATCH and NO_DATA).
     pub claimed_payload: [u8; 32],
     pub claimed_after: [u8; 32],
+}
+
+/// Arguments of `answer_dispute`: the accused trainer's rerun of the step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DisputeAnswer {
+    pub id: u64,
+    pub rerun_payload: [u8; 32],
+    pub rerun_after: [u8; 32],
+}
+
+/// Arguments of `judge_dispute`: a committee member's vote (a `verdict` tag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DisputeVote {
+    pub id: u64,
+    pub vote: u8,
 }
 
 type Key = [u8; 32];
@@ -596,12 +615,98 @@ impl CoordinatorState {
         if commit.verdict != verdict::NONE {
             return Err(E::AlreadyJudged);
         }
+        // A MISMATCH or NO_DATA verdict opens a dispute: everything it needs
+        // is checked before anything changes.
+        let dispute = if v.verdict == verdict::MATCH { None } else { Some(self.new_dispute(v, me)?) };
         let trainer_signer = self.clients[usize::from(self.epoch.clients[trainer].slot) % MAX_CLIENTS].signer;
         let commit = &mut self.current_round_mut().commits[trainer];
         commit.verdict = v.verdict;
         commit.verifier = v.verifier_index;
         let mut ev = Events::default();
         ev.push(Event::Verified { step: v.step, trainer: trainer_signer, verifier: *signer, verdict: v.verdict });
+        if let Some((entry, d)) = dispute {
+            self.open_dispute(entry, &d);
+            ev.push(Event::DisputeOpened { id: d.id, step: d.step, trainer: trainer_signer, accuser: *signer });
+            if d.committee_len == 0 {
+                // Nobody can judge it.
+                self.settle_dispute(entry, dispute_state::UNRESOLVED, &mut ev);
+            }
+        }
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `answer_dispute`: the accused trainer answers an open MISMATCH dispute
+    /// with its own rerun of the step. A rerun that reproduces the accuser's
+    /// hashes shows nondeterminism, not cheating: TRANSIENT, forgiven up to
+    /// `forgive_per_epoch` times per epoch, a fault beyond. A rerun that
+    /// differs changes nothing (`RerunDiffers`): the committee decides.
+    pub fn answer_dispute(&mut self, signer: &Key, answer: &DisputeAnswer, clock: &Clock) -> Result<Events, E> {
+        self.run_state()?;
+        let k = self.find_dispute(answer.id)?;
+        let d = self.disputes[k];
+        let trainer = usize::from(d.trainer_slot) % MAX_CLIENTS;
+        if self.clients[trainer].occupied == 0 || self.clients[trainer].signer != *signer {
+            return Err(E::NotTheTrainer);
+        }
+        if d.state != dispute_state::OPEN {
+            return Err(E::DisputeNotOpen);
+        }
+        if d.kind != verdict::MISMATCH {
+            return Err(E::NotAnswerable);
+        }
+        if answer.rerun_payload != d.claimed_payload || answer.rerun_after != d.claimed_after {
+            return Err(E::RerunDiffers);
+        }
+        let c = &mut self.clients[trainer];
+        c.transients = c.transients.saturating_add(1);
+        let outcome =
+            if c.transients > self.config.forgive_per_epoch { dispute_state::TRAINER_FAULT } else { dispute_state::TRANSIENT };
+        let mut ev = Events::default();
+        self.settle_dispute(k, outcome, &mut ev);
+        self.advance(clock, &mut ev)?;
+        self.bump();
+        Ok(ev)
+    }
+
+    /// `judge_dispute`: a committee member votes on an open dispute, once.
+    /// A majority of the committee (len / 2 + 1) voting MATCH puts the accuser
+    /// at fault; one voting MISMATCH or NO_DATA, the trainer.
+    pub fn judge_dispute(&mut self, signer: &Key, judgement: &DisputeVote, clock: &Clock) -> Result<Events, E> {
+        self.run_state()?;
+        let k = self.find_dispute(judgement.id)?;
+        let d = self.disputes[k];
+        let len = usize::from(d.committee_len).min(COMMITTEE_SIZE);
+        let member = d.committee[..len]
+            .iter()
+            .position(|&slot| {
+                let c = &self.clients[usize::from(slot) % MAX_CLIENTS];
+                c.occupied != 0 && c.signer == *signer
+            })
+            .ok_or(E::NotOnCommittee)?;
+        if d.state != dispute_state::OPEN {
+            return Err(E::DisputeNotOpen);
+        }
+        if !matches!(judgement.vote, verdict::MATCH | verdict::MISMATCH | verdict::NO_DATA) {
+            return Err(E::InvalidVote);
+        }
+        if d.votes[member] != verdict::NONE {
+            return Err(E::AlreadyVoted);
+        }
+        self.disputes[k].votes[member] = judgement.vote;
+        let votes = &self.disputes[k].votes[..len];
+        let matches = votes.iter().filter(|&&v| v == verdict::MATCH).count();
+        let faults = votes.iter().filter(|&&v| v == verdict::MISMATCH || v == verdict::NO_DATA).count();
+        // Note: len <= COMMITTEE_SIZE (3).
+        #[allow(clippy::arithmetic_side_effects)]
+        let majority = len / 2 + 1;
+        let mut ev = Events::default();
+        if matches >= majority {
+            self.settle_dispute(k, dispute_state::ACCUSER_FAULT, &mut ev);
+        } else if faults >= majority {
+            self.settle_dispute(k, dispute_state::TRAINER_FAULT, &mut ev);
+        }
         self.advance(clock, &mut ev)?;
         self.bump();
         Ok(ev)
@@ -670,6 +775,152 @@ impl CoordinatorState {
         }
         self.bump();
         Ok(ev)
+    }
+
+    // ----- disputes -----
+
+    /// Entry `k` of the dispute table holding dispute `id` (0 is never an id).
+    fn find_dispute(&self, id: u64) -> Result<usize, E> {
+        self.disputes
+            .iter()
+            .position(|d| id != 0 && d.id == id && d.state != dispute_state::FREE)
+            .ok_or(E::DisputeNotFound)
+    }
+
+    /// The dispute a MISMATCH or NO_DATA verdict `v` by the member at round
+    /// index `accuser` opens, and the table entry it takes: the first free
+    /// one, else the settled one with the lowest id (`DisputesFull` when all
+    /// are open). Changes nothing.
+    fn new_dispute(&self, v: &VerifyArgs, accuser: usize) -> Result<(usize, Dispute), E> {
+        let entry = match self.disputes.iter().position(|d| d.state == dispute_state::FREE) {
+            Some(k) => k,
+            None => self
+                .disputes
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.state != dispute_state::OPEN)
+                .min_by_key(|(_, d)| d.id)
+                .map(|(k, _)| k)
+                .ok_or(E::DisputesFull)?,
+        };
+        let id = self.disputes_opened.checked_add(1).ok_or(E::ArithmeticOverflow)?;
+        let round = self.current_round();
+        let n = round.clients_len;
+        let (members, committee_len) = selection::committee(&round.verify_seed, v.index, v.verifier_index, n);
+        let data = selection::DataRound { seed: round.seed, data_index: round.data_index, batch_size: round.batch_size, clients: n };
+        let batch = selection::assignment(&data, v.index).ok_or(E::CorruptState)?;
+        let slot_of = |i: u16| self.epoch.clients[usize::from(i) % MAX_CLIENTS].slot;
+        let mut committee = [0u16; COMMITTEE_SIZE];
+        for (c, &i) in committee.iter_mut().zip(&members[..committee_len]) {
+            *c = slot_of(i);
+        }
+        let commit = &round.commits[usize::from(v.index) % MAX_CLIENTS];
+        let d = Dispute {
+            state: dispute_state::OPEN,
+            kind: v.verdict,
+            // committee_len <= COMMITTEE_SIZE (3).
+            committee_len: committee_len as u8,
+            votes: [verdict::NONE; COMMITTEE_SIZE],
+            trainer_slot: slot_of(v.index),
+            // accuser < epoch_len <= MAX_CLIENTS.
+            accuser_slot: slot_of(accuser as u16),
+            trainer_index: v.index,
+            committee,
+            cold_start: self.epoch.cold_start,
+            fresh: u8::from(commit.flags & FRESH != 0),
+            step: round.step,
+            deadline_step: round.step.saturating_add(DISPUTE_ROUNDS),
+            epoch: self.progress.epoch,
+            epoch_start_step: self.epoch.start_step,
+            // batch.len <= batch_size <= u16::MAX.
+            batch_len: batch.len as u32,
+            id,
+            batch_start: batch.start,
+            payload: commit.payload,
+            state_before: commit.state_before,
+            state_after: commit.state_after,
+            claimed_payload: v.claimed_payload,
+            claimed_after: v.claimed_after,
+        };
+        Ok((entry, d))
+    }
+
+    /// Stores a new dispute (from `new_dispute`) and counts it on every slot it names.
+    fn open_dispute(&mut self, entry: usize, d: &Dispute) {
+        self.disputes_opened = d.id;
+        self.disputes[entry % MAX_DISPUTES] = *d;
+        for slot in self.dispute_slots(d) {
+            let c = &mut self.clients[usize::from(slot) % MAX_CLIENTS];
+            c.open_disputes = c.open_disputes.saturating_add(1);
+        }
+    }
+
+    /// The slots a dispute names: trainer, accuser and committee (distinct
+    /// members of its round).
+    fn dispute_slots(&self, d: &Dispute) -> impl Iterator<Item = u16> {
+        let len = usize::from(d.committee_len).min(COMMITTEE_SIZE);
+        let c = d.committee;
+        [d.trainer_slot, d.accuser_slot].into_iter().chain((0..len).map(move |i| c[i]))
+    }
+
+    /// Settles open dispute `k` with `outcome`: the slots it names are free
+    /// of it, and a fault outcome hits the trainer or the accuser. An
+    /// UNRESOLVED outcome is reported among the events' unresolved ids.
+    fn settle_dispute(&mut self, k: usize, outcome: u8, ev: &mut Events) {
+        let k = k % MAX_DISPUTES;
+        let d = self.disputes[k];
+        if d.state != dispute_state::OPEN {
+            return;
+        }
+        self.disputes[k].state = outcome;
+        for slot in self.dispute_slots(&d) {
+            let c = &mut self.clients[usize::from(slot) % MAX_CLIENTS];
+            c.open_disputes = c.open_disputes.saturating_sub(1);
+        }
+        match outcome {
+            dispute_state::TRAINER_FAULT => self.fault(usize::from(d.trainer_slot)),
+            dispute_state::ACCUSER_FAULT => self.fault(usize::from(d.accuser_slot)),
+            _ => {}
+        }
+        if outcome == dispute_state::UNRESOLVED {
+            ev.unresolved(d.id);
+        } else {
+            ev.push(Event::DisputeSettled { id: d.id, outcome });
+        }
+    }
+
+    /// A fault: the client leaves the current epoch without reward (FAULTED,
+    /// removed at the next round start) if it is a healthy member, is slashed,
+    /// its unvested points are burned, and it is on probation.
+    fn fault(&mut self, slot: usize) {
+        let slot = slot % MAX_CLIENTS;
+        if self.clients[slot].in_epoch != 0 {
+            let n = self.epoch_len();
+            if let Some(e) = self.epoch.clients[..n].iter_mut().find(|e| usize::from(e.slot) == slot && e.state == HEALTHY) {
+                e.state = FAULTED;
+            }
+        }
+        let slash = self.current_rates.slashing_rate_per_client;
+        let epoch = self.progress.epoch;
+        let c = &mut self.clients[slot];
+        c.slashed = c.slashed.saturating_add(slash);
+        let unvested = c.unvested.iter().fold(0u64, |a, &p| a.saturating_add(p));
+        c.burned = c.burned.saturating_add(unvested);
+        c.unvested = [0; VESTING_BUCKETS];
+        c.has_fault = 1;
+        c.last_fault_epoch = epoch;
+    }
+
+    /// Open disputes whose deadline the run's step has passed end UNRESOLVED
+    /// (every open one when `all`, as the run finishes).
+    fn expire_disputes(&mut self, all: bool, ev: &mut Events) {
+        let step = self.progress.step;
+        for k in 0..MAX_DISPUTES {
+            let d = &self.disputes[k];
+            if d.state == dispute_state::OPEN && (all || step > d.deadline_step) {
+                self.settle_dispute(k, dispute_state::UNRESOLVED, ev);
+            }
+        }
     }
 
     // ----- the state machine -----
@@ -828,6 +1079,7 @@ impl CoordinatorState {
         if quorum_failed {
             self.epoch.quorum_failed = 1;
         }
+        self.expire_disputes(false, ev);
         if cooldown {
             self.set_state(RunState::Cooldown, now, ev);
         } else {
@@ -849,6 +1101,14 @@ impl CoordinatorState {
         let rate = self.current_rates.earning_rate_total_shared;
         let (share, mut extra) = if success && healthy > 0 { (rate / healthy, rate % healthy) } else { (0, 0) };
         let mut rewarded = 0u16;
+        // Vesting: first the bucket of epoch `epoch - vesting_epochs` becomes
+        // claimable, then this epoch's rewards go to bucket `epoch % 4` (or
+        // straight to `earned` without vesting).
+        let vesting = u32::from(self.config.vesting_epochs);
+        let bucket = (self.progress.epoch % VESTING_BUCKETS as u32) as usize;
+        if let Some(vested) = self.progress.epoch.checked_sub(vesting) {
+            self.vest(Some((vested % VESTING_BUCKETS as u32) as usize));
+        }
         for k in 0..self.epoch_len() {
             let e = self.epoch.clients[k];
             let c = &mut self.clients[usize::from(e.slot) % MAX_CLIENTS];
@@ -863,7 +1123,11 @@ impl CoordinatorState {
                 // shares add up to exactly the rate.
                 let bonus = u64::from(extra > 0);
                 extra -= bonus;
-                c.earned = c.earned.saturating_add(share + bonus);
+                if vesting > 0 {
+                    c.unvested[bucket] = c.unvested[bucket].saturating_add(share + bonus);
+                } else {
+                    c.earned = c.earned.saturating_add(share + bonus);
+                }
                 rewarded += 1;
             }
         }
@@ -880,9 +1144,25 @@ impl CoordinatorState {
             self.cold_start_next = 1;
             self.set_state(RunState::Paused, now, ev);
         } else if self.progress.step > self.config.total_steps {
+            // Nothing can be judged any more: open disputes end unresolved,
+            // and every unvested point becomes claimable.
+            self.expire_disputes(true, ev);
+            self.vest(None);
             self.set_state(RunState::Finished, now, ev);
         } else {
             self.set_state(RunState::WaitingForMembers, now, ev);
+        }
+    }
+
+    /// Moves unvested points to `earned`: one bucket, or all of them.
+    fn vest(&mut self, bucket: Option<usize>) {
+        for c in self.clients.iter_mut() {
+            for (b, points) in c.unvested.iter_mut().enumerate() {
+                if *points != 0 && bucket.is_none_or(|k| k == b) {
+                    c.earned = c.earned.saturating_add(*points);
+                    *points = 0;
+                }
+            }
         }
     }
 

@@ -851,9 +851,20 @@ impl Rng {
 fn random_walk_keeps_invariants() {
     let all_witness = CoordinatorConfig { witness_nodes: 0, min_clients: 2, init_min_clients: 3, total_steps: 60, epoch_time: 200, ..valid_config() };
     let two_witnesses = CoordinatorConfig { witness_nodes: 2, ..all_witness };
-    let verified = CoordinatorConfig { verification_percent: 50, ..all_witness };
-    for (seed, config) in [(42, all_witness), (7, two_witnesses), (1234, all_witness), (99, verified), (5, verified)] {
+    // Verdicts need RoundWitness, so it lasts longer in the walks that verify.
+    let verified = CoordinatorConfig { verification_percent: 50, round_witness_time: 30, ..all_witness };
+    let vesting = CoordinatorConfig { verification_percent: 100, vesting_epochs: 2, forgive_per_epoch: 0, ..verified };
+    for (seed, config) in [(42, all_witness), (7, two_witnesses), (1234, all_witness), (99, verified), (5, verified), (31, vesting)] {
         random_walk(seed, config);
+    }
+}
+
+fn random_dispute(sim: &Sim, rng: &mut Rng) -> Dispute {
+    let open: Vec<_> = sim.s.disputes.iter().filter(|d| d.state == dispute_state::OPEN).collect();
+    if !open.is_empty() && rng.below(4) != 0 {
+        *open[rng.below(open.len() as u64) as usize]
+    } else {
+        sim.s.disputes[rng.below(MAX_DISPUTES as u64) as usize]
     }
 }
 
@@ -862,13 +873,17 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
     let mut sim = Sim::with(config);
     let mut batches = 0u64;
     let mut visited = std::collections::BTreeSet::new();
-    let mut verification_ops = [0u32; 2];
+    let mut verification_ops = [0u32; 4];
     for _ in 0..4000 {
         sim.wait(rng.below(4) as i64);
         let who = rng.below(12) as u32;
         let before = sim.s.as_bytes().to_vec();
         let c = sim.clock();
-        let op = rng.below(12);
+        let op = match rng.below(18) {
+            n if n >= 14 && config.verification_percent == 0 => n - 14,
+            n if n >= 14 => n - 4, // verification ops twice as often
+            n => n,
+        };
         let result = match op {
             0 | 1 => sim.s.join(&key(who), &p2p(who), &c).map(|_| ()),
             2 => sim.s.leave(&key(who), &c).map(|_| ()),
@@ -891,9 +906,15 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
             }
             9 => sim.s.set_paused(rng.below(2) == 0, &c).map(|_| ()),
             10 => {
-                // A commitment, fresh or linked (sometimes to a wrong state).
-                let index = sim.members().iter().position(|m| m.1 == key(who)).unwrap_or(0) as u16;
-                let linked = sim.s.clients.iter().find(|c| c.occupied != 0 && c.signer == key(who)).map(|c| c.state_after).unwrap_or([0; 32]);
+                // A commitment by a member (mostly), fresh or linked (sometimes
+                // to a wrong state).
+                let members = sim.members();
+                let who_key = match members.len() {
+                    n if n > 0 && rng.below(5) != 0 => members[rng.below(n as u64) as usize].1,
+                    _ => key(who),
+                };
+                let index = members.iter().position(|m| m.1 == who_key).unwrap_or(0) as u16;
+                let linked = sim.s.clients.iter().find(|c| c.occupied != 0 && c.signer == who_key).map(|c| c.state_after).unwrap_or([0; 32]);
                 let fresh = rng.below(3) == 0;
                 let args = CommitArgs {
                     step: sim.s.progress.step,
@@ -903,13 +924,17 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
                     state_after: h("after", rng.below(1000) as u32),
                     fresh: u8::from(fresh),
                 };
-                sim.s.commit(&key(who), &args, &c).map(|_| ())
+                sim.s.commit(&who_key, &args, &c).map(|_| ())
             }
-            _ => {
+            11 => {
                 // A verdict by `who` on a random trainer, from the drawn verifier
                 // most of the time.
                 let r = *sim.s.current_round();
-                let trainer = rng.below(u64::from(r.clients_len.max(1))) as u16;
+                let committed: Vec<u16> = (0..r.clients_len).filter(|&i| r.commits[i as usize].flags != 0).collect();
+                let trainer = match committed.len() {
+                    n if n > 0 && rng.below(4) != 0 => committed[rng.below(n as u64) as usize],
+                    _ => rng.below(u64::from(r.clients_len.max(1))) as u16,
+                };
                 let drawn = selection::verifier(&r.verify_seed, trainer, r.clients_len);
                 let signer = match drawn {
                     Some(v) if rng.below(4) != 0 => sim.s.epoch_client(v as usize).map(|(_, s)| s.signer).unwrap_or(key(who)),
@@ -925,6 +950,27 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
                     claimed_after: [2; 32],
                 };
                 sim.s.verify(&signer, &args, &c).map(|_| ())
+            }
+            12 => {
+                // The trainer of a random (mostly open) dispute answers, mostly
+                // with the accuser's hashes.
+                let d = random_dispute(&sim, &mut rng);
+                let signer = if rng.below(5) == 0 { key(who) } else { sim.s.clients[d.trainer_slot as usize].signer };
+                let same = rng.below(4) != 0;
+                let answer = DisputeAnswer {
+                    id: d.id,
+                    rerun_payload: if same { d.claimed_payload } else { [9; 32] },
+                    rerun_after: d.claimed_after,
+                };
+                sim.s.answer_dispute(&signer, &answer, &c).map(|_| ())
+            }
+            _ => {
+                // A committee member of a random (mostly open) dispute votes.
+                let d = random_dispute(&sim, &mut rng);
+                let k = rng.below(4) as usize;
+                let signer = if k < d.committee_len as usize { sim.s.clients[d.committee[k] as usize].signer } else { key(who) };
+                let vote = DisputeVote { id: d.id, vote: rng.below(4) as u8 };
+                sim.s.judge_dispute(&signer, &vote, &c).map(|_| ())
             }
         };
         if result.is_err() {
@@ -957,6 +1003,22 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
         }
         let in_epoch = s.clients.iter().filter(|c| c.in_epoch != 0).count();
         assert_eq!(in_epoch, s.epoch.clients_len as usize);
+        let mut ids = std::collections::BTreeSet::new();
+        for d in s.disputes.iter().filter(|d| d.state != dispute_state::FREE) {
+            assert!(d.state <= dispute_state::UNRESOLVED && d.id >= 1 && d.id <= s.disputes_opened);
+            assert!(ids.insert(d.id), "dispute ids are unique");
+            if d.state == dispute_state::OPEN {
+                assert!(s.progress.step <= d.deadline_step, "an open dispute past its deadline");
+                assert!(d.committee_len > 0);
+            }
+        }
+        for c in s.clients.iter().filter(|c| c.has_fault != 0) {
+            assert!(c.last_fault_epoch <= s.progress.epoch);
+        }
+        if state == RunState::Finished {
+            assert!(s.disputes.iter().all(|d| d.state != dispute_state::OPEN));
+            assert!(s.clients.iter().all(|c| c.unvested == [0; VESTING_BUCKETS]));
+        }
         if state == RunState::Finished {
             break;
         }
@@ -965,12 +1027,14 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
             if op >= 10 {
                 verification_ops[op as usize - 10] += 1;
             }
+            sim.check_dispute_counts();
         }
     }
     assert!(batches > 100, "the walk should mostly make progress ({batches} successes)");
     if config.verification_percent > 0 {
-        assert!(verification_ops.iter().all(|&n| n > 0), "walk {seed}: commits and verdicts {verification_ops:?}");
+        assert!(verification_ops.iter().all(|&n| n > 0), "walk {seed}: commits, verdicts, answers, votes {verification_ops:?}");
     }
+    eprintln!("walk {seed}: commits, verdicts, answers, votes {verification_ops:?}; disputes opened {}", sim.s.disputes_opened);
     for state in [RunState::Warmup, RunState::RoundTrain, RunState::RoundWitness, RunState::Cooldown, RunState::Paused] {
         assert!(visited.contains(&(state as u8)), "walk {seed} never reached {state:?}: {visited:?}");
     }
@@ -1194,7 +1258,7 @@ fn verdicts_come_from_the_drawn_verifier_in_round_witness() {
     let ev = sim.s.verify(&v, &a, &c).unwrap();
     assert_eq!(sim.s.nonce, nonce + 1);
     assert_eq!(
-        ev.iter().next().copied(),
+        ev.iter().next(),
         Some(Event::Verified { step: a.step, trainer: sim.members()[0].1, verifier: v, verdict: verdict::MATCH })
     );
     let stored = sim.s.current_round().commits[0];
@@ -1256,4 +1320,415 @@ fn only_sampled_first_epoch_or_probation_members_are_verified() {
     // Verification off: never.
     sim.s.config.verification_percent = 0;
     assert!((0..6).all(|i| !sim.s.must_verify(&r, i)));
+}
+
+// ----- disputes, outcomes, probation, vesting -----
+
+impl Sim {
+    /// Every member commits (fresh), the round ends training, and the drawn
+    /// verifiers post `verdicts` (trainer index, verdict). Returns the ids of
+    /// the disputes opened, in order.
+    fn judged_round(&mut self, verdicts: &[(u16, u8)]) -> Vec<u64> {
+        assert_eq!(self.state(), RunState::RoundTrain);
+        for i in 0..self.s.current_round().clients_len {
+            if self.s.epoch.clients[i as usize].state == HEALTHY {
+                self.commit(i, true).unwrap();
+            }
+        }
+        self.end_training();
+        let mut ids = vec![];
+        for &(t, verdict) in verdicts {
+            let (a, v) = self.verify_args(t, verdict);
+            let c = self.clock();
+            let ev = self.s.verify(&v, &a, &c).unwrap();
+            let opened = ev.iter().nth(1);
+            if let Some(Event::DisputeOpened { id, .. }) = opened {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+
+    fn dispute(&self, id: u64) -> Dispute {
+        *self.s.disputes.iter().find(|d| d.id == id && d.state != dispute_state::FREE).unwrap()
+    }
+
+    fn slot_of_key(&self, k: &[u8; 32]) -> usize {
+        self.s.clients.iter().position(|c| c.occupied != 0 && c.signer == *k).unwrap()
+    }
+
+    /// Committee members' signers of dispute `id`.
+    fn committee(&self, id: u64) -> Vec<[u8; 32]> {
+        let d = self.dispute(id);
+        d.committee[..d.committee_len as usize].iter().map(|&s| self.s.clients[s as usize].signer).collect()
+    }
+
+    fn vote(&mut self, who: &[u8; 32], id: u64, vote: u8) -> Result<Events, E> {
+        let c = self.clock();
+        self.s.judge_dispute(who, &DisputeVote { id, vote }, &c)
+    }
+
+    fn answer(&mut self, id: u64, rerun_payload: [u8; 32], rerun_after: [u8; 32]) -> Result<Events, E> {
+        let d = self.dispute(id);
+        let trainer = self.s.clients[d.trainer_slot as usize].signer;
+        let c = self.clock();
+        self.s.answer_dispute(&trainer, &DisputeAnswer { id, rerun_payload, rerun_after }, &c)
+    }
+
+    /// Each slot's open_disputes equals the open disputes naming it.
+    fn check_dispute_counts(&self) {
+        let mut want = [0u32; MAX_CLIENTS];
+        for d in self.s.disputes.iter().filter(|d| d.state == dispute_state::OPEN) {
+            want[d.trainer_slot as usize] += 1;
+            want[d.accuser_slot as usize] += 1;
+            for &c in &d.committee[..d.committee_len as usize] {
+                want[c as usize] += 1;
+            }
+        }
+        for (i, c) in self.s.clients.iter().enumerate() {
+            assert_eq!(u32::from(c.open_disputes), want[i], "slot {i}");
+        }
+    }
+}
+
+fn disputing() -> CoordinatorConfig {
+    CoordinatorConfig { verification_percent: 100, witness_nodes: 0, min_clients: 2, init_min_clients: 6, ..valid_config() }
+}
+
+#[test]
+fn a_mismatch_opens_a_dispute_with_committee_batch_and_deadline() {
+    let mut sim = Sim::with(disputing());
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    sim.finish_round(); // step 2, so the dispute is not of the epoch's first step
+    let ids = sim.judged_round(&[(1, verdict::MISMATCH), (2, verdict::MATCH), (3, verdict::NO_DATA)]);
+    assert_eq!(ids, vec![1, 2]);
+    assert_eq!(sim.s.disputes_opened, 2);
+    let r = *sim.s.current_round();
+    let d = sim.dispute(1);
+    let (a, _) = sim.verify_args(1, verdict::MISMATCH);
+    let (members, len) = selection::committee(&r.verify_seed, 1, a.verifier_index, 6);
+    assert_eq!(len, 3);
+    let slot = |i: u16| sim.s.epoch.clients[i as usize].slot;
+    let batch = selection::assignment(
+        &selection::DataRound { seed: r.seed, data_index: r.data_index, batch_size: r.batch_size, clients: r.clients_len },
+        1,
+    )
+    .unwrap();
+    let commit = r.commits[1];
+    assert_eq!(
+        d,
+        Dispute {
+            state: dispute_state::OPEN,
+            kind: verdict::MISMATCH,
+            committee_len: 3,
+            votes: [0; 3],
+            trainer_slot: slot(1),
+            accuser_slot: slot(a.verifier_index),
+            trainer_index: 1,
+            committee: [slot(members[0]), slot(members[1]), slot(members[2])],
+            cold_start: sim.s.epoch.cold_start,
+            fresh: 1,
+            step: r.step,
+            deadline_step: r.step + 2,
+            epoch: 0,
+            epoch_start_step: 1,
+            batch_len: batch.len as u32,
+            id: 1,
+            batch_start: batch.start,
+            payload: commit.payload,
+            state_before: commit.state_before,
+            state_after: commit.state_after,
+            claimed_payload: [0xaa; 32],
+            claimed_after: [0xbb; 32],
+        }
+    );
+    assert_eq!(sim.dispute(2).kind, verdict::NO_DATA);
+    assert_eq!(sim.dispute(2).claimed_payload, [0; 32]);
+    sim.check_dispute_counts();
+    assert!(sim.s.clients[slot(1) as usize].open_disputes >= 1);
+    // The verdict's events: Verified, then DisputeOpened.
+    let (a4, v4) = sim.verify_args(4, verdict::MISMATCH);
+    let c = sim.clock();
+    let ev = sim.s.verify(&v4, &a4, &c).unwrap();
+    let got: Vec<_> = ev.iter().collect();
+    assert!(matches!(got[0], Event::Verified { verdict: verdict::MISMATCH, .. }));
+    assert_eq!(got[1], Event::DisputeOpened { id: 3, step: r.step, trainer: sim.members()[4].1, accuser: v4 });
+}
+
+#[test]
+fn the_trainer_answers_a_mismatch_with_its_rerun() {
+    let config = CoordinatorConfig { forgive_per_epoch: 1, ..disputing() };
+    let mut sim = Sim::with(config);
+    sim.s.future_rates.slashing_rate_per_client = 7;
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    let ids = sim.judged_round(&[(1, verdict::MISMATCH), (2, verdict::NO_DATA), (3, verdict::MISMATCH)]);
+    let (mismatch, no_data, second) = (ids[0], ids[1], ids[2]);
+    let trainer = sim.members()[1].1;
+    sim.rejects(E::DisputeNotFound, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: 0, rerun_payload: [0xaa; 32], rerun_after: [0xbb; 32] }, c));
+    sim.rejects(E::DisputeNotFound, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: 99, rerun_payload: [0xaa; 32], rerun_after: [0xbb; 32] }, c));
+    sim.rejects(E::NotTheTrainer, |s, c| s.answer_dispute(&key(77), &DisputeAnswer { id: mismatch, rerun_payload: [0xaa; 32], rerun_after: [0xbb; 32] }, c));
+    let t2 = sim.members()[2].1;
+    sim.rejects(E::NotAnswerable, |s, c| s.answer_dispute(&t2, &DisputeAnswer { id: no_data, rerun_payload: [0; 32], rerun_after: [0; 32] }, c));
+    // A rerun that differs changes nothing: the committee decides.
+    sim.rejects(E::RerunDiffers, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: mismatch, rerun_payload: [0xaa; 32], rerun_after: [0xbc; 32] }, c));
+    let ev = sim.answer(mismatch, [0xaa; 32], [0xbb; 32]).unwrap();
+    assert_eq!(ev.iter().next(), Some(Event::DisputeSettled { id: mismatch, outcome: dispute_state::TRANSIENT }));
+    assert_eq!(sim.dispute(mismatch).state, dispute_state::TRANSIENT);
+    let slot = sim.slot_of_key(&trainer);
+    assert_eq!((sim.s.clients[slot].transients, sim.s.clients[slot].has_fault, sim.s.clients[slot].slashed), (1, 0, 0));
+    assert_eq!(sim.s.epoch.clients[1].state, HEALTHY);
+    sim.rejects(E::DisputeNotOpen, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: mismatch, rerun_payload: [0xaa; 32], rerun_after: [0xbb; 32] }, c));
+    sim.check_dispute_counts();
+    // Another trainer's first TRANSIENT is forgiven too ...
+    sim.answer(second, [0xaa; 32], [0xbb; 32]).unwrap();
+    assert_eq!(sim.dispute(second).state, dispute_state::TRANSIENT);
+    // ... but the first trainer's second one in the epoch is a fault.
+    sim.wait(5);
+    sim.tick().unwrap();
+    let ids = sim.judged_round(&[(1, verdict::MISMATCH)]);
+    let ev = sim.answer(ids[0], [0xaa; 32], [0xbb; 32]).unwrap();
+    assert_eq!(ev.iter().next(), Some(Event::DisputeSettled { id: ids[0], outcome: dispute_state::TRAINER_FAULT }));
+    let c = &sim.s.clients[slot];
+    assert_eq!((c.transients, c.has_fault, c.last_fault_epoch, c.slashed), (2, 1, 0, 7));
+    assert_eq!(sim.s.epoch.clients[1].state, FAULTED);
+    sim.check_dispute_counts();
+    // The faulted member leaves the epoch at the next round start.
+    sim.wait(5);
+    sim.tick().unwrap();
+    assert!(sim.members().iter().all(|m| m.1 != trainer));
+    assert_eq!(sim.s.clients[slot].in_epoch, 0);
+}
+
+#[test]
+fn the_committee_majority_decides() {
+    let mut sim = Sim::with(disputing());
+    sim.s.future_rates.slashing_rate_per_client = 5;
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    let ids = sim.judged_round(&[(0, verdict::MISMATCH), (3, verdict::NO_DATA)]);
+    let committee = sim.committee(ids[0]);
+    assert_eq!(committee.len(), 3);
+    let d = sim.dispute(ids[0]);
+    let outsider = sim.members().iter().map(|m| m.1).find(|k| !committee.contains(k)).unwrap();
+    sim.rejects(E::NotOnCommittee, |s, c| s.judge_dispute(&outsider, &DisputeVote { id: ids[0], vote: 1 }, c));
+    sim.rejects(E::NotOnCommittee, |s, c| s.judge_dispute(&key(99), &DisputeVote { id: ids[0], vote: 1 }, c));
+    sim.rejects(E::DisputeNotFound, |s, c| s.judge_dispute(&committee[0], &DisputeVote { id: 42, vote: 1 }, c));
+    sim.rejects(E::InvalidVote, |s, c| s.judge_dispute(&committee[0], &DisputeVote { id: ids[0], vote: 0 }, c));
+    sim.rejects(E::InvalidVote, |s, c| s.judge_dispute(&committee[0], &DisputeVote { id: ids[0], vote: 4 }, c));
+    // One MATCH, one MISMATCH: no majority of 2 yet.
+    assert!(sim.vote(&committee[0], ids[0], verdict::MATCH).unwrap().is_empty());
+    sim.rejects(E::AlreadyVoted, |s, c| s.judge_dispute(&committee[0], &DisputeVote { id: ids[0], vote: 2 }, c));
+    sim.vote(&committee[1], ids[0], verdict::MISMATCH).unwrap();
+    assert_eq!(sim.dispute(ids[0]).state, dispute_state::OPEN);
+    assert_eq!(sim.dispute(ids[0]).votes, [1, 2, 0]);
+    // The second MATCH: the accuser was wrong.
+    let ev = sim.vote(&committee[2], ids[0], verdict::MATCH).unwrap();
+    assert_eq!(ev.iter().next(), Some(Event::DisputeSettled { id: ids[0], outcome: dispute_state::ACCUSER_FAULT }));
+    let accuser = sim.s.clients[d.accuser_slot as usize];
+    assert_eq!((accuser.has_fault, accuser.slashed), (1, 5));
+    assert_eq!(sim.s.clients[d.trainer_slot as usize].has_fault, 0);
+    let entry = |sim: &Sim, slot: u16| sim.s.epoch.clients[..sim.s.epoch.clients_len as usize].iter().find(|e| e.slot == slot).unwrap().state;
+    assert_eq!(entry(&sim, d.accuser_slot), FAULTED);
+    sim.rejects(E::DisputeNotOpen, |s, c| s.judge_dispute(&committee[2], &DisputeVote { id: ids[0], vote: 2 }, c));
+    // MISMATCH and NO_DATA votes together put the trainer at fault.
+    let committee = sim.committee(ids[1]);
+    let d = sim.dispute(ids[1]);
+    let voters: Vec<_> = committee.iter().filter(|k| sim.s.clients[sim.slot_of_key(k)].has_fault == 0).copied().collect();
+    sim.vote(&voters[0], ids[1], verdict::NO_DATA).unwrap();
+    let ev = sim.vote(&voters[1], ids[1], verdict::MISMATCH).unwrap();
+    assert_eq!(ev.iter().next(), Some(Event::DisputeSettled { id: ids[1], outcome: dispute_state::TRAINER_FAULT }));
+    assert_eq!(entry(&sim, d.trainer_slot), FAULTED);
+    sim.check_dispute_counts();
+}
+
+#[test]
+fn faulted_members_lose_the_epoch_reward_and_are_on_probation() {
+    let mut sim = Sim::with(disputing());
+    sim.s.future_rates.earning_rate_total_shared = 400;
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    let ids = sim.judged_round(&[(2, verdict::MISMATCH)]);
+    let trainer = sim.members()[2].1;
+    for k in sim.committee(ids[0]).iter().take(2) {
+        sim.vote(k, ids[0], verdict::MISMATCH).unwrap();
+    }
+    assert_eq!(sim.dispute(ids[0]).state, dispute_state::TRAINER_FAULT);
+    // The epoch ends after a pending pause; the faulted member gets nothing.
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    sim.wait(5);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Cooldown);
+    sim.wait(10);
+    let ev = sim.tick().unwrap();
+    assert!(matches!(ev.iter().next(), Some(Event::EpochEnded { rewarded: 5, .. })));
+    let slot = sim.slot_of_key(&trainer);
+    assert_eq!(sim.s.clients[slot].earned, 0);
+    assert_eq!(sim.s.clients.iter().map(|c| c.earned).sum::<u64>(), 400);
+    // Next epoch: everyone else finished one, the faulted member is on probation.
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    for i in 0..6u16 {
+        sim.commit(i, true).unwrap();
+        let probation = sim.s.current_round().commits[i as usize].flags & commit_flags::PROBATION != 0;
+        assert_eq!(probation, sim.members()[i as usize].1 == trainer, "member {i}");
+    }
+}
+
+#[test]
+fn open_disputes_expire_after_two_more_rounds() {
+    let mut sim = Sim::with(disputing());
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    let ids = sim.judged_round(&[(0, verdict::MISMATCH)]);
+    let step = sim.dispute(ids[0]).step;
+    for _ in 0..2 {
+        sim.wait(5);
+        let ev = sim.tick().unwrap();
+        assert!(ev.iter().all(|e| !matches!(e, Event::DisputeSettled { .. })));
+        assert_eq!(sim.dispute(ids[0]).state, dispute_state::OPEN, "step {}", sim.s.progress.step);
+        sim.end_training();
+    }
+    assert_eq!(sim.s.progress.step, step + 2);
+    sim.wait(5);
+    let ev = sim.tick().unwrap();
+    assert_eq!(sim.s.progress.step, step + 3);
+    assert_eq!(sim.dispute(ids[0]).state, dispute_state::UNRESOLVED);
+    assert_eq!(ev.iter().last(), Some(Event::DisputeSettled { id: ids[0], outcome: dispute_state::UNRESOLVED }));
+    sim.check_dispute_counts();
+    assert!(sim.s.clients.iter().all(|c| c.has_fault == 0 && c.slashed == 0));
+    let committee = sim.committee(ids[0]);
+    sim.rejects(E::DisputeNotOpen, |s, c| s.judge_dispute(&committee[0], &DisputeVote { id: ids[0], vote: 2 }, c));
+}
+
+#[test]
+fn a_dispute_nobody_can_judge_is_unresolved_at_once() {
+    let config = CoordinatorConfig { init_min_clients: 2, ..disputing() };
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=2);
+    sim.start_training();
+    sim.commit(0, true).unwrap();
+    sim.commit(1, true).unwrap();
+    sim.end_training();
+    let (a, v) = sim.verify_args(0, verdict::MISMATCH);
+    let c = sim.clock();
+    let ev = sim.s.verify(&v, &a, &c).unwrap();
+    let got: Vec<_> = ev.iter().collect();
+    assert!(matches!(got[1], Event::DisputeOpened { id: 1, .. }));
+    assert_eq!(*got.last().unwrap(), Event::DisputeSettled { id: 1, outcome: dispute_state::UNRESOLVED });
+    assert_eq!((sim.dispute(1).state, sim.dispute(1).committee_len), (dispute_state::UNRESOLVED, 0));
+    sim.check_dispute_counts();
+}
+
+#[test]
+fn thirty_two_open_disputes_fill_the_table_and_settled_ones_are_reused() {
+    let config = CoordinatorConfig {
+        init_min_clients: 34,
+        global_batch_size_start: 64,
+        global_batch_size_end: 64,
+        ..disputing()
+    };
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=34);
+    sim.start_training();
+    let verdicts: Vec<_> = (0..32u16).map(|i| (i, verdict::MISMATCH)).collect();
+    let ids = sim.judged_round(&verdicts);
+    assert_eq!(ids, (1..=32).collect::<Vec<u64>>());
+    let (a, v) = sim.verify_args(32, verdict::NO_DATA);
+    sim.rejects(E::DisputesFull, |s, c| s.verify(&v, &a, c));
+    // A MATCH needs no entry.
+    let (m, mv) = sim.verify_args(33, verdict::MATCH);
+    let c = sim.clock();
+    sim.s.verify(&mv, &m, &c).unwrap();
+    // Settle disputes 5 and 3: the next one takes the entry of the lower id.
+    for id in [5, 3] {
+        sim.answer(id, [0xaa; 32], [0xbb; 32]).unwrap();
+    }
+    let entry3 = sim.s.disputes.iter().position(|d| d.id == 3).unwrap();
+    let c = sim.clock();
+    sim.s.verify(&v, &a, &c).unwrap();
+    assert_eq!(sim.s.disputes[entry3].id, 33);
+    assert_eq!(sim.s.disputes[entry3].state, dispute_state::OPEN);
+    sim.check_dispute_counts();
+    assert!(sim.s.clients.iter().any(|c| c.open_disputes > 1), "committees overlap");
+}
+
+/// Runs one epoch of `ids` to its end (a pending pause ends it after one
+/// round) and resumes the run.
+fn one_epoch(sim: &mut Sim, ids: std::ops::RangeInclusive<u32>) {
+    sim.form_epoch(ids);
+    sim.start_training();
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    sim.finish_round();
+    assert_eq!(sim.state(), RunState::Cooldown);
+    sim.wait(10);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Paused);
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+}
+
+#[test]
+fn rewards_vest_after_vesting_epochs_and_faults_burn_the_unvested() {
+    let config = CoordinatorConfig { vesting_epochs: 2, ..disputing() };
+    let mut sim = Sim::with(config);
+    sim.s.future_rates = EpochRates { earning_rate_total_shared: 600, slashing_rate_per_client: 11 };
+    let one = key(1);
+    let slot = |sim: &Sim| sim.slot_of_key(&one);
+    one_epoch(&mut sim, 1..=6);
+    let c = sim.s.clients[slot(&sim)];
+    assert_eq!((c.earned, c.unvested), (0, [100, 0, 0, 0]));
+    assert!(!c.is_free(), "unvested points keep the slot");
+    one_epoch(&mut sim, 1..=6);
+    assert_eq!((sim.s.clients[slot(&sim)].earned, sim.s.clients[slot(&sim)].unvested), (0, [100, 100, 0, 0]));
+    // End of epoch 2: epoch 0's points vest.
+    one_epoch(&mut sim, 1..=6);
+    assert_eq!((sim.s.clients[slot(&sim)].earned, sim.s.clients[slot(&sim)].unvested), (100, [0, 100, 100, 0]));
+    // A client that sat epoch 3 out still vests epoch 1's points at its end.
+    one_epoch(&mut sim, 2..=7);
+    assert_eq!((sim.s.clients[slot(&sim)].earned, sim.s.clients[slot(&sim)].unvested), (200, [0, 0, 100, 0]));
+    // A fault burns what has not vested; earned points stay.
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    let index = sim.members().iter().position(|m| m.1 == one).unwrap() as u16;
+    let ids = sim.judged_round(&[(index, verdict::MISMATCH)]);
+    for k in sim.committee(ids[0]).iter().take(2) {
+        sim.vote(k, ids[0], verdict::MISMATCH).unwrap();
+    }
+    let c = sim.s.clients[slot(&sim)];
+    assert_eq!((c.earned, c.unvested, c.burned, c.slashed, c.has_fault, c.last_fault_epoch), (200, [0; 4], 100, 11, 1, 4));
+}
+
+#[test]
+fn a_finished_run_settles_disputes_and_vests_everything() {
+    let config = CoordinatorConfig { vesting_epochs: 4, total_steps: 2, ..disputing() };
+    let mut sim = Sim::with(config);
+    sim.s.future_rates.earning_rate_total_shared = 60;
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    sim.finish_round();
+    let ids = sim.judged_round(&[(0, verdict::MISMATCH)]);
+    sim.wait(5);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Cooldown);
+    assert_eq!(sim.dispute(ids[0]).state, dispute_state::OPEN, "the deadline has not passed");
+    sim.wait(10);
+    let ev = sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Finished);
+    assert!(ev.iter().any(|e| e == Event::DisputeSettled { id: ids[0], outcome: dispute_state::UNRESOLVED }));
+    sim.check_dispute_counts();
+    assert!(sim.s.clients.iter().all(|c| c.unvested == [0; 4]));
+    assert_eq!(sim.s.clients.iter().map(|c| c.earned).sum::<u64>(), 60);
+}
+
+#[test]
+fn slots_named_by_open_disputes_are_not_reused() {
+    let mut slot = ClientSlot { occupied: 1, ..ClientSlot::clone(&zeroed_state().clients[0]) };
+    assert!(slot.is_free());
+    slot.open_disputes = 1;
+    assert!(!slot.is_free());
+    slot.open_disputes = 0;
+    slot.unvested[3] = 1;
+    assert!(!slot.is_free());
 }

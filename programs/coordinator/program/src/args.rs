@@ -13,7 +13,9 @@ use core::mem::{size_of, MaybeUninit};
 
 use psyche_coordinator_logic::bloom::Bloom;
 use psyche_coordinator_logic::error::CoordinatorError;
-use psyche_coordinator_logic::machine::{CheckpointRepo, CommitArgs, HealthCheck, Update, VerifyArgs, WitnessReport};
+use psyche_coordinator_logic::machine::{
+    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, HealthCheck, Update, VerifyArgs, WitnessReport,
+};
 use psyche_coordinator_logic::state::{CoordinatorConfig, Model, Progress, RunMetadata, REVISION_LEN, URL_LEN};
 use psyche_sdk::borsh::{BorshError, Reader};
 use psyche_sdk::{Address, ProgramError};
@@ -222,6 +224,29 @@ impl Decode<'_> for VerifyArgs {
         let claimed_after = bytes32(&mut r)?;
         r.finish()?;
         Ok(Self { step, verifier_index, index, verdict, claimed_payload, claimed_after })
+    }
+}
+
+/// `AnswerDisputeParams`.
+impl Decode<'_> for DisputeAnswer {
+    fn decode(args: &[u8]) -> Result<Self, ProgramError> {
+        let mut r = Reader::new(args);
+        let id = r.u64()?;
+        let rerun_payload = bytes32(&mut r)?;
+        let rerun_after = bytes32(&mut r)?;
+        r.finish()?;
+        Ok(Self { id, rerun_payload, rerun_after })
+    }
+}
+
+/// `JudgeDisputeParams`.
+impl Decode<'_> for DisputeVote {
+    fn decode(args: &[u8]) -> Result<Self, ProgramError> {
+        let mut r = Reader::new(args);
+        let id = r.u64()?;
+        let vote = r.u8()?;
+        r.finish()?;
+        Ok(Self { id, vote })
     }
 }
 

@@ -19,9 +19,11 @@ pub const WITNESS_REPORTED: [u8; 8] = anchor::event("WitnessReported");
 pub const CLIENT_DROPPED: [u8; 8] = anchor::event("ClientDropped");
 pub const CHECKPOINT_UPDATED: [u8; 8] = anchor::event("CheckpointUpdated");
 pub const VERIFIED: [u8; 8] = anchor::event("Verified");
+pub const DISPUTE_OPENED: [u8; 8] = anchor::event("DisputeOpened");
+pub const DISPUTE_SETTLED: [u8; 8] = anchor::event("DisputeSettled");
 
 /// Event names in IDL order, with their discriminators.
-pub const EVENTS: [(&str, [u8; 8]); 12] = [
+pub const EVENTS: [(&str, [u8; 8]); 14] = [
     ("StateChanged", STATE_CHANGED),
     ("RoundStarted", ROUND_STARTED),
     ("EpochEnded", EPOCH_ENDED),
@@ -34,12 +36,14 @@ pub const EVENTS: [(&str, [u8; 8]); 12] = [
     ("ClientDropped", CLIENT_DROPPED),
     ("CheckpointUpdated", CHECKPOINT_UPDATED),
     ("Verified", VERIFIED),
+    ("DisputeOpened", DISPUTE_OPENED),
+    ("DisputeSettled", DISPUTE_SETTLED),
 ];
 
 /// Logs every event of one instruction, in order.
 pub fn emit_all(events: &Events) -> ProgramResult {
     for e in events.iter() {
-        emit(e)?;
+        emit(&e)?;
     }
     Ok(())
 }
@@ -102,6 +106,14 @@ pub(crate) fn encode(e: &Event, w: &mut Writer<'_>) -> Result<&'static [u8; 8], 
         Event::Verified { step, trainer, verifier, verdict } => {
             w.u32(step)?.bytes(&trainer)?.bytes(&verifier)?.u8(verdict)?;
             &VERIFIED
+        }
+        Event::DisputeOpened { id, step, trainer, accuser } => {
+            w.u64(id)?.u32(step)?.bytes(&trainer)?.bytes(&accuser)?;
+            &DISPUTE_OPENED
+        }
+        Event::DisputeSettled { id, outcome } => {
+            w.u64(id)?.u8(outcome)?;
+            &DISPUTE_SETTLED
         }
     })
 }

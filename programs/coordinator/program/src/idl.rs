@@ -132,6 +132,8 @@ fn borsh_types(t: &mut Types) {
         ("state_after", bytes(32)),
         ("fresh", json!("u8")),
     ]);
+    t.borsh("AnswerDisputeParams", &[("id", json!("u64")), ("rerun_payload", bytes(32)), ("rerun_after", bytes(32))]);
+    t.borsh("JudgeDisputeParams", &[("id", json!("u64")), ("vote", json!("u8"))]);
     t.borsh("VerifyParams", &[
         ("step", json!("u32")),
         ("verifier_index", json!("u16")),
@@ -163,6 +165,8 @@ fn borsh_types(t: &mut Types) {
     t.borsh("ClientDropped", &[("client", json!("pubkey")), ("reporter", json!("pubkey")), ("step", json!("u32"))]);
     t.borsh("CheckpointUpdated", &[("signer", json!("pubkey"))]);
     t.borsh("Verified", &[("step", json!("u32")), ("trainer", json!("pubkey")), ("verifier", json!("pubkey")), ("verdict", json!("u8"))]);
+    t.borsh("DisputeOpened", &[("id", json!("u64")), ("step", json!("u32")), ("trainer", json!("pubkey")), ("accuser", json!("pubkey"))]);
+    t.borsh("DisputeSettled", &[("id", json!("u64")), ("outcome", json!("u8"))]);
 }
 
 /// Accounts and argument type of each instruction (an empty struct where there
@@ -201,6 +205,8 @@ fn instruction_shapes() -> Vec<Instruction> {
         (authority(), "SettlePointsParams"),
         (client(), "CommitParams"),
         (client(), "VerifyParams"),
+        (client(), "AnswerDisputeParams"),
+        (client(), "JudgeDisputeParams"),
     ];
     shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
@@ -216,7 +222,7 @@ fn render() -> std::string::String {
     let errors = CoordinatorError::ALL.iter().map(|e| (e.code(), e.name(), e.message())).collect();
     Idl {
         name: "psyche_coordinator",
-        description: "The training run's state machine: membership, rounds, witnesses, health checks, verification and rewards",
+        description: "The training run's state machine: membership, rounds, witnesses, health checks, verification, disputes and rewards",
         address: ID.to_bytes(),
         instructions: &INSTRUCTIONS,
         shapes: instruction_shapes(),
@@ -253,6 +259,8 @@ fn event_payloads_match_their_idl_types() {
         Event::ClientDropped { client: k, reporter: k, step: 1 },
         Event::CheckpointUpdated { signer: k },
         Event::Verified { step: 1, trainer: k, verifier: k, verdict: 2 },
+        Event::DisputeOpened { id: 1, step: 2, trainer: k, accuser: k },
+        Event::DisputeSettled { id: 1, outcome: 3 },
     ];
     let types = types();
     for (e, (name, disc)) in samples.iter().zip(EVENTS) {
@@ -280,6 +288,7 @@ fn decoders_read_the_idl_params() {
     let fixed = [
         "SetPausedParams", "JoinRunParams", "LeaveRunParams", "TickParams", "WitnessParams", "WarmupWitnessParams",
         "HealthCheckParams", "FreeCoordinatorParams", "SettlePointsParams", "CommitParams", "VerifyParams",
+        "AnswerDisputeParams", "JudgeDisputeParams",
     ];
     let types = types();
     let mut checked = 0;

@@ -4,7 +4,9 @@
 //! decodes a whole instruction with the same argument decoders the processors
 //! use, for host tools (the simulator in programs/coordinator/sim).
 
-use psyche_coordinator_logic::machine::{CheckpointRepo, CommitArgs, HealthCheck, VerifyArgs, WitnessReport};
+use psyche_coordinator_logic::machine::{
+    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, HealthCheck, VerifyArgs, WitnessReport,
+};
 use psyche_sdk::anchor::split_instruction;
 use psyche_sdk::{ErrorCode, ProgramError};
 
@@ -13,7 +15,7 @@ use crate::args::{
     SettlePointsParams, UpdateClientVersionParams, UpdateParams,
 };
 use crate::{
-    CHECKPOINT, COMMIT, FREE_COORDINATOR, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN, SETTLE_POINTS,
+    ANSWER_DISPUTE, CHECKPOINT, COMMIT, FREE_COORDINATOR, JUDGE_DISPUTE, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN, SETTLE_POINTS,
     SET_FUTURE_EPOCH_RATES, SET_PAUSED, TICK, UPDATE, UPDATE_CLIENT_VERSION, VERIFY, WARMUP_WITNESS, WITNESS,
 };
 
@@ -37,6 +39,8 @@ pub enum Kind {
     SettlePoints,
     Commit,
     Verify,
+    AnswerDispute,
+    JudgeDispute,
 }
 
 impl Kind {
@@ -65,6 +69,8 @@ impl Kind {
             d if d == SETTLE_POINTS => Kind::SettlePoints,
             d if d == COMMIT => Kind::Commit,
             d if d == VERIFY => Kind::Verify,
+            d if d == ANSWER_DISPUTE => Kind::AnswerDispute,
+            d if d == JUDGE_DISPUTE => Kind::JudgeDispute,
             _ => return Err(ErrorCode::InstructionFallbackNotFound.fail()),
         };
         Ok((kind, args))
@@ -94,6 +100,8 @@ pub enum Instruction<'a> {
     SettlePoints(SettlePointsParams),
     Commit(CommitArgs),
     Verify(VerifyArgs),
+    AnswerDispute(DisputeAnswer),
+    JudgeDispute(DisputeVote),
 }
 
 impl<'a> Instruction<'a> {
@@ -120,6 +128,8 @@ impl<'a> Instruction<'a> {
             Kind::SettlePoints => Self::SettlePoints(Decode::decode(args)?),
             Kind::Commit => Self::Commit(Decode::decode(args)?),
             Kind::Verify => Self::Verify(Decode::decode(args)?),
+            Kind::AnswerDispute => Self::AnswerDispute(Decode::decode(args)?),
+            Kind::JudgeDispute => Self::JudgeDispute(Decode::decode(args)?),
         })
     }
 
@@ -293,6 +303,20 @@ mod tests {
                     claimed_payload: key(11),
                     claimed_after: key(12),
                 }),
+            ),
+            (
+                ix(crate::ANSWER_DISPUTE, |w| {
+                    w.u64(u64::MAX - 5)?.bytes(&key(13))?.bytes(&key(14))?;
+                    Ok(())
+                }),
+                Instruction::AnswerDispute(DisputeAnswer { id: u64::MAX - 5, rerun_payload: key(13), rerun_after: key(14) }),
+            ),
+            (
+                ix(crate::JUDGE_DISPUTE, |w| {
+                    w.u64(77)?.u8(3)?;
+                    Ok(())
+                }),
+                Instruction::JudgeDispute(DisputeVote { id: 77, vote: 3 }),
             ),
         ]
     }

@@ -70,9 +70,11 @@ pub const FREE_COORDINATOR: [u8; 8] = anchor::instruction("free_coordinator");
 pub const SETTLE_POINTS: [u8; 8] = anchor::instruction("settle_points");
 pub const COMMIT: [u8; 8] = anchor::instruction("commit");
 pub const VERIFY: [u8; 8] = anchor::instruction("verify");
+pub const ANSWER_DISPUTE: [u8; 8] = anchor::instruction("answer_dispute");
+pub const JUDGE_DISPUTE: [u8; 8] = anchor::instruction("judge_dispute");
 
 /// Instruction names in IDL order, with their discriminators.
-pub const INSTRUCTIONS: [(&str, [u8; 8]); 16] = [
+pub const INSTRUCTIONS: [(&str, [u8; 8]); 18] = [
     ("init_coordinator", INIT_COORDINATOR),
     ("update", UPDATE),
     ("update_client_version", UPDATE_CLIENT_VERSION),
@@ -89,6 +91,8 @@ pub const INSTRUCTIONS: [(&str, [u8; 8]); 16] = [
     ("settle_points", SETTLE_POINTS),
     ("commit", COMMIT),
     ("verify", VERIFY),
+    ("answer_dispute", ANSWER_DISPUTE),
+    ("judge_dispute", JUDGE_DISPUTE),
 ];
 
 /// Dispatches an instruction; public so host tests and the entrypoint share it.
@@ -114,5 +118,7 @@ pub fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> P
         Kind::SettlePoints => processor::settle_points(accounts, args),
         Kind::Commit => processor::commit(accounts, args),
         Kind::Verify => processor::verify(accounts, args),
+        Kind::AnswerDispute => processor::answer_dispute(accounts, args),
+        Kind::JudgeDispute => processor::judge_dispute(accounts, args),
     }
 }

@@ -197,6 +197,12 @@ impl Sim {
             Instruction::Verify(v) => {
                 self.as_client()?.verify(signer, v, clock)?;
             }
+            Instruction::AnswerDispute(a) => {
+                self.as_client()?.answer_dispute(signer, a, clock)?;
+            }
+            Instruction::JudgeDispute(v) => {
+                self.as_client()?.judge_dispute(signer, v, clock)?;
+            }
             Instruction::FreeCoordinator => unreachable!("handle answers free_coordinator"),
         }
         Ok(())

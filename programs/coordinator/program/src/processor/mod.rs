@@ -2,12 +2,14 @@
 //! arguments, runs every account check, then calls the logic on the account
 //! data in place and logs the logic's events.
 
+mod answer_dispute;
 mod checkpoint;
 mod commit;
 mod free_coordinator;
 mod health_check;
 mod init_coordinator;
 mod join_run;
+mod judge_dispute;
 mod leave_run;
 mod set_future_epoch_rates;
 mod set_paused;
@@ -19,12 +21,14 @@ mod verify;
 mod warmup_witness;
 mod witness;
 
+pub use answer_dispute::answer_dispute;
 pub use checkpoint::checkpoint;
 pub use commit::commit;
 pub use free_coordinator::free_coordinator;
 pub use health_check::health_check;
 pub use init_coordinator::init_coordinator;
 pub use join_run::join_run;
+pub use judge_dispute::judge_dispute;
 pub use leave_run::leave_run;
 pub use set_future_epoch_rates::set_future_epoch_rates;
 pub use set_paused::set_paused;
