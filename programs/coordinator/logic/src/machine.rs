@@ -672,7 +672,8 @@ impl CoordinatorState {
 
     /// `judge_dispute`: a committee member votes on an open dispute, once.
     /// A majority of the committee (len / 2 + 1) voting MATCH puts the accuser
-    /// at fault; one voting MISMATCH or NO_DATA, the trainer.
+    /// of a MISMATCH at fault (a NO_DATA dispute is UNRESOLVED); one voting
+    /// MISMATCH or NO_DATA, the trainer.
     pub fn judge_dispute(&mut self, signer: &Key, judgement: &DisputeVote, clock: &Clock) -> Result<Events, E> {
         self.run_state()?;
         let k = self.find_dispute(judgement.id)?;
@@ -703,7 +704,12 @@ impl CoordinatorState {
         let majority = len / 2 + 1;
         let mut ev = Events::default();
         if matches >= majority {
-            self.settle_dispute(k, dispute_state::ACCUSER_FAULT, &mut ev);
+            // A NO_DATA verdict cannot be proven false: the trainer may have
+            // served the committee and not the verifier. Only a MISMATCH the
+            // committee disproves puts the accuser at fault.
+            let outcome =
+                if d.kind == verdict::MISMATCH { dispute_state::ACCUSER_FAULT } else { dispute_state::UNRESOLVED };
+            self.settle_dispute(k, outcome, &mut ev);
         } else if faults >= majority {
             self.settle_dispute(k, dispute_state::TRAINER_FAULT, &mut ev);
         }

@@ -1544,6 +1544,27 @@ fn the_committee_majority_decides() {
 }
 
 #[test]
+fn a_disproved_no_data_accusation_is_unresolved() {
+    // The trainer may have served the committee and not the verifier, so a
+    // NO_DATA the committee replays to MATCH punishes nobody.
+    let mut sim = Sim::with(disputing());
+    sim.s.future_rates.slashing_rate_per_client = 5;
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    let ids = sim.judged_round(&[(1, verdict::NO_DATA)]);
+    let d = sim.dispute(ids[0]);
+    let committee = sim.committee(ids[0]);
+    sim.vote(&committee[0], ids[0], verdict::MATCH).unwrap();
+    let ev = sim.vote(&committee[1], ids[0], verdict::MATCH).unwrap();
+    assert_eq!(ev.iter().next(), Some(Event::DisputeSettled { id: ids[0], outcome: dispute_state::UNRESOLVED }));
+    for slot in [d.trainer_slot, d.accuser_slot] {
+        let c = sim.s.clients[slot as usize];
+        assert_eq!((c.has_fault, c.slashed), (0, 0), "slot {slot}");
+    }
+    sim.check_dispute_counts();
+}
+
+#[test]
 fn faulted_members_lose_the_epoch_reward_and_are_on_probation() {
     let mut sim = Sim::with(disputing());
     sim.s.future_rates.earning_rate_total_shared = 400;
