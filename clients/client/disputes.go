@@ -20,15 +20,6 @@ import (
 // client keeps a copy of them when it applies a round that has a dispute,
 // until the dispute's deadline has passed.
 
-// Dispute states, as the program stores them.
-const (
-	disputeOpen         = 1
-	disputeTransient    = 2
-	disputeTrainerFault = 3
-	disputeAccuserFault = 4
-	disputeUnresolved   = 5
-)
-
 type (
 	// judgeAction replays a disputed contribution: as a committee member
 	// (vote), or as the accused (answer if the rerun gives the accuser's bits).
@@ -78,7 +69,7 @@ func (e *engine) disputes(v *coordinator.View, in *inputs, add func(action)) {
 		return
 	}
 	for _, d := range v.State.Disputes {
-		if d.State != disputeOpen {
+		if d.State != coordinator.DisputeOpen {
 			continue
 		}
 		pos := -2
@@ -87,7 +78,7 @@ func (e *engine) disputes(v *coordinator.View, in *inputs, add func(action)) {
 				pos = j
 			}
 		}
-		if int(d.TrainerSlot) == me && d.Kind == verdictMismatch {
+		if int(d.TrainerSlot) == me && d.Kind == coordinator.VerdictMismatch {
 			pos = -1
 		}
 		if pos == -2 || e.judged[d.Id] {
@@ -118,7 +109,7 @@ func snapshotWanted(rec *roundRecord) bool {
 		return false
 	}
 	for _, c := range rec.verify.commits {
-		if c.verdict == verdictMismatch || c.verdict == verdictNoData {
+		if c.verdict == coordinator.VerdictMismatch || c.verdict == coordinator.VerdictNoData {
 			return true
 		}
 	}

@@ -57,7 +57,7 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 		}
 	}
 	if a.commit {
-		after, err := c.tr.ReplayState()
+		after, err := c.afterState(rec.lr)
 		if err != nil {
 			return fmt.Errorf("step %d: %w", rec.step, err)
 		}
@@ -100,6 +100,16 @@ func (c *Client) replayStateBefore(linked [32]byte) ([]byte, error) {
 		return nil, err
 	}
 	return c.tr.ReplayState()
+}
+
+// afterState is the replay state the next step starts from once this
+// round is applied at lr: what a trainer commits as its state after.
+func (c *Client) afterState(lr float32) ([]byte, error) {
+	rs, err := c.tr.ReplayState()
+	if err != nil {
+		return nil, err
+	}
+	return trainer.AfterApply(rs, DeMo(&c.model, lr))
 }
 
 // writeGradients keeps a payload in --write-gradients-dir, made if missing.

@@ -31,14 +31,6 @@ import (
 // be verified or judged MATCH: every client reads the same verdicts on
 // chain, so replicas stay identical.
 
-// Verdicts, as the program stores them in a round's commitments.
-const (
-	verdictNone     = 0
-	verdictMatch    = 1
-	verdictMismatch = 2
-	verdictNoData   = 3
-)
-
 // commitRecord is one member's commitment in a round, as the chain holds it.
 type commitRecord struct {
 	committed, fresh, probation bool
@@ -46,20 +38,13 @@ type commitRecord struct {
 	verdict                     uint8
 }
 
-// Commit flags (the program's Commit::flags).
-const (
-	commitCommitted = 1 << 0
-	commitFresh     = 1 << 1
-	commitProbation = 1 << 2
-)
-
 // roundCommits reads the commitments of round r's first n members.
 func roundCommits(r *coordinator.Round, n int) []commitRecord {
 	out := make([]commitRecord, n)
 	for i := range out {
 		c := &r.Commits[i]
-		out[i] = commitRecord{committed: c.Flags&commitCommitted != 0, fresh: c.Flags&commitFresh != 0,
-			probation: c.Flags&commitProbation != 0, payload: c.Payload, before: c.StateBefore, after: c.StateAfter, verdict: c.Verdict}
+		out[i] = commitRecord{committed: c.Flags&coordinator.CommitCommitted != 0, fresh: c.Flags&coordinator.CommitFresh != 0,
+			probation: c.Flags&coordinator.CommitProbation != 0, payload: c.Payload, before: c.StateBefore, after: c.StateAfter, verdict: c.Verdict}
 	}
 	return out
 }
@@ -68,7 +53,7 @@ func roundCommits(r *coordinator.Round, n int) []commitRecord {
 // round's seed samples it, or when its trainer was on probation when it
 // committed (first epoch in the run, or recently at fault).
 func mustVerify(c commitRecord, seed [32]byte, index int, percent uint8) bool {
-	return percent > 0 && (c.probation || schedule.Sampled(seed, uint16(index), percent))
+	return schedule.MustVerify(percent, seed, uint16(index), c.probation)
 }
 
 // verification is what a round record keeps of the round's verification,
@@ -89,7 +74,7 @@ func (vr *verification) excludes(i int) bool {
 		return true
 	}
 	c := vr.commits[i]
-	return !c.committed || (c.verdict != verdictMatch && mustVerify(c, vr.seed, i, vr.percent))
+	return !c.committed || (c.verdict != coordinator.VerdictMatch && mustVerify(c, vr.seed, i, vr.percent))
 }
 
 // admits is the verification part of the consensus rule for member i whose
@@ -149,7 +134,7 @@ func (e *engine) verifications(v *coordinator.View, in *inputs, current bool, st
 	n := int(r.ClientsLen)
 	commits := roundCommits(r, n)
 	for i, c := range commits {
-		if !c.committed || c.verdict != verdictNone || !mustVerify(c, r.VerifySeed, i, percent) {
+		if !c.committed || c.verdict != coordinator.VerdictNone || !mustVerify(c, r.VerifySeed, i, percent) {
 			continue
 		}
 		if ver, ok := schedule.Verifier(r.VerifySeed, uint16(i), uint16(n)); !ok || int(ver) != v.Me {
@@ -243,7 +228,7 @@ func (c *Client) startReplay(ctx context.Context, a replayAction) error {
 	c.inbox.spawn(func() {
 		res := c.runReplay(ctx, job)
 		if accuse {
-			res = replayResult{verdict: verdictMismatch, claimPayload: sha256.Sum256([]byte("made up")), claimAft: sha256.Sum256([]byte("up"))}
+			res = replayResult{verdict: coordinator.VerdictMismatch, claimPayload: sha256.Sum256([]byte("made up")), claimAft: sha256.Sum256([]byte("up"))}
 		}
 		if res.skip != nil {
 			c.log.Warn("could not replay a contribution", "step", job.step, "member", job.index, "err", res.skip)
@@ -281,10 +266,10 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 			return replayResult{skip: ctx.Err()}
 		}
 		c.log.Info("the committed replay state could not be fetched", "step", j.step, "member", j.index, "err", err)
-		return replayResult{verdict: verdictNoData}
+		return replayResult{verdict: coordinator.VerdictNoData}
 	}
 	if j.commit.fresh && !trainer.FreshReplayState(rs) {
-		return replayResult{verdict: verdictMismatch}
+		return replayResult{verdict: coordinator.VerdictMismatch}
 	}
 	in, tg, seqLen, err := c.sequences(ctx, j.batch)
 	if err != nil {
@@ -298,7 +283,7 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 	}
 	if err := tr.LoadReplayState(rs, j.params); err != nil {
 		if errors.Is(err, trainer.ErrState) {
-			return replayResult{verdict: verdictMismatch} // it committed a state no trainer has
+			return replayResult{verdict: coordinator.VerdictMismatch} // it committed a state no trainer has
 		}
 		return replayResult{skip: err}
 	}
@@ -309,15 +294,19 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 	if err != nil {
 		return replayResult{skip: err}
 	}
-	after, err := tr.ReplayState()
+	rs, err = tr.ReplayState()
+	if err != nil {
+		return replayResult{skip: err}
+	}
+	after, err := trainer.AfterApply(rs, j.hp)
 	if err != nil {
 		return replayResult{skip: err}
 	}
 	res := replayResult{claimPayload: sha256.Sum256(payload), claimAft: stateHash(after)}
 	if res.claimPayload == j.commit.payload && res.claimAft == j.commit.after {
-		res.verdict = verdictMatch
+		res.verdict = coordinator.VerdictMatch
 	} else {
-		res.verdict = verdictMismatch
+		res.verdict = coordinator.VerdictMismatch
 	}
 	return res
 }
@@ -359,11 +348,11 @@ func (c *Client) postVerdict(ctx context.Context, a verdictAction) {
 
 func verdictName(v uint8) string {
 	switch v {
-	case verdictMatch:
+	case coordinator.VerdictMatch:
 		return "MATCH"
-	case verdictMismatch:
+	case coordinator.VerdictMismatch:
 		return "MISMATCH"
-	case verdictNoData:
+	case coordinator.VerdictNoData:
 		return "NO_DATA"
 	}
 	return "none"

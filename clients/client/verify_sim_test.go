@@ -62,7 +62,7 @@ func TestSimVerificationCatchesCheater(t *testing.T) {
 		case sc == cheater && o.kind == opCommit && sc.c.cfg.Cheat != CheatNone:
 			cheated++
 			commits[[2]uint32{o.commit.Step, uint32(o.commit.Index)}] = true
-		case o.kind == opVerify && commits[[2]uint32{o.verify.Step, uint32(o.verify.Index)}] && o.verify.Verdict != verdictMatch:
+		case o.kind == opVerify && commits[[2]uint32{o.verify.Step, uint32(o.verify.Index)}] && o.verify.Verdict != coordinator.VerdictMatch:
 			spells = append(spells, cheated)
 			cheated = 0
 			clear(commits)
@@ -119,9 +119,9 @@ func TestSimVerificationCatchesCheater(t *testing.T) {
 	faults := 0
 	for id, d := range outcomes {
 		switch {
-		case d.State == disputeTrainerFault && int(d.TrainerSlot) == cheaterSlot:
+		case d.State == coordinator.DisputeTrainerFault && int(d.TrainerSlot) == cheaterSlot:
 			faults++
-		case d.State == disputeTrainerFault || d.State == disputeAccuserFault:
+		case d.State == coordinator.DisputeTrainerFault || d.State == coordinator.DisputeAccuserFault:
 			t.Errorf("dispute %d: an honest member was found at fault (state %d, trainer slot %d, accuser slot %d)", id, d.State, d.TrainerSlot, d.AccuserSlot)
 		}
 	}

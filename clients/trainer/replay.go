@@ -64,6 +64,36 @@ func FreshReplayState(rs []byte) bool {
 	return true
 }
 
+// Header fields of the state blob (state.c) that applying a round changes.
+const (
+	stateStepOff  = 32
+	stateLROff    = 48
+	stateFlagsOff = 52
+	flagDelta     = 2
+	flagLookahead = 4
+)
+
+// AfterApply is the replay state rs becomes when the round is applied
+// (DeMoApply at lr): the apply leaves the momentum as it is and sets the
+// header as tr_demo_apply does (last learning rate, step counter, the
+// lookahead on when hp asks for it and there is momentum). A trainer
+// commits to this state as its state after a step, so that its next
+// step's state before continues it exactly.
+func AfterApply(rs []byte, hp DeMo) ([]byte, error) {
+	if len(rs) < stateHeader {
+		return nil, fmt.Errorf("replay state of %d bytes: %w", len(rs), ErrState)
+	}
+	out := bytes.Clone(rs)
+	binary.LittleEndian.PutUint64(out[stateStepOff:], binary.LittleEndian.Uint64(out[stateStepOff:])+1)
+	binary.LittleEndian.PutUint32(out[stateLROff:], math.Float32bits(hp.LR))
+	flags := binary.LittleEndian.Uint32(out[stateFlagsOff:]) &^ flagLookahead
+	if hp.Lookahead && flags&flagDelta != 0 {
+		flags |= flagLookahead
+	}
+	binary.LittleEndian.PutUint32(out[stateFlagsOff:], flags)
+	return out, nil
+}
+
 // FreshCopy is rs with its optimizer buffers zeroed: fresh, same header.
 func FreshCopy(rs []byte) []byte {
 	out := bytes.Clone(rs)

@@ -78,6 +78,21 @@ func TestReplayStateReplaysAStep(t *testing.T) {
 		t.Error("a replay from another momentum gave the same payload")
 	}
 
+	// Applying the round changes the header as AfterApply says.
+	want, err := AfterApply(after, testDeMo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeMoApply(testDeMo, [][]byte{payload}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.ReplayState(); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the replay state after the apply is not AfterApply's (err %v)", err)
+	}
+	if _, err := AfterApply(after[:10], testDeMo); !errors.Is(err, ErrState) {
+		t.Errorf("AfterApply of a short state: %v", err)
+	}
+
 	// Malformed replay states change nothing.
 	sum := sha256.Sum256(mustState(t, b))
 	for _, bad := range [][]byte{nil, before[:10], append(bytes.Clone(before), 0, 0, 0, 0), before[:len(before)-4]} {
@@ -93,6 +108,9 @@ func TestReplayStateReplaysAStep(t *testing.T) {
 	}
 
 	// ResetOptimizer makes the state fresh and keeps the parameters.
+	if params, err = a.Params(); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.ResetOptimizer(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +119,6 @@ func TestReplayStateReplaysAStep(t *testing.T) {
 		t.Fatalf("after ResetOptimizer: fresh %v, err %v", FreshReplayState(rs), err)
 	}
 	if got, _ := a.Params(); !slices.Equal(got, params) {
-		// a applied nothing since params was read, so they must be unchanged
 		t.Error("ResetOptimizer changed the parameters")
 	}
 }

@@ -30,11 +30,11 @@ const verifyRunID = "verify-run"
 const verifyRunConfig = `
 [config]
 waiting_for_members_extra_time = 2
-warmup_time = 20
+warmup_time = 12
 max_round_train_time = 10
 round_witness_time = 3
 cooldown_time = 2
-epoch_time = 15
+epoch_time = 20
 total_steps = 16
 init_min_clients = 9
 min_clients = 2
@@ -234,7 +234,7 @@ func (w *verificationWatch) record(s *coordinator.State) {
 		}
 		for i := range min(int(r.ClientsLen), len(members)) {
 			cm := r.Commits[i]
-			by[members[i].Signer] = seenCommit{epoch: s.Progress.Epoch, committed: cm.Flags&1 != 0, verdict: cm.Verdict}
+			by[members[i].Signer] = seenCommit{epoch: s.Progress.Epoch, committed: cm.Flags&coordinator.CommitCommitted != 0, verdict: cm.Verdict}
 		}
 	}
 	for _, d := range s.Disputes {
@@ -248,14 +248,6 @@ func (w *verificationWatch) stop() {
 	w.cancel()
 	<-w.done
 }
-
-// Verdicts and dispute outcomes, as the program stores them.
-const (
-	e2eVerdictMatch  = 1
-	e2eTrainerFault  = 3
-	e2eAccuserFault  = 4
-	e2eMemberFaulted = 4
-)
 
 func slotOf(s *coordinator.State, signer solana.PublicKey) int {
 	for i, cl := range s.Clients {
@@ -290,7 +282,7 @@ func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.St
 			continue
 		}
 		if cheat == "false-accusation" {
-			if outcomes(slot, true)[e2eAccuserFault] == 0 {
+			if outcomes(slot, true)[coordinator.DisputeAccuserFault] == 0 {
 				t.Errorf("%s: no dispute found the false accuser at fault: %v", cheat, outcomes(slot, true))
 			}
 		} else {
@@ -301,7 +293,7 @@ func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.St
 				if !ok || c.epoch < 1 {
 					continue
 				}
-				if c.verdict == e2eVerdictMatch {
+				if c.verdict == coordinator.VerdictMatch {
 					t.Errorf("%s: its step %d was judged MATCH (and applied)", cheat, step)
 				}
 				if first == 0 || step < first {
@@ -313,7 +305,7 @@ func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.St
 			} else if !caught {
 				t.Errorf("%s: its first cheating step %d was not judged", cheat, first)
 			}
-			if outcomes(slot, false)[e2eTrainerFault] == 0 {
+			if outcomes(slot, false)[coordinator.DisputeTrainerFault] == 0 {
 				t.Errorf("%s: no dispute found it at fault: %v", cheat, outcomes(slot, false))
 			}
 		}
@@ -329,7 +321,7 @@ func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.St
 			continue
 		}
 		cl := final.Clients[slot]
-		if cl.HasFault != 0 || cl.Burned != 0 || outcomes(slot, false)[e2eTrainerFault] != 0 || outcomes(slot, true)[e2eAccuserFault] != 0 {
+		if cl.HasFault != 0 || cl.Burned != 0 || outcomes(slot, false)[coordinator.DisputeTrainerFault] != 0 || outcomes(slot, true)[coordinator.DisputeAccuserFault] != 0 {
 			t.Errorf("honest %d was found at fault: has_fault %d, burned %d, as trainer %v, as accuser %v", i, cl.HasFault, cl.Burned,
 				outcomes(slot, false), outcomes(slot, true))
 		}
