@@ -126,6 +126,11 @@ func (r *Recorder) Snapshot() Snapshot {
 		c := *r.s.Checkpoint
 		s.Checkpoint = &c
 	}
+	if r.s.Verification != nil {
+		v := *r.s.Verification
+		v.Unvested = slices.Clone(v.Unvested)
+		s.Verification = &v
+	}
 	if r.s.LastWarning != nil {
 		l := *r.s.LastWarning
 		s.LastWarning = &l
@@ -267,6 +272,32 @@ func (r *Recorder) SetCheckpoint(c Checkpoint) {
 	}
 	r.s.Checkpoint = &c
 	r.changed()
+}
+
+// SetVerification records this client's part in the run's verification.
+// Verdicts cannot outnumber what they judge: judged and unjudged
+// commitments add up to at most those committed, replay verdicts to at
+// most the replays run, and posted verdicts to at most the replays run.
+func (r *Recorder) SetVerification(v Verification) error {
+	c, p := v.Commitments, v.Replays
+	if c.Match > c.Committed || c.Mismatch > c.Committed || c.NoData > c.Committed || c.Unjudged > c.Committed ||
+		c.Match+c.Mismatch+c.NoData+c.Unjudged > c.Committed {
+		return fmt.Errorf("commitments: %d MATCH, %d MISMATCH, %d NO_DATA and %d unjudged exceed the %d committed",
+			c.Match, c.Mismatch, c.NoData, c.Unjudged, c.Committed)
+	}
+	if p.Match > p.Run || p.Mismatch > p.Run || p.NoData > p.Run || p.Match+p.Mismatch+p.NoData > p.Run || p.Posted > p.Run {
+		return fmt.Errorf("replays: %d MATCH, %d MISMATCH, %d NO_DATA (%d posted) exceed the %d run",
+			p.Match, p.Mismatch, p.NoData, p.Posted, p.Run)
+	}
+	v.Unvested = slices.Clone(v.Unvested)
+	if v.Unvested == nil {
+		v.Unvested = []uint64{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.s.Verification = &v
+	r.changed()
+	return nil
 }
 
 // Log appends a line to the log panel; a zero t means now.

@@ -295,3 +295,73 @@ func TestCompressionRatio(t *testing.T) {
 		}
 	}
 }
+
+func TestVerification(t *testing.T) {
+	r := NewRecorder("run", Options{})
+	if s := r.Snapshot(); s.Verification != nil {
+		t.Fatal("verification before any was set")
+	}
+	if b, _ := json.Marshal(r.Snapshot()); strings.Contains(string(b), `"verification"`) {
+		t.Fatalf("JSON has verification before any was set: %s", b)
+	}
+	v := Verification{
+		Commitments: VerifiedCommitments{Committed: 10, Match: 6, Mismatch: 1, NoData: 1, Unjudged: 2},
+		Replays:     Replays{Run: 4, Match: 3, NoData: 1, Posted: 4},
+		Disputes:    Disputes{Open: 1, Transient: 2, TrainerFault: 1, AccuserFault: 1, Unresolved: 1},
+		Burned:      50, Unvested: []uint64{1, 2, 3, 4}, HasFault: true,
+	}
+	if err := r.SetVerification(v); err != nil {
+		t.Fatal(err)
+	}
+	v.Unvested[0] = 99 // the recorder keeps its own copy
+	s := r.Snapshot()
+	if s.Verification == nil || s.Verification.Commitments != v.Commitments || s.Verification.Replays != v.Replays ||
+		s.Verification.Disputes != v.Disputes || s.Verification.Burned != 50 || !s.Verification.HasFault || s.Verification.Unvested[0] != 1 {
+		t.Fatalf("verification %+v", s.Verification)
+	}
+	s.Verification.Unvested[1] = 99
+	s.Verification.Burned = 0
+	if s2 := r.Snapshot(); s2.Verification.Unvested[1] != 2 || s2.Verification.Burned != 50 {
+		t.Fatalf("snapshot shares memory with the recorder: %+v", s2.Verification)
+	}
+	b, err := json.Marshal(r.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"verification":{"commitments":{"committed":10,"match":6,"mismatch":1,"no_data":1,"unjudged":2}`,
+		`"replays":{"run":4,"match":3,"mismatch":0,"no_data":1,"verdicts_posted":4}`,
+		`"disputes":{"open":1,"transient":2,"trainer_fault":1,"accuser_fault":1,"unresolved":1}`,
+		`"burned":50,"unvested":[1,2,3,4],"has_fault":true}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON lacks %s: %s", want, b)
+		}
+	}
+	var back Snapshot
+	if err := json.Unmarshal(b, &back); err != nil || back.Verification == nil || back.Verification.Disputes != v.Disputes || len(back.Verification.Unvested) != 4 {
+		t.Fatalf("round trip: %+v, %v", back.Verification, err)
+	}
+	// No unvested buckets is an empty list, not null.
+	if err := r.SetVerification(Verification{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(r.Snapshot()); !strings.Contains(string(b), `"unvested":[]`) {
+		t.Errorf("JSON: %s", b)
+	}
+
+	// Verdicts outnumbering what they judge are refused and change nothing.
+	before := r.Snapshot()
+	for _, bad := range []Verification{
+		{Commitments: VerifiedCommitments{Committed: 2, Match: 2, Unjudged: 1}},
+		{Commitments: VerifiedCommitments{Committed: 1, Mismatch: 2}},
+		{Commitments: VerifiedCommitments{Committed: 0, Unjudged: math.MaxUint64}},
+		{Replays: Replays{Run: 1, Match: 1, NoData: 1}},
+		{Replays: Replays{Run: 1, Posted: 2}},
+	} {
+		if err := r.SetVerification(bad); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	if after := r.Snapshot(); after.Seq != before.Seq {
+		t.Fatalf("rejected input changed the state (seq %d -> %d)", before.Seq, after.Seq)
+	}
+}

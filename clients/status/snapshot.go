@@ -59,6 +59,10 @@ type Snapshot struct {
 
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 
+	// Verification is this client's part in the run's verification; nil
+	// until the client sets it (a run that verifies training).
+	Verification *Verification `json:"verification,omitempty"`
+
 	// Log holds the most recent log lines, oldest first.
 	Log []LogLine `json:"log"`
 	// LastWarning and LastError are the latest lines at those levels; they
@@ -154,6 +158,52 @@ type Checkpoint struct {
 	Location string    `json:"location"`
 	Hash     string    `json:"hash,omitempty"`
 	Time     time.Time `json:"time"`
+}
+
+// Verification is this client's part in a run that verifies training
+// (programs/coordinator/README.md): what became of its commitments, the
+// replays it ran as a verifier, the disputes involving it, and its slot's
+// stakes. Counts cover this client's run so far.
+type Verification struct {
+	Commitments VerifiedCommitments `json:"commitments"`
+	Replays     Replays             `json:"replays"`
+	Disputes    Disputes            `json:"disputes"`
+	// Burned, Unvested and HasFault are this client's slot on chain:
+	// rewards burned by faults, rewards still vesting (per bucket), and
+	// whether it was ever found at fault.
+	Burned   uint64   `json:"burned"`
+	Unvested []uint64 `json:"unvested"`
+	HasFault bool     `json:"has_fault"`
+}
+
+// VerifiedCommitments counts this client's commitments by the verdict the
+// chain holds; Unjudged have none (not sampled, or not judged yet).
+type VerifiedCommitments struct {
+	Committed uint64 `json:"committed"`
+	Match     uint64 `json:"match"`
+	Mismatch  uint64 `json:"mismatch"`
+	NoData    uint64 `json:"no_data"`
+	Unjudged  uint64 `json:"unjudged"`
+}
+
+// Replays counts the contributions this client replayed as a verifier, by
+// its verdict, and the verdicts it posted on chain.
+type Replays struct {
+	Run      uint64 `json:"run"`
+	Match    uint64 `json:"match"`
+	Mismatch uint64 `json:"mismatch"`
+	NoData   uint64 `json:"no_data"`
+	Posted   uint64 `json:"verdicts_posted"`
+}
+
+// Disputes counts the disputes involving this client (as the trainer, the
+// accuser or on the committee): open now, and settled by outcome.
+type Disputes struct {
+	Open         uint64 `json:"open"`
+	Transient    uint64 `json:"transient"`
+	TrainerFault uint64 `json:"trainer_fault"`
+	AccuserFault uint64 `json:"accuser_fault"`
+	Unresolved   uint64 `json:"unresolved"`
 }
 
 // LogLine is one log record as shown in the UI.

@@ -23,6 +23,9 @@ type collector struct {
 	compression                                                  *prometheus.Desc
 	stepsTotal, tokensTotal, sentTotal, receivedTotal            *prometheus.Desc
 	warnings, errors, checkpointStep, updated                    *prometheus.Desc
+	// Verification (present once the client set it).
+	commits, commitVerdicts, unjudged, replays, replayVerdicts, posted *prometheus.Desc
+	disputesOpen, disputesSettled, burned, unvested, hasFault          *prometheus.Desc
 }
 
 func newCollector(rec *status.Recorder) *collector {
@@ -59,6 +62,18 @@ func newCollector(rec *status.Recorder) *collector {
 		errors:         d("log_errors_total", "Error lines logged."),
 		checkpointStep: d("checkpoint_step", "Step of the latest checkpoint."),
 		updated:        d("status_updated_timestamp_seconds", "Unix time of the latest status change."),
+
+		commits:         d("verification_commitments_total", "Commitments this client made to its steps."),
+		commitVerdicts:  d("verification_commitment_verdicts_total", "This client's commitments by the verdict the chain holds.", "verdict"),
+		unjudged:        d("verification_commitments_unjudged", "This client's commitments without a verdict (not sampled, or not judged yet)."),
+		replays:         d("verification_replays_total", "Contributions this client replayed as a verifier."),
+		replayVerdicts:  d("verification_replay_verdicts_total", "This client's replays by its verdict.", "verdict"),
+		posted:          d("verification_verdicts_posted_total", "Verdicts this client posted on chain."),
+		disputesOpen:    d("verification_disputes_open", "Open disputes involving this client."),
+		disputesSettled: d("verification_disputes_settled_total", "Settled disputes involving this client, by outcome.", "outcome"),
+		burned:          d("verification_burned_points", "Reward points of this client burned by faults."),
+		unvested:        d("verification_unvested_points", "Reward points of this client still vesting."),
+		hasFault:        d("verification_has_fault", "1 if this client was ever found at fault."),
 	}
 }
 
@@ -120,6 +135,38 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.checkpointStep, float64(s.Checkpoint.Step))
 	}
 	gauge(c.updated, float64(s.Updated.UnixNano())/1e9)
+	if v := s.Verification; v != nil {
+		cm, r, d := v.Commitments, v.Replays, v.Disputes
+		counter(c.commits, float64(cm.Committed))
+		counter(c.commitVerdicts, float64(cm.Match), "match")
+		counter(c.commitVerdicts, float64(cm.Mismatch), "mismatch")
+		counter(c.commitVerdicts, float64(cm.NoData), "no_data")
+		gauge(c.unjudged, float64(cm.Unjudged))
+		counter(c.replays, float64(r.Run))
+		counter(c.replayVerdicts, float64(r.Match), "match")
+		counter(c.replayVerdicts, float64(r.Mismatch), "mismatch")
+		counter(c.replayVerdicts, float64(r.NoData), "no_data")
+		counter(c.posted, float64(r.Posted))
+		gauge(c.disputesOpen, float64(d.Open))
+		counter(c.disputesSettled, float64(d.Transient), "transient")
+		counter(c.disputesSettled, float64(d.TrainerFault), "trainer_fault")
+		counter(c.disputesSettled, float64(d.AccuserFault), "accuser_fault")
+		counter(c.disputesSettled, float64(d.Unresolved), "unresolved")
+		gauge(c.burned, float64(v.Burned))
+		var unvested float64
+		for _, u := range v.Unvested {
+			unvested += float64(u)
+		}
+		gauge(c.unvested, unvested)
+		gauge(c.hasFault, boolValue(v.HasFault))
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // label makes v a valid label value (Prometheus requires UTF-8).

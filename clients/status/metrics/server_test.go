@@ -80,6 +80,12 @@ func filledRecorder(t *testing.T) *status.Recorder {
 	}
 	must(t, rec.RecordEval(8, 3.1))
 	rec.SetCheckpoint(status.Checkpoint{Step: 8, Location: "/tmp/ck"})
+	must(t, rec.SetVerification(status.Verification{
+		Commitments: status.VerifiedCommitments{Committed: 9, Match: 5, Mismatch: 1, NoData: 1, Unjudged: 2},
+		Replays:     status.Replays{Run: 3, Match: 2, Mismatch: 1, Posted: 3},
+		Disputes:    status.Disputes{Open: 1, Transient: 1, TrainerFault: 2, AccuserFault: 3, Unresolved: 4},
+		Burned:      70, Unvested: []uint64{10, 20, 30, 40}, HasFault: true,
+	}))
 	rec.Warn("slow peer")
 	return rec
 }
@@ -157,6 +163,24 @@ func TestMetricsScrape(t *testing.T) {
 		{"psyche_log_warnings_total", nil, 1},
 		{"psyche_log_errors_total", nil, 0},
 		{"psyche_checkpoint_step", nil, 8},
+		{"psyche_verification_commitments_total", nil, 9},
+		{"psyche_verification_commitment_verdicts_total", []string{"verdict", "match"}, 5},
+		{"psyche_verification_commitment_verdicts_total", []string{"verdict", "mismatch"}, 1},
+		{"psyche_verification_commitment_verdicts_total", []string{"verdict", "no_data"}, 1},
+		{"psyche_verification_commitments_unjudged", nil, 2},
+		{"psyche_verification_replays_total", nil, 3},
+		{"psyche_verification_replay_verdicts_total", []string{"verdict", "match"}, 2},
+		{"psyche_verification_replay_verdicts_total", []string{"verdict", "mismatch"}, 1},
+		{"psyche_verification_replay_verdicts_total", []string{"verdict", "no_data"}, 0},
+		{"psyche_verification_verdicts_posted_total", nil, 3},
+		{"psyche_verification_disputes_open", nil, 1},
+		{"psyche_verification_disputes_settled_total", []string{"outcome", "transient"}, 1},
+		{"psyche_verification_disputes_settled_total", []string{"outcome", "trainer_fault"}, 2},
+		{"psyche_verification_disputes_settled_total", []string{"outcome", "accuser_fault"}, 3},
+		{"psyche_verification_disputes_settled_total", []string{"outcome", "unresolved"}, 4},
+		{"psyche_verification_burned_points", nil, 70},
+		{"psyche_verification_unvested_points", nil, 100},
+		{"psyche_verification_has_fault", nil, 1},
 	} {
 		if got := value(tc.name, tc.labels...); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
@@ -195,7 +219,8 @@ func TestMetricsBeforeAnyStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"psyche_train_loss", "psyche_tokens_per_second", "psyche_held_out_loss", "psyche_compression_ratio", "psyche_checkpoint_step"} {
+	for _, name := range []string{"psyche_train_loss", "psyche_tokens_per_second", "psyche_held_out_loss", "psyche_compression_ratio", "psyche_checkpoint_step",
+		"psyche_verification_commitments_total", "psyche_verification_disputes_open", "psyche_verification_has_fault"} {
 		if _, ok := fams[name]; ok {
 			t.Errorf("%s reported before it is known", name)
 		}
@@ -221,6 +246,9 @@ func TestStatusAndHealthz(t *testing.T) {
 	}
 	if h, ok := s.LastHeldOut(); !ok || h.Loss != 3.1 {
 		t.Fatalf("held-out %+v", h)
+	}
+	if v := s.Verification; v == nil || v.Commitments.Committed != 9 || v.Disputes.Unresolved != 4 || len(v.Unvested) != 4 || !v.HasFault {
+		t.Fatalf("verification over HTTP: %+v", v)
 	}
 
 	resp, body = get(t, base+"/healthz")

@@ -202,6 +202,9 @@ func (m model) render() []string {
 	if c := s.Checkpoint; c != nil {
 		top = append(top, kv("checkpoint", fmt.Sprintf("step %d  %s", c.Step, clean(c.Location))))
 	}
+	if v := s.Verification; v != nil {
+		top = append(top, kv("verify", verificationLine(v)))
+	}
 	if e := s.LastError; e != nil {
 		top = append(top, st.err.Render("last error: ")+clean(e.Message))
 	}
@@ -256,6 +259,23 @@ func (m model) render() []string {
 	lines = append(lines, peerLines...)
 	lines = append(lines, logLines...)
 	return append(lines, st.dim.Render("q: leave the run and quit"))
+}
+
+// verificationLine sums up v in one line: this client's commitments by
+// verdict, its replays as a verifier, the disputes involving it and its
+// slot's stakes.
+func verificationLine(v *status.Verification) string {
+	c, r, d := v.Commitments, v.Replays, v.Disputes
+	var unvested uint64
+	for _, u := range v.Unvested {
+		unvested += u
+	}
+	line := fmt.Sprintf("commits %d: %d MATCH %d MISMATCH %d NO_DATA %d unjudged · replays %d, %d posted · disputes %d open, %d settled · burned %d, unvested %d",
+		c.Committed, c.Match, c.Mismatch, c.NoData, c.Unjudged, r.Run, r.Posted, d.Open, d.Transient+d.TrainerFault+d.AccuserFault+d.Unresolved, v.Burned, unvested)
+	if v.HasFault {
+		line += " · AT FAULT"
+	}
+	return line
 }
 
 // clean keeps text from peers or the chain from moving the cursor or

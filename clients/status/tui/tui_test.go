@@ -38,6 +38,12 @@ func filled(t *testing.T) *status.Recorder {
 		}
 	}
 	rec.SetCheckpoint(status.Checkpoint{Step: 40, Location: "/ckpt/demo-run-step40"})
+	check(t, rec.SetVerification(status.Verification{
+		Commitments: status.VerifiedCommitments{Committed: 12, Match: 9, Mismatch: 1, Unjudged: 2},
+		Replays:     status.Replays{Run: 5, Match: 5, Posted: 4},
+		Disputes:    status.Disputes{Open: 1, TrainerFault: 1},
+		Burned:      7, Unvested: []uint64{100, 200}, HasFault: true,
+	}))
 	rec.Warn("peer 12D3KooWPeerB delivered nothing")
 	rec.Error("witness transaction failed: blockhash expired")
 	return rec
@@ -84,6 +90,7 @@ func TestViewShowsTheFigures(t *testing.T) {
 		"sent 39.1 KiB/step", "recv 78.1 KiB/step", "dense fp32 3.8 MiB", "ratio 100.0x",
 		fmt.Sprintf("digest %064x@47", 47),
 		"checkpoint step 40  /ckpt/demo-run-step40",
+		"verify commits 12: 9 MATCH 1 MISMATCH 0 NO_DATA 2 unjudged · replays 5, 4 posted · disputes 1 open, 1 settled",
 		"last error: witness transaction failed",
 		"12D3KooWPeerAAAAAAA…", "/ip4/127.0.0.1/udp/4001/quic-v1", "3.0 MiB", "1.5ms",
 		"WARN  peer 12D3KooWPeerB delivered nothing",
@@ -99,6 +106,22 @@ func TestViewShowsTheFigures(t *testing.T) {
 	}
 	if testing.Verbose() {
 		t.Logf("\n%s", v)
+	}
+}
+
+func TestVerificationLine(t *testing.T) {
+	v := &status.Verification{Commitments: status.VerifiedCommitments{Committed: 3, Match: 3}, Unvested: []uint64{10, 20, 0, 5}, Burned: 2}
+	want := "commits 3: 3 MATCH 0 MISMATCH 0 NO_DATA 0 unjudged · replays 0, 0 posted · disputes 0 open, 0 settled · burned 2, unvested 35"
+	if got := verificationLine(v); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	v.HasFault = true
+	if got := verificationLine(v); !strings.HasSuffix(got, " · AT FAULT") {
+		t.Errorf("a client at fault: %q", got)
+	}
+	// Without verification there is no such line.
+	if v := show(t, status.NewRecorder("r", status.Options{}).Snapshot(), 200, 40); strings.Contains(v, "verify") {
+		t.Errorf("a verify line without verification:\n%s", v)
 	}
 }
 
