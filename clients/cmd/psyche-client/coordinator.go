@@ -16,6 +16,7 @@ import (
 	bindings "github.com/psyche-go/psyche/clients/bindings/coordinator"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/idl"
 )
 
@@ -576,9 +577,11 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 	m := s.Model
 	members := []map[string]any{}
 	for _, mem := range coordinator.Members(s) {
-		members = append(members, map[string]any{
+		m := map[string]any{
 			"index": mem.Index, "signer": mem.Signer.String(), "p2p_identity": hex.EncodeToString(mem.P2PIdentity[:]), "state": memberState(mem.State),
-		})
+		}
+		addSlotVerification(m, &s.Clients[int(s.Epoch.Clients[mem.Index].Slot)%coordinator.MaxClients])
+		members = append(members, m)
 	}
 	out := map[string]any{
 		"run_id":              inst.RunId,
@@ -611,6 +614,7 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 			"compression_topk": m.CompressionTopk, "compression_chunk": m.CompressionChunk,
 			"quantize_1bit": m.Quantize1bit != 0, "cold_start_warmup_steps": m.ColdStartWarmupSteps,
 		},
+		"verification":  verificationJSON(s),
 		"current_rates": ratesJSON(s.CurrentRates),
 		"future_rates":  ratesJSON(s.FutureRates),
 		"epoch": map[string]any{
@@ -651,8 +655,133 @@ func memberState(s uint8) string {
 		return "dropped"
 	case coordinator.MemberLeft:
 		return "left"
+	case coordinator.MemberFaulted:
+		return "faulted"
 	}
 	return fmt.Sprintf("unknown(%d)", s)
+}
+
+// verificationJSON is the run's verification (issue 16): its settings, the
+// commitments and verdicts of every stored round (the current one first)
+// and every dispute in the table.
+func verificationJSON(s *coordinator.State) map[string]any {
+	c := s.Config
+	rounds := []map[string]any{}
+	head := int(s.Epoch.RoundsHead)
+	for k := range coordinator.StoredRounds {
+		r := &s.Epoch.Rounds[(head+coordinator.StoredRounds-k)%coordinator.StoredRounds]
+		if r.ClientsLen == 0 {
+			continue // emptied when the epoch started
+		}
+		rounds = append(rounds, roundVerificationJSON(s, r, k == 0))
+	}
+	disputes := []map[string]any{}
+	for i := range s.Disputes {
+		if d := &s.Disputes[i]; d.State != coordinator.DisputeFree {
+			disputes = append(disputes, disputeJSON(s, d))
+		}
+	}
+	return map[string]any{
+		"percent": c.VerificationPercent, "forgive_per_epoch": c.ForgivePerEpoch, "vesting_epochs": c.VestingEpochs,
+		"disputes_opened": s.DisputesOpened, "rounds": rounds, "disputes": disputes,
+	}
+}
+
+// roundVerificationJSON lists a stored round's commitments. A member's
+// signer is given while the chain still tells it (roundSigners).
+func roundVerificationJSON(s *coordinator.State, r *coordinator.Round, current bool) map[string]any {
+	percent := s.Config.VerificationPercent
+	seeded := r.VerifySeed != [32]byte{}
+	n := min(int(r.ClientsLen), len(r.Commits))
+	signers, known := roundSigners(s, r)
+	members := make([]map[string]any, 0, n)
+	for i := range n {
+		cm := r.Commits[i]
+		committed, probation := cm.Flags&coordinator.CommitCommitted != 0, cm.Flags&coordinator.CommitProbation != 0
+		m := map[string]any{
+			"index": i, "committed": committed, "fresh": cm.Flags&coordinator.CommitFresh != 0, "probation": probation,
+			"must_verify": committed && seeded && schedule.MustVerify(percent, schedule.Seed(r.VerifySeed), uint16(i), probation),
+			"verifier":    nil, "verdict": verdictName(cm.Verdict),
+		}
+		if known {
+			m["signer"] = signers[i].String()
+		}
+		if seeded {
+			if v, ok := schedule.Verifier(schedule.Seed(r.VerifySeed), uint16(i), r.ClientsLen); ok {
+				m["verifier"] = v
+			}
+		}
+		if committed {
+			m["payload"], m["state_before"], m["state_after"] = hex.EncodeToString(cm.Payload[:]), hex.EncodeToString(cm.StateBefore[:]), hex.EncodeToString(cm.StateAfter[:])
+		}
+		members = append(members, m)
+	}
+	out := map[string]any{"step": r.Step, "height": r.Height, "current": current, "members": members, "verify_seed": nil}
+	if seeded {
+		out["verify_seed"] = hex.EncodeToString(r.VerifySeed[:])
+	}
+	return out
+}
+
+func disputeJSON(s *coordinator.State, d *coordinator.Dispute) map[string]any {
+	committee := []map[string]any{}
+	for j := range min(int(d.CommitteeLen), len(d.Committee)) {
+		committee = append(committee, map[string]any{"signer": slotSigner(s, d.Committee[j]).String(), "vote": verdictName(d.Votes[j])})
+	}
+	h := func(b [32]byte) string { return hex.EncodeToString(b[:]) }
+	return map[string]any{
+		"id": d.Id, "state": disputeStateName(d.State), "kind": verdictName(d.Kind), "step": d.Step, "deadline_step": d.DeadlineStep,
+		"epoch": d.Epoch, "trainer": slotSigner(s, d.TrainerSlot).String(), "trainer_index": d.TrainerIndex,
+		"accuser": slotSigner(s, d.AccuserSlot).String(), "committee": committee,
+		"batch_start": d.BatchStart, "batch_len": d.BatchLen, "epoch_start_step": d.EpochStartStep, "cold_start": d.ColdStart != 0, "fresh": d.Fresh != 0,
+		"payload": h(d.Payload), "state_before": h(d.StateBefore), "state_after": h(d.StateAfter),
+		"claimed_payload": h(d.ClaimedPayload), "claimed_after": h(d.ClaimedAfter),
+	}
+}
+
+// addSlotVerification adds a client slot's verification fields to m.
+func addSlotVerification(m map[string]any, slot *coordinator.ClientSlot) {
+	m["has_fault"] = slot.HasFault != 0
+	m["last_fault_epoch"] = slot.LastFaultEpoch
+	m["burned"] = slot.Burned
+	m["unvested"] = slot.Unvested[:]
+	m["transients"] = slot.Transients
+	m["open_disputes"] = slot.OpenDisputes
+	m["state_after"] = hex.EncodeToString(slot.StateAfter[:])
+}
+
+// verdictName names a verdict or committee vote.
+func verdictName(v uint8) string {
+	switch v {
+	case coordinator.VerdictNone:
+		return "none"
+	case coordinator.VerdictMatch:
+		return "MATCH"
+	case coordinator.VerdictMismatch:
+		return "MISMATCH"
+	case coordinator.VerdictNoData:
+		return "NO_DATA"
+	}
+	return fmt.Sprintf("unknown(%d)", v)
+}
+
+// disputeStateName names a dispute's state.
+func disputeStateName(v uint8) string {
+	switch v {
+	case coordinator.DisputeFree:
+		return "free"
+	case coordinator.DisputeOpen:
+		return "open"
+	case coordinator.DisputeTransient:
+		return "transient"
+	case coordinator.DisputeTrainerFault:
+		return "trainer_fault"
+	case coordinator.DisputeAccuserFault:
+		return "accuser_fault"
+	case coordinator.DisputeUnresolved:
+		return "unresolved"
+	}
+	return fmt.Sprintf("unknown(%d)", v)
 }
 
 func userJSON(s *coordinator.State, user solana.PublicKey) (map[string]any, error) {
@@ -665,6 +794,7 @@ func userJSON(s *coordinator.State, user solana.PublicKey) (map[string]any, erro
 		"earned": slot.Earned, "slashed": slot.Slashed, "pending_join": slot.Pending != 0, "in_epoch": slot.InEpoch != 0,
 		"has_finished": slot.HasFinished != 0, "last_finished_epoch": slot.LastFinishedEpoch,
 	}
+	addSlotVerification(out, slot)
 	idx := coordinator.MemberIndex(s, user)
 	if idx < 0 {
 		return out, nil

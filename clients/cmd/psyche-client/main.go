@@ -115,7 +115,7 @@ func commands() []*cli.Command {
 		identityCommands(),
 		coordinatorCommands(),
 		treasurerCommands(),
-		{trainCommand(), predownloadCommand()},
+		{trainCommand(), predownloadCommand(), verifyCommand()},
 		devCommands(),
 	} {
 		all = append(all, group...)
