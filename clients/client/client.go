@@ -161,6 +161,7 @@ type Client struct {
 	replayClosed bool
 	// snapshots are the weights disputed rounds started from, by step.
 	snapshots map[uint32][]float32
+	vstats    verifyStats
 	// onApply, when set (tests), sees every applied step's payloads and digest.
 	onApply func(step uint32, payloads [][]byte, digest string)
 }
@@ -481,6 +482,12 @@ func (c *Client) observe(v *coordinator.View) {
 	}
 	_ = c.cfg.Recorder.SetClients(len(v.Members), healthy)
 	c.setParticipants(v.State)
+	if v.State.Config.VerificationPercent > 0 && v.Slot != nil {
+		c.vstats.observe(v)
+		if err := c.cfg.Recorder.SetVerification(c.vstats.Verification); err != nil {
+			c.log.Warn("recording verification", "err", err)
+		}
+	}
 	if now := c.now(); now.Sub(c.peersAt) >= peersEvery {
 		c.peersAt = now
 		var peers []status.Peer

@@ -251,6 +251,7 @@ func (c *Client) apply(ctx context.Context, v *coordinator.View, a applyAction) 
 		return err
 	}
 	c.e.applied(rec)
+	c.vstats.judged(rec, c.e.me)
 	c.inbox.prune(rec.step)
 	hexDigest := hex.EncodeToString(digest[:])
 	if c.onApply != nil {

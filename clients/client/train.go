@@ -3,13 +3,11 @@ package client
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/psyche-go/psyche/clients/p2p"
 	"github.com/psyche-go/psyche/clients/trainer"
-	"github.com/psyche-go/psyche/internal/atomicfile"
 )
 
 // train runs this client's share of a round: fetch the assigned sequences
@@ -29,6 +27,17 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 	if a.commit {
 		if before, err = c.replayStateBefore(a.linked); err != nil {
 			return fmt.Errorf("step %d: %w", rec.step, err)
+		}
+	} else if c.cfg.GradientsDir != "" {
+		if before, err = c.tr.ReplayState(); err != nil {
+			return fmt.Errorf("step %d: %w", rec.step, err)
+		}
+	}
+	if c.cfg.GradientsDir != "" {
+		// The weights the step starts from, for psyche-client verify.
+		path := filepath.Join(c.cfg.GradientsDir, trainer.ReplayModelName(c.cfg.RunID, rec.step))
+		if err := c.tr.SaveModel(path, map[string]string{"run_id": c.cfg.RunID, "step": fmt.Sprint(rec.step - 1)}); err != nil {
+			c.log.Warn("writing the model the step starts from failed", "err", err)
 		}
 	}
 	loss, err := c.tr.Step(ctx, in, tg, seqLen)
@@ -51,9 +60,8 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 	}
 	trainTime := time.Since(start)
 	if c.cfg.GradientsDir != "" {
-		path := filepath.Join(c.cfg.GradientsDir, fmt.Sprintf("%s-step%d.demo", c.cfg.RunID, rec.step))
-		if err := writeGradients(path, payload); err != nil {
-			c.log.Warn("writing the payload failed", "err", err)
+		if err := trainer.WriteReplayFiles(c.cfg.GradientsDir, c.cfg.RunID, rec.step, payload, before); err != nil {
+			c.log.Warn("writing the replay files failed", "err", err)
 		}
 	}
 	if a.commit {
@@ -92,8 +100,8 @@ func (c *Client) replayStateBefore(linked [32]byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if stateHash(rs) == linked || trainer.FreshReplayState(rs) {
-		return rs, nil
+	if stateHash(rs) == linked || trainer.FreshReplayState(rs) || c.cheating(CheatWrongReplayData) {
+		return rs, nil // (that cheat keeps its momentum, and claims a fresh state)
 	}
 	c.log.Info("the optimizer state is not the one committed last: starting it over")
 	if err := c.tr.ResetOptimizer(); err != nil {
@@ -110,12 +118,4 @@ func (c *Client) afterState(lr float32) ([]byte, error) {
 		return nil, err
 	}
 	return trainer.AfterApply(rs, DeMo(&c.model, lr))
-}
-
-// writeGradients keeps a payload in --write-gradients-dir, made if missing.
-func writeGradients(path string, payload []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, payload, 0o644)
 }

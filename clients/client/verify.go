@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gagliardetto/solana-go"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/schedule"
+	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
@@ -184,7 +186,9 @@ func (c *Client) commit(ctx context.Context, step uint32, index uint16, payload 
 		StateBefore: stateHash(before), StateAfter: stateHash(after), Fresh: trainer.FreshReplayState(before)}}
 	if err := c.chain.Submit(ctx, o, false); err != nil {
 		c.log.Warn("commit failed: this step's payload will not be applied", "step", step, "err", err)
+		return
 	}
+	c.vstats.Commitments.Committed++
 }
 
 // replayer is the trainer replays run on, built on first use like the
@@ -311,17 +315,23 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 	return res
 }
 
-// sequences fetches a batch's sequences (global index modulo the dataset
-// size: the cursor wraps around) as inputs and targets.
+// sequences fetches a batch's sequences as inputs and targets.
 func (c *Client) sequences(ctx context.Context, b batchRange) (in, tg []int32, seqLen int, err error) {
-	n := c.data.Info().NumSequences
-	idx := make([]uint64, b.len)
+	return BatchSequences(ctx, c.data, b.start, b.len)
+}
+
+// BatchSequences fetches the n sequences of a batch from start (global
+// index modulo the dataset size: the cursor wraps around) as inputs and
+// targets, as a trainer reads them.
+func BatchSequences(ctx context.Context, data provider.Provider, start, n uint64) (in, tg []int32, seqLen int, err error) {
+	size := data.Info().NumSequences
+	idx := make([]uint64, n)
 	for i := range idx {
-		idx[i] = (b.start + uint64(i)) % n
+		idx[i] = (start + uint64(i)) % size
 	}
-	seqs, err := c.data.Sequences(ctx, idx)
+	seqs, err := data.Sequences(ctx, idx)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("fetch the sequences %d..%d: %w", b.start, b.start+b.len-1, err)
+		return nil, nil, 0, fmt.Errorf("fetch the sequences %d..%d: %w", start, start+n-1, err)
 	}
 	in, tg, err = provider.InputsAndTargets(seqs)
 	if err != nil {
@@ -332,6 +342,9 @@ func (c *Client) sequences(ctx context.Context, b batchRange) (in, tg []int32, s
 
 // postVerdict sends a verdict; one the program refuses is not sent again.
 func (c *Client) postVerdict(ctx context.Context, a verdictAction) {
+	if !c.e.posted[replayKey{a.step, uint32(a.idx)}] {
+		c.vstats.replayed(a.res.verdict)
+	}
 	c.e.posted[replayKey{a.step, uint32(a.idx)}] = true
 	o := op{kind: opVerify, verify: coordinator.VerifyArgs{Step: a.step, VerifierIndex: a.verifier, Index: a.idx,
 		Verdict: a.res.verdict, ClaimedPayload: a.res.claimPayload, ClaimedAfter: a.res.claimAft}}
@@ -343,6 +356,7 @@ func (c *Client) postVerdict(ctx context.Context, a verdictAction) {
 		c.log.Warn("verdict not accepted", "step", a.step, "member", a.idx, "err", err)
 		return
 	}
+	c.vstats.Replays.Posted++
 	c.log.Info("verdict posted", "step", a.step, "member", a.idx, "verdict", verdictName(a.res.verdict))
 }
 
@@ -356,4 +370,86 @@ func verdictName(v uint8) string {
 		return "NO_DATA"
 	}
 	return "none"
+}
+
+// verifyStats is what the status shows of verification (the loop's only).
+type verifyStats struct {
+	status.Verification
+	// disputes involving this client (trainer, accuser, committee), by id:
+	// the last state seen.
+	disputes map[uint64]uint8
+}
+
+// judged counts the verdict on this client's contribution to rec, once rec
+// is applied.
+func (s *verifyStats) judged(rec *roundRecord, me solana.PublicKey) {
+	if rec.trained == nil || rec.verify == nil {
+		return
+	}
+	for i, m := range rec.members {
+		if !m.Signer.Equals(me) || i >= len(rec.verify.commits) {
+			continue
+		}
+		c := rec.verify.commits[i]
+		switch {
+		case !c.committed:
+		case c.verdict == coordinator.VerdictMatch:
+			s.Commitments.Match++
+		case c.verdict == coordinator.VerdictMismatch:
+			s.Commitments.Mismatch++
+		case c.verdict == coordinator.VerdictNoData:
+			s.Commitments.NoData++
+		case mustVerify(c, rec.verify.seed, i, rec.verify.percent):
+			s.Commitments.Unjudged++
+		}
+	}
+}
+
+// replayed counts a replay this client finished as a verifier.
+func (s *verifyStats) replayed(verdict uint8) {
+	s.Replays.Run++
+	switch verdict {
+	case coordinator.VerdictMatch:
+		s.Replays.Match++
+	case coordinator.VerdictMismatch:
+		s.Replays.Mismatch++
+	case coordinator.VerdictNoData:
+		s.Replays.NoData++
+	}
+}
+
+// observe reads the disputes involving this client and its slot from v.
+func (s *verifyStats) observe(v *coordinator.View) {
+	me := slotIndex(v.State, v)
+	if me < 0 {
+		return
+	}
+	if s.disputes == nil {
+		s.disputes = map[uint64]uint8{}
+	}
+	for _, d := range v.State.Disputes {
+		involved := int(d.TrainerSlot) == me || int(d.AccuserSlot) == me
+		for j := range min(int(d.CommitteeLen), len(d.Committee)) {
+			involved = involved || int(d.Committee[j]) == me
+		}
+		if d.State != coordinator.DisputeFree && involved {
+			s.disputes[d.Id] = d.State
+		}
+	}
+	s.Disputes = status.Disputes{}
+	for _, st := range s.disputes {
+		switch st {
+		case coordinator.DisputeOpen:
+			s.Disputes.Open++
+		case coordinator.DisputeTransient:
+			s.Disputes.Transient++
+		case coordinator.DisputeTrainerFault:
+			s.Disputes.TrainerFault++
+		case coordinator.DisputeAccuserFault:
+			s.Disputes.AccuserFault++
+		case coordinator.DisputeUnresolved:
+			s.Disputes.Unresolved++
+		}
+	}
+	s.Burned, s.Unvested, s.HasFault = v.Slot.Burned, v.Slot.Unvested[:], v.Slot.HasFault != 0
 }

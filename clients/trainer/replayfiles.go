@@ -22,6 +22,12 @@ func ReplayFileNames(runID string, step uint32) (payload, state string) {
 	return base + ".demo", base + ".state"
 }
 
+// ReplayModelName is the name of the model file (SaveModel) of the weights
+// step started from, which a trainer keeps with its replay files.
+func ReplayModelName(runID string, step uint32) string {
+	return fmt.Sprintf("%s-step%d.model.safetensors", runID, step)
+}
+
 // WriteReplayFiles writes a step's payload and its replay state before the
 // step (stateBefore, as ReplayState returned it) into dir, made if missing,
 // each file atomically (ReplayFileNames). A nil stateBefore writes the

@@ -58,7 +58,7 @@ func trainCommand() *cli.Command {
 		&cli.BoolFlag{Name: "delete-old-steps", Usage: "delete all but the newest --keep-steps checkpoints", Value: true},
 		&cli.BoolFlag{Name: "hub-upload", Usage: "be a checkpointer: at the end of every epoch upload the model to the run's hub repo and announce it on chain"},
 		&cli.StringFlag{Name: "hub-token-file", Usage: "file holding the hub's bearer token for --hub-upload (default: $" + hubTokenEnv + ")"},
-		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here"},
+		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here, with its replay state and the model the step started from (one model file per step) for psyche-client verify"},
 		&cli.IntFlag{Name: "linger-secs", Usage: "after the run finished, keep the status endpoints up this long (so watchers see the end) or until Ctrl-C"},
 		&cli.Float64Flag{Name: "dummy-training-delay-secs", Usage: "extra seconds per training step (simulates a slower device)"},
 	}
@@ -180,7 +180,6 @@ func train(c *cli.Context) error {
 		return err
 	}
 	pinned := runDataRoot(s)
-	cache := provider.HTTPOptions{CacheDir: c.String("data-cache-dir")}
 	var data, eval provider.Provider
 	for _, d := range []struct {
 		dst        *provider.Provider
@@ -190,9 +189,9 @@ func train(c *cli.Context) error {
 		if loc == "" {
 			continue
 		}
-		p, err := provider.Open(ctx, []provider.Source{{Location: loc, Root: d.root}}, cache)
+		p, err := openDataSource(ctx, c, d.flag, loc, d.root)
 		if err != nil {
-			return badInputf("--%s: %w", d.flag, err)
+			return err
 		}
 		defer p.Close()
 		*d.dst = p

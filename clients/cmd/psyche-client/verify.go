@@ -346,20 +346,7 @@ func batchSequences(ctx context.Context, data provider.Provider, b schedule.Assi
 	if b.Len == 0 {
 		return nil, nil, 0, badInputf("the member was assigned no sequences at this step: there is nothing to replay")
 	}
-	n := data.Info().NumSequences
-	idx := make([]uint64, b.Len)
-	for i := range idx {
-		idx[i] = (b.Start + uint64(i)) % n
-	}
-	seqs, err := data.Sequences(ctx, idx)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("fetch the sequences %d..%d: %w", b.Start, b.Start+b.Len-1, err)
-	}
-	in, tg, err = provider.InputsAndTargets(seqs)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	return in, tg, len(seqs[0]) - 1, nil
+	return client.BatchSequences(ctx, data, b.Start, b.Len)
 }
 
 // replayTrainer builds the run's trainer as a client does.
