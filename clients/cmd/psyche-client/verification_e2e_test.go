@@ -26,13 +26,13 @@ const verifyRunID = "verify-run"
 // (verification_percent 100), with rewards vesting two epochs after they
 // are earned, so a member found at fault in epoch 1 has its epoch-0 reward
 // burned. Batches of 12 sequences take all 9 members into an epoch; the
-// witness window (3 s) holds the replays.
+// witness window (4 s: at least 3 s by the chain clock) holds the replays.
 const verifyRunConfig = `
 [config]
 waiting_for_members_extra_time = 2
 warmup_time = 12
 max_round_train_time = 10
-round_witness_time = 3
+round_witness_time = 4
 cooldown_time = 2
 epoch_time = 20
 total_steps = 16
