@@ -17,6 +17,7 @@ import (
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/hub"
+	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
@@ -70,6 +71,10 @@ func TestHubCheckpoints(t *testing.T) {
 		"max_round_train_time = 10", "max_round_train_time = 5",
 		"total_steps = 12", "total_steps = 20",
 		"cooldown_time = 1", "cooldown_time = 3",
+		// Every contribution is verified (replays run in the background:
+		// the race detector watches them); the witness window holds them.
+		"round_witness_time = 1", "round_witness_time = 3",
+		"witness_nodes = 0", "witness_nodes = 0\nverification_percent = 100",
 	).Replace(testConfig)
 	e := newRunEnv(ctx, t, "hub-e2e", config)
 	preLoss := evalLoss(ctx, t, pre, e.valDir)
@@ -144,6 +149,17 @@ func TestHubCheckpoints(t *testing.T) {
 				t.Errorf("client %d step %d digest %s; another client has %s", i, st.Step, st.Digest, d)
 			}
 			digests[st.Step] = st.Digest
+		}
+	}
+	// Every client replayed others' steps and every verdict was MATCH.
+	for i, tc := range append(clients, late) {
+		v := tc.rec.Snapshot().Verification
+		if v == nil || v.Replays.Posted == 0 || v.Replays.Mismatch+v.Replays.NoData > 0 || v.Commitments.Committed == 0 ||
+			v.Commitments.Mismatch+v.Commitments.NoData > 0 || v.Disputes != (status.Disputes{}) {
+			t.Errorf("client %d: verification %+v, want replays posted, commitments made, all MATCH and no dispute", i, v)
+		} else {
+			t.Logf("client %d: %d commitments (%d MATCH, %d unjudged), %d replays posted", i, v.Commitments.Committed,
+				v.Commitments.Match, v.Commitments.Unjudged, v.Replays.Posted)
 		}
 	}
 	// Each announced file is the consensus model of the step it names.
