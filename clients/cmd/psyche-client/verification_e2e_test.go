@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 const verifyRunID = "verify-run"
@@ -156,6 +158,9 @@ func TestVerificationCatchesCheaters(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := make([]solana.PrivateKey, n)
+	// The first honest client and the first cheater keep their replay files,
+	// for psyche-client verify.
+	replayDirs := map[int]string{0: filepath.Join(dir, "replay-0"), honest: filepath.Join(dir, "replay-cheat")}
 	procs := make([]*trainProc, n)
 	for i := range n {
 		var wallet string
@@ -171,6 +176,9 @@ func TestVerificationCatchesCheaters(t *testing.T) {
 			bin, name = builtCheatCLI(t), "cheat "+cheat
 			args = append(args, "--cheat", cheat, "--cheat-from-epoch", "1")
 		}
+		if d, ok := replayDirs[i]; ok {
+			args = append(args, "--write-gradients-dir", d)
+		}
 		procs[i] = startTrainWith(t, bin, name, filepath.Join(dir, fmt.Sprintf("client-%d.log", i)), tmp, args)
 	}
 	w := watchVerification(ctx, t, run, c)
@@ -182,6 +190,42 @@ func TestVerificationCatchesCheaters(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkVerification(t, w, final, keys[:honest], keys[honest:], procs[:honest])
+
+	// psyche-client verify replays a step offline from the files a client
+	// keeps: the honest client's last step matches, the cheater's disputed
+	// step does not.
+	verify := func(who int, step uint32) (string, int) {
+		t.Helper()
+		payload, state := trainer.ReplayFileNames(verifyRunID, step)
+		d := replayDirs[who]
+		out, errOut, code := runCLI(t, nil, append([]string{"verify", "--run-id", verifyRunID, "--step", fmt.Sprint(step),
+			"--client", keys[who].PublicKey().String(), "--threads", "1",
+			"--model", filepath.Join(d, trainer.ReplayModelName(verifyRunID, step)),
+			"--state", filepath.Join(d, state), "--payload", filepath.Join(d, payload)}, net...)...)
+		t.Logf("verify step %d of %s: exit %d\n%s%s", step, procs[who].name, code, out, errOut)
+		return out, code
+	}
+	last := uint64(0)
+	for step := range procs[0].stepDigests(t) {
+		last = max(last, step)
+	}
+	if out, code := verify(0, uint32(last)); code != 0 || !strings.Contains(out, "MATCH") {
+		t.Errorf("verify of the honest client's step %d: exit %d, want MATCH and 0", last, code)
+	}
+	w.mu.Lock()
+	var disputed uint32
+	cheaterSlot := slotOf(final, keys[honest].PublicKey())
+	for _, d := range w.disputes {
+		if int(d.TrainerSlot) == cheaterSlot && d.Kind == coordinator.VerdictMismatch {
+			disputed = d.Step
+		}
+	}
+	w.mu.Unlock()
+	if disputed == 0 {
+		t.Errorf("no MISMATCH dispute about %s", procs[honest].name)
+	} else if out, code := verify(honest, disputed); code != 1 || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "first differing tensor") {
+		t.Errorf("verify of %s's step %d: exit %d, want MISMATCH naming the first differing tensor, and 1", procs[honest].name, disputed, code)
+	}
 }
 
 // seenCommit is a member's commitment in a round, as last seen on chain.

@@ -34,7 +34,7 @@ func verifyCommand() *cli.Command {
 		&cli.UintFlag{Name: "step", Usage: "the step to replay (required)"},
 		&cli.StringFlag{Name: "client", Usage: "the trainer's signer pubkey (required)"},
 		&cli.UintFlag{Name: "index", Usage: "the trainer's member index in the round, when the chain can no longer tell it (members left the epoch since)", DefaultText: "from the chain"},
-		&cli.StringFlag{Name: "model", Usage: "the run's model of the step before: a checkpoint or model file (safetensors) or a shared model file (PSYMODL1) (required)"},
+		&cli.StringFlag{Name: "model", Usage: "the run's model of the step before: a checkpoint or model file (safetensors: <run>-step<S>.model.safetensors of train --write-gradients-dir) or a shared model file (PSYMODL1) (required)"},
 		&cli.StringFlag{Name: "state", Usage: "the trainer's replay state before the step (<run>-step<S>.state of train --write-gradients-dir) (required)"},
 		&cli.StringFlag{Name: "payload", Usage: "the payload the trainer published (<run>-step<S>.demo): on a mismatch, name the first tensor that differs"},
 		&cli.StringFlag{Name: "data-url", Usage: "data server to read the batch from instead of the run's data location (the run's pinned root still applies)"},
