@@ -58,8 +58,9 @@ func mustVerify(c commitRecord, seed [32]byte, index int, percent uint8) bool {
 	return schedule.MustVerify(percent, seed, uint16(index), c.probation)
 }
 
-// verification is what a round record keeps of the round's verification,
-// once final.
+// verification is what a round record keeps of the round's verification:
+// the rate from the state in which it ran, the seed and the commitments
+// once it is final.
 type verification struct {
 	percent uint8
 	seed    [32]byte
@@ -119,7 +120,7 @@ func (a replayAction) String() string {
 	return fmt.Sprintf("replay member %d's step %d", a.index, a.rec.step)
 }
 func (a verdictAction) String() string {
-	return fmt.Sprintf("post verdict %d on member %d's step %d", a.res.verdict, a.idx, a.step)
+	return fmt.Sprintf("post %s on member %d's step %d", verdictName(a.res.verdict), a.idx, a.step)
 }
 
 // verifications decides a member's part as a verifier of the current round,
