@@ -41,7 +41,7 @@ func (a judgeAction) String() string {
 	return fmt.Sprintf("replay disputed step %d of slot %d (dispute %d)", a.d.Step, a.d.TrainerSlot, a.d.Id)
 }
 func (a voteAction) String() string {
-	return fmt.Sprintf("vote %s on dispute %d", verdictName(a.vote), a.id)
+	return fmt.Sprintf("vote %s on dispute %d", coordinator.VerdictName(a.vote), a.id)
 }
 func (a answerAction) String() string {
 	return fmt.Sprintf("answer dispute %d: the rerun reproduces the accuser's bits", a.id)
@@ -157,7 +157,7 @@ func (c *Client) startJudge(ctx context.Context, v *coordinator.View, a judgeAct
 	id := d.Id
 	c.inbox.spawn(func() {
 		res := c.runReplay(ctx, job)
-		c.log.Info("replayed a disputed contribution", "dispute", id, "step", job.step, "verdict", verdictName(res.verdict), "err", res.skip)
+		c.log.Info("replayed a disputed contribution", "dispute", id, "step", job.step, "verdict", coordinator.VerdictName(res.verdict), "err", res.skip)
 		c.inbox.setJudgement(id, job.step, res)
 	})
 	return nil
@@ -165,7 +165,7 @@ func (c *Client) startJudge(ctx context.Context, v *coordinator.View, a judgeAct
 
 func (c *Client) sendVote(ctx context.Context, a voteAction) {
 	err := c.chain.Submit(ctx, op{kind: opJudge, dispute: a.id, vote: a.vote}, false)
-	c.logDispute(err, "dispute vote", a.id, "vote", verdictName(a.vote))
+	c.logDispute(err, "dispute vote", a.id, "vote", coordinator.VerdictName(a.vote))
 }
 
 func (c *Client) sendAnswer(ctx context.Context, a answerAction) {

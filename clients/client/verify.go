@@ -120,7 +120,7 @@ func (a replayAction) String() string {
 	return fmt.Sprintf("replay member %d's step %d", a.index, a.rec.step)
 }
 func (a verdictAction) String() string {
-	return fmt.Sprintf("post %s on member %d's step %d", verdictName(a.res.verdict), a.idx, a.step)
+	return fmt.Sprintf("post %s on member %d's step %d", coordinator.VerdictName(a.res.verdict), a.idx, a.step)
 }
 
 // verifications decides a member's part as a verifier of the current round,
@@ -238,7 +238,7 @@ func (c *Client) startReplay(ctx context.Context, a replayAction) error {
 		if res.skip != nil {
 			c.log.Warn("could not replay a contribution", "step", job.step, "member", job.index, "err", res.skip)
 		} else {
-			c.log.Info("replayed a contribution", "step", job.step, "member", job.index, "verdict", verdictName(res.verdict))
+			c.log.Info("replayed a contribution", "step", job.step, "member", job.index, "verdict", coordinator.VerdictName(res.verdict))
 		}
 		c.inbox.setVerdict(replayKey{job.step, uint32(job.index)}, res)
 	})
@@ -358,19 +358,7 @@ func (c *Client) postVerdict(ctx context.Context, a verdictAction) {
 		return
 	}
 	c.vstats.Replays.Posted++
-	c.log.Info("verdict posted", "step", a.step, "member", a.idx, "verdict", verdictName(a.res.verdict))
-}
-
-func verdictName(v uint8) string {
-	switch v {
-	case coordinator.VerdictMatch:
-		return "MATCH"
-	case coordinator.VerdictMismatch:
-		return "MISMATCH"
-	case coordinator.VerdictNoData:
-		return "NO_DATA"
-	}
-	return "none"
+	c.log.Info("verdict posted", "step", a.step, "member", a.idx, "verdict", coordinator.VerdictName(a.res.verdict))
 }
 
 // verifyStats is what the status shows of verification (the loop's only).

@@ -101,6 +101,21 @@ const (
 	VerdictNoData   uint8 = 3
 )
 
+// VerdictName names a verdict or committee vote.
+func VerdictName(v uint8) string {
+	switch v {
+	case VerdictNone:
+		return "none"
+	case VerdictMatch:
+		return "MATCH"
+	case VerdictMismatch:
+		return "MISMATCH"
+	case VerdictNoData:
+		return "NO_DATA"
+	}
+	return fmt.Sprintf("unknown(%d)", v)
+}
+
 // Dispute states (Dispute.state): free, open, or how it was settled.
 const (
 	DisputeFree         uint8 = 0

@@ -20,13 +20,10 @@ type storedBlob struct {
 // Publish stores payload, serves it to participants by hash, and gossips a
 // signed announcement of it.
 func (n *Node) Publish(ctx context.Context, step uint64, batch BatchID, payload []byte) (Announcement, error) {
-	if uint64(len(payload)) > n.cfg.MaxBlobSize {
-		return Announcement{}, fmt.Errorf("publish: payload of %d bytes exceeds the %d-byte blob limit", len(payload), n.cfg.MaxBlobSize)
+	hash, err := n.Serve(step, payload)
+	if err != nil {
+		return Announcement{}, fmt.Errorf("publish: %w", err)
 	}
-	hash := HashOf(payload)
-	n.mu.Lock()
-	n.blobs[hash] = storedBlob{data: payload, step: step}
-	n.mu.Unlock()
 	return n.Announce(ctx, Announcement{Step: step, Batch: batch, Hash: hash, Size: uint64(len(payload))})
 }
 

@@ -701,7 +701,7 @@ func roundVerificationJSON(s *coordinator.State, r *coordinator.Round, current b
 		m := map[string]any{
 			"index": i, "committed": committed, "fresh": cm.Flags&coordinator.CommitFresh != 0, "probation": probation,
 			"must_verify": committed && seeded && schedule.MustVerify(percent, schedule.Seed(r.VerifySeed), uint16(i), probation),
-			"verifier":    nil, "verdict": verdictName(cm.Verdict),
+			"verifier":    nil, "verdict": coordinator.VerdictName(cm.Verdict),
 		}
 		if known {
 			m["signer"] = signers[i].String()
@@ -726,11 +726,11 @@ func roundVerificationJSON(s *coordinator.State, r *coordinator.Round, current b
 func disputeJSON(s *coordinator.State, d *coordinator.Dispute) map[string]any {
 	committee := []map[string]any{}
 	for j := range min(int(d.CommitteeLen), len(d.Committee)) {
-		committee = append(committee, map[string]any{"signer": slotSigner(s, d.Committee[j]).String(), "vote": verdictName(d.Votes[j])})
+		committee = append(committee, map[string]any{"signer": slotSigner(s, d.Committee[j]).String(), "vote": coordinator.VerdictName(d.Votes[j])})
 	}
 	h := func(b [32]byte) string { return hex.EncodeToString(b[:]) }
 	return map[string]any{
-		"id": d.Id, "state": disputeStateName(d.State), "kind": verdictName(d.Kind), "step": d.Step, "deadline_step": d.DeadlineStep,
+		"id": d.Id, "state": disputeStateName(d.State), "kind": coordinator.VerdictName(d.Kind), "step": d.Step, "deadline_step": d.DeadlineStep,
 		"epoch": d.Epoch, "trainer": slotSigner(s, d.TrainerSlot).String(), "trainer_index": d.TrainerIndex,
 		"accuser": slotSigner(s, d.AccuserSlot).String(), "committee": committee,
 		"batch_start": d.BatchStart, "batch_len": d.BatchLen, "epoch_start_step": d.EpochStartStep, "cold_start": d.ColdStart != 0, "fresh": d.Fresh != 0,
@@ -748,21 +748,6 @@ func addSlotVerification(m map[string]any, slot *coordinator.ClientSlot) {
 	m["transients"] = slot.Transients
 	m["open_disputes"] = slot.OpenDisputes
 	m["state_after"] = hex.EncodeToString(slot.StateAfter[:])
-}
-
-// verdictName names a verdict or committee vote.
-func verdictName(v uint8) string {
-	switch v {
-	case coordinator.VerdictNone:
-		return "none"
-	case coordinator.VerdictMatch:
-		return "MATCH"
-	case coordinator.VerdictMismatch:
-		return "MISMATCH"
-	case coordinator.VerdictNoData:
-		return "NO_DATA"
-	}
-	return fmt.Sprintf("unknown(%d)", v)
 }
 
 // disputeStateName names a dispute's state.

@@ -205,7 +205,7 @@ func findCommitment(s *coordinator.State, step uint32, signer solana.PublicKey, 
 			return commitment{}, badInputf("--index %d, but dispute %d names member %d", index, d.Id, d.TrainerIndex)
 		}
 		return commitment{
-			source: fmt.Sprintf("commitment of dispute %d (%s, %s, opened by %s)", d.Id, disputeStateName(d.State), verdictName(d.Kind), slotSigner(s, d.AccuserSlot)),
+			source: fmt.Sprintf("commitment of dispute %d (%s, %s, opened by %s)", d.Id, disputeStateName(d.State), coordinator.VerdictName(d.Kind), slotSigner(s, d.AccuserSlot)),
 			index:  d.TrainerIndex, batch: schedule.Assignment{Start: d.BatchStart, Len: uint64(d.BatchLen)},
 			epochStartStep: d.EpochStartStep, coldStart: d.ColdStart != 0,
 			payload: d.Payload, before: d.StateBefore, after: d.StateAfter, fresh: d.Fresh != 0,
@@ -265,7 +265,7 @@ func findCommitment(s *coordinator.State, step uint32, signer solana.PublicKey, 
 		return commitment{}, err
 	}
 	return commitment{
-		source: fmt.Sprintf("commitment of the round of step %d (height %d, verdict %s%s)", r.Step, r.Height, verdictName(c.Verdict), note),
+		source: fmt.Sprintf("commitment of the round of step %d (height %d, verdict %s%s)", r.Step, r.Height, coordinator.VerdictName(c.Verdict), note),
 		index:  uint16(index), batch: role.Batch, epochStartStep: s.Epoch.StartStep, coldStart: s.Epoch.ColdStart != 0,
 		payload: c.Payload, before: c.StateBefore, after: c.StateAfter, fresh: c.Flags&coordinator.CommitFresh != 0,
 	}, nil
