@@ -369,6 +369,13 @@ func (r Run) Checkpoint(user solana.PublicKey, repo, revision string) (solana.In
 		coordinator.CheckpointParams{Repo: repo, Revision: revision}, user, r.Instance, r.Account))
 }
 
+// TakeBurned is the main authority taking user's burned points (zeroed in
+// the slot); the Treasurer calls it by CPI from burn_forfeited and burns as
+// many tokens.
+func (r Run) TakeBurned(authority, user solana.PublicKey) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewTakeBurnedInstruction(coordinator.TakeBurnedParams{User: user}, authority, r.Instance, r.Account))
+}
+
 // Free closes the run's two accounts (only while halted); rent goes to spill.
 func (r Run) Free(authority, spill solana.PublicKey) (solana.Instruction, error) {
 	return r.Program.rebind(coordinator.NewFreeCoordinatorInstruction(coordinator.FreeCoordinatorParams{}, authority, spill, r.Instance, r.Account))

@@ -37,9 +37,17 @@ type env struct {
 	run       treasurer.Run
 	// tokens are the token accounts whose balances a failed instruction must not change.
 	tokens []solana.PublicKey
+	// watched are accounts (participants, authorizations, the mint, the
+	// coordinator account) whose data a failed instruction must not change.
+	watched []solana.PublicKey
 }
 
 func setup(t *testing.T, runID string, tokenProgram solana.PublicKey, decimals uint8) *env {
+	return setupRun(t, runID, tokenProgram, decimals, nil)
+}
+
+// setupRun is setup with a join deposit (nil: none; the authority grants joins).
+func setupRun(t *testing.T, runID string, tokenProgram solana.PublicKey, decimals uint8, joinDeposit *uint64) *env {
 	n := programtest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond}, deploy.Authorizer, deploy.Coordinator, deploy.Treasurer)
 	e := &env{t: t, v: n.Validator, c: n.Chain, auth: authorizer.Default(), decimals: decimals,
 		p:         treasurer.Program{ID: n.IDs[deploy.Treasurer], Coordinator: coordinator.Program{ID: n.IDs[deploy.Coordinator]}},
@@ -54,9 +62,14 @@ func setup(t *testing.T, runID string, tokenProgram solana.PublicKey, decimals u
 	e.mint = mint.PublicKey()
 
 	account := solana.NewWallet().PrivateKey
-	ixs, run, err := e.p.CreateRun(e.ctx(), e.c, a, account.PublicKey(), treasurer.CreateParams{
+	params := treasurer.CreateParams{
 		RunID: runID, MainAuthority: a, JoinAuthority: a, ClientVersion: "v1", Mint: e.mint, TokenProgram: tokenProgram,
-	})
+	}
+	if joinDeposit != nil {
+		// The Run grants joins itself.
+		params.JoinAuthority, params.JoinDeposit = solana.PublicKey{}, joinDeposit
+	}
+	ixs, run, err := e.p.CreateRun(e.ctx(), e.c, a, account.PublicKey(), params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +143,19 @@ func (e *env) snapshot() string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return out + string(data)
+	out += string(data)
+	for _, a := range e.watched {
+		data, owner, err := e.c.AccountData(e.ctx(), a)
+		switch {
+		case errors.Is(err, chain.ErrAccountNotFound):
+			out += fmt.Sprintf(" %s: none", a)
+		case err != nil:
+			e.t.Fatal(err)
+		default:
+			out += fmt.Sprintf(" %s (%s): %x", a, owner, data)
+		}
+	}
+	return out
 }
 
 // expectError sends ixs, wants the named program error, and checks that no
@@ -228,6 +253,14 @@ func newBloom(t *testing.T, items int) *schedule.Bloom {
 // computes them, then ticks until the run leaves the round.
 func (e *env) playRound(clients []*client) {
 	e.t.Helper()
+	r := e.witnessRound(clients)
+	e.endRound(r)
+}
+
+// witnessRound has every elected witness report the current round and
+// returns it (the run is then in its RoundWitness phase).
+func (e *env) witnessRound(clients []*client) *coordinator.Round {
+	e.t.Helper()
 	s := e.state()
 	r := coordinator.CurrentRound(s)
 	round := coordinator.ScheduleRound(s, r)
@@ -255,6 +288,12 @@ func (e *env) playRound(clients []*client) {
 		report := coordinator.WitnessReport{Step: r.Step, Index: m.Index, Participants: participants, Broadcasts: broadcasts}
 		e.mustSend(c.key, e.ix(e.run.Coordinator.Witness(c.key.PublicKey(), report)))
 	}
+	return r
+}
+
+// endRound ticks until the run leaves round r.
+func (e *env) endRound(r *coordinator.Round) {
+	e.t.Helper()
 	for {
 		s := e.state()
 		p := coordinator.Phase(s)

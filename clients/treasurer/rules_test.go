@@ -68,8 +68,48 @@ func TestClaimableAndReserved(t *testing.T) {
 	s.Clients[0] = coordinator.ClientSlot{Earned: 50, Occupied: 1}
 	s.Clients[1] = coordinator.ClientSlot{Earned: 30, Slashed: 40, Occupied: 1}
 	s.Clients[2] = coordinator.ClientSlot{Earned: 20, Slashed: 5, Occupied: 1}
-	s.Clients[3] = coordinator.ClientSlot{Earned: 1000}
+	s.Clients[3] = coordinator.ClientSlot{Earned: 1000, Unvested: [4]uint64{9}, Burned: 9}
 	if got := Reserved(s); got != 65 {
 		t.Errorf("Reserved = %d, want 65", got)
+	}
+	s.Clients[4] = coordinator.ClientSlot{Unvested: [4]uint64{1, 2, 3, 4}, Burned: 7, Occupied: 1}
+	if got := ReserveOf(s); got != (Reserve{Claims: 65, Unvested: 10, Burned: 7}) || Reserved(s) != 82 {
+		t.Errorf("ReserveOf = %+v, Reserved = %d", got, Reserved(s))
+	}
+	acc := &RunAccount{TotalDeposits: 300}
+	if got := ReservedTokens(acc, s); got != 382 {
+		t.Errorf("ReservedTokens = %d, want 382", got)
+	}
+	acc.Closed = true
+	if got := ReservedTokens(acc, s); got != 300 {
+		t.Errorf("ReservedTokens of a closed run = %d, want its deposits, 300", got)
+	}
+}
+
+// ForfeitOf follows the program's rule (interface/src/lib.rs, Forfeit::of).
+func TestForfeitOf(t *testing.T) {
+	user := solana.NewWallet().PublicKey()
+	held := &Participant{Deposit: 25, DepositEpoch: 4, Deposited: true}
+	for _, tc := range []struct {
+		name string
+		slot *coordinator.ClientSlot
+		p    *Participant
+		want Forfeit
+	}{
+		{"points only, no record", &coordinator.ClientSlot{Burned: 70, HasFault: 1, LastFaultEpoch: 4}, nil, Forfeit{Points: 70}},
+		{"points and the deposit", &coordinator.ClientSlot{Burned: 70, HasFault: 1, LastFaultEpoch: 4}, held, Forfeit{70, 25, true}},
+		{"a fault before the deposit", &coordinator.ClientSlot{Burned: 70, HasFault: 1, LastFaultEpoch: 3}, held, Forfeit{Points: 70}},
+		{"a fault the slot forgot", nil, &Participant{Deposit: 25, DepositEpoch: 4, Deposited: true, HasFault: true, LastFaultEpoch: 5}, Forfeit{0, 25, true}},
+		{"nothing", &coordinator.ClientSlot{Earned: 10}, held, Forfeit{}},
+	} {
+		s := &coordinator.State{}
+		if tc.slot != nil {
+			slot := *tc.slot
+			slot.Signer, slot.Occupied = user, 1
+			s.Clients[7] = slot
+		}
+		if got := ForfeitOf(s, tc.p, user); got != tc.want {
+			t.Errorf("%s: ForfeitOf = %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }

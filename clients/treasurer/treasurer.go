@@ -1,10 +1,12 @@
 // Package treasurer is the client side of the Treasurer program: token
-// rewards for Coordinator runs. It derives the Run and Participant addresses,
-// builds every instruction for a program deployed at any id, creates runs
-// (the Coordinator run is created by CPI, with the Run PDA as its main
-// authority), fetches the accounts, and computes what a claim would pay. The
-// SPL helpers in tokens.go (mints, token accounts, transfers) serve Token and
-// Token-2022 alike, so no spl-token CLI is needed.
+// rewards for Coordinator runs. It derives the Run, Participant and join
+// authorization addresses, builds every instruction for a program deployed at
+// any id, creates runs (the Coordinator run is created by CPI, with the Run
+// PDA as its main authority), fetches the accounts, and computes with the
+// program's rules what a claim would pay, what burn_forfeited would burn and
+// what the run must keep. The SPL helpers in tokens.go (mints, token
+// accounts, transfers) serve Token and Token-2022 alike, so no spl-token CLI
+// is needed.
 package treasurer
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/gagliardetto/solana-go/programs/system"
 	"github.com/gagliardetto/solana-go/rpc"
 
+	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/bindings/treasurer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
@@ -31,14 +34,27 @@ type (
 	Participant = treasurer.Participant
 )
 
-// Program addresses one deployment of the Treasurer and the Coordinator it drives.
+// Program addresses one deployment of the Treasurer, the Coordinator it
+// drives and the Authorizer its deposits grant joins in (a zero Authorizer id
+// means the default one).
 type Program struct {
 	ID          solana.PublicKey
 	Coordinator coordinator.Program
+	Authorizer  authorizer.Program
 }
 
 // Default is the deployment named by the IDLs the bindings were generated from.
-func Default() Program { return Program{ID: treasurer.ProgramID, Coordinator: coordinator.Default()} }
+func Default() Program {
+	return Program{ID: treasurer.ProgramID, Coordinator: coordinator.Default(), Authorizer: authorizer.Default()}
+}
+
+// authorizer is the Authorizer deployment, the default one when unset.
+func (p Program) authorizer() authorizer.Program {
+	if p.Authorizer.ID.IsZero() {
+		return authorizer.Default()
+	}
+	return p.Authorizer
+}
 
 // DefaultIndex is a run's index when none is chosen: the first 8 bytes of
 // sha256(run_id), little-endian (as the reference's tools compute it).
@@ -84,8 +100,13 @@ type CreateParams struct {
 	Index *uint64
 	// MainAuthority configures the run and withdraws what nobody is owed.
 	MainAuthority solana.PublicKey
-	// JoinAuthority grants join_run authorizations in the Authorizer.
+	// JoinAuthority grants join_run authorizations in the Authorizer. With a
+	// JoinDeposit it must be zero or the Run (it is set to the Run).
 	JoinAuthority solana.PublicKey
+	// JoinDeposit, when set, makes the Run its own join authority: a user
+	// joins after participant_deposit of this many base units (0: a free
+	// registration through the Treasurer).
+	JoinDeposit   *uint64
 	ClientVersion string
 	Mint          solana.PublicKey
 	// TokenProgram owns Mint: SPL Token or Token-2022.
@@ -113,6 +134,13 @@ func (p Program) CreateRun(ctx context.Context, c *chain.Client, payer, account 
 	if err != nil {
 		return nil, Run{}, err
 	}
+	join, deposit := params.JoinAuthority, uint64(0)
+	if params.JoinDeposit != nil {
+		if !join.IsZero() && !join.Equals(run.Address) {
+			return nil, Run{}, fmt.Errorf("a run with a join deposit is its own join authority (%s), not %s", run.Address, join)
+		}
+		join, deposit = run.Address, *params.JoinDeposit
+	}
 	rent, err := c.RPC.GetMinimumBalanceForRentExemption(ctx, coordinator.AccountSize, rpc.CommitmentConfirmed)
 	if err != nil {
 		return nil, Run{}, fmt.Errorf("reading the rent for the coordinator account: %w", err)
@@ -126,7 +154,8 @@ func (p Program) CreateRun(ctx context.Context, c *chain.Client, payer, account 
 		RunId:         params.RunID,
 		ClientVersion: params.ClientVersion,
 		MainAuthority: params.MainAuthority,
-		JoinAuthority: params.JoinAuthority,
+		JoinAuthority: join,
+		JoinDeposit:   deposit,
 	}, payer, run.Address, run.Collateral, params.Mint, run.Coordinator.Instance, account, p.Coordinator.ID,
 		params.TokenProgram, AssociatedTokenProgramID, solana.SystemProgramID))
 	if err != nil {
@@ -199,6 +228,9 @@ type UpdateParams struct {
 	SlashingRate  *uint64
 	Paused        *bool
 	ClientVersion *string
+	// JoinDeposit applies to deposits made from then on (above 0 only in a
+	// run that is its own join authority).
+	JoinDeposit *uint64
 }
 
 // Update changes the Coordinator run through the Treasurer (signed by the
@@ -209,6 +241,7 @@ func (r Run) Update(authority solana.PublicKey, u UpdateParams) (solana.Instruct
 		EpochSlashingRatePerClient:  u.SlashingRate,
 		Paused:                      u.Paused,
 		ClientVersion:               u.ClientVersion,
+		JoinDeposit:                 u.JoinDeposit,
 	}
 	// The coordinator's layout types and ours are generated from the same
 	// IDL definitions: same Borsh bytes, different Go types.
@@ -307,6 +340,72 @@ func (r Run) FetchParticipant(ctx context.Context, c *chain.Client, user solana.
 	return p, nil
 }
 
+// AuthorizationAddress is user's join authorization in a run that is its
+// own join authority: the Authorizer PDA ["Authorization", run, participant,
+// "CoordinatorJoinRun"], granted by the Run to the user's Participant PDA with
+// the user as its delegate. A client joins with it (psyche-client train
+// --authorizer <participant>).
+func (r Run) AuthorizationAddress(user solana.PublicKey) (participant, authorization solana.PublicKey, err error) {
+	if participant, err = r.Program.ParticipantAddress(r.Address, user); err != nil {
+		return solana.PublicKey{}, solana.PublicKey{}, err
+	}
+	authorization, _, err = r.Program.authorizer().Address(r.Address, participant, authorizer.JoinRunScope)
+	return participant, authorization, err
+}
+
+// tokenAccountOf is userCollateral, or user's associated token account when zero.
+func (r Run) tokenAccountOf(user, userCollateral solana.PublicKey) (solana.PublicKey, error) {
+	if !userCollateral.IsZero() {
+		return userCollateral, nil
+	}
+	return AssociatedTokenAddress(user, r.Mint, r.TokenProgram)
+}
+
+// Deposit makes user's join deposit of amount base units (the run's
+// join_deposit) from userCollateral (the associated one when zero) and
+// grants its join authorization; user signs and pays the authorization's rent.
+func (r Run) Deposit(user, userCollateral solana.PublicKey, amount uint64) (solana.Instruction, error) {
+	participant, auth, err := r.AuthorizationAddress(user)
+	if err != nil {
+		return nil, err
+	}
+	if userCollateral, err = r.tokenAccountOf(user, userCollateral); err != nil {
+		return nil, err
+	}
+	return r.Program.rebind(treasurer.NewParticipantDepositInstruction(treasurer.ParticipantDepositParams{Amount: amount},
+		user, r.Address, participant, userCollateral, r.Collateral, r.Mint, r.Coordinator.Account, auth,
+		r.Program.authorizer().ID, r.TokenProgram, solana.SystemProgramID))
+}
+
+// WithdrawDeposit returns user's deposit into userCollateral (the associated
+// one when zero) and revokes its join authorization (rent back to user).
+// signer is user, or the run authority once the run is Finished.
+func (r Run) WithdrawDeposit(signer, user, userCollateral solana.PublicKey) (solana.Instruction, error) {
+	participant, auth, err := r.AuthorizationAddress(user)
+	if err != nil {
+		return nil, err
+	}
+	if userCollateral, err = r.tokenAccountOf(user, userCollateral); err != nil {
+		return nil, err
+	}
+	return r.Program.rebind(treasurer.NewParticipantWithdrawDepositInstruction(treasurer.ParticipantWithdrawDepositParams{},
+		signer, user, r.Address, participant, r.Collateral, userCollateral, r.Mint, r.Coordinator.Account, auth,
+		r.Program.authorizer().ID, r.TokenProgram))
+}
+
+// BurnForfeited burns what user forfeited: its slot's burned points and, after
+// a fault since its deposit, its deposit (its join authorization is closed,
+// the rent going back to user). Anyone may send it.
+func (r Run) BurnForfeited(user solana.PublicKey) (solana.Instruction, error) {
+	participant, auth, err := r.AuthorizationAddress(user)
+	if err != nil {
+		return nil, err
+	}
+	return r.Program.rebind(treasurer.NewBurnForfeitedInstruction(treasurer.BurnForfeitedParams{},
+		user, r.Address, participant, r.Collateral, r.Mint, r.Coordinator.Instance, r.Coordinator.Account, r.Program.Coordinator.ID,
+		auth, r.Program.authorizer().ID, r.TokenProgram))
+}
+
 // Claimable is what a claim by user would pay now: the points the Coordinator
 // holds for it plus those already settled, minus slashes and past claims (the
 // program's rule; p may be nil before the first claim).
@@ -326,14 +425,82 @@ func Claimable(s *coordinator.State, p *Participant, user solana.PublicKey) uint
 	return earned - slashed - claimed
 }
 
-// Reserved is what the run keeps for claims still to come: every client's
-// unsettled earned - slashed points (the program's rule for withdrawals).
-func Reserved(s *coordinator.State) uint64 {
-	var total uint64
+// Reserve is what the Coordinator still holds that the run must cover, by
+// kind (the program's rule for withdrawals and closing).
+type Reserve struct {
+	// Claims is every client's unsettled earned - slashed.
+	Claims uint64 `json:"claims"`
+	// Unvested points vest into earned (or are burned by a fault).
+	Unvested uint64 `json:"unvested"`
+	// Burned points wait for burn_forfeited.
+	Burned uint64 `json:"burned"`
+}
+
+// Points is the sum of the three.
+func (r Reserve) Points() uint64 { return r.Claims + r.Unvested + r.Burned }
+
+// ReserveOf reads the reserve of a Coordinator run.
+func ReserveOf(s *coordinator.State) Reserve {
+	var r Reserve
 	for _, c := range s.Clients {
-		if c.Occupied != 0 && c.Earned > c.Slashed {
-			total += c.Earned - c.Slashed
+		if c.Occupied == 0 {
+			continue
 		}
+		if c.Earned > c.Slashed {
+			r.Claims += c.Earned - c.Slashed
+		}
+		for _, u := range c.Unvested {
+			r.Unvested += u
+		}
+		r.Burned += c.Burned
+	}
+	return r
+}
+
+// Reserved is the points the run keeps tokens for: every client's unsettled
+// earned - slashed, unvested and burned-but-not-yet-burned points.
+func Reserved(s *coordinator.State) uint64 { return ReserveOf(s).Points() }
+
+// ReservedTokens is what the run keeps: the reserved points (none once the
+// run is closed, s nil) and every deposit held.
+func ReservedTokens(acc *RunAccount, s *coordinator.State) uint64 {
+	total := acc.TotalDeposits
+	if s != nil && !acc.Closed {
+		total += Reserved(s)
 	}
 	return total
+}
+
+// Forfeit is what burn_forfeited would burn for one user.
+type Forfeit struct {
+	// Points are the burned points its slot holds.
+	Points uint64 `json:"points"`
+	// Deposit is its deposit when forfeited (Revoke).
+	Deposit uint64 `json:"deposit"`
+	// Revoke: a deposit is held and a fault was found in its epoch or later.
+	Revoke bool `json:"revoke"`
+}
+
+// faultSince says whether a fault at or after epoch is known, in the
+// record or the slot.
+func faultSince(p *Participant, slot *coordinator.ClientSlot, epoch uint32) bool {
+	return (p != nil && p.HasFault && p.LastFaultEpoch >= epoch) ||
+		(slot != nil && slot.HasFault != 0 && slot.LastFaultEpoch >= epoch)
+}
+
+// ForfeitOf is what burn_forfeited would burn for user now (the program's
+// rule; p may be nil when user has no Participant).
+func ForfeitOf(s *coordinator.State, p *Participant, user solana.PublicKey) Forfeit {
+	var f Forfeit
+	slot, ok := coordinator.Slot(s, user)
+	if !ok {
+		slot = nil
+	}
+	if slot != nil {
+		f.Points = slot.Burned
+	}
+	if p != nil && p.Deposited && faultSince(p, slot, p.DepositEpoch) {
+		f.Deposit, f.Revoke = p.Deposit, true
+	}
+	return f
 }

@@ -69,6 +69,10 @@ func TestRewardedRun(t *testing.T) {
 		e.mustSend(c.key, e.ix(run.CreateParticipant(c.key.PublicKey(), c.key.PublicKey())))
 	}
 	e.expectError("ParticipantAlreadyExists", clients[0].key, e.ix(run.CreateParticipant(clients[0].key.PublicKey(), clients[0].key.PublicKey())))
+	// The authority grants joins here, so a deposit could not gate them.
+	five := uint64(5)
+	e.expectError("JoinNotThroughTreasurer", a, e.ix(run.Update(a.PublicKey(), treasurer.UpdateParams{JoinDeposit: &five})))
+	e.expectError("JoinNotThroughTreasurer", clients[0].key, e.ix(run.Deposit(clients[0].key.PublicKey(), clients[0].tokens, 0)))
 
 	// Epoch 0: the three share 1000 points.
 	s := e.epoch(clients, coordinator.WaitingForMembers)

@@ -47,4 +47,5 @@ var (
 	Instruction_Verify              = [8]byte{133, 161, 141, 48, 120, 198, 88, 150}
 	Instruction_AnswerDispute       = [8]byte{120, 22, 21, 195, 60, 57, 40, 204}
 	Instruction_JudgeDispute        = [8]byte{249, 237, 5, 137, 5, 160, 236, 85}
+	Instruction_TakeBurned          = [8]byte{170, 252, 219, 102, 201, 222, 102, 47}
 )

@@ -3204,6 +3204,55 @@ func UnmarshalSettlePointsParams(buf []byte) (*SettlePointsParams, error) {
 	return obj, nil
 }
 
+type TakeBurnedParams struct {
+	User solanago.PublicKey `json:"user"`
+}
+
+func (obj TakeBurnedParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `User`:
+	err = encoder.Encode(obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	return nil
+}
+
+func (obj TakeBurnedParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding TakeBurnedParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *TakeBurnedParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `User`:
+	err = decoder.Decode(&obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	return nil
+}
+
+func (obj *TakeBurnedParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling TakeBurnedParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalTakeBurnedParams(buf []byte) (*TakeBurnedParams, error) {
+	obj := new(TakeBurnedParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type CommitParams struct {
 	Step        uint32    `json:"step"`
 	Index       uint16    `json:"index"`

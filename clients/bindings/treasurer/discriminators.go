@@ -13,14 +13,20 @@ var (
 var (
 	Event_RewardsClaimed      = [8]byte{75, 98, 88, 18, 219, 112, 88, 121}
 	Event_CollateralWithdrawn = [8]byte{51, 224, 133, 106, 74, 173, 72, 82}
+	Event_DepositMade         = [8]byte{210, 201, 130, 183, 244, 203, 155, 199}
+	Event_DepositReturned     = [8]byte{2, 77, 168, 193, 85, 51, 45, 241}
+	Event_ForfeitsBurned      = [8]byte{146, 10, 29, 67, 50, 191, 176, 222}
 )
 
 // Instruction discriminators
 var (
-	Instruction_RunCreate         = [8]byte{198, 56, 163, 247, 14, 58, 167, 253}
-	Instruction_RunUpdate         = [8]byte{51, 86, 46, 116, 13, 66, 20, 157}
-	Instruction_ParticipantCreate = [8]byte{50, 177, 142, 40, 117, 176, 70, 181}
-	Instruction_ParticipantClaim  = [8]byte{160, 150, 232, 86, 59, 107, 173, 38}
-	Instruction_RunWithdraw       = [8]byte{103, 148, 24, 193, 228, 50, 250, 242}
-	Instruction_RunClose          = [8]byte{60, 119, 178, 209, 81, 47, 71, 197}
+	Instruction_RunCreate                  = [8]byte{198, 56, 163, 247, 14, 58, 167, 253}
+	Instruction_RunUpdate                  = [8]byte{51, 86, 46, 116, 13, 66, 20, 157}
+	Instruction_ParticipantCreate          = [8]byte{50, 177, 142, 40, 117, 176, 70, 181}
+	Instruction_ParticipantClaim           = [8]byte{160, 150, 232, 86, 59, 107, 173, 38}
+	Instruction_RunWithdraw                = [8]byte{103, 148, 24, 193, 228, 50, 250, 242}
+	Instruction_RunClose                   = [8]byte{60, 119, 178, 209, 81, 47, 71, 197}
+	Instruction_ParticipantDeposit         = [8]byte{238, 163, 27, 189, 116, 55, 50, 113}
+	Instruction_ParticipantWithdrawDeposit = [8]byte{173, 255, 70, 12, 88, 212, 115, 219}
+	Instruction_BurnForfeited              = [8]byte{64, 71, 184, 101, 77, 46, 110, 248}
 )

@@ -29,6 +29,27 @@ func ParseAnyEvent(eventData []byte) (any, error) {
 			return nil, fmt.Errorf("failed to unmarshal event as CollateralWithdrawn: %w", err)
 		}
 		return value, nil
+	case Event_DepositMade:
+		value := new(DepositMade)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as DepositMade: %w", err)
+		}
+		return value, nil
+	case Event_DepositReturned:
+		value := new(DepositReturned)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as DepositReturned: %w", err)
+		}
+		return value, nil
+	case Event_ForfeitsBurned:
+		value := new(ForfeitsBurned)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as ForfeitsBurned: %w", err)
+		}
+		return value, nil
 	default:
 		return nil, fmt.Errorf("unknown discriminator: %s", binary.FormatDiscriminator(discriminator))
 	}
@@ -64,6 +85,57 @@ func ParseEvent_CollateralWithdrawn(eventData []byte) (*CollateralWithdrawn, err
 	err = event.UnmarshalWithDecoder(decoder)
 	if err != nil {
 		return nil, fmt.Errorf("failed to unmarshal event of type CollateralWithdrawn: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_DepositMade(eventData []byte) (*DepositMade, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_DepositMade {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_DepositMade, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(DepositMade)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type DepositMade: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_DepositReturned(eventData []byte) (*DepositReturned, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_DepositReturned {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_DepositReturned, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(DepositReturned)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type DepositReturned: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_ForfeitsBurned(eventData []byte) (*ForfeitsBurned, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_ForfeitsBurned {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_ForfeitsBurned, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(ForfeitsBurned)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type ForfeitsBurned: %w", err)
 	}
 	return event, nil
 }

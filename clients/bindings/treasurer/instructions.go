@@ -110,8 +110,8 @@ func NewRunUpdateInstruction(
 	{
 		// Account 0 "authority": Read-only, Signer, Required
 		accounts__.Append(solanago.NewAccountMeta(authorityAccount, false, true))
-		// Account 1 "run": Read-only, Non-signer, Required
-		accounts__.Append(solanago.NewAccountMeta(runAccount, false, false))
+		// Account 1 "run": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(runAccount, true, false))
 		// Account 2 "coordinator_instance": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, false, false))
 		// Account 3 "coordinator_account": Writable, Non-signer, Required
@@ -346,6 +346,213 @@ func NewRunCloseInstruction(
 		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
 		// Account 5 "coordinator_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorProgramAccount, false, false))
+	}
+
+	// Create the instruction.
+	return solanago.NewInstruction(
+		ProgramID,
+		accounts__,
+		buf__.Bytes(),
+	), nil
+}
+
+// Builds a "participant_deposit" instruction.
+func NewParticipantDepositInstruction(
+	// Params:
+	paramsParam ParticipantDepositParams,
+
+	// Accounts:
+	userAccount solanago.PublicKey,
+	runAccount solanago.PublicKey,
+	participantAccount solanago.PublicKey,
+	userCollateralAccount solanago.PublicKey,
+	runCollateralAccount solanago.PublicKey,
+	collateralMintAccount solanago.PublicKey,
+	coordinatorAccountAccount solanago.PublicKey,
+	authorizationAccount solanago.PublicKey,
+	authorizerProgramAccount solanago.PublicKey,
+	tokenProgramAccount solanago.PublicKey,
+	systemProgramAccount solanago.PublicKey,
+) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_ParticipantDeposit[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
+	accounts__ := solanago.AccountMetaSlice{}
+
+	// Add the accounts to the instruction.
+	{
+		// Account 0 "user": Writable, Signer, Required
+		accounts__.Append(solanago.NewAccountMeta(userAccount, true, true))
+		// Account 1 "run": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(runAccount, true, false))
+		// Account 2 "participant": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(participantAccount, true, false))
+		// Account 3 "user_collateral": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(userCollateralAccount, true, false))
+		// Account 4 "run_collateral": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(runCollateralAccount, true, false))
+		// Account 5 "collateral_mint": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(collateralMintAccount, false, false))
+		// Account 6 "coordinator_account": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, false, false))
+		// Account 7 "authorization": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(authorizationAccount, true, false))
+		// Account 8 "authorizer_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(authorizerProgramAccount, false, false))
+		// Account 9 "token_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(tokenProgramAccount, false, false))
+		// Account 10 "system_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(systemProgramAccount, false, false))
+	}
+
+	// Create the instruction.
+	return solanago.NewInstruction(
+		ProgramID,
+		accounts__,
+		buf__.Bytes(),
+	), nil
+}
+
+// Builds a "participant_withdraw_deposit" instruction.
+func NewParticipantWithdrawDepositInstruction(
+	// Params:
+	paramsParam ParticipantWithdrawDepositParams,
+
+	// Accounts:
+	signerAccount solanago.PublicKey,
+	userAccount solanago.PublicKey,
+	runAccount solanago.PublicKey,
+	participantAccount solanago.PublicKey,
+	runCollateralAccount solanago.PublicKey,
+	userCollateralAccount solanago.PublicKey,
+	collateralMintAccount solanago.PublicKey,
+	coordinatorAccountAccount solanago.PublicKey,
+	authorizationAccount solanago.PublicKey,
+	authorizerProgramAccount solanago.PublicKey,
+	tokenProgramAccount solanago.PublicKey,
+) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_ParticipantWithdrawDeposit[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
+	accounts__ := solanago.AccountMetaSlice{}
+
+	// Add the accounts to the instruction.
+	{
+		// Account 0 "signer": Read-only, Signer, Required
+		accounts__.Append(solanago.NewAccountMeta(signerAccount, false, true))
+		// Account 1 "user": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(userAccount, true, false))
+		// Account 2 "run": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(runAccount, true, false))
+		// Account 3 "participant": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(participantAccount, true, false))
+		// Account 4 "run_collateral": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(runCollateralAccount, true, false))
+		// Account 5 "user_collateral": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(userCollateralAccount, true, false))
+		// Account 6 "collateral_mint": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(collateralMintAccount, false, false))
+		// Account 7 "coordinator_account": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, false, false))
+		// Account 8 "authorization": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(authorizationAccount, true, false))
+		// Account 9 "authorizer_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(authorizerProgramAccount, false, false))
+		// Account 10 "token_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(tokenProgramAccount, false, false))
+	}
+
+	// Create the instruction.
+	return solanago.NewInstruction(
+		ProgramID,
+		accounts__,
+		buf__.Bytes(),
+	), nil
+}
+
+// Builds a "burn_forfeited" instruction.
+func NewBurnForfeitedInstruction(
+	// Params:
+	paramsParam BurnForfeitedParams,
+
+	// Accounts:
+	userAccount solanago.PublicKey,
+	runAccount solanago.PublicKey,
+	participantAccount solanago.PublicKey,
+	runCollateralAccount solanago.PublicKey,
+	collateralMintAccount solanago.PublicKey,
+	coordinatorInstanceAccount solanago.PublicKey,
+	coordinatorAccountAccount solanago.PublicKey,
+	coordinatorProgramAccount solanago.PublicKey,
+	authorizationAccount solanago.PublicKey,
+	authorizerProgramAccount solanago.PublicKey,
+	tokenProgramAccount solanago.PublicKey,
+) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_BurnForfeited[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
+	accounts__ := solanago.AccountMetaSlice{}
+
+	// Add the accounts to the instruction.
+	{
+		// Account 0 "user": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(userAccount, true, false))
+		// Account 1 "run": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(runAccount, true, false))
+		// Account 2 "participant": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(participantAccount, true, false))
+		// Account 3 "run_collateral": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(runCollateralAccount, true, false))
+		// Account 4 "collateral_mint": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(collateralMintAccount, true, false))
+		// Account 5 "coordinator_instance": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, false, false))
+		// Account 6 "coordinator_account": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
+		// Account 7 "coordinator_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorProgramAccount, false, false))
+		// Account 8 "authorization": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(authorizationAccount, true, false))
+		// Account 9 "authorizer_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(authorizerProgramAccount, false, false))
+		// Account 10 "token_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(tokenProgramAccount, false, false))
 	}
 
 	// Create the instruction.

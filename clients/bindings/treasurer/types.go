@@ -735,6 +735,9 @@ type Run struct {
 	TokenProgram        solanago.PublicKey `json:"tokenProgram"`
 	TotalClaimedPoints  uint64             `json:"totalClaimedPoints"`
 	Closed              bool               `json:"closed"`
+	JoinDeposit         uint64             `json:"joinDeposit"`
+	TotalDeposits       uint64             `json:"totalDeposits"`
+	TotalBurned         uint64             `json:"totalBurned"`
 }
 
 func (obj Run) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -787,6 +790,21 @@ func (obj Run) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.Closed)
 	if err != nil {
 		return errors.NewField("Closed", err)
+	}
+	// Serialize `JoinDeposit`:
+	err = encoder.Encode(obj.JoinDeposit)
+	if err != nil {
+		return errors.NewField("JoinDeposit", err)
+	}
+	// Serialize `TotalDeposits`:
+	err = encoder.Encode(obj.TotalDeposits)
+	if err != nil {
+		return errors.NewField("TotalDeposits", err)
+	}
+	// Serialize `TotalBurned`:
+	err = encoder.Encode(obj.TotalBurned)
+	if err != nil {
+		return errors.NewField("TotalBurned", err)
 	}
 	return nil
 }
@@ -852,6 +870,21 @@ func (obj *Run) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	if err != nil {
 		return errors.NewField("Closed", err)
 	}
+	// Deserialize `JoinDeposit`:
+	err = decoder.Decode(&obj.JoinDeposit)
+	if err != nil {
+		return errors.NewField("JoinDeposit", err)
+	}
+	// Deserialize `TotalDeposits`:
+	err = decoder.Decode(&obj.TotalDeposits)
+	if err != nil {
+		return errors.NewField("TotalDeposits", err)
+	}
+	// Deserialize `TotalBurned`:
+	err = decoder.Decode(&obj.TotalBurned)
+	if err != nil {
+		return errors.NewField("TotalBurned", err)
+	}
 	return nil
 }
 
@@ -873,12 +906,19 @@ func UnmarshalRun(buf []byte) (*Run, error) {
 }
 
 type Participant struct {
-	Bump          uint8              `json:"bump"`
-	Run           solanago.PublicKey `json:"run"`
-	User          solanago.PublicKey `json:"user"`
-	EarnedPoints  uint64             `json:"earnedPoints"`
-	SlashedPoints uint64             `json:"slashedPoints"`
-	ClaimedPoints uint64             `json:"claimedPoints"`
+	Bump           uint8              `json:"bump"`
+	Run            solanago.PublicKey `json:"run"`
+	User           solanago.PublicKey `json:"user"`
+	EarnedPoints   uint64             `json:"earnedPoints"`
+	SlashedPoints  uint64             `json:"slashedPoints"`
+	ClaimedPoints  uint64             `json:"claimedPoints"`
+	Deposit        uint64             `json:"deposit"`
+	DepositEpoch   uint32             `json:"depositEpoch"`
+	Deposited      bool               `json:"deposited"`
+	HasFault       bool               `json:"hasFault"`
+	LastFaultEpoch uint32             `json:"lastFaultEpoch"`
+	BurnedPoints   uint64             `json:"burnedPoints"`
+	BurnedDeposit  uint64             `json:"burnedDeposit"`
 }
 
 func (obj Participant) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -911,6 +951,41 @@ func (obj Participant) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.ClaimedPoints)
 	if err != nil {
 		return errors.NewField("ClaimedPoints", err)
+	}
+	// Serialize `Deposit`:
+	err = encoder.Encode(obj.Deposit)
+	if err != nil {
+		return errors.NewField("Deposit", err)
+	}
+	// Serialize `DepositEpoch`:
+	err = encoder.Encode(obj.DepositEpoch)
+	if err != nil {
+		return errors.NewField("DepositEpoch", err)
+	}
+	// Serialize `Deposited`:
+	err = encoder.Encode(obj.Deposited)
+	if err != nil {
+		return errors.NewField("Deposited", err)
+	}
+	// Serialize `HasFault`:
+	err = encoder.Encode(obj.HasFault)
+	if err != nil {
+		return errors.NewField("HasFault", err)
+	}
+	// Serialize `LastFaultEpoch`:
+	err = encoder.Encode(obj.LastFaultEpoch)
+	if err != nil {
+		return errors.NewField("LastFaultEpoch", err)
+	}
+	// Serialize `BurnedPoints`:
+	err = encoder.Encode(obj.BurnedPoints)
+	if err != nil {
+		return errors.NewField("BurnedPoints", err)
+	}
+	// Serialize `BurnedDeposit`:
+	err = encoder.Encode(obj.BurnedDeposit)
+	if err != nil {
+		return errors.NewField("BurnedDeposit", err)
 	}
 	return nil
 }
@@ -956,6 +1031,41 @@ func (obj *Participant) UnmarshalWithDecoder(decoder *binary.Decoder) (err error
 	if err != nil {
 		return errors.NewField("ClaimedPoints", err)
 	}
+	// Deserialize `Deposit`:
+	err = decoder.Decode(&obj.Deposit)
+	if err != nil {
+		return errors.NewField("Deposit", err)
+	}
+	// Deserialize `DepositEpoch`:
+	err = decoder.Decode(&obj.DepositEpoch)
+	if err != nil {
+		return errors.NewField("DepositEpoch", err)
+	}
+	// Deserialize `Deposited`:
+	err = decoder.Decode(&obj.Deposited)
+	if err != nil {
+		return errors.NewField("Deposited", err)
+	}
+	// Deserialize `HasFault`:
+	err = decoder.Decode(&obj.HasFault)
+	if err != nil {
+		return errors.NewField("HasFault", err)
+	}
+	// Deserialize `LastFaultEpoch`:
+	err = decoder.Decode(&obj.LastFaultEpoch)
+	if err != nil {
+		return errors.NewField("LastFaultEpoch", err)
+	}
+	// Deserialize `BurnedPoints`:
+	err = decoder.Decode(&obj.BurnedPoints)
+	if err != nil {
+		return errors.NewField("BurnedPoints", err)
+	}
+	// Deserialize `BurnedDeposit`:
+	err = decoder.Decode(&obj.BurnedDeposit)
+	if err != nil {
+		return errors.NewField("BurnedDeposit", err)
+	}
 	return nil
 }
 
@@ -982,6 +1092,7 @@ type RunCreateParams struct {
 	ClientVersion string             `json:"clientVersion"`
 	MainAuthority solanago.PublicKey `json:"mainAuthority"`
 	JoinAuthority solanago.PublicKey `json:"joinAuthority"`
+	JoinDeposit   uint64             `json:"joinDeposit"`
 }
 
 func (obj RunCreateParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -1009,6 +1120,11 @@ func (obj RunCreateParams) MarshalWithEncoder(encoder *binary.Encoder) (err erro
 	err = encoder.Encode(obj.JoinAuthority)
 	if err != nil {
 		return errors.NewField("JoinAuthority", err)
+	}
+	// Serialize `JoinDeposit`:
+	err = encoder.Encode(obj.JoinDeposit)
+	if err != nil {
+		return errors.NewField("JoinDeposit", err)
 	}
 	return nil
 }
@@ -1049,6 +1165,11 @@ func (obj *RunCreateParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err e
 	if err != nil {
 		return errors.NewField("JoinAuthority", err)
 	}
+	// Deserialize `JoinDeposit`:
+	err = decoder.Decode(&obj.JoinDeposit)
+	if err != nil {
+		return errors.NewField("JoinDeposit", err)
+	}
 	return nil
 }
 
@@ -1078,6 +1199,7 @@ type RunUpdateParams struct {
 	EpochSlashingRatePerClient  *uint64            `bin:"optional" json:"epochSlashingRatePerClient,omitempty"`
 	Paused                      *bool              `bin:"optional" json:"paused,omitempty"`
 	ClientVersion               *string            `bin:"optional" json:"clientVersion,omitempty"`
+	JoinDeposit                 *uint64            `bin:"optional" json:"joinDeposit,omitempty"`
 }
 
 func (obj RunUpdateParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -1225,6 +1347,24 @@ func (obj RunUpdateParams) MarshalWithEncoder(encoder *binary.Encoder) (err erro
 			}
 		}
 	}
+	// Serialize `JoinDeposit` (optional):
+	{
+		if obj.JoinDeposit == nil {
+			err = encoder.WriteOption(false)
+			if err != nil {
+				return errors.NewOption("JoinDeposit", fmt.Errorf("error while encoding optionality: %w", err))
+			}
+		} else {
+			err = encoder.WriteOption(true)
+			if err != nil {
+				return errors.NewOption("JoinDeposit", fmt.Errorf("error while encoding optionality: %w", err))
+			}
+			err = encoder.Encode(obj.JoinDeposit)
+			if err != nil {
+				return errors.NewField("JoinDeposit", err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -1340,6 +1480,19 @@ func (obj *RunUpdateParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err e
 			err = decoder.Decode(&obj.ClientVersion)
 			if err != nil {
 				return errors.NewField("ClientVersion", err)
+			}
+		}
+	}
+	// Deserialize `JoinDeposit` (optional):
+	{
+		ok, err := decoder.ReadOption()
+		if err != nil {
+			return errors.NewOption("JoinDeposit", fmt.Errorf("error while reading optionality: %w", err))
+		}
+		if ok {
+			err = decoder.Decode(&obj.JoinDeposit)
+			if err != nil {
+				return errors.NewField("JoinDeposit", err)
 			}
 		}
 	}
@@ -1523,6 +1676,129 @@ func UnmarshalRunCloseParams(buf []byte) (*RunCloseParams, error) {
 	return obj, nil
 }
 
+type ParticipantDepositParams struct {
+	Amount uint64 `json:"amount"`
+}
+
+func (obj ParticipantDepositParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Amount`:
+	err = encoder.Encode(obj.Amount)
+	if err != nil {
+		return errors.NewField("Amount", err)
+	}
+	return nil
+}
+
+func (obj ParticipantDepositParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding ParticipantDepositParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *ParticipantDepositParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Amount`:
+	err = decoder.Decode(&obj.Amount)
+	if err != nil {
+		return errors.NewField("Amount", err)
+	}
+	return nil
+}
+
+func (obj *ParticipantDepositParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling ParticipantDepositParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalParticipantDepositParams(buf []byte) (*ParticipantDepositParams, error) {
+	obj := new(ParticipantDepositParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type ParticipantWithdrawDepositParams struct{}
+
+func (obj ParticipantWithdrawDepositParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	return nil
+}
+
+func (obj ParticipantWithdrawDepositParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding ParticipantWithdrawDepositParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *ParticipantWithdrawDepositParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	return nil
+}
+
+func (obj *ParticipantWithdrawDepositParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling ParticipantWithdrawDepositParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalParticipantWithdrawDepositParams(buf []byte) (*ParticipantWithdrawDepositParams, error) {
+	obj := new(ParticipantWithdrawDepositParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type BurnForfeitedParams struct{}
+
+func (obj BurnForfeitedParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	return nil
+}
+
+func (obj BurnForfeitedParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding BurnForfeitedParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *BurnForfeitedParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	return nil
+}
+
+func (obj *BurnForfeitedParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling BurnForfeitedParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalBurnForfeitedParams(buf []byte) (*BurnForfeitedParams, error) {
+	obj := new(BurnForfeitedParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type RewardsClaimed struct {
 	Run                  solanago.PublicKey `json:"run"`
 	User                 solanago.PublicKey `json:"user"`
@@ -1680,6 +1956,241 @@ func (obj *CollateralWithdrawn) Unmarshal(buf []byte) error {
 
 func UnmarshalCollateralWithdrawn(buf []byte) (*CollateralWithdrawn, error) {
 	obj := new(CollateralWithdrawn)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type DepositMade struct {
+	Run    solanago.PublicKey `json:"run"`
+	User   solanago.PublicKey `json:"user"`
+	Amount uint64             `json:"amount"`
+	Epoch  uint32             `json:"epoch"`
+}
+
+func (obj DepositMade) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Run`:
+	err = encoder.Encode(obj.Run)
+	if err != nil {
+		return errors.NewField("Run", err)
+	}
+	// Serialize `User`:
+	err = encoder.Encode(obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	// Serialize `Amount`:
+	err = encoder.Encode(obj.Amount)
+	if err != nil {
+		return errors.NewField("Amount", err)
+	}
+	// Serialize `Epoch`:
+	err = encoder.Encode(obj.Epoch)
+	if err != nil {
+		return errors.NewField("Epoch", err)
+	}
+	return nil
+}
+
+func (obj DepositMade) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding DepositMade: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *DepositMade) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Run`:
+	err = decoder.Decode(&obj.Run)
+	if err != nil {
+		return errors.NewField("Run", err)
+	}
+	// Deserialize `User`:
+	err = decoder.Decode(&obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	// Deserialize `Amount`:
+	err = decoder.Decode(&obj.Amount)
+	if err != nil {
+		return errors.NewField("Amount", err)
+	}
+	// Deserialize `Epoch`:
+	err = decoder.Decode(&obj.Epoch)
+	if err != nil {
+		return errors.NewField("Epoch", err)
+	}
+	return nil
+}
+
+func (obj *DepositMade) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling DepositMade: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalDepositMade(buf []byte) (*DepositMade, error) {
+	obj := new(DepositMade)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type DepositReturned struct {
+	Run    solanago.PublicKey `json:"run"`
+	User   solanago.PublicKey `json:"user"`
+	Amount uint64             `json:"amount"`
+}
+
+func (obj DepositReturned) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Run`:
+	err = encoder.Encode(obj.Run)
+	if err != nil {
+		return errors.NewField("Run", err)
+	}
+	// Serialize `User`:
+	err = encoder.Encode(obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	// Serialize `Amount`:
+	err = encoder.Encode(obj.Amount)
+	if err != nil {
+		return errors.NewField("Amount", err)
+	}
+	return nil
+}
+
+func (obj DepositReturned) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding DepositReturned: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *DepositReturned) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Run`:
+	err = decoder.Decode(&obj.Run)
+	if err != nil {
+		return errors.NewField("Run", err)
+	}
+	// Deserialize `User`:
+	err = decoder.Decode(&obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	// Deserialize `Amount`:
+	err = decoder.Decode(&obj.Amount)
+	if err != nil {
+		return errors.NewField("Amount", err)
+	}
+	return nil
+}
+
+func (obj *DepositReturned) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling DepositReturned: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalDepositReturned(buf []byte) (*DepositReturned, error) {
+	obj := new(DepositReturned)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type ForfeitsBurned struct {
+	Run     solanago.PublicKey `json:"run"`
+	User    solanago.PublicKey `json:"user"`
+	Points  uint64             `json:"points"`
+	Deposit uint64             `json:"deposit"`
+}
+
+func (obj ForfeitsBurned) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Run`:
+	err = encoder.Encode(obj.Run)
+	if err != nil {
+		return errors.NewField("Run", err)
+	}
+	// Serialize `User`:
+	err = encoder.Encode(obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	// Serialize `Points`:
+	err = encoder.Encode(obj.Points)
+	if err != nil {
+		return errors.NewField("Points", err)
+	}
+	// Serialize `Deposit`:
+	err = encoder.Encode(obj.Deposit)
+	if err != nil {
+		return errors.NewField("Deposit", err)
+	}
+	return nil
+}
+
+func (obj ForfeitsBurned) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding ForfeitsBurned: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *ForfeitsBurned) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Run`:
+	err = decoder.Decode(&obj.Run)
+	if err != nil {
+		return errors.NewField("Run", err)
+	}
+	// Deserialize `User`:
+	err = decoder.Decode(&obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	// Deserialize `Points`:
+	err = decoder.Decode(&obj.Points)
+	if err != nil {
+		return errors.NewField("Points", err)
+	}
+	// Deserialize `Deposit`:
+	err = decoder.Decode(&obj.Deposit)
+	if err != nil {
+		return errors.NewField("Deposit", err)
+	}
+	return nil
+}
+
+func (obj *ForfeitsBurned) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling ForfeitsBurned: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalForfeitsBurned(buf []byte) (*ForfeitsBurned, error) {
+	obj := new(ForfeitsBurned)
 	err := obj.Unmarshal(buf)
 	if err != nil {
 		return nil, err

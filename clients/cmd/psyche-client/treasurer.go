@@ -27,10 +27,20 @@ func treasurerCommands() []*cli.Command {
 		treasurerUpdateRunCommand(),
 		treasurerTopUpRewardsCommand(),
 		treasurerClaimRewardsCommand(),
+		treasurerDepositCommand(),
+		treasurerWithdrawDepositCommand(),
+		treasurerBurnForfeitedCommand(),
 		treasurerWithdrawCommand(),
 		treasurerJSONDumpRunCommand(),
 		treasurerCloseRunCommand(),
 	}
+}
+
+// joinDepositFlag is treasurer-create-run's and treasurer-update-run's.
+var joinDepositFlag = &cli.StringFlag{
+	Name: "join-deposit",
+	Usage: "tokens (base units, or a decimal amount) a user deposits with treasurer-deposit to be allowed to join; " +
+		"the run becomes its own join authority (0: joining needs a free treasurer-deposit)",
 }
 
 func mintCreateCommand() *cli.Command {
@@ -120,7 +130,7 @@ func treasurerCreateRunCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "treasurer-create-run",
 		Usage:  "create a run whose rewards the Treasurer pays in --mint; the wallet pays and is the run authority",
-		Flags:  append(append([]cli.Flag{mintFlag}, createRunFlags()...), treasurerRunFlags()...),
+		Flags:  append(append([]cli.Flag{mintFlag, joinDepositFlag}, createRunFlags()...), treasurerRunFlags()...),
 		Action: treasurerCreateRun,
 	}
 }
@@ -142,6 +152,10 @@ func treasurerCreateRun(c *cli.Context) error {
 		return err
 	}
 	me := t.wallet.PublicKey()
+	deposit := c.IsSet(joinDepositFlag.Name)
+	if deposit && (c.IsSet(joinAuthorityFlag.Name) || c.Bool(permissionlessFlag.Name)) {
+		return badInputf("--join-deposit makes the run its own join authority: it excludes --join-authority and --permissionless")
+	}
 	join, err := joinAuthority(c, me)
 	if err != nil {
 		return err
@@ -150,12 +164,20 @@ func treasurerCreateRun(c *cli.Context) error {
 	if err != nil {
 		return badInput(err)
 	}
-	runID := c.String(runIDFlag.Name)
-	account := solana.NewWallet().PrivateKey
-	ixs, r, err := t.program.CreateRun(c.Context, t.client, me, account.PublicKey(), treasurer.CreateParams{
-		RunID: runID, Index: &index, MainAuthority: me, JoinAuthority: join, ClientVersion: c.String(clientVersionFlag.Name),
+	params := treasurer.CreateParams{
+		RunID: c.String(runIDFlag.Name), Index: &index, MainAuthority: me, JoinAuthority: join, ClientVersion: c.String(clientVersionFlag.Name),
 		Mint: mint, TokenProgram: info.TokenProgram,
-	})
+	}
+	if deposit {
+		amount, err := parseAmount("--join-deposit", c.String(joinDepositFlag.Name), info.Decimals)
+		if err != nil {
+			return err
+		}
+		params.JoinAuthority, params.JoinDeposit = solana.PublicKey{}, &amount
+	}
+	runID := params.RunID
+	account := solana.NewWallet().PrivateKey
+	ixs, r, err := t.program.CreateRun(c.Context, t.client, me, account.PublicKey(), params)
 	if err != nil {
 		return badInput(err)
 	}
@@ -165,6 +187,9 @@ func treasurerCreateRun(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "run %q: treasurer run %s (index %d), token account %s, coordinator instance %s, coordinator account %s\nsignature: %s\n",
 		runID, r.Address, r.Index, r.Collateral, r.Coordinator.Instance, r.Coordinator.Account, sig)
+	if deposit {
+		fmt.Fprintf(c.App.Writer, "join deposit %d base units: users join after treasurer-deposit\n", *params.JoinDeposit)
+	}
 	return permissionlessGrant(c, t.client, t.wallet)
 }
 
@@ -179,6 +204,7 @@ func treasurerUpdateRunCommand() *cli.Command {
 			&cli.BoolFlag{Name: "pause", Usage: "pause the run"},
 			&cli.BoolFlag{Name: "resume", Usage: "resume the run (after the other changes)"},
 			&cli.StringFlag{Name: "client-version", Usage: "the client version joiners must run (1 to 64 bytes)"},
+			&cli.StringFlag{Name: joinDepositFlag.Name, Usage: "the join deposit of deposits made from now on (base units, or a decimal amount; above 0 only in a run created with --join-deposit)"},
 		}, treasurerRunFlags()...),
 		Action: treasurerUpdateRun,
 	}
@@ -221,12 +247,23 @@ func treasurerUpdateRun(c *cli.Context) error {
 		metadata = params.Metadata
 		u.Coordinator = coordinator.UpdateParams{Config: params.Config, Model: params.Model, Progress: params.Progress}
 	}
-	if metadata == nil && u == (treasurer.UpdateParams{}) {
-		return badInputf("nothing to change: give --config-path, a rate, --pause/--resume or --client-version")
+	if metadata == nil && u == (treasurer.UpdateParams{}) && !c.IsSet(joinDepositFlag.Name) {
+		return badInputf("nothing to change: give --config-path, a rate, --pause/--resume, --client-version or --join-deposit")
 	}
 	t, r, err := openTreasurerRun(c)
 	if err != nil {
 		return err
+	}
+	if c.IsSet(joinDepositFlag.Name) {
+		info, err := treasurer.FetchMint(c.Context, t.client, r.Mint)
+		if err != nil {
+			return err
+		}
+		amount, err := parseAmount("--join-deposit", c.String(joinDepositFlag.Name), info.Decimals)
+		if err != nil {
+			return err
+		}
+		u.JoinDeposit = &amount
 	}
 	me := t.wallet.PublicKey()
 	// A pause goes first, so the new config lands on a halted run.
@@ -342,10 +379,146 @@ func treasurerClaimRewards(c *cli.Context) error {
 	return nil
 }
 
+func treasurerDepositCommand() *cli.Command {
+	return &cli.Command{
+		Name: "treasurer-deposit",
+		Usage: "as a client of a run with a join deposit, deposit it from the wallet's associated token account and get the join " +
+			"authorization (creates the wallet's participant record if missing); train with the printed --authorizer",
+		Flags:  append([]cli.Flag{authorizerProgramFlag}, treasurerRunFlags()...),
+		Action: treasurerDeposit,
+	}
+}
+
+func treasurerDeposit(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	_, acc, err := t.program.Open(c.Context, t.client, r.Index)
+	if err != nil {
+		return err
+	}
+	me := t.wallet.PublicKey()
+	var ixs []solana.Instruction
+	if _, err := r.FetchParticipant(c.Context, t.client, me); errors.Is(err, chain.ErrAccountNotFound) {
+		ix, err := r.CreateParticipant(me, me)
+		if err != nil {
+			return err
+		}
+		ixs = append(ixs, ix)
+	} else if err != nil {
+		return err
+	}
+	ix, err := r.Deposit(me, solana.PublicKey{}, acc.JoinDeposit)
+	if err != nil {
+		return err
+	}
+	if err := t.send(c, append(ixs, ix), fmt.Sprintf("deposited %d base units", acc.JoinDeposit)); err != nil {
+		return err
+	}
+	participant, auth, err := r.AuthorizationAddress(me)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "join authorization %s: train with --authorizer %s (AUTHORIZER=%s)\n", auth, participant, participant)
+	return nil
+}
+
+func treasurerWithdrawDepositCommand() *cli.Command {
+	return &cli.Command{
+		Name: "treasurer-withdraw-deposit",
+		Usage: "take the wallet's join deposit back into its associated token account (not while pending, in the epoch or disputed, " +
+			"never after a fault since the deposit); its join authorization is revoked. With --address, the run authority " +
+			"returns that user's deposit once the run is Finished",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "address", Usage: "the depositor (default: the wallet)"},
+			authorizerProgramFlag,
+		}, treasurerRunFlags()...),
+		Action: treasurerWithdrawDeposit,
+	}
+}
+
+func treasurerWithdrawDeposit(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name); err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	user, err := pubkeyOrWallet(c, "address", t.wallet)
+	if err != nil {
+		return err
+	}
+	me := t.wallet.PublicKey()
+	create, account, err := treasurer.CreateTokenAccount(me, user, r.Mint, r.TokenProgram)
+	if err != nil {
+		return err
+	}
+	ix, err := r.WithdrawDeposit(me, user, account)
+	if err != nil {
+		return err
+	}
+	before, _ := treasurer.FetchTokenAccount(c.Context, t.client, account)
+	if err := t.send(c, []solana.Instruction{create, ix}, ""); err != nil {
+		return err
+	}
+	after, err := treasurer.FetchTokenAccount(c.Context, t.client, account)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "returned a deposit of %d base units into %s\n", after.Amount-before.Amount, account)
+	return nil
+}
+
+func treasurerBurnForfeitedCommand() *cli.Command {
+	return &cli.Command{
+		Name: "treasurer-burn-forfeited",
+		Usage: "burn what a user forfeited by faults (anyone may): the burned points its slot holds and, after a fault since its " +
+			"deposit, its join deposit; the tokens leave the run's account and the supply, paid to nobody",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "address", Usage: "the user (required)"},
+			authorizerProgramFlag,
+		}, treasurerRunFlags()...),
+		Action: treasurerBurnForfeited,
+	}
+}
+
+func treasurerBurnForfeited(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name, "address"); err != nil {
+		return err
+	}
+	user, err := parsePubkey("--address", c.String("address"))
+	if err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	ix, err := r.BurnForfeited(user)
+	if err != nil {
+		return err
+	}
+	before, _ := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
+	if err := t.send(c, []solana.Instruction{ix}, ""); err != nil {
+		return err
+	}
+	after, err := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "burned %d base units forfeited by %s\n", before.Amount-after.Amount, user)
+	return nil
+}
+
 func treasurerWithdrawCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "treasurer-withdraw",
-		Usage: "as the run authority, take tokens nobody is owed once the run is Finished or closed",
+		Usage: "as the run authority, take tokens nobody is owed (not points to claim, vest or burn, nor deposits) once the run is Finished or closed",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "amount", Usage: "base units, or a decimal amount of tokens such as 1.5 (default: everything not owed to participants)"},
 			&cli.StringFlag{Name: "to", Usage: "owner of the receiving associated token account (default: the wallet; created if missing)"},
@@ -381,14 +554,13 @@ func treasurerWithdraw(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		amount = held.Amount
+		var s *coordinator.State
 		if !acc.Closed {
-			s, err := r.Coordinator.FetchState(c.Context, t.client)
-			if err != nil {
+			if s, err = r.Coordinator.FetchState(c.Context, t.client); err != nil {
 				return err
 			}
-			amount -= min(amount, treasurer.Reserved(s))
 		}
+		amount = held.Amount - min(held.Amount, treasurer.ReservedTokens(acc, s))
 	}
 	owner, err := pubkeyOrWallet(c, "to", t.wallet)
 	if err != nil {
@@ -408,7 +580,7 @@ func treasurerWithdraw(c *cli.Context) error {
 func treasurerJSONDumpRunCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "treasurer-json-dump-run",
-		Usage:  "print a Treasurer run as JSON: accounts, token balance, tokens reserved for claims, and with --address what that user can claim",
+		Usage:  "print a Treasurer run as JSON: accounts, token balance, deposits, what is reserved (points to claim, unvested, burned points pending per client), and with --address that user's record, claim, deposit and forfeit",
 		Flags:  append([]cli.Flag{&cli.StringFlag{Name: "address", Usage: "a participant's pubkey"}}, treasurerRunFlags()...),
 		Action: treasurerJSONDumpRun,
 	}
@@ -443,6 +615,10 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 		"balance":              held.Amount,
 		"total_claimed_points": acc.TotalClaimedPoints,
 		"closed":               acc.Closed,
+		"join_deposit":         acc.JoinDeposit,
+		"deposits_enforced":    acc.JoinAuthority.Equals(r.Address),
+		"total_deposits":       acc.TotalDeposits,
+		"total_burned":         acc.TotalBurned,
 	}
 	var state *coordinator.State
 	if !acc.Closed {
@@ -450,8 +626,21 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 			return err
 		}
 		out["run_state"] = coordinator.Phase(state).String()
-		out["reserved"] = treasurer.Reserved(state)
+		reserve := treasurer.ReserveOf(state)
+		out["reserved"] = reserve.Points()
+		out["reserve"] = reserve
+		// Burned points waiting for treasurer-burn-forfeited, per client.
+		pending := map[string]uint64{}
+		for _, slot := range state.Clients {
+			if slot.Occupied != 0 && slot.Burned > 0 {
+				pending[slot.Signer.String()] = slot.Burned
+			}
+		}
+		out["burned_pending"] = pending
 	}
+	reserved := treasurer.ReservedTokens(acc, state)
+	out["reserved_tokens"] = reserved
+	out["withdrawable"] = held.Amount - min(held.Amount, reserved)
 	if s := c.String("address"); s != "" {
 		user, err := parsePubkey("--address", s)
 		if err != nil {
@@ -464,10 +653,20 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 		case err != nil:
 			return err
 		default:
-			out["participant"] = map[string]any{"earned_points": p.EarnedPoints, "slashed_points": p.SlashedPoints, "claimed_points": p.ClaimedPoints}
+			out["participant"] = map[string]any{
+				"earned_points": p.EarnedPoints, "slashed_points": p.SlashedPoints, "claimed_points": p.ClaimedPoints,
+				"deposit": p.Deposit, "deposited": p.Deposited, "deposit_epoch": p.DepositEpoch,
+				"has_fault": p.HasFault, "last_fault_epoch": p.LastFaultEpoch,
+				"burned_points": p.BurnedPoints, "burned_deposit": p.BurnedDeposit,
+			}
 		}
 		if state != nil {
 			out["claimable"] = treasurer.Claimable(state, p, user)
+			out["forfeit"] = treasurer.ForfeitOf(state, p, user)
+		}
+		if participant, auth, err := r.AuthorizationAddress(user); err == nil && acc.JoinAuthority.Equals(r.Address) {
+			out["join_authorization"] = auth.String()
+			out["authorizer"] = participant.String()
 		}
 	}
 	return printJSON(c, out)
@@ -476,7 +675,7 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 func treasurerCloseRunCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "treasurer-close-run",
-		Usage:  "as the run authority, free the halted run's coordinator accounts once every point was claimed; the run's tokens stay withdrawable",
+		Usage:  "as the run authority, free the halted run's coordinator accounts once nothing is reserved (every point claimed, none unvested, burned points burned, deposits returned or burned); the run's tokens stay withdrawable",
 		Flags:  append([]cli.Flag{spillFlag}, treasurerRunFlags()...),
 		Action: treasurerCloseRun,
 	}
@@ -522,6 +721,9 @@ func newTreasurerCtx(c *cli.Context) (*treasurerCtx, error) {
 				return nil, err
 			}
 		}
+	}
+	if program.Authorizer, err = authorizerProgram(c); err != nil {
+		return nil, err
 	}
 	client, err := newChainClient(c)
 	if err != nil {

@@ -141,6 +141,65 @@ func TestTreasurerCommands(t *testing.T) {
 	if got := balance(admin.PublicKey(), mintKey); got != 1000 {
 		t.Fatalf("admin holds %d after withdrawing the run's tokens, want 1000", got)
 	}
+
+	// A run with a join deposit of 1.50 tokens: the user deposits, joins
+	// under the printed grantee, cannot take the deposit back while pending,
+	// leaves and takes it back; nothing is forfeited.
+	deposit := func(path string, args ...string) []string { return append(args, "--run-id", "cli-d", "-w", path) }
+	fails(exitBadInput, "excludes --join-authority and --permissionless", deposit(adminPath, "treasurer-create-run", "--mint", mint, "--join-deposit", "1", "--permissionless")...)
+	if out := ok(deposit(adminPath, "treasurer-create-run", "--mint", mint, "--join-deposit", "1.50")...); !strings.Contains(out, "join deposit 150 base units") {
+		t.Fatalf("treasurer-create-run --join-deposit printed %q", out)
+	}
+	ok(deposit(adminPath, "treasurer-update-run", "--config-path", "../../../config/test.toml", "--join-deposit", "1.5", "--resume")...)
+	ok("mint-to", "--mint", mint, "--amount", "500", "--to", user.PublicKey().String(), "-w", adminPath)
+	out = ok(deposit(userPath, "treasurer-deposit")...)
+	g := regexp.MustCompile(`deposited 150 base units\n(?s:.*)train with --authorizer (\w+)`).FindStringSubmatch(out)
+	if g == nil {
+		t.Fatalf("treasurer-deposit printed %q", out)
+	}
+	fails(exitFailure, "DepositAlreadyMade", deposit(userPath, "treasurer-deposit")...)
+	if got := balance(user.PublicKey(), mintKey); got != 505-150 {
+		t.Fatalf("user holds %d after depositing 150 of 505", got)
+	}
+	dr, _, err := treasurer.Default().OpenRunID(ctx, c, "cli-d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantee := solana.MustPublicKeyFromBase58(g[1])
+	joinAuth, _, _ := authorizer.Default().Address(dr.Address, grantee, authorizer.JoinRunScope)
+	join, err = dr.Coordinator.JoinRun(user.PublicKey(), joinAuth, [32]byte{8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, user, []solana.Instruction{join}); err != nil {
+		t.Fatalf("join under the deposit's authorization: %v", err)
+	}
+	fails(exitFailure, "DepositLocked", deposit(userPath, "treasurer-withdraw-deposit")...)
+	fails(exitFailure, "NothingToBurn", deposit(adminPath, "treasurer-burn-forfeited", "--address", user.PublicKey().String())...)
+	fails(exitBadInput, "--address is required", deposit(adminPath, "treasurer-burn-forfeited")...)
+	var ddump map[string]any
+	if err := json.Unmarshal([]byte(ok(deposit(adminPath, "treasurer-json-dump-run", "--address", user.PublicKey().String())...)), &ddump); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ddump["participant"].(map[string]any)
+	if ddump["join_deposit"] != 150.0 || ddump["deposits_enforced"] != true || ddump["total_deposits"] != 150.0 || ddump["reserved_tokens"] != 150.0 ||
+		ddump["withdrawable"] != 0.0 || len(ddump["burned_pending"].(map[string]any)) != 0 || ddump["authorizer"] != g[1] ||
+		p == nil || p["deposit"] != 150.0 || p["deposited"] != true || ddump["forfeit"].(map[string]any)["revoke"] != false {
+		t.Fatalf("treasurer-json-dump-run of a deposit run: %v", ddump)
+	}
+	leave, err := dr.Coordinator.LeaveRun(user.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, user, []solana.Instruction{leave}); err != nil {
+		t.Fatal(err)
+	}
+	if out := ok(deposit(userPath, "treasurer-withdraw-deposit")...); !strings.Contains(out, "returned a deposit of 150 base units") {
+		t.Fatalf("treasurer-withdraw-deposit printed %q", out)
+	}
+	if got := balance(user.PublicKey(), mintKey); got != 505 {
+		t.Fatalf("user holds %d after its deposit came back, want 505", got)
+	}
 }
 
 func TestParseAmount(t *testing.T) {

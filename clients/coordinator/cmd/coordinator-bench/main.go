@@ -291,6 +291,7 @@ func (b *bench) runOf(i, n int) error {
 	// NO_DATA (left open); in round 2 members 2 and 3 commit again (linked).
 	victim := members[0].Signer
 	trainers := []uint16{2, 3, 4, 5}
+	var faulted solana.PublicKey
 	for round := 0; round < 3; round++ {
 		s, err := b.tickUntil(r, coordinator.RoundTrain)
 		if err != nil {
@@ -430,6 +431,7 @@ func (b *bench) runOf(i, n int) error {
 			if d1.State != coordinator.DisputeTransient || d2.State != coordinator.DisputeTrainerFault || s.Epoch.Clients[4].State != coordinator.MemberFaulted {
 				return fmt.Errorf("disputes settled %d and %d, member 4 in state %d", d1.State, d2.State, s.Epoch.Clients[4].State)
 			}
+			faulted = ms[4].Signer
 			time.Sleep(roundWitnessTime*time.Second + 100*time.Millisecond)
 			if ixs, err = one(r.Tick(me)); err != nil {
 				return err
@@ -478,6 +480,14 @@ func (b *bench) runOf(i, n int) error {
 	}
 	if coordinator.Phase(s) != coordinator.Paused {
 		return fmt.Errorf("after the epoch: %v", coordinator.Phase(s))
+	}
+	// The faulted member's burned points (none in its first epoch: nothing
+	// had vested into a bucket yet), as the Treasurer takes them by CPI.
+	if ixs, err = one(r.TakeBurned(me, faulted)); err != nil {
+		return err
+	}
+	if err := b.measure(i, "take_burned", b.authority, ixs); err != nil {
+		return err
 	}
 	if ixs, err = one(r.Free(me, me)); err != nil {
 		return err

@@ -394,6 +394,18 @@ impl CoordinatorState {
         Ok(points)
     }
 
+    /// Hands a client's burned points (its unvested rewards taken by faults)
+    /// to the Treasurer, which calls this through CPI and burns as many
+    /// tokens, and zeroes them here. A slot is not reused while it holds
+    /// burned points, so none is lost before it is burned.
+    pub fn take_burned(&mut self, signer: &Key) -> Result<u64, E> {
+        self.run_state()?;
+        let i = self.slot_of(signer).ok_or(E::NotAClient)?;
+        let burned = core::mem::take(&mut self.clients[i].burned);
+        self.bump();
+        Ok(burned)
+    }
+
     // ----- client instructions -----
 
     /// `join_run`: registers `signer` (already authorized by the glue) for the
@@ -1305,13 +1317,14 @@ impl CoordinatorState {
 
 impl ClientSlot {
     /// Reusable by a new signer: not pending, not in the current epoch, no
-    /// reward or slash points that the Treasurer has yet to settle, no
-    /// unvested points, and named by no open dispute.
+    /// reward, slash or burned points that the Treasurer has yet to settle
+    /// or burn, no unvested points, and named by no open dispute.
     pub fn is_free(&self) -> bool {
         self.pending == 0
             && self.in_epoch == 0
             && self.earned == 0
             && self.slashed == 0
+            && self.burned == 0
             && self.unvested == [0; VESTING_BUCKETS]
             && self.open_disputes == 0
     }

@@ -1752,4 +1752,41 @@ fn slots_named_by_open_disputes_are_not_reused() {
     slot.open_disputes = 0;
     slot.unvested[3] = 1;
     assert!(!slot.is_free());
+    slot.unvested[3] = 0;
+    slot.burned = 1;
+    assert!(!slot.is_free(), "burned points keep the slot until the Treasurer burns them");
+}
+
+#[test]
+fn take_burned_hands_the_burned_points_over_once_and_frees_the_slot() {
+    let config = CoordinatorConfig { vesting_epochs: 2, ..disputing() };
+    let mut sim = Sim::with(config);
+    sim.s.future_rates = EpochRates { earning_rate_total_shared: 600, slashing_rate_per_client: 11 };
+    let one = key(1);
+    one_epoch(&mut sim, 1..=6);
+    // Epoch 1: member 1's commitment is disputed and the committee finds it at fault.
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    let index = sim.members().iter().position(|m| m.1 == one).unwrap() as u16;
+    let ids = sim.judged_round(&[(index, verdict::MISMATCH)]);
+    for k in sim.committee(ids[0]).iter().take(2) {
+        sim.vote(k, ids[0], verdict::MISMATCH).unwrap();
+    }
+    let slot = sim.slot_of_key(&one);
+    assert_eq!((sim.s.clients[slot].burned, sim.s.clients[slot].slashed), (100, 11));
+    let nonce = sim.s.nonce;
+    assert_eq!(sim.s.take_burned(&one), Ok(100));
+    assert_eq!(sim.s.nonce, nonce.wrapping_add(1));
+    let c = sim.s.clients[slot];
+    assert_eq!((c.burned, c.slashed, c.has_fault, c.last_fault_epoch), (0, 11, 1, 1), "only the burned points move");
+    // A second call hands over nothing; a stranger has no slot.
+    assert_eq!(sim.s.take_burned(&one), Ok(0));
+    sim.rejects(E::NotAClient, |s, _| s.take_burned(&key(999)));
+    // Out of the epoch (at the next round start) and settled, the slot is free again.
+    sim.wait(sim.s.config.round_witness_time as i64);
+    sim.tick().unwrap();
+    assert_eq!(sim.s.clients[slot].in_epoch, 0);
+    assert_eq!(sim.s.settle_points(&one), Ok((0, 11)));
+    assert!(sim.s.clients[slot].is_free());
+    assert_eq!(zeroed_state().take_burned(&one), Err(E::CorruptState));
 }

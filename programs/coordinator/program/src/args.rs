@@ -165,6 +165,21 @@ impl Decode<'_> for SettlePointsParams {
     }
 }
 
+/// `TakeBurnedParams`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TakeBurnedParams {
+    pub user: [u8; 32],
+}
+
+impl Decode<'_> for TakeBurnedParams {
+    fn decode(args: &[u8]) -> Result<Self, ProgramError> {
+        let mut r = Reader::new(args);
+        let user = bytes32(&mut r)?;
+        r.finish()?;
+        Ok(Self { user })
+    }
+}
+
 /// WitnessMetadata: loss (f32), tokens_per_sec (u64), bandwidth_per_sec (u64),
 /// efficiency (f32).
 const WITNESS_METADATA_LEN: usize = 4 + 8 + 8 + 4;

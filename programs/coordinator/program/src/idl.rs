@@ -124,6 +124,7 @@ fn borsh_types(t: &mut Types) {
     t.borsh("HealthCheckParams", &[("step", json!("u32")), ("index", json!("u16")), ("accused", json!("pubkey"))]);
     t.borsh("CheckpointParams", &[("repo", json!("string")), ("revision", json!("string"))]);
     t.borsh("SettlePointsParams", &[("user", json!("pubkey"))]);
+    t.borsh("TakeBurnedParams", &[("user", json!("pubkey"))]);
     t.borsh("CommitParams", &[
         ("step", json!("u32")),
         ("index", json!("u16")),
@@ -207,6 +208,7 @@ fn instruction_shapes() -> Vec<Instruction> {
         (client(), "VerifyParams"),
         (client(), "AnswerDisputeParams"),
         (client(), "JudgeDisputeParams"),
+        (authority(), "TakeBurnedParams"),
     ];
     shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
@@ -288,7 +290,7 @@ fn decoders_read_the_idl_params() {
     let fixed = [
         "SetPausedParams", "JoinRunParams", "LeaveRunParams", "TickParams", "WitnessParams", "WarmupWitnessParams",
         "HealthCheckParams", "FreeCoordinatorParams", "SettlePointsParams", "CommitParams", "VerifyParams",
-        "AnswerDisputeParams", "JudgeDisputeParams",
+        "AnswerDisputeParams", "JudgeDisputeParams", "TakeBurnedParams",
     ];
     let types = types();
     let mut checked = 0;

@@ -12,11 +12,11 @@ use psyche_sdk::{ErrorCode, ProgramError};
 
 use crate::args::{
     Decode, InitCoordinatorParams, JoinRunParams, NoParams, SetFutureEpochRatesParams, SetPausedParams,
-    SettlePointsParams, UpdateClientVersionParams, UpdateParams,
+    SettlePointsParams, TakeBurnedParams, UpdateClientVersionParams, UpdateParams,
 };
 use crate::{
     ANSWER_DISPUTE, CHECKPOINT, COMMIT, FREE_COORDINATOR, JUDGE_DISPUTE, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN, SETTLE_POINTS,
-    SET_FUTURE_EPOCH_RATES, SET_PAUSED, TICK, UPDATE, UPDATE_CLIENT_VERSION, VERIFY, WARMUP_WITNESS, WITNESS,
+    SET_FUTURE_EPOCH_RATES, SET_PAUSED, TAKE_BURNED, TICK, UPDATE, UPDATE_CLIENT_VERSION, VERIFY, WARMUP_WITNESS, WITNESS,
 };
 
 /// The instructions, in IDL order (`Kind as usize` indexes [`crate::INSTRUCTIONS`]).
@@ -41,6 +41,7 @@ pub enum Kind {
     Verify,
     AnswerDispute,
     JudgeDispute,
+    TakeBurned,
 }
 
 impl Kind {
@@ -71,6 +72,7 @@ impl Kind {
             d if d == VERIFY => Kind::Verify,
             d if d == ANSWER_DISPUTE => Kind::AnswerDispute,
             d if d == JUDGE_DISPUTE => Kind::JudgeDispute,
+            d if d == TAKE_BURNED => Kind::TakeBurned,
             _ => return Err(ErrorCode::InstructionFallbackNotFound.fail()),
         };
         Ok((kind, args))
@@ -102,6 +104,7 @@ pub enum Instruction<'a> {
     Verify(VerifyArgs),
     AnswerDispute(DisputeAnswer),
     JudgeDispute(DisputeVote),
+    TakeBurned(TakeBurnedParams),
 }
 
 impl<'a> Instruction<'a> {
@@ -130,6 +133,7 @@ impl<'a> Instruction<'a> {
             Kind::Verify => Self::Verify(Decode::decode(args)?),
             Kind::AnswerDispute => Self::AnswerDispute(Decode::decode(args)?),
             Kind::JudgeDispute => Self::JudgeDispute(Decode::decode(args)?),
+            Kind::TakeBurned => Self::TakeBurned(Decode::decode(args)?),
         })
     }
 
@@ -318,6 +322,7 @@ mod tests {
                 }),
                 Instruction::JudgeDispute(DisputeVote { id: 77, vote: 3 }),
             ),
+            (ix(crate::TAKE_BURNED, |w| w.bytes(&key(15)).map(|_| ())), Instruction::TakeBurned(TakeBurnedParams { user: key(15) })),
         ]
     }
 

@@ -72,9 +72,10 @@ pub const COMMIT: [u8; 8] = anchor::instruction("commit");
 pub const VERIFY: [u8; 8] = anchor::instruction("verify");
 pub const ANSWER_DISPUTE: [u8; 8] = anchor::instruction("answer_dispute");
 pub const JUDGE_DISPUTE: [u8; 8] = anchor::instruction("judge_dispute");
+pub const TAKE_BURNED: [u8; 8] = anchor::instruction("take_burned");
 
 /// Instruction names in IDL order, with their discriminators.
-pub const INSTRUCTIONS: [(&str, [u8; 8]); 18] = [
+pub const INSTRUCTIONS: [(&str, [u8; 8]); 19] = [
     ("init_coordinator", INIT_COORDINATOR),
     ("update", UPDATE),
     ("update_client_version", UPDATE_CLIENT_VERSION),
@@ -93,6 +94,7 @@ pub const INSTRUCTIONS: [(&str, [u8; 8]); 18] = [
     ("verify", VERIFY),
     ("answer_dispute", ANSWER_DISPUTE),
     ("judge_dispute", JUDGE_DISPUTE),
+    ("take_burned", TAKE_BURNED),
 ];
 
 /// Dispatches an instruction; public so host tests and the entrypoint share it.
@@ -120,5 +122,6 @@ pub fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> P
         Kind::Verify => processor::verify(accounts, args),
         Kind::AnswerDispute => processor::answer_dispute(accounts, args),
         Kind::JudgeDispute => processor::judge_dispute(accounts, args),
+        Kind::TakeBurned => processor::take_burned(accounts, args),
     }
 }

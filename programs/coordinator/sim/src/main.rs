@@ -35,7 +35,7 @@
 use std::io::{self, Read, Write};
 
 use psyche_coordinator::args::{
-    InitCoordinatorParams, JoinRunParams, SetFutureEpochRatesParams, SetPausedParams, SettlePointsParams,
+    InitCoordinatorParams, JoinRunParams, SetFutureEpochRatesParams, SetPausedParams, SettlePointsParams, TakeBurnedParams,
     UpdateClientVersionParams,
 };
 use psyche_coordinator::instruction::Instruction;
@@ -166,6 +166,9 @@ impl Sim {
             }
             Instruction::SettlePoints(SettlePointsParams { user }) => {
                 self.as_authority(signer)?.settle_points(user)?;
+            }
+            Instruction::TakeBurned(TakeBurnedParams { user }) => {
+                self.as_authority(signer)?.take_burned(user)?;
             }
             Instruction::JoinRun(JoinRunParams { signer: who, p2p_identity }) => {
                 if who.to_bytes() != *signer {

@@ -11,6 +11,7 @@ pub const TOKEN_2022_PROGRAM_ID: Address = address("TokenzQdBNbLqP5VEhdkAS6EPFLC
 const MINT_TO: u8 = 7;
 const CLOSE_ACCOUNT: u8 = 9;
 const TRANSFER_CHECKED: u8 = 12;
+const BURN_CHECKED: u8 = 15;
 
 /// Moves `amount` tokens of `mint` from `source` to `destination`.
 pub struct TransferChecked<'a> {
@@ -82,5 +83,32 @@ impl CloseAccount<'_> {
         ];
         let ix = InstructionView { program_id: self.program_id, data: &data, accounts: &metas };
         invoke_signed(&ix, &[self.account, self.destination, self.authority], signers)
+    }
+}
+
+/// Burns `amount` tokens of `mint` held by `account` (the mint's supply drops
+/// by as much), signed by the account's owner.
+pub struct BurnChecked<'a> {
+    pub program_id: &'a Address,
+    pub account: &'a AccountView,
+    pub mint: &'a AccountView,
+    pub authority: &'a AccountView,
+    pub amount: u64,
+    pub decimals: u8,
+}
+
+impl BurnChecked<'_> {
+    pub fn invoke_signed(&self, signers: &[Signer]) -> ProgramResult {
+        let mut data = [0u8; 10];
+        data[0] = BURN_CHECKED;
+        data[1..9].copy_from_slice(&self.amount.to_le_bytes());
+        data[9] = self.decimals;
+        let metas = [
+            InstructionAccount::writable(self.account.address()),
+            InstructionAccount::writable(self.mint.address()),
+            InstructionAccount::readonly_signer(self.authority.address()),
+        ];
+        let ix = InstructionView { program_id: self.program_id, data: &data, accounts: &metas };
+        invoke_signed(&ix, &[self.account, self.mint, self.authority], signers)
     }
 }

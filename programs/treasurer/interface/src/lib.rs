@@ -1,23 +1,28 @@
 //! The Treasurer's interface: its id, the `Run` and `Participant` account
-//! layouts, its errors, and the reward arithmetic (what a claim pays, what the
-//! run must keep for claims still to come). Pure code: `cargo test` runs it on
-//! the host, and the program crate links it for everything it stores.
+//! layouts, its errors, and the reward and deposit arithmetic (what a claim
+//! pays, what burn_forfeited burns, when a deposit is returned, what the run
+//! must keep). Pure code: `cargo test` runs it on the host, and the program
+//! crate links it for everything it stores and decides.
 //!
 //! `Run` (Borsh, after the 8-byte discriminator), PDA ["Run", index u64 LE]:
 //! ```text
 //! bump u8 | index u64 | main_authority [32] | join_authority [32]
 //! | coordinator_instance [32] | coordinator_account [32] | collateral_mint [32]
 //! | token_program [32] | total_claimed_points u64 | closed u8
+//! | join_deposit u64 | total_deposits u64 | total_burned u64
 //! ```
 //! `Participant`, PDA ["Participant", run, user]:
 //! ```text
 //! bump u8 | run [32] | user [32] | earned_points u64 | slashed_points u64 | claimed_points u64
+//! | deposit u64 | deposit_epoch u32 | deposited u8 | has_fault u8 | last_fault_epoch u32
+//! | burned_points u64 | burned_deposit u64
 //! ```
 #![no_std]
 // Tests may overflow freely: a debug-build overflow panics the test.
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
 
-use psyche_coordinator_logic::state::{CoordinatorState, RunState};
+use psyche_authorizer_interface::Authorization;
+use psyche_coordinator_logic::state::{ClientSlot, CoordinatorState, RunState};
 use psyche_sdk::borsh::{BorshError, Reader, Writer};
 use psyche_sdk::{anchor, base58, define_errors, Address};
 
@@ -27,6 +32,12 @@ pub const ID: Address = base58::address("GRMnhStRdTw6M1634WCGVgovRDrRsQFAsVHkuxh
 pub const COORDINATOR_ID: Address = base58::address("35x8S52DBwBD26VfaLGro8BRpuyg8LVYFeKzCt918Frz");
 pub const COORDINATOR_ACCOUNT: [u8; 8] = anchor::account("CoordinatorAccount");
 pub const COORDINATOR_INSTANCE: [u8; 8] = anchor::account("CoordinatorInstance");
+/// The Authorizer program, whose join authorizations a deposit grants (the
+/// Coordinator checks joins against the same program).
+pub const AUTHORIZER_ID: Address = psyche_authorizer_interface::ID;
+pub const AUTHORIZATION_SEED: &[u8] = psyche_authorizer_interface::AUTHORIZATION_SEED;
+/// The Authorizer scope the Coordinator's join_run checks.
+pub const JOIN_RUN_SCOPE: &[u8] = b"CoordinatorJoinRun";
 
 pub const RUN_SEED: &[u8] = b"Run";
 pub const PARTICIPANT_SEED: &[u8] = b"Participant";
@@ -34,8 +45,8 @@ pub const PARTICIPANT_SEED: &[u8] = b"Participant";
 pub const RUN_ACCOUNT: [u8; 8] = anchor::account("Run");
 pub const PARTICIPANT_ACCOUNT: [u8; 8] = anchor::account("Participant");
 
-pub const RUN_SPACE: usize = 8 + 1 + 8 + 32 * 6 + 8 + 1;
-pub const PARTICIPANT_SPACE: usize = 8 + 1 + 32 + 32 + 8 * 3;
+pub const RUN_SPACE: usize = 8 + 1 + 8 + 32 * 6 + 8 + 1 + 8 * 3;
+pub const PARTICIPANT_SPACE: usize = 8 + 1 + 32 + 32 + 8 * 3 + 8 + 4 + 1 + 1 + 4 + 8 + 8;
 
 define_errors! {
     pub enum TreasurerError {
@@ -49,18 +60,33 @@ define_errors! {
         MintMismatch = "The token account or mint is not the run's collateral mint",
         InvalidMint = "The collateral mint is not an initialized SPL Token or Token-2022 mint",
         TokenAccountOwnerMismatch = "The token account is not owned by the expected wallet",
-        InsufficientCollateral = "The run's token account holds less than the claim",
+        InsufficientCollateral = "The run's token account, deposits aside, holds less than the claim",
         RunNotFinished = "The run must be Finished or closed before tokens are withdrawn",
         WithdrawExceedsUnallocated = "The amount exceeds the tokens not owed to participants",
         UnclaimedPointsRemain = "Participants still have points to claim",
         RunClosed = "The run was closed",
         EmptyUpdate = "run_update was given nothing to change",
         MathOverflow = "Arithmetic overflow",
+        UnvestedPointsRemain = "Participants still have unvested points",
+        BurnPending = "Participants still have burned points: burn them first (burn_forfeited)",
+        DepositsRemain = "Participants still hold deposits: return or burn them first",
+        JoinNotThroughTreasurer = "The run's join authority is not the Treasurer run, so a deposit cannot gate joins",
+        DepositMismatch = "The amount differs from the run's join deposit",
+        DepositAlreadyMade = "This user already holds a deposit in the run",
+        NoDeposit = "This user holds no deposit in the run",
+        DepositLocked = "The user is pending, in the current epoch or named by an open dispute",
+        DepositForfeited = "The user was found at fault since its deposit: the deposit is burned, not returned",
+        FaultThisEpoch = "The user was found at fault in this epoch: deposit in a later one",
+        RunFinished = "The run is Finished: nobody can join it any more",
+        NotDepositor = "Only the user, or the run authority once the run is Finished, may return a deposit",
+        AuthorizationMismatch = "The authorization is not the user's join authorization from this run",
+        NothingToBurn = "The user has no burned points and no forfeited deposit",
+        BurnExceedsBalance = "The run's token account, deposits aside, holds fewer tokens than the points to burn",
     }
 }
 
 /// Every error, in code order (the IDL lists them so).
-pub const ERRORS: [TreasurerError; 17] = [
+pub const ERRORS: [TreasurerError; 32] = [
     TreasurerError::RunAlreadyExists,
     TreasurerError::RunAuthorityMismatch,
     TreasurerError::CoordinatorMismatch,
@@ -78,6 +104,21 @@ pub const ERRORS: [TreasurerError; 17] = [
     TreasurerError::RunClosed,
     TreasurerError::EmptyUpdate,
     TreasurerError::MathOverflow,
+    TreasurerError::UnvestedPointsRemain,
+    TreasurerError::BurnPending,
+    TreasurerError::DepositsRemain,
+    TreasurerError::JoinNotThroughTreasurer,
+    TreasurerError::DepositMismatch,
+    TreasurerError::DepositAlreadyMade,
+    TreasurerError::NoDeposit,
+    TreasurerError::DepositLocked,
+    TreasurerError::DepositForfeited,
+    TreasurerError::FaultThisEpoch,
+    TreasurerError::RunFinished,
+    TreasurerError::NotDepositor,
+    TreasurerError::AuthorizationMismatch,
+    TreasurerError::NothingToBurn,
+    TreasurerError::BurnExceedsBalance,
 ];
 
 /// A decoded `Run` account.
@@ -93,6 +134,13 @@ pub struct Run {
     pub token_program: Address,
     pub total_claimed_points: u64,
     pub closed: bool,
+    /// Tokens (base units) a user deposits to be allowed to join (0: none).
+    /// Enforced only when the run's join authority is the Run itself.
+    pub join_deposit: u64,
+    /// Deposits held for users now (part of the token account's balance).
+    pub total_deposits: u64,
+    /// Tokens burned by burn_forfeited: burned points and forfeited deposits.
+    pub total_burned: u64,
 }
 
 impl Run {
@@ -113,6 +161,9 @@ impl Run {
             token_program: r.address()?,
             total_claimed_points: r.u64()?,
             closed: r.bool()?,
+            join_deposit: r.u64()?,
+            total_deposits: r.u64()?,
+            total_burned: r.u64()?,
         };
         r.finish()?;
         Ok(run)
@@ -131,7 +182,21 @@ impl Run {
             .address(&self.collateral_mint)?
             .address(&self.token_program)?
             .u64(self.total_claimed_points)?
-            .bool(self.closed)?;
+            .bool(self.closed)?
+            .u64(self.join_deposit)?
+            .u64(self.total_deposits)?
+            .u64(self.total_burned)?;
+        Ok(())
+    }
+
+    /// Sets the join deposit of the run at `address`: only a run whose join
+    /// authority is the Run itself can enforce one (a deposit is what grants
+    /// the join authorization).
+    pub fn set_join_deposit(&mut self, address: &Address, amount: u64) -> Result<(), TreasurerError> {
+        if amount > 0 && &self.join_authority != address {
+            return Err(TreasurerError::JoinNotThroughTreasurer);
+        }
+        self.join_deposit = amount;
         Ok(())
     }
 }
@@ -146,9 +211,43 @@ pub struct Participant {
     pub earned_points: u64,
     pub slashed_points: u64,
     pub claimed_points: u64,
+    /// Tokens held for the user while it may join (see `make_deposit`).
+    pub deposit: u64,
+    /// The Coordinator epoch in which the deposit was made.
+    pub deposit_epoch: u32,
+    /// A deposit is held (possibly of 0 tokens) and the user's join
+    /// authorization is active.
+    pub deposited: bool,
+    /// The latest fault of the user's slot seen by a claim, a deposit or a
+    /// burn (kept here because the Coordinator forgets it when the slot is
+    /// reused).
+    pub has_fault: bool,
+    pub last_fault_epoch: u32,
+    /// Burned points and forfeited deposit tokens burned for this user.
+    pub burned_points: u64,
+    pub burned_deposit: u64,
 }
 
 impl Participant {
+    /// A new record, nothing held.
+    pub fn new(bump: u8, run: Address, user: Address) -> Self {
+        Participant {
+            bump,
+            run,
+            user,
+            earned_points: 0,
+            slashed_points: 0,
+            claimed_points: 0,
+            deposit: 0,
+            deposit_epoch: 0,
+            deposited: false,
+            has_fault: false,
+            last_fault_epoch: 0,
+            burned_points: 0,
+            burned_deposit: 0,
+        }
+    }
+
     pub fn decode(data: &[u8]) -> Result<Self, BorshError> {
         let mut r = Reader::new(data);
         if r.array::<8>()? != PARTICIPANT_ACCOUNT {
@@ -161,6 +260,13 @@ impl Participant {
             earned_points: r.u64()?,
             slashed_points: r.u64()?,
             claimed_points: r.u64()?,
+            deposit: r.u64()?,
+            deposit_epoch: r.u32()?,
+            deposited: r.bool()?,
+            has_fault: r.bool()?,
+            last_fault_epoch: r.u32()?,
+            burned_points: r.u64()?,
+            burned_deposit: r.u64()?,
         };
         r.finish()?;
         Ok(p)
@@ -174,7 +280,14 @@ impl Participant {
             .address(&self.user)?
             .u64(self.earned_points)?
             .u64(self.slashed_points)?
-            .u64(self.claimed_points)?;
+            .u64(self.claimed_points)?
+            .u64(self.deposit)?
+            .u32(self.deposit_epoch)?
+            .bool(self.deposited)?
+            .bool(self.has_fault)?
+            .u32(self.last_fault_epoch)?
+            .u64(self.burned_points)?
+            .u64(self.burned_deposit)?;
         Ok(())
     }
 
@@ -194,28 +307,233 @@ impl Participant {
         self.claimed_points = self.claimed_points.checked_add(owed).ok_or(TreasurerError::MathOverflow)?;
         Ok(owed)
     }
+
+    /// Records the latest fault `slot` shows, so that it outlives the slot.
+    pub fn observe_fault(&mut self, slot: Option<&ClientSlot>) {
+        if let Some(c) = slot.filter(|c| c.has_fault != 0) {
+            if !self.has_fault || c.last_fault_epoch > self.last_fault_epoch {
+                self.has_fault = true;
+                self.last_fault_epoch = c.last_fault_epoch;
+            }
+        }
+    }
+
+    /// A fault at or after `epoch` is known, here or in `slot`.
+    pub fn fault_since(&self, slot: Option<&ClientSlot>, epoch: u32) -> bool {
+        (self.has_fault && self.last_fault_epoch >= epoch)
+            || slot.is_some_and(|c| c.has_fault != 0 && c.last_fault_epoch >= epoch)
+    }
+
+    /// The held deposit is forfeited: the user was found at fault in the
+    /// epoch of the deposit or later (a fault settled after the deposit in
+    /// the same epoch counts; one before it was refused by `make_deposit`).
+    pub fn deposit_forfeited(&self, slot: Option<&ClientSlot>) -> bool {
+        self.deposited && self.fault_since(slot, self.deposit_epoch)
+    }
+
+    /// Checks a deposit of `amount` into `run` (at `run_address`) while the
+    /// Coordinator run is where `coordinator` says, and records it with the
+    /// current epoch. `slot` is the user's client slot, if any.
+    // Six arguments: inlined for the BPF subset (programs/README.md).
+    #[inline(always)]
+    pub fn make_deposit(
+        &mut self,
+        run: &Run,
+        run_address: &Address,
+        slot: Option<&ClientSlot>,
+        coordinator: RunPhase,
+        amount: u64,
+    ) -> Result<(), TreasurerError> {
+        if &run.join_authority != run_address {
+            return Err(TreasurerError::JoinNotThroughTreasurer);
+        }
+        if coordinator.finished {
+            return Err(TreasurerError::RunFinished);
+        }
+        if amount != run.join_deposit {
+            return Err(TreasurerError::DepositMismatch);
+        }
+        if self.deposited {
+            return Err(TreasurerError::DepositAlreadyMade);
+        }
+        if self.fault_since(slot, coordinator.epoch) {
+            return Err(TreasurerError::FaultThisEpoch);
+        }
+        self.observe_fault(slot);
+        self.deposit = amount;
+        self.deposit_epoch = coordinator.epoch;
+        self.deposited = true;
+        Ok(())
+    }
+
+    /// Checks that the held deposit may go back to the user and clears it;
+    /// returns its amount. It stays while the user is pending or in the
+    /// current epoch (unless the run is Finished) or named by an open
+    /// dispute, and is never returned after a fault since the deposit.
+    pub fn return_deposit(&mut self, slot: Option<&ClientSlot>, finished: bool) -> Result<u64, TreasurerError> {
+        if !self.deposited {
+            return Err(TreasurerError::NoDeposit);
+        }
+        if self.deposit_forfeited(slot) {
+            return Err(TreasurerError::DepositForfeited);
+        }
+        if slot.is_some_and(|c| c.open_disputes != 0 || (!finished && (c.pending != 0 || c.in_epoch != 0))) {
+            return Err(TreasurerError::DepositLocked);
+        }
+        self.observe_fault(slot);
+        let amount = self.deposit;
+        self.deposit = 0;
+        self.deposited = false;
+        Ok(amount)
+    }
+
+    /// Records what burn_forfeited burned (nothing changes on an error).
+    pub fn apply_forfeit(&mut self, f: &Forfeit) -> Result<(), TreasurerError> {
+        let points = self.burned_points.checked_add(f.points).ok_or(TreasurerError::MathOverflow)?;
+        if f.revoke {
+            self.burned_deposit = self.burned_deposit.checked_add(f.deposit).ok_or(TreasurerError::MathOverflow)?;
+            self.deposit = 0;
+            self.deposited = false;
+        }
+        self.burned_points = points;
+        Ok(())
+    }
+}
+
+/// Where the Coordinator run is, as deposits see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunPhase {
+    pub epoch: u32,
+    pub finished: bool,
+}
+
+impl RunPhase {
+    pub fn of(state: &CoordinatorState) -> Self {
+        RunPhase { epoch: state.progress.epoch, finished: withdrawable(state) }
+    }
+}
+
+/// What burn_forfeited burns for a user: the burned points its slot holds,
+/// and its deposit when forfeited (`revoke`: the deposit, possibly of 0
+/// tokens, goes and the join authorization is deactivated).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Forfeit {
+    pub points: u64,
+    pub deposit: u64,
+    pub revoke: bool,
+}
+
+impl Forfeit {
+    /// For the user with record `p` (None: never created) and slot `slot`.
+    pub fn of(p: Option<&Participant>, slot: Option<&ClientSlot>) -> Self {
+        let points = slot.map_or(0, |c| c.burned);
+        match p {
+            Some(p) if p.deposit_forfeited(slot) => Forfeit { points, deposit: p.deposit, revoke: true },
+            _ => Forfeit { points, deposit: 0, revoke: false },
+        }
+    }
+
+    /// Checks that there is something to burn and that the run can burn
+    /// it, and returns the tokens to burn. The burned points come out of the
+    /// tokens not held as deposits (deposits are the users'), the forfeited
+    /// deposit out of the deposits.
+    pub fn check(&self, held: u64, run: &Run) -> Result<u64, TreasurerError> {
+        if self.points == 0 && !self.revoke {
+            return Err(TreasurerError::NothingToBurn);
+        }
+        if self.points > held.saturating_sub(run.total_deposits) {
+            return Err(TreasurerError::BurnExceedsBalance);
+        }
+        self.points.checked_add(self.deposit).ok_or(TreasurerError::MathOverflow)
+    }
+}
+
+/// Whether `data` (an account owned by the Authorizer) is the join
+/// authorization the Treasurer run `run` grants through `participant`: the
+/// grantor is the Run, the grantee the Participant PDA (which only the
+/// Treasurer signs for, so only it can name delegates), the scope join_run's.
+pub fn is_join_authorization(data: &[u8], run: &Address, participant: &Address) -> bool {
+    Authorization::decode(data).is_ok_and(|a| &a.grantor == run && &a.grantee == participant && a.scope == JOIN_RUN_SCOPE)
+}
+
+/// The slot of `user` in the Coordinator run, if it has one.
+pub fn client_slot<'a>(state: &'a CoordinatorState, user: &Address) -> Option<&'a ClientSlot> {
+    state.clients.iter().find(|c| c.occupied != 0 && &c.signer == user.as_array())
 }
 
 /// The points of `user` still held by the Coordinator: (earned, slashed), or
 /// None when the user never joined.
 pub fn client_points(state: &CoordinatorState, user: &Address) -> Option<(u64, u64)> {
-    state
-        .clients
-        .iter()
-        .find(|c| c.occupied != 0 && &c.signer == user.as_array())
-        .map(|c| (c.earned, c.slashed))
+    client_slot(state, user).map(|c| (c.earned, c.slashed))
 }
 
-/// Tokens the run must keep for claims still to come: every client's
-/// unsettled earned - slashed. Settled points were paid in full when settled
-/// (a claim pays everything owed), and a participant's leftover slash debt can
-/// only lower a future payment, so this bounds what claims can still take.
+/// The points the Coordinator still holds that the run must cover, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reserve {
+    /// Every slot's earned - slashed (claims still to come).
+    pub claims: u64,
+    /// Every slot's unvested points (they vest into earned, or are burned).
+    pub unvested: u64,
+    /// Every slot's burned points (burn_forfeited burns as many tokens).
+    pub burned: u64,
+}
+
+impl Reserve {
+    pub fn points(&self) -> Result<u64, TreasurerError> {
+        self.claims
+            .checked_add(self.unvested)
+            .and_then(|p| p.checked_add(self.burned))
+            .ok_or(TreasurerError::MathOverflow)
+    }
+}
+
+/// The reserve of the Coordinator run. Settled points were paid in full
+/// when settled (a claim pays everything owed), a participant's leftover
+/// slash debt can only lower a future payment, an unvested point either
+/// vests into earned or is burned, and a burned point leaves only through
+/// burn_forfeited, so this bounds what claims and burns can still take.
+pub fn reserve(state: &CoordinatorState) -> Result<Reserve, TreasurerError> {
+    let mut r = Reserve::default();
+    for c in state.clients.iter().filter(|c| c.occupied != 0) {
+        let add = |acc: u64, v: u64| acc.checked_add(v).ok_or(TreasurerError::MathOverflow);
+        r.claims = add(r.claims, c.earned.saturating_sub(c.slashed))?;
+        r.unvested = c.unvested.iter().try_fold(r.unvested, |acc, &v| add(acc, v))?;
+        r.burned = add(r.burned, c.burned)?;
+    }
+    Ok(r)
+}
+
+/// Points the run must keep tokens for: `reserve(state).points()`.
 pub fn reserved_points(state: &CoordinatorState) -> Result<u64, TreasurerError> {
-    state
-        .clients
-        .iter()
-        .filter(|c| c.occupied != 0)
-        .try_fold(0u64, |acc, c| acc.checked_add(c.earned.saturating_sub(c.slashed)).ok_or(TreasurerError::MathOverflow))
+    reserve(state)?.points()
+}
+
+/// Tokens the run must keep: the reserved points of its Coordinator run
+/// (None once closed: the points went with the account) and every deposit
+/// held for users.
+pub fn reserved_tokens(run: &Run, state: Option<&CoordinatorState>) -> Result<u64, TreasurerError> {
+    let points = state.map_or(Ok(0), reserved_points)?;
+    points.checked_add(run.total_deposits).ok_or(TreasurerError::MathOverflow)
+}
+
+/// run_close frees the Coordinator run only when nothing is reserved: every
+/// point claimed, none unvested, every burned point burned and every deposit
+/// returned or burned.
+pub fn check_closable(run: &Run, state: &CoordinatorState) -> Result<(), TreasurerError> {
+    let r = reserve(state)?;
+    if r.claims != 0 {
+        return Err(TreasurerError::UnclaimedPointsRemain);
+    }
+    if r.unvested != 0 {
+        return Err(TreasurerError::UnvestedPointsRemain);
+    }
+    if r.burned != 0 {
+        return Err(TreasurerError::BurnPending);
+    }
+    if run.total_deposits != 0 {
+        return Err(TreasurerError::DepositsRemain);
+    }
+    Ok(())
 }
 
 /// Whether the run's tokens not reserved for claims may be withdrawn.

@@ -1,11 +1,11 @@
 //! Calls into the Coordinator program, signed by the Run PDA (the run's main
 //! authority), and the read-only view of its run account.
 
-use psyche_coordinator_logic::state::{CoordinatorState, ACCOUNT_SIZE};
+use psyche_coordinator_logic::state::{ClientSlot, CoordinatorState, ACCOUNT_SIZE};
 use psyche_sdk::anchor;
 use psyche_sdk::cpi::{invoke_signed, InstructionAccount, InstructionView, Signer};
-use psyche_sdk::{validate, AccountView, ProgramError, ProgramResult};
-use psyche_treasurer_interface::{TreasurerError, COORDINATOR_ACCOUNT, COORDINATOR_ID};
+use psyche_sdk::{validate, AccountView, Address, ProgramError, ProgramResult};
+use psyche_treasurer_interface::{client_slot, RunPhase, TreasurerError, COORDINATOR_ACCOUNT, COORDINATOR_ID};
 
 pub const INIT_COORDINATOR: [u8; 8] = anchor::instruction("init_coordinator");
 pub const UPDATE: [u8; 8] = anchor::instruction("update");
@@ -13,6 +13,7 @@ pub const UPDATE_CLIENT_VERSION: [u8; 8] = anchor::instruction("update_client_ve
 pub const SET_FUTURE_EPOCH_RATES: [u8; 8] = anchor::instruction("set_future_epoch_rates");
 pub const SET_PAUSED: [u8; 8] = anchor::instruction("set_paused");
 pub const SETTLE_POINTS: [u8; 8] = anchor::instruction("settle_points");
+pub const TAKE_BURNED: [u8; 8] = anchor::instruction("take_burned");
 pub const FREE_COORDINATOR: [u8; 8] = anchor::instruction("free_coordinator");
 
 /// The accounts of a Coordinator authority instruction.
@@ -60,4 +61,17 @@ pub fn with_state<T>(account: &AccountView, f: impl FnOnce(&CoordinatorState) ->
         .flatten()
         .ok_or_else(|| TreasurerError::CoordinatorAccountInvalid.fail())?;
     f(state)
+}
+
+/// What the Treasurer reads about one user: where the run is and a copy of
+/// the user's slot (None when it has none). One function for every caller,
+/// so the slot search is compiled once.
+pub struct UserView {
+    pub phase: RunPhase,
+    pub slot: Option<ClientSlot>,
+}
+
+#[inline(never)]
+pub fn user_view(account: &AccountView, user: &Address) -> Result<UserView, ProgramError> {
+    with_state(account, |s| Ok(UserView { phase: RunPhase::of(s), slot: client_slot(s, user).copied() }))
 }

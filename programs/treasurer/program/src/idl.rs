@@ -42,6 +42,9 @@ fn types() -> Types {
         ("token_program", json!("pubkey")),
         ("total_claimed_points", json!("u64")),
         ("closed", json!("bool")),
+        ("join_deposit", json!("u64")),
+        ("total_deposits", json!("u64")),
+        ("total_burned", json!("u64")),
     ]);
     t.borsh("Participant", &[
         ("bump", json!("u8")),
@@ -50,6 +53,13 @@ fn types() -> Types {
         ("earned_points", json!("u64")),
         ("slashed_points", json!("u64")),
         ("claimed_points", json!("u64")),
+        ("deposit", json!("u64")),
+        ("deposit_epoch", json!("u32")),
+        ("deposited", json!("bool")),
+        ("has_fault", json!("bool")),
+        ("last_fault_epoch", json!("u32")),
+        ("burned_points", json!("u64")),
+        ("burned_deposit", json!("u64")),
     ]);
     t.borsh("RunCreateParams", &[
         ("index", json!("u64")),
@@ -57,6 +67,7 @@ fn types() -> Types {
         ("client_version", json!("string")),
         ("main_authority", json!("pubkey")),
         ("join_authority", json!("pubkey")),
+        ("join_deposit", json!("u64")),
     ]);
     t.borsh("RunUpdateParams", &[
         ("metadata", option(defined("RunMetadata"))),
@@ -67,11 +78,15 @@ fn types() -> Types {
         ("epoch_slashing_rate_per_client", option(json!("u64"))),
         ("paused", option(json!("bool"))),
         ("client_version", option(json!("string"))),
+        ("join_deposit", option(json!("u64"))),
     ]);
     t.borsh("ParticipantCreateParams", &[]);
     t.borsh("ParticipantClaimParams", &[]);
     t.borsh("RunWithdrawParams", &[("amount", json!("u64"))]);
     t.borsh("RunCloseParams", &[]);
+    t.borsh("ParticipantDepositParams", &[("amount", json!("u64"))]);
+    t.borsh("ParticipantWithdrawDepositParams", &[]);
+    t.borsh("BurnForfeitedParams", &[]);
     t.borsh("RewardsClaimed", &[
         ("run", json!("pubkey")),
         ("user", json!("pubkey")),
@@ -84,6 +99,19 @@ fn types() -> Types {
         ("destination", json!("pubkey")),
         ("amount", json!("u64")),
     ]);
+    t.borsh("DepositMade", &[
+        ("run", json!("pubkey")),
+        ("user", json!("pubkey")),
+        ("amount", json!("u64")),
+        ("epoch", json!("u32")),
+    ]);
+    t.borsh("DepositReturned", &[("run", json!("pubkey")), ("user", json!("pubkey")), ("amount", json!("u64"))]);
+    t.borsh("ForfeitsBurned", &[
+        ("run", json!("pubkey")),
+        ("user", json!("pubkey")),
+        ("points", json!("u64")),
+        ("deposit", json!("u64")),
+    ]);
     t
 }
 
@@ -94,12 +122,13 @@ fn instruction_shapes() -> Vec<Instruction> {
     // Not pinned: the Coordinator's id changes with a devnet deployment
     // (psyche-client keys sync), and clients pass the one they use.
     let coordinator = || acc("coordinator_program", false, false);
+    // Not pinned either: it follows the Authorizer's deployment.
+    let authorizer = || acc("authorizer_program", false, false);
     let system = || fixed_account("system_program", SYSTEM_PROGRAM);
     let run = with_pda(acc("run", true, false), &[seed_const(RUN_SEED), seed_arg("params.index")]);
-    let participant = with_pda(
-        acc("participant", true, false),
-        &[seed_const(PARTICIPANT_SEED), seed_account("run"), seed_account("user")],
-    );
+    let participant = || {
+        with_pda(acc("participant", true, false), &[seed_const(PARTICIPANT_SEED), seed_account("run"), seed_account("user")])
+    };
     let shapes: Vec<(Vec<Value>, &'static str)> = vec![
         (
             vec![acc("payer", true, true), run, acc("run_collateral", true, false), acc("collateral_mint", false, false),
@@ -109,12 +138,12 @@ fn instruction_shapes() -> Vec<Instruction> {
             "RunCreateParams",
         ),
         (
-            vec![acc("authority", false, true), acc("run", false, false), acc("coordinator_instance", false, false),
+            vec![acc("authority", false, true), acc("run", true, false), acc("coordinator_instance", false, false),
                  acc("coordinator_account", true, false), coordinator()],
             "RunUpdateParams",
         ),
         (
-            vec![acc("payer", true, true), acc("user", false, true), acc("run", false, false), participant, system()],
+            vec![acc("payer", true, true), acc("user", false, true), acc("run", false, false), participant(), system()],
             "ParticipantCreateParams",
         ),
         (
@@ -135,6 +164,26 @@ fn instruction_shapes() -> Vec<Instruction> {
                  acc("coordinator_instance", true, false), acc("coordinator_account", true, false), coordinator()],
             "RunCloseParams",
         ),
+        (
+            vec![acc("user", true, true), acc("run", true, false), participant(), acc("user_collateral", true, false),
+                 acc("run_collateral", true, false), acc("collateral_mint", false, false),
+                 acc("coordinator_account", false, false), acc("authorization", true, false), authorizer(),
+                 acc("token_program", false, false), system()],
+            "ParticipantDepositParams",
+        ),
+        (
+            vec![acc("signer", false, true), acc("user", true, false), acc("run", true, false), participant(),
+                 acc("run_collateral", true, false), acc("user_collateral", true, false), acc("collateral_mint", false, false),
+                 acc("coordinator_account", false, false), acc("authorization", true, false), authorizer(),
+                 acc("token_program", false, false)],
+            "ParticipantWithdrawDepositParams",
+        ),
+        (
+            vec![acc("user", true, false), acc("run", true, false), participant(), acc("run_collateral", true, false), acc("collateral_mint", true, false),
+                 acc("coordinator_instance", false, false), acc("coordinator_account", true, false), coordinator(),
+                 acc("authorization", true, false), authorizer(), acc("token_program", false, false)],
+            "BurnForfeitedParams",
+        ),
     ];
     shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
@@ -142,7 +191,7 @@ fn instruction_shapes() -> Vec<Instruction> {
 fn render() -> std::string::String {
     Idl {
         name: "psyche_treasurer",
-        description: "Token rewards for Coordinator runs: claims of earned points, collateral top-up and withdrawal",
+        description: "Token rewards for Coordinator runs: claims of earned points, join deposits, burns of forfeited points and deposits, collateral top-up and withdrawal",
         address: ID.to_bytes(),
         instructions: &INSTRUCTIONS,
         shapes: instruction_shapes(),
@@ -177,10 +226,30 @@ fn coordinator_discriminators_match_its_idl() {
         ("set_future_epoch_rates", SET_FUTURE_EPOCH_RATES),
         ("set_paused", SET_PAUSED),
         ("settle_points", SETTLE_POINTS),
+        ("take_burned", TAKE_BURNED),
         ("free_coordinator", FREE_COORDINATOR),
     ] {
         assert_eq!(disc("instructions", name), d, "{name}");
     }
     assert_eq!(disc("accounts", "CoordinatorAccount"), COORDINATOR_ACCOUNT);
     assert_eq!(disc("accounts", "CoordinatorInstance"), COORDINATOR_INSTANCE);
+}
+
+/// The Authorizer instructions a deposit calls, and its program id, are the
+/// ones its IDL declares.
+#[test]
+fn authorizer_discriminators_match_its_idl() {
+    let idl = psyche_idl::committed("psyche_authorizer");
+    assert_eq!(idl["address"].as_str(), Some(address(&AUTHORIZER_ID.to_bytes()).as_str()));
+    use crate::authorizer::*;
+    for (name, d) in [
+        ("authorization_create", AUTHORIZATION_CREATE),
+        ("authorization_grantor_update", AUTHORIZATION_GRANTOR_UPDATE),
+        ("authorization_grantee_update", AUTHORIZATION_GRANTEE_UPDATE),
+        ("authorization_close", AUTHORIZATION_CLOSE),
+    ] {
+        assert_eq!(psyche_idl::discriminator(&idl, "instructions", name), d, "{name}");
+    }
+    assert_eq!(PARTICIPANT_SPACE, 131);
+    assert_eq!(RUN_SPACE, 242);
 }

@@ -2,15 +2,21 @@
 //! arguments, runs every account check, then calls other programs and writes
 //! its own accounts.
 
+mod burn_forfeited;
 mod participant_claim;
 mod participant_create;
+mod participant_deposit;
+mod participant_withdraw_deposit;
 mod run_close;
 mod run_create;
 mod run_update;
 mod run_withdraw;
 
+pub use burn_forfeited::burn_forfeited;
 pub use participant_claim::participant_claim;
 pub use participant_create::participant_create;
+pub use participant_deposit::participant_deposit;
+pub use participant_withdraw_deposit::participant_withdraw_deposit;
 pub use run_close::run_close;
 pub use run_create::run_create;
 pub use run_update::run_update;
@@ -21,7 +27,10 @@ use psyche_sdk::cpi::system::{Allocate, Assign, CreateAccount, Transfer};
 use psyche_sdk::cpi::{Seed, Signer};
 use psyche_sdk::sysvar::Rent;
 use psyche_sdk::{pda, validate, AccountView, ErrorCode, ProgramError, ProgramResult};
-use psyche_treasurer_interface::{Run, TreasurerError, ID, RUN_ACCOUNT, RUN_SEED};
+use psyche_treasurer_interface::{
+    is_join_authorization, Participant, Run, TreasurerError, AUTHORIZER_ID, ID, PARTICIPANT_ACCOUNT, PARTICIPANT_SEED, RUN_ACCOUNT,
+    RUN_SEED,
+};
 
 /// Checks that `run` is a Run of this program at its PDA (stored bump) and
 /// decodes it.
@@ -80,7 +89,7 @@ fn store_run(run: &AccountView, r: &Run) -> ProgramResult {
 }
 
 /// Maps a full output buffer to Anchor's serialization error.
-fn serialized<T>(r: Result<T, BorshError>) -> Result<T, ProgramError> {
+pub(crate) fn serialized<T>(r: Result<T, BorshError>) -> Result<T, ProgramError> {
     r.map_err(|_| ErrorCode::AccountDidNotSerialize.fail())
 }
 
@@ -113,4 +122,62 @@ fn create_pda(payer: &AccountView, account: &AccountView, a: &Allocation, signer
     }
     Allocate { account, space: a.size as u64 }.invoke_signed(core::slice::from_ref(signer))?;
     Assign { account, owner: &ID }.invoke_signed(core::slice::from_ref(signer))
+}
+
+/// Checks that `participant` is a Participant of this program at its PDA
+/// (stored bump) for `run` and `user`, and decodes it.
+fn load_participant(participant: &AccountView, run: &AccountView, user: &psyche_sdk::Address) -> Result<Participant, ProgramError> {
+    validate::initialized(participant, &ID, &PARTICIPANT_ACCOUNT)?;
+    let p = {
+        let data = participant.try_borrow()?;
+        Participant::decode(&data).map_err(BorshError::account)?
+    };
+    if &p.run != run.address() || &p.user != user {
+        return Err(TreasurerError::ParticipantMismatch.fail());
+    }
+    let bump = [p.bump];
+    let expected = pda::create_program_address(&[PARTICIPANT_SEED, p.run.as_ref(), p.user.as_ref(), &bump], &ID)
+        .map_err(|_| ErrorCode::ConstraintSeeds.fail())?;
+    if participant.address() != &expected {
+        return Err(ErrorCode::ConstraintSeeds.fail());
+    }
+    Ok(p)
+}
+
+/// Writes a participant back.
+fn store_participant(participant: &AccountView, p: &Participant) -> ProgramResult {
+    let mut data = participant.try_borrow_mut()?;
+    serialized(p.encode(&mut data))
+}
+
+/// The seeds of a Participant PDA, for signing as the grantee of its join
+/// authorization.
+struct ParticipantSeeds<'a> {
+    p: &'a Participant,
+    bump: [u8; 1],
+}
+
+impl<'a> ParticipantSeeds<'a> {
+    fn new(p: &'a Participant) -> Self {
+        Self { p, bump: [p.bump] }
+    }
+
+    fn seeds(&self) -> [Seed<'_>; 4] {
+        [Seed::from(PARTICIPANT_SEED), Seed::from(self.p.run.as_ref()), Seed::from(self.p.user.as_ref()), Seed::from(&self.bump)]
+    }
+}
+
+/// The existing `authorization` is the join authorization this run granted
+/// through `participant` (owner and contents checked: the Authorizer only
+/// writes grantor, grantee and scope at their PDA).
+fn require_join_authorization(authorization: &AccountView, run: &AccountView, participant: &AccountView) -> ProgramResult {
+    validate::writable(authorization)?;
+    let ok = authorization.owned_by(&AUTHORIZER_ID) && {
+        let data = authorization.try_borrow()?;
+        is_join_authorization(&data, run.address(), participant.address())
+    };
+    if !ok {
+        return Err(TreasurerError::AuthorizationMismatch.fail());
+    }
+    Ok(())
 }

@@ -1,11 +1,11 @@
-use psyche_sdk::borsh::{BorshError, Reader};
+use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::token::TransferChecked;
 use psyche_sdk::cpi::Signer;
-use psyche_sdk::{pda, validate, AccountView, ErrorCode, ProgramError, ProgramResult};
-use psyche_treasurer_interface::{client_points, Participant, TreasurerError, COORDINATOR_ID, ID, PARTICIPANT_ACCOUNT, PARTICIPANT_SEED};
+use psyche_sdk::{validate, AccountView, ProgramResult};
+use psyche_treasurer_interface::{TreasurerError, COORDINATOR_ID};
 
-use super::{emit, load_run, require_coordinator, serialized, store_run, RunSeeds};
-use crate::coordinator::{with_state, Authority, SETTLE_POINTS};
+use super::{emit, load_participant, load_run, require_coordinator, store_participant, store_run, RunSeeds};
+use crate::coordinator::{user_view, Authority, SETTLE_POINTS};
 use crate::token::{mint_decimals, token_account};
 use crate::REWARDS_CLAIMED;
 
@@ -13,7 +13,9 @@ use crate::REWARDS_CLAIMED;
 /// earned in the Coordinator run, minus its slashes and what it already
 /// claimed. The points are read from the coordinator account in place, then
 /// moved into the Participant record (settle_points by CPI, so the client's
-/// slot can be reused). Idempotent: a claim with nothing new pays nothing.
+/// slot can be reused); the slot's latest fault is recorded too (deposits
+/// depend on it). Deposits held in the run's token account never pay a
+/// claim. Idempotent: a claim with nothing new pays nothing.
 ///
 /// Accounts: 0. [SIGNER] user, 1. [WRITE] run, 2. [WRITE] participant,
 /// 3. [WRITE] run_collateral, 4. [WRITE] user_collateral, 5. [] collateral_mint,
@@ -32,11 +34,7 @@ pub fn participant_claim(accounts: &[AccountView], args: &[u8]) -> ProgramResult
     if state.closed {
         return Err(TreasurerError::RunClosed.fail());
     }
-    let mut record = load_participant(participant)?;
-    if &record.run != run.address() || &record.user != user.address() {
-        return Err(TreasurerError::ParticipantMismatch.fail());
-    }
-    check_participant_pda(participant, &record)?;
+    let mut record = load_participant(participant, run, user.address())?;
     require_coordinator(&state, Some(instance), account)?;
     validate::program(coordinator_program, &COORDINATOR_ID)?;
     validate::program(token_program, &state.token_program)?;
@@ -46,11 +44,12 @@ pub fn participant_claim(accounts: &[AccountView], args: &[u8]) -> ProgramResult
     let decimals = mint_decimals(mint, &state.token_program)?;
     let held = token_account(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
     token_account(user_collateral, &state.token_program, &state.collateral_mint, Some(user.address()))?;
-    let (earned, slashed) =
-        with_state(account, |s| client_points(s, user.address()).ok_or_else(|| TreasurerError::UserNotInRun.fail()))?;
+    let slot = user_view(account, user.address())?.slot.ok_or_else(|| TreasurerError::UserNotInRun.fail())?;
+    let (earned, slashed) = (slot.earned, slot.slashed);
 
+    record.observe_fault(Some(&slot));
     let owed = record.settle_and_claim(earned, slashed).map_err(|e| e.fail())?;
-    if owed > held {
+    if owed > held.saturating_sub(state.total_deposits) {
         return Err(TreasurerError::InsufficientCollateral.fail());
     }
     state.total_claimed_points = state.total_claimed_points.checked_add(owed).ok_or_else(|| TreasurerError::MathOverflow.fail())?;
@@ -76,29 +75,10 @@ pub fn participant_claim(accounts: &[AccountView], args: &[u8]) -> ProgramResult
         }
         .invoke_signed(core::slice::from_ref(&signer))?;
     }
-    {
-        let mut data = participant.try_borrow_mut()?;
-        serialized(record.encode(&mut data))?;
-    }
+    store_participant(participant, &record)?;
     store_run(run, &state)?;
     emit(&REWARDS_CLAIMED, |w| {
         w.address(run.address())?.address(user.address())?.u64(owed)?.u64(earned)?.u64(slashed)?;
         Ok(())
     })
-}
-
-fn load_participant(participant: &AccountView) -> Result<Participant, ProgramError> {
-    validate::initialized(participant, &ID, &PARTICIPANT_ACCOUNT)?;
-    let data = participant.try_borrow()?;
-    Participant::decode(&data).map_err(BorshError::account)
-}
-
-fn check_participant_pda(participant: &AccountView, p: &Participant) -> ProgramResult {
-    let bump = [p.bump];
-    let expected = pda::create_program_address(&[PARTICIPANT_SEED, p.run.as_ref(), p.user.as_ref(), &bump], &ID)
-        .map_err(|_| ErrorCode::ConstraintSeeds.fail())?;
-    if participant.address() != &expected {
-        return Err(ErrorCode::ConstraintSeeds.fail());
-    }
-    Ok(())
 }

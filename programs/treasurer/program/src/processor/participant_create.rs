@@ -28,14 +28,7 @@ pub fn participant_create(accounts: &[AccountView], args: &[u8]) -> ProgramResul
     let seeds =
         [Seed::from(PARTICIPANT_SEED), Seed::from(run.address().as_ref()), Seed::from(user.address().as_ref()), Seed::from(&bump_seed)];
     create_pda(payer, participant, &Allocation { size: PARTICIPANT_SPACE }, &Signer::from(&seeds))?;
-    let p = Participant {
-        bump,
-        run: run.address().clone(),
-        user: user.address().clone(),
-        earned_points: 0,
-        slashed_points: 0,
-        claimed_points: 0,
-    };
+    let p = Participant::new(bump, run.address().clone(), user.address().clone());
     let mut data = participant.try_borrow_mut()?;
     serialized(p.encode(&mut data))
 }

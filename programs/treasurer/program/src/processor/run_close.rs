@@ -1,15 +1,17 @@
 use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::Signer;
 use psyche_sdk::{validate, AccountView, ProgramResult};
-use psyche_treasurer_interface::{reserved_points, TreasurerError, COORDINATOR_ID};
+use psyche_treasurer_interface::{check_closable, TreasurerError, COORDINATOR_ID};
 
 use super::{load_run, require_authority, require_coordinator, store_run, RunSeeds};
 use crate::coordinator::{with_state, Authority};
 
 /// run_close {}: the run authority frees the Coordinator run (free_coordinator
-/// by CPI: the run must be halted; rent goes to `spill`) once every client has
-/// claimed its points, since the points live in the account being closed.
-/// The Run stays, marked closed, so the authority can withdraw what is left.
+/// by CPI: the run must be halted; rent goes to `spill`) once nothing is
+/// reserved, since the points live in the account being closed: every point
+/// claimed, none unvested, every burned point burned, and every deposit
+/// returned or burned. The Run stays, marked closed, so the authority can
+/// withdraw what is left.
 ///
 /// Accounts: 0. [SIGNER] authority, 1. [WRITE] spill, 2. [WRITE] run,
 /// 3. [WRITE] coordinator_instance, 4. [WRITE] coordinator_account, 5. [] coordinator_program.
@@ -24,10 +26,7 @@ pub fn run_close(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     }
     require_coordinator(&state, Some(instance), account)?;
     validate::program(coordinator_program, &COORDINATOR_ID)?;
-    let reserved = with_state(account, |s| reserved_points(s).map_err(|e| e.fail()))?;
-    if reserved != 0 {
-        return Err(TreasurerError::UnclaimedPointsRemain.fail());
-    }
+    with_state(account, |s| check_closable(&state, s).map_err(|e| e.fail()))?;
     let seeds = RunSeeds::new(&state);
     let seeds = seeds.seeds();
     Authority { run, instance, account }.free(spill, &Signer::from(&seeds))?;

@@ -9,11 +9,13 @@ use super::{create_pda, serialized, store_run, Allocation, RunSeeds};
 use crate::coordinator::INIT_COORDINATOR;
 use crate::token::{check_token_program, mint_decimals};
 
-/// run_create { index, run_id, client_version, main_authority, join_authority }:
-/// creates the Run PDA ["Run", index], its associated token account for the
-/// collateral mint, and the Coordinator run (init_coordinator by CPI) whose
-/// main authority is the Run PDA. The client allocates the coordinator account
-/// in the same transaction, as for a plain Coordinator run.
+/// run_create { index, run_id, client_version, main_authority, join_authority,
+/// join_deposit }: creates the Run PDA ["Run", index], its associated token
+/// account for the collateral mint, and the Coordinator run (init_coordinator
+/// by CPI) whose main authority is the Run PDA. The client allocates the
+/// coordinator account in the same transaction, as for a plain Coordinator
+/// run. A join deposit above 0 needs the Run PDA as the join authority: then
+/// only participant_deposit grants joins.
 ///
 /// Accounts: 0. [WRITE, SIGNER] payer, 1. [WRITE] run, 2. [WRITE] run_collateral
 /// (the Run's associated token account), 3. [] collateral_mint,
@@ -29,6 +31,7 @@ pub fn run_create(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let client_version = r.string()?;
     let main_authority = r.address()?;
     let join_authority = r.address()?;
+    let join_deposit = r.u64()?;
     r.finish()?;
     validate::signer(payer)?;
     validate::writable(payer)?;
@@ -47,7 +50,7 @@ pub fn run_create(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
         return Err(TreasurerError::RunAlreadyExists.fail());
     }
 
-    let state = Run {
+    let mut state = Run {
         bump,
         index,
         main_authority,
@@ -58,7 +61,11 @@ pub fn run_create(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
         token_program: token_program.address().clone(),
         total_claimed_points: 0,
         closed: false,
+        join_deposit: 0,
+        total_deposits: 0,
+        total_burned: 0,
     };
+    state.set_join_deposit(run.address(), join_deposit).map_err(|e| e.fail())?;
     let seeds = RunSeeds::new(&state);
     let seeds = seeds.seeds();
     create_pda(payer, run, &Allocation { size: RUN_SPACE }, &Signer::from(&seeds))?;

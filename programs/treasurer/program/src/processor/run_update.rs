@@ -6,20 +6,23 @@ use psyche_sdk::cpi::Signer;
 use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{TreasurerError, COORDINATOR_ID};
 
-use super::{load_run, require_authority, require_coordinator, serialized, RunSeeds};
+use super::{load_run, require_authority, require_coordinator, serialized, store_run, RunSeeds};
 use crate::coordinator::{Authority, SET_FUTURE_EPOCH_RATES, SET_PAUSED, UPDATE, UPDATE_CLIENT_VERSION};
 
 /// The Coordinator's `update` arguments: four Options of layout structs.
 const UPDATE_ARGS: usize = 4 + size_of::<RunMetadata>() + size_of::<CoordinatorConfig>() + size_of::<Model>() + size_of::<Progress>();
 
 /// run_update { metadata?, config?, model?, progress?, epoch_earning_rate_total_shared?,
-/// epoch_slashing_rate_per_client?, paused?, client_version? }: the run
-/// authority changes the Coordinator run, which the Treasurer forwards signed
-/// by the Run PDA: a pause first (so that config changes apply to a halted
-/// run), then update, update_client_version, set_future_epoch_rates, and a
-/// resume last (after the new config is in place).
+/// epoch_slashing_rate_per_client?, paused?, client_version?, join_deposit? }:
+/// the run authority changes the Coordinator run, which the Treasurer
+/// forwards signed by the Run PDA: a pause first (so that config changes
+/// apply to a halted run), then update, update_client_version,
+/// set_future_epoch_rates, and a resume last (after the new config is in
+/// place). A new join deposit applies to deposits made from then on (the
+/// run must be its own join authority for one above 0; the run account
+/// must then be writable).
 ///
-/// Accounts: 0. [SIGNER] authority, 1. [] run, 2. [] coordinator_instance,
+/// Accounts: 0. [SIGNER] authority, 1. [WRITE] run, 2. [] coordinator_instance,
 /// 3. [WRITE] coordinator_account, 4. [] coordinator_program.
 pub fn run_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let [authority, run, instance, account, coordinator_program] = validate::accounts::<5>(accounts)?;
@@ -44,17 +47,22 @@ pub fn run_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let slashing = option_u64(&mut r)?;
     let paused = if r.option_tag()? { Some(r.bool()?) } else { None };
     let client_version = if r.option_tag()? { Some(r.string()?) } else { None };
+    let join_deposit = option_u64(&mut r)?;
     r.finish()?;
 
-    let state = load_run(run)?;
+    let mut state = load_run(run)?;
     require_authority(&state, authority)?;
     if state.closed {
         return Err(TreasurerError::RunClosed.fail());
     }
     require_coordinator(&state, Some(instance), account)?;
     validate::program(coordinator_program, &COORDINATOR_ID)?;
-    if update_len == 0 && earning.is_none() && slashing.is_none() && paused.is_none() && client_version.is_none() {
+    if update_len == 0 && earning.is_none() && slashing.is_none() && paused.is_none() && client_version.is_none() && join_deposit.is_none() {
         return Err(TreasurerError::EmptyUpdate.fail());
+    }
+    if let Some(amount) = join_deposit {
+        validate::writable(run)?;
+        state.set_join_deposit(run.address(), amount).map_err(|e| e.fail())?;
     }
 
     let seeds = RunSeeds::new(&state);
@@ -85,6 +93,9 @@ pub fn run_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     }
     if paused == Some(false) {
         coordinator.invoke(&set_paused(false), &signer)?;
+    }
+    if join_deposit.is_some() {
+        store_run(run, &state)?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@ use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::token::TransferChecked;
 use psyche_sdk::cpi::Signer;
 use psyche_sdk::{validate, AccountView, ProgramResult};
-use psyche_treasurer_interface::{reserved_points, withdrawable, TreasurerError};
+use psyche_treasurer_interface::{reserved_tokens, withdrawable, TreasurerError};
 
 use super::{emit, load_run, require_authority, require_coordinator, RunSeeds};
 use crate::coordinator::with_state;
@@ -11,8 +11,9 @@ use crate::COLLATERAL_WITHDRAWN;
 
 /// run_withdraw { amount }: the run authority takes tokens nobody is owed, once
 /// the run is Finished (no more points can be earned) or closed. What the
-/// run keeps is every client's unsettled earned - slashed points, so claims
-/// still to come are always covered.
+/// run keeps is every client's unsettled earned - slashed points, unvested
+/// points and burned points not yet burned, and every deposit held, so
+/// claims, burns and deposit returns still to come are always covered.
 ///
 /// Accounts: 0. [SIGNER] authority, 1. [] run, 2. [WRITE] run_collateral,
 /// 3. [WRITE] destination (a token account of the mint), 4. [] collateral_mint,
@@ -34,15 +35,16 @@ pub fn run_withdraw(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let decimals = mint_decimals(mint, &state.token_program)?;
     let held = token_account(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
     token_account(destination, &state.token_program, &state.collateral_mint, None)?;
-    // A closed run's coordinator account is gone, and with it every claim.
+    // A closed run's coordinator account is gone, and with it every point;
+    // deposits stay reserved.
     let reserved = if state.closed {
-        0
+        reserved_tokens(&state, None).map_err(|e| e.fail())?
     } else {
         with_state(account, |s| {
             if !withdrawable(s) {
                 return Err(TreasurerError::RunNotFinished.fail());
             }
-            reserved_points(s).map_err(|e| e.fail())
+            reserved_tokens(&state, Some(s)).map_err(|e| e.fail())
         })?
     };
     if amount > held.saturating_sub(reserved) {
