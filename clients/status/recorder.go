@@ -186,14 +186,19 @@ func (r *Recorder) SetClients(inEpoch, healthy int) error {
 }
 
 // SetParameters records the model's parameter count, from which the dense
-// fp32 size of one update follows.
-func (r *Recorder) SetParameters(n uint64) error {
-	if n > math.MaxUint64/4 {
-		return fmt.Errorf("parameter count %d is too large", n)
+// fp32 size of one step's update follows (one optimizer step per step).
+func (r *Recorder) SetParameters(n uint64) error { return r.SetDense(n, 1) }
+
+// SetDense records the model's parameter count and the optimizer steps
+// each step (round) trains: dense fp32 training sends a gradient per
+// optimizer step, so a step's dense size is 4*n*steps bytes.
+func (r *Recorder) SetDense(n, steps uint64) error {
+	if steps == 0 || n > math.MaxUint64/4/steps {
+		return fmt.Errorf("parameter count %d times %d optimizer steps is too large", n, steps)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.s.DenseBytes = 4 * n
+	r.s.DenseBytes = 4 * n * steps
 	r.changed()
 	return nil
 }
@@ -230,8 +235,8 @@ func (r *Recorder) SetPeers(peers []Peer) error {
 // RecordStep records a finished training step. Steps must increase; the
 // digest must be hex. A non-finite loss is recorded (and reported as such).
 func (r *Recorder) RecordStep(st StepStat) error {
-	if st.Duration < 0 {
-		return fmt.Errorf("step %d: negative duration %v", st.Step, st.Duration)
+	if st.Duration < 0 || st.RoundTime < 0 {
+		return fmt.Errorf("step %d: negative duration %v or round time %v", st.Step, st.Duration, st.RoundTime)
 	}
 	if !isHex(st.Digest) {
 		return fmt.Errorf("step %d: digest %q is not an even number of hex digits", st.Step, st.Digest)

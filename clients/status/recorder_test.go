@@ -100,6 +100,11 @@ func TestRecorderRejectsBadInputAndChangesNothing(t *testing.T) {
 		{"empty peer id", func() error { return r.SetPeers([]Peer{{ID: ""}}) }},
 		{"duplicate peer", func() error { return r.SetPeers([]Peer{{ID: "a"}, {ID: "a"}}) }},
 		{"absurd parameter count", func() error { return r.SetParameters(math.MaxUint64) }},
+		{"absurd dense size", func() error { return r.SetDense(1<<62, 8) }},
+		{"no optimizer steps", func() error { return r.SetDense(1000, 0) }},
+		{"negative round time", func() error {
+			return r.RecordStep(StepStat{Step: 1000, Digest: "aa", RoundTime: -time.Second})
+		}},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

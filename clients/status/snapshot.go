@@ -49,7 +49,9 @@ type Snapshot struct {
 	Steps []StepStat `json:"steps"`
 
 	// DenseBytes is what one step's update would weigh as dense fp32
-	// gradients (4 bytes per parameter); 0 until the model is known.
+	// gradients (4 bytes per parameter, for each optimizer step of the
+	// step's round: several in the multi-step mode); 0 until the model is
+	// known.
 	DenseBytes uint64 `json:"dense_fp32_bytes"`
 
 	StepsTotal    uint64 `json:"steps_total"`
@@ -133,6 +135,9 @@ type StepStat struct {
 	BytesIn  uint64 `json:"bytes_received"`
 	// Digest is the hex digest of the trainer state after the step.
 	Digest string `json:"digest"`
+	// RoundTime is from the start of the step's round to the start of the
+	// next one, as this client saw them; 0 when unknown (an epoch's last).
+	RoundTime time.Duration `json:"round_ns,omitempty"`
 }
 
 // TokensPerSecond is the step's throughput, 0 when the duration is unknown.

@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/psyche-go/psyche/clients/status"
 )
@@ -119,6 +121,20 @@ func Summary(s status.Snapshot) string {
 			fmt.Fprintf(&b, ", dense fp32 %s, ratio %.1fx", Bytes(s.DenseBytes), r)
 		}
 		b.WriteByte('\n')
+	}
+	if s.TokensTotal > 0 {
+		fmt.Fprintf(&b, "sent per token %.4g B\n", float64(s.BytesOutTotal)/float64(s.TokensTotal))
+	}
+	var rounds []time.Duration
+	for _, st := range s.Steps {
+		if st.RoundTime > 0 {
+			rounds = append(rounds, st.RoundTime)
+		}
+	}
+	if n := len(rounds); n > 0 {
+		slices.Sort(rounds)
+		fmt.Fprintf(&b, "round time     median %.2f s (min %.2f, max %.2f) over %d rounds\n",
+			rounds[n/2].Seconds(), rounds[0].Seconds(), rounds[n-1].Seconds(), n)
 	}
 	return b.String()
 }

@@ -103,11 +103,13 @@ func TestSummary(t *testing.T) {
 	rec := status.NewRecorder("demo", status.Options{})
 	rec.SetRunState("Finished")
 	rec.SetProgress(2, 0, 20)
-	if err := rec.SetParameters(1 << 20); err != nil {
+	if err := rec.SetDense(1<<20, 10); err != nil { // 10 optimizer steps a round
 		t.Fatal(err)
 	}
 	for i := uint64(1); i <= 20; i++ {
-		if err := rec.RecordStep(status.StepStat{Step: i, Loss: status.Float(6 - 0.1*float64(i)), Tokens: 500, Duration: time.Second, BytesOut: 4096, BytesIn: 8192, Digest: "01"}); err != nil {
+		round := time.Duration(i) * 100 * time.Millisecond // 0.1 .. 2.0 s
+		if err := rec.RecordStep(status.StepStat{Step: i, Loss: status.Float(6 - 0.1*float64(i)), Tokens: 500, Duration: time.Second,
+			BytesOut: 4096, BytesIn: 8192, Digest: "01", RoundTime: round}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +124,9 @@ func TestSummary(t *testing.T) {
 		"train loss     5.9000 (step 1) -> 4.0000 (step 20)",
 		"held-out loss  6.9000 (step 1) -> 5.0000 (step 20)",
 		"throughput     500.0 tok/s over the last 20 steps",
-		"sent per step  4.0 KiB (received 8.0 KiB), dense fp32 4.0 MiB, ratio 1024.0x",
+		"sent per step  4.0 KiB (received 8.0 KiB), dense fp32 40.0 MiB, ratio 10240.0x",
+		"sent per token 8.192 B",
+		"round time     median 1.10 s (min 0.10, max 2.00) over 20 rounds",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
