@@ -64,6 +64,12 @@ impl CoordinatorConfig {
         if usize::from(self.vesting_epochs) > VESTING_BUCKETS {
             return Err(E::ConfigVestingEpochs);
         }
+        // Ours: overlapped rounds apply a round's payloads one round late, after
+        // its witness window; verdicts are due in that window, before the
+        // payloads they judge have arrived, so overlap excludes verification.
+        if self.overlap > MAX_OVERLAP || (self.overlap == 1 && self.verification_percent != 0) {
+            return Err(E::ConfigOverlap);
+        }
         Ok(())
     }
 }
@@ -129,16 +135,30 @@ impl Model {
             return Err(E::ModelLearningRate);
         }
         let chunk = self.compression_chunk;
-        let distro_ok = self.optimizer == OPTIMIZER_DISTRO
-            && self.quantize_1bit <= 1
-            && chunk.is_power_of_two()
+        // Shared by both optimizers: the top-k compression of chunks, the
+        // decay (DisTrO's momentum decay, SparseLoCo's error-feedback decay),
+        // weight decay and clipping.
+        let common_ok = chunk.is_power_of_two()
             && self.compression_topk > 0
             && self.compression_topk <= chunk
             && f32_nonneg_finite(self.compression_decay)
             && f32_le(self.compression_decay, F32_ONE)
             && f32_nonneg_finite(self.weight_decay)
             && f32_nonneg_finite(self.clip_grad_norm);
-        if !distro_ok {
+        let optimizer_ok = match self.optimizer {
+            OPTIMIZER_DISTRO => {
+                self.quantize_1bit <= 1 && self.inner_steps == 1 && self.outer_learning_rate == 0 && self.value_bits == 0
+            }
+            OPTIMIZER_SPARSELOCO => {
+                self.quantize_1bit == 0
+                    && (1..=MAX_INNER_STEPS).contains(&self.inner_steps)
+                    && f32_nonneg_finite(self.outer_learning_rate)
+                    && self.outer_learning_rate != 0
+                    && matches!(self.value_bits, 1 | 2 | 4 | 8 | 32)
+            }
+            _ => false,
+        };
+        if !common_ok || !optimizer_ok {
             return Err(E::ModelOptimizer);
         }
         Ok(())
@@ -206,7 +226,8 @@ pub(crate) mod tests {
             verification_percent: 0,
             forgive_per_epoch: 1,
             vesting_epochs: 0,
-            _padding: [0; 5],
+            overlap: 0,
+            _padding: [0; 4],
         }
     }
 
@@ -241,6 +262,10 @@ pub(crate) mod tests {
             compression_decay: 0x3f7a5e35,   // 0.999
             compression_topk: 32,
             compression_chunk: 64,
+            outer_learning_rate: 0,
+            inner_steps: 1,
+            value_bits: 0,
+            _padding: [0; 7],
             checkpoint_repo: text("http://127.0.0.1:9000/ckpt/run"),
             checkpoint_revision: [0; REVISION_LEN],
             data_location: text("http://127.0.0.1:9000/data"),
@@ -298,6 +323,17 @@ pub(crate) mod tests {
             ("forgive any", |c| c.forgive_per_epoch = 255, Ok(())),
             ("vesting 4", |c| c.vesting_epochs = 4, Ok(())),
             ("vesting 5", |c| c.vesting_epochs = 5, Err(E::ConfigVestingEpochs)),
+            ("overlap 1", |c| c.overlap = 1, Ok(())),
+            ("overlap 2", |c| c.overlap = 2, Err(E::ConfigOverlap)),
+            ("overlap 255", |c| c.overlap = 255, Err(E::ConfigOverlap)),
+            ("overlap with verification", |c| {
+                c.overlap = 1;
+                c.verification_percent = 1;
+            }, Err(E::ConfigOverlap)),
+            ("no overlap with verification", |c| {
+                c.overlap = 0;
+                c.verification_percent = 100;
+            }, Ok(())),
         ];
         for (name, edit, want) in cases {
             let mut c = valid_config();
@@ -345,7 +381,13 @@ pub(crate) mod tests {
                 m.lr_decay_steps = 0;
             }, Ok(())),
             ("schedule unknown", |m| m.lr_schedule = 0, Err(E::ModelLearningRate)),
-            ("optimizer unknown", |m| m.optimizer = 2, Err(E::ModelOptimizer)),
+            ("optimizer unknown", |m| m.optimizer = 3, Err(E::ModelOptimizer)),
+            ("optimizer zero", |m| m.optimizer = 0, Err(E::ModelOptimizer)),
+            ("distro inner steps 0", |m| m.inner_steps = 0, Err(E::ModelOptimizer)),
+            ("distro inner steps 2", |m| m.inner_steps = 2, Err(E::ModelOptimizer)),
+            ("distro outer lr", |m| m.outer_learning_rate = F32_ONE, Err(E::ModelOptimizer)),
+            ("distro value bits", |m| m.value_bits = 2, Err(E::ModelOptimizer)),
+            ("distro padding ignored", |m| m._padding = [0xff; 7], Ok(())),
             ("chunk not pow2", |m| m.compression_chunk = 48, Err(E::ModelOptimizer)),
             ("topk 0", |m| m.compression_topk = 0, Err(E::ModelOptimizer)),
             ("topk > chunk", |m| m.compression_topk = 65, Err(E::ModelOptimizer)),
@@ -357,6 +399,68 @@ pub(crate) mod tests {
         ];
         for (name, edit, want) in cases {
             let mut m = valid_model();
+            edit(&mut m);
+            assert_eq!(m.validate(), *want, "{name}");
+        }
+    }
+
+    pub fn valid_sparseloco() -> Model {
+        Model {
+            optimizer: OPTIMIZER_SPARSELOCO,
+            quantize_1bit: 0,
+            inner_steps: 10,
+            outer_learning_rate: F32_ONE, // 1.0
+            value_bits: 2,
+            compression_decay: 0x3f733333, // 0.95 (error feedback)
+            weight_decay: 0,
+            ..valid_model()
+        }
+    }
+
+    #[test]
+    fn sparseloco_rules() {
+        type Edit = fn(&mut Model);
+        let cases: &[(&str, Edit, Result<(), E>)] = &[
+            ("valid", |_| {}, Ok(())),
+            ("one inner step", |m| m.inner_steps = 1, Ok(())),
+            ("max inner steps", |m| m.inner_steps = MAX_INNER_STEPS, Ok(())),
+            ("inner steps 0", |m| m.inner_steps = 0, Err(E::ModelOptimizer)),
+            ("inner steps above max", |m| m.inner_steps = MAX_INNER_STEPS + 1, Err(E::ModelOptimizer)),
+            ("inner steps huge", |m| m.inner_steps = u32::MAX, Err(E::ModelOptimizer)),
+            ("outer lr 0", |m| m.outer_learning_rate = 0, Err(E::ModelOptimizer)),
+            ("outer lr -0", |m| m.outer_learning_rate = F32_SIGN, Err(E::ModelOptimizer)),
+            ("outer lr negative", |m| m.outer_learning_rate = 0xbf800000, Err(E::ModelOptimizer)),
+            ("outer lr nan", |m| m.outer_learning_rate = 0x7fc00000, Err(E::ModelOptimizer)),
+            ("outer lr inf", |m| m.outer_learning_rate = 0x7f800000, Err(E::ModelOptimizer)),
+            ("outer lr tiny", |m| m.outer_learning_rate = 1, Ok(())),
+            ("outer lr 0.7", |m| m.outer_learning_rate = 0x3f333333, Ok(())),
+            ("value bits 1", |m| m.value_bits = 1, Ok(())),
+            ("value bits 4", |m| m.value_bits = 4, Ok(())),
+            ("value bits 8", |m| m.value_bits = 8, Ok(())),
+            ("value bits 32", |m| m.value_bits = 32, Ok(())),
+            ("value bits 0", |m| m.value_bits = 0, Err(E::ModelOptimizer)),
+            ("value bits 3", |m| m.value_bits = 3, Err(E::ModelOptimizer)),
+            ("value bits 16", |m| m.value_bits = 16, Err(E::ModelOptimizer)),
+            ("value bits 64", |m| m.value_bits = 64, Err(E::ModelOptimizer)),
+            ("quantize_1bit set", |m| m.quantize_1bit = 1, Err(E::ModelOptimizer)),
+            ("chunk not pow2", |m| m.compression_chunk = 48, Err(E::ModelOptimizer)),
+            ("chunk 0", |m| m.compression_chunk = 0, Err(E::ModelOptimizer)),
+            ("topk 0", |m| m.compression_topk = 0, Err(E::ModelOptimizer)),
+            ("topk == chunk", |m| m.compression_topk = 64, Ok(())),
+            ("topk > chunk", |m| m.compression_topk = 65, Err(E::ModelOptimizer)),
+            ("error feedback off", |m| m.compression_decay = 0, Ok(())),
+            ("error feedback 1", |m| m.compression_decay = F32_ONE, Ok(())),
+            ("error feedback > 1", |m| m.compression_decay = 0x3f800001, Err(E::ModelOptimizer)),
+            ("error feedback negative", |m| m.compression_decay = 0xbf000000, Err(E::ModelOptimizer)),
+            ("weight decay 0.1", |m| m.weight_decay = 0x3dcccccd, Ok(())),
+            ("weight decay negative", |m| m.weight_decay = 0xbdcccccd, Err(E::ModelOptimizer)),
+            ("weight decay inf", |m| m.weight_decay = 0x7f800000, Err(E::ModelOptimizer)),
+            ("clip 0", |m| m.clip_grad_norm = 0, Ok(())),
+            ("clip nan", |m| m.clip_grad_norm = 0x7fc00000, Err(E::ModelOptimizer)),
+            ("clip negative", |m| m.clip_grad_norm = 0xbf800000, Err(E::ModelOptimizer)),
+        ];
+        for (name, edit, want) in cases {
+            let mut m = valid_sparseloco();
             edit(&mut m);
             assert_eq!(m.validate(), *want, "{name}");
         }

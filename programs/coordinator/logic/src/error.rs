@@ -69,7 +69,7 @@ errors! {
     ModelCheckpoint = 6029: "model: checkpoint must be Ephemeral (no repo) or Hub/P2P with a repo",
     ModelDataLocation = 6030: "model: data location kind unknown or location string missing",
     ModelLearningRate = 6031: "model: learning rates must be finite, the peak positive, the final at most the peak, and decaying schedules need decay steps",
-    ModelOptimizer = 6032: "model: optimizer must be DisTrO with 0 < topk <= chunk, chunk a power of two, decay in [0, 1], finite non-negative weight decay and clipping",
+    ModelOptimizer = 6032: "model: optimizer must be DisTrO (1 inner step, no outer learning rate or value bits) or SparseLoCo (1 to 1000 inner steps, a finite positive outer learning rate, value bits 1/2/4/8/32, no 1-bit flag), with 0 < topk <= chunk, chunk a power of two, decay in [0, 1], finite non-negative weight decay and clipping",
     ModelColdStartSteps = 6033: "model: cold_start_warmup_steps exceeds the rounds that fit in an epoch",
     InvalidProgress = 6034: "progress: step must be 1 to total_steps",
     ClientsFull = 6035: "no free client slot: all 256 hold members, pending joiners or unsettled reward points",
@@ -83,7 +83,7 @@ errors! {
     NotAWitness = 6043: "the client is not an elected witness of this round",
     AlreadyWitnessed = 6044: "this client has already reported for this round",
     InvalidBloom = 6045: "bloom filter must have 64..=1024 bits (a multiple of 64), 1..=16 hashes and no bits past its size",
-    HealthCheckTooEarly = 6046: "health checks start in the third round of an epoch",
+    HealthCheckTooEarly = 6046: "health checks start in the third round of an epoch (the fourth with overlapped rounds)",
     ClientNotHealthy = 6047: "the accused client is no longer healthy",
     ClientHealthy = 6048: "the accused client was seen by a quorum of witnesses",
     CheckpointNotConfigured = 6049: "the run's checkpoint is ephemeral: there is no repo to update",
@@ -116,6 +116,8 @@ errors! {
     NotOnCommittee = 6073: "the signer is not on the dispute's committee",
     AlreadyVoted = 6074: "this committee member has already voted on the dispute",
     InvalidVote = 6075: "the vote must be MATCH (1), MISMATCH (2) or NO_DATA (3)",
+    // Overlapped rounds (issue 17).
+    ConfigOverlap = 6076: "config: overlap must be 0 or 1, and overlapped rounds (1) need verification_percent 0",
 }
 
 #[cfg(test)]

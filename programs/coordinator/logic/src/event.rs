@@ -7,7 +7,7 @@ use crate::state::{dispute_state, RunState, MAX_DISPUTES};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     StateChanged { from: RunState, to: RunState, epoch: u32, step: u32 },
-    RoundStarted { step: u32, height: u32, data_index: u64, batch_size: u16, clients: u16, seed: [u8; 32] },
+    RoundStarted { step: u32, height: u32, data_index: u64, batch_size: u16, inner_steps: u16, clients: u16, seed: [u8; 32] },
     EpochEnded { epoch: u32, success: bool, rewarded: u16 },
     PauseRequested { step: u32 },
     PauseCancelled { step: u32 },

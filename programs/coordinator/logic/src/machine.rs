@@ -22,7 +22,8 @@ pub const DRAIN_ROUNDS: u32 = 2;
 pub const DISPUTE_ROUNDS: u32 = 2;
 
 /// Height of the first round whose predecessor can be health-checked: the first
-/// round of an epoch is exempt because late joiners may still be loading.
+/// round of an epoch is exempt because late joiners may still be loading. With
+/// overlapped rounds it is one later (`first_health_check_height`).
 pub const FIRST_HEALTH_CHECK_HEIGHT: u32 = 2;
 
 /// What the instruction glue reads from sysvars for every state transition.
@@ -237,6 +238,27 @@ impl CoordinatorState {
         }
         let e = &self.epoch.clients[index];
         Some((e, &self.clients[usize::from(e.slot) % MAX_CLIENTS]))
+    }
+
+    /// Height of the first round of an epoch that accepts health checks. With
+    /// overlapped rounds (`config.overlap == 1`) round r's witnesses' participant
+    /// filters refer to round r-1's members' deliveries, so the checks of round
+    /// r judge round r-2's trainers: one round later than without overlap, so
+    /// that the first round of the epoch stays exempt.
+    pub fn first_health_check_height(&self) -> u32 {
+        if self.config.overlap != 0 {
+            FIRST_HEALTH_CHECK_HEIGHT.saturating_add(1)
+        } else {
+            FIRST_HEALTH_CHECK_HEIGHT
+        }
+    }
+
+    /// Inner steps of the next round: the model's `inner_steps` (validated to
+    /// 1..=MAX_INNER_STEPS when the run resumed; clamped here all the same).
+    pub fn next_inner_steps(&self) -> u16 {
+        let h = self.model.inner_steps.clamp(1, MAX_INNER_STEPS);
+        // h <= MAX_INNER_STEPS = 1000.
+        h as u16
     }
 
     /// Global batch size of the next round, from the data cursor.
@@ -739,7 +761,7 @@ impl CoordinatorState {
         if check.step != round.step {
             return Err(E::WrongRound);
         }
-        if round.height < FIRST_HEALTH_CHECK_HEIGHT {
+        if round.height < self.first_health_check_height() {
             return Err(E::HealthCheckTooEarly);
         }
         self.healthy_member(signer)?;
@@ -825,8 +847,15 @@ impl CoordinatorState {
         let round = self.current_round();
         let n = round.clients_len;
         let (members, committee_len) = selection::committee(&round.verify_seed, v.index, v.verifier_index, n);
-        let data = selection::DataRound { seed: round.seed, data_index: round.data_index, batch_size: round.batch_size, clients: n };
+        let data = selection::DataRound {
+            seed: round.seed,
+            data_index: round.data_index,
+            batch_size: round.batch_size,
+            clients: n,
+            inner_steps: round.inner_steps,
+        };
         let batch = selection::assignment(&data, v.index).ok_or(E::CorruptState)?;
+        let batch_len = u32::try_from(batch.len).map_err(|_| E::CorruptState)?;
         let slot_of = |i: u16| self.epoch.clients[usize::from(i) % MAX_CLIENTS].slot;
         let mut committee = [0u16; COMMITTEE_SIZE];
         for (c, &i) in committee.iter_mut().zip(&members[..committee_len]) {
@@ -850,8 +879,8 @@ impl CoordinatorState {
             deadline_step: round.step.saturating_add(DISPUTE_ROUNDS),
             epoch: self.progress.epoch,
             epoch_start_step: self.epoch.start_step,
-            // batch.len <= batch_size <= u16::MAX.
-            batch_len: batch.len as u32,
+            // A share of every inner step: batch.len <= batch_size * inner_steps.
+            batch_len,
             id,
             batch_start: batch.start,
             payload: commit.payload,
@@ -986,7 +1015,9 @@ impl CoordinatorState {
 
     /// WaitingForMembers -> Warmup once enough joined and the extra wait is over.
     /// The epoch takes pending clients in slot order, at most as many as the next
-    /// batch has sequences (so everyone trains something) and at most 256.
+    /// batch has sequences (so everyone trains something in every inner step:
+    /// the cap counts one inner step's batch, not the round's
+    /// `batch_size * inner_steps` sequences) and at most 256.
     fn try_form_epoch(&mut self, now: i64, ev: &mut Events) -> bool {
         let pending = self.clients.iter().filter(|c| c.occupied != 0 && c.pending != 0).count();
         if pending < usize::from(self.config.init_min_clients)
@@ -1193,6 +1224,7 @@ impl CoordinatorState {
         let (head, height) =
             if first { (0, 0) } else { ((prev_head + 1) % NUM_STORED_ROUNDS, self.epoch.rounds[prev_head].height.saturating_add(1)) };
         let batch_size = self.next_batch_size();
+        let inner_steps = self.next_inner_steps();
         let n = self.epoch.clients_len;
         let seed = selection::round_seed(&self.seed, &clock.entropy, self.progress.step);
         let data_index = self.progress.data_index;
@@ -1206,17 +1238,24 @@ impl CoordinatorState {
         r.step = self.progress.step;
         r.height = height;
         r.batch_size = batch_size;
+        r.inner_steps = inner_steps;
         r.clients_len = n;
         r.witness_count = selection::witness_count(self.config.witness_nodes, n);
         r.witnesses_len = 0;
         r.verify_seed = [0; 32];
         // n <= MAX_CLIENTS: one memset, not a loop over the entries.
         Commit::clear(&mut r.commits[..usize::from(n).min(MAX_CLIENTS)]);
-        ev.push(Event::RoundStarted { step: r.step, height, data_index, batch_size, clients: n, seed });
+        ev.push(Event::RoundStarted { step: r.step, height, data_index, batch_size, inner_steps, clients: n, seed });
     }
 
+    /// The data cursor after the next round: it covers `batch_size *
+    /// inner_steps` sequences.
     fn data_index_after_next_round(&self) -> Result<u64, E> {
-        self.progress.data_index.checked_add(u64::from(self.next_batch_size())).ok_or(E::ArithmeticOverflow)
+        // Note: both factors are below 2^16, so the product is below 2^32 (a
+        // plain u64 multiply: checked_mul would be a 128-bit one on BPF).
+        #[allow(clippy::arithmetic_side_effects)]
+        let sequences = u64::from(self.next_batch_size()) * u64::from(self.next_inner_steps());
+        self.progress.data_index.checked_add(sequences).ok_or(E::ArithmeticOverflow)
     }
 
     /// Removes entries that are no longer healthy, keeping order, so that indices

@@ -1,7 +1,7 @@
 //! State-machine tests: every transition, timer boundary and rejection path.
 
 use crate::bloom::Bloom;
-use crate::config::tests::{valid_config, valid_model};
+use crate::config::tests::{valid_config, valid_model, valid_sparseloco};
 use crate::error::CoordinatorError as E;
 use crate::event::{Event, Events};
 use crate::machine::*;
@@ -44,8 +44,12 @@ impl Sim {
     }
 
     fn with(config: CoordinatorConfig) -> Sim {
+        Sim::with_model(config, valid_model())
+    }
+
+    fn with_model(config: CoordinatorConfig, model: Model) -> Sim {
         let mut sim = Sim::uninitialized();
-        let model = Model { cold_start_warmup_steps: 2, ..valid_model() };
+        let model = Model { cold_start_warmup_steps: 2, ..model };
         sim.s.update(&Update { config: Some(&config), model: Some(&model), ..Default::default() }).unwrap();
         sim.s.set_paused(false, &sim.clock()).unwrap();
         assert_eq!(sim.state(), RunState::WaitingForMembers);
@@ -299,7 +303,7 @@ fn warmup_ends_on_enough_ready_reports() {
     assert_eq!(sim.state(), RunState::RoundTrain);
     let kinds: Vec<_> = ev.iter().collect();
     assert!(matches!(kinds[1], Event::StateChanged { to: RunState::RoundTrain, .. }));
-    assert!(matches!(kinds[2], Event::RoundStarted { height: 0, step: 1, data_index: 0, batch_size: 8, clients: 4, .. }));
+    assert!(matches!(kinds[2], Event::RoundStarted { height: 0, step: 1, data_index: 0, batch_size: 8, inner_steps: 1, clients: 4, .. }));
     sim.rejects(E::WrongPhase, |s, c| s.warmup_witness(&members[2].1, c));
 }
 
@@ -411,8 +415,76 @@ fn batch_size_ramps_and_caps_the_epoch_size() {
     // data_index 0, 3, 6, 10, 15, 21, 28, 36, 46 (>= 40: the end size).
     assert_eq!(sizes, vec![3, 3, 4, 5, 6, 7, 8, 10, 11]);
     let r = sim.s.current_round();
-    assert_eq!(r.data_index, selection::data_index_for_step(3, 11, 256 * 40, 256, r.step), "restart formula agrees");
+    let sched = selection::BatchSchedule { start: 3, end: 11, warmup_tokens: 256 * 40, seq_len: 256, inner_steps: 1 };
+    assert_eq!(r.data_index, selection::data_index_for_step(&sched, r.step), "restart formula agrees");
     assert_eq!(sim.s.progress.data_index, 46 + 11);
+}
+
+#[test]
+fn inner_steps_multiply_the_cursor_advance_and_keep_the_ramp_on_data_index() {
+    let config = CoordinatorConfig {
+        global_batch_size_start: 3,
+        global_batch_size_end: 11,
+        global_batch_size_warmup_tokens: 256 * 40, // 40 sequences of 256 tokens
+        ..valid_config()
+    };
+    let model = Model { inner_steps: 4, ..valid_sparseloco() };
+    let mut sim = Sim::with_model(config, model);
+    sim.form_epoch(1..=5);
+    // The member cap counts one inner step's batch: 3 members.
+    assert_eq!(sim.s.epoch.clients_len, 3);
+    let c = sim.clock();
+    let members = sim.members();
+    sim.s.warmup_witness(&members[0].1, &c).unwrap();
+    let ev = sim.s.warmup_witness(&members[1].1, &c).unwrap();
+    assert!(ev.iter().any(|e| matches!(e, Event::RoundStarted { step: 1, data_index: 0, batch_size: 3, inner_steps: 4, .. })));
+    let mut rounds = vec![(sim.s.current_round().data_index, sim.s.current_round().batch_size, sim.s.current_round().inner_steps)];
+    for _ in 0..5 {
+        sim.finish_round();
+        let r = sim.s.current_round();
+        rounds.push((r.data_index, r.batch_size, r.inner_steps));
+    }
+    // size = 3 + 8 * data_index / 40 until 40 sequences; each round covers size * 4.
+    // data_index 0, 12, 32, 68 (the end size from here), 112, 156.
+    assert_eq!(rounds, vec![(0, 3, 4), (12, 5, 4), (32, 9, 4), (68, 11, 4), (112, 11, 4), (156, 11, 4)]);
+    let r = *sim.s.current_round();
+    assert_eq!(sim.s.progress.data_index, r.data_index + 11 * 4);
+    let sched = selection::BatchSchedule { start: 3, end: 11, warmup_tokens: 256 * 40, seq_len: 256, inner_steps: 4 };
+    for (step, (index, _, _)) in rounds.iter().enumerate() {
+        assert_eq!(selection::data_index_for_step(&sched, step as u32 + 1), *index, "restart formula at step {}", step + 1);
+    }
+    // Every member trains 4 contiguous shares; together they cover the round once.
+    let data = selection::DataRound {
+        seed: r.seed,
+        data_index: r.data_index,
+        batch_size: r.batch_size,
+        clients: r.clients_len,
+        inner_steps: r.inner_steps,
+    };
+    let mut covered: Vec<u64> = (0..r.clients_len)
+        .flat_map(|i| {
+            let a = selection::assignment(&data, i).unwrap();
+            assert_eq!(a.len % 4, 0);
+            a.start..a.start + a.len
+        })
+        .collect();
+    covered.sort();
+    assert_eq!(covered, (r.data_index..r.data_index + 44).collect::<Vec<_>>());
+    // A model change while paused takes effect at the next round start.
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    sim.finish_round();
+    sim.wait(10);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Paused);
+    let distro = valid_model();
+    sim.s.update(&Update { model: Some(&distro), ..Default::default() }).unwrap();
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    let index = sim.s.progress.data_index;
+    sim.form_epoch(1..=5);
+    sim.start_training();
+    let r = sim.s.current_round();
+    assert_eq!((r.data_index, r.inner_steps), (index, 1));
+    assert_eq!(sim.s.progress.data_index, index + 11);
 }
 
 #[test]
@@ -645,6 +717,91 @@ fn health_checks_drop_only_clients_a_quorum_did_not_see() {
 }
 
 #[test]
+fn overlapped_rounds_start_health_checks_one_round_later() {
+    let config = CoordinatorConfig { overlap: 1, witness_nodes: 3, min_clients: 3, init_min_clients: 5, ..valid_config() };
+    let mut sim = Sim::with(config);
+    assert_eq!(sim.s.first_health_check_height(), FIRST_HEALTH_CHECK_HEIGHT + 1);
+    sim.form_epoch(1..=5);
+    sim.start_training();
+    let members = sim.members();
+    let (bad_index, bad) = members[4];
+    let reporter = members[0].1;
+    let others: Vec<_> = members.iter().map(|m| m.1).filter(|k| *k != bad).collect();
+    // Rounds 0, 1 and 2 are witnessed without the bad client; checks are too
+    // early until round 3 (round r's filters attest round r-1's deliveries).
+    for height in 0..3u32 {
+        assert_eq!(sim.s.current_round().height, height);
+        let hc = HealthCheck { step: sim.s.progress.step, index: bad_index, accused: bad };
+        sim.rejects(E::HealthCheckTooEarly, |s, c| s.health_check(&reporter, &hc, c));
+        sim.witness(usize::MAX, &others);
+        sim.wait(5);
+        sim.tick().unwrap();
+    }
+    assert_eq!(sim.s.current_round().height, 3);
+    let hc = HealthCheck { step: sim.s.progress.step, index: bad_index, accused: bad };
+    let good = HealthCheck { step: hc.step, index: members[1].0, accused: members[1].1 };
+    sim.rejects(E::ClientHealthy, |s, c| s.health_check(&reporter, &good, c));
+    sim.s.health_check(&reporter, &hc, &sim.clock()).unwrap();
+    assert_eq!(sim.s.epoch.clients[bad_index as usize].state, DROPPED);
+    // Without overlap the same schedule accepts the check at height 2.
+    let mut plain = Sim::with(CoordinatorConfig { overlap: 0, ..config });
+    assert_eq!(plain.s.first_health_check_height(), FIRST_HEALTH_CHECK_HEIGHT);
+    plain.form_epoch(1..=5);
+    plain.start_training();
+    for _ in 0..2 {
+        plain.witness(usize::MAX, &others);
+        plain.wait(5);
+        plain.tick().unwrap();
+    }
+    assert_eq!(plain.s.current_round().height, 2);
+    let hc = HealthCheck { step: plain.s.progress.step, index: bad_index, accused: bad };
+    plain.s.health_check(&reporter, &hc, &plain.clock()).unwrap();
+}
+
+#[test]
+fn overlap_and_optimizer_updates_are_validated_and_rejections_change_nothing() {
+    let mut sim = Sim::uninitialized();
+    let config = valid_config();
+    let cases: [(CoordinatorConfig, E); 3] = [
+        (CoordinatorConfig { overlap: 2, ..config }, E::ConfigOverlap),
+        (CoordinatorConfig { overlap: 1, verification_percent: 10, ..config }, E::ConfigOverlap),
+        (CoordinatorConfig { overlap: 255, verification_percent: 0, ..config }, E::ConfigOverlap),
+    ];
+    for (bad, want) in cases {
+        sim.rejects(want, |s, _| s.update(&Update { config: Some(&bad), ..Default::default() }));
+        sim.rejects(want, |s, _| s.update(&Update { config: Some(&bad), model: Some(&valid_model()), ..Default::default() }));
+    }
+    let models: [Model; 8] = [
+        Model { inner_steps: 2, ..valid_model() },
+        Model { value_bits: 8, ..valid_model() },
+        Model { outer_learning_rate: 0x3f800000, ..valid_model() },
+        Model { inner_steps: 0, ..valid_sparseloco() },
+        Model { inner_steps: MAX_INNER_STEPS + 1, ..valid_sparseloco() },
+        Model { outer_learning_rate: 0, ..valid_sparseloco() },
+        Model { value_bits: 3, ..valid_sparseloco() },
+        Model { quantize_1bit: 1, ..valid_sparseloco() },
+    ];
+    for bad in models {
+        sim.rejects(E::ModelOptimizer, |s, _| s.update(&Update { model: Some(&bad), ..Default::default() }));
+        sim.rejects(E::ModelOptimizer, |s, _| s.update(&Update { config: Some(&config), model: Some(&bad), ..Default::default() }));
+    }
+    let overlapped = CoordinatorConfig { overlap: 1, ..config };
+    let model = valid_sparseloco();
+    sim.s.update(&Update { config: Some(&overlapped), model: Some(&model), ..Default::default() }).unwrap();
+    assert_eq!((sim.s.config.overlap, sim.s.model.inner_steps, sim.s.model.value_bits), (1, 10, 2));
+    // A stored model that no longer validates (written before the rules) is
+    // refused when the run resumes.
+    sim.s.model.inner_steps = 0;
+    sim.rejects(E::ModelOptimizer, |s, c| s.set_paused(false, c));
+    sim.s.model.inner_steps = 10;
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+    // Verification cannot be turned on while rounds overlap.
+    sim.s.set_paused(true, &sim.clock()).unwrap();
+    let verified = CoordinatorConfig { verification_percent: 5, ..overlapped };
+    sim.rejects(E::ConfigOverlap, |s, _| s.update(&Update { config: Some(&verified), ..Default::default() }));
+}
+
+#[test]
 fn joins_leaves_and_slot_reuse() {
     let mut sim = Sim::new();
     sim.join(1).unwrap();
@@ -854,8 +1011,20 @@ fn random_walk_keeps_invariants() {
     // Verdicts need RoundWitness, so it lasts longer in the walks that verify.
     let verified = CoordinatorConfig { verification_percent: 50, round_witness_time: 30, ..all_witness };
     let vesting = CoordinatorConfig { verification_percent: 100, vesting_epochs: 2, forgive_per_epoch: 0, ..verified };
-    for (seed, config) in [(42, all_witness), (7, two_witnesses), (1234, all_witness), (99, verified), (5, verified), (31, vesting)] {
-        random_walk(seed, config);
+    let overlapped = CoordinatorConfig { overlap: 1, ..all_witness };
+    let (distro, sparseloco) = (valid_model(), Model { inner_steps: 3, ..valid_sparseloco() });
+    for (seed, config, model) in [
+        (42, all_witness, distro),
+        (7, two_witnesses, distro),
+        (1234, all_witness, distro),
+        (99, verified, distro),
+        (5, verified, distro),
+        (31, vesting, distro),
+        (17, overlapped, sparseloco),
+        (18, two_witnesses, sparseloco),
+        (19, verified, sparseloco),
+    ] {
+        random_walk(seed, config, model);
     }
 }
 
@@ -868,9 +1037,9 @@ fn random_dispute(sim: &Sim, rng: &mut Rng) -> Dispute {
     }
 }
 
-fn random_walk(seed: u64, config: CoordinatorConfig) {
+fn random_walk(seed: u64, config: CoordinatorConfig, model: Model) {
     let mut rng = Rng(seed);
-    let mut sim = Sim::with(config);
+    let mut sim = Sim::with_model(config, model);
     let mut batches = 0u64;
     let mut visited = std::collections::BTreeSet::new();
     let mut verification_ops = [0u32; 4];
@@ -985,7 +1154,8 @@ fn random_walk(seed: u64, config: CoordinatorConfig) {
             assert_eq!(r.clients_len, s.epoch.clients_len);
             assert!(r.batch_size >= r.clients_len, "every member trains at least one sequence");
             assert!(r.witnesses_len <= r.witness_count);
-            assert_eq!(s.progress.data_index, r.data_index + u64::from(r.batch_size));
+            assert_eq!(r.inner_steps, model.inner_steps as u16);
+            assert_eq!(s.progress.data_index, r.data_index + u64::from(r.batch_size) * u64::from(r.inner_steps));
             assert_eq!(r.verify_seed == [0; 32], state == RunState::RoundTrain, "verify seed drawn exactly when RoundTrain ends");
             for (i, c) in r.commits[..r.clients_len as usize].iter().enumerate() {
                 if c.verdict != verdict::NONE {
@@ -1411,7 +1581,13 @@ fn a_mismatch_opens_a_dispute_with_committee_batch_and_deadline() {
     assert_eq!(len, 3);
     let slot = |i: u16| sim.s.epoch.clients[i as usize].slot;
     let batch = selection::assignment(
-        &selection::DataRound { seed: r.seed, data_index: r.data_index, batch_size: r.batch_size, clients: r.clients_len },
+        &selection::DataRound {
+            seed: r.seed,
+            data_index: r.data_index,
+            batch_size: r.batch_size,
+            clients: r.clients_len,
+            inner_steps: r.inner_steps,
+        },
         1,
     )
     .unwrap();

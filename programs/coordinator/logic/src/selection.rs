@@ -234,25 +234,40 @@ pub fn tokens_before(data_index: u64, seq_len: u32) -> u64 {
     data_index * u64::from(seq_len.min(1 << 16))
 }
 
+/// A run's batch schedule, for `data_index_for_step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchSchedule {
+    /// `global_batch_size_start`, `global_batch_size_end` and
+    /// `global_batch_size_warmup_tokens` of the config.
+    pub start: u16,
+    pub end: u16,
+    pub warmup_tokens: u64,
+    /// The model's `max_seq_len`.
+    pub seq_len: u32,
+    /// Inner steps per round (the model's `inner_steps`; 0 counts as 1).
+    pub inner_steps: u16,
+}
+
 /// The data cursor at the start of `step` for a run that began at step 1 with
 /// cursor 0 and kept this batch schedule (each step is one round and moves the
-/// cursor by that round's batch size). For restarting a run from a given step.
-// Note: s < step; while the ramp runs, tokens_before(index) < warmup_tokens
-// <= 2^47 keeps index < 2^47, so adding a batch (< 2^16) fits; the last sum
-// is bounded below.
-#[allow(clippy::arithmetic_side_effects)]
-pub fn data_index_for_step(start: u16, end: u16, warmup_tokens: u64, seq_len: u32, step: u32) -> u64 {
+/// cursor by that round's batch size times its inner steps; the batch size
+/// follows the ramp at the tokens before the round's cursor). For restarting a
+/// run from a given step. Saturates at u64::MAX (far beyond any data set).
+pub fn data_index_for_step(schedule: &BatchSchedule, step: u32) -> u64 {
+    let BatchSchedule { start, end, warmup_tokens, seq_len, .. } = *schedule;
+    let h = u64::from(schedule.inner_steps.max(1));
     let mut index = 0u64;
     let mut s = 1u32;
     while s < step {
         let tokens = tokens_before(index, seq_len);
         if tokens >= warmup_tokens {
-            // Past the ramp every round has the end size. (step - s) * end < 2^48,
-            // and index < 2^47 + 2^16 here, so the sum fits.
-            return index + u64::from(step - s) * u64::from(end);
+            // Past the ramp every round has the end size.
+            let rest = u64::from(step.saturating_sub(s)).saturating_mul(u64::from(end)).saturating_mul(h);
+            return index.saturating_add(rest);
         }
-        index += u64::from(batch_size(start, end, warmup_tokens, tokens));
-        s += 1;
+        let round = u64::from(batch_size(start, end, warmup_tokens, tokens)).saturating_mul(h);
+        index = index.saturating_add(round);
+        s = s.saturating_add(1);
     }
     index
 }
@@ -270,25 +285,35 @@ pub struct DataRound {
     pub seed: Seed,
     /// Global index of the round's first sequence.
     pub data_index: u64,
+    /// Sequences per inner step.
     pub batch_size: u16,
     /// Clients in the round.
     pub clients: u16,
+    /// Inner steps of the round (0 counts as 1): the round covers
+    /// `batch_size * inner_steps` sequences from `data_index`.
+    pub inner_steps: u16,
 }
 
 /// The sequences client `index` trains in `round`. Clients are put in the order
-/// of a swap-or-not shuffle keyed by the round's data seed; the batch is cut into
-/// `clients` contiguous chunks, the first `batch_size % clients` one sequence
-/// longer. Every sequence of the batch goes to exactly one client.
+/// of a swap-or-not shuffle keyed by the round's data seed; each inner step's
+/// batch is cut into `clients` contiguous shares, the first `batch_size %
+/// clients` one sequence longer, and a client's share of every inner step is
+/// taken from one contiguous range: with share (offset, len) and H inner steps
+/// the client trains `[data_index + offset*H, … + len*H)`, inner step j the
+/// sequences `[start + j*len, start + (j+1)*len)`. Every sequence of the round
+/// goes to exactly one client.
 pub fn assignment(round: &DataRound, index: u16) -> Option<Assignment> {
     let seed = data_seed(&round.seed);
     let p = u64::from(shuffled_position(u32::from(index), u32::from(round.clients), &seed)?);
     // clients > index >= 0 (or shuffled_position returned None).
     let n = NonZeroU64::new(u64::from(round.clients))?;
     let b = u64::from(round.batch_size);
+    let h = u64::from(round.inner_steps.max(1));
     let (q, r) = (b / n, b % n);
-    // Note: p < n <= u16::MAX and q <= b <= u16::MAX: below 2^32.
+    // Note: p < n <= u16::MAX and q <= b <= u16::MAX: below 2^32; times
+    // h <= u16::MAX, below 2^48.
     #[allow(clippy::arithmetic_side_effects)]
-    let (offset, len) = (p * q + if p < r { p } else { r }, q + u64::from(p < r));
+    let (offset, len) = ((p * q + if p < r { p } else { r }) * h, (q + u64::from(p < r)) * h);
     Some(Assignment { start: round.data_index.checked_add(offset)?, len })
 }
 
@@ -394,14 +419,21 @@ mod tests {
     fn data_index_for_step_sums_the_ramp() {
         // Brute force: run the ramp round by round.
         for (start, end, warm, seq) in [(8u16, 8u16, 0u64, 256u32), (3, 11, 10240, 256), (1, 5, 1000, 7), (2, 2, 50, 1)] {
-            let mut index = 0u64;
-            for step in 1..200u32 {
-                assert_eq!(data_index_for_step(start, end, warm, seq, step), index, "start={start} end={end} step={step}");
-                index += u64::from(batch_size(start, end, warm, tokens_before(index, seq)));
+            for h in [0u16, 1, 2, 10] {
+                let sched = BatchSchedule { start, end, warmup_tokens: warm, seq_len: seq, inner_steps: h };
+                let mut index = 0u64;
+                for step in 1..200u32 {
+                    assert_eq!(data_index_for_step(&sched, step), index, "start={start} end={end} h={h} step={step}");
+                    index += u64::from(batch_size(start, end, warm, tokens_before(index, seq))) * u64::from(h.max(1));
+                }
             }
         }
-        assert_eq!(data_index_for_step(8, 8, 0, 256, 0), 0);
-        assert_eq!(data_index_for_step(1, 65535, 0, 1, u32::MAX), u64::from(u32::MAX - 1) * 65535);
+        let sched = |start, end, warmup_tokens, seq_len, inner_steps| BatchSchedule { start, end, warmup_tokens, seq_len, inner_steps };
+        assert_eq!(data_index_for_step(&sched(8, 8, 0, 256, 1), 0), 0);
+        assert_eq!(data_index_for_step(&sched(1, 65535, 0, 1, 1), u32::MAX), u64::from(u32::MAX - 1) * 65535);
+        assert_eq!(data_index_for_step(&sched(1, 65535, 0, 1, 1000), u32::MAX), u64::from(u32::MAX - 1) * 65535 * 1000);
+        // The largest product still fits: (2^32 - 2) * (2^16 - 1)^2 < 2^64.
+        assert_eq!(data_index_for_step(&sched(1, 65535, 0, 1, 65535), u32::MAX), u64::from(u32::MAX - 1) * 65535 * 65535);
         assert_eq!(tokens_before(MAX_WARMUP_TOKENS + 1, 1), u64::MAX);
         assert_eq!(tokens_before(10, 1 << 20), 10 << 16);
     }
@@ -414,7 +446,7 @@ mod tests {
             let mut covered = vec![0u8; b as usize];
             let mut total = 0;
             for i in 0..n {
-                let a = assignment(&DataRound { seed: s, data_index, batch_size: b, clients: n }, i).unwrap();
+                let a = assignment(&DataRound { seed: s, data_index, batch_size: b, clients: n, inner_steps: 1 }, i).unwrap();
                 let q = u64::from(b / n);
                 assert!(a.len == q || (a.len == q + 1 && b % n != 0), "n={n} b={b} client {i}: len {}", a.len);
                 for seq in a.start..a.start + a.len {
@@ -424,13 +456,46 @@ mod tests {
             }
             assert_eq!(total, u64::from(b));
             assert!(covered.iter().all(|&c| c == 1), "n={n} b={b}: {covered:?}");
-            assert_eq!(assignment(&DataRound { seed: s, data_index, batch_size: b, clients: n }, n), None);
+            assert_eq!(assignment(&DataRound { seed: s, data_index, batch_size: b, clients: n, inner_steps: 1 }, n), None);
         }
     }
 
     #[test]
+    fn assignment_with_inner_steps_covers_the_round_exactly_once() {
+        for (n, b, h) in [(1u16, 1u16, 1u16), (1, 7, 3), (3, 10, 2), (7, 100, 10), (10, 3, 4), (64, 64, 1000), (256, 4099, 7)] {
+            let s = seed(b as u8 ^ h as u8);
+            let data_index = 5_000u64;
+            let round = DataRound { seed: s, data_index, batch_size: b, clients: n, inner_steps: h };
+            let flat = DataRound { inner_steps: 1, ..round };
+            let total = u64::from(b) * u64::from(h);
+            let mut covered = vec![0u8; total as usize];
+            let mut shares = 0u64;
+            for i in 0..n {
+                let a = assignment(&round, i).unwrap();
+                let share = assignment(&flat, i).unwrap();
+                assert_eq!(a.start, data_index + (share.start - data_index) * u64::from(h), "n={n} b={b} h={h} client {i}");
+                assert_eq!(a.len, share.len * u64::from(h));
+                for seq in a.start..a.start + a.len {
+                    covered[(seq - data_index) as usize] += 1;
+                }
+                shares += share.len;
+            }
+            assert!(covered.iter().all(|&c| c == 1), "n={n} b={b} h={h}");
+            // One inner step of every client trains one global batch.
+            assert_eq!(shares, u64::from(b), "n={n} b={b} h={h}");
+            assert_eq!(assignment(&round, n), None);
+        }
+        // 0 inner steps counts as 1.
+        let r = DataRound { seed: seed(1), data_index: 3, batch_size: 10, clients: 3, inner_steps: 0 };
+        assert_eq!(assignment(&r, 1), assignment(&DataRound { inner_steps: 1, ..r }, 1));
+        // The start overflows: None.
+        let r = DataRound { seed: seed(1), data_index: u64::MAX - 5, batch_size: 100, clients: 3, inner_steps: 10 };
+        assert!((0..3).any(|i| assignment(&r, i).is_none()));
+    }
+
+    #[test]
     fn assignment_order_changes_with_the_seed() {
-        let round = |s| DataRound { seed: s, data_index: 0, batch_size: 64, clients: 16 };
+        let round = |s| DataRound { seed: s, data_index: 0, batch_size: 64, clients: 16, inner_steps: 1 };
         let a: Vec<_> = (0..16).map(|i| assignment(&round(seed(1)), i).unwrap().start).collect();
         let b: Vec<_> = (0..16).map(|i| assignment(&round(seed(2)), i).unwrap().start).collect();
         assert_ne!(a, b);

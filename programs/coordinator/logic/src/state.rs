@@ -10,7 +10,7 @@ use crate::bloom::Bloom;
 use crate::selection::MAX_WITNESSES;
 
 /// Layout version written by `init` (bump with a new program id on change).
-pub const STATE_VERSION: u64 = 2;
+pub const STATE_VERSION: u64 = 3;
 /// Client slots: members, pending joiners and holders of unsettled points.
 pub const MAX_CLIENTS: usize = 256;
 /// Rounds kept in the ring buffer (current, previous, and two for lagging readers).
@@ -143,8 +143,17 @@ pub const DATA_HTTP: u8 = 2;
 pub const LR_CONSTANT: u8 = 1;
 pub const LR_LINEAR: u8 = 2;
 pub const LR_COSINE: u8 = 3;
-/// `Model::optimizer`.
+/// `Model::optimizer`: DisTrO (one optimizer step per round, DCT-compressed
+/// momentum) or SparseLoCo (`inner_steps` local AdamW steps per round, then a
+/// top-k, quantized pseudo-gradient with error feedback and an outer step).
 pub const OPTIMIZER_DISTRO: u8 = 1;
+pub const OPTIMIZER_SPARSELOCO: u8 = 2;
+/// Largest `Model::inner_steps` (local steps per round with SparseLoCo).
+pub const MAX_INNER_STEPS: u32 = 1000;
+/// `CoordinatorConfig::overlap`: 0 (a round's payloads are applied in the
+/// next round) or 1 (exchanged while the next round trains, applied one round
+/// later).
+pub const MAX_OVERLAP: u8 = 1;
 
 /// Free-text description of the run (changeable at any time).
 #[repr(C)]
@@ -182,7 +191,11 @@ pub struct CoordinatorConfig {
     pub forgive_per_epoch: u8,
     /// Epoch ends (0..=4) before an epoch's reward becomes claimable.
     pub vesting_epochs: u8,
-    pub _padding: [u8; 5],
+    /// 1: a round's payloads are exchanged while the next round trains (round
+    /// r's witness reports attest round r-1's payloads; clients apply round
+    /// r-1 one round late); 0: not overlapped.
+    pub overlap: u8,
+    pub _padding: [u8; 4],
 }
 
 /// What is trained and how. Floating-point hyperparameters are stored as IEEE-754
@@ -214,6 +227,14 @@ pub struct Model {
     pub compression_decay: u32,
     pub compression_topk: u32,
     pub compression_chunk: u32,
+    /// SparseLoCo's outer learning rate (f32 bits; constant); 0 for DisTrO.
+    pub outer_learning_rate: u32,
+    /// Local optimizer steps per round: 1 for DisTrO, 1..=MAX_INNER_STEPS for
+    /// SparseLoCo (each round's batch is trained in this many inner steps).
+    pub inner_steps: u32,
+    /// Bits per transmitted value with SparseLoCo (1, 2, 4, 8 or 32); 0 for DisTrO.
+    pub value_bits: u8,
+    pub _padding: [u8; 7],
     pub checkpoint_repo: [u8; URL_LEN],
     pub checkpoint_revision: [u8; REVISION_LEN],
     pub data_location: [u8; URL_LEN],
@@ -374,6 +395,7 @@ pub struct Round {
     pub step: u32,
     /// Round number within the epoch (0 = first).
     pub height: u32,
+    /// Sequences per inner step (the global batch size).
     pub batch_size: u16,
     /// Clients in the round (the first `clients_len` epoch entries).
     pub clients_len: u16,
@@ -381,6 +403,11 @@ pub struct Round {
     pub witness_count: u16,
     /// Witness reports received (valid entries of `witnesses`).
     pub witnesses_len: u16,
+    /// Inner steps each member trains this round (`Model::inner_steps` when
+    /// the round started; 1 for DisTrO): the round covers
+    /// `batch_size * inner_steps` sequences from `data_index`.
+    pub inner_steps: u16,
+    pub _padding: [u8; 6],
     pub witnesses: [Witness; MAX_WITNESSES as usize],
     /// Seed of the verification sampling, set when RoundTrain ends (unknown
     /// while members commit); zero before.
@@ -515,13 +542,14 @@ mod tests {
             round_witness_time: u64, epoch_time: u64, global_batch_size_warmup_tokens: u64, total_steps: u32,
             init_min_clients: u16, min_clients: u16, witness_nodes: u16, global_batch_size_start: u16,
             global_batch_size_end: u16, waiting_for_members_extra_time: u16, verification_percent: u8,
-            forgive_per_epoch: u8, vesting_epochs: u8, _padding: [u8; 5]);
+            forgive_per_epoch: u8, vesting_epochs: u8, overlap: u8, _padding: [u8; 4]);
         assert_tiled!(Model, architecture: u8, tokenizer: u8, data_type: u8, checkpoint_kind: u8,
             data_location_kind: u8, lr_schedule: u8, optimizer: u8, quantize_1bit: u8, max_seq_len: u32,
             cold_start_warmup_steps: u32, n_layer: u16, n_head: u16, n_embd: u32, vocab_size: u32,
             lr_warmup_steps: u32, lr_decay_steps: u32, learning_rate: u32, final_learning_rate: u32,
             weight_decay: u32, clip_grad_norm: u32, compression_decay: u32, compression_topk: u32,
-            compression_chunk: u32, checkpoint_repo: [u8; URL_LEN], checkpoint_revision: [u8; REVISION_LEN],
+            compression_chunk: u32, outer_learning_rate: u32, inner_steps: u32, value_bits: u8, _padding: [u8; 7],
+            checkpoint_repo: [u8; URL_LEN], checkpoint_revision: [u8; REVISION_LEN],
             data_location: [u8; URL_LEN], data_root: [u8; 32]);
         assert_tiled!(Progress, epoch: u32, step: u32, data_index: u64);
         assert_tiled!(EpochRates, earning_rate_total_shared: u64, slashing_rate_per_client: u64);
@@ -533,7 +561,8 @@ mod tests {
         assert_tiled!(Witness, index: u16, _padding: [u8; 6], participant_bloom: Bloom, broadcast_bloom: Bloom,
             broadcast_merkle: [u8; 32]);
         assert_tiled!(Round, seed: [u8; 32], data_index: u64, step: u32, height: u32, batch_size: u16,
-            clients_len: u16, witness_count: u16, witnesses_len: u16, witnesses: [Witness; 32], verify_seed: [u8; 32],
+            clients_len: u16, witness_count: u16, witnesses_len: u16, inner_steps: u16, _padding: [u8; 6],
+            witnesses: [Witness; 32], verify_seed: [u8; 32],
             commits: [Commit; MAX_CLIENTS]);
         assert_tiled!(Commit, payload: [u8; 32], state_before: [u8; 32], state_after: [u8; 32], verifier: u16, flags: u8,
             verdict: u8, _padding: [u8; 4]);
@@ -554,7 +583,10 @@ mod tests {
             disputes: [Dispute; MAX_DISPUTES]);
         assert_eq!(core::mem::align_of::<CoordinatorState>(), 8);
         // The account size is part of the wire contract (clients allocate it).
-        assert_eq!(ACCOUNT_SIZE, 201_000);
+        assert_eq!(ACCOUNT_SIZE, 201_048);
+        assert_eq!(size_of::<Model>(), 560);
+        assert_eq!(size_of::<Round>(), 37_216);
+        assert_eq!(size_of::<CoordinatorConfig>(), 72);
     }
 
     #[test]

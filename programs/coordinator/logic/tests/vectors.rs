@@ -73,15 +73,31 @@ fn generate() -> String {
     section(&mut out, "witnesses", rows, false);
 
     let mut rows = Vec::new();
-    let cases = [(1u16, 1u16, 0u64), (3, 10, 57), (5, 5, 1 << 40), (7, 100, 12345), (64, 1000, 0), (256, 256, 99), (256, 4099, 7)];
-    for (i, (n, b, data_index)) in cases.into_iter().enumerate() {
+    let cases = [
+        (1u16, 1u16, 0u64, 1u16),
+        (3, 10, 57, 1),
+        (5, 5, 1 << 40, 1),
+        (7, 100, 12345, 1),
+        (64, 1000, 0, 1),
+        (256, 256, 99, 1),
+        (256, 4099, 7, 1),
+        // Inner steps (SparseLoCo): each client's share of every inner step.
+        (1, 7, 3, 10),
+        (3, 10, 57, 2),
+        (7, 100, 12345, 10),
+        (10, 3, 0, 4),
+        (64, 1000, 1 << 40, 1000),
+        (256, 4099, 7, 7),
+    ];
+    for (i, (n, b, data_index, h)) in cases.into_iter().enumerate() {
         let s = seed("assign-round", i as u32);
+        let round = selection::DataRound { seed: s, data_index, batch_size: b, clients: n, inner_steps: h };
         let a = list(0..n, |k| {
-            let a = selection::assignment(&selection::DataRound { seed: s, data_index, batch_size: b, clients: n }, k).unwrap();
+            let a = selection::assignment(&round, k).unwrap();
             format!("[{}, {}]", a.start, a.len)
         });
         rows.push(format!(
-            "\"round_seed\": \"{}\", \"n\": {n}, \"batch_size\": {b}, \"data_index\": {data_index}, \"assignments\": [{a}]",
+            "\"round_seed\": \"{}\", \"n\": {n}, \"batch_size\": {b}, \"inner_steps\": {h}, \"data_index\": {data_index}, \"assignments\": [{a}]",
             hex(&s)
         ));
     }
@@ -96,10 +112,27 @@ fn generate() -> String {
     section(&mut out, "batch_sizes", rows, false);
 
     let mut rows = Vec::new();
-    let cases = [(8u16, 8u16, 0u64, 256u32, 1u32), (8, 8, 0, 256, 1000), (3, 11, 10240, 256, 9), (3, 11, 10240, 256, 500), (1, 5, 1000, 7, 77), (16, 1024, 1 << 30, 2048, 100_000)];
-    for (start, end, warm, seq_len, step) in cases {
-        let index = selection::data_index_for_step(start, end, warm, seq_len, step);
-        rows.push(format!("\"start\": {start}, \"end\": {end}, \"warmup_tokens\": {warm}, \"seq_len\": {seq_len}, \"step\": {step}, \"data_index\": {index}"));
+    let cases = [
+        (8u16, 8u16, 0u64, 256u32, 1u16, 1u32),
+        (8, 8, 0, 256, 1, 1000),
+        (3, 11, 10240, 256, 1, 9),
+        (3, 11, 10240, 256, 1, 500),
+        (1, 5, 1000, 7, 1, 77),
+        (16, 1024, 1 << 30, 2048, 1, 100_000),
+        // Inner steps: every round moves the cursor by its batch size times H.
+        (8, 8, 0, 256, 10, 1000),
+        (3, 11, 10240, 256, 4, 9),
+        (3, 11, 10240, 256, 10, 500),
+        (1, 5, 1000, 7, 3, 77),
+        (16, 1024, 1 << 30, 2048, 1000, 100_000),
+        (1, 65535, 0, 1, 1000, u32::MAX),
+    ];
+    for (start, end, warm, seq_len, h, step) in cases {
+        let sched = selection::BatchSchedule { start, end, warmup_tokens: warm, seq_len, inner_steps: h };
+        let index = selection::data_index_for_step(&sched, step);
+        rows.push(format!(
+            "\"start\": {start}, \"end\": {end}, \"warmup_tokens\": {warm}, \"seq_len\": {seq_len}, \"inner_steps\": {h}, \"step\": {step}, \"data_index\": {index}"
+        ));
     }
     section(&mut out, "data_index_for_step", rows, false);
 

@@ -63,8 +63,8 @@ pub(crate) fn encode(e: &Event, w: &mut Writer<'_>) -> Result<&'static [u8; 8], 
             w.u8(from as u8)?.u8(to as u8)?.u32(epoch)?.u32(step)?;
             &STATE_CHANGED
         }
-        Event::RoundStarted { step, height, data_index, batch_size, clients, seed } => {
-            w.u32(step)?.u32(height)?.u64(data_index)?.u16(batch_size)?.u16(clients)?.bytes(&seed)?;
+        Event::RoundStarted { step, height, data_index, batch_size, inner_steps, clients, seed } => {
+            w.u32(step)?.u32(height)?.u64(data_index)?.u16(batch_size)?.u16(inner_steps)?.u16(clients)?.bytes(&seed)?;
             &ROUND_STARTED
         }
         Event::EpochEnded { epoch, success, rewarded } => {

@@ -32,7 +32,7 @@ fn layout_types(t: &mut Types) {
         min_clients: json!("u16"), witness_nodes: json!("u16"), global_batch_size_start: json!("u16"),
         global_batch_size_end: json!("u16"), waiting_for_members_extra_time: json!("u16"),
         verification_percent: json!("u8"), forgive_per_epoch: json!("u8"), vesting_epochs: json!("u8"),
-        _padding: bytes(5));
+        overlap: json!("u8"), _padding: bytes(4));
     zc!(t, Model, "Model", architecture: json!("u8"), tokenizer: json!("u8"), data_type: json!("u8"),
         checkpoint_kind: json!("u8"), data_location_kind: json!("u8"), lr_schedule: json!("u8"),
         optimizer: json!("u8"), quantize_1bit: json!("u8"), max_seq_len: json!("u32"),
@@ -40,7 +40,8 @@ fn layout_types(t: &mut Types) {
         vocab_size: json!("u32"), lr_warmup_steps: json!("u32"), lr_decay_steps: json!("u32"),
         learning_rate: json!("u32"), final_learning_rate: json!("u32"), weight_decay: json!("u32"),
         clip_grad_norm: json!("u32"), compression_decay: json!("u32"), compression_topk: json!("u32"),
-        compression_chunk: json!("u32"), checkpoint_repo: bytes(URL_LEN), checkpoint_revision: bytes(REVISION_LEN),
+        compression_chunk: json!("u32"), outer_learning_rate: json!("u32"), inner_steps: json!("u32"),
+        value_bits: json!("u8"), _padding: bytes(7), checkpoint_repo: bytes(URL_LEN), checkpoint_revision: bytes(REVISION_LEN),
         data_location: bytes(URL_LEN), data_root: bytes(32));
     zc!(t, Progress, "Progress", epoch: json!("u32"), step: json!("u32"), data_index: json!("u64"));
     zc!(t, EpochRates, "EpochRates", earning_rate_total_shared: json!("u64"), slashing_rate_per_client: json!("u64"));
@@ -56,7 +57,8 @@ fn layout_types(t: &mut Types) {
         verifier: json!("u16"), flags: json!("u8"), verdict: json!("u8"), _padding: bytes(4));
     zc!(t, Round, "Round", seed: bytes(32), data_index: json!("u64"), step: json!("u32"), height: json!("u32"),
         batch_size: json!("u16"), clients_len: json!("u16"), witness_count: json!("u16"),
-        witnesses_len: json!("u16"), witnesses: array(defined("Witness"), 32), verify_seed: bytes(32),
+        witnesses_len: json!("u16"), inner_steps: json!("u16"), _padding: bytes(6),
+        witnesses: array(defined("Witness"), 32), verify_seed: bytes(32),
         commits: array(defined("Commit"), MAX_CLIENTS));
     zc!(t, Dispute, "Dispute", state: json!("u8"), kind: json!("u8"), committee_len: json!("u8"),
         votes: bytes(COMMITTEE_SIZE), trainer_slot: json!("u16"), accuser_slot: json!("u16"),
@@ -153,6 +155,7 @@ fn borsh_types(t: &mut Types) {
         ("height", json!("u32")),
         ("data_index", json!("u64")),
         ("batch_size", json!("u16")),
+        ("inner_steps", json!("u16")),
         ("clients", json!("u16")),
         ("seed", bytes(32)),
     ]);
@@ -250,7 +253,7 @@ fn event_payloads_match_their_idl_types() {
     let k = [7u8; 32];
     let samples = [
         Event::StateChanged { from: RunState::Warmup, to: RunState::RoundTrain, epoch: 1, step: 2 },
-        Event::RoundStarted { step: 1, height: 2, data_index: 3, batch_size: 4, clients: 5, seed: k },
+        Event::RoundStarted { step: 1, height: 2, data_index: 3, batch_size: 4, inner_steps: 6, clients: 5, seed: k },
         Event::EpochEnded { epoch: 1, success: true, rewarded: 3 },
         Event::PauseRequested { step: 1 },
         Event::PauseCancelled { step: 1 },
