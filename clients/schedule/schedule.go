@@ -10,6 +10,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 )
 
 // Seed is a 32-byte round seed.
@@ -186,50 +188,82 @@ func TokensBefore(dataIndex uint64, seqLen uint32) uint64 {
 
 // DataIndexForStep is the data cursor at the start of step for a run that began
 // at step 1 with cursor 0 and kept this batch schedule: each step is one round
-// and moves the cursor by its batch size. Used to restart a run from a step.
-func DataIndexForStep(start, end uint16, warmupTokens uint64, seqLen, step uint32) uint64 {
+// and moves the cursor by its batch size times innerSteps (the model's inner
+// steps per round; 0 counts as 1), the batch size following the ramp at the
+// tokens before the round's cursor. Used to restart a run from a step.
+// Saturates at the largest uint64, as the program's data_index_for_step does.
+func DataIndexForStep(start, end uint16, warmupTokens uint64, seqLen uint32, innerSteps uint16, step uint32) uint64 {
+	h := uint64(max(innerSteps, 1))
 	var index uint64
 	for s := uint32(1); s < step; s++ {
 		tokens := TokensBefore(index, seqLen)
 		if tokens >= warmupTokens {
-			return index + uint64(step-s)*uint64(end)
+			return satAdd(index, satMul(satMul(uint64(step-s), uint64(end)), h))
 		}
-		index += uint64(BatchSize(start, end, warmupTokens, tokens))
+		index = satAdd(index, satMul(uint64(BatchSize(start, end, warmupTokens, tokens)), h))
 	}
 	return index
 }
 
+func satAdd(a, b uint64) uint64 {
+	if s, carry := bits.Add64(a, b, 0); carry == 0 {
+		return s
+	}
+	return math.MaxUint64
+}
+
+func satMul(a, b uint64) uint64 {
+	if hi, lo := bits.Mul64(a, b); hi == 0 {
+		return lo
+	}
+	return math.MaxUint64
+}
+
 // Assignment is the half-open range of global sequence indices [Start, Start+Len)
-// that one client trains in a round.
+// that one client trains in a round: with H inner steps, H equal contiguous
+// parts, one per inner step (see InnerStep).
 type Assignment struct {
 	Start uint64
 	Len   uint64
 }
 
-func chunk(p, n, batchSize uint64, dataIndex uint64) Assignment {
-	q, r := batchSize/n, batchSize%n
-	a := Assignment{Start: dataIndex + p*q + min(p, r), Len: q}
-	if p < r {
-		a.Len++
-	}
-	return a
+// InnerStep is the part of a round's assignment trained in inner step j
+// (0-based) of innerSteps (0 counts as 1): [Start + j*Len/H, Start + (j+1)*Len/H).
+func (a Assignment) InnerStep(j, innerSteps uint16) Assignment {
+	h := uint64(max(innerSteps, 1))
+	per := a.Len / h
+	return Assignment{Start: a.Start + uint64(j)*per, Len: per}
 }
 
-// AssignmentFor is the batch client index trains in a round of n clients whose
-// global batch of batchSize sequences starts at dataIndex.
-func AssignmentFor(index, n, batchSize uint16, dataIndex uint64, round Seed) (Assignment, error) {
+// chunk is the assignment of the client at shuffled position p of n: its share
+// (offset, len) of one inner step's batch, taken innerSteps times in a row.
+func chunk(p, n, batchSize, innerSteps uint64, dataIndex uint64) Assignment {
+	q, r := batchSize/n, batchSize%n
+	offset, length := p*q+min(p, r), q
+	if p < r {
+		length++
+	}
+	h := max(innerSteps, 1)
+	return Assignment{Start: dataIndex + offset*h, Len: length * h}
+}
+
+// AssignmentFor is the batch client index trains in a round of n clients
+// whose inner steps each train a global batch of batchSize sequences, starting
+// at dataIndex: the client's share of each of the innerSteps inner steps (0
+// counts as 1), contiguous.
+func AssignmentFor(index, n, batchSize, innerSteps uint16, dataIndex uint64, round Seed) (Assignment, error) {
 	p, err := ShuffledPosition(uint32(index), uint32(n), DataSeed(round))
 	if err != nil {
 		return Assignment{}, err
 	}
-	return chunk(uint64(p), uint64(n), uint64(batchSize), dataIndex), nil
+	return chunk(uint64(p), uint64(n), uint64(batchSize), uint64(innerSteps), dataIndex), nil
 }
 
 // Assignments lists every client's batch in a round, by client index.
-func Assignments(n, batchSize uint16, dataIndex uint64, round Seed) []Assignment {
+func Assignments(n, batchSize, innerSteps uint16, dataIndex uint64, round Seed) []Assignment {
 	out := make([]Assignment, n)
 	for i, p := range Permutation(uint32(n), DataSeed(round)) {
-		out[i] = chunk(uint64(p), uint64(n), uint64(batchSize), dataIndex)
+		out[i] = chunk(uint64(p), uint64(n), uint64(batchSize), uint64(innerSteps), dataIndex)
 	}
 	return out
 }
@@ -237,9 +271,13 @@ func Assignments(n, batchSize uint16, dataIndex uint64, round Seed) []Assignment
 // Round is what a client reads from the Coordinator account to find its role:
 // the current round's fields and the run's witness_nodes.
 type Round struct {
-	Seed         Seed
-	DataIndex    uint64
-	BatchSize    uint16
+	Seed      Seed
+	DataIndex uint64
+	// BatchSize is the global batch of one inner step, in sequences.
+	BatchSize uint16
+	// InnerSteps is the round's inner steps (the Round's inner_steps: 1 for
+	// DisTrO, the model's inner_steps for SparseLoCo; 0 counts as 1).
+	InnerSteps   uint16
 	Clients      uint16
 	WitnessNodes uint16
 }
@@ -248,13 +286,14 @@ type Round struct {
 type Role struct {
 	// Witness is true when the client must report Bloom filters for the round.
 	Witness bool
-	// Batch is the range of sequences the client trains.
+	// Batch is the range of sequences the client trains (all inner steps;
+	// Batch.InnerStep splits it).
 	Batch Assignment
 }
 
 // Role computes the role of the client at index in the round's client list.
 func (r Round) Role(index uint16) (Role, error) {
-	batch, err := AssignmentFor(index, r.Clients, r.BatchSize, r.DataIndex, r.Seed)
+	batch, err := AssignmentFor(index, r.Clients, r.BatchSize, r.InnerSteps, r.DataIndex, r.Seed)
 	if err != nil {
 		return Role{}, err
 	}

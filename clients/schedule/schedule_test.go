@@ -26,7 +26,7 @@ func TestShuffledPositionRejectsOutOfRange(t *testing.T) {
 			t.Errorf("ShuffledPosition(%d, %d): err %v, want ErrIndexOutOfRange", c.index, c.n, err)
 		}
 	}
-	if _, err := AssignmentFor(3, 3, 10, 0, testSeed(1)); !errors.Is(err, ErrIndexOutOfRange) {
+	if _, err := AssignmentFor(3, 3, 10, 1, 0, testSeed(1)); !errors.Is(err, ErrIndexOutOfRange) {
 		t.Errorf("AssignmentFor out of range: %v", err)
 	}
 	if IsWitness(3, 3, 0, testSeed(1)) {
@@ -40,7 +40,7 @@ func TestAssignmentsCoverTheBatchOnce(t *testing.T) {
 		dataIndex uint64
 	}{{1, 1, 0}, {3, 10, 5}, {7, 7, 1 << 33}, {256, 256, 0}, {256, 4099, 77}, {100, 1000, 9}}
 	for _, c := range cases {
-		all := Assignments(c.n, c.batch, c.dataIndex, testSeed(byte(c.n)))
+		all := Assignments(c.n, c.batch, 1, c.dataIndex, testSeed(byte(c.n)))
 		covered := make([]int, c.batch)
 		for _, a := range all {
 			q := uint64(c.batch / c.n)
@@ -55,6 +55,61 @@ func TestAssignmentsCoverTheBatchOnce(t *testing.T) {
 			if k != 1 {
 				t.Fatalf("n=%d batch=%d: sequence %d assigned %d times", c.n, c.batch, s, k)
 			}
+		}
+	}
+}
+
+func TestAssignmentsWithInnerStepsCoverTheRoundOnce(t *testing.T) {
+	cases := []struct {
+		n, batch, h uint16
+		dataIndex   uint64
+	}{{1, 1, 1, 0}, {3, 10, 2, 5}, {7, 7, 10, 1 << 33}, {10, 3, 4, 0}, {256, 4099, 7, 77}, {64, 1000, 1000, 9}}
+	for _, c := range cases {
+		seed := testSeed(byte(c.n ^ c.h))
+		all := Assignments(c.n, c.batch, c.h, c.dataIndex, seed)
+		flat := Assignments(c.n, c.batch, 1, c.dataIndex, seed)
+		total := uint64(c.batch) * uint64(c.h)
+		covered := make([]int, total)
+		for i, a := range all {
+			share := flat[i]
+			h := uint64(c.h)
+			if a.Start != c.dataIndex+(share.Start-c.dataIndex)*h || a.Len != share.Len*h {
+				t.Fatalf("n=%d batch=%d H=%d client %d: %+v is not H copies of its share %+v", c.n, c.batch, c.h, i, a, share)
+			}
+			next := a.Start
+			for j := range c.h {
+				part := a.InnerStep(j, c.h)
+				if part.Start != next || part.Len != share.Len {
+					t.Fatalf("n=%d batch=%d H=%d client %d inner step %d: %+v", c.n, c.batch, c.h, i, j, part)
+				}
+				next += part.Len
+			}
+			for s := a.Start; s < a.Start+a.Len; s++ {
+				covered[s-c.dataIndex]++
+			}
+		}
+		for s, k := range covered {
+			if k != 1 {
+				t.Fatalf("n=%d batch=%d H=%d: sequence %d assigned %d times", c.n, c.batch, c.h, s, k)
+			}
+		}
+	}
+	// 0 inner steps counts as 1.
+	a0, _ := AssignmentFor(1, 3, 10, 0, 3, testSeed(1))
+	a1, _ := AssignmentFor(1, 3, 10, 1, 3, testSeed(1))
+	if a0 != a1 || a1.InnerStep(0, 0) != a1 {
+		t.Fatalf("H=0 %+v, H=1 %+v", a0, a1)
+	}
+}
+
+func TestDataIndexForStepWithInnerSteps(t *testing.T) {
+	for _, h := range []uint16{0, 1, 3, 10} {
+		var index uint64
+		for step := uint32(1); step < 200; step++ {
+			if got := DataIndexForStep(3, 11, 10240, 256, h, step); got != index {
+				t.Fatalf("H=%d step %d: %d, want %d", h, step, got, index)
+			}
+			index += uint64(BatchSize(3, 11, 10240, TokensBefore(index, 256))) * uint64(max(h, 1))
 		}
 	}
 }
@@ -121,14 +176,14 @@ func TestBloomValidate(t *testing.T) {
 }
 
 func TestRoleMatchesTheParts(t *testing.T) {
-	r := Round{Seed: testSeed(9), DataIndex: 1000, BatchSize: 40, Clients: 10, WitnessNodes: 3}
+	r := Round{Seed: testSeed(9), DataIndex: 1000, BatchSize: 40, InnerSteps: 1, Clients: 10, WitnessNodes: 3}
 	witnesses, total := 0, uint64(0)
 	for i := range r.Clients {
 		role, err := r.Role(i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := AssignmentFor(i, r.Clients, r.BatchSize, r.DataIndex, r.Seed)
+		want, _ := AssignmentFor(i, r.Clients, r.BatchSize, r.InnerSteps, r.DataIndex, r.Seed)
 		if role.Batch != want || role.Witness != IsWitness(i, r.Clients, r.WitnessNodes, r.Seed) {
 			t.Fatalf("client %d: role %+v disagrees with AssignmentFor/IsWitness", i, role)
 		}

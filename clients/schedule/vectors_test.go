@@ -56,6 +56,7 @@ type vectors struct {
 		RoundSeed   hexSeed     `json:"round_seed"`
 		N           uint16      `json:"n"`
 		BatchSize   uint16      `json:"batch_size"`
+		InnerSteps  uint16      `json:"inner_steps"`
 		DataIndex   uint64      `json:"data_index"`
 		Assignments [][2]uint64 `json:"assignments"`
 	} `json:"assignments"`
@@ -69,6 +70,7 @@ type vectors struct {
 		Start, End   uint16
 		WarmupTokens uint64 `json:"warmup_tokens"`
 		SeqLen       uint32 `json:"seq_len"`
+		InnerSteps   uint16 `json:"inner_steps"`
 		Step         uint32
 		DataIndex    uint64 `json:"data_index"`
 	} `json:"data_index_for_step"`
@@ -167,15 +169,27 @@ func TestVectorsWitnesses(t *testing.T) {
 
 func TestVectorsAssignments(t *testing.T) {
 	v := loadVectors(t)
+	withH := 0
 	for _, c := range v.Assignments {
-		all := Assignments(c.N, c.BatchSize, c.DataIndex, Seed(c.RoundSeed))
+		if c.InnerSteps == 0 {
+			t.Fatalf("n=%d batch=%d: no inner_steps in the vector", c.N, c.BatchSize)
+		}
+		if c.InnerSteps > 1 {
+			withH++
+		}
+		all := Assignments(c.N, c.BatchSize, c.InnerSteps, c.DataIndex, Seed(c.RoundSeed))
+		round := Round{Seed: Seed(c.RoundSeed), DataIndex: c.DataIndex, BatchSize: c.BatchSize, InnerSteps: c.InnerSteps, Clients: c.N}
 		for i, want := range c.Assignments {
 			w := Assignment{Start: want[0], Len: want[1]}
-			one, err := AssignmentFor(uint16(i), c.N, c.BatchSize, c.DataIndex, Seed(c.RoundSeed))
-			if err != nil || one != w || all[i] != w {
-				t.Fatalf("n=%d batch=%d client %d: got %+v / %+v (%v), Rust %+v", c.N, c.BatchSize, i, one, all[i], err, w)
+			one, err := AssignmentFor(uint16(i), c.N, c.BatchSize, c.InnerSteps, c.DataIndex, Seed(c.RoundSeed))
+			role, rerr := round.Role(uint16(i))
+			if err != nil || rerr != nil || one != w || all[i] != w || role.Batch != w {
+				t.Fatalf("n=%d batch=%d H=%d client %d: got %+v / %+v / %+v (%v, %v), Rust %+v", c.N, c.BatchSize, c.InnerSteps, i, one, all[i], role.Batch, err, rerr, w)
 			}
 		}
+	}
+	if withH == 0 {
+		t.Fatal("no assignment vectors with inner steps")
 	}
 }
 
@@ -190,8 +204,8 @@ func TestVectorsBatchSizesAndQuorums(t *testing.T) {
 		t.Fatal("no data_index_for_step vectors")
 	}
 	for _, c := range v.DataIndexForStep {
-		if got := DataIndexForStep(c.Start, c.End, c.WarmupTokens, c.SeqLen, c.Step); got != c.DataIndex {
-			t.Errorf("DataIndexForStep(%d, %d, %d, %d, %d) = %d, Rust %d", c.Start, c.End, c.WarmupTokens, c.SeqLen, c.Step, got, c.DataIndex)
+		if got := DataIndexForStep(c.Start, c.End, c.WarmupTokens, c.SeqLen, c.InnerSteps, c.Step); got != c.DataIndex {
+			t.Errorf("DataIndexForStep(%d, %d, %d, %d, %d, %d) = %d, Rust %d", c.Start, c.End, c.WarmupTokens, c.SeqLen, c.InnerSteps, c.Step, got, c.DataIndex)
 		}
 	}
 	for _, c := range v.Quorums {

@@ -203,7 +203,8 @@ type CoordinatorConfig struct {
 	VerificationPercent         uint8    `json:"verificationPercent"`
 	ForgivePerEpoch             uint8    `json:"forgivePerEpoch"`
 	VestingEpochs               uint8    `json:"vestingEpochs"`
-	Padding                     [5]uint8 `json:"padding"`
+	Overlap                     uint8    `json:"overlap"`
+	Padding                     [4]uint8 `json:"padding"`
 }
 
 func (obj CoordinatorConfig) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -286,6 +287,11 @@ func (obj CoordinatorConfig) MarshalWithEncoder(encoder *binary.Encoder) (err er
 	err = encoder.Encode(obj.VestingEpochs)
 	if err != nil {
 		return errors.NewField("VestingEpochs", err)
+	}
+	// Serialize `Overlap`:
+	err = encoder.Encode(obj.Overlap)
+	if err != nil {
+		return errors.NewField("Overlap", err)
 	}
 	// Serialize `Padding`:
 	err = encoder.Encode(obj.Padding)
@@ -386,6 +392,11 @@ func (obj *CoordinatorConfig) UnmarshalWithDecoder(decoder *binary.Decoder) (err
 	if err != nil {
 		return errors.NewField("VestingEpochs", err)
 	}
+	// Deserialize `Overlap`:
+	err = decoder.Decode(&obj.Overlap)
+	if err != nil {
+		return errors.NewField("Overlap", err)
+	}
 	// Deserialize `Padding`:
 	err = decoder.Decode(&obj.Padding)
 	if err != nil {
@@ -435,6 +446,10 @@ type Model struct {
 	CompressionDecay     uint32     `json:"compressionDecay"`
 	CompressionTopk      uint32     `json:"compressionTopk"`
 	CompressionChunk     uint32     `json:"compressionChunk"`
+	OuterLearningRate    uint32     `json:"outerLearningRate"`
+	InnerSteps           uint32     `json:"innerSteps"`
+	ValueBits            uint8      `json:"valueBits"`
+	Padding              [7]uint8   `json:"padding"`
 	CheckpointRepo       [192]uint8 `json:"checkpointRepo"`
 	CheckpointRevision   [64]uint8  `json:"checkpointRevision"`
 	DataLocation         [192]uint8 `json:"dataLocation"`
@@ -556,6 +571,26 @@ func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.CompressionChunk)
 	if err != nil {
 		return errors.NewField("CompressionChunk", err)
+	}
+	// Serialize `OuterLearningRate`:
+	err = encoder.Encode(obj.OuterLearningRate)
+	if err != nil {
+		return errors.NewField("OuterLearningRate", err)
+	}
+	// Serialize `InnerSteps`:
+	err = encoder.Encode(obj.InnerSteps)
+	if err != nil {
+		return errors.NewField("InnerSteps", err)
+	}
+	// Serialize `ValueBits`:
+	err = encoder.Encode(obj.ValueBits)
+	if err != nil {
+		return errors.NewField("ValueBits", err)
+	}
+	// Serialize `Padding`:
+	err = encoder.Encode(obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	// Serialize `CheckpointRepo`:
 	err = encoder.Encode(obj.CheckpointRepo)
@@ -705,6 +740,26 @@ func (obj *Model) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.CompressionChunk)
 	if err != nil {
 		return errors.NewField("CompressionChunk", err)
+	}
+	// Deserialize `OuterLearningRate`:
+	err = decoder.Decode(&obj.OuterLearningRate)
+	if err != nil {
+		return errors.NewField("OuterLearningRate", err)
+	}
+	// Deserialize `InnerSteps`:
+	err = decoder.Decode(&obj.InnerSteps)
+	if err != nil {
+		return errors.NewField("InnerSteps", err)
+	}
+	// Deserialize `ValueBits`:
+	err = decoder.Decode(&obj.ValueBits)
+	if err != nil {
+		return errors.NewField("ValueBits", err)
+	}
+	// Deserialize `Padding`:
+	err = decoder.Decode(&obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	// Deserialize `CheckpointRepo`:
 	err = decoder.Decode(&obj.CheckpointRepo)
@@ -1390,6 +1445,8 @@ type Round struct {
 	ClientsLen   uint16      `json:"clientsLen"`
 	WitnessCount uint16      `json:"witnessCount"`
 	WitnessesLen uint16      `json:"witnessesLen"`
+	InnerSteps   uint16      `json:"innerSteps"`
+	Padding      [6]uint8    `json:"padding"`
 	Witnesses    [32]Witness `json:"witnesses"`
 	VerifySeed   [32]uint8   `json:"verifySeed"`
 	Commits      [256]Commit `json:"commits"`
@@ -1435,6 +1492,16 @@ func (obj Round) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.WitnessesLen)
 	if err != nil {
 		return errors.NewField("WitnessesLen", err)
+	}
+	// Serialize `InnerSteps`:
+	err = encoder.Encode(obj.InnerSteps)
+	if err != nil {
+		return errors.NewField("InnerSteps", err)
+	}
+	// Serialize `Padding`:
+	err = encoder.Encode(obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	// Serialize `Witnesses`:
 	err = encoder.Encode(obj.Witnesses)
@@ -1504,6 +1571,16 @@ func (obj *Round) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.WitnessesLen)
 	if err != nil {
 		return errors.NewField("WitnessesLen", err)
+	}
+	// Deserialize `InnerSteps`:
+	err = decoder.Decode(&obj.InnerSteps)
+	if err != nil {
+		return errors.NewField("InnerSteps", err)
+	}
+	// Deserialize `Padding`:
+	err = decoder.Decode(&obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	// Deserialize `Witnesses`:
 	err = decoder.Decode(&obj.Witnesses)
@@ -3823,12 +3900,13 @@ func UnmarshalStateChanged(buf []byte) (*StateChanged, error) {
 }
 
 type RoundStarted struct {
-	Step      uint32    `json:"step"`
-	Height    uint32    `json:"height"`
-	DataIndex uint64    `json:"dataIndex"`
-	BatchSize uint16    `json:"batchSize"`
-	Clients   uint16    `json:"clients"`
-	Seed      [32]uint8 `json:"seed"`
+	Step       uint32    `json:"step"`
+	Height     uint32    `json:"height"`
+	DataIndex  uint64    `json:"dataIndex"`
+	BatchSize  uint16    `json:"batchSize"`
+	InnerSteps uint16    `json:"innerSteps"`
+	Clients    uint16    `json:"clients"`
+	Seed       [32]uint8 `json:"seed"`
 }
 
 func (obj RoundStarted) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -3851,6 +3929,11 @@ func (obj RoundStarted) MarshalWithEncoder(encoder *binary.Encoder) (err error) 
 	err = encoder.Encode(obj.BatchSize)
 	if err != nil {
 		return errors.NewField("BatchSize", err)
+	}
+	// Serialize `InnerSteps`:
+	err = encoder.Encode(obj.InnerSteps)
+	if err != nil {
+		return errors.NewField("InnerSteps", err)
 	}
 	// Serialize `Clients`:
 	err = encoder.Encode(obj.Clients)
@@ -3895,6 +3978,11 @@ func (obj *RoundStarted) UnmarshalWithDecoder(decoder *binary.Decoder) (err erro
 	err = decoder.Decode(&obj.BatchSize)
 	if err != nil {
 		return errors.NewField("BatchSize", err)
+	}
+	// Deserialize `InnerSteps`:
+	err = decoder.Decode(&obj.InnerSteps)
+	if err != nil {
+		return errors.NewField("InnerSteps", err)
 	}
 	// Deserialize `Clients`:
 	err = decoder.Decode(&obj.Clients)

@@ -110,7 +110,8 @@ type CoordinatorConfig struct {
 	VerificationPercent         uint8    `json:"verificationPercent"`
 	ForgivePerEpoch             uint8    `json:"forgivePerEpoch"`
 	VestingEpochs               uint8    `json:"vestingEpochs"`
-	Padding                     [5]uint8 `json:"padding"`
+	Overlap                     uint8    `json:"overlap"`
+	Padding                     [4]uint8 `json:"padding"`
 }
 
 func (obj CoordinatorConfig) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -193,6 +194,11 @@ func (obj CoordinatorConfig) MarshalWithEncoder(encoder *binary.Encoder) (err er
 	err = encoder.Encode(obj.VestingEpochs)
 	if err != nil {
 		return errors.NewField("VestingEpochs", err)
+	}
+	// Serialize `Overlap`:
+	err = encoder.Encode(obj.Overlap)
+	if err != nil {
+		return errors.NewField("Overlap", err)
 	}
 	// Serialize `Padding`:
 	err = encoder.Encode(obj.Padding)
@@ -293,6 +299,11 @@ func (obj *CoordinatorConfig) UnmarshalWithDecoder(decoder *binary.Decoder) (err
 	if err != nil {
 		return errors.NewField("VestingEpochs", err)
 	}
+	// Deserialize `Overlap`:
+	err = decoder.Decode(&obj.Overlap)
+	if err != nil {
+		return errors.NewField("Overlap", err)
+	}
 	// Deserialize `Padding`:
 	err = decoder.Decode(&obj.Padding)
 	if err != nil {
@@ -342,6 +353,10 @@ type Model struct {
 	CompressionDecay     uint32     `json:"compressionDecay"`
 	CompressionTopk      uint32     `json:"compressionTopk"`
 	CompressionChunk     uint32     `json:"compressionChunk"`
+	OuterLearningRate    uint32     `json:"outerLearningRate"`
+	InnerSteps           uint32     `json:"innerSteps"`
+	ValueBits            uint8      `json:"valueBits"`
+	Padding              [7]uint8   `json:"padding"`
 	CheckpointRepo       [192]uint8 `json:"checkpointRepo"`
 	CheckpointRevision   [64]uint8  `json:"checkpointRevision"`
 	DataLocation         [192]uint8 `json:"dataLocation"`
@@ -463,6 +478,26 @@ func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.CompressionChunk)
 	if err != nil {
 		return errors.NewField("CompressionChunk", err)
+	}
+	// Serialize `OuterLearningRate`:
+	err = encoder.Encode(obj.OuterLearningRate)
+	if err != nil {
+		return errors.NewField("OuterLearningRate", err)
+	}
+	// Serialize `InnerSteps`:
+	err = encoder.Encode(obj.InnerSteps)
+	if err != nil {
+		return errors.NewField("InnerSteps", err)
+	}
+	// Serialize `ValueBits`:
+	err = encoder.Encode(obj.ValueBits)
+	if err != nil {
+		return errors.NewField("ValueBits", err)
+	}
+	// Serialize `Padding`:
+	err = encoder.Encode(obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	// Serialize `CheckpointRepo`:
 	err = encoder.Encode(obj.CheckpointRepo)
@@ -612,6 +647,26 @@ func (obj *Model) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.CompressionChunk)
 	if err != nil {
 		return errors.NewField("CompressionChunk", err)
+	}
+	// Deserialize `OuterLearningRate`:
+	err = decoder.Decode(&obj.OuterLearningRate)
+	if err != nil {
+		return errors.NewField("OuterLearningRate", err)
+	}
+	// Deserialize `InnerSteps`:
+	err = decoder.Decode(&obj.InnerSteps)
+	if err != nil {
+		return errors.NewField("InnerSteps", err)
+	}
+	// Deserialize `ValueBits`:
+	err = decoder.Decode(&obj.ValueBits)
+	if err != nil {
+		return errors.NewField("ValueBits", err)
+	}
+	// Deserialize `Padding`:
+	err = decoder.Decode(&obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	// Deserialize `CheckpointRepo`:
 	err = decoder.Decode(&obj.CheckpointRepo)

@@ -51,7 +51,7 @@ func TestAssignedSequencesOverHTTP(t *testing.T) {
 		}
 		seen := make([]int, batch)
 		for c := uint16(0); c < clients; c++ {
-			a, err := schedule.AssignmentFor(c, clients, batch, dataIndex, seed)
+			a, err := schedule.AssignmentFor(c, clients, batch, 1, dataIndex, seed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestAssignedSequencesOverHTTP(t *testing.T) {
 		dataIndex += batch
 	}
 	// A client that resumes at a later step computes the same cursor.
-	if got := schedule.DataIndexForStep(batch, batch, 0, 64, rounds+1); got != dataIndex {
+	if got := schedule.DataIndexForStep(batch, batch, 0, 64, 1, rounds+1); got != dataIndex {
 		t.Fatalf("cursor for step %d = %d, want %d", rounds+1, got, dataIndex)
 	}
 }

@@ -31,13 +31,13 @@ func main() {
 		start = time.Now()
 		for i := range *iters {
 			seed = schedule.RoundSeed(seed, uint64(i), seed, uint32(i))
-			_ = schedule.Assignments(n, batch, uint64(i)*uint64(batch), seed)
+			_ = schedule.Assignments(n, batch, 1, uint64(i)*uint64(batch), seed)
 		}
 		assign := time.Since(start) / time.Duration(*iters)
 		start = time.Now()
 		for i := range *iters {
 			seed = schedule.RoundSeed(seed, uint64(i), seed, uint32(i))
-			if _, err := schedule.AssignmentFor(uint16(i)%n, n, batch, 0, seed); err != nil {
+			if _, err := schedule.AssignmentFor(uint16(i)%n, n, batch, 1, 0, seed); err != nil {
 				fmt.Fprintln(os.Stderr, "schedule-bench:", err)
 				os.Exit(1)
 			}
