@@ -24,9 +24,9 @@ import (
 // Limits and sizes fixed by the program's layout.
 const (
 	// AccountSize is the CoordinatorAccount's data size (discriminator included).
-	AccountSize = 201_000
+	AccountSize = 201_048
 	// StateVersion is the layout version the program writes (state.version).
-	StateVersion = 2
+	StateVersion = 3
 	MaxRunIDLen  = 32
 	MaxClients   = 256
 	// StoredRounds is the length of the round ring buffer.
@@ -114,6 +114,29 @@ func VerdictName(v uint8) string {
 		return "NO_DATA"
 	}
 	return fmt.Sprintf("unknown(%d)", v)
+}
+
+// Optimizers (Model.optimizer).
+const (
+	// OptimizerDistro: one optimizer step per round, DCT-compressed momentum
+	// (Model.InnerSteps 1, OuterLearningRate and ValueBits 0).
+	OptimizerDistro uint8 = 1
+	// OptimizerSparseLoCo: Model.InnerSteps local AdamW steps per round, then
+	// a top-k, ValueBits-quantized pseudo-gradient with error feedback
+	// (CompressionDecay) and an outer step at OuterLearningRate.
+	OptimizerSparseLoCo uint8 = 2
+	// MaxInnerSteps bounds Model.InnerSteps.
+	MaxInnerSteps = 1000
+)
+
+// FirstHealthCheckHeight is the height of the first round of an epoch that
+// accepts health checks: 2, or 3 with overlapped rounds (Config.Overlap = 1:
+// round r's witness reports attest round r-1's payloads).
+func FirstHealthCheckHeight(s *State) uint32 {
+	if s.Config.Overlap != 0 {
+		return 3
+	}
+	return 2
 }
 
 // Dispute states (Dispute.state): free, open, or how it was settled.
@@ -495,6 +518,7 @@ func ScheduleRound(s *State, r *Round) schedule.Round {
 		Seed:         schedule.Seed(r.Seed),
 		DataIndex:    r.DataIndex,
 		BatchSize:    r.BatchSize,
+		InnerSteps:   r.InnerSteps,
 		Clients:      r.ClientsLen,
 		WitnessNodes: s.Config.WitnessNodes,
 	}

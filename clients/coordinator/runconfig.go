@@ -55,6 +55,9 @@ type ConfigTOML struct {
 	ForgivePerEpoch *uint8 `toml:"forgive_per_epoch"`
 	// VestingEpochs delays an epoch's reward by that many epoch ends (0..4).
 	VestingEpochs uint8 `toml:"vesting_epochs"`
+	// Overlap exchanges a round's payloads while the next round trains
+	// (clients apply round r-1 one round late); needs verification off.
+	Overlap bool `toml:"overlap"`
 }
 
 // DefaultForgivePerEpoch is forgive_per_epoch when a run config leaves it out.
@@ -105,7 +108,17 @@ type OptimizerTOML struct {
 	CompressionTopk  uint32  `toml:"compression_topk"`
 	CompressionChunk uint32  `toml:"compression_chunk"`
 	Quantize1Bit     bool    `toml:"quantize_1bit"`
+	// InnerSteps is the local steps per round (SparseLoCo); nil (the key
+	// left out) means DefaultInnerSteps.
+	InnerSteps *uint32 `toml:"inner_steps"`
+	// OuterLearningRate is SparseLoCo's outer step size (0 for DisTrO).
+	OuterLearningRate float32 `toml:"outer_learning_rate"`
+	// ValueBits is SparseLoCo's bits per transmitted value (0 for DisTrO).
+	ValueBits uint8 `toml:"value_bits"`
 }
+
+// DefaultInnerSteps is model.optimizer.inner_steps when a run config leaves it out.
+const DefaultInnerSteps = 1
 
 type ProgressTOML struct {
 	Epoch     uint32 `toml:"epoch"`
@@ -128,7 +141,7 @@ var enums = map[string]map[string]uint8{
 	"checkpoint":   {"ephemeral": 1, "hub": 2, "p2p": 3},
 	"data":         {"local": 1, "http": 2},
 	"schedule":     {"constant": 1, "linear": 2, "cosine": 3},
-	"optimizer":    {"distro": 1},
+	"optimizer":    {"distro": OptimizerDistro, "sparseloco": OptimizerSparseLoCo},
 }
 
 // UnmarshalText keeps the name; LoadRunConfig resolves it against its key.
@@ -188,7 +201,8 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 		for key, v := range map[string]float32{
 			"model.lr.learning_rate": m.LR.LearningRate, "model.lr.final_learning_rate": m.LR.FinalLearningRate,
 			"model.optimizer.weight_decay": m.Optimizer.WeightDecay, "model.optimizer.clip_grad_norm": m.Optimizer.ClipGradNorm,
-			"model.optimizer.compression_decay": m.Optimizer.CompressionDecay,
+			"model.optimizer.compression_decay":   m.Optimizer.CompressionDecay,
+			"model.optimizer.outer_learning_rate": m.Optimizer.OuterLearningRate,
 		} {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
 				return nil, fmt.Errorf("%w: %s:%d: %s must be a finite, non-negative number", ErrRunConfig, name, keyLine(data, key), key)
@@ -337,6 +351,9 @@ func (rc *RunConfig) Params() (UpdateParams, error) {
 		if c.ForgivePerEpoch != nil {
 			p.Config.ForgivePerEpoch = *c.ForgivePerEpoch
 		}
+		if c.Overlap {
+			p.Config.Overlap = 1
+		}
 	}
 	if m := rc.Model; m != nil {
 		model := Model{
@@ -351,6 +368,11 @@ func (rc *RunConfig) Params() (UpdateParams, error) {
 			ClipGradNorm:      math.Float32bits(m.Optimizer.ClipGradNorm),
 			CompressionDecay:  math.Float32bits(m.Optimizer.CompressionDecay),
 			CompressionTopk:   m.Optimizer.CompressionTopk, CompressionChunk: m.Optimizer.CompressionChunk,
+			OuterLearningRate: math.Float32bits(m.Optimizer.OuterLearningRate),
+			InnerSteps:        DefaultInnerSteps, ValueBits: m.Optimizer.ValueBits,
+		}
+		if m.Optimizer.InnerSteps != nil {
+			model.InnerSteps = *m.Optimizer.InnerSteps
 		}
 		if m.Optimizer.Quantize1Bit {
 			model.Quantize1bit = 1

@@ -37,6 +37,91 @@ func TestShippedRunConfigs(t *testing.T) {
 	if c := p.Config; c.VerificationPercent != 0 || c.ForgivePerEpoch != 1 || c.VestingEpochs != 0 {
 		t.Errorf("light: verification %d forgive %d vesting %d", c.VerificationPercent, c.ForgivePerEpoch, c.VestingEpochs)
 	}
+	// Files without the SparseLoCo and overlap keys keep DisTrO's values.
+	for _, f := range []string{"../../config/light.toml", "../../config/test.toml"} {
+		rc, err := coordinator.LoadRunConfig(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rc.Params()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := p.Model; m.Optimizer != coordinator.OptimizerDistro || m.InnerSteps != 1 || m.OuterLearningRate != 0 || m.ValueBits != 0 || p.Config.Overlap != 0 {
+			t.Errorf("%s: optimizer %d inner %d outer %#x bits %d overlap %d", f, m.Optimizer, m.InnerSteps, m.OuterLearningRate, m.ValueBits, p.Config.Overlap)
+		}
+	}
+}
+
+func TestSparseLoCoRunConfig(t *testing.T) {
+	rc, err := coordinator.LoadRunConfig("../../config/sparseloco.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, c := p.Model, p.Config
+	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || math.Float32frombits(m.OuterLearningRate) != 1.0 || m.ValueBits != 2 ||
+		m.CompressionChunk != 64 || m.CompressionTopk != 8 || math.Float32frombits(m.CompressionDecay) != 0.95 || m.Quantize1bit != 0 ||
+		m.WeightDecay != 0 || math.Float32frombits(m.ClipGradNorm) != 1.0 {
+		t.Errorf("sparseloco optimizer %+v", m)
+	}
+	if math.Float32frombits(m.LearningRate) != 0.002 || math.Float32frombits(m.FinalLearningRate) != 0.0002 || m.LrWarmupSteps != 20 || m.LrDecaySteps != 2000 || m.LrSchedule != 3 {
+		t.Errorf("sparseloco lr %+v", m)
+	}
+	if c.TotalSteps != 40 || c.MaxRoundTrainTime != 30 || c.Overlap != 0 || m.NLayer != 4 || m.NEmbd != 128 || m.MaxSeqLen != 128 {
+		t.Errorf("sparseloco config %+v model shape %d/%d/%d", c, m.NLayer, m.NEmbd, m.MaxSeqLen)
+	}
+
+	// A minimal model (17 lines, [model.optimizer] last) with SparseLoCo keys appended.
+	const base = "[config]\nepoch_time = 60\n\n[model]\narchitecture = \"gpt2\"\ntokenizer = \"byte\"\ndata_type = \"pretraining\"\n" +
+		"[model.checkpoint]\nkind = \"ephemeral\"\n[model.data]\nkind = \"local\"\nlocation = \"/data\"\n" +
+		"[model.lr]\nschedule = \"constant\"\nlearning_rate = 0.001\n[model.optimizer]\nkind = \"sparseloco\"\n"
+	doc := strings.Replace(base, "[config]\n", "[config]\noverlap = true\n", 1) + "inner_steps = 1000\nouter_learning_rate = 0.7\nvalue_bits = 32\n"
+	rc, err = coordinator.ParseRunConfig("s.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Config.Overlap != 1 || p.Model.Optimizer != coordinator.OptimizerSparseLoCo || p.Model.InnerSteps != 1000 ||
+		math.Float32frombits(p.Model.OuterLearningRate) != 0.7 || p.Model.ValueBits != 32 {
+		t.Errorf("overlap %d inner %d outer %v bits %d", p.Config.Overlap, p.Model.InnerSteps, math.Float32frombits(p.Model.OuterLearningRate), p.Model.ValueBits)
+	}
+	rc, err = coordinator.ParseRunConfig("s.toml", []byte("[config]\noverlap = false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := rc.Params(); p.Config.Overlap != 0 {
+		t.Errorf("overlap = false gave %d", p.Config.Overlap)
+	}
+	for _, c := range []struct {
+		doc  string
+		want []string
+	}{
+		{"[config]\noverlap = 1\n", []string{"s.toml:2", "config.overlap", "true or false"}},
+		{strings.Replace(base, `"sparseloco"`, `"adam"`, 1), []string{"s.toml:17", "model.optimizer.kind", `"distro", "sparseloco"`}},
+		{base + "value_bits = 300\n", []string{"s.toml:18", "model.optimizer.value_bits", "0..255"}},
+		{base + "inner_steps = -1\n", []string{"s.toml:18", "model.optimizer.inner_steps"}},
+		{base + "inner_steps = 1.5\n", []string{"s.toml:18", "model.optimizer.inner_steps", "integer"}},
+		{base + "outer_learning_rate = -0.5\n", []string{"s.toml:18", "model.optimizer.outer_learning_rate", "finite"}},
+		{base + "outer_learning_rate = nan\n", []string{"s.toml:18", "model.optimizer.outer_learning_rate", "finite"}},
+		{base + "inner_step = 3\n", []string{"s.toml:18", "unknown key", "model.optimizer.inner_step"}},
+	} {
+		_, err := coordinator.ParseRunConfig("s.toml", []byte(c.doc))
+		if !errors.Is(err, coordinator.ErrRunConfig) {
+			t.Fatalf("%q: got %v, want ErrRunConfig", c.doc, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: %q lacks %q", c.doc, err, w)
+			}
+		}
+	}
 }
 
 func TestVerificationKeys(t *testing.T) {

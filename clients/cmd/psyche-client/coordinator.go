@@ -613,6 +613,8 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 			"clip_grad_norm": f32(m.ClipGradNorm), "compression_decay": f32(m.CompressionDecay),
 			"compression_topk": m.CompressionTopk, "compression_chunk": m.CompressionChunk,
 			"quantize_1bit": m.Quantize1bit != 0, "cold_start_warmup_steps": m.ColdStartWarmupSteps,
+			"optimizer": m.Optimizer, "inner_steps": m.InnerSteps, "outer_learning_rate": f32(m.OuterLearningRate),
+			"value_bits": m.ValueBits,
 		},
 		"verification":  verificationJSON(s),
 		"current_rates": ratesJSON(s.CurrentRates),
@@ -626,7 +628,8 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 		r := coordinator.CurrentRound(s)
 		out["round"] = map[string]any{
 			"step": r.Step, "height": r.Height, "seed": hex.EncodeToString(r.Seed[:]), "data_index": r.DataIndex,
-			"batch_size": r.BatchSize, "clients": r.ClientsLen, "witnesses_elected": r.WitnessCount, "witnesses_reported": r.WitnessesLen,
+			"batch_size": r.BatchSize, "inner_steps": r.InnerSteps, "clients": r.ClientsLen,
+			"witnesses_elected": r.WitnessCount, "witnesses_reported": r.WitnessesLen,
 		}
 	}
 	return out
@@ -639,7 +642,7 @@ func configJSON(c coordinator.Config) map[string]any {
 		"waiting_for_members_extra_time": c.WaitingForMembersExtraTime, "total_steps": c.TotalSteps,
 		"init_min_clients": c.InitMinClients, "min_clients": c.MinClients, "witness_nodes": c.WitnessNodes,
 		"global_batch_size_start": c.GlobalBatchSizeStart, "global_batch_size_end": c.GlobalBatchSizeEnd,
-		"global_batch_size_warmup_tokens": c.GlobalBatchSizeWarmupTokens,
+		"global_batch_size_warmup_tokens": c.GlobalBatchSizeWarmupTokens, "overlap": c.Overlap != 0,
 	}
 }
 

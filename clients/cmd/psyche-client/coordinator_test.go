@@ -81,6 +81,16 @@ func TestCoordinatorCommands(t *testing.T) {
 	if m["metadata"].(map[string]any)["name"] != "test" || m["config"].(map[string]any)["epoch_time"] != 10.0 || m["model"].(map[string]any)["learning_rate"] != 0.0010000000474974513 {
 		t.Fatalf("after update-config: metadata %v config %v model lr %v", m["metadata"], m["config"], m["model"].(map[string]any)["learning_rate"])
 	}
+	if model := m["model"].(map[string]any); model["optimizer"] != 1.0 || model["inner_steps"] != 1.0 || model["value_bits"] != 0.0 ||
+		model["outer_learning_rate"] != 0.0 || m["config"].(map[string]any)["overlap"] != false {
+		t.Fatalf("after update-config: optimizer fields %v, overlap %v", model, m["config"].(map[string]any)["overlap"])
+	}
+	// A SparseLoCo config applies while the run is still uninitialized.
+	ok(as(adminPath, "update-config", "--config-path", "../../../config/sparseloco.toml")...)
+	if model := dump()["model"].(map[string]any); model["optimizer"] != 2.0 || model["inner_steps"] != 10.0 || model["value_bits"] != 2.0 || model["outer_learning_rate"] != 1.0 {
+		t.Fatalf("after the SparseLoCo config: %v", model)
+	}
+	ok(as(adminPath, "update-config", "--config-path", cfg)...)
 
 	ok(as(adminPath, "set-future-epoch-rates", "--earning-rate-total-shared", "100")...)
 	fails(exitBadInput, "non-negative integer", as(adminPath, "set-future-epoch-rates", "--slashing-rate-per-client", "-5")...)

@@ -416,7 +416,7 @@ func TestAccountDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *st != *s.State() || st.Version != 2 || st.Nonce != 3 {
+	if *st != *s.State() || st.Version != coordinator.StateVersion || st.Nonce != 3 {
 		t.Fatalf("decoded version %d nonce %d", st.Version, st.Nonce)
 	}
 	a := s.State()

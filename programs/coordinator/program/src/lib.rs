@@ -7,7 +7,7 @@
 //! Accounts:
 //! - `CoordinatorInstance`, PDA ["coordinator", run_id]: bump, main authority,
 //!   join authority, the coordinator account's address, run id (Borsh).
-//! - `CoordinatorAccount`: the 201,000-byte fixed layout of
+//! - `CoordinatorAccount`: the 201,048-byte fixed layout of
 //!   `psyche_coordinator_logic::state` (zero-copy), allocated by the client with
 //!   the system program and assigned to this program, then `init_coordinator`.
 //!
