@@ -18,16 +18,8 @@
 #define TR_DEMO_HEADER 4
 #define TR_DEMO_MAX_CHUNK 256
 
-typedef struct {
-    int rows, cols;  // 2-D view of the parameter tensor
-    int cr, cc;      // chunk edges
-    int k;           // coefficients per chunk
-    int width;       // index bytes: 1, 2 or 4
-    size_t nchunks;
-    size_t offset;   // into the flat parameter array
-} tr_demo_tensor;
 
-static int tr_largest_divisor(int n, int cap) {
+int tr_largest_divisor(int n, int cap) {
     for (int d = cap < n ? cap : n; d > 1; d--)
         if (n % d == 0) return d;
     return 1;
@@ -49,7 +41,7 @@ static int tr_demo_check(const tr_demo *hp) {
 // are (L*OC, IC) with row chunks dividing OC so no chunk spans two layers;
 // 2-D tensors (stacked vectors (L, n), wte, wpe) stay as they are, row chunks
 // dividing their row count; the final LayerNorm vectors (C) are (1, C).
-static void tr_demo_layout(const tr_model *m, const tr_demo *hp, tr_demo_tensor t[TR_NUM_TENSORS]) {
+void tr_chunk_layout(const tr_model *m, int chunk, int topk, tr_demo_tensor t[TR_NUM_TENSORS]) {
     for (int i = 0; i < TR_NUM_TENSORS; i++) {
         tr_demo_tensor *x = &t[i];
         int s[3], nd = tr_param_shape(&m->cfg, i, s);
@@ -57,10 +49,10 @@ static void tr_demo_layout(const tr_model *m, const tr_demo *hp, tr_demo_tensor 
         if (nd == 3) { x->rows = s[0] * s[1]; x->cols = s[2]; rpl = s[1]; }
         else if (nd == 2) { x->rows = s[0]; x->cols = s[1]; rpl = s[0]; }
         else { x->rows = 1; x->cols = s[0]; rpl = 1; }
-        x->cr = tr_largest_divisor(rpl, hp->chunk);
-        x->cc = tr_largest_divisor(x->cols, hp->chunk);
+        x->cr = tr_largest_divisor(rpl, chunk);
+        x->cc = tr_largest_divisor(x->cols, chunk);
         int n = x->cr * x->cc;
-        x->k = hp->topk < n ? hp->topk : n;
+        x->k = topk < n ? topk : n;
         x->width = n <= 256 ? 1 : n <= 65536 ? 2 : 4;
         x->nchunks = (size_t)(x->rows / x->cr) * (size_t)(x->cols / x->cc);
         x->offset = m->offsets[i];
@@ -75,7 +67,7 @@ static size_t tr_demo_tensor_bytes(const tr_demo_tensor *t, int one_bit) {
 int tr_demo_payload_size(const tr_model *m, const tr_demo *hp, size_t *size) {
     if (!m || !size || tr_demo_check(hp)) return TR_EINVAL;
     tr_demo_tensor t[TR_NUM_TENSORS];
-    tr_demo_layout(m, hp, t);
+    tr_chunk_layout(m, hp->chunk, hp->topk, t);
     size_t s = TR_DEMO_HEADER;
     for (int i = 0; i < TR_NUM_TENSORS; i++) s += tr_demo_tensor_bytes(&t[i], hp->one_bit);
     *size = s;
@@ -183,7 +175,7 @@ int tr_dct_inverse(int rows, int cols, int chunk, const float *y, float *x) { re
 // Top-k of one chunk: indices ordered by |y| descending, ties by lower index.
 
 // k small: keep a sorted list; an element must beat the current k-th strictly.
-static void tr_topk_small(const float *y, int n, int k, uint32_t *out, float *best) {
+void tr_topk_small(const float *y, int n, int k, uint32_t *out, float *best) {
     int cnt = 0;
     for (int i = 0; i < n; i++) {
         float a = y[i] < 0 ? -y[i] : y[i];
@@ -196,7 +188,7 @@ static void tr_topk_small(const float *y, int n, int k, uint32_t *out, float *be
 }
 
 // k large: stable bottom-up merge sort of all indices, same order.
-static void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out) {
+void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out) {
     for (int i = 0; i < n; i++) idx[i] = (uint32_t)i;
     uint32_t *src = idx, *dst = tmp;
     for (int w = 1; w < n; w *= 2) {
@@ -216,8 +208,6 @@ static void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *
     }
     memcpy(out, src, sizeof(uint32_t) * k);
 }
-
-#define TR_TOPK_SMALL 64
 
 // Sum of squares in fixed 4096-element blocks, blocks added in order.
 static int tr_grad_norm(tr_model *m, float *norm) {
@@ -294,13 +284,6 @@ fail:
     return TR_ENOMEM;
 }
 
-// Offset of in-chunk index ix of chunk b inside the (rows, cols) tensor.
-static inline size_t tr_chunk_pos(const tr_demo_tensor *x, size_t b, uint32_t ix) {
-    size_t bcols = (size_t)(x->cols / x->cc);
-    size_t r = (b / bcols) * x->cr + ix / x->cc, c = (b % bcols) * x->cc + ix % x->cc;
-    return r * x->cols + c;
-}
-
 int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, size_t *len) {
     if (!m || !out || !len || tr_demo_check(hp)) return TR_EINVAL;
     if (!m->have_grads) return TR_ENOGRAD;
@@ -315,7 +298,7 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
         if (!m->delta) return TR_ENOMEM;
     }
     tr_demo_tensor t[TR_NUM_TENSORS];
-    tr_demo_layout(m, hp, t);
+    tr_chunk_layout(m, hp->chunk, hp->topk, t);
     tr_demo_scratch s;
     if ((rc = tr_demo_scratch_alloc(m, t, &s))) return rc;
     size_t maxe = 0;
@@ -434,7 +417,7 @@ static int tr_demo_parse(const tr_demo_tensor *t, const tr_demo *hp, const uint8
     return TR_OK;
 }
 
-static size_t tr_max_chunk(const tr_demo_tensor *t) {
+size_t tr_max_chunk(const tr_demo_tensor *t) {
     size_t n = 0;
     for (int i = 0; i < TR_NUM_TENSORS; i++)
         if ((size_t)t[i].cr * t[i].cc > n) n = (size_t)t[i].cr * t[i].cc;
@@ -446,7 +429,7 @@ static uint32_t *tr_seen_alloc(const tr_demo_tensor *t) { return calloc(tr_max_c
 int tr_demo_validate(const tr_model *m, const tr_demo *hp, const uint8_t *p, size_t len) {
     if (!m || tr_demo_check(hp)) return TR_EINVAL;
     tr_demo_tensor t[TR_NUM_TENSORS];
-    tr_demo_layout(m, hp, t);
+    tr_chunk_layout(m, hp->chunk, hp->topk, t);
     uint32_t *seen = tr_seen_alloc(t);
     if (!seen) return TR_ENOMEM;
     int rc = tr_demo_parse(t, hp, p, len, NULL, seen);
@@ -476,7 +459,7 @@ int tr_lookahead_alloc(tr_model *m) {
 int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n) {
     if (!m || tr_demo_check(hp) || n < 0 || (n > 0 && (!payloads || !lens))) return TR_EINVAL;
     tr_demo_tensor t[TR_NUM_TENSORS];
-    tr_demo_layout(m, hp, t);
+    tr_chunk_layout(m, hp->chunk, hp->topk, t);
     tr_demo_view *views = malloc(sizeof(tr_demo_view) * TR_NUM_TENSORS * (n > 0 ? n : 1));
     uint32_t *seen = tr_seen_alloc(t);
     tr_demo_scratch s = {0};

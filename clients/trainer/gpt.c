@@ -478,6 +478,7 @@ void tr_destroy(tr_model *m) {
     if (!m) return;
     free(m->params); free(m->grads); free(m->lookahead);
     free(m->adam_m); free(m->adam_v); free(m->delta);
+    free(m->anchor); free(m->anchor_m); free(m->anchor_v);
     free(m->act_mem); free(m->dact_mem);
     free(m->scratch_w); free(m->scratch_o); free(m->scratch_i); free(m->row_buf); free(m->demo_buf);
     for (int i = 0; i < 257; i++) free(m->dct[i]);
@@ -578,6 +579,7 @@ int tr_set_params(tr_model *m, const float *in, size_t len) {
     memcpy(m->params, in, sizeof(float) * len);
     m->lookahead_on = 0;
     m->have_grads = 0;
+    m->in_round = 0; // new weights end a SparseLoCo round
     return TR_OK;
 }
 

@@ -78,7 +78,7 @@ struct tr_model {
 
     float *adam_m, *adam_v; // (N) each, allocated on first AdamW step
     uint64_t adam_t;
-    float *delta;           // (N) DeMo momentum, allocated on first generate
+    float *delta;           // (N) DeMo momentum or SparseLoCo error feedback, allocated on first generate
     float demo_lr;          // lr of the last DeMo apply (for the lookahead)
     uint64_t step;          // optimizer steps taken
 
@@ -90,6 +90,12 @@ struct tr_model {
     float *row_buf;   // (TR_MAX_THREADS, 2*maxT) attention backward rows
     float *dct[257];  // DCT-II matrices (D then D^T) by size, built on first use
     float *demo_buf;  // (4, demo_buf_len) tensor-sized DeMo buffers
+    // A SparseLoCo round in progress (tr_loco_begin): the weights, AdamW
+    // moments and counters at its start.
+    int in_round;
+    float *anchor, *anchor_m, *anchor_v; // (N) each; moments NULL when there were none
+    int anchor_moments;
+    uint64_t anchor_step, anchor_adam_t;
     size_t demo_buf_len;
 };
 
@@ -98,10 +104,34 @@ int tr_isa_pick(int want);
 tr_gemm_fn tr_isa_kernel(int isa);
 // gpt.c
 void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int cols);
-// demo.c
+// demo.c, shared with loco.c: the chunked 2-D views of the parameter tensors
+// (tr_chunk_layout), top-k selection and the grad clipping scale.
+typedef struct {
+    int rows, cols;  // 2-D view of the parameter tensor
+    int cr, cc;      // chunk edges
+    int k;           // coefficients per chunk
+    int width;       // index bytes: 1, 2 or 4
+    size_t nchunks;
+    size_t offset;   // into the flat parameter array
+} tr_demo_tensor;
+int tr_largest_divisor(int n, int cap);
+void tr_chunk_layout(const tr_model *m, int chunk, int topk, tr_demo_tensor t[TR_NUM_TENSORS]);
+size_t tr_max_chunk(const tr_demo_tensor *t);
+// Top-k of one chunk by |y|, ties by lower index: a sorted list for small k,
+// a stable merge sort (idx, tmp: n scratch each) otherwise.
+#define TR_TOPK_SMALL 64
+void tr_topk_small(const float *y, int n, int k, uint32_t *out, float *best);
+void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out);
 int tr_grad_scale(tr_model *m, float clip, float *scale);
 int tr_lookahead_alloc(tr_model *m);
 void tr_demo_refresh_lookahead(tr_model *m, int on);
+
+// Offset of in-chunk index ix of chunk b inside the (rows, cols) tensor.
+static inline size_t tr_chunk_pos(const tr_demo_tensor *x, size_t b, uint32_t ix) {
+    size_t bcols = (size_t)(x->cols / x->cc);
+    size_t r = (b / bcols) * x->cr + ix / x->cc, c = (b % bcols) * x->cc + ix % x->cc;
+    return r * x->cols + c;
+}
 
 // Little-endian byte helpers for the payload and state formats.
 static inline void tr_put_u16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }

@@ -16,11 +16,13 @@ const (
 	maxTopK        = 65535
 )
 
-// Payload is a decoded DeMo payload: per parameter tensor, the top-k
-// chunked-DCT coefficients of one client's momentum.
+// Payload is a decoded payload: per parameter tensor, DeMo's top-k
+// chunked-DCT coefficients of one client's momentum, or SparseLoCo's top-k
+// entries of its pseudo-gradient with error feedback (ValueBits set).
 type Payload struct {
-	OneBit  bool
-	Tensors []PayloadTensor
+	OneBit    bool // DeMo
+	ValueBits int  // SparseLoCo: 1, 2, 4, 8 or 32; 0 for DeMo
+	Tensors   []PayloadTensor
 }
 
 // PayloadTensor is one tensor's sparse coefficients. The layout fields
@@ -30,10 +32,13 @@ type PayloadTensor struct {
 	Rows, Cols           int // 2-D view of the parameter tensor
 	ChunkRows, ChunkCols int
 	K                    int       // entries per chunk
-	IndexBytes           int       // 1, 2 or 4
+	IndexBytes           int       // DeMo: 1, 2 or 4
+	IndexBits            int       // SparseLoCo: enough for the chunk size - 1
 	Indices              []uint32  // chunk-major, k per chunk, index inside the chunk (row-major)
-	Signs                []bool    // one-bit only: true = -1, false = +1
-	Values               []float32 // dense values when not one-bit
+	Signs                []bool    // DeMo one-bit only: true = -1, false = +1
+	Values               []float32 // DeMo values when not one-bit; SparseLoCo's decoded values
+	Scales               []float32 // SparseLoCo below 32 bits: one per chunk
+	Codes                []uint32  // SparseLoCo: the value's bits (a code, or the f32 with 32 bits)
 }
 
 // Chunks returns the number of chunks of the tensor.
@@ -180,10 +185,14 @@ func DecodePayload(cfg Config, hp DeMo, p []byte) (*Payload, error) {
 	return out, nil
 }
 
-// Encode serialises the payload in format v2: the header, then each tensor's
-// indices (IndexBytes wide) and its sign bits or values. It does not check
-// the entries; DecodePayload does.
+// Encode serialises the payload: DeMo format v2 (the header, then each
+// tensor's indices, IndexBytes wide, and its sign bits or values) or
+// SparseLoCo format v1 (encodeLoCo). It does not check the entries;
+// DecodePayload and DecodeLoCoPayload do.
 func (p *Payload) Encode() []byte {
+	if p.ValueBits != 0 {
+		return p.encodeLoCo()
+	}
 	var flags byte
 	if p.OneBit {
 		flags = flagOneBit

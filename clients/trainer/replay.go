@@ -114,3 +114,16 @@ func (t *Trainer) ResetOptimizer() error {
 	clear(full[stateHeader+4*t.n:])
 	return t.ImportState(full)
 }
+
+// AfterLoCoApply is the replay state rs becomes when a SparseLoCo round is
+// applied (LoCoApply): the error feedback and AdamW moments stay as they
+// are, the step counter advances, and the lookahead is off.
+func AfterLoCoApply(rs []byte, hp SparseLoCo) ([]byte, error) {
+	if len(rs) < stateHeader {
+		return nil, fmt.Errorf("replay state of %d bytes: %w", len(rs), ErrState)
+	}
+	out := bytes.Clone(rs)
+	binary.LittleEndian.PutUint64(out[stateStepOff:], binary.LittleEndian.Uint64(out[stateStepOff:])+1)
+	binary.LittleEndian.PutUint32(out[stateFlagsOff:], binary.LittleEndian.Uint32(out[stateFlagsOff:])&^flagLookahead)
+	return out, nil
+}

@@ -149,6 +149,7 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     m->adam_t = tr_get_u64(in + 40);
     m->demo_lr = demo_lr;
     m->have_grads = 0;
+    m->in_round = 0;
     tr_demo_refresh_lookahead(m, (flags & TR_STATE_LOOKAHEAD) != 0);
     return TR_OK;
 }

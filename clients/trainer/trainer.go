@@ -27,7 +27,7 @@ import (
 var (
 	ErrInvalid  = errors.New("invalid argument")
 	ErrNoMemory = errors.New("out of memory")
-	ErrPayload  = errors.New("malformed or mismatching DeMo payload")
+	ErrPayload  = errors.New("malformed or mismatching payload")
 	ErrState    = errors.New("state does not match this model")
 	ErrNoGrad   = errors.New("no gradients: run Step first")
 	ErrDevice   = errors.New("GPU runtime failure")
@@ -398,18 +398,7 @@ func (t *Trainer) ValidatePayload(hp DeMo, p []byte) error {
 // order, as one sign-SGD step. Either all payloads are valid and the step is
 // taken, or nothing changes.
 func (t *Trainer) DeMoApply(hp DeMo, payloads [][]byte) error {
-	total := 0
-	for _, p := range payloads {
-		total += len(p)
-	}
-	// One contiguous copy: C may not receive Go memory holding Go pointers.
-	buf := make([]byte, 0, total+1)
-	lens := make([]C.size_t, len(payloads)+1)
-	for i, p := range payloads {
-		buf = append(buf, p...)
-		lens[i] = C.size_t(len(p))
-	}
-	buf = buf[:total+1]
+	buf, lens := concat(payloads)
 	if err := t.lock(); err != nil {
 		return err
 	}
@@ -417,6 +406,23 @@ func (t *Trainer) DeMoApply(hp DeMo, payloads [][]byte) error {
 	c := hp.c()
 	rc := C.tr_demo_apply(t.m, &c, (*C.uint8_t)(&buf[0]), &lens[0], C.int(len(payloads)))
 	return codeErr(rc, "DeMo apply")
+}
+
+// concat copies payloads into one buffer with their lengths: C may not
+// receive Go memory holding Go pointers. Both have a spare element, so
+// neither is empty.
+func concat(payloads [][]byte) ([]byte, []C.size_t) {
+	total := 0
+	for _, p := range payloads {
+		total += len(p)
+	}
+	buf := make([]byte, 0, total+1)
+	lens := make([]C.size_t, len(payloads)+1)
+	for i, p := range payloads {
+		buf = append(buf, p...)
+		lens[i] = C.size_t(len(p))
+	}
+	return buf[:total+1], lens
 }
 
 // ExportState returns the full state (parameters, optimizer buffers, step

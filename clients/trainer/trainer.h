@@ -47,6 +47,17 @@ typedef struct {
     int lookahead;      // 1: forward/backward at x - lr*sign(delta)
 } tr_demo;
 
+// SparseLoCo: H inner AdamW steps, then the pseudo-gradient (weights at the
+// round's start minus the local result) plus error feedback, sent as each
+// chunk's top-k entries quantised to value_bits with one scale per chunk.
+typedef struct {
+    float outer_lr;  // x -= outer_lr * mean of the clients' decoded payloads
+    float decay;     // error feedback decay, e.g. 0.95
+    int chunk;       // chunk edge of the 2-D views (as DeMo's, no transform)
+    int topk;        // entries kept per chunk
+    int value_bits;  // 1, 2, 4, 8 (scaled codes) or 32 (raw f32)
+} tr_loco;
+
 typedef struct tr_model tr_model;
 
 // ISA levels for the GEMM kernels; all give identical bits.
@@ -78,6 +89,18 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
 int tr_demo_validate(const tr_model *m, const tr_demo *hp, const uint8_t *p, size_t len);
 // payloads: n payloads concatenated in client order, lens[i] bytes each.
 int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n);
+
+// SparseLoCo round: begin snapshots the weights and optimizer state; inner
+// steps are tr_step + tr_adamw_step; generate folds the pseudo-gradient into
+// the error feedback, writes the payload and puts the round-start weights
+// back; abort (instead of generate) restores everything begin saw. Apply
+// takes x -= outer_lr * (sum of decoded payloads in the given order) / n.
+int tr_loco_payload_size(const tr_model *m, const tr_loco *hp, size_t *size);
+int tr_loco_begin(tr_model *m);
+int tr_loco_abort(tr_model *m);
+int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, size_t *len);
+int tr_loco_validate(const tr_model *m, const tr_loco *hp, const uint8_t *p, size_t len);
+int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n);
 
 // Test hooks for the transform: chunked orthonormal DCT-II of x (rows x cols)
 // and its inverse; chunk edges are the largest divisors <= chunk.

@@ -1,0 +1,303 @@
+// loco.c: SparseLoCo. A client runs H inner AdamW steps from the round's
+// weights x0, then sends its pseudo-gradient x0 - x plus error feedback e
+// (e = decay*e + x0 - x): each chunk's top-k entries of e by magnitude,
+// quantised to value_bits with one scale per chunk, and e keeps what the
+// quantised entries do not carry. Its weights go back to x0, and every client
+// applies x0 - outer_lr * (mean of all accepted payloads), summed in one
+// fixed client order, so replicas stay bit-identical. Chunks are DeMo's 2-D
+// views (tr_chunk_layout) with no transform.
+//
+// Payload format v1, little-endian (README.md has the full spec):
+//   header  "PL" | u8 version=1 | u8 value_bits (1, 2, 4, 8 or 32)
+//   tensor  (16, parameter order) [f32 scale per chunk, value_bits < 32]
+//           | bit stream, LSB first, zero-padded to a byte: per chunk, k
+//             entries of (index: ceil(log2(chunk size)) bits, value: value_bits)
+// A code q of b bits decodes to scale * (2q - L) / L with L = 2^b - 1; with
+// 32 bits the value is the f32 itself.
+
+#include "internal.h"
+
+#define TR_LOCO_MAGIC "PL"
+#define TR_LOCO_VERSION 1
+#define TR_LOCO_HEADER 4
+
+static int tr_loco_check(const tr_loco *hp) {
+    if (!hp) return TR_EINVAL;
+    int b = hp->value_bits;
+    if (hp->chunk < 1 || hp->chunk > 256 || hp->topk < 1 || hp->topk > 65535 || !(b == 1 || b == 2 || b == 4 || b == 8 || b == 32))
+        return TR_EINVAL;
+    // Written as negations so NaN fails too.
+    if (!(hp->outer_lr >= 0.0f && hp->outer_lr < 1e6f) || !(hp->decay >= 0.0f && hp->decay <= 1.0f)) return TR_EINVAL;
+    return TR_OK;
+}
+
+// Bits of an in-chunk index: enough for n-1.
+static int tr_index_bits(const tr_demo_tensor *x) {
+    uint64_t n = (uint64_t)x->cr * (uint64_t)x->cc;
+    int b = 0;
+    while (((uint64_t)1 << b) < n) b++;
+    return b;
+}
+
+static size_t tr_loco_tensor_bytes(const tr_demo_tensor *x, int vb) {
+    size_t e = x->nchunks * (size_t)x->k;
+    size_t bits = e * (size_t)(tr_index_bits(x) + vb);
+    return (vb < 32 ? 4 * x->nchunks : 0) + (bits + 7) / 8;
+}
+
+int tr_loco_payload_size(const tr_model *m, const tr_loco *hp, size_t *size) {
+    if (!m || !size || tr_loco_check(hp)) return TR_EINVAL;
+    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_chunk_layout(m, hp->chunk, hp->topk, t);
+    size_t s = TR_LOCO_HEADER;
+    for (int i = 0; i < TR_NUM_TENSORS; i++) s += tr_loco_tensor_bytes(&t[i], hp->value_bits);
+    *size = s;
+    return TR_OK;
+}
+
+// Quantisation: |v| <= s, so v/s is in [-1, 1] exactly (correct rounding
+// cannot pass 1) and t in [0, L].
+static inline uint32_t tr_loco_code(float v, float s, int vb) {
+    if (vb == 32) return tr_f2bits(v);
+    uint32_t L = (1u << vb) - 1;
+    if (!(s > 0.0f)) return 0;
+    float t = (v / s + 1.0f) * 0.5f * (float)L + 0.5f;
+    return t >= (float)L ? L : (uint32_t)t;
+}
+
+static inline float tr_loco_value(uint32_t q, float s, int vb) {
+    if (vb == 32) return tr_bits2f(q);
+    float L = (float)((1u << vb) - 1);
+    return s * (((float)(2 * q) - L) / L);
+}
+
+static void tr_put_bits(uint8_t *p, size_t *pos, uint32_t v, int nb) {
+    for (int i = 0; i < nb; i++, (*pos)++)
+        if ((v >> i) & 1) p[*pos / 8] |= (uint8_t)(1u << (*pos % 8));
+}
+
+static uint32_t tr_get_bits(const uint8_t *p, size_t *pos, int nb) {
+    uint32_t v = 0;
+    for (int i = 0; i < nb; i++, (*pos)++) v |= (uint32_t)((p[*pos / 8] >> (*pos % 8)) & 1) << i;
+    return v;
+}
+
+int tr_loco_begin(tr_model *m) {
+    if (!m || m->in_round) return TR_EINVAL;
+    size_t N = m->num_params;
+    if (!m->anchor && !(m->anchor = malloc(sizeof(float) * N))) return TR_ENOMEM;
+    if (m->adam_m) {
+        if (!m->anchor_m) m->anchor_m = malloc(sizeof(float) * N);
+        if (!m->anchor_v) m->anchor_v = malloc(sizeof(float) * N);
+        if (!m->anchor_m || !m->anchor_v) return TR_ENOMEM;
+        memcpy(m->anchor_m, m->adam_m, sizeof(float) * N);
+        memcpy(m->anchor_v, m->adam_v, sizeof(float) * N);
+    }
+    memcpy(m->anchor, m->params, sizeof(float) * N);
+    m->anchor_moments = m->adam_m != NULL;
+    m->anchor_step = m->step;
+    m->anchor_adam_t = m->adam_t;
+    m->in_round = 1;
+    return TR_OK;
+}
+
+// The round-start weights and step counter back (generate and abort).
+static void tr_loco_end(tr_model *m) {
+    memcpy(m->params, m->anchor, sizeof(float) * m->num_params);
+    m->step = m->anchor_step;
+    m->have_grads = 0;
+    m->lookahead_on = 0;
+    m->in_round = 0;
+}
+
+int tr_loco_abort(tr_model *m) {
+    if (!m || !m->in_round) return TR_EINVAL;
+    if (m->anchor_moments) {
+        memcpy(m->adam_m, m->anchor_m, sizeof(float) * m->num_params);
+        memcpy(m->adam_v, m->anchor_v, sizeof(float) * m->num_params);
+    } else {
+        free(m->adam_m); free(m->adam_v);
+        m->adam_m = m->adam_v = NULL;
+    }
+    m->adam_t = m->anchor_adam_t;
+    tr_loco_end(m);
+    return TR_OK;
+}
+
+int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, size_t *len) {
+    if (!m || !out || !len || tr_loco_check(hp) || !m->in_round) return TR_EINVAL;
+    size_t need;
+    tr_loco_payload_size(m, hp, &need);
+    if (cap < need) return TR_ESHORT;
+    size_t N = m->num_params;
+    if (!m->delta && !(m->delta = calloc(N, sizeof(float)))) return TR_ENOMEM;
+    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_chunk_layout(m, hp->chunk, hp->topk, t);
+    size_t per = tr_max_chunk(t), maxe = 0, maxc = 0;
+    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+        if (t[i].nchunks * t[i].k > maxe) maxe = t[i].nchunks * t[i].k;
+        if (t[i].nchunks > maxc) maxc = t[i].nchunks;
+    }
+    int rc = TR_OK;
+    float *f = malloc(sizeof(float) * 2 * per * m->nthreads), *scale = malloc(sizeof(float) * maxc);
+    uint32_t *u = malloc(sizeof(uint32_t) * 2 * per * m->nthreads), *sel = malloc(sizeof(uint32_t) * maxe),
+             *code = malloc(sizeof(uint32_t) * maxe);
+    if (!f || !scale || !u || !sel || !code) { rc = TR_ENOMEM; goto done; }
+
+    // e = decay * e + (x0 - x), elementwise
+    float decay = hp->decay, *e = m->delta;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < N; i++) e[i] = decay * e[i] + (m->anchor[i] - m->params[i]);
+
+    int vb = hp->value_bits;
+    memset(out, 0, need);
+    memcpy(out, TR_LOCO_MAGIC, 2);
+    out[2] = TR_LOCO_VERSION;
+    out[3] = (uint8_t)vb;
+    uint8_t *p = out + TR_LOCO_HEADER;
+    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+        const tr_demo_tensor *x = &t[ti];
+        float *ex = e + x->offset;
+        int n = x->cr * x->cc, k = x->k;
+        // Select, quantise, and leave in e what the decoded entries miss;
+        // chunks are disjoint, so they can go to different threads.
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t b = 0; b < x->nchunks; b++) {
+            int tid = omp_get_thread_num();
+            float *blk = f + 2 * per * tid, *best = blk + per;
+            uint32_t *ia = u + 2 * per * tid, *si = sel + b * k;
+            const float *src = ex + tr_chunk_pos(x, b, 0);
+            for (int i = 0; i < x->cr; i++) memcpy(blk + i * x->cc, src + (size_t)i * x->cols, sizeof(float) * x->cc);
+            if (k <= TR_TOPK_SMALL) tr_topk_small(blk, n, k, si, best);
+            else tr_topk_sort(blk, n, k, ia, ia + per, si);
+            float s = 0.0f;
+            for (int j = 0; j < k; j++) {
+                float a = blk[si[j]] < 0 ? -blk[si[j]] : blk[si[j]];
+                if (a > s) s = a;
+            }
+            scale[b] = s;
+            for (int j = 0; j < k; j++) {
+                uint32_t q = tr_loco_code(blk[si[j]], s, vb);
+                code[b * k + j] = q;
+                size_t pos = tr_chunk_pos(x, b, si[j]);
+                ex[pos] = ex[pos] - tr_loco_value(q, s, vb);
+            }
+        }
+        if (vb < 32)
+            for (size_t b = 0; b < x->nchunks; b++, p += 4) tr_put_f32(p, scale[b]);
+        int ib = tr_index_bits(x);
+        size_t pos = 0, ne = x->nchunks * (size_t)k;
+        for (size_t i = 0; i < ne; i++) {
+            tr_put_bits(p, &pos, sel[i], ib);
+            tr_put_bits(p, &pos, code[i], vb);
+        }
+        p += (pos + 7) / 8;
+    }
+    *len = (size_t)(p - out);
+    tr_loco_end(m);
+done:
+    free(f); free(scale); free(u); free(sel); free(code);
+    return rc;
+}
+
+// Checks one payload against this model and hp without touching any state.
+// idx and val (entries of all tensors in payload order) are filled when not
+// NULL. seen: scratch of the largest chunk's size, all zero on entry.
+static int tr_loco_parse(const tr_demo_tensor *t, const tr_loco *hp, const uint8_t *p, size_t len,
+                         uint32_t *idx, float *val, uint32_t *seen) {
+    int vb = hp->value_bits;
+    if (!p || len < TR_LOCO_HEADER || memcmp(p, TR_LOCO_MAGIC, 2) != 0 || p[2] != TR_LOCO_VERSION || p[3] != vb)
+        return TR_EPAYLOAD;
+    // The length is fixed by the model and hp: check it before reading entries.
+    size_t want = TR_LOCO_HEADER;
+    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) want += tr_loco_tensor_bytes(&t[ti], vb);
+    if (len != want) return TR_EPAYLOAD;
+    const uint8_t *q = p + TR_LOCO_HEADER;
+    size_t at = 0; // entry index across tensors
+    uint32_t stamp = 0;
+    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+        const tr_demo_tensor *x = &t[ti];
+        const uint8_t *scales = q, *bits = vb < 32 ? q + 4 * x->nchunks : q;
+        if (vb < 32)
+            for (size_t b = 0; b < x->nchunks; b++) {
+                float s = tr_get_f32(scales + 4 * b);
+                if (!(s >= 0.0f && s <= 1e30f)) return TR_EPAYLOAD;
+            }
+        uint32_t n = (uint32_t)x->cr * (uint32_t)x->cc;
+        int ib = tr_index_bits(x);
+        size_t pos = 0;
+        for (size_t b = 0; b < x->nchunks; b++) {
+            float s = vb < 32 ? tr_get_f32(scales + 4 * b) : 0.0f;
+            if (++stamp == 0) { memset(seen, 0, sizeof(uint32_t) * n); stamp = 1; }
+            for (int j = 0; j < x->k; j++, at++) {
+                uint32_t ix = tr_get_bits(bits, &pos, ib), c = tr_get_bits(bits, &pos, vb);
+                if (ix >= n || seen[ix] == stamp) return TR_EPAYLOAD;
+                seen[ix] = stamp;
+                float v = tr_loco_value(c, s, vb);
+                if (!(v - v == 0.0f) || v > 1e30f || v < -1e30f) return TR_EPAYLOAD;
+                if (idx) { idx[at] = ix; val[at] = v; }
+            }
+        }
+        size_t nb = (pos + 7) / 8;
+        if (pos % 8 && (bits[nb - 1] >> (pos % 8)) != 0) return TR_EPAYLOAD; // padding bits must be 0
+        q += tr_loco_tensor_bytes(x, vb);
+    }
+    return TR_OK;
+}
+
+int tr_loco_validate(const tr_model *m, const tr_loco *hp, const uint8_t *p, size_t len) {
+    if (!m || tr_loco_check(hp)) return TR_EINVAL;
+    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_chunk_layout(m, hp->chunk, hp->topk, t);
+    uint32_t *seen = calloc(tr_max_chunk(t), sizeof(uint32_t));
+    if (!seen) return TR_ENOMEM;
+    int rc = tr_loco_parse(t, hp, p, len, NULL, NULL, seen);
+    free(seen);
+    return rc;
+}
+
+int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n) {
+    if (!m || tr_loco_check(hp) || n < 0 || (n > 0 && (!payloads || !lens)) || m->in_round) return TR_EINVAL;
+    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_chunk_layout(m, hp->chunk, hp->topk, t);
+    size_t E = 0, N = m->num_params, per = tr_max_chunk(t);
+    for (int i = 0; i < TR_NUM_TENSORS; i++) E += t[i].nchunks * t[i].k;
+    size_t cnt = n > 0 ? (size_t)n : 1;
+    uint32_t *idx = malloc(sizeof(uint32_t) * E * cnt), *seen = malloc(sizeof(uint32_t) * per);
+    float *val = malloc(sizeof(float) * E * cnt), *acc = calloc(N, sizeof(float));
+    int rc = TR_OK;
+    if (!idx || !seen || !val || !acc) { rc = TR_ENOMEM; goto done; }
+    // All payloads are checked before anything changes.
+    size_t off = 0;
+    for (int c = 0; c < n; c++) {
+        memset(seen, 0, sizeof(uint32_t) * per);
+        if ((rc = tr_loco_parse(t, hp, payloads + off, lens[c], idx + (size_t)c * E, val + (size_t)c * E, seen))) goto done;
+        off += lens[c];
+    }
+    if (n > 0) {
+        size_t first = 0; // the tensor's first entry
+        for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+            const tr_demo_tensor *x = &t[ti];
+            float *a = acc + x->offset;
+            int k = x->k;
+            // Clients in the given order within each chunk; chunks are disjoint.
+            #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+            for (size_t b = 0; b < x->nchunks; b++)
+                for (int c = 0; c < n; c++)
+                    for (int j = 0; j < k; j++) {
+                        size_t ei = (size_t)c * E + first + b * k + j, pos = tr_chunk_pos(x, b, idx[ei]);
+                        a[pos] = a[pos] + val[ei];
+                    }
+            first += x->nchunks * k;
+        }
+        float lr = hp->outer_lr, nf = (float)n;
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t i = 0; i < N; i++) m->params[i] = m->params[i] - lr * (acc[i] / nf);
+    }
+    m->step++;
+    m->have_grads = 0;
+    tr_demo_refresh_lookahead(m, 0);
+done:
+    free(idx); free(seen); free(val); free(acc);
+    return rc;
+}

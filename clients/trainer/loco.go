@@ -1,0 +1,114 @@
+package trainer
+
+/*
+#include "trainer.h"
+*/
+import "C"
+
+// SparseLoCo holds the multi-step mode's outer settings. Chunk, TopK and
+// ValueBits fix the payload layout: every client of a run must use the same
+// values. The inner steps are Step and AdamWStep between LoCoBegin and
+// LoCoGenerate.
+type SparseLoCo struct {
+	OuterLR   float32 // x -= OuterLR * mean of the decoded payloads
+	Decay     float32 // error feedback decay, 0..1
+	Chunk     int     // chunk edge of the 2-D views, 1..256
+	TopK      int     // entries kept per chunk, 1..65535
+	ValueBits int     // 1, 2, 4, 8 (per-chunk scaled codes) or 32 (f32)
+}
+
+func (hp SparseLoCo) c() C.tr_loco {
+	return C.tr_loco{outer_lr: C.float(hp.OuterLR), decay: C.float(hp.Decay), chunk: C.int(hp.Chunk),
+		topk: C.int(hp.TopK), value_bits: C.int(hp.ValueBits)}
+}
+
+// LoCoPayloadSize returns the exact size of a SparseLoCo payload for hp.
+func (t *Trainer) LoCoPayloadSize(hp SparseLoCo) (int, error) {
+	if err := t.lock(); err != nil {
+		return 0, err
+	}
+	defer t.mu.Unlock()
+	return t.locoSize(hp)
+}
+
+func (t *Trainer) locoSize(hp SparseLoCo) (int, error) {
+	c := hp.c()
+	var size C.size_t
+	if err := codeErr(C.tr_loco_payload_size(t.m, &c, &size), "SparseLoCo payload size"); err != nil {
+		return 0, err
+	}
+	return int(size), nil
+}
+
+// LoCoBegin starts a round: it saves the weights, the AdamW moments and the
+// counters, which LoCoGenerate measures the pseudo-gradient from and
+// LoCoAbort restores. A round already begun is an error.
+func (t *Trainer) LoCoBegin() error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return codeErr(C.tr_loco_begin(t.m), "begin SparseLoCo round")
+}
+
+// LoCoAbort ends a round without a payload: weights, AdamW moments and
+// counters are as LoCoBegin found them.
+func (t *Trainer) LoCoAbort() error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return codeErr(C.tr_loco_abort(t.m), "abort SparseLoCo round")
+}
+
+// LoCoGenerate ends a round: it folds the pseudo-gradient (the weights at
+// LoCoBegin minus the current ones) into the error feedback, returns the
+// payload to broadcast (format in README.md), and puts the round's starting
+// weights back, ready for LoCoApply. The AdamW moments carry on.
+func (t *Trainer) LoCoGenerate(hp SparseLoCo) ([]byte, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	size, err := t.locoSize(hp)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, size)
+	c := hp.c()
+	var n C.size_t
+	if err := codeErr(C.tr_loco_generate(t.m, &c, (*C.uint8_t)(&out[0]), C.size_t(size), &n), "SparseLoCo generate"); err != nil {
+		return nil, err
+	}
+	return out[:n], nil
+}
+
+// LoCoValidate checks a peer's payload against this model and hp without
+// changing anything.
+func (t *Trainer) LoCoValidate(hp SparseLoCo, p []byte) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	c := hp.c()
+	var ptr *C.uint8_t
+	if len(p) > 0 {
+		ptr = (*C.uint8_t)(&p[0])
+	}
+	return codeErr(C.tr_loco_validate(t.m, &c, ptr, C.size_t(len(p))), "validate SparseLoCo payload")
+}
+
+// LoCoApply takes the outer step x -= OuterLR * (sum of the decoded
+// payloads, in the given client order) / len(payloads). Either all payloads
+// are valid and the step is taken, or nothing changes. No payloads: the
+// weights stay and the step counter advances.
+func (t *Trainer) LoCoApply(hp SparseLoCo, payloads [][]byte) error {
+	buf, lens := concat(payloads)
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	c := hp.c()
+	rc := C.tr_loco_apply(t.m, &c, (*C.uint8_t)(&buf[0]), &lens[0], C.int(len(payloads)))
+	return codeErr(rc, "SparseLoCo apply")
+}
