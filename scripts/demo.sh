@@ -12,7 +12,12 @@
 #
 # Environment:
 #   DEMO_DIR=<temp dir>   where ledger, wallets, data, logs and the plot go (kept)
-#   DEMO_STEPS=<n>        total_steps of the run (default: config/light.toml's)
+#   DEMO_CONFIG=light     the run config, config/<name>.toml: light (DeMo every
+#                         step) or sparseloco (the multi-step mode: 10 inner
+#                         steps per round, 2-bit top-k pseudo-gradients)
+#   DEMO_OVERLAP=0        1: overlapped rounds (train round h+1 while round h's
+#                         payloads are exchanged; applied one round late)
+#   DEMO_STEPS=<n>        total_steps of the run (default: the config's)
 #   RPC_PORT=8899         validator JSON-RPC port (PubSub: RPC_PORT + 1)
 #   DATA_PORT=9000        data server port
 #   METRICS_PORT=9101     first client's /status port (the others follow)
@@ -30,6 +35,10 @@ metrics_port=${METRICS_PORT:-9101}
 for p in "$rpc_port" "$data_port" "$metrics_port"; do
   [[ "$p" =~ ^[0-9]+$ ]] && ((p > 0 && p < 65533)) || die "ports must be numbers below 65533, not $p"
 done
+source_config=config/${DEMO_CONFIG:-light}.toml
+[[ "${DEMO_CONFIG:-light}" =~ ^[a-z0-9_-]+$ && -f "$source_config" ]] ||
+  die "DEMO_CONFIG=${DEMO_CONFIG:-} names no run config: use one of $(cd config && ls *.toml | sed 's/\.toml$//' | tr '\n' ' ')"
+[[ "${DEMO_OVERLAP:-0}" =~ ^[01]$ ]] || die "DEMO_OVERLAP must be 0 or 1"
 dir=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/psyche-demo.XXXXXX")}
 mkdir -p "$dir"
 rpc=http://127.0.0.1:$rpc_port
@@ -98,9 +107,12 @@ set +m
 root_hex=$(sed -n 's/.*"root": *"\([0-9a-f]\{64\}\)".*/\1/p' "$dir/data/train/manifest.json" | tail -n 1)
 [ -n "$root_hex" ] || die "no root in $dir/data/train/manifest.json"
 
-say "creating the run \"$run_id\" (config/light.toml, data at http://127.0.0.1:$data_port/)"
+say "creating the run \"$run_id\" ($source_config, data at http://127.0.0.1:$data_port/)"
 config=$dir/run.toml
-sed -e "s|^location = .*|location = \"http://127.0.0.1:$data_port/\"\nroot = \"$root_hex\"|" config/light.toml >"$config"
+sed -e "s|^location = .*|location = \"http://127.0.0.1:$data_port/\"\nroot = \"$root_hex\"|" "$source_config" >"$config"
+if [ "${DEMO_OVERLAP:-0}" = 1 ]; then
+  sed -i -e '/^overlap *=/d' -e 's/^\[config\]$/[config]\noverlap = true/' "$config"
+fi
 if [ -n "${DEMO_STEPS:-}" ]; then
   [[ "$DEMO_STEPS" =~ ^[0-9]+$ ]] || die "DEMO_STEPS must be a number"
   sed -i "s/^total_steps = .*/total_steps = $DEMO_STEPS/" "$config"

@@ -31,6 +31,14 @@ import (
 // them) and completed from the first state in which its witness reports are
 // final (a later round runs, or the rounds are over). Records outlive the
 // Coordinator's 4-round history, so a client may apply many rounds late.
+//
+// Overlapped rounds (config overlap = 1): round r's members train while
+// round r-1's payloads are exchanged, so round r's witness reports attest
+// round r-1's payloads, and round r-1 is applied once those reports are
+// final (when round r+1 starts): one round late. A member trains round r
+// on the model of step r-2 (r-1 in an epoch's first round). A round that
+// ends its epoch has no next round to attest it, so nothing of it is
+// applied; members skip training in a round they know to be the last.
 
 // Commitment is what a witness puts in its broadcast filter for a member's
 // payload: it binds the payload hash to the member's signer and the step, so
@@ -51,12 +59,17 @@ type roundRecord struct {
 	step, height uint32
 	members      []coordinator.Member // the round's clients, in index order
 	peers        []peer.ID            // their p2p ids, same order
-	lr           float32
-	// final is set once the witness reports below can no longer change.
-	final        bool
-	witnessCount uint16
-	participants []*schedule.Bloom
-	broadcasts   []*schedule.Bloom
+	update       Update               // how its contributions are computed
+	// overlap: the round's payloads are attested by the next round's
+	// witnesses (config overlap).
+	overlap bool
+	// final is set once the witness reports below can no longer change;
+	// unattested when no reports attest the round (an overlapped round that
+	// ended its epoch): nothing of it is applied.
+	final, unattested bool
+	witnessCount      uint16
+	participants      []*schedule.Bloom
+	broadcasts        []*schedule.Bloom
 	// verify is the round's verification (nil: the run does not verify);
 	// its seed and commitments are read with the witness reports.
 	verify *verification
@@ -65,6 +78,8 @@ type roundRecord struct {
 	// allIn is when every member's payload was first seen here: the round
 	// overhead is from then until the next round starts.
 	allIn time.Time
+	// seen is when this client first saw the round running.
+	seen time.Time
 }
 
 // trainStats is what this client did in a round it trained.
@@ -86,8 +101,8 @@ func (e *engine) captureRounds(v *coordinator.View) {
 	cur := v.Round
 	if v.Running() && cur.ClientsLen > 0 && e.rounds[cur.Step] == nil && cur.Step > e.lastStep {
 		members := v.RoundMembers()
-		rec := &roundRecord{step: cur.Step, height: cur.Height, members: members,
-			lr: LearningRate(&v.State.Model, cur.Step, v.State.Epoch.StartStep, v.State.Epoch.ColdStart != 0)}
+		rec := &roundRecord{step: cur.Step, height: cur.Height, members: members, overlap: v.State.Config.Overlap != 0,
+			update: NewUpdate(&v.State.Model, cur.Step, InnerSteps(cur), v.State.Epoch.StartStep, v.State.Epoch.ColdStart != 0)}
 		for _, m := range members {
 			id, _ := identity.PeerIDFromPublicKey(m.P2PIdentity[:])
 			rec.peers = append(rec.peers, id)
@@ -117,6 +132,10 @@ func (e *engine) captureRounds(v *coordinator.View) {
 		if rec.final {
 			continue
 		}
+		if rec.overlap {
+			completeOverlapped(v, rec)
+			continue
+		}
 		r := v.FindRound(rec.step, rec.height)
 		if r == nil || (v.Running() && r == cur) {
 			continue // still running, or gone unseen: planApply notices the gap
@@ -125,12 +144,52 @@ func (e *engine) captureRounds(v *coordinator.View) {
 		if rec.verify != nil {
 			rec.verify.seed, rec.verify.commits = r.VerifySeed, roundCommits(r, len(rec.members))
 		}
-		rec.witnessCount = r.WitnessCount
-		for _, w := range r.Witnesses[:min(int(r.WitnessesLen), len(r.Witnesses))] {
-			rec.participants = append(rec.participants, coordinator.ScheduleBloom(w.ParticipantBloom))
-			rec.broadcasts = append(rec.broadcasts, coordinator.ScheduleBloom(w.BroadcastBloom))
-		}
+		rec.attestedBy(r)
 	}
+}
+
+// attestedBy completes rec with the witness reports of round r.
+func (rec *roundRecord) attestedBy(r *coordinator.Round) {
+	rec.final = true
+	rec.witnessCount = r.WitnessCount
+	for _, w := range r.Witnesses[:min(int(r.WitnessesLen), len(r.Witnesses))] {
+		rec.participants = append(rec.participants, coordinator.ScheduleBloom(w.ParticipantBloom))
+		rec.broadcasts = append(rec.broadcasts, coordinator.ScheduleBloom(w.BroadcastBloom))
+	}
+}
+
+// completeOverlapped completes an overlapped round: with the next round's
+// reports once they are final, or unattested once v shows that the round
+// ended its epoch (the rounds are over and the run's next step is the
+// round's successor, or the epoch running began right after it).
+func completeOverlapped(v *coordinator.View, rec *roundRecord) {
+	if next := v.FindRound(rec.step+1, rec.height+1); next != nil {
+		if !v.Running() || next != v.Round {
+			rec.attestedBy(next)
+		}
+		return
+	}
+	ended := !v.Running() && v.Step == rec.step+1 && v.Phase != coordinator.Uninitialized
+	began := v.Running() && v.State.Epoch.StartStep == rec.step+1
+	if ended || began {
+		rec.final, rec.unattested = true, true
+	}
+}
+
+// lag is how many steps the model may trail the current round's step for
+// a member to train it: 2 in an overlapped round after an epoch's first.
+func lag(v *coordinator.View) uint32 {
+	if v.Running() && v.State.Config.Overlap != 0 && v.Round.Height > 0 {
+		return 2
+	}
+	return 1
+}
+
+// lastRound says whether the current round is known to end its epoch: the
+// drain is over after it, it trains the run's last step, or a pause waits.
+func lastRound(v *coordinator.View) bool {
+	s, r := v.State, v.Round
+	return (s.Epoch.LastStep != 0 && r.Step+1 >= s.Epoch.LastStep) || r.Step >= s.Config.TotalSteps || s.PendingPause != 0
 }
 
 // errMissed means this client cannot apply a round: it never saw the round,
@@ -173,6 +232,9 @@ func (e *engine) planApply(v *coordinator.View, in *inputs, add func(action)) (s
 // the witnesses attest but whose payload was never announced here means
 // this replica cannot follow.
 func acceptedPayloads(rec *roundRecord, in *inputs) ([]int, error) {
+	if rec.unattested {
+		return nil, nil
+	}
 	quorum := int(schedule.Quorum(rec.witnessCount))
 	var accept []int
 	for i, m := range rec.members {
@@ -219,8 +281,8 @@ func (e *engine) discarded(from uint32) {
 	}
 }
 
-// apply takes the consensus step for a round: the accepted payloads go to
-// DeMoApply in member order. A payload attested but not yet here is
+// apply takes the consensus step for a round: the accepted payloads are
+// applied in member order. A payload attested but not yet here is
 // fetched from any announcer; one no peer serves is errMissed.
 func (c *Client) apply(ctx context.Context, v *coordinator.View, a applyAction) error {
 	rec := a.rec
@@ -242,7 +304,7 @@ func (c *Client) apply(ctx context.Context, v *coordinator.View, a applyAction) 
 		}
 	}
 	if len(list) > 0 {
-		if err := c.tr.DeMoApply(DeMo(&c.model, rec.lr), list); err != nil {
+		if err := applyPayloads(c.tr, &rec.update, list); err != nil {
 			return fmt.Errorf("step %d: apply: %w", rec.step, err)
 		}
 	}
@@ -268,10 +330,14 @@ func (c *Client) apply(ctx context.Context, v *coordinator.View, a applyAction) 
 	if !rec.allIn.IsZero() {
 		overhead = c.now().Sub(rec.allIn)
 	}
+	var round time.Duration
+	if next := c.e.rounds[rec.step+1]; next != nil && next.height == rec.height+1 && !next.seen.IsZero() && !rec.seen.IsZero() {
+		round = next.seen.Sub(rec.seen)
+	}
 	c.log.Info("step", "step", rec.step, "loss", w.loss, "applied", len(list), "of", len(rec.members), "digest", hexDigest,
-		"train_seconds", w.trainTime.Seconds(), "round_overhead_seconds", overhead.Seconds())
+		"train_seconds", w.trainTime.Seconds(), "round_seconds", round.Seconds(), "round_overhead_seconds", overhead.Seconds())
 	if err := c.cfg.Recorder.RecordStep(status.StepStat{Step: uint64(rec.step), Loss: status.Float(w.loss), Tokens: w.tokens,
-		Duration: w.trainTime, BytesOut: w.sent, BytesIn: received, Digest: hexDigest}); err != nil {
+		Duration: w.trainTime, BytesOut: w.sent, BytesIn: received, Digest: hexDigest, RoundTime: max(round, 0)}); err != nil {
 		c.log.Warn("recording the step", "err", err)
 	}
 	last := v.Step > v.State.Config.TotalSteps && v.Phase != coordinator.RoundTrain

@@ -150,9 +150,9 @@ func (c *Client) startJudge(ctx context.Context, v *coordinator.View, a judgeAct
 	if err != nil {
 		return nil
 	}
-	lr := LearningRate(&c.model, d.Step, d.EpochStartStep, d.ColdStart != 0)
+	u := NewUpdate(&c.model, d.Step, int(c.model.InnerSteps), d.EpochStartStep, d.ColdStart != 0)
 	job := replayJob{step: d.Step, index: int(d.TrainerIndex), from: from, batch: batchRange{d.BatchStart, uint64(d.BatchLen)},
-		params: params, hp: DeMo(&c.model, lr),
+		params: params, u: u,
 		commit: commitRecord{committed: true, fresh: d.Fresh != 0, payload: d.Payload, before: d.StateBefore, after: d.StateAfter}}
 	id := d.Id
 	c.inbox.spawn(func() {

@@ -113,6 +113,16 @@ func (in *inputs) delivered(rec *roundRecord, i int) (p2p.Hash, bool) {
 	return ps.hash, ok && ps.have
 }
 
+// allAnnounced says whether every member of rec announced its payload.
+func (in *inputs) allAnnounced(rec *roundRecord) bool {
+	for i := range rec.members {
+		if ps, ok := in.payloads[rec.step][rec.peers[i]]; !ok || ps.hash == (p2p.Hash{}) {
+			return false
+		}
+	}
+	return true
+}
+
 func (in *inputs) allDelivered(rec *roundRecord) bool {
 	for i := range rec.members {
 		if _, ok := in.delivered(rec, i); !ok {
@@ -238,6 +248,9 @@ func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]actio
 	// Follow the run: record its rounds, take a model fetched in the
 	// background, and apply every round whose witness reports are final.
 	e.captureRounds(v)
+	if rec := e.rounds[v.Round.Step]; rec != nil && v.Running() && rec.seen.IsZero() {
+		rec.seen = now
+	}
 	if l := in.loaded; l != nil {
 		e.fetching = false
 		if l.err != nil {
@@ -251,7 +264,7 @@ func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]actio
 	if stop {
 		return acts, nil
 	}
-	current := e.model == modelReady && step+1 >= v.Step
+	current := e.model == modelReady && step+lag(v) >= v.Step
 
 	// The epoch's model is checkpointed in Cooldown, or in any phase after
 	// it: a short Cooldown can pass between two states we act on.

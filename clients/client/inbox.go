@@ -137,9 +137,9 @@ func (b *inbox) keep(a p2p.Announcement, data []byte) error {
 	if tr == nil {
 		return errors.New("no model to check the payload against yet")
 	}
-	if err := tr.ValidatePayload(DeMo(&model, 0), data); err != nil {
+	if err := validatePayload(tr, &model, data); err != nil {
 		b.log.Warn("rejected an invalid payload", "step", a.Step, "from", a.Signer, "err", err)
-		b.node.Ban(a.Signer, "invalid DeMo payload")
+		b.node.Ban(a.Signer, "invalid payload")
 		return err
 	}
 	b.mu.Lock()

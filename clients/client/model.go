@@ -13,7 +13,6 @@ import (
 // Tags of the run's model description (config/README.md).
 const (
 	architectureGPT2 = 1
-	optimizerDistro  = 1
 	scheduleConstant = 1
 	scheduleLinear   = 2
 	scheduleCosine   = 3
@@ -24,8 +23,8 @@ func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error)
 	if m.Architecture != architectureGPT2 {
 		return trainer.Config{}, fmt.Errorf("the run's architecture tag %d is not gpt2, the only one this client trains", m.Architecture)
 	}
-	if m.Optimizer != optimizerDistro {
-		return trainer.Config{}, fmt.Errorf("the run's optimizer tag %d is not distro, the only one a decentralized run can use", m.Optimizer)
+	if m.Optimizer != coordinator.OptimizerDistro && m.Optimizer != coordinator.OptimizerSparseLoCo {
+		return trainer.Config{}, fmt.Errorf("the run's optimizer tag %d is neither distro nor sparseloco, the ones this client knows", m.Optimizer)
 	}
 	vocab := int(m.VocabSize)
 	cfg := trainer.Config{
@@ -57,31 +56,44 @@ func f32(bits uint32) float32 { return math.Float32frombits(bits) }
 // over lr_warmup_steps, then constant, linear or cosine decay to the final
 // rate over lr_decay_steps. In a cold-start epoch (after a pause) the rate is
 // also ramped from zero over cold_start_warmup_steps from the epoch's first step.
+// With SparseLoCo the schedule is the inner AdamW's and counts inner steps:
+// this is its rate at the round's first inner step (InnerLearningRate).
 func LearningRate(m *coordinator.Model, step, epochStartStep uint32, coldStart bool) float32 {
-	peak, final := float64(f32(m.LearningRate)), float64(f32(m.FinalLearningRate))
-	s := float64(step)
-	var lr float64
-	switch warm := float64(m.LrWarmupSteps); {
-	case s <= warm:
-		lr = peak * s / warm
-	default:
-		frac := 1.0
-		if m.LrDecaySteps > 0 {
-			frac = math.Min(1, (s-warm)/float64(m.LrDecaySteps))
-		}
-		switch m.LrSchedule {
-		case scheduleLinear:
-			lr = peak + (final-peak)*frac
-		case scheduleCosine:
-			lr = final + (peak-final)*0.5*(1+math.Cos(math.Pi*frac))
-		default:
-			lr = peak
-		}
-	}
+	return InnerLearningRate(m, step, 0, epochStartStep, coldStart)
+}
+
+// InnerLearningRate is the rate of inner step j (from 0) of the round that
+// trains step: the schedule at inner step (step-1)*inner_steps + j + 1 (for
+// DeMo, one inner step per round: the schedule at step), times the
+// cold-start ramp, which counts rounds.
+func InnerLearningRate(m *coordinator.Model, step uint32, j int, epochStartStep uint32, coldStart bool) float32 {
+	h := uint64(max(m.InnerSteps, 1))
+	lr := scheduledRate(m, float64((uint64(step)-1)*h+uint64(j)+1))
 	if coldStart && m.ColdStartWarmupSteps > 0 && step >= epochStartStep {
 		lr *= math.Min(1, float64(step-epochStartStep+1)/float64(m.ColdStartWarmupSteps))
 	}
 	return float32(lr)
+}
+
+// scheduledRate is the schedule at step s (from 1).
+func scheduledRate(m *coordinator.Model, s float64) float64 {
+	peak, final := float64(f32(m.LearningRate)), float64(f32(m.FinalLearningRate))
+	warm := float64(m.LrWarmupSteps)
+	if s <= warm {
+		return peak * s / warm
+	}
+	frac := 1.0
+	if m.LrDecaySteps > 0 {
+		frac = math.Min(1, (s-warm)/float64(m.LrDecaySteps))
+	}
+	switch m.LrSchedule {
+	case scheduleLinear:
+		return peak + (final-peak)*frac
+	case scheduleCosine:
+		return final + (peak-final)*0.5*(1+math.Cos(math.Pi*frac))
+	default:
+		return peak
+	}
 }
 
 // DeMo is the optimizer's hyperparameters at a learning rate.
@@ -96,6 +108,30 @@ func DeMo(m *coordinator.Model, lr float32) trainer.DeMo {
 		OneBit:      m.Quantize1bit != 0,
 	}
 }
+
+// SparseLoCo says whether the run trains in the multi-step mode (inner
+// AdamW steps, then a compressed pseudo-gradient) rather than DeMo.
+func SparseLoCo(m *coordinator.Model) bool { return m.Optimizer == coordinator.OptimizerSparseLoCo }
+
+// LoCo is the multi-step mode's hyperparameters.
+func LoCo(m *coordinator.Model) trainer.SparseLoCo {
+	return trainer.SparseLoCo{
+		OuterLR:   f32(m.OuterLearningRate),
+		Decay:     f32(m.CompressionDecay),
+		Chunk:     int(m.CompressionChunk),
+		TopK:      int(m.CompressionTopk),
+		ValueBits: int(m.ValueBits),
+	}
+}
+
+// InnerAdamW is the multi-step mode's inner optimizer at a rate.
+func InnerAdamW(m *coordinator.Model, lr float32) trainer.AdamW {
+	return trainer.AdamW{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: f32(m.WeightDecay), ClipNorm: f32(m.ClipGradNorm)}
+}
+
+// InnerSteps is how many optimizer steps a member trains per round: the
+// round's own count (1 for DeMo, and for rounds recorded before it existed).
+func InnerSteps(r *coordinator.Round) int { return int(max(r.InnerSteps, 1)) }
 
 // ReplicaDigest is sha256 over the step and the parameters (little-endian
 // fp32): the part of the trainer state every honest replica shares. The

@@ -40,13 +40,15 @@ type network interface {
 var _ network = (*p2p.Node)(nil)
 
 // replica is what the client needs of its trainer (clients/trainer.Trainer):
-// training, the DeMo exchange, the weights, and checkpoints.
+// training, the payload exchange (DeMo or SparseLoCo), the weights, and
+// checkpoints.
 type replica interface {
-	Step(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error)
+	Trainer // computing contributions (train.go)
 	Eval(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error)
-	DeMoGenerate(hp trainer.DeMo) ([]byte, error)
 	ValidatePayload(hp trainer.DeMo, p []byte) error
 	DeMoApply(hp trainer.DeMo, payloads [][]byte) error
+	LoCoValidate(hp trainer.SparseLoCo, p []byte) error
+	LoCoApply(hp trainer.SparseLoCo, payloads [][]byte) error
 	Params() ([]float32, error)
 	SetParams(p []float32) error
 	NumParams() int

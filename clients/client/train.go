@@ -2,28 +2,153 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
+	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
+// Update is how a member's contribution to a round is computed, by the
+// member and by anyone who replays it (verifiers, psyche-client verify). DeMo: one Step on the whole batch,
+// then DeMoGenerate at the round's rate. SparseLoCo: LoCoBegin, then per
+// inner step j a Step on the j-th of len(lrs) equal contiguous parts of the
+// batch and an AdamW step at lrs[j], then LoCoGenerate.
+type Update struct {
+	model coordinator.Model
+	lrs   []float32 // the rate of each inner step (one for DeMo)
+}
+
+// NewUpdate is the update of the round that trains step with h inner
+// steps (the round's; DeMo has one) in an epoch that began at
+// epochStartStep.
+func NewUpdate(m *coordinator.Model, step uint32, h int, epochStartStep uint32, coldStart bool) Update {
+	if !SparseLoCo(m) {
+		h = 1
+	}
+	u := Update{model: *m, lrs: make([]float32, max(h, 1))}
+	for j := range u.lrs {
+		u.lrs[j] = InnerLearningRate(m, step, j, epochStartStep, coldStart)
+	}
+	return u
+}
+
+// LR is the round's rate: DeMo's, or the first inner step's.
+func (u *Update) LR() float32 { return u.lrs[0] }
+
+// DeMo is the round's DeMo hyperparameters; false in the multi-step mode.
+func (u *Update) DeMo() (trainer.DeMo, bool) { return DeMo(&u.model, u.LR()), !SparseLoCo(&u.model) }
+
+// LoCo is the round's multi-step hyperparameters; false with DeMo.
+func (u *Update) LoCo() (trainer.SparseLoCo, bool) { return LoCo(&u.model), SparseLoCo(&u.model) }
+
+// FetchFunc reads the n sequences from global index start as inputs and
+// targets.
+type FetchFunc func(ctx context.Context, start, n uint64) (in, tg []int32, seqLen int, err error)
+
+// Trainer is what computing a contribution needs of a trainer
+// (clients/trainer.Trainer).
+type Trainer interface {
+	Step(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error)
+	DeMoGenerate(hp trainer.DeMo) ([]byte, error)
+	AdamWStep(hp trainer.AdamW) error
+	LoCoBegin() error
+	LoCoAbort() error
+	LoCoGenerate(hp trainer.SparseLoCo) ([]byte, error)
+}
+
+// Run computes the contribution of a member's assigned sequences on tr, from
+// its current weights and optimizer state: the payload, the mean loss and
+// the tokens trained. A SparseLoCo round that fails midway leaves the
+// weights as they were.
+func (u *Update) Run(ctx context.Context, tr Trainer, fetch FetchFunc, batch schedule.Assignment) (payload []byte, loss float32, tokens uint64, err error) {
+	if !SparseLoCo(&u.model) {
+		in, tg, seqLen, err := fetch(ctx, batch.Start, batch.Len)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if loss, err = tr.Step(ctx, in, tg, seqLen); err != nil {
+			return nil, 0, 0, err
+		}
+		payload, err = tr.DeMoGenerate(DeMo(&u.model, u.LR()))
+		return payload, loss, uint64(len(in)), err
+	}
+	h := uint16(len(u.lrs))
+	if batch.Len%uint64(h) != 0 || batch.Len == 0 {
+		return nil, 0, 0, fmt.Errorf("a batch of %d sequences does not split into %d inner steps", batch.Len, h)
+	}
+	if err := tr.LoCoBegin(); err != nil {
+		return nil, 0, 0, err
+	}
+	var sum float64
+	for j, lr := range u.lrs {
+		part := batch.InnerStep(uint16(j), h)
+		in, tg, seqLen, err := fetch(ctx, part.Start, part.Len)
+		if err == nil {
+			loss, err = tr.Step(ctx, in, tg, seqLen)
+		}
+		if err == nil {
+			err = tr.AdamWStep(InnerAdamW(&u.model, lr))
+		}
+		if err != nil {
+			if aerr := tr.LoCoAbort(); aerr != nil {
+				return nil, 0, 0, errors.Join(err, aerr)
+			}
+			return nil, 0, 0, err
+		}
+		sum += float64(loss)
+		tokens += uint64(len(in))
+	}
+	payload, err = tr.LoCoGenerate(LoCo(&u.model))
+	if err != nil {
+		if aerr := tr.LoCoAbort(); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		return nil, 0, 0, err
+	}
+	return payload, float32(sum / float64(len(u.lrs))), tokens, nil
+}
+
+// After is the replay state the next round starts from once this round is
+// applied, from the replay state right after the contribution was computed.
+func (u *Update) After(rs []byte) ([]byte, error) {
+	if SparseLoCo(&u.model) {
+		return trainer.AfterLoCoApply(rs, LoCo(&u.model))
+	}
+	return trainer.AfterApply(rs, DeMo(&u.model, u.LR()))
+}
+
+// validatePayload checks a payload's format against the run's model.
+func validatePayload(tr replica, m *coordinator.Model, p []byte) error {
+	if SparseLoCo(m) {
+		return tr.LoCoValidate(LoCo(m), p)
+	}
+	return tr.ValidatePayload(DeMo(m, 0), p)
+}
+
+// applyPayloads applies a round's accepted payloads, in member order.
+func applyPayloads(tr replica, u *Update, list [][]byte) error {
+	if SparseLoCo(&u.model) {
+		return tr.LoCoApply(LoCo(&u.model), list)
+	}
+	return tr.DeMoApply(DeMo(&u.model, u.LR()), list)
+}
+
 // train runs this client's share of a round: fetch the assigned sequences
-// (global index modulo the dataset size), Step, DeMoGenerate at the round's
-// learning rate, and Publish the payload (blob + signed announcement).
+// (global index modulo the dataset size), compute the update, and Publish
+// the payload (blob + signed announcement).
 func (c *Client) train(ctx context.Context, a trainAction) error {
 	rec, batch := a.rec, a.batch
 	start := time.Now()
 	if c.cheating(CheatOtherData) {
 		batch = otherSequences(batch)
 	}
-	in, tg, seqLen, err := c.sequences(ctx, batch)
-	if err != nil {
-		return fmt.Errorf("step %d: %w", rec.step, err)
-	}
 	var before []byte
+	var err error
 	if a.commit {
 		if before, err = c.replayStateBefore(a.linked); err != nil {
 			return fmt.Errorf("step %d: %w", rec.step, err)
@@ -36,11 +161,11 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 	if c.cfg.GradientsDir != "" {
 		// The weights the step starts from, for psyche-client verify.
 		path := filepath.Join(c.cfg.GradientsDir, trainer.ReplayModelName(c.cfg.RunID, rec.step))
-		if err := c.tr.SaveModel(path, map[string]string{"run_id": c.cfg.RunID, "step": fmt.Sprint(rec.step - 1)}); err != nil {
+		if err := c.tr.SaveModel(path, map[string]string{"run_id": c.cfg.RunID, "step": fmt.Sprint(c.e.lastStep)}); err != nil {
 			c.log.Warn("writing the model the step starts from failed", "err", err)
 		}
 	}
-	loss, err := c.tr.Step(ctx, in, tg, seqLen)
+	payload, loss, tokens, err := rec.update.Run(ctx, c.tr, c.fetch, schedule.Assignment{Start: batch.start, Len: batch.len})
 	if err != nil {
 		return fmt.Errorf("step %d: %w", rec.step, err)
 	}
@@ -50,10 +175,6 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 			return ctx.Err()
 		case <-time.After(c.cfg.TrainingDelay):
 		}
-	}
-	payload, err := c.tr.DeMoGenerate(DeMo(&c.model, rec.lr))
-	if err != nil {
-		return fmt.Errorf("step %d: %w", rec.step, err)
 	}
 	if payload, err = c.cheatPayload(ctx, rec.step, payload); err != nil {
 		return fmt.Errorf("step %d: %w", rec.step, err)
@@ -65,7 +186,7 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 		}
 	}
 	if a.commit {
-		after, err := c.afterState(rec.lr)
+		after, err := c.afterState(&rec.update)
 		if err != nil {
 			return fmt.Errorf("step %d: %w", rec.step, err)
 		}
@@ -85,7 +206,7 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 		return fmt.Errorf("step %d: publish the payload: %w", rec.step, err)
 	}
 	c.inbox.store(ann, payload)
-	rec.trained = &trainStats{loss: loss, tokens: uint64(len(in)), trainTime: trainTime, sent: uint64(len(payload))}
+	rec.trained = &trainStats{loss: loss, tokens: tokens, trainTime: trainTime, sent: uint64(len(payload))}
 	c.log.Debug("trained", "step", rec.step, "loss", loss, "sequences", batch.len, "payload_bytes", len(payload), "took", trainTime)
 	return nil
 }
@@ -111,11 +232,11 @@ func (c *Client) replayStateBefore(linked [32]byte) ([]byte, error) {
 }
 
 // afterState is the replay state the next step starts from once this
-// round is applied at lr: what a trainer commits as its state after.
-func (c *Client) afterState(lr float32) ([]byte, error) {
+// round is applied: what a trainer commits as its state after.
+func (c *Client) afterState(u *Update) ([]byte, error) {
 	rs, err := c.tr.ReplayState()
 	if err != nil {
 		return nil, err
 	}
-	return trainer.AfterApply(rs, DeMo(&c.model, lr))
+	return u.After(rs)
 }

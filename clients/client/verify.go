@@ -227,8 +227,7 @@ func (c *Client) startReplay(ctx context.Context, a replayAction) error {
 	if err != nil {
 		return err
 	}
-	hp := DeMo(&c.model, a.rec.lr)
-	job := replayJob{step: a.rec.step, index: a.index, from: a.rec.peers[a.index], commit: a.commit, batch: a.batch, params: params, hp: hp}
+	job := replayJob{step: a.rec.step, index: a.index, from: a.rec.peers[a.index], commit: a.commit, batch: a.batch, params: params, u: a.rec.update}
 	accuse := c.cheating(CheatFalseAccusation)
 	c.inbox.spawn(func() {
 		res := c.runReplay(ctx, job)
@@ -253,7 +252,7 @@ type replayJob struct {
 	commit commitRecord
 	batch  batchRange
 	params []float32
-	hp     trainer.DeMo
+	u      Update
 }
 
 // replayTimeout bounds fetching a replay state.
@@ -276,10 +275,6 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 	if j.commit.fresh && !trainer.FreshReplayState(rs) {
 		return replayResult{verdict: coordinator.VerdictMismatch}
 	}
-	in, tg, seqLen, err := c.sequences(ctx, j.batch)
-	if err != nil {
-		return replayResult{skip: err}
-	}
 	c.replayMu.Lock()
 	defer c.replayMu.Unlock()
 	tr, err := c.replayer()
@@ -292,10 +287,7 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 		}
 		return replayResult{skip: err}
 	}
-	if _, err := tr.Step(ctx, in, tg, seqLen); err != nil {
-		return replayResult{skip: err}
-	}
-	payload, err := tr.DeMoGenerate(j.hp)
+	payload, _, _, err := j.u.Run(ctx, tr, c.fetch, schedule.Assignment{Start: j.batch.start, Len: j.batch.len})
 	if err != nil {
 		return replayResult{skip: err}
 	}
@@ -303,7 +295,7 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 	if err != nil {
 		return replayResult{skip: err}
 	}
-	after, err := trainer.AfterApply(rs, j.hp)
+	after, err := j.u.After(rs)
 	if err != nil {
 		return replayResult{skip: err}
 	}
@@ -316,9 +308,9 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 	return res
 }
 
-// sequences fetches a batch's sequences as inputs and targets.
-func (c *Client) sequences(ctx context.Context, b batchRange) (in, tg []int32, seqLen int, err error) {
-	return BatchSequences(ctx, c.data, b.start, b.len)
+// fetch reads sequences of the run's data (a FetchFunc).
+func (c *Client) fetch(ctx context.Context, start, n uint64) (in, tg []int32, seqLen int, err error) {
+	return BatchSequences(ctx, c.data, start, n)
 }
 
 // BatchSequences fetches the n sequences of a batch from start (global

@@ -14,9 +14,11 @@ import (
 )
 
 // round decides a member's part in the current round: train its share once
-// it holds the model of the step before, health-check the previous round's
-// members, and (as a witness) report once everyone delivered or the round
-// is nearly over. step is the model's step once the planned applies ran.
+// it holds the model the round trains on (of the step before; two before
+// in an overlapped round, see consensus.go), health-check the previous
+// round's members, and (as a witness) report once everyone delivered or
+// the round is nearly over. step is the model's step once the planned
+// applies ran.
 func (e *engine) round(v *coordinator.View, in *inputs, now time.Time, current bool, step uint32, add func(action)) error {
 	r := v.Round
 	rec := e.rounds[r.Step]
@@ -28,7 +30,10 @@ func (e *engine) round(v *coordinator.View, in *inputs, now time.Time, current b
 		return err
 	}
 	add(roleAction{role.Witness})
-	if current && rec.trained == nil && r.Step == step+1 && v.Phase == coordinator.RoundTrain {
+	// An overlapped round that ends the epoch carries no update: nobody
+	// would attest it.
+	skip := rec.overlap && lastRound(v)
+	if current && rec.trained == nil && r.Step == step+lag(v) && v.Phase == coordinator.RoundTrain && !skip {
 		a := trainAction{rec: rec, batch: batchRange{role.Batch.Start, role.Batch.Len}, index: uint16(v.Me)}
 		if v.State.Config.VerificationPercent > 0 {
 			a.commit = true
@@ -58,34 +63,60 @@ func (e *engine) round(v *coordinator.View, in *inputs, now time.Time, current b
 const witnessMargin = 2 * time.Second
 
 // witness reports the round: participants are the members whose valid
-// payload we hold, broadcasts their commitments.
+// payload we hold, broadcasts their commitments. In an overlapped round
+// the payloads are the previous round's (none in an epoch's first round),
+// and the report waits for them and for every member of this round to
+// announce its own (so the round lasts as long as the slower of the two).
 func (e *engine) witness(v *coordinator.View, in *inputs, rec *roundRecord) (action, bool) {
+	attested := rec
 	all := in.allDelivered(rec) && committedAll(v, rec, in)
+	if rec.overlap {
+		attested = e.rounds[rec.step-1]
+		if attested != nil && attested.height+1 != rec.height {
+			attested = nil // the previous epoch's: ended unattested
+		}
+		all = (attested == nil || in.allDelivered(attested)) && (lastRound(v) || in.allAnnounced(rec))
+	}
 	deadline := v.PhaseStart.Add(time.Duration(v.State.Config.MaxRoundTrainTime)*time.Second - witnessMargin)
 	if !all && v.Phase == coordinator.RoundTrain && v.ChainNow.Before(deadline) {
 		return nil, false
 	}
-	bits, hashes := schedule.BloomParams(len(rec.members))
-	salts := e.bloomSalts(rec.step)
-	participants, err := schedule.NewBloom(bits, hashes, [8]byte(salts[:8]))
-	if err != nil {
-		return nil, false // BloomParams gives valid parameters
-	}
-	broadcasts, _ := schedule.NewBloom(bits, hashes, [8]byte(salts[8:16]))
-	for i, m := range rec.members {
-		if h, ok := in.delivered(rec, i); ok {
-			participants.Add(m.Signer)
-			broadcasts.Add(Commitment(m.Signer, rec.step, h))
-		}
-	}
-	report := coordinator.WitnessReport{Step: rec.step, Index: uint16(v.Me), Participants: participants, Broadcasts: broadcasts}
+	report := coordinator.WitnessReport{Step: rec.step, Index: uint16(v.Me)}
 	if w := rec.trained; w != nil {
 		report.Loss = w.loss
 		if w.trainTime > 0 {
 			report.TokensPerSec = uint64(float64(w.tokens) / w.trainTime.Seconds())
 		}
 	}
+	if attested == nil {
+		// Nothing to attest: empty filters.
+		attested = &roundRecord{step: rec.step}
+	}
+	var err error
+	if report.Participants, report.Broadcasts, err = e.filters(attested, in); err != nil {
+		return nil, false
+	}
 	return witnessAction{rec, report, all}, true
+}
+
+// filters are a witness's report of rec's payloads: the members whose valid
+// payload it holds, and their commitments.
+func (e *engine) filters(rec *roundRecord, in *inputs) (participants, broadcasts *schedule.Bloom, err error) {
+	bits, hashes := schedule.BloomParams(len(rec.members))
+	salts := e.bloomSalts(rec.step)
+	if participants, err = schedule.NewBloom(bits, hashes, [8]byte(salts[:8])); err != nil {
+		return nil, nil, err // BloomParams gives valid parameters
+	}
+	if broadcasts, err = schedule.NewBloom(bits, hashes, [8]byte(salts[8:16])); err != nil {
+		return nil, nil, err
+	}
+	for i, m := range rec.members {
+		if h, ok := in.delivered(rec, i); ok {
+			participants.Add(m.Signer)
+			broadcasts.Add(Commitment(m.Signer, rec.step, h))
+		}
+	}
+	return participants, broadcasts, nil
 }
 
 // bloomSalts are a witness's filter salts for a step: keyed by its secret
@@ -97,9 +128,11 @@ func (e *engine) bloomSalts(step uint32) [32]byte {
 // healthChecks accuses members of the previous round that fewer than a
 // quorum of its witnesses saw deliver (from the third round of an epoch on,
 // as the program requires), once each.
+// In an overlapped run the previous round's reports attest the round
+// before it, so checks start a round later, as the program's do.
 func (e *engine) healthChecks(v *coordinator.View, add func(action)) {
 	r := v.Round
-	if r.Height < 2 || v.Phase != coordinator.RoundTrain {
+	if r.Height < coordinator.FirstHealthCheckHeight(v.State) || v.Phase != coordinator.RoundTrain {
 		return
 	}
 	prev := v.Prev

@@ -111,11 +111,19 @@ type OptimizerTOML struct {
 	// InnerSteps is the local steps per round (SparseLoCo); nil (the key
 	// left out) means DefaultInnerSteps.
 	InnerSteps *uint32 `toml:"inner_steps"`
-	// OuterLearningRate is SparseLoCo's outer step size (0 for DisTrO).
-	OuterLearningRate float32 `toml:"outer_learning_rate"`
-	// ValueBits is SparseLoCo's bits per transmitted value (0 for DisTrO).
-	ValueBits uint8 `toml:"value_bits"`
+	// OuterLearningRate is SparseLoCo's outer step size (0 for DisTrO); nil
+	// means DefaultOuterLearningRate with SparseLoCo.
+	OuterLearningRate *float32 `toml:"outer_learning_rate"`
+	// ValueBits is SparseLoCo's bits per transmitted value (0 for DisTrO);
+	// nil means DefaultValueBits with SparseLoCo.
+	ValueBits *uint8 `toml:"value_bits"`
 }
+
+// SparseLoCo's defaults for keys a run config leaves out.
+const (
+	DefaultOuterLearningRate = 1.0
+	DefaultValueBits         = 2
+)
 
 // DefaultInnerSteps is model.optimizer.inner_steps when a run config leaves it out.
 const DefaultInnerSteps = 1
@@ -201,8 +209,13 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 		for key, v := range map[string]float32{
 			"model.lr.learning_rate": m.LR.LearningRate, "model.lr.final_learning_rate": m.LR.FinalLearningRate,
 			"model.optimizer.weight_decay": m.Optimizer.WeightDecay, "model.optimizer.clip_grad_norm": m.Optimizer.ClipGradNorm,
-			"model.optimizer.compression_decay":   m.Optimizer.CompressionDecay,
-			"model.optimizer.outer_learning_rate": m.Optimizer.OuterLearningRate,
+			"model.optimizer.compression_decay": m.Optimizer.CompressionDecay,
+			"model.optimizer.outer_learning_rate": func() float32 {
+				if o := m.Optimizer.OuterLearningRate; o != nil {
+					return *o
+				}
+				return 0
+			}(),
 		} {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
 				return nil, fmt.Errorf("%w: %s:%d: %s must be a finite, non-negative number", ErrRunConfig, name, keyLine(data, key), key)
@@ -368,11 +381,19 @@ func (rc *RunConfig) Params() (UpdateParams, error) {
 			ClipGradNorm:      math.Float32bits(m.Optimizer.ClipGradNorm),
 			CompressionDecay:  math.Float32bits(m.Optimizer.CompressionDecay),
 			CompressionTopk:   m.Optimizer.CompressionTopk, CompressionChunk: m.Optimizer.CompressionChunk,
-			OuterLearningRate: math.Float32bits(m.Optimizer.OuterLearningRate),
-			InnerSteps:        DefaultInnerSteps, ValueBits: m.Optimizer.ValueBits,
+			InnerSteps: DefaultInnerSteps,
 		}
 		if m.Optimizer.InnerSteps != nil {
 			model.InnerSteps = *m.Optimizer.InnerSteps
+		}
+		if model.Optimizer == OptimizerSparseLoCo {
+			model.OuterLearningRate, model.ValueBits = math.Float32bits(DefaultOuterLearningRate), DefaultValueBits
+		}
+		if o := m.Optimizer.OuterLearningRate; o != nil {
+			model.OuterLearningRate = math.Float32bits(*o)
+		}
+		if b := m.Optimizer.ValueBits; b != nil {
+			model.ValueBits = *b
 		}
 		if m.Optimizer.Quantize1Bit {
 			model.Quantize1bit = 1

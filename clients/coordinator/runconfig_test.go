@@ -92,6 +92,28 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		math.Float32frombits(p.Model.OuterLearningRate) != 0.7 || p.Model.ValueBits != 32 {
 		t.Errorf("overlap %d inner %d outer %v bits %d", p.Config.Overlap, p.Model.InnerSteps, math.Float32frombits(p.Model.OuterLearningRate), p.Model.ValueBits)
 	}
+	// Left out: SparseLoCo's outer rate and value bits take their defaults,
+	// DisTrO's stay 0.
+	for _, c := range []struct {
+		doc   string
+		outer float32
+		bits  uint8
+	}{
+		{base, coordinator.DefaultOuterLearningRate, coordinator.DefaultValueBits},
+		{strings.Replace(base, `"sparseloco"`, `"distro"`, 1), 0, 0},
+	} {
+		rc, err := coordinator.ParseRunConfig("s.toml", []byte(c.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rc.Params()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := math.Float32frombits(p.Model.OuterLearningRate); got != c.outer || p.Model.ValueBits != c.bits || p.Model.InnerSteps != 1 {
+			t.Errorf("optimizer %d defaults: outer %v bits %d inner %d, want %v, %d, 1", p.Model.Optimizer, got, p.Model.ValueBits, p.Model.InnerSteps, c.outer, c.bits)
+		}
+	}
 	rc, err = coordinator.ParseRunConfig("s.toml", []byte("[config]\noverlap = false\n"))
 	if err != nil {
 		t.Fatal(err)

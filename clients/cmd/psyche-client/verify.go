@@ -116,9 +116,8 @@ func verify(c *cli.Context) error {
 		return err
 	}
 	defer data.Close()
-	in, tg, seqLen, err := batchSequences(c.Context, data, com.batch)
-	if err != nil {
-		return err
+	if com.batch.Len == 0 {
+		return badInputf("the member was assigned no sequences at this step: there is nothing to replay")
 	}
 	tr, err := replayTrainer(cfg, runID, c.Int("threads"), device)
 	if err != nil {
@@ -129,10 +128,13 @@ func verify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	lr := client.LearningRate(&model, step, com.epochStartStep, com.coldStart)
+	u := client.NewUpdate(&model, step, int(model.InnerSteps), com.epochStartStep, com.coldStart)
+	lr := u.LR()
 	rep, err := replayContribution(c.Context, replayInput{
 		tr: tr, params: params, state: state, published: published,
-		in: in, tg: tg, seqLen: seqLen, hp: client.DeMo(&model, lr), commit: com,
+		u: u, fetch: func(ctx context.Context, start, n uint64) ([]int32, []int32, int, error) {
+			return client.BatchSequences(ctx, data, start, n)
+		}, batch: com.batch, commit: com,
 	})
 	if err != nil {
 		return err
@@ -340,15 +342,6 @@ func openDataSource(ctx context.Context, c *cli.Context, flag, loc, root string)
 	return nil, fmt.Errorf("open the run's data (%s): %w; give --data-dir DIR or --data-url URL to read a copy of it", loc, err)
 }
 
-// batchSequences fetches a batch's sequences as inputs and targets (global
-// index modulo the dataset size, as a trainer reads them).
-func batchSequences(ctx context.Context, data provider.Provider, b schedule.Assignment) (in, tg []int32, seqLen int, err error) {
-	if b.Len == 0 {
-		return nil, nil, 0, badInputf("the member was assigned no sequences at this step: there is nothing to replay")
-	}
-	return client.BatchSequences(ctx, data, b.Start, b.Len)
-}
-
 // replayTrainer builds the run's trainer as a client does.
 func replayTrainer(cfg trainer.Config, runID string, threads int, device client.Device) (*trainer.Trainer, error) {
 	tr, err := trainer.New(cfg, client.InitSeed(runID))
@@ -440,15 +433,16 @@ func (m *modelFile) params(tr *trainer.Trainer) ([]float32, error) {
 
 // replayInput is one contribution to replay: the trainer (any state; it is
 // replaced), the model's parameters before the step, the replay state the
-// trainer committed to, its batch and hyperparameters, and the commitment.
+// trainer committed to, how the contribution is computed, where its
+// sequences come from, its batch, and the commitment.
 type replayInput struct {
 	tr        *trainer.Trainer
 	params    []float32
 	state     []byte
 	published []byte // the payload the trainer published, if known
-	in, tg    []int32
-	seqLen    int
-	hp        trainer.DeMo
+	u         client.Update
+	fetch     client.FetchFunc
+	batch     schedule.Assignment
 	commit    commitment
 }
 
@@ -482,10 +476,7 @@ func replayContribution(ctx context.Context, in replayInput) (replayReport, erro
 		}
 		return rep, err
 	}
-	if _, err := in.tr.Step(ctx, in.in, in.tg, in.seqLen); err != nil {
-		return rep, err
-	}
-	payload, err := in.tr.DeMoGenerate(in.hp)
+	payload, _, _, err := in.u.Run(ctx, in.tr, in.fetch, in.batch)
 	if err != nil {
 		return rep, err
 	}
@@ -494,8 +485,8 @@ func replayContribution(ctx context.Context, in replayInput) (replayReport, erro
 		return rep, err
 	}
 	// The state after a trainer commits to is the one its next step starts
-	// from: once the round is applied (the apply sets the header).
-	after, err := trainer.AfterApply(rs, in.hp)
+	// from: once the round is applied.
+	after, err := in.u.After(rs)
 	if err != nil {
 		return rep, err
 	}
@@ -511,19 +502,26 @@ func replayContribution(ctx context.Context, in replayInput) (replayReport, erro
 		rep.note = "note: the --payload file is not the payload the trainer committed to"
 	}
 	if !bytes.Equal(in.published, payload) {
-		rep.diff = firstDifference(in.tr, in.hp, in.published, payload)
+		rep.diff = firstDifference(in.tr, &in.u, in.published, payload)
 	}
 	return rep, nil
 }
 
 // firstDifference names the first entry, tensor by tensor in parameter
 // order, in which payload a (published) differs from b (replayed).
-func firstDifference(tr *trainer.Trainer, hp trainer.DeMo, a, b []byte) string {
-	pa, err := trainer.DecodePayload(tr.Config(), hp, a)
+func firstDifference(tr *trainer.Trainer, u *client.Update, a, b []byte) string {
+	decode := func(p []byte) (*trainer.Payload, error) {
+		if hp, ok := u.DeMo(); ok {
+			return trainer.DecodePayload(tr.Config(), hp, p)
+		}
+		hp, _ := u.LoCo()
+		return trainer.DecodeLoCoPayload(tr.Config(), hp, p)
+	}
+	pa, err := decode(a)
 	if err != nil {
 		return fmt.Sprintf("none: the published payload does not decode: %v", err)
 	}
-	pb, err := trainer.DecodePayload(tr.Config(), hp, b)
+	pb, err := decode(b)
 	if err != nil {
 		return fmt.Sprintf("none: the replayed payload does not decode: %v", err)
 	}

@@ -36,6 +36,24 @@ var (
 	tinyDeMo          = trainer.DeMo{LR: 1e-3, Decay: 0.999, WeightDecay: 0.1, ClipNorm: 1, Chunk: 64, TopK: 8, OneBit: true}
 )
 
+// demoUpdate is the update of a run whose model holds DeMo hyperparameters
+// hp at a constant learning rate.
+func demoUpdate(hp trainer.DeMo) client.Update {
+	one := uint8(0)
+	if hp.OneBit {
+		one = 1
+	}
+	m := coordinator.Model{Optimizer: 1, LrSchedule: 1, LearningRate: math.Float32bits(hp.LR), FinalLearningRate: math.Float32bits(hp.LR),
+		CompressionDecay: math.Float32bits(hp.Decay), WeightDecay: math.Float32bits(hp.WeightDecay), ClipGradNorm: math.Float32bits(hp.ClipNorm),
+		CompressionChunk: uint32(hp.Chunk), CompressionTopk: uint32(hp.TopK), Quantize1bit: one, InnerSteps: 1}
+	return client.NewUpdate(&m, 2, 1, 1, false)
+}
+
+// fixedBatch serves in and tg whatever range is asked for.
+func fixedBatch(in, tg []int32, seqLen int) client.FetchFunc {
+	return func(context.Context, uint64, uint64) ([]int32, []int32, int, error) { return in, tg, seqLen, nil }
+}
+
 func newTestTrainer(t *testing.T, cfg trainer.Config, seed uint64) *trainer.Trainer {
 	t.Helper()
 	tr, err := trainer.New(cfg, seed)
@@ -150,7 +168,7 @@ func TestVerifyReplayContribution(t *testing.T) {
 	replay := func(s trainedStep, c commitment, published []byte) replayReport {
 		t.Helper()
 		rep, err := replayContribution(context.Background(), replayInput{tr: v, params: s.params, state: s.before,
-			published: published, in: s.in, tg: s.tg, seqLen: cfg.SeqLen, hp: hp, commit: c})
+			published: published, u: demoUpdate(hp), fetch: fixedBatch(s.in, s.tg, cfg.SeqLen), batch: schedule.Assignment{Len: 4}, commit: c})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +225,7 @@ func TestVerifyReplayContribution(t *testing.T) {
 	wrong := honest
 	wrong.before = trainer.FreshCopy(honest.before)
 	_, err = replayContribution(context.Background(), replayInput{tr: v, params: wrong.params, state: wrong.before,
-		in: in, tg: tg, seqLen: cfg.SeqLen, hp: hp, commit: c})
+		u: demoUpdate(hp), fetch: fixedBatch(in, tg, cfg.SeqLen), batch: schedule.Assignment{Len: 4}, commit: c})
 	var bi *badInputError
 	if !errors.As(err, &bi) || !strings.Contains(err.Error(), "not the replay state") {
 		t.Fatalf("wrong state file: %v", err)
@@ -294,7 +312,7 @@ func newVerifyFixture(t *testing.T) *verifyFixture {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	in, tg, _, err := batchSequences(context.Background(), p, f.assigned)
+	in, tg, _, err := client.BatchSequences(context.Background(), p, f.assigned.Start, f.assigned.Len)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,136 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/status"
+)
+
+// locoConfig is testConfig's run in the multi-step mode with overlapped
+// rounds: 4 inner AdamW steps per round (each member's 8/3 sequences per
+// inner step), top-8 of each 64x64 chunk with 2-bit values and error
+// feedback, the aggregate applied one round late.
+const locoConfig = `
+[config]
+overlap = true
+waiting_for_members_extra_time = 4
+warmup_time = 10
+max_round_train_time = 10
+round_witness_time = 1
+cooldown_time = 1
+epoch_time = 20
+total_steps = 12
+init_min_clients = 3
+min_clients = 2
+witness_nodes = 0
+global_batch_size_start = 8
+global_batch_size_end = 8
+global_batch_size_warmup_tokens = 0
+
+[model]
+architecture = "gpt2"
+tokenizer = "byte"
+vocab_size = 256
+n_layer = 4
+n_head = 4
+n_embd = 128
+max_seq_len = 128
+data_type = "pretraining"
+cold_start_warmup_steps = 1
+
+[model.checkpoint]
+kind = "ephemeral"
+
+[model.data]
+kind = "http"
+location = "%s"
+root = "%s"
+
+[model.lr]
+schedule = "cosine"
+learning_rate = 0.003
+final_learning_rate = 0.0003
+warmup_steps = 4
+decay_steps = 48
+
+[model.optimizer]
+kind = "sparseloco"
+inner_steps = 4
+outer_learning_rate = 1.0
+weight_decay = 0.0
+clip_grad_norm = 1.0
+compression_decay = 0.95
+compression_topk = 8
+compression_chunk = 64
+value_bits = 2
+`
+
+// Three clients train a light run in the multi-step mode with overlapped
+// rounds to Finished on localnet: every step's replica digest is identical
+// on all of them, payloads are a small fraction of one dense gradient per
+// round, and the held-out loss falls by at least 1.0 nat.
+func TestSparseLoCoOverlapTrainsToFinished(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := newRunEnv(ctx, t, "e2e-loco", locoConfig)
+	var clients []*trainingClient
+	for i := range 3 {
+		tc, _ := e.start(ctx, t, i, nil)
+		clients = append(clients, tc)
+	}
+	e.unpause(t)
+	for i, tc := range clients {
+		select {
+		case <-tc.done:
+		case <-ctx.Done():
+			t.Fatalf("client %d did not see the run finish: %v", i, ctx.Err())
+		}
+		if tc.err != nil {
+			t.Fatalf("client %d: %v", i, tc.err)
+		}
+	}
+	s, err := e.run.FetchState(ctx, e.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if coordinator.Phase(s) != coordinator.Finished {
+		t.Errorf("run ended %v, want Finished", coordinator.Phase(s))
+	}
+	digests := map[uint64]string{}
+	var first, last status.LossPoint
+	first.Step = ^uint64(0)
+	for i, tc := range clients {
+		snap := tc.rec.Snapshot()
+		if len(snap.Steps) < 6 {
+			t.Errorf("client %d recorded only %d steps", i, len(snap.Steps))
+		}
+		for _, st := range snap.Steps {
+			if d, ok := digests[st.Step]; ok && d != st.Digest {
+				t.Errorf("client %d step %d digest %s; another client has %s", i, st.Step, st.Digest, d)
+			}
+			digests[st.Step] = st.Digest
+			// A round's payload against one dense fp32 gradient per inner step.
+			if st.BytesOut == 0 || st.BytesOut*100 > snap.DenseBytes {
+				t.Errorf("client %d step %d sent %d bytes, dense %d: want under 1%%", i, st.Step, st.BytesOut, snap.DenseBytes)
+			}
+		}
+		for _, p := range snap.HeldOut {
+			if p.Step < first.Step {
+				first = p
+			}
+			if p.Step >= last.Step {
+				last = p
+			}
+		}
+	}
+	t.Logf("held-out loss %.4f at step %d -> %.4f at step %d; %d steps compared", first.Loss, first.Step, last.Loss, last.Step, len(digests))
+	if first.Step != 0 || last.Step < 10 || last.Loss > first.Loss-1.0 {
+		t.Errorf("held-out loss %.4f at step %d -> %.4f at step %d: want a drop of at least 1.0 by step 10", first.Loss, first.Step, last.Loss, last.Step)
+	}
+}
