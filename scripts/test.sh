@@ -37,12 +37,12 @@ race=(./clients/client/ ./clients/p2p/ ./clients/chain/ ./clients/status/)
 section "go test -race ${race[*]}"
 go test -race -count=1 -timeout 25m "$@" "${race[@]}" || status=1
 
-# The 1,000-round verification simulation is single-threaded (nothing for
+# The verification simulations are single-threaded (nothing for
 # the race detector) and 10x slower under it, so it runs here without
 # (in a full run: with flags given, the sections above already chose).
 if [ $# -eq 0 ]; then
-  section "go test -run TestSimVerificationCatchesCheater ./clients/client/"
-  go test -count=1 -timeout 10m -run TestSimVerificationCatchesCheater ./clients/client/ || status=1
+  section "go test -run TestSimVerification(CatchesCheater|SparseLoCo) ./clients/client/"
+  go test -count=1 -timeout 10m -run "TestSimVerificationCatchesCheater|TestSimVerificationSparseLoCo" ./clients/client/ || status=1
 fi
 
 section "go test (the rest)"

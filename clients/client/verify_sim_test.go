@@ -132,3 +132,54 @@ func TestSimVerificationCatchesCheater(t *testing.T) {
 		t.Error("the cheater's slot records no fault")
 	}
 }
+
+// Verification in the multi-step mode: a replay runs a member's H inner
+// steps from its committed state. Three honest members and one that always
+// trains on other sequences, at verification_percent 50: every replay of an
+// honest contribution matches, the cheater's are caught, and the honest
+// replicas agree at every step.
+func TestSimVerificationSparseLoCo(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a single-threaded simulation, about 10x slower under the race detector: scripts/test.sh runs it without")
+	}
+	r := newSimRunWith(t, 12, withSparseLoCo(verifySimConfig(50, 40)))
+	for _, name := range []string{"a", "b", "c"} {
+		r.add(name, true)
+	}
+	cheater := r.add("cheater", false)
+	cheater.c.cfg.Cheat = CheatOtherData
+	me := cheater.wallet.PublicKey()
+	by := map[[2]uint32]bool{} // (step, index) of the cheater's commitments
+	honest, caught, wrong := 0, 0, 0
+	r.onSubmit = func(sc *simClient, o op) {
+		switch {
+		case o.kind == opCommit:
+			by[[2]uint32{o.commit.Step, uint32(o.commit.Index)}] = sc == cheater
+		case o.kind == opVerify:
+			cheat, ok := by[[2]uint32{o.verify.Step, uint32(o.verify.Index)}]
+			switch {
+			case !ok:
+			case cheat && o.verify.Verdict != coordinator.VerdictMatch:
+				caught++
+			case !cheat && o.verify.Verdict == coordinator.VerdictMatch:
+				honest++
+			default:
+				wrong++
+			}
+		}
+	}
+	if !r.runUntil(200*time.Second, r.finished) {
+		t.Fatalf("not finished: %s at step %d", r.phase(), r.sim.State().Progress.Step)
+	}
+	r.check()
+	t.Logf("%d honest replays matched, %d of the cheater's caught", honest, caught)
+	if wrong > 0 {
+		t.Errorf("%d verdicts wrong (an honest contribution refused or a cheat passed)", wrong)
+	}
+	if honest < 5 || caught < 1 {
+		t.Errorf("%d honest matches and %d catches, want at least 5 and 1", honest, caught)
+	}
+	if slot, ok := coordinator.Slot(r.sim.State(), me); !ok || slot.HasFault == 0 {
+		t.Error("the cheater's slot records no fault")
+	}
+}
