@@ -18,8 +18,16 @@ type SparseLoCo struct {
 }
 
 func (hp SparseLoCo) c() C.tr_loco {
-	return C.tr_loco{outer_lr: C.float(hp.OuterLR), decay: C.float(hp.Decay), chunk: C.int(hp.Chunk),
-		topk: C.int(hp.TopK), value_bits: C.int(hp.ValueBits)}
+	// Beyond C's int a value would wrap (2^32 + 12 to 12); -1 is out of
+	// range for every field, so the trainer rejects it as DecodeLoCoPayload does.
+	ci := func(v int) C.int {
+		if v != int(int32(v)) {
+			return -1
+		}
+		return C.int(v)
+	}
+	return C.tr_loco{outer_lr: C.float(hp.OuterLR), decay: C.float(hp.Decay), chunk: ci(hp.Chunk),
+		topk: ci(hp.TopK), value_bits: ci(hp.ValueBits)}
 }
 
 // LoCoPayloadSize returns the exact size of a SparseLoCo payload for hp.

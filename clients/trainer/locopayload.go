@@ -50,6 +50,10 @@ func DecodeLoCoPayload(cfg Config, hp SparseLoCo, p []byte) (*Payload, error) {
 	if !ValidValueBits(hp.ValueBits) {
 		return nil, fmt.Errorf("SparseLoCo value bits %d (want 1, 2, 4, 8 or 32): %w", hp.ValueBits, ErrInvalid)
 	}
+	// As tr_loco_check, which LoCoValidate applies first; negated for NaN.
+	if !(hp.OuterLR >= 0 && hp.OuterLR < 1e6) || !(hp.Decay >= 0 && hp.Decay <= 1) {
+		return nil, fmt.Errorf("SparseLoCo outer lr %v (want 0 <= lr < 1e6) or decay %v (want 0..1): %w", hp.OuterLR, hp.Decay, ErrInvalid)
+	}
 	tensors, err := payloadLayout(cfg, DeMo{Chunk: hp.Chunk, TopK: hp.TopK})
 	if err != nil {
 		return nil, err
