@@ -3,8 +3,10 @@ package client
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Simulated runs of the multi-step mode (SparseLoCo) and of overlapped
@@ -124,5 +126,48 @@ func TestSimOverlapMissingAndLate(t *testing.T) {
 	}
 	if late.c.e.warmedEpoch <= 0 {
 		t.Error("the late client never became a member that trains")
+	}
+}
+
+// Overlapped rounds hide the exchange behind the next round's training.
+// Each payload is announced 2 s of chain time after its round starts (its
+// training) and takes 2 s more to download (its exchange). Without overlap
+// a round lasts at least both; with overlap, about the longer of the two,
+// as round r trains while round r-1's payloads download. Round times are
+// the members' own (StepStat.RoundTime), in simulated chain time.
+func TestSimOverlapRoundTime(t *testing.T) {
+	const compute, exchange = 2 * time.Second, 2 * time.Second
+	slow := strings.Replace(simConfig, "max_round_train_time = 5", "max_round_train_time = 10", 1)
+	slow = strings.Replace(slow, "epoch_time = 6", "epoch_time = 30", 1)
+	median := map[bool]time.Duration{}
+	for _, overlap := range []bool{false, true} {
+		config := slow
+		if overlap {
+			config = withOverlap(config)
+		}
+		r := newSimRunWith(t, 23, config)
+		r.net.compute, r.exchange = compute, exchange
+		scs := []*simClient{r.add("a", true), r.add("b", true), r.add("c", true)}
+		r.finish()
+		var times []time.Duration
+		for _, st := range scs[0].c.cfg.Recorder.Snapshot().Steps {
+			if st.RoundTime > 0 {
+				times = append(times, st.RoundTime)
+			}
+		}
+		if len(times) < 10 {
+			t.Fatalf("overlap %v: %d round times recorded, want 10 or more", overlap, len(times))
+		}
+		slices.Sort(times)
+		median[overlap] = times[len(times)/2]
+		t.Logf("overlap %v: round time median %v (min %v, max %v) over %d rounds", overlap, median[overlap], times[0], times[len(times)-1], len(times))
+	}
+	if median[false] < compute+exchange {
+		t.Errorf("without overlap the median round took %v, less than training plus exchange (%v)", median[false], compute+exchange)
+	}
+	// Both pay the same fixed overhead (the witness window, ticks); overlap
+	// saves the shorter of training and exchange, to within a tick.
+	if saved := median[false] - median[true]; saved < min(compute, exchange)-simTick {
+		t.Errorf("overlap saved %v of the median round, want about the shorter of training and exchange (%v)", saved, min(compute, exchange))
 	}
 }

@@ -121,6 +121,16 @@ type simRun struct {
 	applied map[uint32]map[string]string
 	// onSubmit, when set, sees every instruction the program accepted.
 	onSubmit func(sc *simClient, o op)
+	// exchange, when set, is how long a payload takes to download after
+	// its announcement arrives (fetches then finish in a later tick).
+	exchange time.Duration
+	fetches  []simFetch
+}
+
+// simFetch is a payload download that completes at a chain time.
+type simFetch struct {
+	at time.Time
+	f  func()
 }
 
 // simClient is one client of a simRun and the faults it suffers.
@@ -264,7 +274,13 @@ func (r *simRun) start(sc *simClient) {
 		r.t.Fatal(err)
 	}
 	c.bg = r.ctx
-	c.inbox.spawn = func(f func()) { f() } // fetches finish before the next tick
+	c.inbox.spawn = func(f func()) {
+		if r.exchange == 0 {
+			f() // fetches finish before the next tick
+			return
+		}
+		r.fetches = append(r.fetches, simFetch{r.now.Add(r.exchange), f})
+	}
 	c.onApply = func(step uint32, payloads [][]byte, digest string) {
 		h := sha256.New()
 		for _, p := range payloads {
@@ -292,6 +308,15 @@ func (r *simRun) restart(sc *simClient) {
 func (r *simRun) step() {
 	r.t.Helper()
 	r.now = r.now.Add(simTick)
+	due := r.fetches[:0:0]
+	for _, f := range r.fetches {
+		if r.now.Before(f.at) {
+			due = append(due, f)
+		} else {
+			f.f()
+		}
+	}
+	r.fetches = due
 	for _, i := range r.rng.Perm(len(r.clients)) {
 		sc := r.clients[i]
 		if sc.done || r.now.Before(sc.down) {
@@ -451,6 +476,15 @@ type simNet struct {
 	models map[p2p.Hash]*simModel
 	// served: what each node serves by hash without announcing it.
 	served map[peer.ID]map[p2p.Hash][]byte
+	// compute, when set, delays every gossip message by that much chain
+	// time: a payload is announced only after its training would be done.
+	compute time.Duration
+}
+
+// simMsg is a queued gossip message and the chain time it arrives.
+type simMsg struct {
+	at time.Time
+	m  p2p.Message
 }
 
 type simModel struct {
@@ -463,7 +497,7 @@ type simModel struct {
 type simNode struct {
 	net    *simNet
 	id     peer.ID
-	queue  []p2p.Message
+	queue  []simMsg
 	banned map[peer.ID]string
 	msgs   chan p2p.Message
 	silent func() bool
@@ -494,14 +528,22 @@ func (n *simNet) leave(id peer.ID) {
 	}
 }
 
-// deliver hands c the messages queued for it.
+// deliver hands c the messages queued for it that have arrived.
 func (n *simNet) deliver(ctx context.Context, c *Client) {
 	n.mu.Lock()
 	node := n.nodes[c.node.ID()]
-	q := node.queue
-	node.queue = nil
+	var now []p2p.Message
+	later := node.queue[:0:0]
+	for _, q := range node.queue {
+		if node.clock().Before(q.at) {
+			later = append(later, q)
+		} else {
+			now = append(now, q.m)
+		}
+	}
+	node.queue = later
 	n.mu.Unlock()
-	for _, m := range q {
+	for _, m := range now {
 		c.inbox.deliver(ctx, m)
 	}
 }
@@ -513,10 +555,11 @@ func (n *simNet) gossip(from *simNode, m p2p.Message) {
 	if from.silent != nil && from.silent() {
 		return
 	}
+	at := from.clock().Add(n.compute)
 	for id, node := range n.nodes {
 		if id != from.id {
 			if _, banned := node.banned[from.id]; !banned {
-				node.queue = append(node.queue, m)
+				node.queue = append(node.queue, simMsg{at, m})
 			}
 		}
 	}
