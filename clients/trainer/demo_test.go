@@ -369,3 +369,13 @@ func TestDeMoReplicasStayIdentical(t *testing.T) {
 		}
 	}
 }
+
+// A setting beyond C's int does not wrap to a valid one (2^32 + 8 to 8).
+func TestDeMoSettingsDoNotWrap(t *testing.T) {
+	tr := newTrainer(t, tinyConfig, 1)
+	for _, hp := range []DeMo{{Chunk: 1<<32 + 8, TopK: 4}, {Chunk: 8, TopK: 1<<32 + 4}} {
+		if _, err := tr.PayloadSize(hp); !errors.Is(err, ErrInvalid) {
+			t.Errorf("chunk %d top-k %d: %v, want ErrInvalid", hp.Chunk, hp.TopK, err)
+		}
+	}
+}

@@ -94,7 +94,7 @@ struct tr_model {
     // moments and counters at its start.
     int in_round;
     float *anchor, *anchor_m, *anchor_v; // (N) each; moments NULL when there were none
-    int anchor_moments;
+    int anchor_moments, anchor_lookahead;
     uint64_t anchor_step, anchor_adam_t;
     size_t demo_buf_len;
 };

@@ -95,6 +95,9 @@ int tr_loco_begin(tr_model *m) {
     }
     memcpy(m->anchor, m->params, sizeof(float) * N);
     m->anchor_moments = m->adam_m != NULL;
+    // Inner steps train at the weights themselves, not at a DeMo lookahead.
+    m->anchor_lookahead = m->lookahead_on;
+    m->lookahead_on = 0;
     m->anchor_step = m->step;
     m->anchor_adam_t = m->adam_t;
     m->in_round = 1;
@@ -121,6 +124,7 @@ int tr_loco_abort(tr_model *m) {
     }
     m->adam_t = m->anchor_adam_t;
     tr_loco_end(m);
+    tr_demo_refresh_lookahead(m, m->anchor_lookahead);
     return TR_OK;
 }
 

@@ -18,16 +18,8 @@ type SparseLoCo struct {
 }
 
 func (hp SparseLoCo) c() C.tr_loco {
-	// Beyond C's int a value would wrap (2^32 + 12 to 12); -1 is out of
-	// range for every field, so the trainer rejects it as DecodeLoCoPayload does.
-	ci := func(v int) C.int {
-		if v != int(int32(v)) {
-			return -1
-		}
-		return C.int(v)
-	}
-	return C.tr_loco{outer_lr: C.float(hp.OuterLR), decay: C.float(hp.Decay), chunk: ci(hp.Chunk),
-		topk: ci(hp.TopK), value_bits: ci(hp.ValueBits)}
+	return C.tr_loco{outer_lr: C.float(hp.OuterLR), decay: C.float(hp.Decay), chunk: cInt(hp.Chunk),
+		topk: cInt(hp.TopK), value_bits: cInt(hp.ValueBits)}
 }
 
 // LoCoPayloadSize returns the exact size of a SparseLoCo payload for hp.

@@ -951,3 +951,54 @@ func FuzzLoCoPayload(f *testing.F) {
 		}
 	})
 }
+
+// A trainer whose DeMo lookahead is on (a DeMo state) trains a round's
+// inner steps at its weights, not at the lookahead, and an aborted round
+// leaves the lookahead as it was.
+func TestLoCoAbortKeepsTheLookahead(t *testing.T) {
+	text := textFor(tinyConfig, 16, 4096)
+	tr := newTrainer(t, tinyConfig, 11)
+	step(t, tr, text, 0, locoSeqs, tinyConfig.SeqLen)
+	p, err := tr.DeMoGenerate(testDeMo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.DeMoApply(testDeMo, [][]byte{p}); err != nil {
+		t.Fatal(err)
+	}
+	before := exportState(t, tr)
+	if binary.LittleEndian.Uint32(before[stateFlagsOff:])&flagLookahead == 0 {
+		t.Fatal("the DeMo step left the lookahead off")
+	}
+	// The inner steps' gradients are those of the weights: a copy without
+	// the lookahead (same parameters) computes the same loss.
+	plain := newTrainer(t, tinyConfig, 12)
+	params, err := tr.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.SetParams(params); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.LoCoBegin(); err != nil {
+		t.Fatal(err)
+	}
+	in, tg := Window(text, 64, locoSeqs, tinyConfig.SeqLen)
+	la, err := tr.Step(context.Background(), in, tg, tinyConfig.SeqLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := plain.Step(context.Background(), in, tg, tinyConfig.SeqLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if la != lb {
+		t.Errorf("inner step loss %v, at the weights %v: the round trained at the lookahead", la, lb)
+	}
+	if err := tr.LoCoAbort(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(exportState(t, tr), before) {
+		t.Error("abort did not restore the state with its lookahead")
+	}
+}

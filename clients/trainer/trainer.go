@@ -338,7 +338,17 @@ func (hp DeMo) c() C.tr_demo {
 		return 0
 	}
 	return C.tr_demo{lr: C.float(hp.LR), decay: C.float(hp.Decay), weight_decay: C.float(hp.WeightDecay),
-		clip_norm: C.float(hp.ClipNorm), chunk: C.int(hp.Chunk), topk: C.int(hp.TopK), one_bit: b(hp.OneBit), lookahead: b(hp.Lookahead)}
+		clip_norm: C.float(hp.ClipNorm), chunk: cInt(hp.Chunk), topk: cInt(hp.TopK), one_bit: b(hp.OneBit), lookahead: b(hp.Lookahead)}
+}
+
+// cInt converts a setting for C. Beyond C's int a value would wrap (2^32 +
+// 12 to 12); -1 is out of range for every setting, so the trainer rejects
+// it as the Go decoders do.
+func cInt(v int) C.int {
+	if v != int(int32(v)) {
+		return -1
+	}
+	return C.int(v)
 }
 
 // PayloadSize returns the exact size of a DeMo payload for hp.
