@@ -1,9 +1,22 @@
-// Command trainer-converge compares DeMo (several simulated clients, each
-// training its own share of the global batch, all applying all payloads)
-// with single-node AdamW on the same tokens of real text (the State of the
-// Union corpus: addresses up to 2000 for training, later ones held out) and
-// prints the held-out loss along the way. It is how the settings of the
-// trainer's convergence test were chosen.
+// Command trainer-converge compares the trainer's ways of training one model
+// on several clients, on the same tokens of real text (the State of the Union
+// corpus: addresses up to 2000 for training, later ones held out):
+//
+//   - ddp: AdamW with the gradients averaged every step, which is one AdamW
+//     trainer on the global batch (clients x per-client sequences a step);
+//   - demo: DeMo, each client training its own share of every global batch,
+//     all applying all payloads every step;
+//   - locoH: SparseLoCo, each client running H inner AdamW steps on its share
+//     of global steps r*H .. r*H+H-1, then all applying all payloads;
+//   - demo+delay, locoH+delay: the same with the overlap the client runs:
+//     round r's payload is computed from weights that do not yet hold round
+//     r-1's aggregate, which is applied right after round r's generate (and
+//     the last pending round at the end).
+//
+// For every client count and method it prints the held-out loss, the bytes a
+// client sends per token it trains, how many times fewer that is than fp32
+// DDP (4 bytes per parameter per client per step) and the wall time, as one
+// table, and with -plot draws held-out loss against bytes per token.
 package main
 
 import (
@@ -23,93 +36,301 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "trainer-converge: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-type options struct {
-	steps, clients, perClient, seqLen, every, evalSeqs, warmup, threads int
-	cosine, trace                                                       bool
-	minFrac                                                             float64
-	demo                                                                trainer.DeMo
-	adam                                                                trainer.AdamW
+// Method kinds.
+const (
+	kindDDP = iota
+	kindDeMo
+	kindLoCo
+)
+
+// method is one way of training: ddp, demo or locoH, with or without delay.
+type method struct {
+	kind  int
+	h     int // SparseLoCo inner steps per round
+	delay bool
 }
 
-func run(ctx context.Context, args []string, w io.Writer) error {
+func (m method) String() string {
+	s := "ddp"
+	switch m.kind {
+	case kindDeMo:
+		s = "demo"
+	case kindLoCo:
+		s = "loco" + strconv.Itoa(m.h)
+	}
+	if m.delay {
+		s += "+delay"
+	}
+	return s
+}
+
+func parseMethods(s string) ([]method, error) {
+	var out []method
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		var m method
+		name, delayed := strings.CutSuffix(f, "+delay")
+		m.delay = delayed
+		switch {
+		case name == "ddp" || name == "adamw":
+			if delayed {
+				return nil, fmt.Errorf("-methods: %q: ddp has no delayed variant", f)
+			}
+		case name == "demo":
+			m.kind = kindDeMo
+		case strings.HasPrefix(name, "loco"):
+			h, err := strconv.Atoi(name[4:])
+			if err != nil || h < 1 {
+				return nil, fmt.Errorf("-methods: %q: want locoH with H inner steps, H >= 1", f)
+			}
+			m.kind, m.h = kindLoCo, h
+		default:
+			return nil, fmt.Errorf("-methods: unknown method %q (ddp, demo, locoH, each but ddp with an optional +delay)", f)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+type options struct {
+	steps, perClient, seqLen, every, evalSeqs, warmup, threads int
+	clients                                                    []int
+	methods                                                    []method
+	cosine, trace                                              bool
+	minFrac                                                    float64
+	demo                                                       trainer.DeMo
+	loco                                                       trainer.SparseLoCo
+	adam                                                       trainer.AdamW
+	ddpLRs, demoLRs, locoLRs, outerLRs                         []float32
+}
+
+func run(ctx context.Context, args []string, w, progress io.Writer) error {
 	fs := flag.NewFlagSet("trainer-converge", flag.ContinueOnError)
+	fs.SetOutput(progress)
 	var o options
-	fs.IntVar(&o.steps, "steps", 200, "optimizer steps")
-	fs.IntVar(&o.clients, "clients", 4, "simulated DeMo clients")
-	fs.IntVar(&o.perClient, "per-client", 1, "sequences per client per step (AdamW gets clients times as many)")
+	fs.IntVar(&o.steps, "steps", 1000, "global steps (each: clients x per-client sequences); a multiple of every locoH's H")
+	clients := fs.String("clients", "4,8", "comma-separated client counts")
+	methods := fs.String("methods", "ddp,demo,demo+delay,loco10,loco10+delay,loco30,loco100",
+		"comma-separated methods: ddp (alias adamw), demo, locoH (H inner steps a round), demo+delay, locoH+delay (one round stale)")
+	fs.IntVar(&o.perClient, "per-client", 1, "sequences per client per step (ddp trains clients times as many on one node)")
 	fs.IntVar(&o.seqLen, "seq", 64, "tokens per sequence")
-	fs.IntVar(&o.every, "every", 50, "evaluate every this many steps")
+	fs.IntVar(&o.every, "every", 100, "report the held-out loss every this many steps (at the first sync at or after)")
 	fs.IntVar(&o.evalSeqs, "eval-seqs", 32, "held-out sequences per evaluation")
 	fs.IntVar(&o.warmup, "warmup", 10, "linear learning-rate warmup steps")
 	fs.BoolVar(&o.cosine, "cosine", true, "cosine learning-rate decay to -min-frac of the peak at the last step")
 	fs.Float64Var(&o.minFrac, "min-frac", 0.1, "final learning rate as a fraction of the peak with -cosine")
-	fs.IntVar(&o.threads, "threads", 0, "threads per trainer (0: all processors)")
-	fs.BoolVar(&o.trace, "trace", false, "print every step's training loss (mean over clients)")
-	adamLRs := fs.String("adam-lr", "1e-3", "comma-separated AdamW learning rates (empty: skip AdamW)")
-	demoLRs := fs.String("demo-lr", "1e-3", "comma-separated DeMo learning rates (empty: skip DeMo)")
-	adamWD := fs.Float64("adam-wd", 0, "AdamW weight decay")
+	fs.IntVar(&o.threads, "threads", 0, "threads in all (0: all processors); clients run concurrently on them, one trainer a thread")
+	fs.BoolVar(&o.trace, "trace", false, "print every step's training loss (mean over clients) to the progress output")
+	data := fs.String("data", "sotu", "training text: sotu (the State of the Union corpus) or markov (synthetic, for tests)")
+	plotPath := fs.String("plot", "", "write a PNG plot of held-out loss against bytes per client per token to this file")
+	adamLRs := fs.String("adam-lr", "1e-3", "comma-separated ddp (AdamW) peak learning rates (empty: skip ddp)")
+	adamWD := fs.Float64("adam-wd", 0, "AdamW weight decay (ddp and SparseLoCo's inner steps)")
+	clip := fs.Float64("clip", 1, "gradient clipping norm for every optimizer (0: none)")
+	demoLRs := fs.String("demo-lr", "1.5e-3", "comma-separated DeMo peak learning rates (empty: skip DeMo)")
 	fs.IntVar(&o.demo.Chunk, "chunk", 64, "DeMo DCT chunk")
 	fs.IntVar(&o.demo.TopK, "topk", 32, "DeMo top-k per chunk")
 	decay := fs.Float64("decay", 0.999, "DeMo momentum (compression) decay")
 	demoWD := fs.Float64("demo-wd", 0, "DeMo weight decay")
-	clip := fs.Float64("clip", 1, "gradient clipping norm for both (0: none)")
 	fs.BoolVar(&o.demo.OneBit, "one-bit", true, "DeMo one-bit values")
 	fs.BoolVar(&o.demo.Lookahead, "lookahead", false, "DeMo lookahead (the client does not use it)")
+	locoLRs := fs.String("loco-lr", "1e-3", "comma-separated SparseLoCo inner AdamW peak learning rates (empty: skip SparseLoCo)")
+	outerLRs := fs.String("loco-outer-lr", "1", "comma-separated SparseLoCo outer learning rates")
+	locoDecay := fs.Float64("loco-decay", 0.95, "SparseLoCo error feedback decay")
+	fs.IntVar(&o.loco.Chunk, "loco-chunk", 64, "SparseLoCo chunk edge")
+	fs.IntVar(&o.loco.TopK, "loco-topk", 8, "SparseLoCo top-k per chunk")
+	fs.IntVar(&o.loco.ValueBits, "loco-bits", 2, "SparseLoCo value bits (1, 2, 4, 8 or 32)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if o.steps < 1 || o.clients < 1 || o.perClient < 1 || o.seqLen < 2 || o.every < 1 || o.evalSeqs < 1 || o.warmup < 0 {
-		return fmt.Errorf("-steps, -clients, -per-client, -every and -eval-seqs must be positive, -seq at least 2")
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.steps < 1 || o.perClient < 1 || o.seqLen < 2 || o.every < 1 || o.evalSeqs < 1 || o.warmup < 0 || o.threads < 0 {
+		return fmt.Errorf("-steps, -per-client, -every and -eval-seqs must be positive, -seq at least 2, -warmup and -threads not negative")
+	}
+	var err error
+	if o.clients, err = splitInts("clients", *clients); err != nil {
+		return err
+	}
+	if o.methods, err = parseMethods(*methods); err != nil {
+		return err
+	}
+	for _, m := range o.methods {
+		if m.kind == kindLoCo && o.steps%m.h != 0 {
+			return fmt.Errorf("-steps %d is not a multiple of %s's %d inner steps", o.steps, m, m.h)
+		}
 	}
 	o.demo.Decay, o.demo.WeightDecay, o.demo.ClipNorm = float32(*decay), float32(*demoWD), float32(*clip)
 	o.adam = trainer.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*adamWD), ClipNorm: float32(*clip)}
-	adamList, err := splitFloats("adam-lr", *adamLRs)
+	o.loco.Decay = float32(*locoDecay)
+	if o.ddpLRs, err = splitFloats("adam-lr", *adamLRs, 1); err != nil {
+		return err
+	}
+	if o.demoLRs, err = splitFloats("demo-lr", *demoLRs, 1); err != nil {
+		return err
+	}
+	if o.locoLRs, err = splitFloats("loco-lr", *locoLRs, 1); err != nil {
+		return err
+	}
+	if o.outerLRs, err = splitFloats("loco-outer-lr", *outerLRs, 1e6); err != nil {
+		return err
+	}
+	if len(o.outerLRs) == 0 {
+		return fmt.Errorf("-loco-outer-lr: no learning rate")
+	}
+	train, held, err := loadText(ctx, *data)
 	if err != nil {
 		return err
 	}
-	demoList, err := splitFloats("demo-lr", *demoLRs)
+	cfg, err := trainer.ConfigByName("light")
 	if err != nil {
 		return err
 	}
-	train, held, err := sotuText(ctx)
+	// Settings are checked (and payload sizes taken) before any training.
+	probe, err := trainer.New(cfg, 31)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "text: %d training bytes (addresses up to %d), %d held-out bytes (later); %d steps of %d tokens\n",
-		len(train), corpus.DefaultLastTrainYear, len(held), o.steps, o.clients*o.perClient*o.seqLen)
-	for _, lr := range adamList {
-		if err := converge(ctx, w, o, train, held, "adamw", lr); err != nil {
-			return err
+	sz := sizes{params: probe.NumParams()}
+	sz.demo, err = probe.PayloadSize(o.demo)
+	if err == nil {
+		hp := o.loco
+		hp.OuterLR = o.outerLRs[0]
+		sz.loco, err = probe.LoCoPayloadSize(hp)
+	}
+	probe.Close()
+	if err != nil {
+		return fmt.Errorf("DeMo or SparseLoCo settings: %w", err)
+	}
+
+	fmt.Fprintf(w, "text: %s, %d training bytes, %d held-out bytes; light model (%d parameters); %d global steps of clients x %d x %d tokens\n",
+		*data, len(train), len(held), sz.params, o.steps, o.perClient, o.seqLen)
+	fmt.Fprintf(w, "ddp: AdamW (betas 0.9/0.95, wd %g, clip %g); demo: chunk %d, top-%d, one-bit %v, decay %g; "+
+		"loco: chunk %d, top-%d, %d-bit values, EF decay %g, inner AdamW as ddp; warmup %d, cosine %v to %g\n",
+		*adamWD, *clip, o.demo.Chunk, o.demo.TopK, o.demo.OneBit, o.demo.Decay,
+		o.loco.Chunk, o.loco.TopK, o.loco.ValueBits, o.loco.Decay, o.warmup, o.cosine, o.minFrac)
+	ev := evalSet(held, o.evalSeqs, o.seqLen)
+	var results []result
+	for _, n := range o.clients {
+		for _, m := range o.methods {
+			for _, c := range o.configs(m) {
+				c.clients = n
+				r, err := o.train(ctx, progress, train, ev, c)
+				if err != nil {
+					return fmt.Errorf("%s, %d clients: %w", m, n, err)
+				}
+				r.bytesPerToken = sz.perToken(o, m)
+				r.ratio = sz.perToken(o, method{}) / r.bytesPerToken
+				results = append(results, r)
+			}
 		}
 	}
-	for _, lr := range demoList {
-		if err := converge(ctx, w, o, train, held, "demo", lr); err != nil {
+	writeTable(w, results)
+	if *plotPath != "" {
+		if err := writePlot(*plotPath, results, sz.perToken(o, method{})); err != nil {
 			return err
 		}
+		fmt.Fprintf(w, "plot: %s\n", *plotPath)
 	}
 	return nil
 }
 
-// splitFloats parses a comma-separated list of learning rates ("" is none).
-func splitFloats(flag, s string) ([]float32, error) {
+// sizes holds what the byte columns derive from.
+type sizes struct{ params, demo, loco int }
+
+// perToken returns the bytes a client sends per token it trains with m.
+func (s sizes) perToken(o options, m method) float64 {
+	tokens := float64(o.perClient * o.seqLen) // per client per step
+	switch m.kind {
+	case kindDeMo:
+		return float64(s.demo) / tokens
+	case kindLoCo:
+		return float64(s.loco) / (float64(m.h) * tokens)
+	}
+	return 4 * float64(s.params) / tokens
+}
+
+// config is one training run.
+type config struct {
+	m         method
+	clients   int
+	lr, outer float32 // peak (inner) learning rate; SparseLoCo outer lr
+}
+
+func (o options) configs(m method) []config {
+	var out []config
+	switch m.kind {
+	case kindDDP:
+		for _, lr := range o.ddpLRs {
+			out = append(out, config{m: m, lr: lr})
+		}
+	case kindDeMo:
+		for _, lr := range o.demoLRs {
+			out = append(out, config{m: m, lr: lr})
+		}
+	case kindLoCo:
+		for _, lr := range o.locoLRs {
+			for _, outer := range o.outerLRs {
+				out = append(out, config{m: m, lr: lr, outer: outer})
+			}
+		}
+	}
+	return out
+}
+
+// result is one row of the table.
+type result struct {
+	config
+	loss, trainLoss float64
+	bytesPerToken   float64
+	ratio           float64 // fp32 DDP bytes over these
+	wall            time.Duration
+}
+
+func splitInts(flag, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("-%s: %q is not a positive integer", flag, f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// splitFloats parses a comma-separated list of learning rates in (0, max)
+// ("" is none).
+func splitFloats(flag, s string, max float64) ([]float32, error) {
 	var out []float32
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 32)
-		if err != nil || !(v > 0 && v < 1) {
-			return nil, fmt.Errorf("-%s: %q is not a learning rate in (0, 1)", flag, f)
+		if err != nil || !(v > 0 && v < max) {
+			return nil, fmt.Errorf("-%s: %q is not a learning rate in (0, %g)", flag, f, max)
 		}
 		out = append(out, float32(v))
 	}
 	return out, nil
+}
+
+// loadText returns the training and held-out text.
+func loadText(ctx context.Context, data string) (train, held []byte, err error) {
+	switch data {
+	case "sotu":
+		return sotuText(ctx)
+	case "markov":
+		return trainer.MarkovText(1, 1<<20), trainer.MarkovText(2, 1<<16), nil
+	}
+	return nil, nil, fmt.Errorf("-data %q: want sotu or markov", data)
 }
 
 // sotuText returns the training split (addresses up to 2000) and the
@@ -143,7 +364,7 @@ func sotuText(ctx context.Context) (train, held []byte, err error) {
 }
 
 // offset returns the start of sequence i of step s: spread over the whole
-// training text by a fixed multiplicative hash, the same for both optimizers.
+// training text by a fixed multiplicative hash, the same for every method.
 func offset(s, i, perStep, seqLen, textLen int) int {
 	n := uint64(s*perStep + i)
 	h := (n + 1) * 0x9e3779b97f4a7c15
@@ -151,6 +372,7 @@ func offset(s, i, perStep, seqLen, textLen int) int {
 	return int(h % uint64(textLen-seqLen-1))
 }
 
+// batch returns sequences first..first+n-1 of global step s.
 func batch(text []byte, s, first, n, perStep, seqLen int) (tok, tgt []int32) {
 	tok = make([]int32, 0, n*seqLen)
 	tgt = make([]int32, 0, n*seqLen)
@@ -161,6 +383,7 @@ func batch(text []byte, s, first, n, perStep, seqLen int) (tok, tgt []int32) {
 	return tok, tgt
 }
 
+// lr is the learning rate of global step s: linear warmup, then cosine.
 func (o options) lr(base float32, s int) float32 {
 	f := 1.0
 	if o.warmup > 0 && s < o.warmup {
@@ -172,92 +395,19 @@ func (o options) lr(base float32, s int) float32 {
 	return base * float32(f)
 }
 
-func converge(ctx context.Context, w io.Writer, o options, train, held []byte, opt string, base float32) error {
-	cfg, err := trainer.ConfigByName("light")
-	if err != nil {
-		return err
+type evalData struct {
+	tok, tgt []int32
+	seqLen   int
+}
+
+// evalSet returns n windows spread evenly over the held-out text.
+func evalSet(held []byte, n, seqLen int) evalData {
+	stride := (len(held) - seqLen - 1) / n
+	var e evalData
+	e.seqLen = seqLen
+	for i := range n {
+		a, b := trainer.Window(held, i*stride, 1, seqLen)
+		e.tok, e.tgt = append(e.tok, a...), append(e.tgt, b...)
 	}
-	n := 1
-	if opt == "demo" {
-		n = o.clients
-	}
-	reps := make([]*trainer.Trainer, n)
-	for i := range reps {
-		if reps[i], err = trainer.New(cfg, 31); err != nil {
-			return err
-		}
-		defer reps[i].Close()
-		if o.threads > 0 {
-			if err := reps[i].SetThreads(o.threads); err != nil {
-				return err
-			}
-		}
-	}
-	perStep := o.clients * o.perClient
-	stride := (len(held) - o.seqLen - 1) / o.evalSeqs
-	evalTok, evalTgt := []int32{}, []int32{}
-	for i := range o.evalSeqs {
-		a, b := trainer.Window(held, i*stride, 1, o.seqLen)
-		evalTok, evalTgt = append(evalTok, a...), append(evalTgt, b...)
-	}
-	fmt.Fprintf(w, "%-5s lr %-8g", opt, base)
-	start := time.Now()
-	var fwdbwd, gen, apply time.Duration
-	var trainLoss float32
-	for s := range o.steps {
-		lr := o.lr(base, s)
-		if opt == "adamw" {
-			tok, tgt := batch(train, s, 0, perStep, perStep, o.seqLen)
-			if trainLoss, err = reps[0].Step(ctx, tok, tgt, o.seqLen); err != nil {
-				return err
-			}
-			hp := o.adam
-			hp.LR = lr
-			if err := reps[0].AdamWStep(hp); err != nil {
-				return err
-			}
-		} else {
-			hp := o.demo
-			hp.LR = lr
-			payloads := make([][]byte, n)
-			trainLoss = 0
-			for c, tr := range reps {
-				tok, tgt := batch(train, s, c*o.perClient, o.perClient, perStep, o.seqLen)
-				t0 := time.Now()
-				l, err := tr.Step(ctx, tok, tgt, o.seqLen)
-				if err != nil {
-					return err
-				}
-				t1 := time.Now()
-				trainLoss += l / float32(n)
-				if payloads[c], err = tr.DeMoGenerate(hp); err != nil {
-					return err
-				}
-				fwdbwd, gen = fwdbwd+t1.Sub(t0), gen+time.Since(t1)
-			}
-			t2 := time.Now()
-			for _, tr := range reps {
-				if err := tr.DeMoApply(hp, payloads); err != nil {
-					return err
-				}
-			}
-			apply += time.Since(t2)
-		}
-		if o.trace {
-			fmt.Fprintf(w, " [%d lr %.2g train %.3f]", s+1, lr, trainLoss)
-		}
-		if (s+1)%o.every == 0 || s+1 == o.steps {
-			l, err := reps[0].Eval(ctx, evalTok, evalTgt, o.seqLen)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, " %d:%.3f", s+1, l)
-		}
-	}
-	fmt.Fprintf(w, " (last train loss %.3f, %.0f s", trainLoss, time.Since(start).Seconds())
-	if opt == "demo" {
-		fmt.Fprintf(w, ": forward+backward %.0f s, generate %.0f s, apply %.0f s", fwdbwd.Seconds(), gen.Seconds(), apply.Seconds())
-	}
-	fmt.Fprintln(w, ")")
-	return nil
+	return e
 }
