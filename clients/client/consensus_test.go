@@ -45,7 +45,11 @@ func startRound(s *coordinator.State, step, height uint32) {
 
 // witnessAll adds a report of the current round whose participant filter
 // holds every member.
-func witnessAll(t *testing.T, s *coordinator.State) {
+func witnessAll(t *testing.T, s *coordinator.State) { witnessReport(t, s, true) }
+
+// witnessReport adds a report of the current round whose filters hold
+// every member (all) or none.
+func witnessReport(t *testing.T, s *coordinator.State, all bool) {
 	t.Helper()
 	r := coordinator.CurrentRound(s)
 	bits, hashes := schedule.BloomParams(int(r.ClientsLen))
@@ -54,7 +58,9 @@ func witnessAll(t *testing.T, s *coordinator.State) {
 		t.Fatal(err)
 	}
 	for _, m := range coordinator.Members(s)[:r.ClientsLen] {
-		b.Add(m.Signer)
+		if all {
+			b.Add(m.Signer)
+		}
 	}
 	r.Witnesses[0].ParticipantBloom = coordinator.BloomOf(b)
 	r.Witnesses[0].BroadcastBloom = coordinator.BloomOf(b)

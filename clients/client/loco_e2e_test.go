@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,43 +14,9 @@ import (
 // rounds: 4 inner AdamW steps per round (each member's 8/3 sequences per
 // inner step), top-8 of each 64x64 chunk with 2-bit values and error
 // feedback, the aggregate applied one round late.
-const locoConfig = `
-[config]
-overlap = true
-waiting_for_members_extra_time = 4
-warmup_time = 10
-max_round_train_time = 10
-round_witness_time = 1
-cooldown_time = 1
-epoch_time = 20
-total_steps = 12
-init_min_clients = 3
-min_clients = 2
-witness_nodes = 0
-global_batch_size_start = 8
-global_batch_size_end = 8
-global_batch_size_warmup_tokens = 0
-
-[model]
-architecture = "gpt2"
-tokenizer = "byte"
-vocab_size = 256
-n_layer = 4
-n_head = 4
-n_embd = 128
-max_seq_len = 128
-data_type = "pretraining"
-cold_start_warmup_steps = 1
-
-[model.checkpoint]
-kind = "ephemeral"
-
-[model.data]
-kind = "http"
-location = "%s"
-root = "%s"
-
-[model.lr]
+var locoConfig = func() string {
+	i := strings.Index(testConfig, "[model.lr]")
+	return strings.Replace(testConfig[:i], "[config]\n", "[config]\noverlap = true\n", 1) + `[model.lr]
 schedule = "cosine"
 learning_rate = 0.003
 final_learning_rate = 0.0003
@@ -67,6 +34,7 @@ compression_topk = 8
 compression_chunk = 64
 value_bits = 2
 `
+}()
 
 // Three clients train a light run in the multi-step mode with overlapped
 // rounds to Finished on localnet: every step's replica digest is identical

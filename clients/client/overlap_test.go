@@ -8,7 +8,6 @@ import (
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/p2p"
-	"github.com/psyche-go/psyche/clients/schedule"
 )
 
 // Overlapped rounds, one decision at a time (the rule is in consensus.go;
@@ -27,18 +26,7 @@ func overlapState(t *testing.T, step, height uint32) *coordinator.State {
 // witnessNone adds a report of the current round whose filters are empty:
 // in an overlapped round it attests nobody's payload of the round before,
 // so that round applies with nothing and needs no payload here.
-func witnessNone(t *testing.T, s *coordinator.State) {
-	t.Helper()
-	r := coordinator.CurrentRound(s)
-	bits, hashes := schedule.BloomParams(int(r.ClientsLen))
-	b, err := schedule.NewBloom(bits, hashes, [8]byte{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Witnesses[0].ParticipantBloom = coordinator.BloomOf(b)
-	r.Witnesses[0].BroadcastBloom = coordinator.BloomOf(b)
-	r.WitnessesLen = 1
-}
+func witnessNone(t *testing.T, s *coordinator.State) { witnessReport(t, s, false) }
 
 // trains is the train action in acts, if any.
 func trains(acts []action) (trainAction, bool) {
@@ -208,13 +196,19 @@ func TestOverlappedWitness(t *testing.T) {
 	if w.Step != 5 {
 		t.Errorf("report for step %d, want the current round's 5", w.Step)
 	}
+	// A filter has false positives (a few percent at 3 members), so round
+	// 5's payloads count as in the report only if all of them test positive.
+	in5 := 0
 	for i, m := range prev.members {
 		if !w.Broadcasts.Contains(Commitment(m.Signer, 4, p2p.Hash{4, byte(i)})) || !w.Participants.Contains(m.Signer) {
 			t.Errorf("round 4 member %d delivered but is not in the report", i)
 		}
-		if w.Broadcasts.Contains(Commitment(m.Signer, 5, p2p.Hash{5, byte(i)})) {
-			t.Errorf("round 5 member %d's payload is in the report", i)
+		if w.Broadcasts.Contains(Commitment(rec.members[i].Signer, 5, p2p.Hash{5, byte(i)})) {
+			in5++
 		}
+	}
+	if in5 == len(rec.members) {
+		t.Error("round 5's payloads are in the report")
 	}
 	// A payload of round 4 missing: wait until the deadline.
 	in.payloads[4][prev.peers[2]] = payloadState{p2p.Hash{4, 2}, false}
