@@ -139,6 +139,31 @@ type trainingClient struct {
 	done chan struct{}
 }
 
+// awaitFinished waits for every client to see the run finish, without error.
+func awaitFinished(ctx context.Context, t *testing.T, clients []*trainingClient) {
+	t.Helper()
+	for i, tc := range clients {
+		select {
+		case <-tc.done:
+		case <-ctx.Done():
+			t.Fatalf("client %d did not see the run finish: %v", i, ctx.Err())
+		}
+		if tc.err != nil {
+			t.Fatalf("client %d: %v", i, tc.err)
+		}
+	}
+}
+
+// sameDigest records the digest of client i's step st in digests and
+// reports a step another client recorded with another digest.
+func sameDigest(t *testing.T, digests map[uint64]string, i int, st status.StepStat) {
+	t.Helper()
+	if d, ok := digests[st.Step]; ok && d != st.Digest {
+		t.Errorf("client %d step %d digest %s; another client has %s", i, st.Step, st.Digest, d)
+	}
+	digests[st.Step] = st.Digest
+}
+
 // Three clients train a light run through two epochs to Finished on
 // localnet: every step's replica digest is identical on all of them, and the
 // held-out loss falls by at least 1.0 nat from the initial model's. A fourth
@@ -185,16 +210,7 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 	}
 	late := start(3)
 
-	for i, tc := range append(clients, late) {
-		select {
-		case <-tc.done:
-		case <-ctx.Done():
-			t.Fatalf("client %d did not see the run finish: %v", i, ctx.Err())
-		}
-		if tc.err != nil {
-			t.Fatalf("client %d: %v", i, tc.err)
-		}
-	}
+	awaitFinished(ctx, t, append(clients, late))
 	s, err := run.FetchState(ctx, c)
 	if err != nil {
 		t.Fatal(err)
@@ -214,10 +230,7 @@ func TestThreeClientsTrainToFinished(t *testing.T) {
 			t.Errorf("client %d recorded only %d steps", i, len(snap.Steps))
 		}
 		for _, st := range snap.Steps {
-			if d, ok := digests[st.Step]; ok && d != st.Digest {
-				t.Errorf("client %d step %d digest %s; another client has %s", i, st.Step, st.Digest, d)
-			}
-			digests[st.Step] = st.Digest
+			sameDigest(t, digests, i, st)
 		}
 		t.Logf("client %d recorded steps %d..%d (%d)", i, snap.Steps[0].Step, snap.Steps[len(snap.Steps)-1].Step, len(snap.Steps))
 	}

@@ -125,16 +125,7 @@ func TestHubCheckpoints(t *testing.T) {
 	logs := &recordingHandler{Handler: testLogger(t, 3).Handler()}
 	late, _ := e.start(ctx, t, 3, func(c *client.Config) { c.Log = slog.New(logs) })
 
-	for i, tc := range append(clients, late) {
-		select {
-		case <-tc.done:
-		case <-ctx.Done():
-			t.Fatalf("client %d did not see the run finish", i)
-		}
-		if tc.err != nil {
-			t.Fatalf("client %d: %v", i, tc.err)
-		}
-	}
+	awaitFinished(ctx, t, append(clients, late))
 
 	for i, tc := range clients {
 		h := tc.rec.Snapshot().HeldOut
@@ -145,10 +136,7 @@ func TestHubCheckpoints(t *testing.T) {
 	digests := map[uint64]string{}
 	for i, tc := range append(clients, late) {
 		for _, st := range tc.rec.Snapshot().Steps {
-			if d, ok := digests[st.Step]; ok && d != st.Digest {
-				t.Errorf("client %d step %d digest %s; another client has %s", i, st.Step, st.Digest, d)
-			}
-			digests[st.Step] = st.Digest
+			sameDigest(t, digests, i, st)
 		}
 	}
 	// Every client replayed others' steps and every verdict was MATCH.

@@ -407,11 +407,8 @@ func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 // ready records that the model holds the run's weights and opens the data.
 func (c *Client) ready(ctx context.Context) error {
 	c.e.model = modelReady
-	steps := uint64(1)
-	if SparseLoCo(&c.model) {
-		steps = uint64(max(c.model.InnerSteps, 1))
-	}
-	if err := c.cfg.Recorder.SetDense(uint64(c.tr.NumParams()), steps); err != nil {
+	// A round's optimizer steps: inner_steps (1 for DeMo, the program's rule).
+	if err := c.cfg.Recorder.SetDense(uint64(c.tr.NumParams()), uint64(max(c.model.InnerSteps, 1))); err != nil {
 		return err
 	}
 	if c.data == nil {

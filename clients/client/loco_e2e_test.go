@@ -53,16 +53,7 @@ func TestSparseLoCoOverlapTrainsToFinished(t *testing.T) {
 		clients = append(clients, tc)
 	}
 	e.unpause(t)
-	for i, tc := range clients {
-		select {
-		case <-tc.done:
-		case <-ctx.Done():
-			t.Fatalf("client %d did not see the run finish: %v", i, ctx.Err())
-		}
-		if tc.err != nil {
-			t.Fatalf("client %d: %v", i, tc.err)
-		}
-	}
+	awaitFinished(ctx, t, clients)
 	s, err := e.run.FetchState(ctx, e.c)
 	if err != nil {
 		t.Fatal(err)
@@ -79,10 +70,7 @@ func TestSparseLoCoOverlapTrainsToFinished(t *testing.T) {
 			t.Errorf("client %d recorded only %d steps", i, len(snap.Steps))
 		}
 		for _, st := range snap.Steps {
-			if d, ok := digests[st.Step]; ok && d != st.Digest {
-				t.Errorf("client %d step %d digest %s; another client has %s", i, st.Step, st.Digest, d)
-			}
-			digests[st.Step] = st.Digest
+			sameDigest(t, digests, i, st)
 			// A round's payload against one dense fp32 gradient per inner step.
 			if st.BytesOut == 0 || st.BytesOut*100 > snap.DenseBytes {
 				t.Errorf("client %d step %d sent %d bytes, dense %d: want under 1%%", i, st.Step, st.BytesOut, snap.DenseBytes)

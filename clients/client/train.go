@@ -14,8 +14,8 @@ import (
 )
 
 // Update is how a member's contribution to a round is computed, by the
-// member and by anyone who replays it (verifiers, psyche-client verify). DeMo: one Step on the whole batch,
-// then DeMoGenerate at the round's rate. SparseLoCo: LoCoBegin, then per
+// member and by anyone who replays it (verifiers, psyche-client verify).
+// DeMo: one Step on the whole batch, then DeMoGenerate at the round's rate. SparseLoCo: LoCoBegin, then per
 // inner step j a Step on the j-th of len(lrs) equal contiguous parts of the
 // batch and an AdamW step at lrs[j], then LoCoGenerate.
 type Update struct {
@@ -117,7 +117,7 @@ func (u *Update) Run(ctx context.Context, tr Trainer, fetch FetchFunc, batch sch
 // applied, from the replay state right after the contribution was computed.
 func (u *Update) After(rs []byte) ([]byte, error) {
 	if SparseLoCo(&u.model) {
-		return trainer.AfterLoCoApply(rs, LoCo(&u.model))
+		return trainer.AfterLoCoApply(rs)
 	}
 	return trainer.AfterApply(rs, DeMo(&u.model, u.LR()))
 }

@@ -1,7 +1,9 @@
 package trainer
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -84,4 +86,24 @@ func runSteps(t testing.TB, tr *Trainer, opt string, text []byte, first, steps, 
 		out = append(out, digest(t, tr, payload))
 	}
 	return out
+}
+
+// decodersAgree checks that the trainer (cErr) and the Go decoder (goErr,
+// d) accept or reject p alike, rejections as ErrPayload, and that an
+// accepted p re-encodes to itself; it says whether p was accepted.
+func decodersAgree(t *testing.T, cErr, goErr error, d *Payload, p []byte) bool {
+	t.Helper()
+	if (cErr == nil) != (goErr == nil) {
+		t.Fatalf("trainer says %v, the Go decoder says %v", cErr, goErr)
+	}
+	if cErr != nil {
+		if !errors.Is(cErr, ErrPayload) || !errors.Is(goErr, ErrPayload) {
+			t.Fatalf("errors %v and %v, want ErrPayload", cErr, goErr)
+		}
+		return false
+	}
+	if !bytes.Equal(d.Encode(), p) {
+		t.Fatal("re-encoding an accepted payload changed it")
+	}
+	return true
 }

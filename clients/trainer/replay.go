@@ -118,7 +118,7 @@ func (t *Trainer) ResetOptimizer() error {
 // AfterLoCoApply is the replay state rs becomes when a SparseLoCo round is
 // applied (LoCoApply): the error feedback and AdamW moments stay as they
 // are, the step counter advances, and the lookahead is off.
-func AfterLoCoApply(rs []byte, hp SparseLoCo) ([]byte, error) {
+func AfterLoCoApply(rs []byte) ([]byte, error) {
 	if len(rs) < stateHeader {
 		return nil, fmt.Errorf("replay state of %d bytes: %w", len(rs), ErrState)
 	}
