@@ -63,12 +63,12 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, c := p.Model, p.Config
-	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || math.Float32frombits(m.OuterLearningRate) != 1.0 || m.ValueBits != 2 ||
-		m.CompressionChunk != 64 || m.CompressionTopk != 8 || math.Float32frombits(m.CompressionDecay) != 0.95 || m.Quantize1bit != 0 ||
+	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || math.Float32frombits(m.OuterLearningRate) != 4.0 || m.ValueBits != 2 ||
+		m.CompressionChunk != 64 || m.CompressionTopk != 6 || math.Float32frombits(m.CompressionDecay) != 0.9 || m.Quantize1bit != 0 ||
 		m.WeightDecay != 0 || math.Float32frombits(m.ClipGradNorm) != 1.0 {
 		t.Errorf("sparseloco optimizer %+v", m)
 	}
-	if math.Float32frombits(m.LearningRate) != 0.002 || math.Float32frombits(m.FinalLearningRate) != 0.0002 || m.LrWarmupSteps != 20 || m.LrDecaySteps != 2000 || m.LrSchedule != 3 {
+	if math.Float32frombits(m.LearningRate) != 0.003 || math.Float32frombits(m.FinalLearningRate) != 0.0003 || m.LrWarmupSteps != 20 || m.LrDecaySteps != 2000 || m.LrSchedule != 3 {
 		t.Errorf("sparseloco lr %+v", m)
 	}
 	if c.TotalSteps != 40 || c.MaxRoundTrainTime != 30 || c.Overlap != 0 || m.NLayer != 4 || m.NEmbd != 128 || m.MaxSeqLen != 128 {

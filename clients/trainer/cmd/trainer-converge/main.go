@@ -108,13 +108,15 @@ type options struct {
 	loco                                                       trainer.SparseLoCo
 	adam                                                       trainer.AdamW
 	ddpLRs, demoLRs, locoLRs, outerLRs                         []float32
+	demoTopKs                                                  []int
+	outerAbsolute                                              bool // outer lrs as given, not times the client count
 }
 
 func run(ctx context.Context, args []string, w, progress io.Writer) error {
 	fs := flag.NewFlagSet("trainer-converge", flag.ContinueOnError)
 	fs.SetOutput(progress)
 	var o options
-	fs.IntVar(&o.steps, "steps", 1000, "global steps (each: clients x per-client sequences); a multiple of every locoH's H")
+	fs.IntVar(&o.steps, "steps", 900, "global steps (each: clients x per-client sequences); a multiple of every locoH's H")
 	clients := fs.String("clients", "4,8", "comma-separated client counts")
 	methods := fs.String("methods", "ddp,demo,demo+delay,loco10,loco10+delay,loco30,loco100",
 		"comma-separated methods: ddp (alias adamw), demo, locoH (H inner steps a round), demo+delay, locoH+delay (one round stale)")
@@ -129,21 +131,24 @@ func run(ctx context.Context, args []string, w, progress io.Writer) error {
 	fs.BoolVar(&o.trace, "trace", false, "print every step's training loss (mean over clients) to the progress output")
 	data := fs.String("data", "sotu", "training text: sotu (the State of the Union corpus) or markov (synthetic, for tests)")
 	plotPath := fs.String("plot", "", "write a PNG plot of held-out loss against bytes per client per token to this file")
-	adamLRs := fs.String("adam-lr", "1e-3", "comma-separated ddp (AdamW) peak learning rates (empty: skip ddp)")
+	adamLRs := fs.String("adam-lr", "1e-3,2e-3", "comma-separated ddp (AdamW) peak learning rates (empty: skip ddp); the best is the baseline")
 	adamWD := fs.Float64("adam-wd", 0, "AdamW weight decay (ddp and SparseLoCo's inner steps)")
 	clip := fs.Float64("clip", 1, "gradient clipping norm for every optimizer (0: none)")
 	demoLRs := fs.String("demo-lr", "1.5e-3", "comma-separated DeMo peak learning rates (empty: skip DeMo)")
 	fs.IntVar(&o.demo.Chunk, "chunk", 64, "DeMo DCT chunk")
-	fs.IntVar(&o.demo.TopK, "topk", 32, "DeMo top-k per chunk")
+	demoTopKs := fs.String("topk", "32,7", "comma-separated DeMo top-k per chunk")
 	decay := fs.Float64("decay", 0.999, "DeMo momentum (compression) decay")
 	demoWD := fs.Float64("demo-wd", 0, "DeMo weight decay")
 	fs.BoolVar(&o.demo.OneBit, "one-bit", true, "DeMo one-bit values")
 	fs.BoolVar(&o.demo.Lookahead, "lookahead", false, "DeMo lookahead (the client does not use it)")
-	locoLRs := fs.String("loco-lr", "1e-3", "comma-separated SparseLoCo inner AdamW peak learning rates (empty: skip SparseLoCo)")
-	outerLRs := fs.String("loco-outer-lr", "1", "comma-separated SparseLoCo outer learning rates")
-	locoDecay := fs.Float64("loco-decay", 0.95, "SparseLoCo error feedback decay")
+	locoLRs := fs.String("loco-lr", "3e-3", "comma-separated SparseLoCo inner AdamW peak learning rates (empty: skip SparseLoCo)")
+	outerLRs := fs.String("loco-outer-lr", "2", "comma-separated SparseLoCo outer learning rates per client: "+
+		"the outer step uses this times the client count, since the mean over clients of sparse payloads that rarely overlap "+
+		"shrinks each entry about that much (see -loco-outer-absolute)")
+	fs.BoolVar(&o.outerAbsolute, "loco-outer-absolute", false, "use -loco-outer-lr as given, not times the client count")
+	locoDecay := fs.Float64("loco-decay", 0.9, "SparseLoCo error feedback decay")
 	fs.IntVar(&o.loco.Chunk, "loco-chunk", 64, "SparseLoCo chunk edge")
-	fs.IntVar(&o.loco.TopK, "loco-topk", 8, "SparseLoCo top-k per chunk")
+	fs.IntVar(&o.loco.TopK, "loco-topk", 6, "SparseLoCo top-k per chunk")
 	fs.IntVar(&o.loco.ValueBits, "loco-bits", 2, "SparseLoCo value bits (1, 2, 4, 8 or 32)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -159,6 +164,9 @@ func run(ctx context.Context, args []string, w, progress io.Writer) error {
 		return err
 	}
 	if o.methods, err = parseMethods(*methods); err != nil {
+		return err
+	}
+	if o.demoTopKs, err = splitInts("topk", *demoTopKs); err != nil {
 		return err
 	}
 	for _, m := range o.methods {
@@ -197,8 +205,14 @@ func run(ctx context.Context, args []string, w, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sz := sizes{params: probe.NumParams()}
-	sz.demo, err = probe.PayloadSize(o.demo)
+	sz := sizes{params: probe.NumParams(), demo: map[int]int{}}
+	for _, k := range o.demoTopKs {
+		hp := o.demo
+		hp.TopK = k
+		if sz.demo[k], err = probe.PayloadSize(hp); err != nil {
+			break
+		}
+	}
 	if err == nil {
 		hp := o.loco
 		hp.OuterLR = o.outerLRs[0]
@@ -211,29 +225,32 @@ func run(ctx context.Context, args []string, w, progress io.Writer) error {
 
 	fmt.Fprintf(w, "text: %s, %d training bytes, %d held-out bytes; light model (%d parameters); %d global steps of clients x %d x %d tokens\n",
 		*data, len(train), len(held), sz.params, o.steps, o.perClient, o.seqLen)
-	fmt.Fprintf(w, "ddp: AdamW (betas 0.9/0.95, wd %g, clip %g); demo: chunk %d, top-%d, one-bit %v, decay %g; "+
-		"loco: chunk %d, top-%d, %d-bit values, EF decay %g, inner AdamW as ddp; warmup %d, cosine %v to %g\n",
-		*adamWD, *clip, o.demo.Chunk, o.demo.TopK, o.demo.OneBit, o.demo.Decay,
-		o.loco.Chunk, o.loco.TopK, o.loco.ValueBits, o.loco.Decay, o.warmup, o.cosine, o.minFrac)
+	outer := "outer lr per client times the client count"
+	if o.outerAbsolute {
+		outer = "outer lr as given"
+	}
+	fmt.Fprintf(w, "ddp: AdamW (betas 0.9/0.95, wd %g, clip %g); demo: chunk %d, one-bit %v, decay %g; "+
+		"loco: chunk %d, top-%d, %d-bit values, EF decay %g, %s, inner steps AdamW as ddp; lr warmup %d steps, cosine %v to %g\n",
+		*adamWD, *clip, o.demo.Chunk, o.demo.OneBit, o.demo.Decay,
+		o.loco.Chunk, o.loco.TopK, o.loco.ValueBits, o.loco.Decay, outer, o.warmup, o.cosine, o.minFrac)
 	ev := evalSet(held, o.evalSeqs, o.seqLen)
 	var results []result
 	for _, n := range o.clients {
 		for _, m := range o.methods {
-			for _, c := range o.configs(m) {
-				c.clients = n
+			for _, c := range o.configs(m, n) {
 				r, err := o.train(ctx, progress, train, ev, c)
 				if err != nil {
 					return fmt.Errorf("%s, %d clients: %w", m, n, err)
 				}
-				r.bytesPerToken = sz.perToken(o, m)
-				r.ratio = sz.perToken(o, method{}) / r.bytesPerToken
+				r.bytesPerToken = sz.perToken(o, c)
+				r.ratio = sz.perToken(o, config{}) / r.bytesPerToken
 				results = append(results, r)
 			}
 		}
 	}
 	writeTable(w, results)
 	if *plotPath != "" {
-		if err := writePlot(*plotPath, results, sz.perToken(o, method{})); err != nil {
+		if err := writePlot(*plotPath, results, sz.perToken(o, config{})); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "plot: %s\n", *plotPath)
@@ -242,16 +259,19 @@ func run(ctx context.Context, args []string, w, progress io.Writer) error {
 }
 
 // sizes holds what the byte columns derive from.
-type sizes struct{ params, demo, loco int }
+type sizes struct {
+	params, loco int
+	demo         map[int]int // payload bytes by top-k
+}
 
-// perToken returns the bytes a client sends per token it trains with m.
-func (s sizes) perToken(o options, m method) float64 {
+// perToken returns the bytes a client sends per token it trains with c.
+func (s sizes) perToken(o options, c config) float64 {
 	tokens := float64(o.perClient * o.seqLen) // per client per step
-	switch m.kind {
+	switch c.m.kind {
 	case kindDeMo:
-		return float64(s.demo) / tokens
+		return float64(s.demo[c.topk]) / tokens
 	case kindLoCo:
-		return float64(s.loco) / (float64(m.h) * tokens)
+		return float64(s.loco) / (float64(c.m.h) * tokens)
 	}
 	return 4 * float64(s.params) / tokens
 }
@@ -260,24 +280,31 @@ func (s sizes) perToken(o options, m method) float64 {
 type config struct {
 	m         method
 	clients   int
-	lr, outer float32 // peak (inner) learning rate; SparseLoCo outer lr
+	topk      int     // top-k per chunk (DeMo, SparseLoCo)
+	lr, outer float32 // peak (inner) learning rate; SparseLoCo's outer lr as applied
 }
 
-func (o options) configs(m method) []config {
+// configs returns m's runs with n clients.
+func (o options) configs(m method, n int) []config {
 	var out []config
 	switch m.kind {
 	case kindDDP:
 		for _, lr := range o.ddpLRs {
-			out = append(out, config{m: m, lr: lr})
+			out = append(out, config{m: m, clients: n, lr: lr})
 		}
 	case kindDeMo:
-		for _, lr := range o.demoLRs {
-			out = append(out, config{m: m, lr: lr})
+		for _, k := range o.demoTopKs {
+			for _, lr := range o.demoLRs {
+				out = append(out, config{m: m, clients: n, topk: k, lr: lr})
+			}
 		}
 	case kindLoCo:
 		for _, lr := range o.locoLRs {
 			for _, outer := range o.outerLRs {
-				out = append(out, config{m: m, lr: lr, outer: outer})
+				if !o.outerAbsolute {
+					outer *= float32(n)
+				}
+				out = append(out, config{m: m, clients: n, topk: o.loco.TopK, lr: lr, outer: outer})
 			}
 		}
 	}

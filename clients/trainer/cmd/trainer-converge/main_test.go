@@ -21,8 +21,8 @@ func table(t *testing.T, args ...string) (string, map[string]string) {
 	loss := map[string]string{}
 	for _, line := range strings.Split(out.String(), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 10 && strings.HasSuffix(f[7], "x") {
-			loss[f[0]+" "+f[1]] = f[4]
+		if len(f) == 11 && strings.HasSuffix(f[8], "x") {
+			loss[f[0]+" "+f[1]] = f[5]
 		}
 	}
 	return out.String(), loss
@@ -41,7 +41,7 @@ func TestEveryMethodRuns(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"fp32 ddp / this", "staleness", "loco5, 2 clients:", "demo, 2 clients:", "targets", "SparseLoCo, 2 clients, >= 10,000x"} {
+	for _, want := range []string{"fp32 ddp / this", "staleness", "loco5, 2 clients:", "demo top-8, 2 clients:", "targets", "SparseLoCo, 2 clients, >= 10,000x"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -76,11 +76,34 @@ func TestBadFlags(t *testing.T) {
 		{"-methods", "sgd"},
 		{"-methods", "loco7", "-steps", "10"},
 		{"-clients", "0"},
+		{"-topk", "0", "-methods", "demo"},
+		{"-topk", "99999", "-methods", "demo"},
 		{"-loco-bits", "3", "-methods", "loco5", "-steps", "10"},
 	} {
 		var out, progress bytes.Buffer
 		if err := run(context.Background(), append([]string{"-data", "markov"}, args...), &out, &progress); err == nil {
 			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
+// -loco-outer-lr is per client unless -loco-outer-absolute; the table shows
+// the outer lr applied.
+func TestOuterLRPerClient(t *testing.T) {
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{{nil, "1.5"}, {[]string{"-loco-outer-absolute"}, "0.5"}} {
+		args := append([]string{"-steps", "2", "-clients", "3", "-methods", "loco2", "-adam-lr", "", "-loco-outer-lr", "0.5"}, c.extra...)
+		out, _ := table(t, args...)
+		var got string
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 11 && f[0] == "loco2" {
+				got = f[4]
+			}
+		}
+		if got != c.want {
+			t.Errorf("%q: outer lr %q, want %s in:\n%s", c.extra, got, c.want, out)
 		}
 	}
 }

@@ -42,6 +42,14 @@ func rel(r result, base map[int]float64) (float64, bool) {
 	return r.loss/b - 1, true
 }
 
+// label names r's method, with DeMo's top-k, which sets its bytes.
+func (r result) label() string {
+	if r.m.kind == kindDeMo {
+		return fmt.Sprintf("%s top-%d", r.m, r.topk)
+	}
+	return r.m.String()
+}
+
 func pct(v float64) string { return fmt.Sprintf("%+.1f%%", 100*v) }
 
 // thousands formats v rounded to an integer with comma separators.
@@ -69,16 +77,19 @@ func bytesString(v float64) string {
 // delayed run against the same run without delay, then the targets.
 func writeTable(w io.Writer, results []result) {
 	base := baseline(results)
-	rows := [][]string{{"method", "clients", "lr", "outer lr", "held-out", "vs ddp", "B/client/token", "fp32 ddp / this", "wall"}}
+	rows := [][]string{{"method", "clients", "top-k", "lr", "outer lr", "held-out", "vs ddp", "B/client/token", "fp32 ddp / this", "wall"}}
 	for _, r := range results {
-		outer, vs := "-", "-"
+		topk, outer, vs := "-", "-", "-"
+		if r.m.kind != kindDDP {
+			topk = strconv.Itoa(r.topk)
+		}
 		if r.m.kind == kindLoCo {
 			outer = strconv.FormatFloat(float64(r.outer), 'g', -1, 32)
 		}
 		if d, ok := rel(r, base); ok {
 			vs = pct(d)
 		}
-		rows = append(rows, []string{r.m.String(), strconv.Itoa(r.clients), strconv.FormatFloat(float64(r.lr), 'g', -1, 32), outer,
+		rows = append(rows, []string{r.m.String(), strconv.Itoa(r.clients), topk, strconv.FormatFloat(float64(r.lr), 'g', -1, 32), outer,
 			fmt.Sprintf("%.4f", r.loss), vs, bytesString(r.bytesPerToken), thousands(r.ratio) + "x", fmt.Sprintf("%.0f s", r.wall.Seconds())})
 	}
 	width := make([]int, len(rows[0]))
@@ -108,11 +119,11 @@ func writeTable(w io.Writer, results []result) {
 		if !d.m.delay {
 			continue
 		}
+		undelayed := d.config
+		undelayed.m.delay = false
 		for _, r := range results {
-			undelayed := d.m
-			undelayed.delay = false
-			if r.m == undelayed && r.clients == d.clients && r.lr == d.lr && r.outer == d.outer {
-				stale = append(stale, fmt.Sprintf("  %s, %d clients: %.4f -> %.4f (%s)", r.m, r.clients, r.loss, d.loss, pct(d.loss/r.loss-1)))
+			if r.config == undelayed {
+				stale = append(stale, fmt.Sprintf("  %s, %d clients: %.4f -> %.4f (%s)", r.label(), r.clients, r.loss, d.loss, pct(d.loss/r.loss-1)))
 			}
 		}
 	}
@@ -167,7 +178,7 @@ func targets(w io.Writer, results []result, base map[int]float64, kind int, name
 				return "none"
 			}
 			d, _ := rel(*r, base)
-			return fmt.Sprintf("%s (%sx, %s)", r.m, thousands(r.ratio), pct(d))
+			return fmt.Sprintf("%s (%sx, %s)", r.label(), thousands(r.ratio), pct(d))
 		}
 		fmt.Fprintf(w, "  %s, %d clients, >= %sx: %s; best loss at >= %sx: %s; best ratio within %s: %s\n",
 			name, n, thousands(ratio), verdict, thousands(ratio), describe(bestLoss), pct(tolerance), describe(bestRatio))
@@ -205,6 +216,15 @@ func writePlot(path string, results []result, ddpBytes float64) error {
 	if math.IsInf(lo, 1) {
 		return fmt.Errorf("plot: no finite loss")
 	}
+	// A diverged run would squash the rest: losses beyond half again the
+	// worst ddp loss are drawn at that ceiling, labelled with their value.
+	ceiling := math.Inf(1)
+	for _, b := range base {
+		if c := 1.5 * b; math.IsInf(ceiling, 1) || c > ceiling {
+			ceiling = c
+		}
+	}
+	yhi = math.Min(yhi, ceiling)
 	lo, hi = lo/2, hi*2
 	for i, n := range clients {
 		col := plotutil.Color(i)
@@ -212,8 +232,12 @@ func writePlot(path string, results []result, ddpBytes float64) error {
 		var labels []string
 		for _, r := range results {
 			if r.clients == n && !math.IsNaN(r.loss) && !math.IsInf(r.loss, 0) {
-				xys = append(xys, plotter.XY{X: r.bytesPerToken, Y: r.loss})
-				labels = append(labels, r.m.String())
+				label := r.label()
+				if r.loss > ceiling {
+					label = fmt.Sprintf("%s (%.1f, off scale)", label, r.loss)
+				}
+				xys = append(xys, plotter.XY{X: r.bytesPerToken, Y: math.Min(r.loss, ceiling)})
+				labels = append(labels, label)
 			}
 		}
 		if len(xys) == 0 {
@@ -268,6 +292,7 @@ func writePlot(path string, results []result, ddpBytes float64) error {
 		}
 	}
 	p.X.Min, p.X.Max = lo, hi
+	p.Y.Max = yhi + 0.02*(yhi-ylo)
 	c := vgimg.NewWith(vgimg.UseWH(10*vg.Inch, 6*vg.Inch), vgimg.UseDPI(96))
 	m := vg.Points(12)
 	p.Draw(draw.Crop(draw.New(c), m, -m, m, -m))

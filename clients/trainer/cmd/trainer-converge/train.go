@@ -55,6 +55,9 @@ func (o options) train(ctx context.Context, progress io.Writer, text []byte, ev 
 		}
 	}
 	fmt.Fprintf(progress, "%-13s %d clients, lr %g", c.m, c.clients, c.lr)
+	if c.m.kind == kindDeMo {
+		fmt.Fprintf(progress, ", top-%d", c.topk)
+	}
 	if c.m.kind == kindLoCo {
 		fmt.Fprintf(progress, ", outer lr %g", c.outer)
 	}
@@ -187,7 +190,7 @@ func (r *runner) demo() (float64, error) {
 	var pendingHP trainer.DeMo
 	for s := range o.steps {
 		hp := o.demo
-		hp.LR = o.lr(r.c.lr, s)
+		hp.TopK, hp.LR = r.c.topk, o.lr(r.c.lr, s)
 		payloads := make([][]byte, len(r.reps))
 		prev, prevHP := pending, pendingHP
 		if err := r.each(func(c int, tr *trainer.Trainer) error {
