@@ -10,18 +10,27 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 src=$root/clients/trainer/cuda
 out=$src/build
 
+# nvcc: $NVCC, else the installed toolkit, else NVIDIA's PyPI wheels, which
+# scripts/setup.sh --cuda puts in .cache/cuda.
 nvcc=${NVCC:-$(command -v nvcc || true)}
 if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
 if [ -z "$nvcc" ]; then
-  echo "build-cuda: nvcc not found (set NVCC or install the CUDA toolkit)" >&2
+  bash "$root/scripts/setup.sh" --cuda
+  nvcc=$root/.cache/cuda/nvidia/cu13/bin/nvcc
+fi
+if [ ! -x "$nvcc" ]; then
+  echo "build-cuda: nvcc not found at $nvcc (set NVCC, install the CUDA toolkit, or run scripts/setup.sh --cuda)" >&2
   exit 1
 fi
 cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
 
-# "native" compiles for the GPU in this machine (nvcc >= 11.6); fall back to Hopper.
+# "native" compiles for the GPU in this machine (nvcc >= 11.6); without one
+# (nvcc 13 then only warns and picks its default), Hopper.
 arch=${CUDA_ARCH:-native}
-if [ "$arch" = native ] && ! "$nvcc" -arch=native -x cu -E - </dev/null >/dev/null 2>&1; then
-  arch=sm_90
+if [ "$arch" = native ]; then
+  if ! probe=$("$nvcc" -arch=native -x cu -E - 2>&1 </dev/null >/dev/null) || grep -qi "cannot find valid GPU" <<<"$probe"; then
+    arch=sm_90
+  fi
 fi
 
 mkdir -p "$out"

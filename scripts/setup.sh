@@ -2,7 +2,19 @@
 # Installs whatever this repo needs and is missing: Debian packages, npm packages
 # from committed lockfiles, Go modules, the `just` runner. Idempotent, and quick
 # when nothing is missing (each step keys a stamp on the inputs it installed from).
+#
+# Usage: scripts/setup.sh [--cuda]
+#   --cuda  also nvcc and the CUDA runtime for the trainer's CUDA build, from
+#           PyPI into .cache/cuda when no nvcc is installed (about 350 MB;
+#           scripts/test.sh and scripts/build-cuda.sh ask for it)
 set -euo pipefail
+cuda=0
+for arg in "$@"; do
+  case $arg in
+    --cuda) cuda=1 ;;
+    *) printf 'setup: unknown argument %q (usage: scripts/setup.sh [--cuda])\n' "$arg" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 stamps="$root/.cache/stamps"
@@ -63,6 +75,25 @@ if [ "$(cat "$stamps/go-mod" 2>/dev/null)" != "$sum" ]; then
   log "downloading Go modules"
   go mod download
   echo "$sum" >"$stamps/go-mod"
+fi
+
+# nvcc for the trainer's CUDA build (scripts/build-cuda.sh), at pinned versions
+# of NVIDIA's PyPI wheels, unless an nvcc is installed already. CUDA 13; the
+# static runtime (libcudart_static.a) is what `go build -tags cuda` links.
+cuda_wheels=(nvidia-cuda-nvcc==13.5.37 nvidia-cuda-crt==13.5.37 nvidia-cuda-runtime==13.5.37
+  nvidia-nvvm==13.5.37 nvidia-cuda-cccl==13.3.5.0.6)
+if ((cuda)) && ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  sum=$(echo "${cuda_wheels[*]}" | sha256sum | cut -c1-16)
+  if [ "$(cat "$stamps/cuda" 2>/dev/null)" != "$sum" ] || [ ! -x "$root/.cache/cuda/nvidia/cu13/bin/nvcc" ]; then
+    python3 -m pip --version >/dev/null 2>&1 ||
+      { echo "setup: --cuda needs python3 with pip (Debian: apt-get install python3-pip), or an installed nvcc" >&2; exit 1; }
+    log "installing nvcc (CUDA 13) from PyPI into .cache/cuda: ${cuda_wheels[*]}"
+    rm -rf "$root/.cache/cuda.tmp"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$root/.cache/cuda.tmp" "${cuda_wheels[@]}"
+    rm -rf "$root/.cache/cuda"
+    mv "$root/.cache/cuda.tmp" "$root/.cache/cuda"
+    echo "$sum" >"$stamps/cuda"
+  fi
 fi
 
 # Extra steps owned by other parts of the repo (e.g. the data corpus cache).
