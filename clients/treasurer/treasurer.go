@@ -215,9 +215,32 @@ func (p Program) Open(ctx context.Context, c *chain.Client, index uint64) (Run, 
 	}, acc, nil
 }
 
+// ErrOtherRun is returned for a Run that drives another run id's
+// Coordinator instance. Anyone may create a Run at any index, a run id's
+// default index included, so an index alone does not name a run.
+var ErrOtherRun = errors.New("the Treasurer run at this index belongs to another run id")
+
 // OpenRunID finds a run by its run id, at its default index.
 func (p Program) OpenRunID(ctx context.Context, c *chain.Client, runID string) (Run, *RunAccount, error) {
-	return p.Open(ctx, c, DefaultIndex(runID))
+	return p.OpenRunAt(ctx, c, DefaultIndex(runID), runID)
+}
+
+// OpenRunAt finds run id's Run at index: Open, refusing (ErrOtherRun) a Run
+// there whose Coordinator instance is not the run id's.
+func (p Program) OpenRunAt(ctx context.Context, c *chain.Client, index uint64, runID string) (Run, *RunAccount, error) {
+	want, err := p.Coordinator.InstanceAddress(runID)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	r, acc, err := p.Open(ctx, c, index)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	if !acc.CoordinatorInstance.Equals(want) {
+		return Run{}, nil, fmt.Errorf("treasurer run %d (%s) drives coordinator instance %s, not run id %q's %s: %w",
+			index, r.Address, acc.CoordinatorInstance, runID, want, ErrOtherRun)
+	}
+	return r, acc, nil
 }
 
 // UpdateParams is what run_update forwards to the Coordinator; nil parts are

@@ -1,6 +1,7 @@
 package treasurer_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -34,6 +35,23 @@ func TestRewardedRun(t *testing.T) {
 	opened, acc, err := e.p.OpenRunID(e.ctx(), e.c, "rewards")
 	if err != nil || opened != run || !acc.MainAuthority.Equals(a.PublicKey()) || acc.Index != treasurer.DefaultIndex("rewards") {
 		t.Fatalf("open run: %+v %+v %v", opened, acc, err)
+	}
+	// Anyone may create a Run at another run id's default index: opening by
+	// run id refuses it, opening with its own run id at that index finds it.
+	squat, account := uint64(treasurer.DefaultIndex("victim")), solana.NewWallet().PrivateKey
+	ixs, _, err := e.p.CreateRun(e.ctx(), e.c, a.PublicKey(), account.PublicKey(), treasurer.CreateParams{
+		RunID: "squatter", Index: &squat, MainAuthority: a.PublicKey(), JoinAuthority: a.PublicKey(), ClientVersion: "v1",
+		Mint: e.mint, TokenProgram: treasurer.TokenProgramID,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustSend(a, ixs, account)
+	if _, _, err := e.p.OpenRunID(e.ctx(), e.c, "victim"); !errors.Is(err, treasurer.ErrOtherRun) {
+		t.Fatalf("open a squatted run id: %v, want ErrOtherRun", err)
+	}
+	if _, acc, err := e.p.OpenRunAt(e.ctx(), e.c, squat, "squatter"); err != nil || acc.Index != squat {
+		t.Fatalf("open the squatter's run at its index: %+v, %v", acc, err)
 	}
 	if col, err := treasurer.FetchTokenAccount(e.ctx(), e.c, run.Collateral); err != nil || !col.Owner.Equals(run.Address) || !col.Mint.Equals(e.mint) {
 		t.Fatalf("run token account %+v, %v", col, err)

@@ -767,9 +767,14 @@ func openTreasurerRun(c *cli.Context) (*treasurerCtx, treasurer.Run, error) {
 	if err != nil {
 		return nil, treasurer.Run{}, err
 	}
-	r, _, err := t.program.Open(c.Context, t.client, index)
+	runID := c.String(runIDFlag.Name)
+	r, _, err := t.program.OpenRunAt(c.Context, t.client, index, runID)
+	if errors.Is(err, treasurer.ErrOtherRun) {
+		return nil, treasurer.Run{}, fmt.Errorf("run %q: %w; refusing to act on it (someone else's Run may squat this run id's index: "+
+			"if the run's creator chose another, name it with --run-index)", runID, err)
+	}
 	if err != nil {
-		return nil, treasurer.Run{}, fmt.Errorf("run %q: %w", c.String(runIDFlag.Name), err)
+		return nil, treasurer.Run{}, fmt.Errorf("run %q: %w", runID, err)
 	}
 	return t, r, nil
 }

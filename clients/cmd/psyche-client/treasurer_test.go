@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,25 @@ func TestTreasurerCommands(t *testing.T) {
 		t.Fatalf("the run holds %+v, %v; want 250", acc, err)
 	}
 	fails(exitFailure, "RunNotFinished", run(adminPath, "treasurer-withdraw", "--amount", "1")...)
+
+	// Index squatting: a Run for "cli-squat" made at "cli-victim"'s default
+	// index. Commands naming cli-victim refuse it and send nothing; named
+	// with its own run id and --run-index, it opens.
+	squatterPath, _ := keyFile(t, v, 3*solana.LAMPORTS_PER_SOL)
+	victimIndex := strconv.FormatUint(treasurer.DefaultIndex("cli-victim"), 10)
+	ok("treasurer-create-run", "--mint", mint, "--run-id", "cli-squat", "--run-index", victimIndex, "-w", squatterPath)
+	adminTokens := balance(admin.PublicKey(), mintKey)
+	for _, args := range [][]string{
+		{"treasurer-top-up-rewards", "--collateral-amount", "1"},
+		{"treasurer-update-run", "--resume"},
+		{"treasurer-json-dump-run"},
+	} {
+		fails(exitFailure, "belongs to another run id", append(args, "--run-id", "cli-victim", "-w", adminPath)...)
+	}
+	if got := balance(admin.PublicKey(), mintKey); got != adminTokens {
+		t.Fatalf("a refused top-up moved tokens: %d -> %d", adminTokens, got)
+	}
+	ok("treasurer-json-dump-run", "--run-id", "cli-squat", "--run-index", victimIndex, "-w", squatterPath)
 
 	// A user not in the run cannot claim; once joined it claims (nothing earned yet).
 	fails(exitFailure, "UserNotInRun", run(userPath, "treasurer-claim-rewards")...)
