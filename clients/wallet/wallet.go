@@ -52,6 +52,26 @@ func Load(path string) (solana.PrivateKey, error) {
 	return Parse(raw, path)
 }
 
+// ErrInsecure is returned by CheckPrivate for a keypair file that group or
+// others may access.
+var ErrInsecure = errors.New("keypair file accessible by others")
+
+// CheckPrivate refuses a keypair file whose mode lets group or others read,
+// write or execute it, as ssh refuses such a private key.
+func CheckPrivate(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return missingError{path}
+		}
+		return fmt.Errorf("read keypair file: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%w: %s has mode %04o; run `chmod 600 %s` (or pass --allow-insecure-keyfile)", ErrInsecure, path, perm, path)
+	}
+	return nil
+}
+
 // missingError names a keypair file that does not exist and says how to make
 // one; errors.Is(err, os.ErrNotExist) holds for it.
 type missingError struct{ path string }

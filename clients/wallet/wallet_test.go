@@ -99,3 +99,30 @@ func TestResolveOrder(t *testing.T) {
 		t.Errorf("default = %s", p)
 	}
 }
+
+func TestCheckPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "id.json")
+	if err := Save(path, solana.NewWallet().PrivateKey, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPrivate(path); err != nil {
+		t.Fatalf("0600: %v", err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o660, 0o604, 0o601, 0o700 | 0o010} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckPrivate(path); !errors.Is(err, ErrInsecure) || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("mode %04o: %v, want ErrInsecure saying chmod 600", mode, err)
+		}
+	}
+	if err := os.Chmod(path, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPrivate(path); err != nil {
+		t.Errorf("0400: %v", err)
+	}
+	if err := CheckPrivate(path + ".missing"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}

@@ -208,7 +208,7 @@ func newAuthorizerCtx(c *cli.Context) (*authorizerCtx, error) {
 	if len(scope) > authorizer.MaxScopeLen {
 		return nil, badInputf("--scope is %d bytes; at most %d", len(scope), authorizer.MaxScopeLen)
 	}
-	key, err := loadWallet(c.String(walletFlag.Name))
+	key, err := loadSigner(c)
 	if err != nil {
 		return nil, err
 	}

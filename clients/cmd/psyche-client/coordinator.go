@@ -505,7 +505,7 @@ func readRun(c *cli.Context) (coordinator.Run, *coordinator.Instance, *coordinat
 }
 
 func newCoordinatorCtx(c *cli.Context) (*coordinatorCtx, error) {
-	key, err := loadWallet(c.String(walletFlag.Name))
+	key, err := loadSigner(c)
 	if err != nil {
 		return nil, err
 	}

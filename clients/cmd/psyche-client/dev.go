@@ -25,7 +25,7 @@ func devCommands() []*cli.Command {
 			Usage: "close this checkout's programs (ids from programs/keys/) and every loader buffer whose authority is the wallet, " +
 				"sending their lamports to the wallet; asks y/N first (irreversible: closed program ids cannot be reused)",
 			Flags: []cli.Flag{
-				rpcFlag, wsRPCFlag, walletFlag,
+				rpcFlag, wsRPCFlag, walletFlag, insecureKeyfileFlag,
 				&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask"},
 			},
 			Action: closeDevPrograms,

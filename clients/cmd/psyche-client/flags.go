@@ -33,6 +33,10 @@ var (
 		Aliases: []string{"w"},
 		Usage:   "keypair file (solana-keygen JSON); default: $WALLET_FILE, then ~/.config/solana/id.json",
 	}
+	insecureKeyfileFlag = &cli.BoolFlag{
+		Name:  "allow-insecure-keyfile",
+		Usage: "sign with a keypair file that group or others may access (refused otherwise, as ssh refuses such a key)",
+	}
 
 	// The programs.
 	coordinatorProgramFlag = &cli.StringFlag{
@@ -92,14 +96,14 @@ var (
 func clusterFlags() []cli.Flag { return []cli.Flag{rpcFlag, wsRPCFlag} }
 
 // signerFlags choose the cluster and the wallet that pays and signs.
-func signerFlags() []cli.Flag { return []cli.Flag{rpcFlag, wsRPCFlag, walletFlag} }
+func signerFlags() []cli.Flag { return []cli.Flag{rpcFlag, wsRPCFlag, walletFlag, insecureKeyfileFlag} }
 
 // coordinatorReadFlags choose the cluster and the Coordinator program.
 func coordinatorReadFlags() []cli.Flag { return []cli.Flag{rpcFlag, wsRPCFlag, coordinatorProgramFlag} }
 
 // coordinatorRunFlags choose a run and the wallet that acts on it.
 func coordinatorRunFlags() []cli.Flag {
-	return append([]cli.Flag{runIDFlag, walletFlag}, coordinatorReadFlags()...)
+	return append([]cli.Flag{runIDFlag, walletFlag, insecureKeyfileFlag}, coordinatorReadFlags()...)
 }
 
 // treasurerRunFlags choose a Treasurer run and the wallet that acts on it.

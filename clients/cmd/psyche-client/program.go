@@ -259,7 +259,7 @@ func newDeployer(c *cli.Context) (*deploy.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := loadWallet(c.String(walletFlag.Name))
+	key, err := loadSigner(c)
 	if err != nil {
 		return nil, err
 	}

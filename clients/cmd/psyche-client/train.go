@@ -35,7 +35,7 @@ const exitVersionMismatch = 10
 
 func trainCommand() *cli.Command {
 	flags := []cli.Flag{
-		runIDFlag, walletFlag, rpcFlag, wsRPCFlag,
+		runIDFlag, walletFlag, insecureKeyfileFlag, rpcFlag, wsRPCFlag,
 		&cli.StringFlag{Name: "rpc-2", Usage: "first fallback JSON-RPC endpoint", EnvVars: []string{"RPC_2"}},
 		&cli.StringFlag{Name: "ws-rpc-2", Usage: "PubSub endpoint of --rpc-2 (default: derived from it)", EnvVars: []string{"WS_RPC_2"}},
 		&cli.StringFlag{Name: "rpc-3", Usage: "second fallback JSON-RPC endpoint", EnvVars: []string{"RPC_3"}},
@@ -96,7 +96,7 @@ func train(c *cli.Context) error {
 	if _, err := program.InstanceAddress(runID); err != nil {
 		return badInput(err)
 	}
-	key, err := loadWallet(c.String(walletFlag.Name))
+	key, err := loadSigner(c)
 	if err != nil {
 		return err
 	}

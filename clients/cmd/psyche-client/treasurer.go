@@ -707,7 +707,7 @@ type treasurerCtx struct {
 }
 
 func newTreasurerCtx(c *cli.Context) (*treasurerCtx, error) {
-	key, err := loadWallet(c.String(walletFlag.Name))
+	key, err := loadSigner(c)
 	if err != nil {
 		return nil, err
 	}

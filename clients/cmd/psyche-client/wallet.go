@@ -114,6 +114,21 @@ func loadWallet(flagPath string) (solana.PrivateKey, error) {
 	return key, nil
 }
 
+// loadSigner is loadWallet for a key that will sign: a keypair file that
+// group or others may access is refused unless --allow-insecure-keyfile.
+func loadSigner(c *cli.Context) (solana.PrivateKey, error) {
+	path, err := wallet.Resolve(c.String(walletFlag.Name))
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if !c.Bool(insecureKeyfileFlag.Name) {
+		if err := wallet.CheckPrivate(path); err != nil {
+			return nil, badInput(err)
+		}
+	}
+	return loadWallet(path)
+}
+
 // targetKey is the account a command is about: the given pubkey, else the wallet's.
 func targetKey(c *cli.Context, arg string) (solana.PublicKey, error) {
 	if arg != "" {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/psyche-go/psyche/clients/wallet"
 )
 
@@ -147,4 +149,54 @@ func TestParseSOL(t *testing.T) {
 	if formatSOL(1500000000) != "1.5" || formatSOL(2e9) != "2" || formatSOL(1) != "0.000000001" {
 		t.Error("formatSOL")
 	}
+}
+
+// A keypair file that group or others may access is refused for signing,
+// in one line saying how to fix it, with exit 2, before any request; the
+// override signs with it, and reading its public key needs neither.
+func TestInsecureKeyfileRefusedForSigning(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "id.json")
+	if out, errOut, code := runCLI(t, nil, "keygen", "-o", path); code != 0 {
+		t.Fatalf("keygen: %s %s", out, errOut)
+	}
+	// The endpoint answers nothing: the wallet check comes before any request.
+	sign := []string{"tick", "--run-id", "r", "-w", path, "--rpc", "http://127.0.0.1:1"}
+	if _, errOut, _ := runCLI(t, nil, sign...); strings.Contains(errOut, "chmod") {
+		t.Fatalf("a 0600 keypair file was refused: %s", errOut)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o602} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, code := runCLI(t, nil, sign...)
+		if code != exitBadInput || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "chmod 600 "+path) {
+			t.Errorf("mode %04o: exit %d, stderr %q; want exit %d and one line saying chmod 600", mode, code, errOut, exitBadInput)
+		}
+		if _, errOut, _ := runCLI(t, nil, append(sign, "--allow-insecure-keyfile")...); strings.Contains(errOut, "chmod") {
+			t.Errorf("mode %04o with --allow-insecure-keyfile: %s", mode, errOut)
+		}
+		if out, errOut, code := runCLI(t, nil, "pubkey", path); code != 0 || out == "" {
+			t.Errorf("mode %04o: pubkey: exit %d %s", mode, code, errOut)
+		}
+	}
+}
+
+// Every command that takes a wallet for signing takes the override too.
+func TestEveryWalletCommandTakesTheOverride(t *testing.T) {
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := strings.TrimSpace(prefix + " " + c.Name)
+			var hasWallet, hasOverride bool
+			for _, f := range c.Flags {
+				hasWallet = hasWallet || f == walletFlag
+				hasOverride = hasOverride || f == insecureKeyfileFlag
+			}
+			if hasWallet != hasOverride {
+				t.Errorf("%s: --%s %v but --%s %v", name, walletFlag.Name, hasWallet, insecureKeyfileFlag.Name, hasOverride)
+			}
+			walk(name, c.Subcommands)
+		}
+	}
+	walk("", newApp().Commands)
 }
