@@ -25,9 +25,12 @@ func TestCoordinatorCommands(t *testing.T) {
 	adminPath, admin := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
 	otherPath, other := keyFile(t, v, solana.LAMPORTS_PER_SOL)
 	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
+	// No default wallet: a command without -w (json-dump-*, list-runs,
+	// can-join) must need none.
+	noWallet := []string{"WALLET_FILE=" + filepath.Join(t.TempDir(), "absent.json")}
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
-		return runCLI(t, nil, append(args, net...)...)
+		return runCLI(t, noWallet, append(args, net...)...)
 	}
 	ok := func(args ...string) string {
 		t.Helper()

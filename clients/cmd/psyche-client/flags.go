@@ -108,7 +108,12 @@ func coordinatorRunFlags() []cli.Flag {
 
 // treasurerRunFlags choose a Treasurer run and the wallet that acts on it.
 func treasurerRunFlags() []cli.Flag {
-	return append([]cli.Flag{runIDFlag, runIndexFlag, treasurerProgramFlag, coordinatorProgramFlag}, signerFlags()...)
+	return append(treasurerReadFlags(), walletFlag, insecureKeyfileFlag)
+}
+
+// treasurerReadFlags choose a Treasurer run and the cluster, for commands that only read.
+func treasurerReadFlags() []cli.Flag {
+	return []cli.Flag{runIDFlag, runIndexFlag, treasurerProgramFlag, coordinatorProgramFlag, rpcFlag, wsRPCFlag}
 }
 
 // createRunFlags are the own flags of create-run and treasurer-create-run.

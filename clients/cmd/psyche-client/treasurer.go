@@ -581,7 +581,7 @@ func treasurerJSONDumpRunCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "treasurer-json-dump-run",
 		Usage:  "print a Treasurer run as JSON: accounts, token balance, deposits, what is reserved (points to claim, unvested, burned points pending per client), and with --address that user's record, claim, deposit and forfeit",
-		Flags:  append([]cli.Flag{&cli.StringFlag{Name: "address", Usage: "a participant's pubkey"}}, treasurerRunFlags()...),
+		Flags:  append([]cli.Flag{&cli.StringFlag{Name: "address", Usage: "a participant's pubkey"}}, treasurerReadFlags()...),
 		Action: treasurerJSONDumpRun,
 	}
 }
@@ -590,7 +590,7 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 	if err := requireFlags(c, runIDFlag.Name); err != nil {
 		return err
 	}
-	t, r, err := openTreasurerRun(c)
+	t, r, err := openTreasurerRunWith(c, newTreasurerReadCtx)
 	if err != nil {
 		return err
 	}
@@ -706,12 +706,25 @@ type treasurerCtx struct {
 	wallet  solana.PrivateKey
 }
 
+// newTreasurerCtx is newTreasurerReadCtx with the wallet that signs.
 func newTreasurerCtx(c *cli.Context) (*treasurerCtx, error) {
 	key, err := loadSigner(c)
 	if err != nil {
 		return nil, err
 	}
+	t, err := newTreasurerReadCtx(c)
+	if err != nil {
+		return nil, err
+	}
+	t.wallet = key
+	return t, nil
+}
+
+// newTreasurerReadCtx connects to the cluster for commands that only read:
+// no wallet file is needed.
+func newTreasurerReadCtx(c *cli.Context) (*treasurerCtx, error) {
 	program := treasurer.Default()
+	var err error
 	for _, o := range []struct {
 		flag string
 		id   *solana.PublicKey
@@ -739,7 +752,7 @@ func newTreasurerCtx(c *cli.Context) (*treasurerCtx, error) {
 			d.AddErrors(tables, id)
 		}
 	}
-	return &treasurerCtx{program: program, client: client, wallet: key}, nil
+	return &treasurerCtx{program: program, client: client}, nil
 }
 
 // runIndex is --run-index, else the default index of --run-id.
@@ -758,12 +771,17 @@ func runIndex(c *cli.Context) (uint64, error) {
 	return v, nil
 }
 
+// openTreasurerRun opens --run-id's Run with the wallet that signs.
 func openTreasurerRun(c *cli.Context) (*treasurerCtx, treasurer.Run, error) {
+	return openTreasurerRunWith(c, newTreasurerCtx)
+}
+
+func openTreasurerRunWith(c *cli.Context, newCtx func(*cli.Context) (*treasurerCtx, error)) (*treasurerCtx, treasurer.Run, error) {
 	index, err := runIndex(c)
 	if err != nil {
 		return nil, treasurer.Run{}, err
 	}
-	t, err := newTreasurerCtx(c)
+	t, err := newCtx(c)
 	if err != nil {
 		return nil, treasurer.Run{}, err
 	}

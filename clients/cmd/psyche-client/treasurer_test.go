@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -102,6 +103,11 @@ func TestTreasurerCommands(t *testing.T) {
 		t.Fatalf("the run holds %+v, %v; want 250", acc, err)
 	}
 	fails(exitFailure, "RunNotFinished", run(adminPath, "treasurer-withdraw", "--amount", "1")...)
+	// Reading needs no wallet file.
+	noWallet := []string{"WALLET_FILE=" + filepath.Join(t.TempDir(), "absent.json")}
+	if out, errOut, code := runCLI(t, noWallet, append([]string{"treasurer-json-dump-run", "--run-id", "cli-t"}, net...)...); code != 0 || !strings.Contains(out, `"main_authority"`) {
+		t.Fatalf("treasurer-json-dump-run without a wallet: exit %d, %s %s", code, out, errOut)
+	}
 
 	// Index squatting: a Run for "cli-squat" made at "cli-victim"'s default
 	// index. Commands naming cli-victim refuse it and send nothing; named
@@ -111,16 +117,16 @@ func TestTreasurerCommands(t *testing.T) {
 	ok("treasurer-create-run", "--mint", mint, "--run-id", "cli-squat", "--run-index", victimIndex, "-w", squatterPath)
 	adminTokens := balance(admin.PublicKey(), mintKey)
 	for _, args := range [][]string{
-		{"treasurer-top-up-rewards", "--collateral-amount", "1"},
-		{"treasurer-update-run", "--resume"},
+		{"treasurer-top-up-rewards", "--collateral-amount", "1", "-w", adminPath},
+		{"treasurer-update-run", "--resume", "-w", adminPath},
 		{"treasurer-json-dump-run"},
 	} {
-		fails(exitFailure, "belongs to another run id", append(args, "--run-id", "cli-victim", "-w", adminPath)...)
+		fails(exitFailure, "belongs to another run id", append(args, "--run-id", "cli-victim")...)
 	}
 	if got := balance(admin.PublicKey(), mintKey); got != adminTokens {
 		t.Fatalf("a refused top-up moved tokens: %d -> %d", adminTokens, got)
 	}
-	ok("treasurer-json-dump-run", "--run-id", "cli-squat", "--run-index", victimIndex, "-w", squatterPath)
+	ok("treasurer-json-dump-run", "--run-id", "cli-squat", "--run-index", victimIndex)
 
 	// A user not in the run cannot claim; once joined it claims (nothing earned yet).
 	fails(exitFailure, "UserNotInRun", run(userPath, "treasurer-claim-rewards")...)
@@ -141,7 +147,7 @@ func TestTreasurerCommands(t *testing.T) {
 		t.Fatalf("user holds %d, want 5", got)
 	}
 	var tdump map[string]any
-	if err := json.Unmarshal([]byte(ok(run(adminPath, "treasurer-json-dump-run", "--address", user.PublicKey().String())...)), &tdump); err != nil {
+	if err := json.Unmarshal([]byte(ok("treasurer-json-dump-run", "--run-id", "cli-t", "--address", user.PublicKey().String())), &tdump); err != nil {
 		t.Fatal(err)
 	}
 	if tdump["balance"] != 250.0 || tdump["reserved"] != 0.0 || tdump["claimable"] != 0.0 || tdump["run_state"] != "WaitingForMembers" || tdump["participant"] == nil {
@@ -198,7 +204,7 @@ func TestTreasurerCommands(t *testing.T) {
 	fails(exitFailure, "NothingToBurn", deposit(adminPath, "treasurer-burn-forfeited", "--address", user.PublicKey().String())...)
 	fails(exitBadInput, "--address is required", deposit(adminPath, "treasurer-burn-forfeited")...)
 	var ddump map[string]any
-	if err := json.Unmarshal([]byte(ok(deposit(adminPath, "treasurer-json-dump-run", "--address", user.PublicKey().String())...)), &ddump); err != nil {
+	if err := json.Unmarshal([]byte(ok("treasurer-json-dump-run", "--run-id", "cli-d", "--address", user.PublicKey().String())), &ddump); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := ddump["participant"].(map[string]any)
