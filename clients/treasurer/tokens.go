@@ -120,7 +120,11 @@ type MintInfo struct {
 	TokenProgram solana.PublicKey
 	Decimals     uint8
 	Supply       uint64
+	data         []byte
 }
+
+// CheckCollateral applies run_create's rule (CheckCollateralMint) to the mint.
+func (m MintInfo) CheckCollateral() error { return CheckCollateralMint(m.data) }
 
 // ErrNotTokenAccount is returned for accounts that are not the expected
 // SPL Token / Token-2022 mint or token account.
@@ -135,7 +139,7 @@ func FetchMint(ctx context.Context, c *chain.Client, mint solana.PublicKey) (Min
 	if CheckTokenProgram(owner) != nil || len(data) < MintSize || data[45] != 1 {
 		return MintInfo{}, fmt.Errorf("mint %s (owner %s): %w", mint, owner, ErrNotTokenAccount)
 	}
-	return MintInfo{TokenProgram: owner, Decimals: data[44], Supply: binary.LittleEndian.Uint64(data[36:44])}, nil
+	return MintInfo{TokenProgram: owner, Decimals: data[44], Supply: binary.LittleEndian.Uint64(data[36:44]), data: data}, nil
 }
 
 // TokenAccount is the base part of a token account.

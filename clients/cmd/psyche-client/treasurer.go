@@ -164,6 +164,9 @@ func treasurerCreateRun(c *cli.Context) error {
 	if err != nil {
 		return badInput(err)
 	}
+	if err := info.CheckCollateral(); err != nil {
+		return badInputf("--mint %s: %v (programs/treasurer/README.md lists what a run accepts)", mint, err)
+	}
 	params := treasurer.CreateParams{
 		RunID: c.String(runIDFlag.Name), Index: &index, MainAuthority: me, JoinAuthority: join, ClientVersion: c.String(clientVersionFlag.Name),
 		Mint: mint, TokenProgram: info.TokenProgram,

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/programs/system"
+	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/psyche-go/psyche/clients/authorizer"
 	"github.com/psyche-go/psyche/clients/programtest"
@@ -75,6 +77,21 @@ func TestTreasurerCommands(t *testing.T) {
 	fails(exitBadInput, "not a token amount", "mint-to", "--mint", mint, "--amount", "-5", "-w", adminPath)
 	fails(exitBadInput, "at most 18", "mint-create", "--decimals", "19", "-w", adminPath)
 	fails(exitBadInput, "not an SPL Token", "mint-to", "--mint", admin.PublicKey().String(), "--amount", "1", "-w", adminPath)
+
+	// A mint with a freeze authority cannot be a run's collateral: the CLI
+	// says why before sending anything.
+	freezable := solana.NewWallet().PrivateKey
+	rent, err := c.RPC.GetMinimumBalanceForRentExemption(ctx, treasurer.MintSize, rpc.CommitmentConfirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := system.NewCreateAccountInstruction(rent, treasurer.MintSize, treasurer.TokenProgramID, admin.PublicKey(), freezable.PublicKey()).Build()
+	initMint := append(append(append([]byte{20, 0}, admin.PublicKey().Bytes()...), 1), admin.PublicKey().Bytes()...) // InitializeMint2, freeze authority
+	if _, err := c.Send(ctx, admin, []solana.Instruction{alloc,
+		solana.NewInstruction(treasurer.TokenProgramID, solana.AccountMetaSlice{solana.Meta(freezable.PublicKey()).WRITE()}, initMint)}, freezable); err != nil {
+		t.Fatal(err)
+	}
+	fails(exitBadInput, "freeze authority", "treasurer-create-run", "--mint", freezable.PublicKey().String(), "--run-id", "cli-freeze", "-w", adminPath)
 
 	run := func(path string, args ...string) []string { return append(args, "--run-id", "cli-t", "-w", path) }
 	if out := ok(run(adminPath, "treasurer-create-run", "--mint", mint, "--permissionless")...); !strings.Contains(out, "permissionless authorization: ") {

@@ -491,3 +491,57 @@ fn errors_are_numbered_in_order() {
         assert_eq!(e.code(), 6000 + i as u32, "{}", e.name());
     }
 }
+
+/// A mint's data: base layout (decimals 6, initialized), an optional freeze
+/// authority, and for Token-2022 the given (type, length) extensions.
+fn mint_data(freeze: bool, extensions: &[(u16, u16)]) -> std::vec::Vec<u8> {
+    let mut d = vec![0u8; MINT_LEN];
+    d[44] = 6;
+    d[45] = 1;
+    if freeze {
+        d[46] = 1;
+        d[50..82].fill(9);
+    }
+    if !extensions.is_empty() {
+        d.resize(165, 0);
+        d.push(1); // account type: mint
+        for &(kind, len) in extensions {
+            d.extend_from_slice(&kind.to_le_bytes());
+            d.extend_from_slice(&len.to_le_bytes());
+            d.extend(core::iter::repeat_n(7u8, usize::from(len)));
+        }
+    }
+    d
+}
+
+#[test]
+fn collateral_mint_rule() {
+    assert_eq!(check_collateral_mint(&mint_data(false, &[])), Ok(6));
+    assert_eq!(check_collateral_mint(&mint_data(true, &[])), Err(MintRefusal::FreezeAuthority));
+    // Every allowed extension together, then free space.
+    let allowed: std::vec::Vec<(u16, u16)> = ALLOWED_MINT_EXTENSIONS.iter().map(|&k| (k, 32)).collect();
+    let mut d = mint_data(false, &allowed);
+    d.extend_from_slice(&[0; 12]);
+    assert_eq!(check_collateral_mint(&d), Ok(6));
+    // The extensions that can freeze, move, hook, tax, pause or hide tokens,
+    // and one this rule has never heard of, alone and after allowed ones.
+    for kind in [1u16, 4, 6, 9, 12, 14, 16, 24, 26, 999] {
+        assert_eq!(check_collateral_mint(&mint_data(false, &[(kind, 32)])), Err(MintRefusal::Extension(kind)), "extension {kind}");
+        assert_eq!(check_collateral_mint(&mint_data(false, &[(18, 64), (kind, 0)])), Err(MintRefusal::Extension(kind)), "extension {kind} after one allowed");
+    }
+    // Malformed: uninitialized, short, an overlong TLV, a wrong account type, non-zero padding.
+    let mut d = mint_data(false, &[]);
+    d[45] = 0;
+    assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
+    assert_eq!(check_collateral_mint(&mint_data(false, &[])[..81]), Err(MintRefusal::Invalid));
+    let mut d = mint_data(false, &[(18, 64)]);
+    d.truncate(d.len() - 1);
+    assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
+    let mut d = mint_data(false, &[(18, 64)]);
+    d[165] = 2;
+    assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
+    let mut d = mint_data(false, &[(18, 64)]);
+    d[100] = 1;
+    assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
+    assert_eq!(check_collateral_mint(&mint_data(false, &[])[..MINT_LEN].iter().copied().chain([0u8; 50]).collect::<std::vec::Vec<u8>>()), Err(MintRefusal::Invalid));
+}

@@ -3,12 +3,10 @@
 
 use psyche_sdk::cpi::token::{TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID};
 use psyche_sdk::{validate, AccountView, Address, ErrorCode, ProgramError, ProgramResult};
-use psyche_treasurer_interface::TreasurerError;
+use psyche_treasurer_interface::{check_collateral_mint, MintRefusal, TreasurerError, MINT_LEN};
 
 /// Base size of a token account: mint, owner, amount, delegate, state, ...
 const TOKEN_ACCOUNT_LEN: usize = 165;
-/// Base size of a mint; `decimals` at 44, `is_initialized` at 45.
-const MINT_LEN: usize = 82;
 const MINT_DECIMALS: usize = 44;
 const MINT_INITIALIZED: usize = 45;
 
@@ -23,6 +21,21 @@ pub struct TokenAccount {
 pub fn check_token_program(program: &AccountView) -> ProgramResult {
     let id = if program.address() == &TOKEN_2022_PROGRAM_ID { &TOKEN_2022_PROGRAM_ID } else { &TOKEN_PROGRAM_ID };
     validate::program(program, id)
+}
+
+/// Checks a mint of `token_program` as a new run's collateral: no freeze
+/// authority, and no Token-2022 extension outside the allowed list
+/// (`check_collateral_mint`).
+pub fn check_collateral(mint: &AccountView, token_program: &Address) -> ProgramResult {
+    if !mint.owned_by(token_program) {
+        return Err(TreasurerError::InvalidMint.fail());
+    }
+    let data = mint.try_borrow()?;
+    match check_collateral_mint(&data) {
+        Ok(_) => Ok(()),
+        Err(MintRefusal::Invalid) => Err(TreasurerError::InvalidMint.fail()),
+        Err(_) => Err(TreasurerError::MintNotAllowed.fail()),
+    }
 }
 
 /// Decimals of an initialized mint of `token_program`.

@@ -7,7 +7,7 @@ use psyche_treasurer_interface::{Run, TreasurerError, COORDINATOR_ID, ID, RUN_SE
 
 use super::{create_pda, serialized, store_run, Allocation, RunSeeds};
 use crate::coordinator::INIT_COORDINATOR;
-use crate::token::{check_token_program, mint_decimals};
+use crate::token::{check_collateral, check_token_program};
 
 /// run_create { index, run_id, client_version, main_authority, join_authority,
 /// join_deposit }: creates the Run PDA ["Run", index], its associated token
@@ -41,7 +41,7 @@ pub fn run_create(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     check_token_program(token_program)?;
     validate::program(ata_program, &ASSOCIATED_TOKEN_PROGRAM_ID)?;
     validate::program(system_program, &SYSTEM_PROGRAM_ID)?;
-    mint_decimals(mint, token_program.address())?;
+    check_collateral(mint, token_program.address())?;
     let index_le = index.to_le_bytes();
     let bump = validate::pda(run, &[RUN_SEED, &index_le], &ID)?;
     // Only this program can give the PDA data or an owner, so a system-owned
