@@ -3,6 +3,7 @@ package idl
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,5 +99,50 @@ func TestErrorTablesNameCodes(t *testing.T) {
 	}
 	if e, ok := tables.Lookup(id, 2006); !ok || e.Name != "ConstraintSeeds" {
 		t.Errorf("framework 2006 = %+v, %v", e, ok)
+	}
+}
+
+// The Model's f32 settings, stored as their bits, are typed f32 so that
+// Anchor's clients show 0.001 rather than 981668463 (in the Treasurer's IDL
+// too, which carries the Model in run_update).
+func TestModelFloatsAreF32(t *testing.T) {
+	for _, name := range []string{"psyche_coordinator", "psyche_treasurer"} {
+		raw, err := os.ReadFile(name + ".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Types []struct {
+				Name string `json:"name"`
+				Type struct {
+					Fields []struct {
+						Name string `json:"name"`
+						Type any    `json:"type"`
+					} `json:"fields"`
+				} `json:"type"`
+			} `json:"types"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{"learning_rate": true, "final_learning_rate": true, "weight_decay": true,
+			"clip_grad_norm": true, "compression_decay": true, "outer_learning_rate": true}
+		found := 0
+		for _, ty := range d.Types {
+			if ty.Name != "Model" {
+				continue
+			}
+			for _, f := range ty.Type.Fields {
+				if want[f.Name] {
+					found++
+					if f.Type != "f32" {
+						t.Errorf("%s: Model.%s is %v, want f32", name, f.Name, f.Type)
+					}
+				}
+			}
+		}
+		if found != len(want) {
+			t.Errorf("%s: found %d of the Model's %d f32 fields", name, found, len(want))
+		}
 	}
 }

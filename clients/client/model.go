@@ -50,8 +50,6 @@ func InitSeed(runID string) uint64 {
 	return binary.LittleEndian.Uint64(h[:8])
 }
 
-func f32(bits uint32) float32 { return math.Float32frombits(bits) }
-
 // LearningRate is the run's schedule at step (from 1): linear warmup from zero
 // over lr_warmup_steps, then constant, linear or cosine decay to the final
 // rate over lr_decay_steps. In a cold-start epoch (after a pause) the rate is
@@ -77,7 +75,7 @@ func InnerLearningRate(m *coordinator.Model, step uint32, j int, epochStartStep 
 
 // scheduledRate is the schedule at step s (from 1).
 func scheduledRate(m *coordinator.Model, s float64) float64 {
-	peak, final := float64(f32(m.LearningRate)), float64(f32(m.FinalLearningRate))
+	peak, final := float64(m.LearningRate), float64(m.FinalLearningRate)
 	warm := float64(m.LrWarmupSteps)
 	if s <= warm {
 		return peak * s / warm
@@ -100,9 +98,9 @@ func scheduledRate(m *coordinator.Model, s float64) float64 {
 func DeMo(m *coordinator.Model, lr float32) trainer.DeMo {
 	return trainer.DeMo{
 		LR:          lr,
-		Decay:       f32(m.CompressionDecay),
-		WeightDecay: f32(m.WeightDecay),
-		ClipNorm:    f32(m.ClipGradNorm),
+		Decay:       m.CompressionDecay,
+		WeightDecay: m.WeightDecay,
+		ClipNorm:    m.ClipGradNorm,
 		Chunk:       int(m.CompressionChunk),
 		TopK:        int(m.CompressionTopk),
 		OneBit:      m.Quantize1bit != 0,
@@ -116,8 +114,8 @@ func SparseLoCo(m *coordinator.Model) bool { return m.Optimizer == coordinator.O
 // LoCo is the multi-step mode's hyperparameters.
 func LoCo(m *coordinator.Model) trainer.SparseLoCo {
 	return trainer.SparseLoCo{
-		OuterLR:   f32(m.OuterLearningRate),
-		Decay:     f32(m.CompressionDecay),
+		OuterLR:   m.OuterLearningRate,
+		Decay:     m.CompressionDecay,
 		Chunk:     int(m.CompressionChunk),
 		TopK:      int(m.CompressionTopk),
 		ValueBits: int(m.ValueBits),
@@ -126,7 +124,7 @@ func LoCo(m *coordinator.Model) trainer.SparseLoCo {
 
 // InnerAdamW is the multi-step mode's inner optimizer at a rate.
 func InnerAdamW(m *coordinator.Model, lr float32) trainer.AdamW {
-	return trainer.AdamW{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: f32(m.WeightDecay), ClipNorm: f32(m.ClipGradNorm)}
+	return trainer.AdamW{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: m.WeightDecay, ClipNorm: m.ClipGradNorm}
 }
 
 // InnerSteps is how many optimizer steps a member trains per round: the

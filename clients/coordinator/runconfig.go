@@ -375,11 +375,11 @@ func (rc *RunConfig) Params() (UpdateParams, error) {
 			Optimizer: m.Optimizer.Kind.Tag, MaxSeqLen: m.MaxSeqLen, ColdStartWarmupSteps: m.ColdStartWarmupSteps,
 			NLayer: m.NLayer, NHead: m.NHead, NEmbd: m.NEmbd, VocabSize: m.VocabSize,
 			LrWarmupSteps: m.LR.WarmupSteps, LrDecaySteps: m.LR.DecaySteps,
-			LearningRate:      math.Float32bits(m.LR.LearningRate),
-			FinalLearningRate: math.Float32bits(m.LR.FinalLearningRate),
-			WeightDecay:       math.Float32bits(m.Optimizer.WeightDecay),
-			ClipGradNorm:      math.Float32bits(m.Optimizer.ClipGradNorm),
-			CompressionDecay:  math.Float32bits(m.Optimizer.CompressionDecay),
+			LearningRate:      m.LR.LearningRate,
+			FinalLearningRate: m.LR.FinalLearningRate,
+			WeightDecay:       m.Optimizer.WeightDecay,
+			ClipGradNorm:      m.Optimizer.ClipGradNorm,
+			CompressionDecay:  m.Optimizer.CompressionDecay,
 			CompressionTopk:   m.Optimizer.CompressionTopk, CompressionChunk: m.Optimizer.CompressionChunk,
 			InnerSteps: DefaultInnerSteps,
 		}
@@ -387,10 +387,10 @@ func (rc *RunConfig) Params() (UpdateParams, error) {
 			model.InnerSteps = *m.Optimizer.InnerSteps
 		}
 		if model.Optimizer == OptimizerSparseLoCo {
-			model.OuterLearningRate, model.ValueBits = math.Float32bits(DefaultOuterLearningRate), DefaultValueBits
+			model.OuterLearningRate, model.ValueBits = DefaultOuterLearningRate, DefaultValueBits
 		}
 		if o := m.Optimizer.OuterLearningRate; o != nil {
-			model.OuterLearningRate = math.Float32bits(*o)
+			model.OuterLearningRate = *o
 		}
 		if b := m.Optimizer.ValueBits; b != nil {
 			model.ValueBits = *b

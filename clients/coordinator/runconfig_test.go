@@ -2,7 +2,6 @@ package coordinator_test
 
 import (
 	"errors"
-	"math"
 	"strings"
 	"testing"
 
@@ -23,8 +22,8 @@ func TestShippedRunConfigs(t *testing.T) {
 	if m.VocabSize != 256 || m.Tokenizer != 1 || m.NLayer != 4 || m.NEmbd != 128 || m.NHead != 4 || m.MaxSeqLen != 128 {
 		t.Errorf("light model %+v", m)
 	}
-	if math.Float32frombits(m.LearningRate) != 0.001 || m.CheckpointKind != 1 || m.DataLocationKind != 2 || p.Config.EpochTime > 600 {
-		t.Errorf("light: lr %v checkpoint %d data %d epoch %ds", math.Float32frombits(m.LearningRate), m.CheckpointKind, m.DataLocationKind, p.Config.EpochTime)
+	if m.LearningRate != 0.001 || m.CheckpointKind != 1 || m.DataLocationKind != 2 || p.Config.EpochTime > 600 {
+		t.Errorf("light: lr %v checkpoint %d data %d epoch %ds", m.LearningRate, m.CheckpointKind, m.DataLocationKind, p.Config.EpochTime)
 	}
 	if coordinator.FixedString(p.Metadata.Name[:]) != "light" || p.Progress != nil {
 		t.Errorf("light metadata %q progress %v", p.Metadata.Name, p.Progress)
@@ -63,12 +62,12 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, c := p.Model, p.Config
-	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || math.Float32frombits(m.OuterLearningRate) != 4.0 || m.ValueBits != 2 ||
-		m.CompressionChunk != 64 || m.CompressionTopk != 6 || math.Float32frombits(m.CompressionDecay) != 0.9 || m.Quantize1bit != 0 ||
-		m.WeightDecay != 0 || math.Float32frombits(m.ClipGradNorm) != 1.0 {
+	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || m.OuterLearningRate != 4.0 || m.ValueBits != 2 ||
+		m.CompressionChunk != 64 || m.CompressionTopk != 6 || m.CompressionDecay != 0.9 || m.Quantize1bit != 0 ||
+		m.WeightDecay != 0 || m.ClipGradNorm != 1.0 {
 		t.Errorf("sparseloco optimizer %+v", m)
 	}
-	if math.Float32frombits(m.LearningRate) != 0.003 || math.Float32frombits(m.FinalLearningRate) != 0.0003 || m.LrWarmupSteps != 20 || m.LrDecaySteps != 2000 || m.LrSchedule != 3 {
+	if m.LearningRate != 0.003 || m.FinalLearningRate != 0.0003 || m.LrWarmupSteps != 20 || m.LrDecaySteps != 2000 || m.LrSchedule != 3 {
 		t.Errorf("sparseloco lr %+v", m)
 	}
 	if c.TotalSteps != 40 || c.MaxRoundTrainTime != 30 || c.Overlap != 0 || m.NLayer != 4 || m.NEmbd != 128 || m.MaxSeqLen != 128 {
@@ -89,8 +88,8 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Config.Overlap != 1 || p.Model.Optimizer != coordinator.OptimizerSparseLoCo || p.Model.InnerSteps != 1000 ||
-		math.Float32frombits(p.Model.OuterLearningRate) != 0.7 || p.Model.ValueBits != 32 {
-		t.Errorf("overlap %d inner %d outer %v bits %d", p.Config.Overlap, p.Model.InnerSteps, math.Float32frombits(p.Model.OuterLearningRate), p.Model.ValueBits)
+		p.Model.OuterLearningRate != 0.7 || p.Model.ValueBits != 32 {
+		t.Errorf("overlap %d inner %d outer %v bits %d", p.Config.Overlap, p.Model.InnerSteps, p.Model.OuterLearningRate, p.Model.ValueBits)
 	}
 	// Left out: SparseLoCo's outer rate and value bits take their defaults,
 	// DisTrO's stay 0.
@@ -110,7 +109,7 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := math.Float32frombits(p.Model.OuterLearningRate); got != c.outer || p.Model.ValueBits != c.bits || p.Model.InnerSteps != 1 {
+		if got := p.Model.OuterLearningRate; got != c.outer || p.Model.ValueBits != c.bits || p.Model.InnerSteps != 1 {
 			t.Errorf("optimizer %d defaults: outer %v bits %d inner %d, want %v, %d, 1", p.Model.Optimizer, got, p.Model.ValueBits, p.Model.InnerSteps, c.outer, c.bits)
 		}
 	}

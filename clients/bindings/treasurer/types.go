@@ -346,14 +346,14 @@ type Model struct {
 	VocabSize            uint32     `json:"vocabSize"`
 	LrWarmupSteps        uint32     `json:"lrWarmupSteps"`
 	LrDecaySteps         uint32     `json:"lrDecaySteps"`
-	LearningRate         uint32     `json:"learningRate"`
-	FinalLearningRate    uint32     `json:"finalLearningRate"`
-	WeightDecay          uint32     `json:"weightDecay"`
-	ClipGradNorm         uint32     `json:"clipGradNorm"`
-	CompressionDecay     uint32     `json:"compressionDecay"`
+	LearningRate         float32    `json:"learningRate"`
+	FinalLearningRate    float32    `json:"finalLearningRate"`
+	WeightDecay          float32    `json:"weightDecay"`
+	ClipGradNorm         float32    `json:"clipGradNorm"`
+	CompressionDecay     float32    `json:"compressionDecay"`
 	CompressionTopk      uint32     `json:"compressionTopk"`
 	CompressionChunk     uint32     `json:"compressionChunk"`
-	OuterLearningRate    uint32     `json:"outerLearningRate"`
+	OuterLearningRate    float32    `json:"outerLearningRate"`
 	InnerSteps           uint32     `json:"innerSteps"`
 	ValueBits            uint8      `json:"valueBits"`
 	Padding              [7]uint8   `json:"padding"`

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/gagliardetto/solana-go"
@@ -568,9 +567,8 @@ func printJSON(c *cli.Context, v any) error {
 	return nil
 }
 
-func f32(bits uint32) float64 {
-	return float64(math.Float32frombits(bits))
-}
+// f32 widens a stored f32 for JSON.
+func f32(v float32) float64 { return float64(v) }
 
 // runJSON summarizes the state: what an operator reads, not all 67 KB.
 func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.State) map[string]any {

@@ -43,8 +43,8 @@ func demoUpdate(hp trainer.DeMo) client.Update {
 	if hp.OneBit {
 		one = 1
 	}
-	m := coordinator.Model{Optimizer: 1, LrSchedule: 1, LearningRate: math.Float32bits(hp.LR), FinalLearningRate: math.Float32bits(hp.LR),
-		CompressionDecay: math.Float32bits(hp.Decay), WeightDecay: math.Float32bits(hp.WeightDecay), ClipGradNorm: math.Float32bits(hp.ClipNorm),
+	m := coordinator.Model{Optimizer: 1, LrSchedule: 1, LearningRate: hp.LR, FinalLearningRate: hp.LR,
+		CompressionDecay: hp.Decay, WeightDecay: hp.WeightDecay, ClipGradNorm: hp.ClipNorm,
 		CompressionChunk: uint32(hp.Chunk), CompressionTopk: uint32(hp.TopK), Quantize1bit: one, InnerSteps: 1}
 	return client.NewUpdate(&m, 2, 1, 1, false)
 }
@@ -287,8 +287,8 @@ func newVerifyFixture(t *testing.T) *verifyFixture {
 	s.RunState = uint8(coordinator.RoundWitness)
 	s.Config = coordinator.Config{VerificationPercent: 100, ForgivePerEpoch: 1, VestingEpochs: 2, WitnessNodes: 0, TotalSteps: 10}
 	s.Model = coordinator.Model{Architecture: 1, Tokenizer: 1, Optimizer: 1, Quantize1bit: 1, MaxSeqLen: 16, NLayer: 1, NHead: 2, NEmbd: 16,
-		VocabSize: 256, LrSchedule: 1, LearningRate: math.Float32bits(0.003), FinalLearningRate: math.Float32bits(0.003),
-		ClipGradNorm: math.Float32bits(1), CompressionDecay: math.Float32bits(0.999), CompressionTopk: 8, CompressionChunk: 64}
+		VocabSize: 256, LrSchedule: 1, LearningRate: 0.003, FinalLearningRate: 0.003,
+		ClipGradNorm: 1, CompressionDecay: 0.999, CompressionTopk: 8, CompressionChunk: 64}
 	copy(s.Model.DataLocation[:], f.data)
 	copy(s.Model.DataRoot[:], root)
 	s.Progress = coordinator.Progress{Epoch: 0, Step: 3, DataIndex: 12}

@@ -38,9 +38,10 @@ fn layout_types(t: &mut Types) {
         optimizer: json!("u8"), quantize_1bit: json!("u8"), max_seq_len: json!("u32"),
         cold_start_warmup_steps: json!("u32"), n_layer: json!("u16"), n_head: json!("u16"), n_embd: json!("u32"),
         vocab_size: json!("u32"), lr_warmup_steps: json!("u32"), lr_decay_steps: json!("u32"),
-        learning_rate: json!("u32"), final_learning_rate: json!("u32"), weight_decay: json!("u32"),
-        clip_grad_norm: json!("u32"), compression_decay: json!("u32"), compression_topk: json!("u32"),
-        compression_chunk: json!("u32"), outer_learning_rate: json!("u32"), inner_steps: json!("u32"),
+        // f32 values, stored as their bits (the program does no float arithmetic).
+        learning_rate: json!("f32"), final_learning_rate: json!("f32"), weight_decay: json!("f32"),
+        clip_grad_norm: json!("f32"), compression_decay: json!("f32"), compression_topk: json!("u32"),
+        compression_chunk: json!("u32"), outer_learning_rate: json!("f32"), inner_steps: json!("u32"),
         value_bits: json!("u8"), _padding: bytes(7), checkpoint_repo: bytes(URL_LEN), checkpoint_revision: bytes(REVISION_LEN),
         data_location: bytes(URL_LEN), data_root: bytes(32));
     zc!(t, Progress, "Progress", epoch: json!("u32"), step: json!("u32"), data_index: json!("u64"));
