@@ -57,7 +57,7 @@ func CheckCollateralMint(data []byte) error {
 	}
 	// Token-2022: zero padding to a token account's size, the account type
 	// (1: mint), then TLV entries (u16 type, u16 length, value).
-	if len(data) <= TokenAccountSize || !allZero(data[MintSize:TokenAccountSize]) || data[TokenAccountSize] != 1 {
+	if len(data) <= TokenAccountSize || slices.ContainsFunc(data[MintSize:TokenAccountSize], func(b byte) bool { return b != 0 }) || data[TokenAccountSize] != 1 {
 		return fmt.Errorf("%w: malformed Token-2022 mint extensions", ErrNotTokenAccount)
 	}
 	for tlv := data[TokenAccountSize+1:]; len(tlv) >= 4; {
@@ -91,13 +91,4 @@ func AllowedMintExtensions() []uint16 {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func allZero(b []byte) bool {
-	for _, v := range b {
-		if v != 0 {
-			return false
-		}
-	}
-	return true
 }
