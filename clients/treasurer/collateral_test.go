@@ -139,3 +139,56 @@ func TestAllowedMintExtensionsMatchProgram(t *testing.T) {
 		t.Fatalf("allowed mint extensions: program %v, Go %v", rust, goList)
 	}
 }
+
+// mintData is a mint's data as the program's host test builds it: decimals
+// 6, initialized, an optional freeze authority, and for Token-2022 the
+// (type, length) extensions.
+func mintData(freeze bool, exts ...[2]uint16) []byte {
+	d := make([]byte, treasurer.MintSize)
+	d[44], d[45] = 6, 1
+	if freeze {
+		d[46] = 1
+	}
+	if len(exts) > 0 {
+		d = append(append(d, make([]byte, treasurer.TokenAccountSize-treasurer.MintSize)...), 1) // padding, account type: mint
+		for _, x := range exts {
+			d = append(d, byte(x[0]), byte(x[0]>>8), byte(x[1]), byte(x[1]>>8))
+			d = append(d, slices.Repeat([]byte{7}, int(x[1]))...)
+		}
+	}
+	return d
+}
+
+// The rule on data the chain would not produce: what is not a mint is
+// ErrNotTokenAccount, an unknown extension is refused.
+func TestCheckCollateralMintData(t *testing.T) {
+	ok := [][]byte{mintData(false), mintData(false, [2]uint16{18, 64}, [2]uint16{3, 32}), append(mintData(false, [2]uint16{19, 10}), make([]byte, 12)...)}
+	for i, d := range ok {
+		if err := treasurer.CheckCollateralMint(d); err != nil {
+			t.Errorf("accepted case %d: %v", i, err)
+		}
+	}
+	uninit := mintData(false)
+	uninit[45] = 0
+	overlong := mintData(false, [2]uint16{18, 64})
+	overlong = overlong[:len(overlong)-1]
+	wrongType := mintData(false, [2]uint16{18, 64})
+	wrongType[treasurer.TokenAccountSize] = 2
+	padding := mintData(false, [2]uint16{18, 64})
+	padding[100] = 1
+	for i, d := range [][]byte{mintData(false)[:81], uninit, overlong, wrongType, padding, append(mintData(false), make([]byte, 50)...)} {
+		if err := treasurer.CheckCollateralMint(d); !errors.Is(err, treasurer.ErrNotTokenAccount) {
+			t.Errorf("malformed case %d: %v, want ErrNotTokenAccount", i, err)
+		}
+	}
+	for _, kind := range []uint16{1, 4, 6, 9, 12, 14, 16, 24, 26, 999} {
+		for _, d := range [][]byte{mintData(false, [2]uint16{kind, 32}), mintData(false, [2]uint16{18, 64}, [2]uint16{kind, 0})} {
+			if err := treasurer.CheckCollateralMint(d); !errors.Is(err, treasurer.ErrMintNotAllowed) {
+				t.Errorf("extension %d: %v, want ErrMintNotAllowed", kind, err)
+			}
+		}
+	}
+	if err := treasurer.CheckCollateralMint(mintData(true)); !errors.Is(err, treasurer.ErrMintNotAllowed) || !strings.Contains(err.Error(), "freeze authority") {
+		t.Errorf("freeze authority: %v", err)
+	}
+}
