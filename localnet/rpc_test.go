@@ -2,6 +2,8 @@ package localnet_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -448,3 +450,43 @@ func TestU64Serialization(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// With a compute-unit price and no compute-unit limit, the fee getTransaction
+// reports and getFeeForMessage quotes are what the payer is charged: the
+// default limit counts the ComputeBudget instruction itself as a builtin
+// (3,000 units), as Agave does, so a transfer plus a price of 1 lamport per
+// unit costs 5,000 + 6,000 lamports.
+func TestPriorityFeeWithoutLimitIsWhatIsCharged(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	client := localnettest.Client(v)
+	payer := localnettest.NewFundedKeypair(t, v, solana.LAMPORTS_PER_SOL)
+	price := solana.NewInstruction(solana.MustPublicKeyFromBase58("ComputeBudget111111111111111111111111111111"), nil,
+		binary.LittleEndian.AppendUint64([]byte{3}, 1_000_000)) // SetComputeUnitPrice: 1e6 micro-lamports
+	tx := buildTx(t, ctx, client, payer, nil, price, system.NewTransferInstruction(1_000_000, payer.PublicKey(), solana.NewWallet().PublicKey()).Build())
+	msg, err := tx.Message.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote, err := client.GetFeeForMessage(ctx, base64.StdEncoding.EncodeToString(msg), rpc.CommitmentProcessed)
+	if err != nil || quote.Value == nil {
+		t.Fatalf("getFeeForMessage: %+v, %v", quote, err)
+	}
+	sig, err := confirm.SendAndConfirmTransaction(ctx, client, wsClient(t, ctx, v), tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bal, err := client.GetBalance(ctx, payer.PublicKey(), rpc.CommitmentProcessed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged := solana.LAMPORTS_PER_SOL - 1_000_000 - bal.Value
+	maxVersion := uint64(0)
+	got, err := client.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{Encoding: solana.EncodingBase64, MaxSupportedTransactionVersion: &maxVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charged != 11_000 || got.Meta.Fee != charged || *quote.Value != charged {
+		t.Errorf("charged %d, meta.fee %d, getFeeForMessage %d; want all 11000", charged, got.Meta.Fee, *quote.Value)
+	}
+}

@@ -190,9 +190,9 @@ export function messageFee(message) {
       if (ix.data[0] === 2 && ix.data.length >= 5) limit = BigInt(ix.data.readUInt32LE(1));
       if (ix.data[0] === 3 && ix.data.length >= 9) price = ix.data.readBigUInt64LE(1);
     }
-    if (!program.equals(COMPUTE_BUDGET)) {
-      defaultLimit += inList(BUILTINS, program) ? BUILTIN_INSTRUCTION_CU_LIMIT : DEFAULT_INSTRUCTION_CU_LIMIT;
-    }
+    // Without a limit, every instruction counts, ComputeBudget's own too (a
+    // builtin), as the runtime charges.
+    defaultLimit += inList(BUILTINS, program) ? BUILTIN_INSTRUCTION_CU_LIMIT : DEFAULT_INSTRUCTION_CU_LIMIT;
   }
   let units = limit ?? defaultLimit;
   if (units > MAX_CU_LIMIT) units = MAX_CU_LIMIT;

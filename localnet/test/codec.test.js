@@ -86,6 +86,10 @@ test('messageFee adds the prioritization fee', () => {
   const msg = { ...tx.message, accountKeys: [...tx.message.accountKeys, cb] };
   msg.instructions = [...msg.instructions, { programIdIndex: 3, accounts: [], data: price }, { programIdIndex: 3, accounts: [], data: limit }];
   assert.equal(messageFee(msg), 5000n + 10000n);
+  // Without a limit the default counts the transfer and the price
+  // instruction as builtins: 2 x 3,000 units at 1 lamport each.
+  const noLimit = { ...msg, instructions: msg.instructions.slice(0, 2) };
+  assert.equal(messageFee(noLimit), 5000n + 6000n);
 });
 
 test('zstdFrame writes a single-segment frame of raw blocks', () => {
