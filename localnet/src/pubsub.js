@@ -9,6 +9,9 @@ const ENCODINGS = new Set(['binary', 'base58', 'base64', 'base64+zstd', 'jsonPar
 const EMPTY = new Uint8Array(0);
 const SYSTEM_PROGRAM = new Uint8Array(32);
 
+/** The gap between a subscription's reply and the notifications it owes at once. */
+const NOTIFY_AFTER_REPLY_MS = 10;
+
 export class PubSub {
   /**
    * @param {import('./chain.js').Chain} chain
@@ -40,8 +43,8 @@ export class PubSub {
     ws.on('error', (e) => this.log.debug(`websocket error: ${e.message}`));
   }
 
-  send(ws, obj) {
-    if (ws.readyState === ws.OPEN) ws.send(stringifyJSON(obj));
+  send(ws, obj, done) {
+    if (ws.readyState === ws.OPEN) ws.send(stringifyJSON(obj), done);
   }
 
   onMessage(ws, text) {
@@ -59,10 +62,13 @@ export class PubSub {
     }
     const after = [];
     const responses = reqs.map((r) => this.handle(ws, r, after));
-    this.send(ws, Array.isArray(req) ? responses : responses[0]);
     // Notifications owed at once (signature already processed) follow the
-    // response that tells the client its subscription id.
-    for (const fn of after) fn();
+    // response that tells the client its subscription id, in a write of
+    // their own a moment later, as from Agave's notification thread: a
+    // client that registers its listener on the response (@solana/kit)
+    // misses a notification read together with it.
+    const notify = after.length === 0 ? undefined : () => setTimeout(() => after.forEach((fn) => fn()), NOTIFY_AFTER_REPLY_MS);
+    this.send(ws, Array.isArray(req) ? responses : responses[0], notify);
   }
 
   handle(ws, req, after) {
