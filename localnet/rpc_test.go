@@ -490,3 +490,96 @@ func TestPriorityFeeWithoutLimitIsWhatIsCharged(t *testing.T) {
 		t.Errorf("charged %d, meta.fee %d, getFeeForMessage %d; want all 11000", charged, got.Meta.Fee, *quote.Value)
 	}
 }
+
+// getRecentPrioritizationFees answers from the transactions sent: per slot
+// of the last 150, the lowest compute-unit price, raised to the lowest
+// price among those writing each given account; bad params are refused.
+func TestRecentPrioritizationFees(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	client := localnettest.Client(v)
+	fees := func(params any) []rpc.PriorizationFeeResult {
+		t.Helper()
+		r := call(t, v, "getRecentPrioritizationFees", params)
+		var out []rpc.PriorizationFeeResult
+		if r.Error != nil || json.Unmarshal(r.Result, &out) != nil {
+			t.Fatalf("getRecentPrioritizationFees(%v): %s %+v", params, r.Result, r.Error)
+		}
+		return out
+	}
+	if got := fees([]any{}); len(got) == 0 || got[len(got)-1].PrioritizationFee != 0 {
+		t.Fatalf("before any priced transaction: %+v, want recent slots at fee 0", got)
+	}
+	cheap, dear := localnettest.NewFundedKeypair(t, v, solana.LAMPORTS_PER_SOL), localnettest.NewFundedKeypair(t, v, solana.LAMPORTS_PER_SOL)
+	send := func(payer solana.PrivateKey, price uint64) uint64 {
+		t.Helper()
+		ix := solana.NewInstruction(solana.MustPublicKeyFromBase58("ComputeBudget111111111111111111111111111111"), nil,
+			binary.LittleEndian.AppendUint64([]byte{3}, price))
+		tx := buildTx(t, ctx, client, payer, nil, ix, system.NewTransferInstruction(1_000_000, payer.PublicKey(), solana.NewWallet().PublicKey()).Build())
+		sig, err := client.SendTransaction(ctx, tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxVersion := uint64(0)
+		for range 100 {
+			got, err := client.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{Encoding: solana.EncodingBase64, MaxSupportedTransactionVersion: &maxVersion, Commitment: rpc.CommitmentConfirmed})
+			if err == nil && got != nil {
+				return got.Slot
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("transaction %s not found", sig)
+		return 0
+	}
+	// The airdrops are free transactions: send the priced ones in a later
+	// slot, both in one where possible, and check each at its own slot.
+	funded, err := client.GetSlot(ctx, rpc.CommitmentProcessed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := funded; s <= funded; time.Sleep(20 * time.Millisecond) {
+		if s, err = client.GetSlot(ctx, rpc.CommitmentProcessed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cheapSlot, dearSlot := send(cheap, 100), send(dear, 5_000)
+	at := func(list []rpc.PriorizationFeeResult, slot uint64) uint64 {
+		t.Helper()
+		for _, f := range list {
+			if f.Slot == slot {
+				return f.PrioritizationFee
+			}
+		}
+		t.Fatalf("slot %d not in %+v", slot, list)
+		return 0
+	}
+	all := fees([]any{})
+	if len(all) > 150 {
+		t.Errorf("%d slots, want at most 150", len(all))
+	}
+	minDear := uint64(5_000)
+	if cheapSlot == dearSlot {
+		minDear = 100
+	}
+	if got := at(all, cheapSlot); got != 100 {
+		t.Errorf("no accounts, slot of the 100 transaction: %d", got)
+	}
+	if got := at(all, dearSlot); got != minDear {
+		t.Errorf("no accounts, slot of the 5000 transaction: %d, want %d", got, minDear)
+	}
+	if got := at(fees([]any{[]string{dear.PublicKey().String()}}), dearSlot); got != 5_000 {
+		t.Errorf("the dear payer's account: %d, want 5000", got)
+	}
+	if got := at(fees([]any{[]string{cheap.PublicKey().String(), solana.NewWallet().PublicKey().String()}}), cheapSlot); got != 100 {
+		t.Errorf("the cheap payer's account and an idle one: %d, want 100", got)
+	}
+	many := make([]string, 129)
+	for i := range many {
+		many[i] = solana.NewWallet().PublicKey().String()
+	}
+	for _, bad := range []any{[]any{"nope"}, []any{[]string{"nope"}}, []any{many}, []any{[]string{}, 1}} {
+		if r := call(t, v, "getRecentPrioritizationFees", bad); r.Error == nil || r.Error.Code != -32602 {
+			t.Errorf("params %.60v: %s %+v, want -32602", bad, r.Result, r.Error)
+		}
+	}
+}

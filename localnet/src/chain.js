@@ -12,7 +12,7 @@ import { stringifyJSON } from './json.js';
 import { Account, FailedTransactionMetadata, LiteSvm } from './svm.js';
 import { txErrorJSON, txErrorMessage } from './txerror.js';
 import {
-  isStaticWritable, loadedAddresses, messageFee, parseTransaction, WireError,
+  computeUnitPrice, isStaticWritable, loadedAddresses, messageFee, parseTransaction, WireError,
 } from './wire.js';
 import {
   RpcError, invalidParams, SEND_TRANSACTION_PREFLIGHT_FAILURE, TRANSACTION_SIGNATURE_VERIFICATION_FAILURE,
@@ -24,6 +24,8 @@ export const SLOTS_PER_EPOCH = 432_000;
 const FAUCET_LAMPORTS = 500_000_000n * 1_000_000_000n;
 const SNAPSHOT_MAGIC = Buffer.from('PSYLNET1');
 const SNAPSHOT_VERSION = 1;
+/** Slots getRecentPrioritizationFees covers (Agave's fee cache holds 150). */
+const RECENT_FEE_SLOTS = 150;
 
 const addr = (s) => bs58.decodeAddress(s);
 export const SYSTEM_PROGRAM = Buffer.alloc(32);
@@ -456,6 +458,8 @@ export class Chain extends EventEmitter {
       raw: tx.raw,
       tx,
       keys: keys.map((k) => k.key),
+      writable: keys.filter((k) => k.writable).map((k) => k.key),
+      price: computeUnitPrice(tx.message),
       err,
       fee: messageFee(tx.message),
       preBalances: pre.map((s) => s.lamports),
@@ -476,6 +480,41 @@ export class Chain extends EventEmitter {
       if (k.writable) changed.push({ key: k.key, account: post[i].account });
     });
     this.emit('transaction', rec, changed);
+  }
+
+  /**
+   * getRecentPrioritizationFees: for each of the last 150 slots, the lowest
+   * compute-unit price of its transactions, raised to the lowest price among
+   * those that write each given account (as Agave's fee cache answers:
+   * what it took to land a transaction locking all of them); 0 for a slot
+   * without transactions.
+   */
+  recentPrioritizationFees(accounts) {
+    const first = Math.max(0, this.slot - RECENT_FEE_SLOTS + 1);
+    const slots = new Map();
+    for (let i = this.order.length - 1; i >= 0 && this.order[i].slot >= first; i--) {
+      const r = this.order[i];
+      let s = slots.get(r.slot);
+      if (!s) slots.set(r.slot, (s = { min: r.price, accounts: new Map() }));
+      if (r.price < s.min) s.min = r.price;
+      for (const k of r.writable) {
+        const a = addressKey(k);
+        const m = s.accounts.get(a);
+        if (m === undefined || r.price < m) s.accounts.set(a, r.price);
+      }
+    }
+    const keys = accounts.map(addressKey);
+    const out = [];
+    for (let slot = first; slot <= this.slot; slot++) {
+      const s = slots.get(slot);
+      let fee = s ? s.min : 0n;
+      for (const a of keys) {
+        const m = s?.accounts.get(a);
+        if (m !== undefined && m > fee) fee = m;
+      }
+      out.push({ slot, prioritizationFee: fee });
+    }
+    return out;
   }
 
   addRecord(rec) {
@@ -617,9 +656,10 @@ export class Chain extends EventEmitter {
     this.slot = meta.slot;
     for (const r of meta.records) {
       const tx = parseTransaction(Buffer.from(r.raw, 'base64'));
-      const keys = this.accountKeys(tx).map((k) => k.key);
+      const all = this.accountKeys(tx);
       this.addRecord({
-        ...r, seq: ++this.seq, signature: this.rawSignature(tx), raw: tx.raw, tx, keys, fee: BigInt(r.fee),
+        ...r, seq: ++this.seq, signature: this.rawSignature(tx), raw: tx.raw, tx, fee: BigInt(r.fee),
+        keys: all.map((k) => k.key), writable: all.filter((k) => k.writable).map((k) => k.key), price: computeUnitPrice(tx.message),
         preBalances: r.preBalances.map(BigInt), postBalances: r.postBalances.map(BigInt),
         computeUnitsConsumed: BigInt(r.computeUnitsConsumed),
       });

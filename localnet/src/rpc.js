@@ -16,6 +16,7 @@ const FEATURE_SET = 3640012085;
 const MAX_SIGNATURE_STATUSES = 256;
 const MAX_MULTIPLE_ACCOUNTS = 100;
 const MAX_SIGNATURES_FOR_ADDRESS = 1000;
+const MAX_PRIORITIZATION_FEE_ACCOUNTS = 128;
 const MAX_BASE58_ACCOUNT_BYTES = 128;
 const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
 const COMMITMENTS = new Set(['processed', 'confirmed', 'finalized', 'recent', 'single', 'singleGossip', 'root', 'max']);
@@ -257,7 +258,16 @@ export class Rpc {
         }
         return this.ctx(out);
       },
-      getRecentPrioritizationFees: () => [],
+      getRecentPrioritizationFees: (p) => {
+        const [keys] = args(p, 0, 1);
+        let accounts = [];
+        if (keys !== undefined && keys !== null) {
+          if (!Array.isArray(keys)) throw wrongType(keys, 'a sequence of public keys');
+          if (keys.length > MAX_PRIORITIZATION_FEE_ACCOUNTS) throw invalidParams(`Too many inputs provided; max ${MAX_PRIORITIZATION_FEE_ACCOUNTS}`);
+          accounts = keys.map(pubkey);
+        }
+        return chain.recentPrioritizationFees(accounts).map((f) => ({ slot: f.slot, prioritizationFee: u64JSON(f.prioritizationFee) }));
+      },
     };
   }
 

@@ -173,6 +173,16 @@ const MICRO_LAMPORTS_PER_LAMPORT = 1_000_000n;
 
 const inList = (list, key) => list.some((k) => k.equals(key));
 
+/** The compute-unit price a message sets (micro-lamports per unit; 0: none). */
+export function computeUnitPrice(message) {
+  let price = 0n;
+  for (const ix of message.instructions) {
+    const program = message.accountKeys[ix.programIdIndex];
+    if (program.equals(COMPUTE_BUDGET) && ix.data[0] === 3 && ix.data.length >= 9) price = ix.data.readBigUInt64LE(1);
+  }
+  return price;
+}
+
 /**
  * The fee the runtime charges for a message: 5000 lamports per signature
  * (transaction and precompile signatures) plus the prioritization fee,
@@ -181,14 +191,13 @@ const inList = (list, key) => list.some((k) => k.equals(key));
 export function messageFee(message) {
   let signatures = BigInt(message.header.numRequiredSignatures);
   let limit = null;
-  let price = 0n;
+  const price = computeUnitPrice(message);
   let defaultLimit = 0n;
   for (const ix of message.instructions) {
     const program = message.accountKeys[ix.programIdIndex];
     if (inList(PRECOMPILES, program) && ix.data.length > 0) signatures += BigInt(ix.data[0]);
     if (program.equals(COMPUTE_BUDGET)) {
       if (ix.data[0] === 2 && ix.data.length >= 5) limit = BigInt(ix.data.readUInt32LE(1));
-      if (ix.data[0] === 3 && ix.data.length >= 9) price = ix.data.readBigUInt64LE(1);
     }
     // Without a limit, every instruction counts, ComputeBudget's own too (a
     // builtin), as the runtime charges.
