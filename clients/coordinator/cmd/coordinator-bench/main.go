@@ -177,7 +177,7 @@ func (b *bench) runOf(i, n int) error {
 	model.Architecture, model.Tokenizer, model.DataType, model.CheckpointKind, model.DataLocationKind = 1, 1, 1, 2, 2
 	model.LrSchedule, model.Optimizer, model.InnerSteps, model.MaxSeqLen = 1, coordinator.OptimizerDistro, 1, 128
 	model.NLayer, model.NHead, model.NEmbd, model.VocabSize = 4, 4, 128, 256
-	model.LearningRate, model.ClipGradNorm, model.CompressionDecay = 0x3a83126f, 0x3f800000, 0x3f7a5e35
+	model.LearningRate, model.ClipGradNorm, model.CompressionDecay = 0.001, 1, 0.978
 	model.CompressionTopk, model.CompressionChunk = 32, 64
 	copy(model.CheckpointRepo[:], "http://127.0.0.1:9000/ckpt")
 	copy(model.DataLocation[:], "http://127.0.0.1:9000/data")
