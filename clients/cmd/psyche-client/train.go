@@ -43,7 +43,7 @@ func trainCommand() *cli.Command {
 		coordinatorProgramFlag, authorizerProgramFlag,
 		&cli.StringFlag{Name: "authorizer", EnvVars: []string{"AUTHORIZER"},
 			Usage: "grantee of the join authorization to use: your key, or 11111111111111111111111111111111 for a permissionless run (default)"},
-		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass (bounds activation memory; results do not depend on it)", Value: client.DefaultMicroBatch},
+		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass (bounds memory). A batch larger than it sums its gradients in another order, so trainers and their verifiers must use the same value", Value: client.DefaultMicroBatch},
 		&cli.IntFlag{Name: "threads", Usage: "trainer threads (0: all cores; results do not depend on it)"},
 		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda or cuda:0 (replicas on different backends diverge: a run uses one)", Value: "auto"},
 		&cli.StringFlag{Name: "data-url", Usage: "data server to train from instead of the run's data location (the run's pinned root still applies)"},
