@@ -34,7 +34,8 @@ go vet ./... || status=1
 # The trainer's CUDA path: nvcc (from PyPI when none is installed) builds
 # the library, the client builds and vets with -tags cuda, and the trainer's
 # tests run in that build: on a machine without a GPU they exercise its CPU
-# fallback, and the GPU tests say that no GPU is present.
+# fallback and the GPU kernels under the host emulator (cuda/emu), and the
+# GPU tests say that no GPU is present.
 section "CUDA build (-tags cuda)"
 (
   set -e
@@ -43,7 +44,7 @@ section "CUDA build (-tags cuda)"
   source clients/trainer/cuda/build/env.sh
   go vet -tags cuda ./clients/trainer/... ./clients/cmd/psyche-client/
   go build -tags cuda -o /dev/null ./clients/cmd/psyche-client
-  go test -tags cuda -count=1 -short "$@" ./clients/trainer/
+  go test -tags cuda -count=1 -short "$@" ./clients/trainer/ ./clients/trainer/cuda/emu/
   go test -tags cuda -count=1 -v -run GPU ./clients/trainer/ ./clients/cmd/psyche-client/ |
     grep -E '^(--- |ok|FAIL|panic)|no GPU|no CUDA'
 ) || status=1

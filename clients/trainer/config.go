@@ -16,10 +16,9 @@ type Config struct {
 	Heads       int    `json:"heads"`
 	SeqLen      int    `json:"seq_len"` // maximum sequence length
 	// MicroBatch is how many sequences one forward/backward pass holds in
-	// memory; Step accumulates gradients over as many passes as needed. A
-	// batch of more sequences than MicroBatch sums its gradients in another
-	// order than one pass would, so the bits depend on it there: a replay
-	// must use the trainer's value (issue 18's contract is to remove this).
+	// memory; Step accumulates gradients over as many passes as needed.
+	// Every gradient and the loss chain over the tokens in order across
+	// passes, so it changes no bit of the result.
 	MicroBatch int `json:"micro_batch"`
 }
 

@@ -124,8 +124,8 @@ static void tr_dct_tensor(tr_model *m, int R, int cols, int cr, int cc, const fl
             for (int rt = 0; rt < rtasks; rt++) {
                 int r0 = rt * TR_DCT_ROWS, rows = R - r0 < TR_DCT_ROWS ? R - r0 : TR_DCT_ROWS;
                 size_t o = (size_t)r0 * cols + (size_t)cb * cc;
-                tr_gemm_args g = {rows, cc, cc, in + o, cols, dc, cc, zb + o, cols, NULL, 0};
-                m->gemm(&g, 1);
+                tr_gemm_args g = {rows, cc, cc, in + o, cols, dc, cc, zb + o, cols, NULL, 0, 0, 0};
+                tr_gemm_run(&g, m->isa, 1, m->pack_buf + (size_t)omp_get_thread_num() * TR_GEMM_PACK);
             }
         z = zb;
     }
@@ -142,8 +142,8 @@ static void tr_dct_tensor(tr_model *m, int R, int cols, int cr, int cc, const fl
         for (int ct = 0; ct < ctasks; ct++) {
             int c0 = ct * TR_DCT_ROWS, rows = cols - c0 < TR_DCT_ROWS ? cols - c0 : TR_DCT_ROWS;
             size_t o = (size_t)c0 * R + (size_t)rb * cr;
-            tr_gemm_args g = {rows, cr, cr, s2 + o, R, dr, cr, s1 + o, R, NULL, 0};
-            m->gemm(&g, 1);
+            tr_gemm_args g = {rows, cr, cr, s2 + o, R, dr, cr, s1 + o, R, NULL, 0, 0, 0};
+            tr_gemm_run(&g, m->isa, 1, m->pack_buf + (size_t)omp_get_thread_num() * TR_GEMM_PACK);
         }
     tr_transpose(m, out, s1, cols, R);
 }
@@ -159,11 +159,14 @@ static int tr_dct_hook(int rows, int cols, int chunk, const float *in, float *ou
     if (!m || !s) { rc = TR_ENOMEM; goto done; }
     m->nthreads = 1;
     m->isa = tr_isa_pick(TR_ISA_AUTO);
-    m->gemm = tr_isa_kernel(m->isa);
+    if (!(m->pack_buf = malloc(sizeof(float) * TR_GEMM_PACK))) { rc = TR_ENOMEM; goto done; }
     if (!tr_dct_get(m, cr) || !tr_dct_get(m, cc)) { rc = TR_ENOMEM; goto done; }
     tr_dct_tensor(m, rows, cols, cr, cc, in, out, s, s + (size_t)rows * cols, inverse);
 done:
-    if (m) for (int i = 0; i < 257; i++) free(m->dct[i]);
+    if (m) {
+        for (int i = 0; i < 257; i++) free(m->dct[i]);
+        free(m->pack_buf);
+    }
     free(m); free(s);
     return rc;
 }

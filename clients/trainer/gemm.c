@@ -1,103 +1,196 @@
-// gemm.c: the deterministic GEMM behind every matmul of the model, with one
-// kernel per ISA level chosen at run time. See gemm_kernel.h for the order.
+// gemm.c: the GEMM behind every matmul of the model, one kernel per ISA
+// level chosen at run time, all equal to trk_gemm_element (kernels.h) bit
+// for bit: every output is one fma chain over k = 0, 1, ..., K-1 from its
+// base (bias, previous value or 0).
+//
+// BLIS-style: a panel of B (kc x NR, k-major) and a panel of A (kc x MR) are
+// packed, and an MR x NR register tile of the output runs the chains of its
+// MR*NR elements kc steps further, broadcasting A and loading NR/8 or NR/16
+// lanes of B per k. Between k blocks the chains wait in the output itself
+// (a float is a float), so the blocking, tile shapes and thread count change
+// no bit; edge tiles run on a padded copy.
+
+#include <immintrin.h>
 
 #include "internal.h"
 
-static inline __attribute__((always_inline)) void tr_gemm_store(const tr_gemm_args *g, int i, int j, float s) {
-    float *o = g->out + (size_t)i * g->ldo + j;
-    if (g->accumulate) *o = *o + s;
-    else if (g->bias) *o = g->bias[j] + s;
-    else *o = s;
+// Register tiles: MR x NR of the output (AVX-512: 12 x 32).
+#define TR_GEMM_MAXR 12 // largest MR
+#define TR_GEMM_MAXN 32 // largest NR
+
+typedef void (*tr_ukernel)(int kc, const float *restrict ap, const float *restrict bp, float *c, int ldc);
+
+// x86-64 without FMA: fmaf from libm (correctly rounded), so the same bits, slowly.
+static void uk_base(int kc, const float *restrict ap, const float *restrict bp, float *c, int ldc) {
+    enum { MR = 4, NR = 8 };
+    float acc[MR][NR];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = c[(size_t)r * ldc + j];
+    for (int k = 0; k < kc; k++, ap += MR, bp += NR)
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) acc[r][j] = trk_fma(ap[r], bp[j], acc[r][j]);
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) c[(size_t)r * ldc + j] = acc[r][j];
 }
 
-// Most rows per row block: bounds the accumulators a thread parks between k blocks.
-#define TR_GEMM_MB 192
-// Longest k block: 6 packed columns of B then take 18 KiB of the 32 KiB L1.
-#define TR_GEMM_KC 768
+// The vector kernels name each accumulator (arrays of vectors get spilled
+// to the stack by GCC): ROWS(X) expands X(r) for every row r of the tile.
+#define TR_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define TR_ROWS12(X) TR_ROWS6(X) X(6) X(7) X(8) X(9) X(10) X(11)
 
-typedef float v4f __attribute__((vector_size(16)));
+// AVX2 + FMA: 6 x 16, twelve accumulators.
+#define TR_AVX2_LOAD(r) __m256 c##r##a = _mm256_loadu_ps(c + r * (size_t)ldc), c##r##b = _mm256_loadu_ps(c + r * (size_t)ldc + 8);
+#define TR_AVX2_FMA(r)                          \
+    {                                           \
+        __m256 a = _mm256_broadcast_ss(ap + r); \
+        c##r##a = _mm256_fmadd_ps(a, b0, c##r##a); \
+        c##r##b = _mm256_fmadd_ps(a, b1, c##r##b); \
+    }
+#define TR_AVX2_STORE(r) _mm256_storeu_ps(c + r * (size_t)ldc, c##r##a); _mm256_storeu_ps(c + r * (size_t)ldc + 8, c##r##b);
+__attribute__((target("avx2,fma"))) static void uk_avx2(int kc, const float *restrict ap, const float *restrict bp,
+                                                        float *c, int ldc) {
+    TR_ROWS6(TR_AVX2_LOAD)
+    for (int k = 0; k < kc; k++, ap += 6, bp += 16) {
+        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        TR_ROWS6(TR_AVX2_FMA)
+    }
+    TR_ROWS6(TR_AVX2_STORE)
+}
 
-// Four results to out[i][j..j+3], each exactly as tr_gemm_store would.
-static inline __attribute__((always_inline)) void tr_gemm_store4(const tr_gemm_args *g, int i, int j, v4f s) {
-    float *o = g->out + (size_t)i * g->ldo + j;
-    v4f base;
-    if (g->accumulate) memcpy(&base, o, sizeof base);
-    else if (g->bias) memcpy(&base, g->bias + j, sizeof base);
-    else {
-        memcpy(o, &s, sizeof s);
+// AVX-512: 12 x 32, twenty-four accumulators.
+#define TR_AVX512_LOAD(r) __m512 c##r##a = _mm512_loadu_ps(c + r * (size_t)ldc), c##r##b = _mm512_loadu_ps(c + r * (size_t)ldc + 16);
+#define TR_AVX512_FMA(r)                        \
+    {                                           \
+        __m512 a = _mm512_set1_ps(ap[r]);       \
+        c##r##a = _mm512_fmadd_ps(a, b0, c##r##a); \
+        c##r##b = _mm512_fmadd_ps(a, b1, c##r##b); \
+    }
+#define TR_AVX512_STORE(r) _mm512_storeu_ps(c + r * (size_t)ldc, c##r##a); _mm512_storeu_ps(c + r * (size_t)ldc + 16, c##r##b);
+__attribute__((target("avx512f,avx2,fma"))) static void uk_avx512(int kc, const float *restrict ap,
+                                                                  const float *restrict bp, float *c, int ldc) {
+    TR_ROWS12(TR_AVX512_LOAD)
+    for (int k = 0; k < kc; k++, ap += 12, bp += 32) {
+        __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+        TR_ROWS12(TR_AVX512_FMA)
+    }
+    TR_ROWS12(TR_AVX512_STORE)
+}
+
+static inline int tr_min(int a, int b) { return a < b ? a : b; }
+
+typedef struct {
+    tr_ukernel uk;
+    int mr, nr;
+} tr_gemm_kernel;
+
+static const tr_gemm_kernel tr_kernels[] = {
+    [TR_ISA_BASE] = {uk_base, 4, 8},
+    [TR_ISA_AVX2] = {uk_avx2, 6, 16},
+    [TR_ISA_AVX512] = {uk_avx512, 12, 32},
+};
+
+// Packs A rows [m0, m0+MR) x k [k0, k0+kc) as [k][MR], zero past M.
+static void pack_a(const tr_gemm_args *g, int m0, int mr, int k0, int kc, float *restrict dst) {
+    int rows = g->M - m0 < mr ? g->M - m0 : mr;
+    if (g->ta) {
+        for (int k = 0; k < kc; k++) {
+            const float *src = g->a + (size_t)(k0 + k) * g->lda + m0;
+            for (int r = 0; r < mr; r++) dst[k * mr + r] = r < rows ? src[r] : 0.0f;
+        }
         return;
     }
-    s = base + s;
-    memcpy(o, &s, sizeof s);
+    for (int r = 0; r < mr; r++) {
+        const float *src = g->a + (size_t)(m0 + r) * g->lda + k0;
+        if (r < rows)
+            for (int k = 0; k < kc; k++) dst[k * mr + r] = src[k];
+        else
+            for (int k = 0; k < kc; k++) dst[k * mr + r] = 0.0f;
+    }
 }
 
-// The horizontal sums of four accumulators at once, each in the fixed order
-// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)): adjacent pairs within each 128-bit
-// half, then pairs of pairs, then the two halves. Every lane does the same
-// IEEE additions as tr_hsum8, with shuffles instead of scalar extracts.
-static inline __attribute__((always_inline)) v4f tr_hsum8x4(v8f a, v8f b, v8f c, v8f d) {
-    v8f ab = __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14) + __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
-    v8f cd = __builtin_shufflevector(c, d, 0, 2, 8, 10, 4, 6, 12, 14) + __builtin_shufflevector(c, d, 1, 3, 9, 11, 5, 7, 13, 15);
-    v8f q = __builtin_shufflevector(ab, cd, 0, 2, 8, 10, 4, 6, 12, 14) + __builtin_shufflevector(ab, cd, 1, 3, 9, 11, 5, 7, 13, 15);
-    return __builtin_shufflevector(q, q, 0, 1, 2, 3) + __builtin_shufflevector(q, q, 4, 5, 6, 7);
+// Packs B columns [n0, n0+NR) x k [k0, k0+kc) as [k][NR], zero past N.
+static void pack_b(const tr_gemm_args *g, int n0, int nr, int k0, int kc, float *restrict dst) {
+    int cols = g->N - n0 < nr ? g->N - n0 : nr;
+    if (g->tb) {
+        for (int k = 0; k < kc; k++) {
+            const float *src = g->b + (size_t)(k0 + k) * g->ldb + n0;
+            for (int c = 0; c < nr; c++) dst[k * nr + c] = c < cols ? src[c] : 0.0f;
+        }
+        return;
+    }
+    for (int c = 0; c < nr; c++) {
+        const float *src = g->b + (size_t)(n0 + c) * g->ldb + k0;
+        if (c < cols)
+            for (int k = 0; k < kc; k++) dst[k * nr + c] = src[k];
+        else
+            for (int k = 0; k < kc; k++) dst[k * nr + c] = 0.0f;
+    }
 }
 
-#define GEMM_NAME gemm_base
-#define GEMM_TILE gemm_base_tile
-#define GEMM_TARGET
-#define GEMM_PIN(v) (void)0
-#define GEMM_MR 2
-#define GEMM_NR 3
-#include "gemm_kernel.h"
-#undef GEMM_NAME
-#undef GEMM_TILE
-#undef GEMM_TARGET
-#undef GEMM_PIN
-#undef GEMM_MR
-#undef GEMM_NR
+// Rows [m0, m1) x columns [n0, n1) of the output: one task.
+static void tr_gemm_task(const tr_gemm_args *g, const tr_gemm_kernel *kn, int m0, int m1, int n0, int n1, float *buf) {
+    const int mr = kn->mr, nr = kn->nr, K = g->K;
+    int nc = TR_GEMM_NC - TR_GEMM_NC % nr;
+    float *pa = buf, *pb = buf + (size_t)TR_GEMM_KC * TR_GEMM_MC;
+    if (!g->accumulate)
+        for (int i = m0; i < m1; i++)
+            for (int j = n0; j < n1; j++) g->out[(size_t)i * g->ldo + j] = g->bias ? g->bias[j] : 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TR_GEMM_KC) {
+        int kc = K - k0 < TR_GEMM_KC ? K - k0 : TR_GEMM_KC;
+        for (int j0 = n0; j0 < n1; j0 += nc) {
+            int j1 = j0 + nc < n1 ? j0 + nc : n1;
+            for (int j = j0; j < j1; j += nr) pack_b(g, j, nr, k0, kc, pb + (size_t)(j - j0) * kc);
+            for (int i0 = m0; i0 < m1; i0 += TR_GEMM_MC) {
+                int i1 = i0 + TR_GEMM_MC < m1 ? i0 + TR_GEMM_MC : m1;
+                for (int i = i0; i < i1; i += mr) pack_a(g, i, mr, k0, kc, pa + (size_t)(i - i0) * kc);
+                for (int j = j0; j < j1; j += nr)
+                    for (int i = i0; i < i1; i += mr) {
+                        const float *ap = pa + (size_t)(i - i0) * kc, *bp = pb + (size_t)(j - j0) * kc;
+                        float *c = g->out + (size_t)i * g->ldo + j;
+                        if (i + mr <= i1 && j + nr <= j1) {
+                            kn->uk(kc, ap, bp, c, g->ldo);
+                            continue;
+                        }
+                        // Edge tile: the chains of the real elements in a padded copy.
+                        float t[TR_GEMM_MAXR * TR_GEMM_MAXN] = {0};
+                        int rows = i1 - i < mr ? i1 - i : mr, cols = j1 - j < nr ? j1 - j : nr;
+                        for (int r = 0; r < rows; r++) memcpy(t + r * nr, c + (size_t)r * g->ldo, sizeof(float) * cols);
+                        kn->uk(kc, ap, bp, t, nr);
+                        for (int r = 0; r < rows; r++) memcpy(c + (size_t)r * g->ldo, t + r * nr, sizeof(float) * cols);
+                    }
+            }
+        }
+    }
+}
 
-#define GEMM_NAME gemm_avx2
-#define GEMM_TILE gemm_avx2_tile
-#define GEMM_TARGET __attribute__((target("avx2")))
-#define GEMM_PIN(v) __asm__("" : "+x"(v))
-#define GEMM_MR 2
-#define GEMM_NR 6
-#include "gemm_kernel.h"
-#undef GEMM_NAME
-#undef GEMM_TILE
-#undef GEMM_TARGET
-#undef GEMM_PIN
-#undef GEMM_MR
-#undef GEMM_NR
-
-#define GEMM_NAME gemm_avx512
-#define GEMM_TILE gemm_avx512_tile
-#define GEMM_TARGET __attribute__((target("avx512f,avx512vl")))
-#define GEMM_PIN(v) __asm__("" : "+v"(v))
-#define GEMM_MR 4
-#define GEMM_NR 6
-#include "gemm_kernel.h"
-#undef GEMM_NAME
-#undef GEMM_TILE
-#undef GEMM_TARGET
-#undef GEMM_PIN
-#undef GEMM_MR
-#undef GEMM_NR
+void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack) {
+    if (isa < TR_ISA_BASE || isa > TR_ISA_AVX512) isa = TR_ISA_BASE;
+    const tr_gemm_kernel *kn = &tr_kernels[isa];
+    // Tasks: row blocks of MC, and column blocks when there are too few of those.
+    int mt = (g->M + TR_GEMM_MC - 1) / TR_GEMM_MC, nt = 1;
+    while (mt * nt < 2 * nthreads && g->N / (nt + 1) >= 4 * kn->nr) nt++;
+    int nb = (g->N + nt - 1) / nt;
+    nb += (kn->nr - nb % kn->nr) % kn->nr;
+    nt = (g->N + nb - 1) / nb;
+    if (nthreads == 1 || mt * nt == 1) {
+        for (int it = 0; it < mt; it++)
+            for (int jt = 0; jt < nt; jt++)
+                tr_gemm_task(g, kn, it * TR_GEMM_MC, tr_min(g->M, (it + 1) * TR_GEMM_MC), jt * nb, tr_min(g->N, (jt + 1) * nb), pack);
+        return;
+    }
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(nthreads)
+    for (int it = 0; it < mt; it++)
+        for (int jt = 0; jt < nt; jt++)
+            tr_gemm_task(g, kn, it * TR_GEMM_MC, tr_min(g->M, (it + 1) * TR_GEMM_MC), jt * nb, tr_min(g->N, (jt + 1) * nb),
+                         pack + (size_t)omp_get_thread_num() * TR_GEMM_PACK);
+}
 
 // Highest level the CPU supports, capped at want (TR_ISA_AUTO: no cap).
 int tr_isa_pick(int want) {
     __builtin_cpu_init();
     int best = TR_ISA_BASE;
-    if (__builtin_cpu_supports("avx2")) best = TR_ISA_AVX2;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) best = TR_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = TR_ISA_AVX2;
+    if (best == TR_ISA_AVX2 && __builtin_cpu_supports("avx512f")) best = TR_ISA_AVX512;
     if (want != TR_ISA_AUTO && want < best) best = want;
     return best;
-}
-
-tr_gemm_fn tr_isa_kernel(int isa) {
-    switch (isa) {
-    case TR_ISA_AVX512: return gemm_avx512;
-    case TR_ISA_AVX2: return gemm_avx2;
-    default: return gemm_base;
-    }
 }

@@ -8,15 +8,17 @@
 
 #include "internal.h"
 
-// FP exceptions are never observed here, so GCC may vectorise the
-// exp/tanh loops (GELU, softmax); no result changes (unlike -ffast-math).
-#pragma GCC optimize("no-trapping-math")
-
 // The parameter and activation layouts (tr_params, tr_acts, tr_dacts and
-// their views) are in layout.h, shared with the CUDA path.
+// their views) are in layout.h, shared with the CUDA path. The arithmetic of
+// each layer is in kernels.h and layers_isa.h; here it is spread over threads.
 
 // ----------------------------------------------------------------------------
 // Layers: forward and backward side by side.
+
+// Contiguous ranges of [0, n) for static scheduling: task i of tasks.
+#define TR_RANGE(i, tasks, n, lo, hi)                          \
+    int lo = (int)((long long)(n) * (i) / (tasks)),            \
+        hi = (int)((long long)(n) * ((i) + 1) / (tasks))
 
 // out(B,T,C) = wte[tok] + wpe[t]
 static void encoder_forward(const tr_model *m, float *out, const int32_t *tok, const float *wte, const float *wpe, int B, int T) {
@@ -29,7 +31,8 @@ static void encoder_forward(const tr_model *m, float *out, const int32_t *tok, c
     }
 }
 
-// Channels are split across threads; each element sums its positions in (b,t) order.
+// Channels are split across threads; each element chains its positions in
+// (b,t) order, on from the previous micro-batch.
 static void encoder_backward(const tr_model *m, float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B, int T) {
     int C = m->cfg.channels;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
@@ -42,61 +45,38 @@ static void encoder_backward(const tr_model *m, float *dwte, float *dwpe, const 
     }
 }
 
+// Tasks per row-parallel layer: rows in contiguous ranges, a few per thread.
+static int tr_row_tasks(const tr_model *m, int rows) { return rows < 4 * m->nthreads ? rows : 4 * m->nthreads; }
+
+// Column tasks: blocks of 64 columns (whole vectors at every ISA level).
+#define TR_COL_BLOCK 64
+
 // out(N,C) = (x - mean) * rstd * w + b per row.
 static void layernorm_forward(const tr_model *m, float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C) {
+    int tasks = tr_row_tasks(m, N);
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-    for (int r = 0; r < N; r++) {
-        const float *x = inp + (size_t)r * C;
-        float s = 0.0f;
-        for (int i = 0; i < C; i++) s += x[i];
-        float mu = s / C;
-        float v = 0.0f;
-        for (int i = 0; i < C; i++) { float d = x[i] - mu; v += d * d; }
-        v = v / C;
-        float rs = 1.0f / __builtin_sqrtf(v + 1e-5f);
-        float *o = out + (size_t)r * C;
-        for (int i = 0; i < C; i++) o[i] = (x[i] - mu) * rs * w[i] + b[i];
-        mean[r] = mu;
-        rstd[r] = rs;
+    for (int i = 0; i < tasks; i++) {
+        TR_RANGE(i, tasks, N, r0, r1);
+        m->layers->ln_forward(out, mean, rstd, inp, w, b, r0, r1, C);
     }
 }
 
-// dinp(N,C) += ..., dw(C) += sum_r norm*dout, db(C) += sum_r dout (rows in order).
+// dinp(N,C) += ..., dw(C) and db(C) chain over the rows in order.
 static void layernorm_backward(const tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                const float *w, const float *mean, const float *rstd, int N, int C) {
+    int tasks = tr_row_tasks(m, N), cblocks = (C + TR_COL_BLOCK - 1) / TR_COL_BLOCK;
     #pragma omp parallel num_threads(m->nthreads)
     {
-        #pragma omp for schedule(static)
-        for (int r = 0; r < N; r++) {
-            const float *x = inp + (size_t)r * C, *dy = dout + (size_t)r * C;
-            float mu = mean[r], rs = rstd[r];
-            float dmean = 0.0f, dnm = 0.0f;
-            for (int i = 0; i < C; i++) {
-                float norm = (x[i] - mu) * rs;
-                float dn = w[i] * dy[i];
-                dmean += dn;
-                dnm += dn * norm;
-            }
-            dmean = dmean / C;
-            dnm = dnm / C;
-            float *dx = dinp + (size_t)r * C;
-            for (int i = 0; i < C; i++) {
-                float norm = (x[i] - mu) * rs;
-                float dn = w[i] * dy[i];
-                dx[i] += (dn - dmean - norm * dnm) * rs;
-            }
+        #pragma omp for schedule(static) nowait
+        for (int i = 0; i < tasks; i++) {
+            TR_RANGE(i, tasks, N, r0, r1);
+            m->layers->ln_backward(dinp, dout, inp, w, mean, rstd, r0, r1, C);
         }
         #pragma omp for schedule(static)
-        for (int i = 0; i < C; i++) {
-            float sw = 0.0f, sb = 0.0f;
-            for (int r = 0; r < N; r++) {
-                float dy = dout[(size_t)r * C + i];
-                sw += (inp[(size_t)r * C + i] - mean[r]) * rstd[r] * dy;
-                sb += dy;
-            }
-            dw[i] = dw[i] + sw;
-            db[i] = db[i] + sb;
+        for (int cb = 0; cb < cblocks; cb++) {
+            int c1 = (cb + 1) * TR_COL_BLOCK < C ? (cb + 1) * TR_COL_BLOCK : C;
+            m->layers->ln_dw(dw, db, dout, inp, mean, rstd, N, C, cb * TR_COL_BLOCK, c1);
         }
     }
 }
@@ -106,6 +86,7 @@ static void layernorm_backward(const tr_model *m, float *dinp, float *dw, float 
 // [c0, c1). Whole 8x8 blocks go through registers (eight row loads, a
 // shuffle network, eight column stores); the edges are copied one by one.
 // Pure data movement, so every ISA gives the same bits.
+typedef float v8f __attribute__((vector_size(32)));
 #define TR_TRANSPOSE_TILE(NAME, TARGET)                                                                   \
     TARGET static void NAME(float *dst, const float *src, int rows, int cols, int r0, int r1, int c0, int c1) { \
         typedef int v8i __attribute__((vector_size(32)));                                                 \
@@ -116,7 +97,7 @@ static void layernorm_backward(const tr_model *m, float *dinp, float *dw, float 
         for (int r = r0; r < r8; r += 8)                                                                  \
             for (int c = c0; c < c8; c += 8) {                                                            \
                 v8f x[8], t[8], u[8];                                                                     \
-                for (int i = 0; i < 8; i++) x[i] = tr_load8(src + (size_t)(r + i) * cols + c);          \
+                for (int i = 0; i < 8; i++) memcpy(&x[i], src + (size_t)(r + i) * cols + c, sizeof x[i]); \
                 for (int i = 0; i < 8; i += 2) {                                                          \
                     t[i] = __builtin_shuffle(x[i], x[i + 1], lo);                                         \
                     t[i + 1] = __builtin_shuffle(x[i], x[i + 1], hi);                                     \
@@ -152,108 +133,68 @@ void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int
         }
 }
 
+static void tr_matmul(const tr_model *m, const tr_gemm_args *g) { tr_gemm_run(g, m->isa, m->nthreads, m->pack_buf); }
+
 // out(BT,OC) = inp(BT,C) * w(OC,C)^T + bias(OC)
 static void matmul_forward(const tr_model *m, float *out, const float *inp, const float *w, const float *bias, int BT, int C, int OC) {
-    tr_gemm_args g = {BT, OC, C, inp, C, w, C, out, OC, bias, 0};
-    m->gemm(&g, m->nthreads);
+    tr_gemm_args g = {BT, OC, C, inp, C, w, C, out, OC, bias, 0, 0, 0};
+    tr_matmul(m, &g);
 }
 
-// dinp(BT,C) = dout * w (overwritten); dw(OC,C) += dout^T * inp; dbias(OC) += column sums of dout.
+// dinp(BT,C) = dout * w (overwritten); dw(OC,C) += dout^T * inp and
+// dbias(OC) += column sums of dout, chains over the rows in order.
 static void matmul_backward(tr_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                            const float *w, int BT, int C, int OC) {
-    tr_transpose(m, m->scratch_w, w, OC, C); // (C, OC)
-    tr_gemm_args gi = {BT, C, OC, dout, OC, m->scratch_w, OC, dinp, C, NULL, 0};
-    m->gemm(&gi, m->nthreads);
-    tr_transpose(m, m->scratch_o, dout, BT, OC); // (OC, BT)
-    tr_transpose(m, m->scratch_i, inp, BT, C);   // (C, BT)
-    tr_gemm_args gw = {OC, C, BT, m->scratch_o, BT, m->scratch_i, BT, dw, C, NULL, 1};
-    m->gemm(&gw, m->nthreads);
-    if (dbias) {
-        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (int o = 0; o < OC; o++) {
-            const float *row = m->scratch_o + (size_t)o * BT;
-            float s = 0.0f;
-            for (int i = 0; i < BT; i++) s += row[i];
-            dbias[o] = dbias[o] + s;
-        }
+                           const float *w, int BT, int C, int OC) {
+    tr_gemm_args gi = {BT, C, OC, dout, OC, w, C, dinp, C, NULL, 0, 0, 1};
+    tr_gemm_args gw = {OC, C, BT, dout, OC, inp, C, dw, C, NULL, 1, 1, 1};
+    tr_matmul(m, &gi);
+    tr_matmul(m, &gw);
+    if (!dbias) return;
+    int cblocks = (OC + TR_COL_BLOCK - 1) / TR_COL_BLOCK;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (int cb = 0; cb < cblocks; cb++) {
+        int o1 = (cb + 1) * TR_COL_BLOCK < OC ? (cb + 1) * TR_COL_BLOCK : OC;
+        m->layers->bias_backward(dbias, dout, BT, OC, cb * TR_COL_BLOCK, o1);
     }
+}
+
+// Attention scratch per thread: the transposed keys (or values) and a row.
+static size_t tr_attn_floats(const tr_config *c) { return ((size_t)c->channels / c->heads + 1) * c->seq_len; }
+
+// Grows the per-thread scratch (GEMM packing, attention) to n threads.
+int tr_thread_scratch(tr_model *m, int n) {
+    if (n <= m->scratch_threads) return TR_OK;
+    float *a = realloc(m->attn_buf, sizeof(float) * tr_attn_floats(&m->cfg) * (size_t)n);
+    if (a) m->attn_buf = a;
+    float *p = realloc(m->pack_buf, sizeof(float) * TR_GEMM_PACK * (size_t)n);
+    if (p) m->pack_buf = p;
+    if (!a || !p) return TR_ENOMEM;
+    m->scratch_threads = n;
+    return TR_OK;
 }
 
 // out(B,T,C) = causal softmax(q k^T / sqrt(hs)) v per head; att(B,NH,T,T) keeps the softmax.
 static void attention_forward(const tr_model *m, float *out, float *att, const float *qkv, int B, int T) {
-    int C = m->cfg.channels, NH = m->cfg.heads, hs = C / NH;
-    int C3 = 3 * C;
-    float scale = 1.0f / __builtin_sqrtf((float)hs);
-    #pragma omp parallel for collapse(3) schedule(static) num_threads(m->nthreads)
+    int C = m->cfg.channels, NH = m->cfg.heads;
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(m->nthreads)
     for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < NH; h++) {
-                const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-                float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                float mx = -3.4e38f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
-                    float s = tr_dot8(q, k, hs) * scale;
-                    a[t2] = s;
-                    if (s > mx) mx = s;
-                }
-                for (int t2 = 0; t2 <= t; t2++) a[t2] = tr_expf(a[t2] - mx);
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) sum += a[t2];
-                float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-                for (int t2 = 0; t2 < T; t2++) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
-                float *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                    float w = a[t2];
-                    for (int i = 0; i < hs; i++) o[i] += w * v[i];
-                }
-            }
+        for (int h = 0; h < NH; h++)
+            m->layers->attention_forward(out, att, qkv, m->attn_buf + (size_t)omp_get_thread_num() * tr_attn_floats(&m->cfg),
+                                         b, h, T, C, NH);
 }
 
-// dqkv(B,T,3C) = gradient of attention_forward. Work is split by (b, h): each
-// pair owns its slice of dqkv, and t runs in order inside it.
+// dqkv(B,T,3C) = gradient of attention_forward, per (b, h).
 static void attention_backward(tr_model *m, float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T) {
     int C = m->cfg.channels, NH = m->cfg.heads, hs = C / NH;
-    int C3 = 3 * C;
-    float scale = 1.0f / __builtin_sqrtf((float)hs);
-    memset(dqkv, 0, sizeof(float) * (size_t)B * T * C3);
-    #pragma omp parallel num_threads(m->nthreads)
-    {
-        float *datt = m->row_buf + (size_t)omp_get_thread_num() * 2 * m->cfg.seq_len;
-        float *dpre = datt + m->cfg.seq_len;
-        #pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++)
-                for (int t = 0; t < T; t++) {
-                    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                    const float *dy = dout + ((size_t)b * T + t) * C + h * hs;
-                    const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-                    float *dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
-                    float s = 0.0f;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                        float *dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                        float d = tr_dot8(dy, v, hs);
-                        for (int i = 0; i < hs; i++) dv[i] += a[t2] * dy[i];
-                        datt[t2] = d;
-                        s += a[t2] * d;
-                    }
-                    for (int t2 = 0; t2 <= t; t2++) dpre[t2] = a[t2] * (datt[t2] - s) * scale;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
-                        float *dk = dqkv + ((size_t)b * T + t2) * C3 + C + h * hs;
-                        float g = dpre[t2];
-                        for (int i = 0; i < hs; i++) { dq[i] += g * k[i]; dk[i] += g * q[i]; }
-                    }
-                }
-    }
+    memset(dqkv, 0, sizeof(float) * (size_t)B * T * 3 * C);
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(m->nthreads)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            float *s = m->attn_buf + (size_t)omp_get_thread_num() * tr_attn_floats(&m->cfg);
+            m->layers->attention_backward(dqkv, dout, qkv, att, s, s + (size_t)hs * m->cfg.seq_len, b, h, T, C, NH);
+        }
 }
 
-#define GELU_SCALE 0.7978845608f // sqrt(2/pi)
-
-// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 // Elementwise work goes to threads in blocks, so the inner loops vectorise.
 #define TR_EW_BLOCK 4096
 
@@ -261,14 +202,8 @@ static void gelu_forward(const tr_model *m, float *out, const float *x, size_t n
     size_t nb = (n + TR_EW_BLOCK - 1) / TR_EW_BLOCK;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
     for (size_t b = 0; b < nb; b++) {
-        const float *xb = x + b * TR_EW_BLOCK;
-        float *ob = out + b * TR_EW_BLOCK;
-        int len = (int)(n - b * TR_EW_BLOCK < TR_EW_BLOCK ? n - b * TR_EW_BLOCK : TR_EW_BLOCK);
-        for (int i = 0; i < len; i++) {
-            float v = xb[i];
-            float th = tr_tanhf(GELU_SCALE * (v + 0.044715f * v * v * v));
-            ob[i] = 0.5f * v * (1.0f + th);
-        }
+        size_t len = n - b * TR_EW_BLOCK < TR_EW_BLOCK ? n - b * TR_EW_BLOCK : TR_EW_BLOCK;
+        m->layers->gelu_forward(out + b * TR_EW_BLOCK, x + b * TR_EW_BLOCK, len);
     }
 }
 
@@ -276,16 +211,8 @@ static void gelu_backward(const tr_model *m, float *dinp, const float *x, const 
     size_t nb = (n + TR_EW_BLOCK - 1) / TR_EW_BLOCK;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
     for (size_t b = 0; b < nb; b++) {
-        const float *xb = x + b * TR_EW_BLOCK, *db = dout + b * TR_EW_BLOCK;
-        float *ob = dinp + b * TR_EW_BLOCK;
-        int len = (int)(n - b * TR_EW_BLOCK < TR_EW_BLOCK ? n - b * TR_EW_BLOCK : TR_EW_BLOCK);
-        for (int i = 0; i < len; i++) {
-            float v = xb[i];
-            float th = tr_tanhf(GELU_SCALE * (v + 0.044715f * v * v * v));
-            float sech2 = 1.0f - th * th;
-            float local = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
-            ob[i] = local * db[i];
-        }
+        size_t len = n - b * TR_EW_BLOCK < TR_EW_BLOCK ? n - b * TR_EW_BLOCK : TR_EW_BLOCK;
+        m->layers->gelu_backward(dinp + b * TR_EW_BLOCK, x + b * TR_EW_BLOCK, dout + b * TR_EW_BLOCK, len);
     }
 }
 
@@ -296,33 +223,21 @@ static void residual_forward(const tr_model *m, float *out, const float *a, cons
 
 // probs(BT,Vp) = softmax over the first V logits; losses(BT) = -ln probs[target].
 static void crossentropy_forward(const tr_model *m, float *probs, float *losses, const float *logits, const int32_t *targets, int BT) {
-    int V = m->cfg.vocab, Vp = m->cfg.padded_vocab;
+    int tasks = tr_row_tasks(m, BT);
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-    for (int r = 0; r < BT; r++) {
-        const float *l = logits + (size_t)r * Vp;
-        float *p = probs + (size_t)r * Vp;
-        float mx = -3.4e38f;
-        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
-        for (int i = 0; i < V; i++) p[i] = tr_expf(l[i] - mx);
-        float sum = 0.0f;
-        for (int i = 0; i < V; i++) sum += p[i];
-        float inv = 1.0f / sum;
-        for (int i = 0; i < V; i++) p[i] *= inv;
-        for (int i = V; i < Vp; i++) p[i] = 0.0f;
-        // -ln p[target] = ln(sum) - (l - mx): no underflow for confident mistakes.
-        losses[r] = tr_logf(sum) - (l[targets[r]] - mx);
+    for (int i = 0; i < tasks; i++) {
+        TR_RANGE(i, tasks, BT, r0, r1);
+        m->layers->ce_forward(probs, losses, logits, targets, r0, r1, m->cfg.vocab, m->cfg.padded_vocab);
     }
 }
 
 // dlogits(BT,Vp) = (probs - onehot(target)) * dloss; zero on padded columns.
 static void crossentropy_backward(const tr_model *m, float *dlogits, const float *probs, const int32_t *targets, float dloss, int BT) {
-    int V = m->cfg.vocab, Vp = m->cfg.padded_vocab;
+    int tasks = tr_row_tasks(m, BT);
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-    for (int r = 0; r < BT; r++) {
-        const float *p = probs + (size_t)r * Vp;
-        float *d = dlogits + (size_t)r * Vp;
-        for (int i = 0; i < V; i++) d[i] = (p[i] - (i == targets[r] ? 1.0f : 0.0f)) * dloss;
-        for (int i = V; i < Vp; i++) d[i] = 0.0f;
+    for (int i = 0; i < tasks; i++) {
+        TR_RANGE(i, tasks, BT, r0, r1);
+        m->layers->ce_backward(dlogits, probs, targets, dloss, r0, r1, m->cfg.vocab, m->cfg.padded_vocab);
     }
 }
 
@@ -387,7 +302,7 @@ static void gpt_backward(tr_model *m, const tr_params *p, tr_params *g, tr_acts 
         layernorm_backward(m, d->dres, g->ln1w + l * C, g->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
                            a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C);
     }
-    encoder_backward(m, g->wte, g->wpe, d->dres, tok, B, T);
+    encoder_backward(m, m->dwte_emb, g->wpe, d->dres, tok, B, T);
 }
 
 // Uniform in [0,1) from splitmix64; N(0,1) approximated by Irwin-Hall (12 uniforms),
@@ -428,25 +343,20 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     size_t off = tr_param_layout(cfg, m->sizes, m->offsets);
     m->num_params = off;
     int B = cfg->micro_batch;
-    size_t wmax, omax, imax;
-    tr_scratch_floats(cfg, &wmax, &omax, &imax);
     m->nthreads = omp_get_num_procs();
     if (m->nthreads < 1) m->nthreads = 1;
     if (m->nthreads > TR_MAX_THREADS) m->nthreads = TR_MAX_THREADS;
     m->params = malloc(sizeof(float) * off);
     m->grads = calloc(off, sizeof(float));
+    m->dwte_emb = malloc(sizeof(float) * m->sizes[TR_P_wte]);
     m->act_mem = malloc(sizeof(float) * tr_act_layout(cfg, B, (int)T, NULL, NULL));
     m->dact_mem = malloc(sizeof(float) * tr_dact_layout(cfg, B, (int)T, NULL, NULL));
-    m->scratch_w = malloc(sizeof(float) * wmax);
-    m->scratch_o = malloc(sizeof(float) * omax);
-    m->scratch_i = malloc(sizeof(float) * imax);
-    m->row_buf = malloc(sizeof(float) * 2 * T * (size_t)TR_MAX_THREADS);
-    if (!m->params || !m->grads || !m->act_mem || !m->dact_mem || !m->scratch_w || !m->scratch_o || !m->scratch_i || !m->row_buf) {
+    if (!m->params || !m->grads || !m->dwte_emb || !m->act_mem || !m->dact_mem || tr_thread_scratch(m, m->nthreads)) {
         tr_destroy(m);
         return TR_ENOMEM;
     }
     m->isa = tr_isa_pick(TR_ISA_AUTO);
-    m->gemm = tr_isa_kernel(m->isa);
+    m->layers = tr_layers_for(m->isa);
     // GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L),
     // LayerNorm weights 1, biases 0; padded vocabulary rows stay 0.
     uint64_t s = seed;
@@ -476,17 +386,18 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
 
 void tr_destroy(tr_model *m) {
     if (!m) return;
-    free(m->params); free(m->grads); free(m->lookahead);
+    free(m->params); free(m->grads); free(m->dwte_emb); free(m->lookahead);
     free(m->adam_m); free(m->adam_v); free(m->delta);
     free(m->anchor); free(m->anchor_m); free(m->anchor_v);
     free(m->act_mem); free(m->dact_mem);
-    free(m->scratch_w); free(m->scratch_o); free(m->scratch_i); free(m->row_buf); free(m->demo_buf);
+    free(m->attn_buf); free(m->pack_buf); free(m->demo_buf);
     for (int i = 0; i < 257; i++) free(m->dct[i]);
     free(m);
 }
 
 int tr_set_threads(tr_model *m, int n) {
     if (!m || n < 1 || n > TR_MAX_THREADS) return TR_EINVAL;
+    if (tr_thread_scratch(m, n)) return TR_ENOMEM;
     m->nthreads = n;
     return TR_OK;
 }
@@ -494,7 +405,7 @@ int tr_set_threads(tr_model *m, int n) {
 int tr_set_isa(tr_model *m, int isa) {
     if (!m || isa < TR_ISA_AUTO || isa > TR_ISA_AVX512) return TR_EINVAL;
     m->isa = tr_isa_pick(isa);
-    m->gemm = tr_isa_kernel(m->isa);
+    m->layers = tr_layers_for(m->isa);
     return m->isa;
 }
 
@@ -511,10 +422,20 @@ static int tr_check_batch(const tr_model *m, const int32_t *tokens, const int32_
 // Weights the forward pass sees: the lookahead point under DeMo, else the master weights.
 static float *tr_forward_weights(tr_model *m) { return m->lookahead_on ? m->lookahead : m->params; }
 
-static float tr_sum_losses(const float *losses, int BT) {
-    float s = 0.0f;
-    for (int i = 0; i < BT; i++) s += losses[i];
-    return s;
+// wte's gradient is the lm-head's chain plus the embedding's chain, each over
+// all tokens in order; kept apart until the end, so that micro-batches do not
+// interleave them.
+static void tr_add_embedding_grads(const tr_model *m, float *dwte) {
+    size_t n = m->sizes[TR_P_wte];
+    const float *e = m->dwte_emb;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < n; i++) dwte[i] = dwte[i] + e[i];
+}
+
+// The loss is one chain over the tokens in order, across micro-batches.
+static float tr_add_losses(float total, const float *losses, int BT) {
+    for (int i = 0; i < BT; i++) total = total + losses[i];
+    return total;
 }
 
 int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
@@ -524,6 +445,7 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     tr_params p = tr_param_views(tr_forward_weights(m), m->offsets);
     tr_params g = tr_param_views(m->grads, m->offsets);
     memset(m->grads, 0, sizeof(float) * m->num_params);
+    memset(m->dwte_emb, 0, sizeof(float) * m->sizes[TR_P_wte]);
     float dloss = 1.0f / ((float)n * (float)t);
     float total = 0.0f;
     for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
@@ -534,9 +456,10 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
         tr_dact_layout(&m->cfg, B, t, m->dact_mem, &d);
         const int32_t *tok = tokens + (size_t)b0 * t, *tgt = targets + (size_t)b0 * t;
         gpt_forward(m, &p, &a, tok, tgt, B, t);
-        total += tr_sum_losses(a.losses, B * t);
+        total = tr_add_losses(total, a.losses, B * t);
         gpt_backward(m, &p, &g, &a, &d, tok, tgt, dloss, B, t);
     }
+    tr_add_embedding_grads(m, g.wte);
     m->have_grads = 1;
     *loss = total / ((float)n * (float)t);
     return TR_OK;
@@ -553,7 +476,7 @@ int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
         tr_acts a;
         tr_act_layout(&m->cfg, B, t, m->act_mem, &a);
         gpt_forward(m, &p, &a, tokens + (size_t)b0 * t, targets + (size_t)b0 * t, B, t);
-        total += tr_sum_losses(a.losses, B * t);
+        total = tr_add_losses(total, a.losses, B * t);
     }
     *loss = total / ((float)n * (float)t);
     return TR_OK;
@@ -593,9 +516,15 @@ int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int s
     return TR_OK;
 }
 
+int tr_activations(const tr_model *m, float *out, size_t len) {
+    if (!m || !out || len > tr_act_layout(&m->cfg, m->cfg.micro_batch, m->cfg.seq_len, NULL, NULL)) return TR_EINVAL;
+    memcpy(out, m->act_mem, sizeof(float) * len);
+    return TR_OK;
+}
+
 int tr_gemm(tr_model *m, int M, int N, int K, const float *a, const float *b, float *out) {
     if (!m || !a || !b || !out || M < 1 || N < 1 || K < 1) return TR_EINVAL;
-    tr_gemm_args g = {M, N, K, a, K, b, K, out, N, NULL, 0};
-    m->gemm(&g, m->nthreads);
+    tr_gemm_args g = {M, N, K, a, K, b, K, out, N, NULL, 0, 0, 0};
+    tr_matmul(m, &g);
     return TR_OK;
 }

@@ -3,75 +3,49 @@
 #ifndef TR_INTERNAL_H
 #define TR_INTERNAL_H
 
-// ISO C mode (-std=c11, which defines __STRICT_ANSI__) makes GCC default to
-// -ffp-contract=off: no fused multiply-add, so the bits do not depend on -march.
-// (cgo does not accept -ffp-contract=off itself.)
-#if !defined(__STRICT_ANSI__) || defined(__FAST_MATH__)
-#error "the numeric contract needs -std=c11 and no -ffast-math"
-#endif
-
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "layout.h"
-#include "mathfn.h"
 #include "trainer.h"
 
 #define TR_MAX_THREADS 256
 
+// The CPU layers of one ISA level (layers.c); shapes as in gpt.c.
 typedef struct {
-    int M, N, K;
-    const float *a; int lda; // (M, K) rows
-    const float *b; int ldb; // (N, K) rows
-    float *out; int ldo;     // (M, N)
-    const float *bias;       // (N) or NULL: base = bias[n]
-    int accumulate;          // 1: base = out[m][n] (bias ignored)
-} tr_gemm_args;
-
-// Eight float lanes: the unit of every fixed-order dot product.
-typedef float v8f __attribute__((vector_size(32)));
-
-
-static inline __attribute__((always_inline)) v8f tr_load8(const float *p) {
-    v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline __attribute__((always_inline)) v8f tr_load_tail(const float *p, int n) {
-    v8f v = {0};
-    for (int i = 0; i < n; i++) v[i] = p[i];
-    return v;
-}
-
-static inline __attribute__((always_inline)) float tr_hsum8(v8f v) {
-    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-
-// The same lane order as the tiled kernels, for edges and single products.
-static inline __attribute__((always_inline)) float tr_dot8(const float *a, const float *b, int K) {
-    v8f acc = {0};
-    int k = 0;
-    for (; k + 8 <= K; k += 8) acc += tr_load8(a + k) * tr_load8(b + k);
-    if (k < K) acc += tr_load_tail(a + k, K - k) * tr_load_tail(b + k, K - k);
-    return tr_hsum8(acc);
-}
-
-typedef void (*tr_gemm_fn)(const tr_gemm_args *, int nthreads);
+    void (*ln_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int r0,
+                       int r1, int C);
+    void (*ln_backward)(float *dinp, const float *dout, const float *inp, const float *w, const float *mean,
+                        const float *rstd, int r0, int r1, int C);
+    void (*ln_dw)(float *dw, float *db, const float *dout, const float *inp, const float *mean, const float *rstd, int N,
+                  int C, int c0, int c1);
+    void (*bias_backward)(float *dbias, const float *dout, int BT, int OC, int o0, int o1);
+    void (*gelu_forward)(float *out, const float *x, size_t n);
+    void (*gelu_backward)(float *dinp, const float *x, const float *dout, size_t n);
+    void (*attention_forward)(float *out, float *att, const float *qkv, float *kt, int b, int h, int T, int C, int NH);
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att, float *vt, float *dp,
+                               int b, int h, int T, int C, int NH);
+    void (*ce_forward)(float *probs, float *losses, const float *logits, const int32_t *targets, int r0, int r1, int V,
+                       int Vp);
+    void (*ce_backward)(float *dlogits, const float *probs, const int32_t *targets, float dloss, int r0, int r1, int V,
+                        int Vp);
+} tr_layers;
 
 struct tr_model {
     tr_config cfg;
     int nthreads;
-    int isa;
-    tr_gemm_fn gemm;
+    int isa;                 // TR_ISA_BASE..TR_ISA_AVX512, never AUTO
+    const tr_layers *layers; // of that level
     size_t sizes[TR_NUM_TENSORS];   // tr_param_layout (layout.h)
     size_t offsets[TR_NUM_TENSORS];
     size_t num_params;
 
     float *params;    // (N) master weights, identical on every replica
     float *grads;     // (N) gradients of the last tr_step
+    float *dwte_emb;  // (Vp*C) the token embedding's share of wte's gradient, during tr_step
     int have_grads;
     float *lookahead; // (N) x - lr*sign(delta) when DeMo lookahead is on, else NULL
     int lookahead_on;
@@ -84,10 +58,10 @@ struct tr_model {
 
     float *act_mem;   // activations for micro_batch x seq_len (tr_act_layout)
     float *dact_mem;  // (tr_dact_layout)
-    float *scratch_w; // (max(4C*C, C*Vp)) transposed weights
-    float *scratch_o; // (max(4C, Vp) * B*T) transposed output gradients
-    float *scratch_i; // (4C * B*T) transposed inputs
-    float *row_buf;   // (TR_MAX_THREADS, 2*maxT) attention backward rows
+    // Per-thread scratch for scratch_threads threads (tr_thread_scratch).
+    float *attn_buf;  // (hs+1)*T each: transposed keys or values and a row
+    float *pack_buf;  // TR_GEMM_PACK each: packed GEMM panels
+    int scratch_threads;
     float *dct[257];  // DCT-II matrices (D then D^T) by size, built on first use
     float *demo_buf;  // (4, demo_buf_len) tensor-sized DeMo buffers
     // A SparseLoCo round in progress (tr_loco_begin): the weights, AdamW
@@ -99,10 +73,18 @@ struct tr_model {
     size_t demo_buf_len;
 };
 
-// gemm.c
+// gemm.c: runs g with the kernel of level isa on nthreads threads; pack
+// holds TR_GEMM_PACK floats per thread.
+#define TR_GEMM_KC 256  // k per block: an A panel and a B panel stay in L1
+#define TR_GEMM_MC 96   // rows per task (a multiple of every MR): its A block stays in L2
+#define TR_GEMM_NC 1536 // columns per packed B block: kc x NC floats in L2/L3
+#define TR_GEMM_PACK (TR_GEMM_KC * (TR_GEMM_MC + TR_GEMM_NC))
+void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack);
 int tr_isa_pick(int want);
-tr_gemm_fn tr_isa_kernel(int isa);
+// layers.c
+const tr_layers *tr_layers_for(int isa);
 // gpt.c
+int tr_thread_scratch(tr_model *m, int n);
 void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int cols);
 // demo.c, shared with loco.c: the chunked 2-D views of the parameter tensors
 // (tr_chunk_layout), top-k selection and the grad clipping scale.

@@ -4,8 +4,7 @@
 //   * the parameter tensors: order in the flat parameter (and gradient)
 //     array, names, shapes, sizes and offsets;
 //   * the activations of one micro-batch and their gradients: order and
-//     sizes of the buffers inside one allocation each;
-//   * the transpose scratch of the backward matmuls.
+//     sizes of the buffers inside one allocation each.
 // Both paths take their views from here, so a change to the model's layout is
 // made once. The flat parameter order is part of the state blob, payload and
 // checkpoint formats (README.md): append nothing and reorder nothing without a
@@ -177,16 +176,6 @@ static inline size_t tr_dact_layout(const tr_config *c, int batch, int seq, floa
     TR_DACTS(TR_X_)
 #undef TR_X_
     return off;
-}
-
-// Transpose scratch of the backward matmuls for micro_batch x seq_len:
-// weights (max(4C*C, C*Vp)), output gradients (max(4C, Vp) * BT) and
-// inputs (4C * BT), in floats.
-static inline void tr_scratch_floats(const tr_config *c, size_t *w, size_t *o, size_t *in) {
-    size_t C = c->channels, Vp = c->padded_vocab, BT = (size_t)c->micro_batch * (size_t)c->seq_len;
-    *w = 4 * C * C > C * Vp ? 4 * C * C : C * Vp;
-    *o = (4 * C > Vp ? 4 * C : Vp) * BT;
-    *in = 4 * C * BT;
 }
 
 #endif

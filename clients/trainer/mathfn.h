@@ -10,7 +10,7 @@
 #ifdef __CUDACC__
 #define TR_MATH static inline __host__ __device__
 #else
-#define TR_MATH static inline
+#define TR_MATH static inline __attribute__((always_inline))
 #endif
 
 TR_MATH float tr_bits2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

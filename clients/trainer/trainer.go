@@ -506,6 +506,20 @@ func (t *Trainer) Digest(payload []byte) ([32]byte, error) {
 // digestChunk is how many state floats Digest hashes per piece.
 const digestChunk = 1 << 20
 
+// Activations returns the first n floats of the last micro-batch's forward
+// activations in the layout of layout.h (for tests of the GPU path).
+func (t *Trainer) Activations(n int) ([]float32, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	if n < 1 {
+		return nil, fmt.Errorf("activations: %d floats: %w", n, ErrInvalid)
+	}
+	out := make([]float32, n)
+	return out, codeErr(C.tr_activations(t.m, (*C.float)(&out[0]), C.size_t(n)), "activations")
+}
+
 // GEMM computes out(M,N) = a(M,K) * b(N,K)^T with the model's kernel (for benchmarks).
 func (t *Trainer) GEMM(m, n, k int, a, b, out []float32) error {
 	if m < 1 || n < 1 || k < 1 || len(a) != m*k || len(b) != n*k || len(out) != m*n {

@@ -122,6 +122,10 @@ int tr_state_floats(const tr_model *m, size_t first, size_t count, uint8_t *out)
 int tr_num_tensors(const tr_model *m);
 int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int shape[3], size_t *offset);
 
+// Test hook: the first len floats of the last micro-batch's forward
+// activations, in layout.h's order (tr_act_layout), to compare with the GPU path.
+int tr_activations(const tr_model *m, float *out, size_t len);
+
 // GEMM benchmark hook: out(M,N) = A(M,K) * B(N,K)^T with the model's kernel.
 int tr_gemm(tr_model *m, int M, int N, int K, const float *a, const float *b, float *out);
 

@@ -41,8 +41,8 @@ func verifyCommand() *cli.Command {
 		&cli.StringFlag{Name: "data-dir", Usage: "local dataset directory to read the batch from instead of the run's data location (the run's pinned root still applies)"},
 		dataCacheDirFlag,
 		&cli.IntFlag{Name: "threads", Usage: "trainer threads (0: all cores; results do not depend on it)"},
-		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass (bounds memory). A batch larger than it sums its gradients in another order, so trainers and their verifiers must use the same value", Value: client.DefaultMicroBatch},
-		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda or cuda:0: the backend the run trains on (backends differ in their bits)", Value: "auto"},
+		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass: bounds memory and changes no bit of the result", Value: client.DefaultMicroBatch},
+		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda or cuda:0 (every backend computes the same bits)", Value: "auto"},
 	}
 	return &cli.Command{
 		Name: "verify",

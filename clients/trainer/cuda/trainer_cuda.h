@@ -32,6 +32,9 @@ int trg_step(trg_model *g, const float *weights, size_t nparams, const int32_t *
 // Forward only.
 int trg_eval(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
              int n, int t, float *loss);
+// Copies the first len floats of the last micro-batch's activations
+// (tr_act_layout order) to out, for tests.
+int trg_activations(const trg_model *g, float *out, size_t len);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,11 +27,12 @@ func main() {
 
 func run(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("trainer-bench", flag.ContinueOnError)
-	configs := fs.String("configs", "light,small", "comma-separated model configs to train")
+	configs := fs.String("configs", "light,small", "comma-separated model configs to train (empty: none)")
 	steps := fs.Int("steps", 5, "timed training steps per config")
 	batch := fs.Int("batch", 8, "sequences per step")
 	threads := fs.Int("threads", 0, "threads for the training runs (0: all processors)")
 	gemm := fs.Bool("gemm", true, "run the GEMM benchmark")
+	gemmThreads := fs.String("gemm-threads", "1,2", "comma-separated thread counts for the GEMM benchmark")
 	topk := fs.Int("topk", 8, "DeMo top-k per chunk for the payload figures")
 	microBatch := fs.Int("microbatch", 0, "sequences per forward/backward pass (0: the config's)")
 	if err := fs.Parse(args); err != nil {
@@ -40,11 +42,22 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		return fmt.Errorf("-steps and -batch must be positive")
 	}
 	if *gemm {
-		if err := benchGEMM(w); err != nil {
+		var ths []int
+		for _, f := range strings.Split(*gemmThreads, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("-gemm-threads %q: want positive integers separated by commas", *gemmThreads)
+			}
+			ths = append(ths, n)
+		}
+		if err := benchGEMM(w, ths); err != nil {
 			return err
 		}
 	}
 	for _, name := range strings.Split(*configs, ",") {
+		if strings.TrimSpace(name) == "" {
+			continue
+		}
 		if err := benchTrain(ctx, w, strings.TrimSpace(name), *steps, *batch, *threads, *topk, *microBatch); err != nil {
 			return err
 		}
@@ -53,8 +66,8 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 }
 
 // benchGEMM times out(M,N) = A(M,K) B(N,K)^T at the shapes of the small
-// config's MLP (B*T=2048 rows) for every kernel level and 1 and 2 threads.
-func benchGEMM(w io.Writer) error {
+// config's MLP (B*T=2048 rows) for every kernel level and the given thread counts.
+func benchGEMM(w io.Writer, threads []int) error {
 	cfg, err := trainer.ConfigByName("light")
 	if err != nil {
 		return err
@@ -85,7 +98,7 @@ func benchGEMM(w io.Writer) error {
 			if got != level {
 				continue // CPU lacks this level
 			}
-			for _, th := range []int{1, 2} {
+			for _, th := range threads {
 				if err := tr.SetThreads(th); err != nil {
 					return err
 				}

@@ -1,0 +1,18 @@
+// api.h: gpt.cu's API under the names of its host emulation (trgemu_*), so
+// that a binary can hold both the emulation and the real CUDA library.
+#ifndef TRG_EMU_API_H
+#define TRG_EMU_API_H
+
+#define trg_model trgemu_model
+#define trg_device_count trgemu_device_count
+#define trg_create trgemu_create
+#define trg_destroy trgemu_destroy
+#define trg_device_name trgemu_device_name
+#define trg_last_error trgemu_last_error
+#define trg_step trgemu_step
+#define trg_eval trgemu_eval
+#define trg_activations trgemu_activations
+
+#include "../trainer_cuda.h"
+
+#endif

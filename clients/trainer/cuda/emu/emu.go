@@ -1,0 +1,106 @@
+// Package emu runs the trainer's CUDA path (cuda/gpt.cu) on the host: the
+// same source, compiled as C++ with emu.h standing in for the CUDA runtime,
+// each kernel launch run thread by thread. Its tests check, on any machine,
+// that the GPU kernels compute exactly the CPU path's bits.
+package emu
+
+/*
+#cgo CXXFLAGS: -std=c++17 -O2 -I${SRCDIR}/..
+#include <stdlib.h>
+#include "api.h"
+#include "../../layout.h"
+
+// Name, offset and size of activation buffer i (TR_ACTS order) for batch
+// sequences of length seq; -1 past the last.
+static int emu_act(const tr_config *c, int batch, int seq, int i, const char **name, size_t *off, size_t *n) {
+    size_t L = c->layers, C = c->channels, NH = c->heads, Vp = c->padded_vocab, B = batch, T = seq, BT = B * T, o = 0;
+    int k = 0;
+#define EMU_X(nm, sz) if (k++ == i) { *name = #nm; *off = o; *n = (sz); return 0; } o += (sz);
+    TR_ACTS(EMU_X)
+#undef EMU_X
+    (void)L; (void)C; (void)NH; (void)Vp; (void)BT;
+    return -1;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+// Model is the emulated GPU model of one config.
+type Model struct {
+	g      *C.trgemu_model
+	cfg    trainer.Config
+	params int
+}
+
+func cConfig(cfg trainer.Config) C.tr_config {
+	return C.tr_config{
+		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
+		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
+	}
+}
+
+// New allocates the emulated device buffers for cfg, which holds params parameters.
+func New(cfg trainer.Config, params int) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cc := cConfig(cfg)
+	var g *C.trgemu_model
+	if rc := C.trgemu_create(&cc, &g); rc != 0 {
+		return nil, fmt.Errorf("emulated GPU model: error %d", int(rc))
+	}
+	return &Model{g: g, cfg: cfg, params: params}, nil
+}
+
+func (m *Model) Close() { C.trgemu_destroy(m.g) }
+
+// Step runs forward and backward over n sequences of length t (tokens and
+// targets hold n*t each) at weights and returns the gradients and the loss.
+func (m *Model) Step(weights []float32, tokens, targets []int32, n, t int) ([]float32, float32, error) {
+	if len(weights) != m.params || len(tokens) != n*t || len(targets) != n*t || n < 1 || t < 1 {
+		return nil, 0, fmt.Errorf("emulated step: bad sizes")
+	}
+	grads := make([]float32, m.params)
+	var loss C.float
+	rc := C.trgemu_step(m.g, (*C.float)(&weights[0]), C.size_t(len(weights)), (*C.int32_t)(unsafe.Pointer(&tokens[0])),
+		(*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(t), (*C.float)(&grads[0]), &loss)
+	if rc != 0 {
+		return nil, 0, fmt.Errorf("emulated step: error %d", int(rc))
+	}
+	return grads, float32(loss), nil
+}
+
+// Activations returns the first n floats of the last micro-batch's activations.
+func (m *Model) Activations(n int) ([]float32, error) {
+	out := make([]float32, n)
+	if rc := C.trgemu_activations(m.g, (*C.float)(&out[0]), C.size_t(n)); rc != 0 {
+		return nil, fmt.Errorf("emulated activations: error %d", int(rc))
+	}
+	return out, nil
+}
+
+// Buffer is one activation buffer of layout.h.
+type Buffer struct {
+	Name         string
+	Offset, Size int
+}
+
+// ActivationBuffers lists the activation buffers for batch sequences of length seq.
+func ActivationBuffers(cfg trainer.Config, batch, seq int) []Buffer {
+	cc := cConfig(cfg)
+	var out []Buffer
+	for i := 0; ; i++ {
+		var name *C.char
+		var off, n C.size_t
+		if C.emu_act(&cc, C.int(batch), C.int(seq), C.int(i), &name, &off, &n) != 0 {
+			return out
+		}
+		out = append(out, Buffer{Name: C.GoString(name), Offset: int(off), Size: int(n)})
+	}
+}

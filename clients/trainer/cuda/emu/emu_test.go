@@ -1,0 +1,110 @@
+package emu
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+// The GPU kernels of cuda/gpt.cu, run by the emulator, give exactly the CPU
+// path's bits for a training step: the loss, every activation buffer of the
+// forward pass (every layer's) and every gradient entry. The second shape
+// has a padded vocabulary, rows shorter than the 32 reduction lanes and a
+// head size of 8; both span several micro-batches, the last one partial.
+func TestGPUKernelsMatchCPU(t *testing.T) {
+	light, err := trainer.ConfigByName("light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	light.MicroBatch = 2
+	odd := trainer.Config{Name: "odd", Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 40, Heads: 5, SeqLen: 24, MicroBatch: 2}
+	for _, c := range []struct {
+		cfg    trainer.Config
+		n, seq int
+	}{{light, 3, 48}, {odd, 5, 19}} {
+		t.Run(c.cfg.Name, func(t *testing.T) {
+			compareStep(t, c.cfg, c.n, c.seq)
+		})
+	}
+}
+
+func compareStep(t *testing.T, cfg trainer.Config, n, seq int) {
+	cpu, err := trainer.New(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	w, err := cpu.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := trainer.MarkovText(3, n*seq+1)
+	tok, tgt := make([]int32, n*seq), make([]int32, n*seq)
+	for i := range tok {
+		tok[i], tgt[i] = int32(text[i])%int32(cfg.Vocab), int32(text[i+1])%int32(cfg.Vocab)
+	}
+	lossCPU, err := cpu.Step(context.Background(), tok, tgt, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gradCPU, err := cpu.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := New(cfg, len(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.Close()
+	gradGPU, lossGPU, err := gpu.Step(w, tok, tgt, n, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Float32bits(lossCPU) != math.Float32bits(lossGPU) {
+		t.Errorf("loss: CPU %v, GPU %v", lossCPU, lossGPU)
+	}
+
+	last := n - (n-1)/cfg.MicroBatch*cfg.MicroBatch
+	bufs := ActivationBuffers(cfg, last, seq)
+	end := bufs[len(bufs)-1].Offset + bufs[len(bufs)-1].Size
+	actCPU, err := cpu.Activations(end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actGPU, err := gpu.Activations(end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared := 0
+	for _, b := range bufs {
+		compared += b.Size
+		if d := differing(actCPU[b.Offset:b.Offset+b.Size], actGPU[b.Offset:b.Offset+b.Size]); d > 0 {
+			t.Errorf("activation %s: %d of %d floats differ between CPU and GPU", b.Name, d, b.Size)
+		}
+	}
+	t.Logf("forward: %d activation floats in %d buffers compared", compared, len(bufs))
+
+	tensors, err := cpu.Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range tensors {
+		if d := differing(gradCPU[ts.Offset:ts.Offset+ts.Size], gradGPU[ts.Offset:ts.Offset+ts.Size]); d > 0 {
+			t.Errorf("gradient %s: %d of %d entries differ between CPU and GPU", ts.Name, d, ts.Size)
+		}
+	}
+	t.Logf("backward: %d gradient entries in %d tensors compared; loss %v", len(gradCPU), len(tensors), lossCPU)
+}
+
+// differing counts the entries whose bits differ.
+func differing(a, b []float32) int {
+	n := 0
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,288 @@
+// kernels.h: the arithmetic of numeric contract v2, written once for both
+// backends. gcc compiles it into the CPU layers (layers.c, once per ISA
+// level) and nvcc into the GPU kernels (cuda/gpt.cu); cuda/emu runs those
+// GPU kernels on the host, which is how CPU = GPU is tested without a GPU.
+//
+// The contract (README.md, "Numeric contract"):
+//   * a dot product (GEMM element, attention score, attention-weighted sum)
+//     is one chain: acc = base; acc = fma(x[k], y[k], acc) for k = 0, 1, ...
+//     with base the bias, the previous value (accumulating) or 0. The chain
+//     runs on across micro-batches, so gradients do not depend on them.
+//   * a row reduction (LayerNorm statistics, softmax sums) is 32 lanes,
+//     lane j taking elements j, j+32, ... in order, then the fixed tree of
+//     trk_tree32: what a warp does with xor shuffles and 4 AVX2 or 2 AVX-512
+//     registers do with adds.
+//   * a column reduction over tokens (bias, LayerNorm and embedding
+//     gradients, the loss) is one chain in token order from the previous value.
+//   * exp, log, tanh come from mathfn.h: + - * / sqrt only.
+// fma is IEEE fused multiply-add, one rounding: FFMA on the GPU, vfmadd on
+// x86 with FMA, glibc's correctly rounded fmaf elsewhere, so every ISA level
+// gives the same bits.
+#ifndef TR_KERNELS_H
+#define TR_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mathfn.h"
+
+#ifdef __CUDACC__
+#define TRK static __forceinline__ __host__ __device__
+#else
+// ISO mode (-std=c11 or -std=c++17, which define __STRICT_ANSI__) makes GCC
+// default to -ffp-contract=off: no fma but the explicit ones. cgo does not
+// accept -ffp-contract=off itself.
+#if !defined(__STRICT_ANSI__) || defined(__FAST_MATH__)
+#error "the numeric contract needs -std=c11 (or c++17) and no -ffast-math"
+#endif
+// Always inlined, so that a caller compiled for AVX2 or AVX-512 (layers.c)
+// turns fma into one instruction.
+#define TRK static inline __attribute__((always_inline))
+#endif
+
+TRK float trk_fma(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+    return __fmaf_rn(a, b, c);
+#else
+    return __builtin_fmaf(a, b, c);
+#endif
+}
+
+TRK float trk_sqrt(float x) {
+#ifdef __CUDA_ARCH__
+    return __fsqrt_rn(x);
+#else
+    return __builtin_sqrtf(x);
+#endif
+}
+
+TRK float trk_max(float a, float b) { return b > a ? b : a; }
+
+// ----------------------------------------------------------------------------
+// Reductions
+
+#define TRK_LANES 32
+
+// Lane j adds lane j + w for w = 16, 8, 4, 2, 1; returns lane 0.
+TRK float trk_tree32(float *p) {
+    for (int w = TRK_LANES / 2; w > 0; w >>= 1)
+        for (int j = 0; j < w; j++) p[j] = p[j] + p[j + w];
+    return p[0];
+}
+
+TRK void trk_lanes_zero(float *p) {
+    for (int j = 0; j < TRK_LANES; j++) p[j] = 0.0f;
+}
+
+// sum of x[0..n)
+TRK float trk_sum(const float *x, int n) {
+    float p[TRK_LANES];
+    trk_lanes_zero(p);
+    int i = 0;
+    for (; i + TRK_LANES <= n; i += TRK_LANES)
+        for (int j = 0; j < TRK_LANES; j++) p[j] = p[j] + x[i + j];
+    for (int j = 0; i + j < n; j++) p[j] = p[j] + x[i + j];
+    return trk_tree32(p);
+}
+
+// sum of x[i] * y[i] over i < n, lanes of fma chains
+TRK float trk_sum_products(const float *x, const float *y, int n) {
+    float p[TRK_LANES];
+    trk_lanes_zero(p);
+    int i = 0;
+    for (; i + TRK_LANES <= n; i += TRK_LANES)
+        for (int j = 0; j < TRK_LANES; j++) p[j] = trk_fma(x[i + j], y[i + j], p[j]);
+    for (int j = 0; i + j < n; j++) p[j] = trk_fma(x[i + j], y[i + j], p[j]);
+    return trk_tree32(p);
+}
+
+// base + x[0]*y[0] + x[1]*y[1] + ... as one chain, strides sx and sy.
+TRK float trk_dot(float base, const float *x, size_t sx, const float *y, size_t sy, int n) {
+    float acc = base;
+    for (int k = 0; k < n; k++) acc = trk_fma(x[k * sx], y[k * sy], acc);
+    return acc;
+}
+
+// ----------------------------------------------------------------------------
+// GEMM: out(M,N) = base + A(M,K) B(N,K)^T, every element one chain over k.
+
+typedef struct {
+    int M, N, K;
+    const float *a; int lda; // (M, K) rows, or (K, M) rows when ta
+    const float *b; int ldb; // (N, K) rows, or (K, N) rows when tb
+    float *out; int ldo;     // (M, N)
+    const float *bias;       // (N) or NULL: base = bias[n], else 0
+    int accumulate;          // 1: base = out[m][n] (bias ignored)
+    int ta, tb;
+} tr_gemm_args;
+
+TRK float trk_gemm_a(const tr_gemm_args *g, int m, int k) {
+    return g->ta ? g->a[(size_t)k * g->lda + m] : g->a[(size_t)m * g->lda + k];
+}
+
+TRK float trk_gemm_b(const tr_gemm_args *g, int n, int k) {
+    return g->tb ? g->b[(size_t)k * g->ldb + n] : g->b[(size_t)n * g->ldb + k];
+}
+
+TRK float trk_gemm_base(const tr_gemm_args *g, int m, int n) {
+    if (g->accumulate) return g->out[(size_t)m * g->ldo + n];
+    return g->bias ? g->bias[n] : 0.0f;
+}
+
+// One element: the reference every GEMM kernel must equal bit for bit.
+TRK void trk_gemm_element(const tr_gemm_args *g, int m, int n) {
+    float acc = trk_gemm_base(g, m, n);
+    for (int k = 0; k < g->K; k++) acc = trk_fma(trk_gemm_a(g, m, k), trk_gemm_b(g, n, k), acc);
+    g->out[(size_t)m * g->ldo + n] = acc;
+}
+
+// A TRK_GT x TRK_GT tile at rows m0 + r*rs, columns n0 + c*cs (the GPU
+// kernel's unit of work): the same chains as trk_gemm_element, sixteen at once.
+#define TRK_GT 4
+TRK void trk_gemm_tile(const tr_gemm_args *g, int m0, int rs, int n0, int cs) {
+    float acc[TRK_GT][TRK_GT];
+    int mm[TRK_GT], nn[TRK_GT];
+    for (int r = 0; r < TRK_GT; r++) mm[r] = m0 + r * rs < g->M ? m0 + r * rs : g->M - 1;
+    for (int c = 0; c < TRK_GT; c++) nn[c] = n0 + c * cs < g->N ? n0 + c * cs : g->N - 1;
+    for (int r = 0; r < TRK_GT; r++)
+        for (int c = 0; c < TRK_GT; c++) acc[r][c] = trk_gemm_base(g, mm[r], nn[c]);
+    for (int k = 0; k < g->K; k++) {
+        float av[TRK_GT], bv[TRK_GT];
+        for (int r = 0; r < TRK_GT; r++) av[r] = trk_gemm_a(g, mm[r], k);
+        for (int c = 0; c < TRK_GT; c++) bv[c] = trk_gemm_b(g, nn[c], k);
+        for (int r = 0; r < TRK_GT; r++)
+            for (int c = 0; c < TRK_GT; c++) acc[r][c] = trk_fma(av[r], bv[c], acc[r][c]);
+    }
+    for (int r = 0; r < TRK_GT; r++)
+        for (int c = 0; c < TRK_GT; c++)
+            if (m0 + r * rs < g->M && n0 + c * cs < g->N) g->out[(size_t)(m0 + r * rs) * g->ldo + n0 + c * cs] = acc[r][c];
+}
+
+// ----------------------------------------------------------------------------
+// Layers, per row or per element (shapes as in gpt.c).
+
+#define TRK_LN_EPS 1e-5f
+
+// One row of LayerNorm: o = (x - mean) * rstd * w + b.
+TRK void trk_layernorm_row(float *o, float *mean, float *rstd, const float *x, const float *w, const float *b, int C) {
+    float mu = trk_sum(x, C) / (float)C;
+    float p[TRK_LANES];
+    trk_lanes_zero(p);
+    int i = 0;
+    for (; i + TRK_LANES <= C; i += TRK_LANES)
+        for (int j = 0; j < TRK_LANES; j++) { float d = x[i + j] - mu; p[j] = trk_fma(d, d, p[j]); }
+    for (int j = 0; i + j < C; j++) { float d = x[i + j] - mu; p[j] = trk_fma(d, d, p[j]); }
+    float rs = 1.0f / trk_sqrt(trk_tree32(p) / (float)C + TRK_LN_EPS);
+    for (int k = 0; k < C; k++) o[k] = trk_fma((x[k] - mu) * rs, w[k], b[k]);
+    *mean = mu;
+    *rstd = rs;
+}
+
+// One row of the LayerNorm input gradient: dx += (dn - mean(dn) - norm * mean(dn*norm)) * rstd, dn = w*dy.
+TRK void trk_layernorm_back_row(float *dx, const float *dy, const float *x, const float *w, float mu, float rs, int C) {
+    float pm[TRK_LANES], pn[TRK_LANES];
+    trk_lanes_zero(pm);
+    trk_lanes_zero(pn);
+    int i = 0;
+    for (; i + TRK_LANES <= C; i += TRK_LANES)
+        for (int j = 0; j < TRK_LANES; j++) {
+            float norm = (x[i + j] - mu) * rs, dn = w[i + j] * dy[i + j];
+            pm[j] = pm[j] + dn;
+            pn[j] = trk_fma(dn, norm, pn[j]);
+        }
+    for (int j = 0; i + j < C; j++) {
+        float norm = (x[i + j] - mu) * rs, dn = w[i + j] * dy[i + j];
+        pm[j] = pm[j] + dn;
+        pn[j] = trk_fma(dn, norm, pn[j]);
+    }
+    float dmean = trk_tree32(pm) / (float)C, dnm = trk_tree32(pn) / (float)C;
+    for (int k = 0; k < C; k++) {
+        float norm = (x[k] - mu) * rs, dn = w[k] * dy[k];
+        dx[k] = trk_fma(trk_fma(-norm, dnm, dn - dmean), rs, dx[k]);
+    }
+}
+
+// One token's step of the LayerNorm weight and bias gradient chains.
+TRK void trk_layernorm_dw_step(float *sw, float *sb, float x, float mu, float rs, float dy) {
+    *sw = trk_fma((x - mu) * rs, dy, *sw);
+    *sb = *sb + dy;
+}
+
+#define TRK_GELU_SCALE 0.7978845608f // sqrt(2/pi)
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+TRK float trk_gelu(float v) {
+    float th = tr_tanhf(TRK_GELU_SCALE * trk_fma(0.044715f * v * v, v, v));
+    return 0.5f * v * (1.0f + th);
+}
+
+TRK float trk_gelu_back(float v, float d) {
+    float th = tr_tanhf(TRK_GELU_SCALE * trk_fma(0.044715f * v * v, v, v));
+    float sech2 = trk_fma(-th, th, 1.0f);
+    float local = trk_fma(0.5f * v * sech2 * TRK_GELU_SCALE, trk_fma(3.0f * 0.044715f * v, v, 1.0f), 0.5f * (1.0f + th));
+    return local * d;
+}
+
+// Causal softmax of one attention row in place: a[0..t] holds the scaled
+// scores; afterwards a[0..T) holds the probabilities (0 above the diagonal).
+TRK void trk_softmax_causal(float *a, int t, int T) {
+    float mx = -3.4e38f;
+    for (int t2 = 0; t2 <= t; t2++) mx = trk_max(mx, a[t2]);
+    for (int t2 = 0; t2 <= t; t2++) a[t2] = tr_expf(a[t2] - mx);
+    float inv = 1.0f / trk_sum(a, t + 1); // the sum is at least 1 (the max's term)
+    for (int t2 = 0; t2 < T; t2++) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
+}
+
+// One query row of attention for head h of sequence b at position t:
+// a(T) = softmax of q.k/sqrt(hs) over t2 <= t, out(hs) = sum_t2 a[t2] v[t2].
+TRK void trk_attention_row(float *out, float *a, const float *qkv, int b, int t, int h, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    float scale = 1.0f / trk_sqrt((float)hs);
+    const float *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+    for (int t2 = 0; t2 <= t; t2++) {
+        const float *k = qkv + ((size_t)b * T + t2) * C3 + C + (size_t)h * hs;
+        a[t2] = trk_dot(0.0f, q, 1, k, 1, hs) * scale;
+    }
+    trk_softmax_causal(a, t, T);
+    for (int i = 0; i < hs; i++) {
+        const float *v = qkv + (size_t)b * T * C3 + 2 * (size_t)C + (size_t)h * hs + i;
+        out[i] = trk_dot(0.0f, a, 1, v, C3, t + 1);
+    }
+}
+
+// The attention backward of one query row, before dk and dv: datt[t2] =
+// dy.v[t2] and dpre[t2] = a[t2] (datt[t2] - sum(a*datt)) scale for t2 <= t
+// (0 above), and dq(hs) = sum_t2 dpre[t2] k[t2].
+TRK void trk_attention_back_row(float *dpre, float *dq, const float *a, const float *dy, const float *qkv,
+                                int b, int t, int h, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    float scale = 1.0f / trk_sqrt((float)hs);
+    for (int t2 = 0; t2 <= t; t2++) {
+        const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + (size_t)h * hs;
+        dpre[t2] = trk_dot(0.0f, dy, 1, v, 1, hs);
+    }
+    float s = trk_sum_products(a, dpre, t + 1);
+    for (int t2 = 0; t2 < T; t2++) dpre[t2] = t2 <= t ? a[t2] * (dpre[t2] - s) * scale : 0.0f;
+    for (int i = 0; i < hs; i++) {
+        const float *k = qkv + (size_t)b * T * C3 + C + (size_t)h * hs + i;
+        dq[i] = trk_dot(0.0f, dpre, 1, k, C3, t + 1);
+    }
+}
+
+// Cross-entropy of one row: p(Vp) = softmax over the first V logits (0 on
+// the padding); returns -ln p[target] = ln(sum) - (l[target] - max).
+TRK float trk_crossentropy_row(float *p, const float *l, int target, int V, int Vp) {
+    float mx = -3.4e38f;
+    for (int i = 0; i < V; i++) mx = trk_max(mx, l[i]);
+    for (int i = 0; i < V; i++) p[i] = tr_expf(l[i] - mx);
+    float sum = trk_sum(p, V), inv = 1.0f / sum;
+    for (int i = 0; i < V; i++) p[i] = p[i] * inv;
+    for (int i = V; i < Vp; i++) p[i] = 0.0f;
+    return tr_logf(sum) - (l[target] - mx);
+}
+
+TRK float trk_dlogit(float p, int is_target, float dloss) { return (p - (is_target ? 1.0f : 0.0f)) * dloss; }
+
+#endif
