@@ -166,23 +166,30 @@ static void tr_gemm_task(const tr_gemm_args *g, const tr_gemm_kernel *kn, int m0
 void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack) {
     if (isa < TR_ISA_BASE || isa > TR_ISA_AVX512) isa = TR_ISA_BASE;
     const tr_gemm_kernel *kn = &tr_kernels[isa];
-    // Tasks: row blocks of MC, and column blocks when there are too few of those.
-    int mt = (g->M + TR_GEMM_MC - 1) / TR_GEMM_MC, nt = 1;
-    while (mt * nt < 2 * nthreads && g->N / (nt + 1) >= 4 * kn->nr) nt++;
-    int nb = (g->N + nt - 1) / nt;
+    // One task per thread: mt row ranges x nt column ranges, the split that
+    // packs least (each task packs its rows of A once per column block and
+    // its columns of B once per k block).
+    int mt = 1, nt = 1;
+    long long best = -1;
+    for (int r = 1; r <= nthreads; r++) {
+        int c = nthreads / r;
+        if (nthreads % r || (g->M + kn->mr - 1) / kn->mr < r || (g->N + kn->nr - 1) / kn->nr < c) continue;
+        long long cost = (long long)g->M * c + (long long)g->N * r;
+        if (best < 0 || cost < best) best = cost, mt = r, nt = c;
+    }
+    int mb = (g->M + mt - 1) / mt, nb = (g->N + nt - 1) / nt;
+    mb += (kn->mr - mb % kn->mr) % kn->mr;
     nb += (kn->nr - nb % kn->nr) % kn->nr;
-    nt = (g->N + nb - 1) / nb;
-    if (nthreads == 1 || mt * nt == 1) {
-        for (int it = 0; it < mt; it++)
-            for (int jt = 0; jt < nt; jt++)
-                tr_gemm_task(g, kn, it * TR_GEMM_MC, tr_min(g->M, (it + 1) * TR_GEMM_MC), jt * nb, tr_min(g->N, (jt + 1) * nb), pack);
+    if (mt * nt == 1) {
+        tr_gemm_task(g, kn, 0, g->M, 0, g->N, pack);
         return;
     }
-    #pragma omp parallel for collapse(2) schedule(static) num_threads(nthreads)
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(mt * nt)
     for (int it = 0; it < mt; it++)
         for (int jt = 0; jt < nt; jt++)
-            tr_gemm_task(g, kn, it * TR_GEMM_MC, tr_min(g->M, (it + 1) * TR_GEMM_MC), jt * nb, tr_min(g->N, (jt + 1) * nb),
-                         pack + (size_t)omp_get_thread_num() * TR_GEMM_PACK);
+            if (it * mb < g->M && jt * nb < g->N)
+                tr_gemm_task(g, kn, it * mb, tr_min(g->M, (it + 1) * mb), jt * nb, tr_min(g->N, (jt + 1) * nb),
+                             pack + (size_t)omp_get_thread_num() * TR_GEMM_PACK);
 }
 
 // Highest level the CPU supports, capped at want (TR_ISA_AUTO: no cap).

@@ -16,18 +16,26 @@
 TR_MATH float tr_bits2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 TR_MATH uint32_t tr_f2bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
+// c ? a : b through the bits: GCC keeps a ?: whose operand then feeds a
+// float-to-int conversion or may trap as a branch, which stops a loop from
+// vectorising; masks do not. Same result as ?: for every input.
+TR_MATH float tr_select(int c, float a, float b) {
+    uint32_t m = 0u - (uint32_t)(c != 0);
+    return tr_bits2f((tr_f2bits(a) & m) | (tr_f2bits(b) & ~m));
+}
+
 // 2^n for n in [-126, 127].
 TR_MATH float tr_pow2i(int n) { return tr_bits2f((uint32_t)(n + 127) << 23); }
 
 // e^x: x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite split), degree-7 Taylor for
-// e^r. Branch-free (selects only) so that GCC vectorises loops that call it;
+// e^r. Branch-free (tr_select) so that GCC vectorises loops that call it;
 // vector lanes perform the same IEEE operations as scalar code, so the bits
 // are the same either way. x is clamped to [-86, 88.7]: results below e^-86
 // (4.5e-38) come out as e^-86, which no caller can tell from 0 after adding
 // it to a sum of at least 1.
 TR_MATH float tr_expf(float x) {
-    float xc = x < -86.0f ? -86.0f : x;
-    xc = xc > 88.7f ? 88.7f : xc;
+    float xc = tr_select(x < -86.0f, -86.0f, x);
+    xc = tr_select(xc > 88.7f, 88.7f, xc);
     float kf = xc * 1.44269504f;
     int n = (int)(kf + __builtin_copysignf(0.5f, kf)); // round half away from zero
     float r = xc - (float)n * 0.693145751953125f;
@@ -35,8 +43,8 @@ TR_MATH float tr_expf(float x) {
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
               r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
     float y = p * tr_pow2i(n - 1) * 2.0f; // n - 1 >= -125 keeps 2^(n-1) normal
-    y = x > 88.72283f ? tr_bits2f(0x7f800000u) : y;
-    return x != x ? x : y;
+    y = tr_select(x > 88.72283f, tr_bits2f(0x7f800000u), y);
+    return tr_select(x != x, x, y);
 }
 
 // ln x for x > 0: x = m*2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s), s = (m-1)/(m+1).
@@ -59,7 +67,7 @@ TR_MATH float tr_logf(float x) {
 // tanh x = sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|}); |x| >= 9 rounds to +-1.
 TR_MATH float tr_tanhf(float x) {
     float ax = __builtin_fabsf(x);
-    ax = ax > 9.0f ? 9.0f : ax;
+    ax = tr_select(ax > 9.0f, 9.0f, ax);
     float t = tr_expf(-2.0f * ax);
     float y = (1.0f - t) / (1.0f + t);
     return __builtin_copysignf(y, x);
