@@ -89,47 +89,60 @@ static const tr_gemm_kernel tr_kernels[] = {
     [TR_ISA_AVX512] = {uk_avx512, 12, 32},
 };
 
-// Packs A rows [m0, m0+MR) x k [k0, k0+kc) as [k][MR], zero past M.
-static void pack_a(const tr_gemm_args *g, int m0, int mr, int k0, int kc, float *restrict dst) {
-    int rows = g->M - m0 < mr ? g->M - m0 : mr;
-    if (g->ta) {
-        for (int k = 0; k < kc; k++) {
-            const float *src = g->a + (size_t)(k0 + k) * g->lda + m0;
-            for (int r = 0; r < mr; r++) dst[k * mr + r] = r < rows ? src[r] : 0.0f;
-        }
-        return;
+// dst rows i (stride ds) = src column i (src rows of stride ss), 8 x 8.
+__attribute__((target("avx2"))) static void t8x8(const float *src, size_t ss, float *dst, size_t ds) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ss);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
     }
-    for (int r = 0; r < mr; r++) {
-        const float *src = g->a + (size_t)(m0 + r) * g->lda + k0;
-        if (r < rows)
-            for (int k = 0; k < kc; k++) dst[k * mr + r] = src[k];
-        else
-            for (int k = 0; k < kc; k++) dst[k * mr + r] = 0.0f;
+    for (int i = 0; i < 8; i += 4)
+        for (int j = 0; j < 2; j++) {
+            r[i + 2 * j] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], 0x44);
+            r[i + 2 * j + 1] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], 0xee);
+        }
+    // r[0..3]: columns {0,4} {1,5} {2,6} {3,7} of rows 0-3 (low and high
+    // halves), r[4..7] the same of rows 4-7.
+    for (int j = 0; j < 4; j++) {
+        _mm256_storeu_ps(dst + j * ds, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+        _mm256_storeu_ps(dst + (j + 4) * ds, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
     }
 }
 
-// Packs B columns [n0, n0+NR) x k [k0, k0+kc) as [k][NR], zero past N.
-static void pack_b(const tr_gemm_args *g, int n0, int nr, int k0, int kc, float *restrict dst) {
-    int cols = g->N - n0 < nr ? g->N - n0 : nr;
-    if (g->tb) {
+// Packs rows [p0, p0+w) x k [k0, k0+kc) of an operand X as [k][w], zero
+// past its n rows; X(p, k) is x[p*ld + k], or x[k*ld + p] when trans. avx:
+// transpose in 8 x 8 register blocks. Data movement only: no bit changes.
+static void pack(const float *x, int ld, int trans, int n, int p0, int w, int k0, int kc, int avx, float *restrict dst) {
+    int rows = n - p0 < w ? n - p0 : w;
+    if (trans) {
         for (int k = 0; k < kc; k++) {
-            const float *src = g->b + (size_t)(k0 + k) * g->ldb + n0;
-            for (int c = 0; c < nr; c++) dst[k * nr + c] = c < cols ? src[c] : 0.0f;
+            const float *src = x + (size_t)(k0 + k) * ld + p0;
+            for (int r = 0; r < w; r++) dst[k * w + r] = r < rows ? src[r] : 0.0f;
         }
         return;
     }
-    for (int c = 0; c < nr; c++) {
-        const float *src = g->b + (size_t)(n0 + c) * g->ldb + k0;
-        if (c < cols)
-            for (int k = 0; k < kc; k++) dst[k * nr + c] = src[k];
+    int r = 0;
+    if (avx)
+        for (; r + 8 <= rows; r += 8) {
+            const float *src = x + (size_t)(p0 + r) * ld + k0;
+            int k = 0;
+            for (; k + 8 <= kc; k += 8) t8x8(src + k, (size_t)ld, dst + k * w + r, (size_t)w);
+            for (; k < kc; k++)
+                for (int i = 0; i < 8; i++) dst[k * w + r + i] = src[(size_t)i * ld + k];
+        }
+    for (; r < w; r++) {
+        const float *src = x + (size_t)(p0 + r) * ld + k0;
+        if (r < rows)
+            for (int k = 0; k < kc; k++) dst[k * w + r] = src[k];
         else
-            for (int k = 0; k < kc; k++) dst[k * nr + c] = 0.0f;
+            for (int k = 0; k < kc; k++) dst[k * w + r] = 0.0f;
     }
 }
 
 // Rows [m0, m1) x columns [n0, n1) of the output: one task.
 static void tr_gemm_task(const tr_gemm_args *g, const tr_gemm_kernel *kn, int m0, int m1, int n0, int n1, float *buf) {
-    const int mr = kn->mr, nr = kn->nr, K = g->K;
+    const int mr = kn->mr, nr = kn->nr, K = g->K, avx = kn->uk != uk_base;
     int nc = TR_GEMM_NC - TR_GEMM_NC % nr;
     float *pa = buf, *pb = buf + (size_t)TR_GEMM_KC * TR_GEMM_MC;
     if (!g->accumulate)
@@ -139,10 +152,10 @@ static void tr_gemm_task(const tr_gemm_args *g, const tr_gemm_kernel *kn, int m0
         int kc = K - k0 < TR_GEMM_KC ? K - k0 : TR_GEMM_KC;
         for (int j0 = n0; j0 < n1; j0 += nc) {
             int j1 = j0 + nc < n1 ? j0 + nc : n1;
-            for (int j = j0; j < j1; j += nr) pack_b(g, j, nr, k0, kc, pb + (size_t)(j - j0) * kc);
+            for (int j = j0; j < j1; j += nr) pack(g->b, g->ldb, g->tb, g->N, j, nr, k0, kc, avx, pb + (size_t)(j - j0) * kc);
             for (int i0 = m0; i0 < m1; i0 += TR_GEMM_MC) {
                 int i1 = i0 + TR_GEMM_MC < m1 ? i0 + TR_GEMM_MC : m1;
-                for (int i = i0; i < i1; i += mr) pack_a(g, i, mr, k0, kc, pa + (size_t)(i - i0) * kc);
+                for (int i = i0; i < i1; i += mr) pack(g->a, g->lda, g->ta, g->M, i, mr, k0, kc, avx, pa + (size_t)(i - i0) * kc);
                 for (int j = j0; j < j1; j += nr)
                     for (int i = i0; i < i1; i += mr) {
                         const float *ap = pa + (size_t)(i - i0) * kc, *bp = pb + (size_t)(j - j0) * kc;
