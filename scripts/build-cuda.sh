@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the trainer's CUDA path (clients/trainer/cuda/gpt.cu) into
+# Builds the trainer's CUDA path (clients/trainer/cuda/model.cu) into
 # clients/trainer/cuda/build/libtrainer_cuda.a, which `go build -tags cuda`
 # links, and writes clients/trainer/cuda/build/env.sh with the cgo settings
 # to source before building with the tag. The CPU build needs none of this.
@@ -36,9 +36,9 @@ fi
 mkdir -p "$out"
 # --fmad=false: products and sums round like the CPU path (part of the numeric contract).
 "$nvcc" -O3 --fmad=false -std=c++17 -arch="$arch" -Xcompiler -fPIC -lineinfo \
-  -c "$src/gpt.cu" -o "$out/gpt.o"
+  -c "$src/model.cu" -o "$out/model.o"
 rm -f "$out/libtrainer_cuda.a.tmp"
-ar rcs "$out/libtrainer_cuda.a.tmp" "$out/gpt.o"
+ar rcs "$out/libtrainer_cuda.a.tmp" "$out/model.o"
 mv "$out/libtrainer_cuda.a.tmp" "$out/libtrainer_cuda.a"
 
 # go's build cache does not see the library's content: key the cgo build on its hash.

@@ -63,10 +63,7 @@ func (t *Trainer) initBackend() error {
 		slog.Info("no CUDA device found, training on the CPU")
 		return nil
 	}
-	cc := C.tr_config{
-		vocab: C.int(t.cfg.Vocab), padded_vocab: C.int(t.cfg.PaddedVocab), layers: C.int(t.cfg.Layers),
-		channels: C.int(t.cfg.Channels), heads: C.int(t.cfg.Heads), seq_len: C.int(t.cfg.SeqLen), micro_batch: C.int(t.cfg.MicroBatch),
-	}
+	cc := t.cfg.c()
 	var g *C.trg_model
 	if err := codeErr(C.trg_create(&cc, &g), "create GPU model"); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,7 +27,6 @@ const (
 	checkpointFormat  = "psyche-trainer-checkpoint"
 	modelFormat       = "psyche-trainer-model"
 	checkpointVersion = "1"
-	stateHeaderLen    = 56
 	maxHeaderLen      = 16 << 20
 	stateFlagAdam     = 1
 	stateFlagDelta    = 2
@@ -107,10 +107,10 @@ func (t *Trainer) SaveCheckpoint(path string, meta map[string]string) error {
 	for len(hj)%8 != 0 { // keep the data 8-byte aligned, as safetensors writers do
 		hj = append(hj, ' ')
 	}
-	buf := make([]byte, 0, 8+len(hj)+len(state)-stateHeaderLen)
+	buf := make([]byte, 0, 8+len(hj)+len(state)-t.hdr)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(hj)))
 	buf = append(buf, hj...)
-	buf = append(buf, state[stateHeaderLen:]...)
+	buf = append(buf, state[t.hdr:]...)
 	return atomicfile.Write(path, buf, 0o644)
 }
 
@@ -334,12 +334,12 @@ func (t *Trainer) loadCheckpoint(path string, c *checkpointFile) error {
 	if int64(len(c.data)) != last {
 		return bad("%d data bytes, want %d", len(c.data), last)
 	}
-	state := make([]byte, stateHeaderLen, stateHeaderLen+len(c.data))
-	copy(state, "PSYS")
-	binary.LittleEndian.PutUint32(state[4:], 1)
-	for i, v := range []int{t.cfg.Vocab, t.cfg.PaddedVocab, t.cfg.Layers, t.cfg.Channels, t.cfg.Heads, t.cfg.SeqLen} {
-		binary.LittleEndian.PutUint32(state[8+4*i:], uint32(v))
+	// The model's own header (its shape), with the checkpoint's counters.
+	state, err := t.stateHeader()
+	if err != nil {
+		return err
 	}
+	state = slices.Grow(state, len(c.data))
 	binary.LittleEndian.PutUint64(state[32:], step)
 	binary.LittleEndian.PutUint64(state[40:], adamT)
 	binary.LittleEndian.PutUint32(state[48:], uint32(lrBits))

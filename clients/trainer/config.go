@@ -6,9 +6,12 @@ import (
 )
 
 // Config is a model shape. Two trainers can exchange DeMo payloads and
-// states only when every field except MicroBatch matches.
+// states only when every field except Name and MicroBatch matches.
 type Config struct {
-	Name        string `json:"name"`
+	Name string `json:"name"`
+	// Arch is the architecture: "gpt2" (also when empty) or "llama" (RMSNorm,
+	// rotary positions, grouped-query attention, SwiGLU, no biases).
+	Arch        string `json:"arch,omitempty"`
 	Vocab       int    `json:"vocab"`        // real vocabulary size
 	PaddedVocab int    `json:"padded_vocab"` // rows of the embedding, >= Vocab
 	Layers      int    `json:"layers"`
@@ -20,13 +23,33 @@ type Config struct {
 	// Every gradient and the loss chain over the tokens in order across
 	// passes, so it changes no bit of the result.
 	MicroBatch int `json:"micro_batch"`
+	// Llama only.
+	KVHeads   int     `json:"kv_heads,omitempty"`   // key/value heads, dividing Heads
+	Hidden    int     `json:"hidden,omitempty"`     // SwiGLU intermediate size
+	Untied    bool    `json:"untied,omitempty"`     // a separate lm-head instead of wte
+	RopeTheta float32 `json:"rope_theta,omitempty"` // rotary base, e.g. 10000
 }
+
+// Architectures.
+const (
+	ArchGPT2  = "gpt2"
+	ArchLlama = "llama"
+)
+
+// IsLlama reports whether c is a Llama model.
+func (c Config) IsLlama() bool { return c.Arch == ArchLlama }
 
 var namedConfigs = map[string]Config{
 	"light":          {Name: "light", Vocab: 256, PaddedVocab: 256, Layers: 4, Channels: 128, Heads: 4, SeqLen: 128, MicroBatch: 8},
 	"small":          {Name: "small", Vocab: 256, PaddedVocab: 256, Layers: 6, Channels: 384, Heads: 6, SeqLen: 256, MicroBatch: 8},
 	"gpt2-bpe-small": {Name: "gpt2-bpe-small", Vocab: 50257, PaddedVocab: 50304, Layers: 6, Channels: 384, Heads: 6, SeqLen: 256, MicroBatch: 4},
 	"gpt2-124m":      {Name: "gpt2-124m", Vocab: 50257, PaddedVocab: 50304, Layers: 12, Channels: 768, Heads: 12, SeqLen: 1024, MicroBatch: 1},
+	"llama-light": {Name: "llama-light", Arch: ArchLlama, Vocab: 256, PaddedVocab: 256, Layers: 4, Channels: 128, Heads: 4, KVHeads: 2,
+		Hidden: 384, RopeTheta: 10000, SeqLen: 128, MicroBatch: 8},
+	"llama-small": {Name: "llama-small", Arch: ArchLlama, Vocab: 256, PaddedVocab: 256, Layers: 6, Channels: 384, Heads: 6, KVHeads: 2,
+		Hidden: 1152, RopeTheta: 10000, SeqLen: 256, MicroBatch: 8},
+	"llama-125m": {Name: "llama-125m", Arch: ArchLlama, Vocab: 50257, PaddedVocab: 50304, Layers: 12, Channels: 768, Heads: 12,
+		KVHeads: 4, Hidden: 2304, RopeTheta: 10000, SeqLen: 1024, MicroBatch: 1},
 }
 
 // ConfigNames lists the named configurations.
@@ -39,7 +62,8 @@ func ConfigNames() []string {
 	return names
 }
 
-// ConfigByName returns a named configuration: light, small, gpt2-bpe-small or gpt2-124m.
+// ConfigByName returns a named configuration: light, small, gpt2-bpe-small,
+// gpt2-124m, llama-light, llama-small or llama-125m.
 func ConfigByName(name string) (Config, error) {
 	c, ok := namedConfigs[name]
 	if !ok {
@@ -66,11 +90,31 @@ func (c Config) Validate() error {
 	case c.MicroBatch < 1 || c.MicroBatch > 65536:
 		return fmt.Errorf("model config: micro_batch %d out of range [1, 65536]", c.MicroBatch)
 	}
+	switch c.Arch {
+	case "", ArchGPT2:
+		if c.KVHeads != 0 || c.Hidden != 0 || c.Untied || c.RopeTheta != 0 {
+			return fmt.Errorf("model config: kv_heads, hidden, untied and rope_theta are Llama settings, not gpt2's")
+		}
+	case ArchLlama:
+		switch {
+		case c.KVHeads < 1 || c.Heads%c.KVHeads != 0:
+			return fmt.Errorf("model config: kv_heads %d must divide heads %d", c.KVHeads, c.Heads)
+		case (c.Channels/c.Heads)%2 != 0:
+			return fmt.Errorf("model config: the head size %d must be even for rotary embeddings", c.Channels/c.Heads)
+		case c.Hidden < 1 || c.Hidden > 1<<20:
+			return fmt.Errorf("model config: hidden %d out of range [1, 2^20]", c.Hidden)
+		case !(c.RopeTheta >= 1 && c.RopeTheta <= 1e12):
+			return fmt.Errorf("model config: rope_theta %v out of range [1, 1e12]", c.RopeTheta)
+		}
+	default:
+		return fmt.Errorf("model config: unknown architecture %q (known: gpt2, llama)", c.Arch)
+	}
 	return nil
 }
 
 // sameModel reports whether c and o describe the same parameters.
 func (c Config) sameModel(o Config) bool {
-	return c.Vocab == o.Vocab && c.PaddedVocab == o.PaddedVocab && c.Layers == o.Layers &&
-		c.Channels == o.Channels && c.Heads == o.Heads && c.SeqLen == o.SeqLen
+	return c.IsLlama() == o.IsLlama() && c.Vocab == o.Vocab && c.PaddedVocab == o.PaddedVocab && c.Layers == o.Layers &&
+		c.Channels == o.Channels && c.Heads == o.Heads && c.SeqLen == o.SeqLen && c.KVHeads == o.KVHeads &&
+		c.Hidden == o.Hidden && c.Untied == o.Untied && c.RopeTheta == o.RopeTheta
 }

@@ -41,8 +41,8 @@ static int tr_demo_check(const tr_demo *hp) {
 // are (L*OC, IC) with row chunks dividing OC so no chunk spans two layers;
 // 2-D tensors (stacked vectors (L, n), wte, wpe) stay as they are, row chunks
 // dividing their row count; the final LayerNorm vectors (C) are (1, C).
-void tr_chunk_layout(const tr_model *m, int chunk, int topk, tr_demo_tensor t[TR_NUM_TENSORS]) {
-    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+void tr_chunk_layout(const tr_model *m, int chunk, int topk, tr_demo_tensor t[TR_MAX_TENSORS]) {
+    for (int i = 0; i < m->ntensors; i++) {
         tr_demo_tensor *x = &t[i];
         int s[3], nd = tr_param_shape(&m->cfg, i, s);
         int rpl; // row chunks divide this
@@ -66,10 +66,11 @@ static size_t tr_demo_tensor_bytes(const tr_demo_tensor *t, int one_bit) {
 
 int tr_demo_payload_size(const tr_model *m, const tr_demo *hp, size_t *size) {
     if (!m || !size || tr_demo_check(hp)) return TR_EINVAL;
-    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = m->ntensors;
     tr_chunk_layout(m, hp->chunk, hp->topk, t);
     size_t s = TR_DEMO_HEADER;
-    for (int i = 0; i < TR_NUM_TENSORS; i++) s += tr_demo_tensor_bytes(&t[i], hp->one_bit);
+    for (int i = 0; i < nt; i++) s += tr_demo_tensor_bytes(&t[i], hp->one_bit);
     *size = s;
     return TR_OK;
 }
@@ -261,8 +262,9 @@ typedef struct {
 } tr_demo_scratch;
 
 static int tr_demo_scratch_alloc(tr_model *m, const tr_demo_tensor *t, tr_demo_scratch *s) {
+    const int nt = m->ntensors;
     size_t per = 0, big = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+    for (int i = 0; i < nt; i++) {
         size_t n = (size_t)t[i].cr * t[i].cc, sz = (size_t)t[i].rows * t[i].cols;
         if (n > per) per = n;
         if (sz > big) big = sz;
@@ -278,7 +280,7 @@ static int tr_demo_scratch_alloc(tr_model *m, const tr_demo_tensor *t, tr_demo_s
         m->demo_buf = b;
         m->demo_buf_len = big;
     }
-    for (int i = 0; i < TR_NUM_TENSORS; i++)
+    for (int i = 0; i < nt; i++)
         if (!tr_dct_get(m, t[i].cr) || !tr_dct_get(m, t[i].cc)) goto fail;
     return TR_OK;
 fail:
@@ -300,12 +302,13 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
         m->delta = calloc(m->num_params, sizeof(float));
         if (!m->delta) return TR_ENOMEM;
     }
-    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = m->ntensors;
     tr_chunk_layout(m, hp->chunk, hp->topk, t);
     tr_demo_scratch s;
     if ((rc = tr_demo_scratch_alloc(m, t, &s))) return rc;
     size_t maxe = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++)
+    for (int i = 0; i < nt; i++)
         if (t[i].nchunks * t[i].k > maxe) maxe = t[i].nchunks * t[i].k;
     uint32_t *sel_idx = malloc(sizeof(uint32_t) * maxe);
     float *sel_val = malloc(sizeof(float) * maxe);
@@ -321,7 +324,7 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
     out[2] = TR_DEMO_VERSION;
     out[3] = hp->one_bit ? 1 : 0;
     uint8_t *p = out + TR_DEMO_HEADER;
-    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+    for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
         float *delta = m->delta + x->offset;
         size_t numel = (size_t)x->rows * x->cols;
@@ -376,19 +379,19 @@ typedef struct {
 } tr_demo_view;
 
 // Checks one payload against this model and hp without touching any state;
-// fills v[TR_NUM_TENSORS] when v is not NULL. seen: scratch of the largest
+// fills v[nt] when v is not NULL. seen: scratch of the largest
 // chunk's size, all zero on entry (it is left dirty).
-static int tr_demo_parse(const tr_demo_tensor *t, const tr_demo *hp, const uint8_t *p, size_t len,
+static int tr_demo_parse(const tr_demo_tensor *t, int nt, const tr_demo *hp, const uint8_t *p, size_t len,
                          tr_demo_view *v, uint32_t *seen) {
     if (!p || len < TR_DEMO_HEADER || memcmp(p, TR_DEMO_MAGIC, 2) != 0 || p[2] != TR_DEMO_VERSION) return TR_EPAYLOAD;
     if (p[3] != (hp->one_bit ? 1 : 0)) return TR_EPAYLOAD;
     // The length is fixed by the model and hp: check it before reading entries.
     size_t want = TR_DEMO_HEADER;
-    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) want += tr_demo_tensor_bytes(&t[ti], hp->one_bit);
+    for (int ti = 0; ti < nt; ti++) want += tr_demo_tensor_bytes(&t[ti], hp->one_bit);
     if (len != want) return TR_EPAYLOAD;
     size_t off = TR_DEMO_HEADER;
     uint32_t stamp = 0;
-    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+    for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
         size_t e = x->nchunks * x->k;
         size_t body = tr_demo_tensor_bytes(x, hp->one_bit);
@@ -420,22 +423,23 @@ static int tr_demo_parse(const tr_demo_tensor *t, const tr_demo *hp, const uint8
     return TR_OK;
 }
 
-size_t tr_max_chunk(const tr_demo_tensor *t) {
+size_t tr_max_chunk(const tr_demo_tensor *t, int nt) {
     size_t n = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++)
+    for (int i = 0; i < nt; i++)
         if ((size_t)t[i].cr * t[i].cc > n) n = (size_t)t[i].cr * t[i].cc;
     return n;
 }
 
-static uint32_t *tr_seen_alloc(const tr_demo_tensor *t) { return calloc(tr_max_chunk(t), sizeof(uint32_t)); }
+static uint32_t *tr_seen_alloc(const tr_demo_tensor *t, int nt) { return calloc(tr_max_chunk(t, nt), sizeof(uint32_t)); }
 
 int tr_demo_validate(const tr_model *m, const tr_demo *hp, const uint8_t *p, size_t len) {
     if (!m || tr_demo_check(hp)) return TR_EINVAL;
-    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = m->ntensors;
     tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    uint32_t *seen = tr_seen_alloc(t);
+    uint32_t *seen = tr_seen_alloc(t, nt);
     if (!seen) return TR_ENOMEM;
-    int rc = tr_demo_parse(t, hp, p, len, NULL, seen);
+    int rc = tr_demo_parse(t, nt, hp, p, len, NULL, seen);
     free(seen);
     return rc;
 }
@@ -461,25 +465,26 @@ int tr_lookahead_alloc(tr_model *m) {
 
 int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n) {
     if (!m || tr_demo_check(hp) || n < 0 || (n > 0 && (!payloads || !lens))) return TR_EINVAL;
-    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = m->ntensors;
     tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    tr_demo_view *views = malloc(sizeof(tr_demo_view) * TR_NUM_TENSORS * (n > 0 ? n : 1));
-    uint32_t *seen = tr_seen_alloc(t);
+    tr_demo_view *views = malloc(sizeof(tr_demo_view) * nt * (n > 0 ? n : 1));
+    uint32_t *seen = tr_seen_alloc(t, nt);
     tr_demo_scratch s = {0};
     int rc = TR_OK;
     if (!views || !seen) { rc = TR_ENOMEM; goto done; }
     // All payloads are checked before anything changes.
     size_t off = 0;
     for (int c = 0; c < n; c++) {
-        if (c > 0) memset(seen, 0, sizeof(uint32_t) * tr_max_chunk(t));
-        if ((rc = tr_demo_parse(t, hp, payloads + off, lens[c], views + (size_t)c * TR_NUM_TENSORS, seen))) goto done;
+        if (c > 0) memset(seen, 0, sizeof(uint32_t) * tr_max_chunk(t, nt));
+        if ((rc = tr_demo_parse(t, nt, hp, payloads + off, lens[c], views + (size_t)c * nt, seen))) goto done;
         off += lens[c];
     }
     if ((rc = tr_demo_scratch_alloc(m, t, &s))) goto done;
     if (hp->lookahead && (rc = tr_lookahead_alloc(m))) goto done;
     float wdf = 1.0f - hp->lr * hp->weight_decay, lr = hp->lr;
     float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *U = S2 + m->demo_buf_len;
-    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+    for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
         float *param = m->params + x->offset;
         size_t numel = (size_t)x->rows * x->cols;
@@ -492,7 +497,7 @@ int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const
             uint32_t *cnt = s.u + 2 * s.per * omp_get_thread_num();
             memset(cnt, 0, sizeof(uint32_t) * nn);
             for (int c = 0; c < n; c++) {
-                const tr_demo_view *v = &views[(size_t)c * TR_NUM_TENSORS + ti];
+                const tr_demo_view *v = &views[(size_t)c * nt + ti];
                 for (int e = 0; e < k; e++) {
                     size_t ei = b * k + e;
                     uint32_t ix = tr_get_index(v->idx + ei * x->width, x->width);

@@ -1,6 +1,6 @@
 //go:build cuda
 
-// device_cuda.c: runs forward/backward on the GPU (cuda/gpt.cu) for a
+// device_cuda.c: runs forward/backward on the GPU (cuda/model.cu) for a
 // tr_model, whose weights, gradients and optimizers stay on the host.
 
 #include "internal.h"

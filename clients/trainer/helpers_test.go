@@ -24,6 +24,15 @@ func newTrainer(t testing.TB, cfg Config, seed uint64) *Trainer {
 	return tr
 }
 
+func llamaLight(t testing.TB) Config {
+	t.Helper()
+	cfg, err := ConfigByName("llama-light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func lightConfig(t testing.TB) Config {
 	t.Helper()
 	cfg, err := ConfigByName("light")

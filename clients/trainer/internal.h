@@ -22,16 +22,24 @@ typedef struct {
                         const float *rstd, int r0, int r1, int C);
     void (*ln_dw)(float *dw, float *db, const float *dout, const float *inp, const float *mean, const float *rstd, int N,
                   int C, int c0, int c1);
-    void (*bias_backward)(float *dbias, const float *dout, int BT, int OC, int o0, int o1);
+    void (*bias_backward)(float *dbias, const float *dout, int ld, int BT, int o0, int o1);
     void (*gelu_forward)(float *out, const float *x, size_t n);
     void (*gelu_backward)(float *dinp, const float *x, const float *dout, size_t n);
-    void (*attention_forward)(float *out, float *att, const float *qkv, float *kt, int b, int h, int T, int C, int NH);
+    void (*attention_forward)(float *out, float *att, const float *qkv, float *kt, int b, int h, int T, int C, int NH,
+                              int KV);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att, float *vt, float *dp,
-                               int b, int h, int T, int C, int NH);
+                               int b, int kvh, int T, int C, int NH, int KV);
     void (*ce_forward)(float *probs, float *losses, const float *logits, const int32_t *targets, int r0, int r1, int V,
                        int Vp);
     void (*ce_backward)(float *dlogits, const float *probs, const int32_t *targets, float dloss, int r0, int r1, int V,
                         int Vp);
+    void (*rms_forward)(float *out, float *rstd, const float *inp, const float *w, int r0, int r1, int C);
+    void (*rms_backward)(float *dinp, const float *dout, const float *inp, const float *w, const float *rstd, int r0,
+                         int r1, int C);
+    void (*rms_dw)(float *dw, const float *dout, const float *inp, const float *rstd, int N, int C, int c0, int c1);
+    void (*rope)(float *qkv, const float *cosv, const float *sinv, int r0, int r1, int T, int C, int NH, int KV, int back);
+    void (*swiglu_forward)(float *out, const float *g, const float *u, size_t n);
+    void (*swiglu_backward)(float *dg, float *du, const float *g, const float *u, const float *dh, size_t n);
 } tr_layers;
 
 struct tr_model {
@@ -39,8 +47,10 @@ struct tr_model {
     int nthreads;
     int isa;                 // TR_ISA_BASE..TR_ISA_AVX512, never AUTO
     const tr_layers *layers; // of that level
-    size_t sizes[TR_NUM_TENSORS];   // tr_param_layout (layout.h)
-    size_t offsets[TR_NUM_TENSORS];
+    const struct tr_arch *arch;     // the model's forward, backward and init
+    int ntensors;                   // tr_tensor_count (layout.h)
+    size_t sizes[TR_MAX_TENSORS];   // tr_param_layout
+    size_t offsets[TR_MAX_TENSORS];
     size_t num_params;
 
     float *params;    // (N) master weights, identical on every replica
@@ -56,6 +66,7 @@ struct tr_model {
     float demo_lr;          // lr of the last DeMo apply (for the lookahead)
     uint64_t step;          // optimizer steps taken
 
+    float *rope_cos, *rope_sin; // llama: (T, hs/2) rotary tables (trk_rope_table)
     float *act_mem;   // activations for micro_batch x seq_len (tr_act_layout)
     float *dact_mem;  // (tr_dact_layout)
     // Per-thread scratch for scratch_threads threads (tr_thread_scratch).
@@ -83,9 +94,47 @@ void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack);
 int tr_isa_pick(int want);
 // layers.c
 const tr_layers *tr_layers_for(int isa);
-// gpt.c
+// An architecture (gpt.c, llama.c): init draws the weights; forward runs
+// B sequences of length T at weights w into act_mem and returns the
+// per-token losses; backward adds the gradients of dloss * their sum to g
+// (the token embedding's share to m->dwte_emb) from forward's activations.
+typedef struct tr_arch {
+    void (*init)(tr_model *m, uint64_t seed);
+    const float *(*forward)(tr_model *m, float *w, const int32_t *tok, const int32_t *tgt, int B, int T);
+    void (*backward)(tr_model *m, float *w, float *g, const int32_t *tok, const int32_t *tgt, float dloss, int B, int T);
+} tr_arch;
+extern const tr_arch tr_arch_gpt2, tr_arch_llama;
+
+// model.c: N(0, 1) draws for the initial weights (splitmix64, Irwin-Hall).
+float tr_normal(uint64_t *s);
+
+// ops.c: the layers spread over threads (shapes in the comments there).
 int tr_thread_scratch(tr_model *m, int n);
 void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int cols);
+void tr_encoder_forward(const tr_model *m, float *out, const int32_t *tok, const float *wte, const float *wpe, int B, int T);
+void tr_encoder_backward(const tr_model *m, float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B, int T);
+void tr_layernorm_forward(const tr_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C);
+void tr_layernorm_backward(const tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                           const float *w, const float *mean, const float *rstd, int N, int C);
+void tr_rmsnorm_forward(const tr_model *m, float *out, float *rstd, const float *inp, const float *w, int N, int C);
+void tr_rmsnorm_backward(const tr_model *m, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         const float *rstd, int N, int C);
+void tr_linear_forward(const tr_model *m, float *out, int ldo, const float *inp, int ldi, const float *w,
+                       const float *bias, int BT, int IC, int OC);
+void tr_linear_backward(const tr_model *m, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
+                        const float *inp, int ldi, const float *w, int BT, int IC, int OC);
+void tr_attention_forward(const tr_model *m, float *out, float *att, const float *qkv, int B, int T, int KV);
+void tr_attention_backward(const tr_model *m, float *dqkv, const float *dout, const float *qkv, const float *att, int B,
+                           int T, int KV);
+void tr_rope(const tr_model *m, float *qkv, int N, int T, int KV, int back);
+void tr_gelu_forward(const tr_model *m, float *out, const float *x, size_t n);
+void tr_gelu_backward(const tr_model *m, float *dinp, const float *x, const float *dout, size_t n);
+void tr_swiglu_forward(const tr_model *m, float *out, const float *g, const float *u, size_t n);
+void tr_swiglu_backward(const tr_model *m, float *dg, float *du, const float *g, const float *u, const float *dh, size_t n);
+void tr_residual_forward(const tr_model *m, float *out, const float *a, const float *b, size_t n);
+void tr_crossentropy_forward(const tr_model *m, float *probs, float *losses, const float *logits, const int32_t *targets, int BT);
+void tr_crossentropy_backward(const tr_model *m, float *dlogits, const float *probs, const int32_t *targets, float dloss, int BT);
 // demo.c, shared with loco.c: the chunked 2-D views of the parameter tensors
 // (tr_chunk_layout), top-k selection and the grad clipping scale.
 typedef struct {
@@ -97,8 +146,8 @@ typedef struct {
     size_t offset;   // into the flat parameter array
 } tr_demo_tensor;
 int tr_largest_divisor(int n, int cap);
-void tr_chunk_layout(const tr_model *m, int chunk, int topk, tr_demo_tensor t[TR_NUM_TENSORS]);
-size_t tr_max_chunk(const tr_demo_tensor *t);
+void tr_chunk_layout(const tr_model *m, int chunk, int topk, tr_demo_tensor t[TR_MAX_TENSORS]);
+size_t tr_max_chunk(const tr_demo_tensor *t, int nt);
 // Top-k of one chunk by |y|, ties by lower index: a sorted list for small k,
 // a stable merge sort (idx, tmp: n scratch each) otherwise.
 #define TR_TOPK_SMALL 64

@@ -1,6 +1,6 @@
 // kernels.h: the arithmetic of numeric contract v2, written once for both
 // backends. gcc compiles it into the CPU layers (layers.c, once per ISA
-// level) and nvcc into the GPU kernels (cuda/gpt.cu); cuda/emu runs those
+// level) and nvcc into the GPU kernels (cuda/model.cu); cuda/emu runs those
 // GPU kernels on the host, which is how CPU = GPU is tested without a GPU.
 //
 // The contract (README.md, "Numeric contract"):
@@ -233,42 +233,125 @@ TRK void trk_softmax_causal(float *a, int t, int T) {
     for (int t2 = 0; t2 < T; t2++) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
 }
 
+// Where the q, k and v of a token sit in a qkv row (QKVD floats): q of head
+// h at h*hs, then the KV key heads, then the KV value heads; query head h
+// reads kv head h / (NH/KV). GPT-2 is the case KV = NH.
+typedef struct {
+    int hs, kvh;        // head size, kv head of the query head
+    size_t stride;      // QKVD
+    size_t q, k, v;     // offsets of this head's q, k and v in a row
+} trk_heads;
+
+TRK trk_heads trk_head_offsets(int h, int C, int NH, int KV) {
+    trk_heads o;
+    o.hs = C / NH;
+    o.kvh = h / (NH / KV);
+    o.stride = (size_t)C + 2 * (size_t)KV * o.hs;
+    o.q = (size_t)h * o.hs;
+    o.k = (size_t)C + (size_t)o.kvh * o.hs;
+    o.v = (size_t)C + (size_t)KV * o.hs + (size_t)o.kvh * o.hs;
+    return o;
+}
+
 // One query row of attention for head h of sequence b at position t:
 // a(T) = softmax of q.k/sqrt(hs) over t2 <= t, out(hs) = sum_t2 a[t2] v[t2].
-TRK void trk_attention_row(float *out, float *a, const float *qkv, int b, int t, int h, int T, int C, int NH) {
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
+TRK void trk_attention_row(float *out, float *a, const float *qkv, int b, int t, int h, int T, int C, int NH, int KV) {
+    trk_heads o = trk_head_offsets(h, C, NH, KV);
+    int hs = o.hs;
     float scale = 1.0f / trk_sqrt((float)hs);
-    const float *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const float *k = qkv + ((size_t)b * T + t2) * C3 + C + (size_t)h * hs;
-        a[t2] = trk_dot(0.0f, q, 1, k, 1, hs) * scale;
-    }
+    const float *seq = qkv + (size_t)b * T * o.stride, *q = seq + (size_t)t * o.stride + o.q;
+    for (int t2 = 0; t2 <= t; t2++) a[t2] = trk_dot(0.0f, q, 1, seq + (size_t)t2 * o.stride + o.k, 1, hs) * scale;
     trk_softmax_causal(a, t, T);
-    for (int i = 0; i < hs; i++) {
-        const float *v = qkv + (size_t)b * T * C3 + 2 * (size_t)C + (size_t)h * hs + i;
-        out[i] = trk_dot(0.0f, a, 1, v, C3, t + 1);
-    }
+    for (int i = 0; i < hs; i++) out[i] = trk_dot(0.0f, a, 1, seq + o.v + i, o.stride, t + 1);
 }
 
 // The attention backward of one query row, before dk and dv: datt[t2] =
 // dy.v[t2] and dpre[t2] = a[t2] (datt[t2] - sum(a*datt)) scale for t2 <= t
 // (0 above), and dq(hs) = sum_t2 dpre[t2] k[t2].
 TRK void trk_attention_back_row(float *dpre, float *dq, const float *a, const float *dy, const float *qkv,
-                                int b, int t, int h, int T, int C, int NH) {
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
+                                int b, int t, int h, int T, int C, int NH, int KV) {
+    trk_heads o = trk_head_offsets(h, C, NH, KV);
+    int hs = o.hs;
     float scale = 1.0f / trk_sqrt((float)hs);
-    for (int t2 = 0; t2 <= t; t2++) {
-        const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + (size_t)h * hs;
-        dpre[t2] = trk_dot(0.0f, dy, 1, v, 1, hs);
-    }
+    const float *seq = qkv + (size_t)b * T * o.stride;
+    for (int t2 = 0; t2 <= t; t2++) dpre[t2] = trk_dot(0.0f, dy, 1, seq + (size_t)t2 * o.stride + o.v, 1, hs);
     float s = trk_sum_products(a, dpre, t + 1);
     for (int t2 = 0; t2 < T; t2++) dpre[t2] = t2 <= t ? a[t2] * (dpre[t2] - s) * scale : 0.0f;
-    for (int i = 0; i < hs; i++) {
-        const float *k = qkv + (size_t)b * T * C3 + C + (size_t)h * hs + i;
-        dq[i] = trk_dot(0.0f, dpre, 1, k, C3, t + 1);
+    for (int i = 0; i < hs; i++) dq[i] = trk_dot(0.0f, dpre, 1, seq + o.k + i, o.stride, t + 1);
+}
+
+// dk and dv of a key head are chains over the query heads of its group in
+// order, and within a head over the queries t >= t2 in order.
+
+// ----------------------------------------------------------------------------
+// Llama's layers.
+
+#define TRK_RMS_EPS 1e-5f
+
+// One row of RMSNorm: o = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
+TRK void trk_rmsnorm_row(float *o, float *rstd, const float *x, const float *w, int C) {
+    float rs = 1.0f / trk_sqrt(trk_sum_products(x, x, C) / (float)C + TRK_RMS_EPS);
+    for (int i = 0; i < C; i++) o[i] = x[i] * rs * w[i];
+    *rstd = rs;
+}
+
+// One row of the RMSNorm input gradient: dx += rstd (w dy) - x rstd^3 mean(w dy x).
+TRK void trk_rmsnorm_back_row(float *dx, const float *dy, const float *x, const float *w, float rs, int C) {
+    float p[TRK_LANES];
+    trk_lanes_zero(p);
+    int i = 0;
+    for (; i + TRK_LANES <= C; i += TRK_LANES)
+        for (int j = 0; j < TRK_LANES; j++) p[j] = trk_fma(w[i + j] * dy[i + j], x[i + j], p[j]);
+    for (int j = 0; i + j < C; j++) p[j] = trk_fma(w[i + j] * dy[i + j], x[i + j], p[j]);
+    float k = rs * rs * rs * (trk_tree32(p) / (float)C);
+    for (int c = 0; c < C; c++) dx[c] = trk_fma(-x[c], k, trk_fma(rs, w[c] * dy[c], dx[c]));
+}
+
+// One token's step of the RMSNorm weight gradient chain.
+TRK void trk_rmsnorm_dw_step(float *sw, float x, float rs, float dy) { *sw = trk_fma(x * rs, dy, *sw); }
+
+// Rotary embedding tables (T, hs/2): angle t * theta^(-2i/hs), built in
+// double with mathfn.h's series (the same bits everywhere), then rounded.
+TRK void trk_rope_table(float *cosv, float *sinv, int T, int hs, float theta) {
+    int half = hs / 2;
+    double lt = tr_log_d((double)theta);
+    for (int i = 0; i < half; i++) {
+        double inv = tr_exp_d(-(2.0 * i / hs) * lt);
+        for (int t = 0; t < T; t++) {
+            cosv[(size_t)t * half + i] = (float)tr_cos((double)t * inv);
+            sinv[(size_t)t * half + i] = (float)tr_sin((double)t * inv);
+        }
     }
+}
+
+// Rotates one head vector x(hs) in place at the position whose table rows
+// are cs and sn (hs/2 each), in the rotate-half pairing (i, i + hs/2).
+TRK void trk_rope(float *x, const float *cs, const float *sn, int hs) {
+    int half = hs / 2;
+    for (int i = 0; i < half; i++) {
+        float x1 = x[i], x2 = x[i + half];
+        x[i] = trk_fma(x1, cs[i], -(x2 * sn[i]));
+        x[i + half] = trk_fma(x2, cs[i], x1 * sn[i]);
+    }
+}
+
+// The gradient of trk_rope: the inverse rotation of dy, in place.
+TRK void trk_rope_back(float *d, const float *cs, const float *sn, int hs) {
+    int half = hs / 2;
+    for (int i = 0; i < half; i++) {
+        float d1 = d[i], d2 = d[i + half];
+        d[i] = trk_fma(d1, cs[i], d2 * sn[i]);
+        d[i + half] = trk_fma(d2, cs[i], -(d1 * sn[i]));
+    }
+}
+
+// SwiGLU: h = silu(g) * u, silu(g) = g / (1 + e^-g).
+TRK float trk_swiglu(float g, float u) { return g / (1.0f + tr_expf(-g)) * u; }
+
+TRK void trk_swiglu_back(float g, float u, float dh, float *dg, float *du) {
+    float s = 1.0f / (1.0f + tr_expf(-g)), sg = g * s;
+    *du = dh * sg;
+    *dg = dh * u * trk_fma(sg, 1.0f - s, s);
 }
 
 // Cross-entropy of one row: p(Vp) = softmax over the first V logits (0 on

@@ -2,7 +2,7 @@
 // (TRL names the copy). Each function does one range of rows, columns or
 // one (sequence, head) pair, so gpt.c spreads the work over threads; every
 // element's arithmetic is kernels.h's, in the loop order that vectorises on
-// a CPU. cuda/gpt.cu runs the same arithmetic per GPU thread, and the
+// a CPU. cuda/model.cu runs the same arithmetic per GPU thread, and the
 // emulator test (cuda/emu) checks that the two orders give the same bits.
 
 static void TRL(ln_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
@@ -27,10 +27,10 @@ static void TRL(ln_dw)(float *restrict dw, float *restrict db, const float *rest
     }
 }
 
-// dbias columns [o0, o1) += column sums of dout(BT, OC), one chain per column.
-static void TRL(bias_backward)(float *restrict dbias, const float *restrict dout, int BT, int OC, int o0, int o1) {
+// dbias columns [o0, o1) += column sums of dout(BT, ld), one chain per column.
+static void TRL(bias_backward)(float *restrict dbias, const float *restrict dout, int ld, int BT, int o0, int o1) {
     for (int r = 0; r < BT; r++) {
-        const float *row = dout + (size_t)r * OC;
+        const float *row = dout + (size_t)r * ld;
         for (int o = o0; o < o1; o++) dbias[o] = dbias[o] + row[o];
     }
 }
@@ -47,15 +47,15 @@ static void TRL(gelu_backward)(float *restrict dinp, const float *restrict x, co
 // chains): scores run over the keys transposed into kt (hs, T), so that the
 // chains of all keys advance together.
 static void TRL(attention_forward)(float *out, float *att, const float *qkv, float *restrict kt, int b, int h, int T,
-                                   int C, int NH) {
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
+                                   int C, int NH, int KV) {
+    trk_heads o = trk_head_offsets(h, C, NH, KV);
+    int hs = o.hs;
     float scale = 1.0f / trk_sqrt((float)hs);
-    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    const float *seq = qkv + (size_t)b * T * o.stride;
     for (int t2 = 0; t2 < T; t2++)
-        for (int i = 0; i < hs; i++) kt[(size_t)i * T + t2] = base[(size_t)t2 * C3 + C + i];
+        for (int i = 0; i < hs; i++) kt[(size_t)i * T + t2] = seq[(size_t)t2 * o.stride + o.k + i];
     for (int t = 0; t < T; t++) {
-        const float *q = base + (size_t)t * C3;
+        const float *q = seq + (size_t)t * o.stride + o.q;
         float *restrict a = att + (((size_t)b * NH + h) * T + t) * T;
         for (int t2 = 0; t2 <= t; t2++) a[t2] = 0.0f;
         for (int i = 0; i < hs; i++) {
@@ -65,55 +65,105 @@ static void TRL(attention_forward)(float *out, float *att, const float *qkv, flo
         }
         for (int t2 = 0; t2 <= t; t2++) a[t2] = a[t2] * scale;
         trk_softmax_causal(a, t, T);
-        float *restrict o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
-        for (int i = 0; i < hs; i++) o[i] = 0.0f;
+        float *restrict y = out + ((size_t)b * T + t) * C + o.q;
+        for (int i = 0; i < hs; i++) y[i] = 0.0f;
         for (int t2 = 0; t2 <= t; t2++) {
-            const float *restrict v = base + (size_t)t2 * C3 + 2 * C;
+            const float *restrict v = seq + (size_t)t2 * o.stride + o.v;
             float w = a[t2];
-            for (int i = 0; i < hs; i++) o[i] = trk_fma(w, v[i], o[i]);
+            for (int i = 0; i < hs; i++) y[i] = trk_fma(w, v[i], y[i]);
         }
     }
 }
 
-// Gradient of attention_forward for sequence b, head h into dqkv (zeroed by
-// the caller): trk_attention_back_row's chains for datt, dpre and dq; dk and
-// dv chain over the queries t in order. vt (hs, T) and dp (T): scratch.
+// Gradient of attention_forward for sequence b and key head kvh into dqkv
+// (zeroed by the caller): for each query head of the group in order,
+// trk_attention_back_row's chains for datt, dpre and dq, while dk and dv
+// chain over the heads in order and within a head over the queries t in
+// order. vt (hs, T) and dp (T): scratch.
 static void TRL(attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att,
-                                    float *restrict vt, float *restrict dp, int b, int h, int T, int C, int NH) {
-    int hs = C / NH;
-    size_t C3 = 3 * (size_t)C;
-    float scale = 1.0f / trk_sqrt((float)hs);
-    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-    float *dbase = dqkv + (size_t)b * T * C3 + (size_t)h * hs;
-    for (int t2 = 0; t2 < T; t2++)
-        for (int i = 0; i < hs; i++) vt[(size_t)i * T + t2] = base[(size_t)t2 * C3 + 2 * C + i];
-    for (int t = 0; t < T; t++) {
-        const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-        const float *dy = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
-        const float *q = base + (size_t)t * C3;
-        for (int t2 = 0; t2 <= t; t2++) dp[t2] = 0.0f;
-        for (int i = 0; i < hs; i++) {
-            float dyi = dy[i];
-            const float *restrict row = vt + (size_t)i * T;
-            for (int t2 = 0; t2 <= t; t2++) dp[t2] = trk_fma(dyi, row[t2], dp[t2]);
-        }
-        float s = trk_sum_products(a, dp, t + 1);
-        for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (dp[t2] - s) * scale;
-        float *restrict dq = dbase + (size_t)t * C3;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float *restrict k = base + (size_t)t2 * C3 + C;
-            float g = dp[t2];
-            for (int i = 0; i < hs; i++) dq[i] = trk_fma(g, k[i], dq[i]);
-        }
-        for (int t2 = 0; t2 <= t; t2++) {
-            float *restrict dk = dbase + (size_t)t2 * C3 + C, *restrict dv = dbase + (size_t)t2 * C3 + 2 * C;
-            float g = dp[t2], w = a[t2];
+                                    float *restrict vt, float *restrict dp, int b, int kvh, int T, int C, int NH, int KV) {
+    int group = NH / KV;
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        trk_heads o = trk_head_offsets(h, C, NH, KV);
+        int hs = o.hs;
+        float scale = 1.0f / trk_sqrt((float)hs);
+        const float *seq = qkv + (size_t)b * T * o.stride;
+        float *dseq = dqkv + (size_t)b * T * o.stride;
+        for (int t2 = 0; t2 < T; t2++)
+            for (int i = 0; i < hs; i++) vt[(size_t)i * T + t2] = seq[(size_t)t2 * o.stride + o.v + i];
+        for (int t = 0; t < T; t++) {
+            const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+            const float *dy = dout + ((size_t)b * T + t) * C + o.q;
+            const float *q = seq + (size_t)t * o.stride + o.q;
+            for (int t2 = 0; t2 <= t; t2++) dp[t2] = 0.0f;
             for (int i = 0; i < hs; i++) {
-                dk[i] = trk_fma(g, q[i], dk[i]);
-                dv[i] = trk_fma(w, dy[i], dv[i]);
+                float dyi = dy[i];
+                const float *restrict row = vt + (size_t)i * T;
+                for (int t2 = 0; t2 <= t; t2++) dp[t2] = trk_fma(dyi, row[t2], dp[t2]);
+            }
+            float s = trk_sum_products(a, dp, t + 1);
+            for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (dp[t2] - s) * scale;
+            float *restrict dq = dseq + (size_t)t * o.stride + o.q;
+            for (int t2 = 0; t2 <= t; t2++) {
+                const float *restrict k = seq + (size_t)t2 * o.stride + o.k;
+                float g = dp[t2];
+                for (int i = 0; i < hs; i++) dq[i] = trk_fma(g, k[i], dq[i]);
+            }
+            for (int t2 = 0; t2 <= t; t2++) {
+                float *restrict dk = dseq + (size_t)t2 * o.stride + o.k, *restrict dv = dseq + (size_t)t2 * o.stride + o.v;
+                float g = dp[t2], w = a[t2];
+                for (int i = 0; i < hs; i++) {
+                    dk[i] = trk_fma(g, q[i], dk[i]);
+                    dv[i] = trk_fma(w, dy[i], dv[i]);
+                }
             }
         }
     }
+}
+
+static void TRL(rms_forward)(float *out, float *rstd, const float *inp, const float *w, int r0, int r1, int C) {
+    for (int r = r0; r < r1; r++) trk_rmsnorm_row(out + (size_t)r * C, rstd + r, inp + (size_t)r * C, w, C);
+}
+
+static void TRL(rms_backward)(float *dinp, const float *dout, const float *inp, const float *w, const float *rstd,
+                              int r0, int r1, int C) {
+    for (int r = r0; r < r1; r++)
+        trk_rmsnorm_back_row(dinp + (size_t)r * C, dout + (size_t)r * C, inp + (size_t)r * C, w, rstd[r], C);
+}
+
+// dw columns [c0, c1): one chain per column over the N rows, in order.
+static void TRL(rms_dw)(float *restrict dw, const float *restrict dout, const float *restrict inp, const float *rstd,
+                        int N, int C, int c0, int c1) {
+    for (int r = 0; r < N; r++) {
+        const float *x = inp + (size_t)r * C, *dy = dout + (size_t)r * C;
+        float rs = rstd[r];
+        for (int c = c0; c < c1; c++) trk_rmsnorm_dw_step(dw + c, x[c], rs, dy[c]);
+    }
+}
+
+// Rotates (back: un-rotates) the q and k heads of rows [r0, r1) of qkv
+// (QKVD wide; a row's position is r % T).
+static void TRL(rope)(float *qkv, const float *cosv, const float *sinv, int r0, int r1, int T, int C, int NH, int KV,
+                      int back) {
+    int hs = C / NH, half = hs / 2;
+    size_t stride = (size_t)C + 2 * (size_t)KV * hs;
+    for (int r = r0; r < r1; r++) {
+        const float *cs = cosv + (size_t)(r % T) * half, *sn = sinv + (size_t)(r % T) * half;
+        float *row = qkv + (size_t)r * stride;
+        for (int h = 0; h < NH + KV; h++) {
+            if (back) trk_rope_back(row + (size_t)h * hs, cs, sn, hs);
+            else trk_rope(row + (size_t)h * hs, cs, sn, hs);
+        }
+    }
+}
+
+static void TRL(swiglu_forward)(float *restrict out, const float *restrict g, const float *restrict u, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = trk_swiglu(g[i], u[i]);
+}
+
+static void TRL(swiglu_backward)(float *restrict dg, float *restrict du, const float *restrict g, const float *restrict u,
+                                 const float *restrict dh, size_t n) {
+    for (size_t i = 0; i < n; i++) trk_swiglu_back(g[i], u[i], dh[i], dg + i, du + i);
 }
 
 static void TRL(ce_forward)(float *probs, float *losses, const float *logits, const int32_t *targets, int r0, int r1,
@@ -135,4 +185,5 @@ static void TRL(ce_backward)(float *dlogits, const float *probs, const int32_t *
 static const tr_layers TRL(layers) = {
     TRL(ln_forward), TRL(ln_backward), TRL(ln_dw), TRL(bias_backward), TRL(gelu_forward), TRL(gelu_backward),
     TRL(attention_forward), TRL(attention_backward), TRL(ce_forward), TRL(ce_backward),
+    TRL(rms_forward), TRL(rms_backward), TRL(rms_dw), TRL(rope), TRL(swiglu_forward), TRL(swiglu_backward),
 };

@@ -1,11 +1,10 @@
-// layout.h: the GPT's memory layout, the one definition shared by the CPU path
-// (gpt.c and the other C files, C11 through cgo) and the CUDA path
-// (cuda/gpt.cu, C++ through nvcc):
-//   * the parameter tensors: order in the flat parameter (and gradient)
-//     array, names, shapes, sizes and offsets;
+// layout.h: the models' memory layout, the one definition shared by the CPU
+// path (C11 through cgo) and the CUDA path (cuda/model.cu, C++ through nvcc):
+//   * the parameter tensors of each architecture (GPT-2, Llama): order in
+//     the flat parameter (and gradient) array, names, shapes, sizes, offsets;
 //   * the activations of one micro-batch and their gradients: order and
 //     sizes of the buffers inside one allocation each.
-// Both paths take their views from here, so a change to the model's layout is
+// Both paths take their views from here, so a change to a model's layout is
 // made once. The flat parameter order is part of the state blob, payload and
 // checkpoint formats (README.md): append nothing and reorder nothing without a
 // format version.
@@ -23,8 +22,9 @@
 // ----------------------------------------------------------------------------
 // Parameter tensors, in storage order: X(name, ndim, d0, d1, d2), dimensions
 // in terms of Vp (padded vocabulary), T (maximum sequence length, cfg.seq_len),
-// L (layers) and C (channels); unused dimensions are 0. Stacked per-layer
-// tensors lead with L.
+// L (layers), C (channels), KVD (key/value width, kv_heads * C/heads) and H
+// (the SwiGLU width); unused dimensions are 0. Stacked per-layer tensors lead
+// with L.
 #define TR_PARAM_TENSORS(X)                                                       \
     X(wte, 2, Vp, C, 0)         /* token embedding, also the lm-head */          \
     X(wpe, 2, T, C, 0)          /* position embedding */                         \
@@ -43,15 +43,38 @@
     X(lnfw, 1, C, 0, 0)                                                           \
     X(lnfb, 1, C, 0, 0)
 
-// Tensor indices: TR_P_wte = 0, ..., TR_P_lnfb = 15; TR_NUM_TENSORS = 16.
+// Llama: RMSNorm, rotary positions, grouped-query attention, SwiGLU, no
+// biases. lmhead exists only when the config is untied (then it is last).
+#define TR_LLAMA_TENSORS(X)                                                       \
+    X(wte, 2, Vp, C, 0)         /* token embedding (and lm-head when tied) */    \
+    X(rms1w, 2, L, C, 0)                                                          \
+    X(wq, 3, L, C, C)                                                             \
+    X(wk, 3, L, KVD, C)                                                           \
+    X(wv, 3, L, KVD, C)                                                           \
+    X(wo, 3, L, C, C)           /* residual projection */                        \
+    X(rms2w, 2, L, C, 0)                                                          \
+    X(wgate, 3, L, H, C)                                                          \
+    X(wup, 3, L, H, C)                                                            \
+    X(wdown, 3, L, C, H)        /* residual projection */                        \
+    X(rmsfw, 1, C, 0, 0)                                                          \
+    X(lmhead, 2, Vp, C, 0)
+
+// Tensor indices: TR_P_wte = 0, ..., TR_P_lnfb = 15 (GPT-2); TR_L_wte = 0,
+// ..., TR_L_lmhead = 11 (Llama).
 enum {
 #define TR_X_(name, nd, d0, d1, d2) TR_P_##name,
     TR_PARAM_TENSORS(TR_X_)
 #undef TR_X_
     TR_NUM_TENSORS
 };
-// The payload, state and checkpoint formats carry exactly 16 tensors.
-typedef char tr_layout_has_16_tensors[TR_NUM_TENSORS == 16 ? 1 : -1];
+enum {
+#define TR_X_(name, nd, d0, d1, d2) TR_L_##name,
+    TR_LLAMA_TENSORS(TR_X_)
+#undef TR_X_
+    TR_LLAMA_TENSORS_MAX
+};
+#define TR_MAX_TENSORS 16
+typedef char tr_layout_max_tensors[TR_NUM_TENSORS <= TR_MAX_TENSORS && TR_LLAMA_TENSORS_MAX <= TR_MAX_TENSORS ? 1 : -1];
 
 // Views into one flat parameter (or gradient) array, one pointer per tensor.
 typedef struct {
@@ -60,36 +83,70 @@ typedef struct {
 #undef TR_X_
 } tr_params;
 
+typedef struct {
+#define TR_X_(name, nd, d0, d1, d2) float *name;
+    TR_LLAMA_TENSORS(TR_X_)
+#undef TR_X_
+} tr_llama_params;
+
+static inline int tr_is_llama(const tr_config *c) { return c->arch == TR_ARCH_LLAMA; }
+
+// Number of parameter tensors of config c.
+static inline int tr_tensor_count(const tr_config *c) {
+    return tr_is_llama(c) ? TR_LLAMA_TENSORS_MAX - (c->untied ? 0 : 1) : TR_NUM_TENSORS;
+}
+
+// Width of the keys (and of the values): kv_heads heads of C/heads.
+static inline int tr_kv_dim(const tr_config *c) {
+    return tr_is_llama(c) ? c->kv_heads * (c->channels / c->heads) : c->channels;
+}
+
 // Name of tensor i (the checkpoint's tensor name), "" when out of range.
-static inline const char *tr_param_name(int i) {
-    static const char *const names[TR_NUM_TENSORS] = {
+static inline const char *tr_param_name(const tr_config *c, int i) {
+    static const char *const gpt[TR_NUM_TENSORS] = {
 #define TR_X_(name, nd, d0, d1, d2) #name,
         TR_PARAM_TENSORS(TR_X_)
 #undef TR_X_
     };
-    return i >= 0 && i < TR_NUM_TENSORS ? names[i] : "";
+    static const char *const llama[TR_LLAMA_TENSORS_MAX] = {
+#define TR_X_(name, nd, d0, d1, d2) #name,
+        TR_LLAMA_TENSORS(TR_X_)
+#undef TR_X_
+    };
+    if (i < 0 || i >= tr_tensor_count(c)) return "";
+    return tr_is_llama(c) ? llama[i] : gpt[i];
 }
 
 // Shape of tensor i for config c: returns ndim (0 when i is out of range) and
 // fills shape[0..2], unused dimensions 0.
 static inline int tr_param_shape(const tr_config *c, int i, int shape[3]) {
-    int Vp = c->padded_vocab, T = c->seq_len, L = c->layers, C = c->channels;
+    int Vp = c->padded_vocab, T = c->seq_len, L = c->layers, C = c->channels, KVD = tr_kv_dim(c), H = c->hidden;
+    (void)T; (void)KVD; (void)H;
+    shape[0] = shape[1] = shape[2] = 0;
+    if (i < 0 || i >= tr_tensor_count(c)) return 0;
+    if (tr_is_llama(c)) {
+        switch (i) {
+#define TR_X_(name, nd, d0, d1, d2) \
+    case TR_L_##name: shape[0] = d0; shape[1] = d1; shape[2] = d2; return nd;
+            TR_LLAMA_TENSORS(TR_X_)
+#undef TR_X_
+        default: return 0;
+        }
+    }
     switch (i) {
 #define TR_X_(name, nd, d0, d1, d2) \
     case TR_P_##name: shape[0] = d0; shape[1] = d1; shape[2] = d2; return nd;
         TR_PARAM_TENSORS(TR_X_)
 #undef TR_X_
-    default: break;
+    default: return 0;
     }
-    shape[0] = shape[1] = shape[2] = 0;
-    return 0;
 }
 
 // Element counts and offsets of the tensors in the flat array (either may be
-// NULL); returns the total number of parameters.
-static inline size_t tr_param_layout(const tr_config *c, size_t sizes[TR_NUM_TENSORS], size_t offsets[TR_NUM_TENSORS]) {
+// NULL; room for tr_tensor_count(c) each); returns the number of parameters.
+static inline size_t tr_param_layout(const tr_config *c, size_t *sizes, size_t *offsets) {
     size_t off = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+    for (int i = 0; i < tr_tensor_count(c); i++) {
         int shape[3];
         int nd = tr_param_shape(c, i, shape);
         size_t n = 1;
@@ -102,11 +159,21 @@ static inline size_t tr_param_layout(const tr_config *c, size_t sizes[TR_NUM_TEN
 }
 
 // Views of the tensors in the flat array at base (host or device memory).
-static inline tr_params tr_param_views(float *base, const size_t offsets[TR_NUM_TENSORS]) {
+static inline tr_params tr_param_views(float *base, const size_t *offsets) {
     tr_params p;
 #define TR_X_(name, nd, d0, d1, d2) p.name = base + offsets[TR_P_##name];
     TR_PARAM_TENSORS(TR_X_)
 #undef TR_X_
+    return p;
+}
+
+// The same for Llama; a tied lm-head is wte.
+static inline tr_llama_params tr_llama_views(const tr_config *c, float *base, const size_t *offsets) {
+    tr_llama_params p;
+#define TR_X_(name, nd, d0, d1, d2) p.name = TR_L_##name < tr_tensor_count(c) ? base + offsets[TR_L_##name] : base;
+    TR_LLAMA_TENSORS(TR_X_)
+#undef TR_X_
+    if (!c->untied) p.lmhead = p.wte;
     return p;
 }
 
@@ -136,6 +203,27 @@ static inline tr_params tr_param_views(float *base, const size_t offsets[TR_NUM_
     X(probs, BT * Vp)           /* (B, T, Vp) */                                 \
     X(losses, BT)               /* (B, T) */
 
+// Llama (QKVD = C + 2 KVD: the q, k and v of a token, q and k rotated).
+#define TR_LLAMA_ACTS(X)                                                          \
+    X(encoded, BT * C)          /* (B, T, C) wte[tok] */                         \
+    X(rms1, L * BT * C)         /* (L, B, T, C) */                               \
+    X(rms1_rstd, L * BT)        /* (L, B, T) */                                  \
+    X(qkv, L * BT * QKVD)       /* (L, B, T, QKVD) */                            \
+    X(atty, L * BT * C)         /* (L, B, T, C) attention output */              \
+    X(att, L * B * NH * T * T)  /* (L, B, NH, T, T) softmax output */            \
+    X(residual2, L * BT * C)    /* (L, B, T, C) */                               \
+    X(rms2, L * BT * C)         /* (L, B, T, C) */                               \
+    X(rms2_rstd, L * BT)        /* (L, B, T) */                                  \
+    X(gate, L * BT * H)         /* (L, B, T, H) */                               \
+    X(up, L * BT * H)           /* (L, B, T, H) */                               \
+    X(hmid, L * BT * H)         /* (L, B, T, H) silu(gate) * up */               \
+    X(residual3, L * BT * C)    /* (L, B, T, C) */                               \
+    X(rmsf, BT * C)             /* (B, T, C) */                                  \
+    X(rmsf_rstd, BT)            /* (B, T) */                                     \
+    X(logits, BT * Vp)          /* (B, T, Vp) */                                 \
+    X(probs, BT * Vp)           /* (B, T, Vp) */                                 \
+    X(losses, BT)               /* (B, T) */
+
 // Gradients of activations, reused layer after layer during backward.
 #define TR_DACTS(X)                                                               \
     X(dres, BT * C)             /* (B, T, C) gradient of the residual stream */  \
@@ -144,6 +232,16 @@ static inline tr_params tr_param_views(float *base, const size_t offsets[TR_NUM_
     X(dqkv, BT * 3 * C)         /* (B, T, 3C) */                                 \
     X(dfch, BT * 4 * C)         /* (B, T, 4C) */                                 \
     X(dfch_gelu, BT * 4 * C)    /* (B, T, 4C) */                                 \
+    X(dlogits, BT * Vp)         /* (B, T, Vp) */
+
+#define TR_LLAMA_DACTS(X)                                                         \
+    X(dres, BT * C)             /* (B, T, C) gradient of the residual stream */  \
+    X(dln, BT * C)              /* (B, T, C) */                                  \
+    X(datty, BT * C)            /* (B, T, C) */                                  \
+    X(dqkv, BT * QKVD)          /* (B, T, QKVD) */                               \
+    X(dgate, BT * H)            /* (B, T, H) */                                  \
+    X(dup, BT * H)              /* (B, T, H) */                                  \
+    X(dhmid, BT * H)            /* (B, T, H) */                                  \
     X(dlogits, BT * Vp)         /* (B, T, Vp) */
 
 typedef struct {
@@ -158,11 +256,31 @@ typedef struct {
 #undef TR_X_
 } tr_dacts;
 
+typedef struct {
+#define TR_X_(name, n) float *name;
+    TR_LLAMA_ACTS(TR_X_)
+#undef TR_X_
+} tr_llama_acts;
+
+typedef struct {
+#define TR_X_(name, n) float *name;
+    TR_LLAMA_DACTS(TR_X_)
+#undef TR_X_
+} tr_llama_dacts;
+
+// The dimension names the lists above use, for config c and batch x seq
+// (not every list uses all of them).
+#define TR_DIM_ __attribute__((unused)) size_t
+#define TR_DIMS_(c, batch, seq)                                                                         \
+    TR_DIM_ L = (c)->layers, C = (c)->channels, NH = (c)->heads, Vp = (c)->padded_vocab;              \
+    TR_DIM_ B = (size_t)(batch), T = (size_t)(seq), BT = B * T, H = (size_t)(c)->hidden;              \
+    TR_DIM_ QKVD = C + 2 * (size_t)tr_kv_dim(c)
+
 // Floats of the activations for batch sequences of length seq; when a is not
 // NULL, also points its buffers into base (host or device memory).
 static inline size_t tr_act_layout(const tr_config *c, int batch, int seq, float *base, tr_acts *a) {
-    size_t L = c->layers, C = c->channels, NH = c->heads, Vp = c->padded_vocab;
-    size_t B = (size_t)batch, T = (size_t)seq, BT = B * T, off = 0;
+    TR_DIMS_(c, batch, seq);
+    size_t off = 0;
 #define TR_X_(name, n) if (a) a->name = base + off; off += (n);
     TR_ACTS(TR_X_)
 #undef TR_X_
@@ -171,11 +289,37 @@ static inline size_t tr_act_layout(const tr_config *c, int batch, int seq, float
 
 // The same for the activation gradients.
 static inline size_t tr_dact_layout(const tr_config *c, int batch, int seq, float *base, tr_dacts *d) {
-    size_t C = c->channels, Vp = c->padded_vocab, BT = (size_t)batch * (size_t)seq, off = 0;
+    TR_DIMS_(c, batch, seq);
+    size_t off = 0;
 #define TR_X_(name, n) if (d) d->name = base + off; off += (n);
     TR_DACTS(TR_X_)
 #undef TR_X_
     return off;
+}
+
+static inline size_t tr_llama_act_layout(const tr_config *c, int batch, int seq, float *base, tr_llama_acts *a) {
+    TR_DIMS_(c, batch, seq);
+    size_t off = 0;
+#define TR_X_(name, n) if (a) a->name = base + off; off += (n);
+    TR_LLAMA_ACTS(TR_X_)
+#undef TR_X_
+    return off;
+}
+
+static inline size_t tr_llama_dact_layout(const tr_config *c, int batch, int seq, float *base, tr_llama_dacts *d) {
+    TR_DIMS_(c, batch, seq);
+    size_t off = 0;
+#define TR_X_(name, n) if (d) d->name = base + off; off += (n);
+    TR_LLAMA_DACTS(TR_X_)
+#undef TR_X_
+    return off;
+}
+
+// Floats of either architecture's activations (gradients when grads).
+static inline size_t tr_act_floats(const tr_config *c, int batch, int seq, int grads) {
+    if (tr_is_llama(c))
+        return grads ? tr_llama_dact_layout(c, batch, seq, NULL, NULL) : tr_llama_act_layout(c, batch, seq, NULL, NULL);
+    return grads ? tr_dact_layout(c, batch, seq, NULL, NULL) : tr_act_layout(c, batch, seq, NULL, NULL);
 }
 
 #endif

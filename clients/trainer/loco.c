@@ -47,10 +47,11 @@ static size_t tr_loco_tensor_bytes(const tr_demo_tensor *x, int vb) {
 
 int tr_loco_payload_size(const tr_model *m, const tr_loco *hp, size_t *size) {
     if (!m || !size || tr_loco_check(hp)) return TR_EINVAL;
-    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = m->ntensors;
     tr_chunk_layout(m, hp->chunk, hp->topk, t);
     size_t s = TR_LOCO_HEADER;
-    for (int i = 0; i < TR_NUM_TENSORS; i++) s += tr_loco_tensor_bytes(&t[i], hp->value_bits);
+    for (int i = 0; i < nt; i++) s += tr_loco_tensor_bytes(&t[i], hp->value_bits);
     *size = s;
     return TR_OK;
 }
@@ -135,10 +136,11 @@ int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, s
     if (cap < need) return TR_ESHORT;
     size_t N = m->num_params;
     if (!m->delta && !(m->delta = calloc(N, sizeof(float)))) return TR_ENOMEM;
-    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = m->ntensors;
     tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    size_t per = tr_max_chunk(t), maxe = 0, maxc = 0;
-    for (int i = 0; i < TR_NUM_TENSORS; i++) {
+    size_t per = tr_max_chunk(t, nt), maxe = 0, maxc = 0;
+    for (int i = 0; i < nt; i++) {
         if (t[i].nchunks * t[i].k > maxe) maxe = t[i].nchunks * t[i].k;
         if (t[i].nchunks > maxc) maxc = t[i].nchunks;
     }
@@ -159,7 +161,7 @@ int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, s
     out[2] = TR_LOCO_VERSION;
     out[3] = (uint8_t)vb;
     uint8_t *p = out + TR_LOCO_HEADER;
-    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+    for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
         float *ex = e + x->offset;
         int n = x->cr * x->cc, k = x->k;
@@ -207,19 +209,19 @@ done:
 // Checks one payload against this model and hp without touching any state.
 // idx and val (entries of all tensors in payload order) are filled when not
 // NULL. seen: scratch of the largest chunk's size, all zero on entry.
-static int tr_loco_parse(const tr_demo_tensor *t, const tr_loco *hp, const uint8_t *p, size_t len,
+static int tr_loco_parse(const tr_demo_tensor *t, int nt, const tr_loco *hp, const uint8_t *p, size_t len,
                          uint32_t *idx, float *val, uint32_t *seen) {
     int vb = hp->value_bits;
     if (!p || len < TR_LOCO_HEADER || memcmp(p, TR_LOCO_MAGIC, 2) != 0 || p[2] != TR_LOCO_VERSION || p[3] != vb)
         return TR_EPAYLOAD;
     // The length is fixed by the model and hp: check it before reading entries.
     size_t want = TR_LOCO_HEADER;
-    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) want += tr_loco_tensor_bytes(&t[ti], vb);
+    for (int ti = 0; ti < nt; ti++) want += tr_loco_tensor_bytes(&t[ti], vb);
     if (len != want) return TR_EPAYLOAD;
     const uint8_t *q = p + TR_LOCO_HEADER;
     size_t at = 0; // entry index across tensors
     uint32_t stamp = 0;
-    for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+    for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
         const uint8_t *scales = q, *bits = vb < 32 ? q + 4 * x->nchunks : q;
         if (vb < 32)
@@ -251,21 +253,23 @@ static int tr_loco_parse(const tr_demo_tensor *t, const tr_loco *hp, const uint8
 
 int tr_loco_validate(const tr_model *m, const tr_loco *hp, const uint8_t *p, size_t len) {
     if (!m || tr_loco_check(hp)) return TR_EINVAL;
-    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = m->ntensors;
     tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    uint32_t *seen = calloc(tr_max_chunk(t), sizeof(uint32_t));
+    uint32_t *seen = calloc(tr_max_chunk(t, nt), sizeof(uint32_t));
     if (!seen) return TR_ENOMEM;
-    int rc = tr_loco_parse(t, hp, p, len, NULL, NULL, seen);
+    int rc = tr_loco_parse(t, nt, hp, p, len, NULL, NULL, seen);
     free(seen);
     return rc;
 }
 
 int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n) {
     if (!m || tr_loco_check(hp) || n < 0 || (n > 0 && (!payloads || !lens)) || m->in_round) return TR_EINVAL;
-    tr_demo_tensor t[TR_NUM_TENSORS];
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = m->ntensors;
     tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    size_t E = 0, N = m->num_params, per = tr_max_chunk(t);
-    for (int i = 0; i < TR_NUM_TENSORS; i++) E += t[i].nchunks * t[i].k;
+    size_t E = 0, N = m->num_params, per = tr_max_chunk(t, nt);
+    for (int i = 0; i < nt; i++) E += t[i].nchunks * t[i].k;
     size_t cnt = n > 0 ? (size_t)n : 1;
     uint32_t *idx = malloc(sizeof(uint32_t) * E * cnt), *seen = malloc(sizeof(uint32_t) * per);
     float *val = malloc(sizeof(float) * E * cnt), *acc = calloc(N, sizeof(float));
@@ -275,12 +279,12 @@ int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const
     size_t off = 0;
     for (int c = 0; c < n; c++) {
         memset(seen, 0, sizeof(uint32_t) * per);
-        if ((rc = tr_loco_parse(t, hp, payloads + off, lens[c], idx + (size_t)c * E, val + (size_t)c * E, seen))) goto done;
+        if ((rc = tr_loco_parse(t, nt, hp, payloads + off, lens[c], idx + (size_t)c * E, val + (size_t)c * E, seen))) goto done;
         off += lens[c];
     }
     if (n > 0) {
         size_t first = 0; // the tensor's first entry
-        for (int ti = 0; ti < TR_NUM_TENSORS; ti++) {
+        for (int ti = 0; ti < nt; ti++) {
             const tr_demo_tensor *x = &t[ti];
             float *a = acc + x->offset;
             int k = x->k;

@@ -77,7 +77,7 @@ func parseState(t testing.TB, blob []byte, n int) locoState {
 		adamT: binary.LittleEndian.Uint64(blob[40:]),
 		flags: binary.LittleEndian.Uint32(blob[52:]),
 	}
-	want := stateHeader + 4*n
+	want := stateHeaderLen(blob) + 4*n
 	if s.flags&1 != 0 {
 		want += 8 * n
 	}
@@ -87,7 +87,7 @@ func parseState(t testing.TB, blob []byte, n int) locoState {
 	if len(blob) != want {
 		t.Fatalf("state blob of %d bytes, flags %#x: want %d", len(blob), s.flags, want)
 	}
-	off := stateHeader
+	off := stateHeaderLen(blob)
 	s.params = floats(off)
 	off += 4 * n
 	if s.flags&1 != 0 {

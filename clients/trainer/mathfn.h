@@ -73,7 +73,9 @@ TR_MATH float tr_tanhf(float x) {
     return __builtin_copysignf(y, x);
 }
 
-// cos in double for building DCT bases once (not on a hot path).
+// Double-precision cos, sin, exp and log for tables built once (the DCT
+// bases, the rotary embedding), not on a hot path: series on reduced
+// arguments, + - * / only, so every platform builds the same tables.
 TR_MATH double tr_cos(double x) {
     const double pi = 3.14159265358979323846;
     // reduce to [0, pi]: cos is even and 2*pi periodic
@@ -90,6 +92,50 @@ TR_MATH double tr_cos(double x) {
         sum += term;
     }
     return sign * sum;
+}
+
+TR_MATH double tr_sin(double x) {
+    const double pi = 3.14159265358979323846;
+    double sign = 1.0;
+    if (x < 0) { x = -x; sign = -1.0; }
+    double k = (double)(long long)(x / (2.0 * pi));
+    x -= k * 2.0 * pi;
+    if (x > pi) { x -= pi; sign = -sign; } // sin(x) = -sin(x - pi)
+    if (x > pi / 2) x = pi - x;
+    double x2 = x * x, term = x, sum = x;
+    for (int i = 1; i < 14; i++) {
+        term *= -x2 / (double)((2 * i) * (2 * i + 1));
+        sum += term;
+    }
+    return sign * sum;
+}
+
+// e^x for |x| < 700: x = n ln2 + r, |r| <= ln2/2, Taylor to 22 terms.
+TR_MATH double tr_exp_d(double x) {
+    const double ln2 = 0.69314718055994530942;
+    long long n = (long long)(x / ln2 + (x < 0 ? -0.5 : 0.5));
+    double r = x - (double)n * ln2, term = 1.0, sum = 1.0;
+    for (int i = 1; i < 22; i++) {
+        term *= r / (double)i;
+        sum += term;
+    }
+    for (; n > 0; n--) sum *= 2.0;
+    for (; n < 0; n++) sum *= 0.5;
+    return sum;
+}
+
+// ln x for x > 0: x = m 2^e with m in [1, 2), ln m = 2 atanh((m-1)/(m+1)).
+TR_MATH double tr_log_d(double x) {
+    const double ln2 = 0.69314718055994530942;
+    int e = 0;
+    while (x >= 2.0) { x *= 0.5; e++; }
+    while (x < 1.0) { x *= 2.0; e--; }
+    double s = (x - 1.0) / (x + 1.0), s2 = s * s, term = s, sum = 0.0;
+    for (int i = 0; i < 40; i++) {
+        sum += term / (double)(2 * i + 1);
+        term *= s2;
+    }
+    return (double)e * ln2 + 2.0 * sum;
 }
 
 #endif

@@ -57,7 +57,7 @@ func (t *PayloadTensor) bytes(oneBit bool) int {
 // payloadLayout returns the tensors of a payload for cfg and hp with their
 // layout fields set, in parameter order, as the native trainer lays them out:
 // stacked per-layer matrices (L, OC, IC) are viewed as (L*OC, IC) with row
-// chunks dividing OC, stacked vectors (L, n) as (L, n), lnf* as (1, C).
+// chunks dividing OC, stacked vectors (L, n) as (L, n), vectors (C) as (1, C).
 func payloadLayout(cfg Config, hp DeMo) ([]PayloadTensor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, ErrInvalid)
@@ -65,12 +65,16 @@ func payloadLayout(cfg Config, hp DeMo) ([]PayloadTensor, error) {
 	if hp.Chunk < 1 || hp.Chunk > maxChunk || hp.TopK < 1 || hp.TopK > maxTopK {
 		return nil, fmt.Errorf("DeMo chunk %d (want 1..%d) or top-k %d (want 1..%d): %w", hp.Chunk, maxChunk, hp.TopK, maxTopK, ErrInvalid)
 	}
-	L, C, V, T := cfg.Layers, cfg.Channels, cfg.PaddedVocab, cfg.SeqLen
-	dims := [][3]int{ // rows, cols, rows per layer
-		{V, C, V}, {T, C, T}, {L, C, L}, {L, C, L},
-		{L * 3 * C, C, 3 * C}, {L, 3 * C, L}, {L * C, C, C}, {L, C, L},
-		{L, C, L}, {L, C, L}, {L * 4 * C, C, 4 * C}, {L, 4 * C, L},
-		{L * C, 4 * C, C}, {L, C, L}, {1, C, 1}, {1, C, 1},
+	var dims [][3]int // rows, cols, rows per layer
+	for _, s := range cfg.shapes() {
+		switch len(s) {
+		case 3:
+			dims = append(dims, [3]int{s[0] * s[1], s[2], s[1]})
+		case 2:
+			dims = append(dims, [3]int{s[0], s[1], s[0]})
+		default:
+			dims = append(dims, [3]int{1, s[0], 1})
+		}
 	}
 	out := make([]PayloadTensor, len(dims))
 	for i, d := range dims {

@@ -14,8 +14,25 @@ import (
 // its hash before and after a step; an auditor that holds the same
 // parameters rebuilds the whole state, replays the step, and compares bits.
 
-// stateHeader is TR_STATE_HEADER in state.c.
-const stateHeader = 56
+// stateHeaderLen is the length of the header of a state blob or replay
+// state (state.c): 56 bytes in version 1 (GPT-2), 76 in version 2 (Llama);
+// 0 when b is too short or of an unknown version.
+func stateHeaderLen(b []byte) int {
+	if len(b) < 8 {
+		return 0
+	}
+	n := 0
+	switch binary.LittleEndian.Uint32(b[4:]) {
+	case 1:
+		n = 56
+	case 2:
+		n = 76
+	}
+	if len(b) < n {
+		return 0
+	}
+	return n
+}
 
 // ReplayState returns this trainer's replay state.
 func (t *Trainer) ReplayState() ([]byte, error) {
@@ -23,11 +40,11 @@ func (t *Trainer) ReplayState() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := 4 * t.n
-	if len(full) < stateHeader+params {
+	params, hl := 4*t.n, t.hdr
+	if len(full) < hl+params {
 		return nil, fmt.Errorf("replay state: state blob of %d bytes is shorter than its parameters: %w", len(full), ErrState)
 	}
-	return append(full[:stateHeader:stateHeader], full[stateHeader+params:]...), nil
+	return append(full[:hl:hl], full[hl+params:]...), nil
 }
 
 // LoadReplayState makes this trainer's state the replay state rs with
@@ -36,15 +53,16 @@ func (t *Trainer) LoadReplayState(rs []byte, params []float32) error {
 	if len(params) != t.n {
 		return fmt.Errorf("load replay state: got %d parameters, model has %d: %w", len(params), t.n, ErrInvalid)
 	}
-	if len(rs) < stateHeader {
+	hl := t.hdr
+	if len(rs) < hl {
 		return fmt.Errorf("load replay state: %d bytes, shorter than the state header: %w", len(rs), ErrState)
 	}
 	full := make([]byte, 0, len(rs)+4*t.n)
-	full = append(full, rs[:stateHeader]...)
+	full = append(full, rs[:hl]...)
 	for _, p := range params {
 		full = binary.LittleEndian.AppendUint32(full, math.Float32bits(p))
 	}
-	full = append(full, rs[stateHeader:]...)
+	full = append(full, rs[hl:]...)
 	return t.ImportState(full)
 }
 
@@ -53,10 +71,11 @@ func (t *Trainer) LoadReplayState(rs []byte, params []float32) error {
 // over from such a state at any step; its history otherwise must continue
 // the state it committed last.
 func FreshReplayState(rs []byte) bool {
-	if len(rs) < stateHeader {
+	hl := stateHeaderLen(rs)
+	if hl == 0 {
 		return false
 	}
-	for _, b := range rs[stateHeader:] {
+	for _, b := range rs[hl:] {
 		if b != 0 {
 			return false
 		}
@@ -80,7 +99,7 @@ const (
 // commits to this state as its state after a step, so that its next
 // step's state before continues it exactly.
 func AfterApply(rs []byte, hp DeMo) ([]byte, error) {
-	if len(rs) < stateHeader {
+	if stateHeaderLen(rs) == 0 {
 		return nil, fmt.Errorf("replay state of %d bytes: %w", len(rs), ErrState)
 	}
 	out := bytes.Clone(rs)
@@ -97,8 +116,8 @@ func AfterApply(rs []byte, hp DeMo) ([]byte, error) {
 // FreshCopy is rs with its optimizer buffers zeroed: fresh, same header.
 func FreshCopy(rs []byte) []byte {
 	out := bytes.Clone(rs)
-	if len(out) > stateHeader {
-		clear(out[stateHeader:])
+	if hl := stateHeaderLen(out); hl > 0 {
+		clear(out[hl:])
 	}
 	return out
 }
@@ -111,7 +130,7 @@ func (t *Trainer) ResetOptimizer() error {
 	if err != nil {
 		return err
 	}
-	clear(full[stateHeader+4*t.n:])
+	clear(full[t.hdr+4*t.n:])
 	return t.ImportState(full)
 }
 
@@ -119,7 +138,7 @@ func (t *Trainer) ResetOptimizer() error {
 // applied (LoCoApply): the error feedback and AdamW moments stay as they
 // are, the step counter advances, and the lookahead is off.
 func AfterLoCoApply(rs []byte) ([]byte, error) {
-	if len(rs) < stateHeader {
+	if stateHeaderLen(rs) == 0 {
 		return nil, fmt.Errorf("replay state of %d bytes: %w", len(rs), ErrState)
 	}
 	out := bytes.Clone(rs)

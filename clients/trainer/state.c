@@ -1,16 +1,17 @@
 // state.c: the full trainer state as one canonical blob, for checkpoints,
 // audit restore and the per-step digest.
 //
-// Format v1, little-endian:
-//   "PSYS" | u32 version=1 | u32 vocab, padded_vocab, layers, channels, heads, seq_len
+// Format, little-endian (version 1 for GPT-2, 2 for Llama):
+//   "PSYS" | u32 version | u32 vocab, padded_vocab, layers, channels, heads, seq_len
 //   | u64 step | u64 adam_t | f32 demo_lr | u32 flags (bit 0: AdamW m,v; bit 1: DeMo delta;
-//   bit 2: DeMo lookahead on) | f32 params[N] | [f32 m[N], f32 v[N]] | [f32 delta[N]]
+//   bit 2: DeMo lookahead on) | version 2 only: u32 arch=1, kv_heads, hidden, untied,
+//   f32 rope_theta | f32 params[N] | [f32 m[N], f32 v[N]] | [f32 delta[N]]
 
 #include "internal.h"
 
 #define TR_STATE_MAGIC "PSYS"
-#define TR_STATE_VERSION 1
-#define TR_STATE_HEADER 56
+#define TR_STATE_HEADER_V1 56
+#define TR_STATE_HEADER_V2 76
 #define TR_STATE_ADAM 1u
 #define TR_STATE_DELTA 2u
 #define TR_STATE_LOOKAHEAD 4u
@@ -19,9 +20,21 @@ static uint32_t tr_state_flags(const tr_model *m) {
     return (m->adam_m ? TR_STATE_ADAM : 0) | (m->delta ? TR_STATE_DELTA : 0) | (m->lookahead_on ? TR_STATE_LOOKAHEAD : 0);
 }
 
+static uint32_t tr_state_version(const tr_model *m) { return tr_is_llama(&m->cfg) ? 2 : 1; }
+
+static size_t tr_state_header_len(const tr_model *m) { return tr_is_llama(&m->cfg) ? TR_STATE_HEADER_V2 : TR_STATE_HEADER_V1; }
+
 static size_t tr_state_bytes(const tr_model *m, uint32_t flags) {
     size_t n = 1 + ((flags & TR_STATE_ADAM) ? 2 : 0) + ((flags & TR_STATE_DELTA) ? 1 : 0);
-    return TR_STATE_HEADER + 4 * n * m->num_params;
+    return tr_state_header_len(m) + 4 * n * m->num_params;
+}
+
+// The header fields that pin the model: dimensions, and the Llama fields.
+static void tr_state_shape(const tr_config *c, uint32_t v[11]) {
+    int dims[11] = {c->vocab, c->padded_vocab, c->layers, c->channels, c->heads, c->seq_len, c->arch, c->kv_heads,
+                    c->hidden, c->untied, 0};
+    for (int i = 0; i < 10; i++) v[i] = (uint32_t)dims[i];
+    v[10] = tr_f2bits(c->rope_theta);
 }
 
 int tr_state_size(const tr_model *m, size_t *size) {
@@ -43,15 +56,17 @@ static uint8_t *tr_put_floats(uint8_t *p, const float *f, size_t n) {
 }
 
 static void tr_state_put_header(const tr_model *m, uint8_t *out) {
-    const tr_config *c = &m->cfg;
+    uint32_t v[11];
+    tr_state_shape(&m->cfg, v);
     memcpy(out, TR_STATE_MAGIC, 4);
-    tr_put_u32(out + 4, TR_STATE_VERSION);
-    int dims[6] = {c->vocab, c->padded_vocab, c->layers, c->channels, c->heads, c->seq_len};
-    for (int i = 0; i < 6; i++) tr_put_u32(out + 8 + 4 * i, (uint32_t)dims[i]);
+    tr_put_u32(out + 4, tr_state_version(m));
+    for (int i = 0; i < 6; i++) tr_put_u32(out + 8 + 4 * i, v[i]);
     tr_put_u64(out + 32, m->step);
     tr_put_u64(out + 40, m->adam_t);
     tr_put_f32(out + 48, m->demo_lr);
     tr_put_u32(out + 52, tr_state_flags(m));
+    if (tr_is_llama(&m->cfg))
+        for (int i = 6; i < 11; i++) tr_put_u32(out + TR_STATE_HEADER_V1 + 4 * (i - 6), v[i]);
 }
 
 int tr_state_export(const tr_model *m, uint8_t *out, size_t cap) {
@@ -59,7 +74,7 @@ int tr_state_export(const tr_model *m, uint8_t *out, size_t cap) {
     uint32_t flags = tr_state_flags(m);
     if (cap < tr_state_bytes(m, flags)) return TR_ESHORT;
     tr_state_put_header(m, out);
-    uint8_t *p = tr_put_floats(out + TR_STATE_HEADER, m->params, m->num_params);
+    uint8_t *p = tr_put_floats(out + tr_state_header_len(m), m->params, m->num_params);
     if (flags & TR_STATE_ADAM) {
         p = tr_put_floats(p, m->adam_m, m->num_params);
         p = tr_put_floats(p, m->adam_v, m->num_params);
@@ -68,9 +83,10 @@ int tr_state_export(const tr_model *m, uint8_t *out, size_t cap) {
     return TR_OK;
 }
 
-int tr_state_header(const tr_model *m, uint8_t *out, size_t cap) {
-    if (!m || !out) return TR_EINVAL;
-    if (cap < TR_STATE_HEADER) return TR_ESHORT;
+int tr_state_header(const tr_model *m, uint8_t *out, size_t cap, size_t *len) {
+    if (!m || !out || !len) return TR_EINVAL;
+    *len = tr_state_header_len(m);
+    if (cap < *len) return TR_ESHORT;
     tr_state_put_header(m, out);
     return TR_OK;
 }
@@ -79,7 +95,7 @@ int tr_state_header(const tr_model *m, uint8_t *out, size_t cap) {
 int tr_state_floats(const tr_model *m, size_t first, size_t count, uint8_t *out) {
     if (!m || !out) return TR_EINVAL;
     uint32_t flags = tr_state_flags(m);
-    size_t N = m->num_params, total = (tr_state_bytes(m, flags) - TR_STATE_HEADER) / 4;
+    size_t N = m->num_params, total = (tr_state_bytes(m, flags) - tr_state_header_len(m)) / 4;
     if (first > total || count > total - first) return TR_EINVAL;
     const float *parts[4] = {m->params, NULL, NULL, NULL};
     int np = 1;
@@ -103,11 +119,15 @@ static void tr_get_floats(float *dst, const uint8_t *p, size_t n) {
 
 int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     if (!m || !in) return TR_EINVAL;
-    if (len < TR_STATE_HEADER || memcmp(in, TR_STATE_MAGIC, 4) != 0 || tr_get_u32(in + 4) != TR_STATE_VERSION) return TR_ESTATE;
-    const tr_config *c = &m->cfg;
-    int dims[6] = {c->vocab, c->padded_vocab, c->layers, c->channels, c->heads, c->seq_len};
+    size_t hl = tr_state_header_len(m);
+    if (len < hl || memcmp(in, TR_STATE_MAGIC, 4) != 0 || tr_get_u32(in + 4) != tr_state_version(m)) return TR_ESTATE;
+    uint32_t v[11];
+    tr_state_shape(&m->cfg, v);
     for (int i = 0; i < 6; i++)
-        if (tr_get_u32(in + 8 + 4 * i) != (uint32_t)dims[i]) return TR_ESTATE;
+        if (tr_get_u32(in + 8 + 4 * i) != v[i]) return TR_ESTATE;
+    if (tr_is_llama(&m->cfg))
+        for (int i = 6; i < 11; i++)
+            if (tr_get_u32(in + TR_STATE_HEADER_V1 + 4 * (i - 6)) != v[i]) return TR_ESTATE;
     uint32_t flags = tr_get_u32(in + 52);
     if (flags & ~(TR_STATE_ADAM | TR_STATE_DELTA | TR_STATE_LOOKAHEAD)) return TR_ESTATE;
     if ((flags & TR_STATE_LOOKAHEAD) && !(flags & TR_STATE_DELTA)) return TR_ESTATE;
@@ -115,7 +135,7 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     float demo_lr = tr_get_f32(in + 48);
     if (!(demo_lr >= 0.0f && demo_lr < 1e6f)) return TR_ESTATE;
     size_t N = m->num_params;
-    const uint8_t *p = in + TR_STATE_HEADER;
+    const uint8_t *p = in + hl;
     if (!tr_floats_ok(p, N, 0)) return TR_ESTATE;
     const uint8_t *pa = p + 4 * N, *pd = pa;
     if (flags & TR_STATE_ADAM) {

@@ -68,22 +68,60 @@ type Trainer struct {
 	be  backend
 	cfg Config
 	n   int // parameter count
+	hdr int // state blob header bytes
 }
 
-// New builds a model with GPT-2 initialisation drawn from seed.
-func New(cfg Config, seed uint64) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// c is cfg as the C API's tr_config.
+func (cfg Config) c() C.tr_config {
 	cc := C.tr_config{
 		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
 		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
 	}
+	if cfg.IsLlama() {
+		cc.arch = C.TR_ARCH_LLAMA
+		cc.kv_heads, cc.hidden, cc.rope_theta = C.int(cfg.KVHeads), C.int(cfg.Hidden), C.float(cfg.RopeTheta)
+		if cfg.Untied {
+			cc.untied = 1
+		}
+	}
+	return cc
+}
+
+// shapes lists the parameter tensors' shapes of a model of cfg (layout.h).
+func (cfg Config) shapes() [][]int {
+	cc := cfg.c()
+	var out [][]int
+	for i := 0; ; i++ {
+		var s [3]C.int
+		nd := int(C.tr_config_shape(&cc, C.int(i), &s[0]))
+		if nd == 0 {
+			return out
+		}
+		dims := make([]int, nd)
+		for d := range dims {
+			dims[d] = int(s[d])
+		}
+		out = append(out, dims)
+	}
+}
+
+// New builds a model of cfg's architecture with its initialisation drawn from seed.
+func New(cfg Config, seed uint64) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cc := cfg.c()
 	var m *C.tr_model
 	if err := codeErr(C.tr_create(&cc, C.uint64_t(seed), &m), "create model"); err != nil {
 		return nil, err
 	}
-	t := &Trainer{m: m, cfg: cfg, n: int(C.tr_num_params(m))}
+	var hdr [128]byte
+	var hl C.size_t
+	if err := codeErr(C.tr_state_header(m, (*C.uint8_t)(&hdr[0]), C.size_t(len(hdr)), &hl), "state header"); err != nil {
+		C.tr_destroy(m)
+		return nil, err
+	}
+	t := &Trainer{m: m, cfg: cfg, n: int(C.tr_num_params(m)), hdr: int(hl)}
 	if err := t.initBackend(); err != nil {
 		C.tr_destroy(m)
 		return nil, err
@@ -482,11 +520,12 @@ func (t *Trainer) Digest(payload []byte) ([32]byte, error) {
 	}
 	h := sha256.New()
 	buf := make([]byte, min(int(size), digestChunk*4))
-	if err := codeErr(C.tr_state_header(t.m, (*C.uint8_t)(&buf[0]), C.size_t(len(buf))), "state header"); err != nil {
+	var hl C.size_t
+	if err := codeErr(C.tr_state_header(t.m, (*C.uint8_t)(&buf[0]), C.size_t(len(buf)), &hl), "state header"); err != nil {
 		return [32]byte{}, err
 	}
-	h.Write(buf[:stateHeaderLen])
-	floats := (int(size) - stateHeaderLen) / 4
+	h.Write(buf[:hl])
+	floats := (int(size) - int(hl)) / 4
 	for first := 0; first < floats; first += digestChunk {
 		n := min(digestChunk, floats-first)
 		if err := codeErr(C.tr_state_floats(t.m, C.size_t(first), C.size_t(n), (*C.uint8_t)(&buf[0])), "state floats"); err != nil {
@@ -501,6 +540,20 @@ func (t *Trainer) Digest(payload []byte) ([32]byte, error) {
 	var d [32]byte
 	copy(d[:], h.Sum(nil))
 	return d, nil
+}
+
+// stateHeader returns the header of this trainer's state blob (state.c).
+func (t *Trainer) stateHeader() ([]byte, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	buf := make([]byte, t.hdr)
+	var hl C.size_t
+	if err := codeErr(C.tr_state_header(t.m, (*C.uint8_t)(&buf[0]), C.size_t(len(buf)), &hl), "state header"); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // digestChunk is how many state floats Digest hashes per piece.

@@ -21,6 +21,8 @@ enum {
     TR_EDEVICE = -7,  // GPU runtime failure
 };
 
+enum { TR_ARCH_GPT2 = 0, TR_ARCH_LLAMA = 1 };
+
 typedef struct {
     int vocab;        // real vocabulary size V
     int padded_vocab; // Vp >= V, rows of wte (padding keeps GEMM tiles aligned)
@@ -29,6 +31,11 @@ typedef struct {
     int heads;        // NH, divides C
     int seq_len;      // maximum T (rows of wpe)
     int micro_batch;  // sequences per forward/backward pass (activation memory)
+    int arch;         // TR_ARCH_GPT2 (the fields below 0) or TR_ARCH_LLAMA
+    int kv_heads;     // llama: key/value heads (grouped-query attention), divides heads
+    int hidden;       // llama: SwiGLU intermediate size
+    int untied;       // llama: 1 for a separate lm-head, 0 to share wte
+    float rope_theta; // llama: base of the rotary position embedding, e.g. 10000
 } tr_config;
 
 typedef struct {
@@ -113,13 +120,17 @@ int tr_state_size(const tr_model *m, size_t *size);
 int tr_state_export(const tr_model *m, uint8_t *out, size_t cap);
 int tr_state_import(tr_model *m, const uint8_t *in, size_t len);
 // The same blob in pieces, for hashing large states without a full copy: the
-// 56-byte header, and floats [first, first+count) of the float section.
-int tr_state_header(const tr_model *m, uint8_t *out, size_t cap);
+// header (56 bytes for GPT-2, 76 for Llama; *len), and floats
+// [first, first+count) of the float section.
+int tr_state_header(const tr_model *m, uint8_t *out, size_t cap, size_t *len);
 int tr_state_floats(const tr_model *m, size_t first, size_t count, uint8_t *out);
 
 // Parameter tensors, for checkpoints: name, shape and offset into the flat
 // parameter array.
 int tr_num_tensors(const tr_model *m);
+// Shape of tensor i of a model of config c without creating one: ndim, or 0
+// past the last tensor (or for a bad config).
+int tr_config_shape(const tr_config *c, int i, int shape[3]);
 int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int shape[3], size_t *offset);
 
 // Test hook: the first len floats of the last micro-batch's forward

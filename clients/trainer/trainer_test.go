@@ -48,9 +48,17 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 // The analytic gradient of every tensor, along sign(g) restricted to that
-// tensor, must match a central finite difference of the loss.
+// tensor, must match a central finite difference of the loss: GPT-2, and
+// Llama with grouped-query attention, tied and untied.
 func TestGradientMatchesFiniteDifferences(t *testing.T) {
-	cfg := lightConfig(t)
+	untied := llamaLight(t)
+	untied.Name, untied.Untied = "llama-light-untied", true
+	for _, cfg := range []Config{lightConfig(t), llamaLight(t), untied} {
+		t.Run(cfg.Name, func(t *testing.T) { checkGradients(t, cfg) })
+	}
+}
+
+func checkGradients(t *testing.T, cfg Config) {
 	tr := newTrainer(t, cfg, 7)
 	const n, seqLen = 2, 16
 	text := MarkovText(3, n*seqLen+1)
@@ -114,7 +122,12 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 
 // Results may not depend on the thread count or the GEMM kernel's ISA.
 func TestDigestIndependentOfThreadsAndISA(t *testing.T) {
-	cfg := lightConfig(t)
+	for _, cfg := range []Config{lightConfig(t), llamaLight(t)} {
+		t.Run(cfg.Name, func(t *testing.T) { checkThreadsAndISA(t, cfg) })
+	}
+}
+
+func checkThreadsAndISA(t *testing.T, cfg Config) {
 	text := MarkovText(5, 4*2*32+1)
 	type run struct {
 		threads int
@@ -270,7 +283,12 @@ func TestStepRejectsBadBatches(t *testing.T) {
 // loss chain over the tokens in order across micro-batches (contract v2), so
 // any MicroBatch gives the bits of one pass over the whole batch.
 func TestMicroBatchDoesNotChangeBits(t *testing.T) {
-	cfg := lightConfig(t)
+	for _, cfg := range []Config{lightConfig(t), llamaLight(t)} {
+		t.Run(cfg.Name, func(t *testing.T) { checkMicroBatches(t, cfg) })
+	}
+}
+
+func checkMicroBatches(t *testing.T, cfg Config) {
 	const n = 6
 	text := MarkovText(2, n*32+1)
 	var refLoss float32

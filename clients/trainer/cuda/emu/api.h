@@ -1,4 +1,4 @@
-// api.h: gpt.cu's API under the names of its host emulation (trgemu_*), so
+// api.h: model.cu's API under the names of its host emulation (trgemu_*), so
 // that a binary can hold both the emulation and the real CUDA library.
 #ifndef TRG_EMU_API_H
 #define TRG_EMU_API_H

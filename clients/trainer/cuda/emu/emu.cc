@@ -1,6 +1,6 @@
-// emu.cc: cuda/gpt.cu compiled for the host (emu.h), under the names of api.h.
-// gpt_cu.h is a link to ../gpt.cu: go's build cache hashes the files in a
-// package's directory, so through the link an edit of gpt.cu rebuilds this.
+// emu.cc: cuda/model.cu compiled for the host (emu.h), under the names of api.h.
+// model_cu.h is a link to ../model.cu: go's build cache hashes the files in a
+// package's directory, so through the link an edit of model.cu rebuilds this.
 #define TRG_EMULATE 1
 #include "api.h"
-#include "gpt_cu.h"
+#include "model_cu.h"

@@ -1,4 +1,4 @@
-// Package emu runs the trainer's CUDA path (cuda/gpt.cu) on the host: the
+// Package emu runs the trainer's CUDA path (cuda/model.cu) on the host: the
 // same source, compiled as C++ with emu.h standing in for the CUDA runtime,
 // each kernel launch run thread by thread. Its tests check, on any machine,
 // that the GPU kernels compute exactly the CPU path's bits.
@@ -10,15 +10,19 @@ package emu
 #include "api.h"
 #include "../../layout.h"
 
-// Name, offset and size of activation buffer i (TR_ACTS order) for batch
-// sequences of length seq; -1 past the last.
+// Name, offset and size of activation buffer i (TR_ACTS or TR_LLAMA_ACTS
+// order) for batch sequences of length seq; -1 past the last.
 static int emu_act(const tr_config *c, int batch, int seq, int i, const char **name, size_t *off, size_t *n) {
-    size_t L = c->layers, C = c->channels, NH = c->heads, Vp = c->padded_vocab, B = batch, T = seq, BT = B * T, o = 0;
+    TR_DIMS_(c, batch, seq);
+    size_t o = 0;
     int k = 0;
 #define EMU_X(nm, sz) if (k++ == i) { *name = #nm; *off = o; *n = (sz); return 0; } o += (sz);
-    TR_ACTS(EMU_X)
+    if (tr_is_llama(c)) {
+        TR_LLAMA_ACTS(EMU_X)
+    } else {
+        TR_ACTS(EMU_X)
+    }
 #undef EMU_X
-    (void)L; (void)C; (void)NH; (void)Vp; (void)BT;
     return -1;
 }
 */
@@ -39,10 +43,18 @@ type Model struct {
 }
 
 func cConfig(cfg trainer.Config) C.tr_config {
-	return C.tr_config{
+	cc := C.tr_config{
 		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
 		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
 	}
+	if cfg.IsLlama() {
+		cc.arch = C.TR_ARCH_LLAMA
+		cc.kv_heads, cc.hidden, cc.rope_theta = C.int(cfg.KVHeads), C.int(cfg.Hidden), C.float(cfg.RopeTheta)
+		if cfg.Untied {
+			cc.untied = 1
+		}
+	}
+	return cc
 }
 
 // New allocates the emulated device buffers for cfg, which holds params parameters.

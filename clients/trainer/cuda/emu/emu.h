@@ -1,6 +1,6 @@
-// emu.h: host stand-ins for the part of the CUDA runtime that gpt.cu uses,
-// so that gpt.cu compiles as plain C++ and each launch runs its kernel
-// thread by thread on the CPU. gpt.cu's kernels are independent per thread
+// emu.h: host stand-ins for the part of the CUDA runtime that model.cu uses,
+// so that model.cu compiles as plain C++ and each launch runs its kernel
+// thread by thread on the CPU. model.cu's kernels are independent per thread
 // (see its header), so the order in which the threads run does not matter,
 // and every thread computes exactly what it computes on a GPU.
 #ifndef TRG_EMU_H

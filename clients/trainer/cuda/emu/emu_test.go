@@ -8,22 +8,28 @@ import (
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
-// The GPU kernels of cuda/gpt.cu, run by the emulator, give exactly the CPU
+// The GPU kernels of cuda/model.cu, run by the emulator, give exactly the CPU
 // path's bits for a training step: the loss, every activation buffer of the
-// forward pass (every layer's) and every gradient entry. The second shape
-// has a padded vocabulary, rows shorter than the 32 reduction lanes and a
-// head size of 8; both span several micro-batches, the last one partial.
+// forward pass (every layer's) and every gradient entry, for both
+// architectures. The odd shapes have a padded vocabulary, rows shorter than
+// the 32 reduction lanes and a head size of 8 (Llama: 3 query heads per key
+// head, untied); every case spans several micro-batches, the last partial.
 func TestGPUKernelsMatchCPU(t *testing.T) {
-	light, err := trainer.ConfigByName("light")
-	if err != nil {
-		t.Fatal(err)
+	named := func(name string) trainer.Config {
+		cfg, err := trainer.ConfigByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MicroBatch = 2
+		return cfg
 	}
-	light.MicroBatch = 2
 	odd := trainer.Config{Name: "odd", Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 40, Heads: 5, SeqLen: 24, MicroBatch: 2}
+	oddLlama := trainer.Config{Name: "odd-llama", Arch: trainer.ArchLlama, Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 48,
+		Heads: 6, KVHeads: 2, Hidden: 72, Untied: true, RopeTheta: 500, SeqLen: 24, MicroBatch: 2}
 	for _, c := range []struct {
 		cfg    trainer.Config
 		n, seq int
-	}{{light, 3, 48}, {odd, 5, 19}} {
+	}{{named("light"), 3, 48}, {odd, 5, 19}, {named("llama-light"), 3, 48}, {oddLlama, 5, 19}} {
 		t.Run(c.cfg.Name, func(t *testing.T) {
 			compareStep(t, c.cfg, c.n, c.seq)
 		})

@@ -1,0 +1,538 @@
+// model.cu: the forward and backward of both architectures on the GPU,
+// layer by layer as gpt.c and llama.c (shapes in comments in ops.c), with
+// the arithmetic of kernels.h: the same chains and trees as the CPU path, so
+// the GPU gives the CPU's bits.
+//
+// Every kernel is a loop body over independent threads: a thread computes its
+// output elements alone (no shared memory, shuffles or atomics), reading
+// only what no thread of the same launch writes. That is what lets cuda/emu
+// compile this file for the host and run each launch thread by thread, which
+// is how the CPU = GPU contract is tested on machines without a GPU.
+// Grid sizes depend only on the problem shape. Built with --fmad=false: the
+// only fused multiply-adds are kernels.h's explicit ones.
+
+#ifdef TRG_EMULATE
+#include "emu/emu.h"
+#else
+#include <cuda_runtime.h>
+#define TRG_LAUNCH(kernel, grid, block, ...) kernel<<<(grid), (block)>>>(__VA_ARGS__)
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels.h"
+#include "../layout.h"
+#include "trainer_cuda.h"
+
+// ----------------------------------------------------------------------------
+// CUDA kernels
+
+__device__ static size_t trg_thread(void) { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
+
+// out(BT,C) = wte[tok] + wpe[t]
+__global__ void encoder_forward_kernel(float *out, const int32_t *tok, const float *wte, const float *wpe, int BT, int T, int C) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)BT * C) return;
+    int bt = (int)(idx / C), i = (int)(idx % C);
+    out[idx] = wpe ? wte[(size_t)tok[bt] * C + i] + wpe[(size_t)(bt % T) * C + i] : wte[(size_t)tok[bt] * C + i];
+}
+
+// One thread per channel, positions in order (the CPU's chains); dwpe may be NULL.
+__global__ void encoder_backward_kernel(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int BT, int T, int C) {
+    size_t i = trg_thread();
+    if (i >= (size_t)C) return;
+    for (int bt = 0; bt < BT; bt++) {
+        float d = dout[(size_t)bt * C + i];
+        dwte[(size_t)tok[bt] * C + i] += d;
+        if (dwpe) dwpe[(size_t)(bt % T) * C + i] += d;
+    }
+}
+
+__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C) {
+    size_t r = trg_thread();
+    if (r >= (size_t)N) return;
+    trk_layernorm_row(out + r * C, mean + r, rstd + r, inp + r * C, w, b, C);
+}
+
+__global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+                                               const float *mean, const float *rstd, int N, int C) {
+    size_t r = trg_thread();
+    if (r >= (size_t)N) return;
+    trk_layernorm_back_row(dinp + r * C, dout + r * C, inp + r * C, w, mean[r], rstd[r], C);
+}
+
+// dw(C), db(C): one thread per channel, chains over the rows in order.
+__global__ void layernorm_backward_dw_kernel(float *dw, float *db, const float *dout, const float *inp,
+                                             const float *mean, const float *rstd, int N, int C) {
+    size_t i = trg_thread();
+    if (i >= (size_t)C) return;
+    float sw = dw[i], sb = db[i];
+    for (int r = 0; r < N; r++) trk_layernorm_dw_step(&sw, &sb, inp[(size_t)r * C + i], mean[r], rstd[r], dout[(size_t)r * C + i]);
+    dw[i] = sw;
+    db[i] = sb;
+}
+
+// A 64x64 block of the output per 16x16 threads; thread (x, y) owns rows
+// y, y+16, y+32, y+48 and columns x, x+16, ... of it (trk_gemm_tile).
+#define GB 16
+__global__ void gemm_kernel(tr_gemm_args g) {
+    int m0 = blockIdx.y * GB * TRK_GT + threadIdx.y, n0 = blockIdx.x * GB * TRK_GT + threadIdx.x;
+    if (m0 >= g.M || n0 >= g.N) return;
+    trk_gemm_tile(&g, m0, GB, n0, GB);
+}
+
+// dbias(OC) += column sums of dout(BT, row stride ld): one thread per column, rows in order.
+__global__ void bias_backward_kernel(float *dbias, const float *dout, int ld, int BT, int OC) {
+    size_t o = trg_thread();
+    if (o >= (size_t)OC) return;
+    float s = dbias[o];
+    for (int r = 0; r < BT; r++) s = s + dout[(size_t)r * ld + o];
+    dbias[o] = s;
+}
+
+__global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
+    size_t r = trg_thread();
+    if (r >= (size_t)N) return;
+    trk_rmsnorm_row(out + r * C, rstd + r, inp + r * C, w, C);
+}
+
+__global__ void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+                                             const float *rstd, int N, int C) {
+    size_t r = trg_thread();
+    if (r >= (size_t)N) return;
+    trk_rmsnorm_back_row(dinp + r * C, dout + r * C, inp + r * C, w, rstd[r], C);
+}
+
+// dw(C): one thread per channel, a chain over the rows in order.
+__global__ void rmsnorm_backward_dw_kernel(float *dw, const float *dout, const float *inp, const float *rstd, int N, int C) {
+    size_t i = trg_thread();
+    if (i >= (size_t)C) return;
+    float sw = dw[i];
+    for (int r = 0; r < N; r++) trk_rmsnorm_dw_step(&sw, inp[(size_t)r * C + i], rstd[r], dout[(size_t)r * C + i]);
+    dw[i] = sw;
+}
+
+// One thread per (row, q or k head): rotates (back: un-rotates) it in place.
+__global__ void rope_kernel(float *qkv, const float *cosv, const float *sinv, int N, int T, int C, int NH, int KV, int back) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)N * (NH + KV)) return;
+    int r = (int)(idx / (NH + KV)), hh = (int)(idx % (NH + KV)), hs = C / NH, half = hs / 2;
+    float *x = qkv + (size_t)r * ((size_t)C + 2 * (size_t)KV * hs) + (size_t)hh * hs;
+    const float *cs = cosv + (size_t)(r % T) * half, *sn = sinv + (size_t)(r % T) * half;
+    if (back) trk_rope_back(x, cs, sn, hs);
+    else trk_rope(x, cs, sn, hs);
+}
+
+__global__ void swiglu_forward_kernel(float *out, const float *g, const float *u, size_t n) {
+    size_t i = trg_thread();
+    if (i < n) out[i] = trk_swiglu(g[i], u[i]);
+}
+
+__global__ void swiglu_backward_kernel(float *dg, float *du, const float *g, const float *u, const float *dh, size_t n) {
+    size_t i = trg_thread();
+    if (i < n) trk_swiglu_back(g[i], u[i], dh[i], dg + i, du + i);
+}
+
+// One thread per (b, t, h): scores, softmax (att row) and the output.
+__global__ void attention_forward_kernel(float *out, float *att, const float *qkv, int B, int T, int C, int NH, int KV) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)B * T * NH) return;
+    int h = (int)(idx % NH), t = (int)((idx / NH) % T), b = (int)(idx / ((size_t)NH * T));
+    trk_attention_row(out + ((size_t)b * T + t) * C + (size_t)h * (C / NH), att + (((size_t)b * NH + h) * T + t) * T, qkv,
+                      b, t, h, T, C, NH, KV);
+}
+
+// One thread per (b, t, h): the dpre row and dq (the q part of dqkv).
+__global__ void attention_back_row_kernel(float *dpre, float *dqkv, const float *att, const float *dout, const float *qkv,
+                                          int B, int T, int C, int NH, int KV) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)B * T * NH) return;
+    int h = (int)(idx % NH), t = (int)((idx / NH) % T), b = (int)(idx / ((size_t)NH * T));
+    trk_heads o = trk_head_offsets(h, C, NH, KV);
+    size_t row = (((size_t)b * NH + h) * T + t) * T;
+    trk_attention_back_row(dpre + row, dqkv + ((size_t)b * T + t) * o.stride + o.q, att + row,
+                           dout + ((size_t)b * T + t) * C + o.q, qkv, b, t, h, T, C, NH, KV);
+}
+
+// One thread per element of the k and v parts of dqkv (KVD = KV*hs each):
+// dk[t2] = sum dpre[h,t,t2] q[h,t], dv[t2] = sum att[h,t,t2] dout[h,t] over
+// the query heads h of the key head in order, within a head over t >= t2 in
+// order (the CPU's chains).
+__global__ void attention_dkv_kernel(float *dqkv, const float *dpre, const float *att, const float *dout, const float *qkv,
+                                     int B, int T, int C, int NH, int KV) {
+    int hs = C / NH, KVD = KV * hs, group = NH / KV;
+    size_t idx = trg_thread();
+    if (idx >= (size_t)B * T * 2 * KVD) return;
+    int c2 = (int)(idx % (2 * KVD)), t2 = (int)((idx / (2 * KVD)) % T), b = (int)(idx / ((size_t)2 * KVD * T));
+    int part = c2 / KVD, c = c2 % KVD, kvh = c / hs, i = c % hs;
+    size_t stride = (size_t)C + 2 * (size_t)KVD;
+    float acc = 0.0f;
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        const float *P = (part == 0 ? dpre : att) + ((size_t)b * NH + h) * T * T + t2;
+        for (int t = t2; t < T; t++) {
+            float x = part == 0 ? qkv[((size_t)b * T + t) * stride + (size_t)h * hs + i] : dout[((size_t)b * T + t) * C + (size_t)h * hs + i];
+            acc = trk_fma(P[(size_t)t * T], x, acc);
+        }
+    }
+    dqkv[((size_t)b * T + t2) * stride + C + (size_t)part * KVD + c] = acc;
+}
+
+__global__ void gelu_forward_kernel(float *out, const float *x, size_t n) {
+    size_t i = trg_thread();
+    if (i < n) out[i] = trk_gelu(x[i]);
+}
+
+__global__ void gelu_backward_kernel(float *dinp, const float *x, const float *dout, size_t n) {
+    size_t i = trg_thread();
+    if (i < n) dinp[i] = trk_gelu_back(x[i], dout[i]);
+}
+
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+    size_t i = trg_thread();
+    if (i < n) out[i] = a[i] + b[i];
+}
+
+// One thread per row.
+__global__ void crossentropy_forward_kernel(float *probs, float *losses, const float *logits, const int32_t *targets, int BT, int V, int Vp) {
+    size_t r = trg_thread();
+    if (r >= (size_t)BT) return;
+    losses[r] = trk_crossentropy_row(probs + r * Vp, logits + r * Vp, targets[r], V, Vp);
+}
+
+__global__ void crossentropy_backward_kernel(float *dlogits, const float *probs, const int32_t *targets, float dloss, int BT, int V, int Vp) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)BT * Vp) return;
+    int r = (int)(idx / Vp), i = (int)(idx % Vp);
+    dlogits[idx] = i < V ? trk_dlogit(probs[idx], i == targets[r], dloss) : 0.0f;
+}
+
+// ----------------------------------------------------------------------------
+// Kernel launchers
+
+#define THREADS 256
+static unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
+
+static void gemm(const tr_gemm_args &g) {
+    dim3 grid((g.N + GB * TRK_GT - 1) / (GB * TRK_GT), (g.M + GB * TRK_GT - 1) / (GB * TRK_GT)), block(GB, GB);
+    TRG_LAUNCH(gemm_kernel, grid, block, g);
+}
+
+// out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC)
+static void linear_forward(float *out, int ldo, const float *inp, int ldi, const float *w, const float *bias, int BT, int IC, int OC) {
+    tr_gemm_args g = {BT, OC, IC, inp, ldi, w, IC, out, ldo, bias, 0, 0, 0};
+    gemm(g);
+}
+
+// dinp(BT, IC) = dout w (accumulate: on from dinp), dw(OC, IC) += dout^T inp,
+// dbias(OC) += column sums of dout (row stride ldd).
+static void linear_backward(float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd, const float *inp,
+                            int ldi, const float *w, int BT, int IC, int OC) {
+    tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1};
+    tr_gemm_args gw = {OC, IC, BT, dout, ldd, inp, ldi, dw, IC, NULL, 1, 1, 1};
+    gemm(gi);
+    gemm(gw);
+    if (dbias) TRG_LAUNCH(bias_backward_kernel, blocks_for(OC), THREADS, dbias, dout, ldd, BT, OC);
+}
+
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C) {
+    TRG_LAUNCH(layernorm_forward_kernel, blocks_for(N), THREADS, out, mean, rstd, inp, w, b, N, C);
+}
+
+static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, int N, int C) {
+    TRG_LAUNCH(layernorm_backward_dinp_kernel, blocks_for(N), THREADS, dinp, dout, inp, w, mean, rstd, N, C);
+    TRG_LAUNCH(layernorm_backward_dw_kernel, blocks_for(C), THREADS, dw, db, dout, inp, mean, rstd, N, C);
+}
+
+static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
+    TRG_LAUNCH(rmsnorm_forward_kernel, blocks_for(N), THREADS, out, rstd, inp, w, N, C);
+}
+
+static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
+    TRG_LAUNCH(rmsnorm_backward_dinp_kernel, blocks_for(N), THREADS, dinp, dout, inp, w, rstd, N, C);
+    TRG_LAUNCH(rmsnorm_backward_dw_kernel, blocks_for(C), THREADS, dw, dout, inp, rstd, N, C);
+}
+
+struct trg_model {
+    tr_config cfg;
+    size_t num_params;
+    size_t offsets[TR_MAX_TENSORS]; // tr_param_layout (../layout.h)
+    float *params, *grads;  // (N) device
+    float *dwte_emb;        // (Vp*C) the embedding's share of wte's gradient (model.c)
+    float *acts, *dacts;    // device, the architecture's activation layouts (../layout.h)
+    float *dpre;            // (B, NH, T, T) attention backward
+    float *rope_cos, *rope_sin; // llama: (T, hs/2) device
+    int32_t *tokens, *targets; // (B*T) device
+    float *h_losses;        // (B*T) host
+    cudaError_t err;
+    char name[256];
+};
+
+// ----------------------------------------------------------------------------
+// Model: the architectures as gpt.c and llama.c run them.
+
+static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
+    int L = g->cfg.layers, C = g->cfg.channels, NH = g->cfg.heads, Vp = g->cfg.padded_vocab, V = g->cfg.vocab;
+    size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
+    tr_params pv = tr_param_views(w, g->offsets), *p = &pv;
+    tr_acts av, *a = &av;
+    tr_act_layout(&g->cfg, B, T, g->acts, a);
+    TRG_LAUNCH(encoder_forward_kernel, blocks_for(BT * C), THREADS, a->encoded, g->tokens, p->wte, p->wpe, (int)BT, T, C);
+    for (int l = 0; l < L; l++) {
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
+        float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
+        float *att = a->att + l * att_n, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
+        float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C, *res3 = a->residual3 + l * BT * C;
+        layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual, p->ln1w + l * C, p->ln1b + l * C, (int)BT, C);
+        linear_forward(qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
+        TRG_LAUNCH(attention_forward_kernel, blocks_for(BT * NH), THREADS, atty, att, qkv, B, T, C, NH, NH);
+        linear_forward(res3, C, atty, C, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
+        TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
+        layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2, p->ln2w + l * C, p->ln2b + l * C, (int)BT, C);
+        linear_forward(fch, 4 * C, ln2, C, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, (int)BT, C, 4 * C);
+        TRG_LAUNCH(gelu_forward_kernel, blocks_for(BT * 4 * C), THREADS, fchg, fch, BT * 4 * C);
+        linear_forward(res3, C, fchg, 4 * C, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, (int)BT, 4 * C, C);
+        TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
+    }
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BT * C, p->lnfw, p->lnfb, (int)BT, C);
+    linear_forward(a->logits, Vp, a->lnf, C, p->wte, NULL, (int)BT, C, Vp);
+    TRG_LAUNCH(crossentropy_forward_kernel, blocks_for(BT), THREADS, a->probs, a->losses, a->logits, g->targets, (int)BT, V, Vp);
+    return a->losses;
+}
+
+static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, int T) {
+    int L = g->cfg.layers, C = g->cfg.channels, NH = g->cfg.heads, Vp = g->cfg.padded_vocab, V = g->cfg.vocab;
+    size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
+    tr_params pv = tr_param_views(w, g->offsets), grv = tr_param_views(gw, g->offsets), *p = &pv, *gr = &grv;
+    tr_acts av, *a = &av;
+    tr_dacts dv, *d = &dv;
+    tr_act_layout(&g->cfg, B, T, g->acts, a);
+    tr_dact_layout(&g->cfg, B, T, g->dacts, d);
+    TRG_LAUNCH(crossentropy_backward_kernel, blocks_for(BT * Vp), THREADS, d->dlogits, a->probs, g->targets, dloss, (int)BT, V, Vp);
+    linear_backward(d->dln, 0, gr->wte, NULL, d->dlogits, Vp, a->lnf, C, p->wte, (int)BT, C, Vp);
+    cudaMemsetAsync(d->dres, 0, sizeof(float) * BT * C);
+    layernorm_backward(d->dres, gr->lnfw, gr->lnfb, d->dln, a->residual3 + (L - 1) * BT * C, p->lnfw, a->lnf_mean, a->lnf_rstd, (int)BT, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
+        const float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
+        const float *att = a->att + l * att_n, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
+        const float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C;
+        linear_backward(d->dfch_gelu, 0, gr->fcprojw + (size_t)l * C * 4 * C, gr->fcprojb + l * C, d->dres, C, fchg, 4 * C,
+                        p->fcprojw + (size_t)l * C * 4 * C, (int)BT, 4 * C, C);
+        TRG_LAUNCH(gelu_backward_kernel, blocks_for(BT * 4 * C), THREADS, d->dfch, fch, d->dfch_gelu, BT * 4 * C);
+        linear_backward(d->dln, 0, gr->fcw + (size_t)l * 4 * C * C, gr->fcb + l * 4 * C, d->dfch, 4 * C, ln2, C,
+                        p->fcw + (size_t)l * 4 * C * C, (int)BT, C, 4 * C);
+        layernorm_backward(d->dres, gr->ln2w + l * C, gr->ln2b + l * C, d->dln, res2, p->ln2w + l * C,
+                           a->ln2_mean + l * BT, a->ln2_rstd + l * BT, (int)BT, C);
+        linear_backward(d->datty, 0, gr->attprojw + (size_t)l * C * C, gr->attprojb + l * C, d->dres, C, atty, C,
+                        p->attprojw + (size_t)l * C * C, (int)BT, C, C);
+        TRG_LAUNCH(attention_back_row_kernel, blocks_for(BT * NH), THREADS, g->dpre, d->dqkv, att, d->datty, qkv, B, T, C, NH, NH);
+        TRG_LAUNCH(attention_dkv_kernel, blocks_for(BT * 2 * C), THREADS, d->dqkv, g->dpre, att, d->datty, qkv, B, T, C, NH, NH);
+        linear_backward(d->dln, 0, gr->qkvw + (size_t)l * 3 * C * C, gr->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
+                        p->qkvw + (size_t)l * 3 * C * C, (int)BT, C, 3 * C);
+        layernorm_backward(d->dres, gr->ln1w + l * C, gr->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
+                           a->ln1_mean + l * BT, a->ln1_rstd + l * BT, (int)BT, C);
+    }
+    TRG_LAUNCH(encoder_backward_kernel, blocks_for(C), THREADS, g->dwte_emb, gr->wpe, d->dres, g->tokens, (int)BT, T, C);
+}
+
+static const float *llama_forward(trg_model *g, float *w, int B, int T) {
+    const tr_config *c = &g->cfg;
+    int L = c->layers, C = c->channels, NH = c->heads, KV = c->kv_heads, H = c->hidden, Vp = c->padded_vocab, V = c->vocab;
+    int KVD = tr_kv_dim(c), QKVD = C + 2 * KVD;
+    size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
+    tr_llama_params p = tr_llama_views(c, w, g->offsets);
+    tr_llama_acts a;
+    tr_llama_act_layout(c, B, T, g->acts, &a);
+    TRG_LAUNCH(encoder_forward_kernel, blocks_for(BT * C), THREADS, a.encoded, g->tokens, p.wte, (const float *)NULL, (int)BT, T, C);
+    for (int l = 0; l < L; l++) {
+        const float *residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
+        float *rms1 = a.rms1 + l * BT * C, *qkv = a.qkv + l * BT * QKVD, *atty = a.atty + l * BT * C;
+        float *att = a.att + l * att_n, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
+        float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H, *res3 = a.residual3 + l * BT * C;
+        rmsnorm_forward(rms1, a.rms1_rstd + l * BT, residual, p.rms1w + l * C, (int)BT, C);
+        linear_forward(qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, NULL, (int)BT, C, C);
+        linear_forward(qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+        linear_forward(qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+        TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, qkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 0);
+        TRG_LAUNCH(attention_forward_kernel, blocks_for(BT * NH), THREADS, atty, att, qkv, B, T, C, NH, KV);
+        linear_forward(res3, C, atty, C, p.wo + (size_t)l * C * C, NULL, (int)BT, C, C);
+        TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
+        rmsnorm_forward(rms2, a.rms2_rstd + l * BT, res2, p.rms2w + l * C, (int)BT, C);
+        linear_forward(gate, H, rms2, C, p.wgate + (size_t)l * H * C, NULL, (int)BT, C, H);
+        linear_forward(up, H, rms2, C, p.wup + (size_t)l * H * C, NULL, (int)BT, C, H);
+        TRG_LAUNCH(swiglu_forward_kernel, blocks_for(BT * H), THREADS, hmid, gate, up, BT * H);
+        linear_forward(res3, C, hmid, H, p.wdown + (size_t)l * C * H, NULL, (int)BT, H, C);
+        TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
+    }
+    rmsnorm_forward(a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * BT * C, p.rmsfw, (int)BT, C);
+    linear_forward(a.logits, Vp, a.rmsf, C, p.lmhead, NULL, (int)BT, C, Vp);
+    TRG_LAUNCH(crossentropy_forward_kernel, blocks_for(BT), THREADS, a.probs, a.losses, a.logits, g->targets, (int)BT, V, Vp);
+    return a.losses;
+}
+
+static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B, int T) {
+    const tr_config *c = &g->cfg;
+    int L = c->layers, C = c->channels, NH = c->heads, KV = c->kv_heads, H = c->hidden, Vp = c->padded_vocab, V = c->vocab;
+    int KVD = tr_kv_dim(c), QKVD = C + 2 * KVD;
+    size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
+    tr_llama_params p = tr_llama_views(c, w, g->offsets), gr = tr_llama_views(c, gw, g->offsets);
+    tr_llama_acts a;
+    tr_llama_dacts d;
+    tr_llama_act_layout(c, B, T, g->acts, &a);
+    tr_llama_dact_layout(c, B, T, g->dacts, &d);
+    TRG_LAUNCH(crossentropy_backward_kernel, blocks_for(BT * Vp), THREADS, d.dlogits, a.probs, g->targets, dloss, (int)BT, V, Vp);
+    linear_backward(d.dln, 0, gr.lmhead, NULL, d.dlogits, Vp, a.rmsf, C, p.lmhead, (int)BT, C, Vp);
+    cudaMemsetAsync(d.dres, 0, sizeof(float) * BT * C);
+    rmsnorm_backward(d.dres, gr.rmsfw, d.dln, a.residual3 + (L - 1) * BT * C, p.rmsfw, a.rmsf_rstd, (int)BT, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
+        const float *rms1 = a.rms1 + l * BT * C, *qkv = a.qkv + l * BT * QKVD, *atty = a.atty + l * BT * C;
+        const float *att = a.att + l * att_n, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
+        const float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H;
+        linear_backward(d.dhmid, 0, gr.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, (int)BT, H, C);
+        TRG_LAUNCH(swiglu_backward_kernel, blocks_for(BT * H), THREADS, d.dgate, d.dup, gate, up, d.dhmid, BT * H);
+        linear_backward(d.dln, 0, gr.wup + (size_t)l * H * C, NULL, d.dup, H, rms2, C, p.wup + (size_t)l * H * C, (int)BT, C, H);
+        linear_backward(d.dln, 1, gr.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, (int)BT, C, H);
+        rmsnorm_backward(d.dres, gr.rms2w + l * C, d.dln, res2, p.rms2w + l * C, a.rms2_rstd + l * BT, (int)BT, C);
+        linear_backward(d.datty, 0, gr.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, (int)BT, C, C);
+        TRG_LAUNCH(attention_back_row_kernel, blocks_for(BT * NH), THREADS, g->dpre, d.dqkv, att, d.datty, qkv, B, T, C, NH, KV);
+        TRG_LAUNCH(attention_dkv_kernel, blocks_for(BT * 2 * KVD), THREADS, d.dqkv, g->dpre, att, d.datty, qkv, B, T, C, NH, KV);
+        TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, d.dqkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 1);
+        linear_backward(d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, C, C);
+        linear_backward(d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, C, KVD);
+        linear_backward(d.dln, 1, gr.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C,
+                        (int)BT, C, KVD);
+        rmsnorm_backward(d.dres, gr.rms1w + l * C, d.dln, residual, p.rms1w + l * C, a.rms1_rstd + l * BT, (int)BT, C);
+    }
+    TRG_LAUNCH(encoder_backward_kernel, blocks_for(C), THREADS, g->dwte_emb, (float *)NULL, d.dres, g->tokens, (int)BT, T, C);
+}
+
+// ----------------------------------------------------------------------------
+// API
+
+#define CK(call)                                     \
+    do {                                             \
+        cudaError_t e_ = (call);                     \
+        if (e_ != cudaSuccess) { g->err = e_; return TR_EDEVICE; } \
+    } while (0)
+
+extern "C" int trg_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+    return n;
+}
+
+extern "C" const char *trg_device_name(const trg_model *g) { return g ? g->name : ""; }
+extern "C" const char *trg_last_error(const trg_model *g) { return g ? cudaGetErrorString(g->err) : ""; }
+
+extern "C" void trg_destroy(trg_model *g) {
+    if (!g) return;
+    cudaFree(g->params); cudaFree(g->grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
+    cudaFree(g->dpre); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
+    cudaFreeHost(g->h_losses);
+    free(g);
+}
+
+extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
+    if (!cfg || !out) return TR_EINVAL;
+    *out = NULL;
+    trg_model *g = (trg_model *)calloc(1, sizeof *g);
+    if (!g) return TR_ENOMEM;
+    g->cfg = *cfg;
+    size_t T = cfg->seq_len, NH = cfg->heads, half = (size_t)cfg->channels / cfg->heads / 2;
+    size_t sizes[TR_MAX_TENSORS];
+    size_t off = tr_param_layout(cfg, sizes, g->offsets);
+    g->num_params = off;
+    size_t B = cfg->micro_batch, BT = B * T;
+    float *table = NULL;
+    cudaDeviceProp prop;
+    int rc = TR_EDEVICE;
+#define GALLOC(ptr, bytes) do { if ((g->err = cudaMalloc((void **)&(ptr), (bytes))) != cudaSuccess) goto fail; } while (0)
+    if ((g->err = cudaSetDevice(0)) != cudaSuccess) goto fail;
+    if ((g->err = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) goto fail;
+    snprintf(g->name, sizeof g->name, "%s", prop.name);
+    GALLOC(g->params, sizeof(float) * off);
+    GALLOC(g->grads, sizeof(float) * off);
+    GALLOC(g->dwte_emb, sizeof(float) * sizes[TR_P_wte]);
+    GALLOC(g->acts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 0));
+    GALLOC(g->dacts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 1));
+    GALLOC(g->dpre, sizeof(float) * B * NH * T * T);
+    GALLOC(g->tokens, sizeof(int32_t) * BT);
+    GALLOC(g->targets, sizeof(int32_t) * BT);
+    if ((g->err = cudaMallocHost((void **)&g->h_losses, sizeof(float) * BT)) != cudaSuccess) goto fail;
+    if (tr_is_llama(cfg)) { // the rotary tables, built on the host as the CPU path builds them
+        GALLOC(g->rope_cos, sizeof(float) * T * half);
+        GALLOC(g->rope_sin, sizeof(float) * T * half);
+        if (!(table = (float *)malloc(sizeof(float) * 2 * T * half))) { g->err = cudaErrorMemoryAllocation; goto fail; }
+        trk_rope_table(table, table + T * half, (int)T, (int)(2 * half), cfg->rope_theta);
+        if ((g->err = cudaMemcpy(g->rope_cos, table, sizeof(float) * T * half, cudaMemcpyHostToDevice)) != cudaSuccess ||
+            (g->err = cudaMemcpy(g->rope_sin, table + T * half, sizeof(float) * T * half, cudaMemcpyHostToDevice)) != cudaSuccess)
+            goto fail;
+        free(table);
+        table = NULL;
+    }
+#undef GALLOC
+    *out = g;
+    return TR_OK;
+fail:
+    if (g->err == cudaErrorMemoryAllocation) rc = TR_ENOMEM;
+    free(table);
+    trg_destroy(g);
+    return rc;
+}
+
+// Runs the micro-batches; grads (host) receives the gradients when not NULL.
+static int trg_run(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
+                   int n, int t, float *grads, float *loss) {
+    if (!g || !weights || !tokens || !targets || !loss || nparams != g->num_params || n < 1 || t < 1 || t > g->cfg.seq_len)
+        return TR_EINVAL;
+    size_t wte_n = (size_t)g->cfg.padded_vocab * g->cfg.channels; // wte is tensor 0 in both layouts
+    CK(cudaMemcpy(g->params, weights, sizeof(float) * nparams, cudaMemcpyHostToDevice));
+    if (grads) {
+        CK(cudaMemset(g->grads, 0, sizeof(float) * nparams));
+        CK(cudaMemset(g->dwte_emb, 0, sizeof(float) * wte_n));
+    }
+    int llama = tr_is_llama(&g->cfg);
+    float dloss = 1.0f / ((float)n * (float)t), total = 0.0f;
+    for (int b0 = 0; b0 < n; b0 += g->cfg.micro_batch) {
+        int B = n - b0 < g->cfg.micro_batch ? n - b0 : g->cfg.micro_batch;
+        size_t BT = (size_t)B * t;
+        CK(cudaMemcpy(g->tokens, tokens + (size_t)b0 * t, sizeof(int32_t) * BT, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(g->targets, targets + (size_t)b0 * t, sizeof(int32_t) * BT, cudaMemcpyHostToDevice));
+        const float *losses = llama ? llama_forward(g, g->params, B, t) : gpt_forward(g, g->params, B, t);
+        if (grads) {
+            if (llama) llama_backward(g, g->params, g->grads, dloss, B, t);
+            else gpt_backward(g, g->params, g->grads, dloss, B, t);
+        }
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(g->h_losses, losses, sizeof(float) * BT, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < BT; i++) total = total + g->h_losses[i]; // the CPU's chain
+    }
+    if (grads) {
+        TRG_LAUNCH(add_kernel, blocks_for(wte_n), THREADS, g->grads, g->grads, g->dwte_emb, wte_n);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(grads, g->grads, sizeof(float) * nparams, cudaMemcpyDeviceToHost));
+    }
+    *loss = total / ((float)n * (float)t);
+    return TR_OK;
+}
+
+extern "C" int trg_step(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
+                        int n, int t, float *grads, float *loss) {
+    if (!grads) return TR_EINVAL;
+    return trg_run(g, weights, nparams, tokens, targets, n, t, grads, loss);
+}
+
+extern "C" int trg_eval(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
+                        int n, int t, float *loss) {
+    return trg_run(g, weights, nparams, tokens, targets, n, t, NULL, loss);
+}
+
+extern "C" int trg_activations(const trg_model *g, float *out, size_t len) {
+    if (!g || !out || len > tr_act_floats(&g->cfg, g->cfg.micro_batch, g->cfg.seq_len, 0)) return TR_EINVAL;
+    return cudaMemcpy(out, g->acts, sizeof(float) * len, cudaMemcpyDeviceToHost) == cudaSuccess ? TR_OK : TR_EDEVICE;
+}

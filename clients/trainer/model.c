@@ -1,0 +1,216 @@
+// model.c: the trainer's model API (trainer.h) over either architecture
+// (gpt.c, llama.c): creation, forward/backward over micro-batches, weights
+// and gradients in and out. Optimizers: adamw.c, demo.c, loco.c; state: state.c.
+
+#include "internal.h"
+
+// Uniform in [0,1) from splitmix64; N(0,1) approximated by Irwin-Hall (12 uniforms),
+// which needs no transcendental functions.
+static uint64_t tr_splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float tr_normal(uint64_t *s) {
+    float sum = 0.0f;
+    for (int i = 0; i < 12; i++) sum += (float)(tr_splitmix(s) >> 40) * (1.0f / 16777216.0f);
+    return sum - 6.0f;
+}
+
+static int tr_config_check(const tr_config *c) {
+    if (!c) return TR_EINVAL;
+    if (c->vocab < 2 || c->padded_vocab < c->vocab || c->layers < 1 || c->channels < 8 || c->heads < 1 ||
+        c->channels % c->heads != 0 || c->seq_len < 1 || c->micro_batch < 1)
+        return TR_EINVAL;
+    if (c->vocab > (1 << 24) || c->padded_vocab > (1 << 24) || c->layers > 1024 || c->channels > 65536 ||
+        c->seq_len > 65536 || c->micro_batch > 65536)
+        return TR_EINVAL;
+    if (c->arch == TR_ARCH_GPT2) // the Llama fields must be unset
+        return c->kv_heads || c->hidden || c->untied || c->rope_theta != 0.0f ? TR_EINVAL : TR_OK;
+    if (c->arch != TR_ARCH_LLAMA) return TR_EINVAL;
+    if (c->kv_heads < 1 || c->heads % c->kv_heads != 0 || (c->channels / c->heads) % 2 != 0 || c->hidden < 1 ||
+        c->hidden > (1 << 20) || (c->untied != 0 && c->untied != 1) || !(c->rope_theta >= 1.0f && c->rope_theta <= 1e12f))
+        return TR_EINVAL;
+    return TR_OK;
+}
+
+int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
+    if (!out) return TR_EINVAL;
+    *out = NULL;
+    int rc = tr_config_check(cfg);
+    if (rc) return rc;
+    tr_model *m = calloc(1, sizeof *m);
+    if (!m) return TR_ENOMEM;
+    m->cfg = *cfg;
+    m->arch = tr_is_llama(cfg) ? &tr_arch_llama : &tr_arch_gpt2;
+    m->ntensors = tr_tensor_count(cfg);
+    size_t off = tr_param_layout(cfg, m->sizes, m->offsets);
+    m->num_params = off;
+    int B = cfg->micro_batch, T = cfg->seq_len, half = cfg->channels / cfg->heads / 2;
+    m->nthreads = omp_get_num_procs();
+    if (m->nthreads < 1) m->nthreads = 1;
+    if (m->nthreads > TR_MAX_THREADS) m->nthreads = TR_MAX_THREADS;
+    m->params = malloc(sizeof(float) * off);
+    m->grads = calloc(off, sizeof(float));
+    m->dwte_emb = malloc(sizeof(float) * m->sizes[TR_P_wte]);
+    m->act_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T, 0));
+    m->dact_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T, 1));
+    if (tr_is_llama(cfg)) {
+        m->rope_cos = malloc(sizeof(float) * (size_t)T * half);
+        m->rope_sin = malloc(sizeof(float) * (size_t)T * half);
+    }
+    if (!m->params || !m->grads || !m->dwte_emb || !m->act_mem || !m->dact_mem || tr_thread_scratch(m, m->nthreads) ||
+        (tr_is_llama(cfg) && (!m->rope_cos || !m->rope_sin))) {
+        tr_destroy(m);
+        return TR_ENOMEM;
+    }
+    m->isa = tr_isa_pick(TR_ISA_AUTO);
+    m->layers = tr_layers_for(m->isa);
+    if (tr_is_llama(cfg)) trk_rope_table(m->rope_cos, m->rope_sin, T, 2 * half, cfg->rope_theta);
+    m->arch->init(m, seed);
+    *out = m;
+    return TR_OK;
+}
+
+void tr_destroy(tr_model *m) {
+    if (!m) return;
+    free(m->params); free(m->grads); free(m->dwte_emb); free(m->lookahead);
+    free(m->adam_m); free(m->adam_v); free(m->delta);
+    free(m->anchor); free(m->anchor_m); free(m->anchor_v);
+    free(m->act_mem); free(m->dact_mem); free(m->rope_cos); free(m->rope_sin);
+    free(m->attn_buf); free(m->pack_buf); free(m->demo_buf);
+    for (int i = 0; i < 257; i++) free(m->dct[i]);
+    free(m);
+}
+
+int tr_set_threads(tr_model *m, int n) {
+    if (!m || n < 1 || n > TR_MAX_THREADS) return TR_EINVAL;
+    if (tr_thread_scratch(m, n)) return TR_ENOMEM;
+    m->nthreads = n;
+    return TR_OK;
+}
+
+int tr_set_isa(tr_model *m, int isa) {
+    if (!m || isa < TR_ISA_AUTO || isa > TR_ISA_AVX512) return TR_EINVAL;
+    m->isa = tr_isa_pick(isa);
+    m->layers = tr_layers_for(m->isa);
+    return m->isa;
+}
+
+size_t tr_num_params(const tr_model *m) { return m ? m->num_params : 0; }
+
+static int tr_check_batch(const tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t) {
+    if (!m || !tokens || !targets || n < 1 || t < 1 || t > m->cfg.seq_len) return TR_EINVAL;
+    size_t total = (size_t)n * t;
+    for (size_t i = 0; i < total; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab || targets[i] < 0 || targets[i] >= m->cfg.vocab) return TR_EINVAL;
+    return TR_OK;
+}
+
+// Weights the forward pass sees: the lookahead point under DeMo, else the master weights.
+static float *tr_forward_weights(tr_model *m) { return m->lookahead_on ? m->lookahead : m->params; }
+
+// wte's gradient is the lm-head's chain plus the embedding's chain, each over
+// all tokens in order; kept apart until the end, so that micro-batches do not
+// interleave them.
+static void tr_add_embedding_grads(const tr_model *m, float *dwte) {
+    size_t n = m->sizes[TR_P_wte];
+    const float *e = m->dwte_emb;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < n; i++) dwte[i] = dwte[i] + e[i];
+}
+
+// The loss is one chain over the tokens in order, across micro-batches.
+static float tr_add_losses(float total, const float *losses, int BT) {
+    for (int i = 0; i < BT; i++) total = total + losses[i];
+    return total;
+}
+
+int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+    int rc = tr_check_batch(m, tokens, targets, n, t);
+    if (rc) return rc;
+    if (!loss) return TR_EINVAL;
+    float *w = tr_forward_weights(m);
+    memset(m->grads, 0, sizeof(float) * m->num_params);
+    memset(m->dwte_emb, 0, sizeof(float) * m->sizes[TR_P_wte]);
+    float dloss = 1.0f / ((float)n * (float)t);
+    float total = 0.0f;
+    for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
+        int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
+        const int32_t *tok = tokens + (size_t)b0 * t, *tgt = targets + (size_t)b0 * t;
+        total = tr_add_losses(total, m->arch->forward(m, w, tok, tgt, B, t), B * t);
+        m->arch->backward(m, w, m->grads, tok, tgt, dloss, B, t);
+    }
+    tr_add_embedding_grads(m, m->grads + m->offsets[0]);
+    m->have_grads = 1;
+    *loss = total / ((float)n * (float)t);
+    return TR_OK;
+}
+
+int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+    int rc = tr_check_batch(m, tokens, targets, n, t);
+    if (rc) return rc;
+    if (!loss) return TR_EINVAL;
+    float total = 0.0f;
+    for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
+        int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
+        const float *losses = m->arch->forward(m, m->params, tokens + (size_t)b0 * t, targets + (size_t)b0 * t, B, t);
+        total = tr_add_losses(total, losses, B * t);
+    }
+    *loss = total / ((float)n * (float)t);
+    return TR_OK;
+}
+
+int tr_get_grads(const tr_model *m, float *out, size_t len) {
+    if (!m || !out || len != m->num_params) return TR_EINVAL;
+    if (!m->have_grads) return TR_ENOGRAD;
+    memcpy(out, m->grads, sizeof(float) * len);
+    return TR_OK;
+}
+
+int tr_get_params(const tr_model *m, float *out, size_t len) {
+    if (!m || !out || len != m->num_params) return TR_EINVAL;
+    memcpy(out, m->params, sizeof(float) * len);
+    return TR_OK;
+}
+
+int tr_set_params(tr_model *m, const float *in, size_t len) {
+    if (!m || !in || len != m->num_params) return TR_EINVAL;
+    for (size_t i = 0; i < len; i++)
+        if (!(in[i] - in[i] == 0.0f)) return TR_EINVAL; // NaN or Inf
+    memcpy(m->params, in, sizeof(float) * len);
+    m->lookahead_on = 0;
+    m->have_grads = 0;
+    m->in_round = 0; // new weights end a SparseLoCo round
+    return TR_OK;
+}
+
+int tr_num_tensors(const tr_model *m) { return m ? m->ntensors : 0; }
+
+int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int shape[3], size_t *offset) {
+    if (!m || i < 0 || i >= m->ntensors || !name || !ndim || !shape || !offset) return TR_EINVAL;
+    *name = tr_param_name(&m->cfg, i);
+    *ndim = tr_param_shape(&m->cfg, i, shape);
+    *offset = m->offsets[i];
+    return TR_OK;
+}
+
+int tr_config_shape(const tr_config *c, int i, int shape[3]) {
+    if (!c || !shape || tr_config_check(c)) return 0;
+    return tr_param_shape(c, i, shape);
+}
+
+int tr_activations(const tr_model *m, float *out, size_t len) {
+    if (!m || !out || len > tr_act_floats(&m->cfg, m->cfg.micro_batch, m->cfg.seq_len, 0)) return TR_EINVAL;
+    memcpy(out, m->act_mem, sizeof(float) * len);
+    return TR_OK;
+}
+
+int tr_gemm(tr_model *m, int M, int N, int K, const float *a, const float *b, float *out) {
+    if (!m || !a || !b || !out || M < 1 || N < 1 || K < 1) return TR_EINVAL;
+    tr_gemm_args g = {M, N, K, a, K, b, K, out, N, NULL, 0, 0, 0};
+    tr_gemm_run(&g, m->isa, m->nthreads, m->pack_buf);
+    return TR_OK;
+}
