@@ -11,7 +11,14 @@ import (
 )
 
 func TestCheckpointRoundTrip(t *testing.T) {
-	cfg := lightConfig(t)
+	untied := llamaLight(t)
+	untied.Untied = true
+	for _, cfg := range []Config{lightConfig(t), untied} {
+		t.Run(cfg.Name, func(t *testing.T) { checkpointRoundTrip(t, cfg) })
+	}
+}
+
+func checkpointRoundTrip(t *testing.T, cfg Config) {
 	text := MarkovText(14, 4*2*32+1)
 	dir := t.TempDir()
 	for _, opt := range []string{"demo", "adamw"} {

@@ -634,11 +634,17 @@ func TestLoCoMalformedPayloadRejected(t *testing.T) {
 // apply. Replicas that apply the same payloads end identical, whichever
 // client they are and whether they trained at all.
 func TestLoCoThreadsAndReplicas(t *testing.T) {
-	text := textFor(tinyConfig, 16, 8192)
+	for _, cfg := range []Config{tinyConfig, tinyLlama} {
+		t.Run(cfg.Name, func(t *testing.T) { checkLoCoThreadsAndReplicas(t, cfg) })
+	}
+}
+
+func checkLoCoThreadsAndReplicas(t *testing.T, cfg Config) {
+	text := textFor(cfg, 16, 8192)
 	var payload []byte
 	var state []byte
 	for _, threads := range []int{1, 2, 3} {
-		tr := newTrainer(t, tinyConfig, 11)
+		tr := newTrainer(t, cfg, 11)
 		if err := tr.SetThreads(threads); err != nil {
 			t.Fatal(err)
 		}
@@ -655,8 +661,8 @@ func TestLoCoThreadsAndReplicas(t *testing.T) {
 			t.Fatalf("%d threads: payload equal %v, state equal %v", threads, bytes.Equal(p, payload), bytes.Equal(s, state))
 		}
 	}
-	clients := []*Trainer{newTrainer(t, tinyConfig, 12), newTrainer(t, tinyConfig, 12), newTrainer(t, tinyConfig, 12)}
-	watcher := newTrainer(t, tinyConfig, 12) // applies, never trains
+	clients := []*Trainer{newTrainer(t, cfg, 12), newTrainer(t, cfg, 12), newTrainer(t, cfg, 12)}
+	watcher := newTrainer(t, cfg, 12) // applies, never trains
 	for i, c := range append(clients, watcher) {
 		if err := c.SetThreads(1 + i%2); err != nil {
 			t.Fatal(err)
@@ -827,7 +833,12 @@ func TestLoCoReplayState(t *testing.T) {
 // Two clients learning a repeating sequence with SparseLoCo rounds
 // (H = 4) bring the loss well down.
 func TestLoCoConverges(t *testing.T) {
-	cfg := tinyConfig
+	for _, cfg := range []Config{tinyConfig, tinyLlama} {
+		t.Run(cfg.Name, func(t *testing.T) { checkLoCoConverges(t, cfg) })
+	}
+}
+
+func checkLoCoConverges(t *testing.T, cfg Config) {
 	text := make([]byte, 4096)
 	pattern := []byte{3, 17, 5, 29, 11, 2, 23, 7, 19, 13, 31}
 	for i := range text {

@@ -229,6 +229,45 @@ func TestImportStateRejectsBadBlobs(t *testing.T) {
 	}
 }
 
+// A Llama state (version 2, the Llama fields in its header) goes only into a
+// model of the same shape: not into a GPT-2 model, nor one with another
+// rope_theta, kv_heads or tied-ness.
+func TestImportStateChecksTheArchitecture(t *testing.T) {
+	cfg := llamaLight(t)
+	src := newTrainer(t, cfg, 1)
+	blob, err := src.ExportState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := func(f func(*Config)) Config {
+		c := cfg
+		f(&c)
+		return c
+	}
+	for _, c := range []Config{
+		other(func(c *Config) { c.Arch, c.KVHeads, c.Hidden, c.RopeTheta = "", 0, 0, 0 }),
+		other(func(c *Config) { c.RopeTheta = 20000 }),
+		other(func(c *Config) { c.KVHeads = 1 }),
+		other(func(c *Config) { c.Untied = true }),
+	} {
+		dst := newTrainer(t, c, 2)
+		before := digest(t, dst, nil)
+		if err := dst.ImportState(blob); !errors.Is(err, ErrState) {
+			t.Errorf("%+v: imported a llama-light state: %v", c, err)
+		}
+		if digest(t, dst, nil) != before {
+			t.Errorf("%+v: the rejected state changed the trainer", c)
+		}
+	}
+	same := newTrainer(t, cfg, 2)
+	if err := same.ImportState(blob); err != nil {
+		t.Fatal(err)
+	}
+	if digest(t, same, nil) != digest(t, src, nil) {
+		t.Error("imported state gives another digest")
+	}
+}
+
 func TestStepRejectsBadBatches(t *testing.T) {
 	cfg := lightConfig(t)
 	tr := newTrainer(t, cfg, 1)
