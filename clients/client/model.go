@@ -12,7 +12,6 @@ import (
 
 // Tags of the run's model description (config/README.md).
 const (
-	architectureGPT2 = 1
 	scheduleConstant = 1
 	scheduleLinear   = 2
 	scheduleCosine   = 3
@@ -20,8 +19,8 @@ const (
 
 // TrainerConfig is the trainer shape the run's model describes.
 func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error) {
-	if m.Architecture != architectureGPT2 {
-		return trainer.Config{}, fmt.Errorf("the run's architecture tag %d is not gpt2, the only one this client trains", m.Architecture)
+	if m.Architecture != coordinator.ArchGPT2 && m.Architecture != coordinator.ArchLlama {
+		return trainer.Config{}, fmt.Errorf("the run's architecture tag %d is neither gpt2 nor llama, the ones this client trains", m.Architecture)
 	}
 	if m.Optimizer != coordinator.OptimizerDistro && m.Optimizer != coordinator.OptimizerSparseLoCo {
 		return trainer.Config{}, fmt.Errorf("the run's optimizer tag %d is neither distro nor sparseloco, the ones this client knows", m.Optimizer)
@@ -36,6 +35,10 @@ func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error)
 		Heads:       int(m.NHead),
 		SeqLen:      int(m.MaxSeqLen),
 		MicroBatch:  microBatch,
+	}
+	if m.Architecture == coordinator.ArchLlama {
+		cfg.Arch, cfg.KVHeads, cfg.Hidden = trainer.ArchLlama, int(m.NKvHead), int(m.IntermediateSize)
+		cfg.RopeTheta, cfg.Untied = m.RopeTheta, m.Untied == 1
 	}
 	if err := cfg.Validate(); err != nil {
 		return trainer.Config{}, fmt.Errorf("the run's model: %w", err)

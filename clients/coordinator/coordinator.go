@@ -24,9 +24,9 @@ import (
 // Limits and sizes fixed by the program's layout.
 const (
 	// AccountSize is the CoordinatorAccount's data size (discriminator included).
-	AccountSize = 201_048
+	AccountSize = 201_056
 	// StateVersion is the layout version the program writes (state.version).
-	StateVersion = 3
+	StateVersion = 4
 	MaxRunIDLen  = 32
 	MaxClients   = 256
 	// StoredRounds is the length of the round ring buffer.
@@ -115,6 +115,15 @@ func VerdictName(v uint8) string {
 	}
 	return fmt.Sprintf("unknown(%d)", v)
 }
+
+// Architectures (Model.architecture).
+const (
+	ArchGPT2 uint8 = 1
+	// ArchLlama: RMSNorm, rotary positions (Model.RopeTheta), grouped-query
+	// attention (Model.NKvHead), SwiGLU (Model.IntermediateSize), no biases,
+	// the lm-head tied to the token embedding unless Model.Untied.
+	ArchLlama uint8 = 2
+)
 
 // Optimizers (Model.optimizer).
 const (

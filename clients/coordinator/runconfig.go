@@ -77,6 +77,13 @@ type ModelTOML struct {
 	Data                 DataTOML       `toml:"data"`
 	LR                   LRTOML         `toml:"lr"`
 	Optimizer            OptimizerTOML  `toml:"optimizer"`
+	// Llama only (architecture = "llama"); gpt2 leaves them out.
+	NKVHead          uint16  `toml:"n_kv_head"`
+	IntermediateSize uint32  `toml:"intermediate_size"`
+	RopeTheta        float32 `toml:"rope_theta"`
+	// TieEmbeddings shares the token embedding with the lm-head; nil (the
+	// key left out) means true.
+	TieEmbeddings *bool `toml:"tie_embeddings"`
 }
 
 type CheckpointTOML struct {
@@ -143,7 +150,7 @@ type Enum struct {
 
 // enums lists the accepted names per key (the program's tag values).
 var enums = map[string]map[string]uint8{
-	"architecture": {"gpt2": 1},
+	"architecture": {"gpt2": ArchGPT2, "llama": ArchLlama},
 	"tokenizer":    {"byte": 1, "gpt2": 2},
 	"data_type":    {"pretraining": 1, "finetuning": 2},
 	"checkpoint":   {"ephemeral": 1, "hub": 2, "p2p": 3},
@@ -382,6 +389,10 @@ func (rc *RunConfig) Params() (UpdateParams, error) {
 			CompressionDecay:  m.Optimizer.CompressionDecay,
 			CompressionTopk:   m.Optimizer.CompressionTopk, CompressionChunk: m.Optimizer.CompressionChunk,
 			InnerSteps: DefaultInnerSteps,
+			NKvHead:    m.NKVHead, IntermediateSize: m.IntermediateSize, RopeTheta: m.RopeTheta,
+		}
+		if m.TieEmbeddings != nil && !*m.TieEmbeddings {
+			model.Untied = 1
 		}
 		if m.Optimizer.InnerSteps != nil {
 			model.InnerSteps = *m.Optimizer.InnerSteps

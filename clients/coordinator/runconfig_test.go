@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -205,5 +206,48 @@ func TestBadRunConfigNamesKeyAndLine(t *testing.T) {
 				t.Errorf("error spans lines: %q", err)
 			}
 		})
+	}
+}
+
+// architecture = "llama" with its keys; tie_embeddings defaults to true.
+func TestLlamaRunConfig(t *testing.T) {
+	rc, err := coordinator.LoadRunConfig("../../config/llama-light.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.Model
+	if m.Architecture != coordinator.ArchLlama || m.NKvHead != 2 || m.IntermediateSize != 384 || m.RopeTheta != 10000 || m.Untied != 0 {
+		t.Errorf("llama model %+v", m)
+	}
+	base, err := os.ReadFile("../../config/llama-light.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		from, to string
+		untied   uint8
+	}{
+		{"tie_embeddings = true", "tie_embeddings = false", 1},
+		{"tie_embeddings = true", "", 0},
+	} {
+		rc, err := coordinator.ParseRunConfig("l.toml", []byte(strings.Replace(string(base), c.from, c.to, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rc.Params()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Model.Untied != c.untied {
+			t.Errorf("%q: untied %d, want %d", c.to, p.Model.Untied, c.untied)
+		}
+	}
+	bad := strings.Replace(string(base), `architecture = "llama"`, `architecture = "mamba"`, 1)
+	if _, err := coordinator.ParseRunConfig("l.toml", []byte(bad)); err == nil || !strings.Contains(err.Error(), `want one of`) {
+		t.Errorf("unknown architecture: %v", err)
 	}
 }

@@ -356,7 +356,11 @@ type Model struct {
 	OuterLearningRate    float32    `json:"outerLearningRate"`
 	InnerSteps           uint32     `json:"innerSteps"`
 	ValueBits            uint8      `json:"valueBits"`
-	Padding              [7]uint8   `json:"padding"`
+	Untied               uint8      `json:"untied"`
+	NKvHead              uint16     `json:"nKvHead"`
+	IntermediateSize     uint32     `json:"intermediateSize"`
+	RopeTheta            float32    `json:"ropeTheta"`
+	Padding              [4]uint8   `json:"padding"`
 	CheckpointRepo       [192]uint8 `json:"checkpointRepo"`
 	CheckpointRevision   [64]uint8  `json:"checkpointRevision"`
 	DataLocation         [192]uint8 `json:"dataLocation"`
@@ -493,6 +497,26 @@ func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.ValueBits)
 	if err != nil {
 		return errors.NewField("ValueBits", err)
+	}
+	// Serialize `Untied`:
+	err = encoder.Encode(obj.Untied)
+	if err != nil {
+		return errors.NewField("Untied", err)
+	}
+	// Serialize `NKvHead`:
+	err = encoder.Encode(obj.NKvHead)
+	if err != nil {
+		return errors.NewField("NKvHead", err)
+	}
+	// Serialize `IntermediateSize`:
+	err = encoder.Encode(obj.IntermediateSize)
+	if err != nil {
+		return errors.NewField("IntermediateSize", err)
+	}
+	// Serialize `RopeTheta`:
+	err = encoder.Encode(obj.RopeTheta)
+	if err != nil {
+		return errors.NewField("RopeTheta", err)
 	}
 	// Serialize `Padding`:
 	err = encoder.Encode(obj.Padding)
@@ -662,6 +686,26 @@ func (obj *Model) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.ValueBits)
 	if err != nil {
 		return errors.NewField("ValueBits", err)
+	}
+	// Deserialize `Untied`:
+	err = decoder.Decode(&obj.Untied)
+	if err != nil {
+		return errors.NewField("Untied", err)
+	}
+	// Deserialize `NKvHead`:
+	err = decoder.Decode(&obj.NKvHead)
+	if err != nil {
+		return errors.NewField("NKvHead", err)
+	}
+	// Deserialize `IntermediateSize`:
+	err = decoder.Decode(&obj.IntermediateSize)
+	if err != nil {
+		return errors.NewField("IntermediateSize", err)
+	}
+	// Deserialize `RopeTheta`:
+	err = decoder.Decode(&obj.RopeTheta)
+	if err != nil {
+		return errors.NewField("RopeTheta", err)
 	}
 	// Deserialize `Padding`:
 	err = decoder.Decode(&obj.Padding)

@@ -91,11 +91,26 @@ fn f32_le(a: u32, b: u32) -> bool {
 impl Model {
     /// Rules that need only the model.
     pub fn validate(&self) -> Result<(), E> {
-        if self.architecture != ARCH_GPT2 {
+        if !matches!(self.architecture, ARCH_GPT2 | ARCH_LLAMA) {
             return Err(E::ModelArchitecture);
         }
         if self.n_layer == 0 || self.n_head == 0 || self.n_embd == 0 || !self.n_embd.is_multiple_of(u32::from(self.n_head)) {
             return Err(E::ModelShape);
+        }
+        let llama_ok = if self.architecture == ARCH_GPT2 {
+            self.untied == 0 && self.n_kv_head == 0 && self.intermediate_size == 0 && self.rope_theta == 0
+        } else {
+            let head = self.n_embd / u32::from(self.n_head);
+            self.untied <= 1
+                && self.n_kv_head > 0
+                && self.n_head.is_multiple_of(self.n_kv_head)
+                && head.is_multiple_of(2)
+                && (1..=MAX_INTERMEDIATE_SIZE).contains(&self.intermediate_size)
+                && f32_nonneg_finite(self.rope_theta)
+                && (F32_ONE..=MAX_ROPE_THETA).contains(&self.rope_theta)
+        };
+        if !llama_ok {
+            return Err(E::ModelLlama);
         }
         if self.max_seq_len == 0 || self.max_seq_len > MAX_SEQ_LEN {
             return Err(E::ModelSeqLen);
@@ -265,7 +280,11 @@ pub(crate) mod tests {
             outer_learning_rate: 0,
             inner_steps: 1,
             value_bits: 0,
-            _padding: [0; 7],
+            untied: 0,
+            n_kv_head: 0,
+            intermediate_size: 0,
+            rope_theta: 0,
+            _padding: [0; 4],
             checkpoint_repo: text("http://127.0.0.1:9000/ckpt/run"),
             checkpoint_revision: [0; REVISION_LEN],
             data_location: text("http://127.0.0.1:9000/data"),
@@ -342,12 +361,74 @@ pub(crate) mod tests {
         }
     }
 
+    /// valid_model() made a Llama: 4 heads on 2 key heads, SwiGLU 384, theta 10000.
+    fn llama(m: &mut Model) {
+        m.architecture = ARCH_LLAMA;
+        m.n_kv_head = 2;
+        m.intermediate_size = 384;
+        m.rope_theta = 0x461c4000;
+    }
+
     #[test]
     fn model_rules() {
         type Edit = fn(&mut Model);
         let cases: &[(&str, Edit, Result<(), E>)] = &[
             ("valid", |_| {}, Ok(())),
             ("zeroed architecture", |m| m.architecture = 0, Err(E::ModelArchitecture)),
+            ("architecture 3", |m| m.architecture = 3, Err(E::ModelArchitecture)),
+            ("gpt2 with kv heads", |m| m.n_kv_head = 2, Err(E::ModelLlama)),
+            ("gpt2 with rope", |m| m.rope_theta = 0x461c4000, Err(E::ModelLlama)),
+            ("gpt2 untied", |m| m.untied = 1, Err(E::ModelLlama)),
+            ("gpt2 with intermediate", |m| m.intermediate_size = 384, Err(E::ModelLlama)),
+            ("llama", llama, Ok(())),
+            ("llama untied", |m| {
+                llama(m);
+                m.untied = 1;
+            }, Ok(())),
+            ("llama untied 2", |m| {
+                llama(m);
+                m.untied = 2;
+            }, Err(E::ModelLlama)),
+            ("llama kv 0", |m| {
+                llama(m);
+                m.n_kv_head = 0;
+            }, Err(E::ModelLlama)),
+            ("llama kv not dividing", |m| {
+                llama(m);
+                m.n_kv_head = 3;
+            }, Err(E::ModelLlama)),
+            ("llama odd head size", |m| {
+                llama(m);
+                m.n_embd = 4 * 33;
+            }, Err(E::ModelLlama)),
+            ("llama intermediate 0", |m| {
+                llama(m);
+                m.intermediate_size = 0;
+            }, Err(E::ModelLlama)),
+            ("llama intermediate too big", |m| {
+                llama(m);
+                m.intermediate_size = MAX_INTERMEDIATE_SIZE + 1;
+            }, Err(E::ModelLlama)),
+            ("llama theta below 1", |m| {
+                llama(m);
+                m.rope_theta = 0x3f000000; // 0.5
+            }, Err(E::ModelLlama)),
+            ("llama theta 1e12", |m| {
+                llama(m);
+                m.rope_theta = MAX_ROPE_THETA;
+            }, Ok(())),
+            ("llama theta above 1e12", |m| {
+                llama(m);
+                m.rope_theta = MAX_ROPE_THETA + 1;
+            }, Err(E::ModelLlama)),
+            ("llama theta inf", |m| {
+                llama(m);
+                m.rope_theta = F32_EXP;
+            }, Err(E::ModelLlama)),
+            ("llama theta negative", |m| {
+                llama(m);
+                m.rope_theta = 0xc61c4000;
+            }, Err(E::ModelLlama)),
             ("n_head 0", |m| m.n_head = 0, Err(E::ModelShape)),
             ("n_layer 0", |m| m.n_layer = 0, Err(E::ModelShape)),
             ("embd not divisible", |m| m.n_embd = 130, Err(E::ModelShape)),
@@ -387,7 +468,7 @@ pub(crate) mod tests {
             ("distro inner steps 2", |m| m.inner_steps = 2, Err(E::ModelOptimizer)),
             ("distro outer lr", |m| m.outer_learning_rate = F32_ONE, Err(E::ModelOptimizer)),
             ("distro value bits", |m| m.value_bits = 2, Err(E::ModelOptimizer)),
-            ("distro padding ignored", |m| m._padding = [0xff; 7], Ok(())),
+            ("distro padding ignored", |m| m._padding = [0xff; 4], Ok(())),
             ("chunk not pow2", |m| m.compression_chunk = 48, Err(E::ModelOptimizer)),
             ("topk 0", |m| m.compression_topk = 0, Err(E::ModelOptimizer)),
             ("topk > chunk", |m| m.compression_topk = 65, Err(E::ModelOptimizer)),

@@ -118,6 +118,8 @@ errors! {
     InvalidVote = 6075: "the vote must be MATCH (1), MISMATCH (2) or NO_DATA (3)",
     // Overlapped rounds (issue 17).
     ConfigOverlap = 6076: "config: overlap must be 0 or 1, and overlapped rounds (1) need verification_percent 0",
+    // The Llama architecture (issue 19).
+    ModelLlama = 6077: "model: a llama model needs n_kv_head dividing n_head, an even head size, intermediate_size 1 to 2^20, rope_theta 1 to 1e12 and untied 0 or 1; gpt2 leaves these 0",
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::bloom::Bloom;
 use crate::selection::MAX_WITNESSES;
 
 /// Layout version written by `init` (bump with a new program id on change).
-pub const STATE_VERSION: u64 = 3;
+pub const STATE_VERSION: u64 = 4;
 /// Client slots: members, pending joiners and holders of unsettled points.
 pub const MAX_CLIENTS: usize = 256;
 /// Rounds kept in the ring buffer (current, previous, and two for lagging readers).
@@ -121,8 +121,13 @@ pub mod dispute_state {
     pub const UNRESOLVED: u8 = 5;
 }
 
-/// `Model::architecture`.
+/// `Model::architecture`: GPT-2, or Llama (RMSNorm, rotary positions,
+/// grouped-query attention, SwiGLU; the Llama fields of `Model`).
 pub const ARCH_GPT2: u8 = 1;
+pub const ARCH_LLAMA: u8 = 2;
+/// Llama limits: the SwiGLU width and the rotary base (f32 bits of 1e12).
+pub const MAX_INTERMEDIATE_SIZE: u32 = 1 << 20;
+pub const MAX_ROPE_THETA: u32 = 0x5368_d4a5;
 /// `Model::tokenizer`: byte-level (vocab 256) or GPT-2 BPE (vocab 50257).
 pub const TOKENIZER_BYTE: u8 = 1;
 pub const TOKENIZER_GPT2: u8 = 2;
@@ -234,7 +239,15 @@ pub struct Model {
     pub inner_steps: u32,
     /// Bits per transmitted value with SparseLoCo (1, 2, 4, 8 or 32); 0 for DisTrO.
     pub value_bits: u8,
-    pub _padding: [u8; 7],
+    /// Llama: 1 for a separate lm-head, 0 to share the token embedding. 0 for GPT-2.
+    pub untied: u8,
+    /// Llama: key/value heads (grouped-query attention), dividing n_head. 0 for GPT-2.
+    pub n_kv_head: u16,
+    /// Llama: the SwiGLU intermediate size. 0 for GPT-2.
+    pub intermediate_size: u32,
+    /// Llama: the rotary embedding's base (f32 bits), in [1, 1e12]. 0 for GPT-2.
+    pub rope_theta: u32,
+    pub _padding: [u8; 4],
     pub checkpoint_repo: [u8; URL_LEN],
     pub checkpoint_revision: [u8; REVISION_LEN],
     pub data_location: [u8; URL_LEN],
@@ -548,7 +561,8 @@ mod tests {
             cold_start_warmup_steps: u32, n_layer: u16, n_head: u16, n_embd: u32, vocab_size: u32,
             lr_warmup_steps: u32, lr_decay_steps: u32, learning_rate: u32, final_learning_rate: u32,
             weight_decay: u32, clip_grad_norm: u32, compression_decay: u32, compression_topk: u32,
-            compression_chunk: u32, outer_learning_rate: u32, inner_steps: u32, value_bits: u8, _padding: [u8; 7],
+            compression_chunk: u32, outer_learning_rate: u32, inner_steps: u32, value_bits: u8, untied: u8,
+            n_kv_head: u16, intermediate_size: u32, rope_theta: u32, _padding: [u8; 4],
             checkpoint_repo: [u8; URL_LEN], checkpoint_revision: [u8; REVISION_LEN],
             data_location: [u8; URL_LEN], data_root: [u8; 32]);
         assert_tiled!(Progress, epoch: u32, step: u32, data_index: u64);
@@ -583,8 +597,8 @@ mod tests {
             disputes: [Dispute; MAX_DISPUTES]);
         assert_eq!(core::mem::align_of::<CoordinatorState>(), 8);
         // The account size is part of the wire contract (clients allocate it).
-        assert_eq!(ACCOUNT_SIZE, 201_048);
-        assert_eq!(size_of::<Model>(), 560);
+        assert_eq!(ACCOUNT_SIZE, 201_056);
+        assert_eq!(size_of::<Model>(), 568);
         assert_eq!(size_of::<Round>(), 37_216);
         assert_eq!(size_of::<CoordinatorConfig>(), 72);
     }
