@@ -12,6 +12,7 @@ import (
 
 // Tags of the run's model description (config/README.md).
 const (
+	dataPretraining  = 1
 	scheduleConstant = 1
 	scheduleLinear   = 2
 	scheduleCosine   = 3
@@ -21,6 +22,9 @@ const (
 func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error) {
 	if m.Architecture != coordinator.ArchGPT2 && m.Architecture != coordinator.ArchLlama {
 		return trainer.Config{}, fmt.Errorf("the run's architecture tag %d is neither gpt2 nor llama, the ones this client trains", m.Architecture)
+	}
+	if m.DataType != dataPretraining {
+		return trainer.Config{}, fmt.Errorf("the run's data type tag %d is not pretraining, the only one this client trains", m.DataType)
 	}
 	if m.Optimizer != coordinator.OptimizerDistro && m.Optimizer != coordinator.OptimizerSparseLoCo {
 		return trainer.Config{}, fmt.Errorf("the run's optimizer tag %d is neither distro nor sparseloco, the ones this client knows", m.Optimizer)

@@ -49,6 +49,11 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 	if cfg, err := TrainerConfig(&m, 8); err != nil || !cfg.Untied {
 		t.Errorf("untied: %+v, %v", cfg, err)
 	}
+	m.DataType = 2
+	if _, err := TrainerConfig(&m, 8); err == nil {
+		t.Error("fine-tuning data accepted")
+	}
+	m.DataType = 1
 	m.Architecture = 3
 	if _, err := TrainerConfig(&m, 8); err == nil {
 		t.Error("architecture tag 3 accepted")

@@ -141,6 +141,10 @@ type ProgressTOML struct {
 	DataIndex uint64 `toml:"data_index"`
 }
 
+// dataFinetuning is the program's tag for fine-tuning data, which it refuses
+// until clients train it (a name known, so the error can say so).
+const dataFinetuning = 2
+
 // Enum is a TOML string naming one of the program's tags; unknown names are
 // decode errors, so they carry the key and line.
 type Enum struct {
@@ -152,7 +156,7 @@ type Enum struct {
 var enums = map[string]map[string]uint8{
 	"architecture": {"gpt2": ArchGPT2, "llama": ArchLlama},
 	"tokenizer":    {"byte": 1, "gpt2": 2},
-	"data_type":    {"pretraining": 1, "finetuning": 2},
+	"data_type":    {"pretraining": 1, "finetuning": dataFinetuning},
 	"checkpoint":   {"ephemeral": 1, "hub": 2, "p2p": 3},
 	"data":         {"local": 1, "http": 2},
 	"schedule":     {"constant": 1, "linear": 2, "cosine": 3},
@@ -207,6 +211,10 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 				return nil, fmt.Errorf("%w: %s:%d: %s = %q; want one of %s", ErrRunConfig, name, keyLine(data, f.key), f.key, f.e.Name, names(enums[f.kind]))
 			}
 			f.e.Tag = tag
+		}
+		if m.DataType.Tag == dataFinetuning {
+			return nil, fmt.Errorf("%w: %s:%d: model.data_type = \"finetuning\": fine-tuning (prompt/completion data with the loss on completions) is not implemented yet; use \"pretraining\"",
+				ErrRunConfig, name, keyLine(data, "model.data_type"))
 		}
 		if m.Data.Root != "" {
 			if b, err := hex.DecodeString(m.Data.Root); err != nil || len(b) != 32 {

@@ -251,3 +251,18 @@ func TestLlamaRunConfig(t *testing.T) {
 		t.Errorf("unknown architecture: %v", err)
 	}
 }
+
+// data_type = "finetuning" is refused with a clear error until clients train
+// it (a key accepted and ignored would be a defect).
+func TestFinetuningRefused(t *testing.T) {
+	base, err := os.ReadFile("../../config/light.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Replace(string(base), `data_type = "pretraining"`, `data_type = "finetuning"`, 1)
+	_, err = coordinator.ParseRunConfig("f.toml", []byte(doc))
+	if err == nil || !errors.Is(err, coordinator.ErrRunConfig) || !strings.Contains(err.Error(), "not implemented") ||
+		!strings.Contains(err.Error(), "f.toml:") {
+		t.Errorf("finetuning: %v", err)
+	}
+}

@@ -123,7 +123,7 @@ impl Model {
         if self.vocab_size < tokenizer_vocab {
             return Err(E::ModelTokenizer);
         }
-        if !matches!(self.data_type, DATA_PRETRAINING | DATA_FINETUNING) {
+        if self.data_type != DATA_PRETRAINING {
             return Err(E::ModelDataType);
         }
         let repo = fixed_str_len(&self.checkpoint_repo).ok_or(E::ModelCheckpoint)?;
@@ -441,6 +441,7 @@ pub(crate) mod tests {
                 m.vocab_size = 50304;
             }, Ok(())),
             ("data type", |m| m.data_type = 0, Err(E::ModelDataType)),
+            ("fine-tuning refused", |m| m.data_type = DATA_FINETUNING, Err(E::ModelDataType)),
             ("hub without repo", |m| m.checkpoint_repo = [0; URL_LEN], Err(E::ModelCheckpoint)),
             ("ephemeral with repo", |m| m.checkpoint_kind = CHECKPOINT_EPHEMERAL, Err(E::ModelCheckpoint)),
             ("ephemeral", |m| {

@@ -65,7 +65,7 @@ errors! {
     ModelShape = 6025: "model: n_layer, n_head and n_embd must be positive and n_embd divisible by n_head",
     ModelSeqLen = 6026: "model: max_seq_len must be 1 to 65536",
     ModelTokenizer = 6027: "model: unknown tokenizer or vocab_size smaller than the tokenizer's vocabulary",
-    ModelDataType = 6028: "model: unknown data type",
+    ModelDataType = 6028: "model: data_type must be pretraining (1); fine-tuning (2) is not implemented yet",
     ModelCheckpoint = 6029: "model: checkpoint must be Ephemeral (no repo) or Hub/P2P with a repo",
     ModelDataLocation = 6030: "model: data location kind unknown or location string missing",
     ModelLearningRate = 6031: "model: learning rates must be finite, the peak positive, the final at most the peak, and decaying schedules need decay steps",

@@ -135,6 +135,8 @@ pub const TOKENIZER_BYTE_VOCAB: u32 = 256;
 pub const TOKENIZER_GPT2_VOCAB: u32 = 50257;
 /// `Model::data_type`.
 pub const DATA_PRETRAINING: u8 = 1;
+/// Fine-tuning (prompt/completion data, the loss on completions) is reserved:
+/// no client trains it yet, so the program refuses it (`ModelDataType`).
 pub const DATA_FINETUNING: u8 = 2;
 /// `Model::checkpoint_kind`. Hub: joiners load `checkpoint_repo`. P2P: joiners
 /// load from peers that finished the previous epoch (the repo stays the fallback).
