@@ -118,13 +118,18 @@ func (t *Trainer) SaveCheckpoint(path string, meta map[string]string) error {
 // left out: it is each client's memory choice, and every replica must write
 // the same bytes.
 type modelShape struct {
-	Name        string `json:"name"`
-	Vocab       int    `json:"vocab"`
-	PaddedVocab int    `json:"padded_vocab"`
-	Layers      int    `json:"layers"`
-	Channels    int    `json:"channels"`
-	Heads       int    `json:"heads"`
-	SeqLen      int    `json:"seq_len"`
+	Name        string  `json:"name"`
+	Arch        string  `json:"arch,omitempty"`
+	Vocab       int     `json:"vocab"`
+	PaddedVocab int     `json:"padded_vocab"`
+	Layers      int     `json:"layers"`
+	Channels    int     `json:"channels"`
+	Heads       int     `json:"heads"`
+	SeqLen      int     `json:"seq_len"`
+	KVHeads     int     `json:"kv_heads,omitempty"`
+	Hidden      int     `json:"hidden,omitempty"`
+	Untied      bool    `json:"untied,omitempty"`
+	RopeTheta   float32 `json:"rope_theta,omitempty"`
 }
 
 // SaveModel writes the parameters only (no optimizer state, no counters) to
@@ -146,7 +151,9 @@ func (t *Trainer) SaveModel(path string, meta map[string]string) error {
 	if err != nil {
 		return err
 	}
-	shape, err := json.Marshal(modelShape{t.cfg.Name, t.cfg.Vocab, t.cfg.PaddedVocab, t.cfg.Layers, t.cfg.Channels, t.cfg.Heads, t.cfg.SeqLen})
+	c := t.cfg
+	shape, err := json.Marshal(modelShape{c.Name, c.Arch, c.Vocab, c.PaddedVocab, c.Layers, c.Channels, c.Heads, c.SeqLen,
+		c.KVHeads, c.Hidden, c.Untied, c.RopeTheta})
 	if err != nil {
 		return fmt.Errorf("encode config: %w", err)
 	}

@@ -119,7 +119,12 @@ func TestBadCheckpointRejected(t *testing.T) {
 }
 
 func TestSaveModel(t *testing.T) {
-	cfg := lightConfig(t)
+	for _, cfg := range []Config{lightConfig(t), llamaLight(t)} {
+		t.Run(cfg.Name, func(t *testing.T) { checkSaveModel(t, cfg) })
+	}
+}
+
+func checkSaveModel(t *testing.T, cfg Config) {
 	dir := t.TempDir()
 	text := MarkovText(3, 3*2*32+1)
 	a := newTrainer(t, cfg, 1)
@@ -192,7 +197,7 @@ func TestSaveModel(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Close() })
 	if c.Config().MicroBatch != cfg.MicroBatch {
-		t.Errorf("micro-batch %d, want the light default %d", c.Config().MicroBatch, cfg.MicroBatch)
+		t.Errorf("micro-batch %d, want the %s default %d", c.Config().MicroBatch, cfg.Name, cfg.MicroBatch)
 	}
 	stC, _ := c.ExportState()
 	stLate, _ := late.ExportState()
