@@ -32,7 +32,9 @@ const (
 	stateFlagDelta    = 2
 )
 
-var errCheckpoint = errors.New("bad checkpoint")
+// ErrCheckpoint marks a checkpoint or model file that is malformed or does
+// not fit the trainer.
+var ErrCheckpoint = errors.New("bad checkpoint")
 
 type stEntry struct {
 	DType   string   `json:"dtype"`
@@ -225,7 +227,7 @@ func readCheckpoint(path string) (*checkpointFile, error) {
 		return nil, fmt.Errorf("read checkpoint: %w", err)
 	}
 	bad := func(format string, args ...any) (*checkpointFile, error) {
-		return nil, fmt.Errorf("checkpoint %s: %s: %w", path, fmt.Sprintf(format, args...), errCheckpoint)
+		return nil, fmt.Errorf("checkpoint %s: %s: %w", path, fmt.Sprintf(format, args...), ErrCheckpoint)
 	}
 	if len(raw) < 8 {
 		return bad("file too short")
@@ -311,7 +313,7 @@ func defaultMicroBatch(cfg Config) int {
 
 func (t *Trainer) loadCheckpoint(path string, c *checkpointFile) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("checkpoint %s: %s: %w", path, fmt.Sprintf(format, args...), errCheckpoint)
+		return fmt.Errorf("checkpoint %s: %s: %w", path, fmt.Sprintf(format, args...), ErrCheckpoint)
 	}
 	if !t.cfg.sameModel(c.cfg) {
 		return bad("model %+v does not match this trainer's %+v", c.cfg, t.cfg)

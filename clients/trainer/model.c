@@ -163,6 +163,32 @@ int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     return TR_OK;
 }
 
+int tr_logits(tr_model *m, const int32_t *tokens, int n, int t, float *out) {
+    int rc = tr_check_batch(m, tokens, tokens, n, t);
+    if (rc) return rc;
+    if (!out) return TR_EINVAL;
+    int V = m->cfg.vocab, Vp = m->cfg.padded_vocab;
+    for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
+        int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
+        const int32_t *tok = tokens + (size_t)b0 * t;
+        // The targets only feed the loss, which is not returned: the tokens stand in.
+        m->arch->forward(m, m->params, tok, tok, B, t);
+        const float *logits;
+        if (tr_is_llama(&m->cfg)) {
+            tr_llama_acts a;
+            tr_llama_act_layout(&m->cfg, B, t, m->act_mem, &a);
+            logits = a.logits;
+        } else {
+            tr_acts a;
+            tr_act_layout(&m->cfg, B, t, m->act_mem, &a);
+            logits = a.logits;
+        }
+        for (size_t r = 0; r < (size_t)B * t; r++)
+            memcpy(out + ((size_t)b0 * t + r) * V, logits + r * Vp, sizeof(float) * V);
+    }
+    return TR_OK;
+}
+
 int tr_get_grads(const tr_model *m, float *out, size_t len) {
     if (!m || !out || len != m->num_params) return TR_EINVAL;
     if (!m->have_grads) return TR_ENOGRAD;

@@ -559,6 +559,25 @@ func (t *Trainer) stateHeader() ([]byte, error) {
 // digestChunk is how many state floats Digest hashes per piece.
 const digestChunk = 1 << 20
 
+// Logits runs the forward pass at the master weights over tokens (n
+// sequences of seqLen) and returns the logits, n*seqLen rows of Vocab.
+func (t *Trainer) Logits(ctx context.Context, tokens []int32, seqLen int) ([]float32, error) {
+	n, err := t.checkBatch(tokens, tokens, seqLen)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	out := make([]float32, len(tokens)*t.cfg.Vocab)
+	rc := C.tr_logits(t.m, (*C.int32_t)(unsafe.Pointer(&tokens[0])), C.int(n), C.int(seqLen), (*C.float)(&out[0]))
+	return out, codeErr(rc, "logits")
+}
+
 // Activations returns the first n floats of the last micro-batch's forward
 // activations in the layout of layout.h (for tests of the GPU path).
 func (t *Trainer) Activations(n int) ([]float32, error) {

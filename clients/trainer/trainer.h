@@ -133,6 +133,10 @@ int tr_num_tensors(const tr_model *m);
 int tr_config_shape(const tr_config *c, int i, int shape[3]);
 int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int shape[3], size_t *offset);
 
+// Forward only at the master weights: the logits of n sequences of t
+// tokens, out (n*t*vocab floats) row by row, the padded columns left out.
+int tr_logits(tr_model *m, const int32_t *tokens, int n, int t, float *out);
+
 // Test hook: the first len floats of the last micro-batch's forward
 // activations, in layout.h's order (tr_act_layout), to compare with the GPU path.
 int tr_activations(const tr_model *m, float *out, size_t len);

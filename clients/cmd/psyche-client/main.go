@@ -108,6 +108,7 @@ func commands() []*cli.Command {
 		walletCommands(),
 		authorizerCommands(),
 		dataCommands(),
+		modelCommands(),
 		hubCommands(),
 		{logsCommand()},
 		programCommands(),

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+func modelCommands() []*cli.Command {
+	return []*cli.Command{{
+		Name:        "model",
+		Usage:       "convert model files to and from Hugging Face's format",
+		Subcommands: []*cli.Command{modelExportCommand(), modelImportCommand()},
+	}}
+}
+
+func modelExportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "export",
+		Usage:     "write a checkpoint or model file as a Hugging Face model directory (config.json, model.safetensors in fp32)",
+		ArgsUsage: "CHECKPOINT DIR",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return badInputf("model export takes CHECKPOINT DIR (a checkpoint or model file, and the directory to write), got %q", c.Args().Slice())
+			}
+			src, dir := c.Args().Get(0), c.Args().Get(1)
+			tr, err := trainer.LoadCheckpoint(src)
+			if err != nil {
+				return asBadModel(err)
+			}
+			defer tr.Close()
+			if err := tr.ExportHF(dir); err != nil {
+				return err
+			}
+			cfg := tr.Config()
+			fmt.Fprintf(c.App.Writer, "exported %s (%s, %d parameters) to %s: %s and %s, for transformers' %s\n", src, arch(cfg),
+				tr.NumParams(), dir, trainer.HFConfigFile, trainer.HFWeightsFile, hfClass(cfg))
+			return nil
+		},
+	}
+}
+
+func modelImportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "import",
+		Usage:     "read a Hugging Face model directory (GPT2LMHeadModel or LlamaForCausalLM; fp32, fp16 or bf16) into a model file",
+		ArgsUsage: "DIR OUT",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return badInputf("model import takes DIR OUT (a Hugging Face model directory, and the model file to write), got %q", c.Args().Slice())
+			}
+			dir, out := c.Args().Get(0), c.Args().Get(1)
+			tr, err := trainer.ImportHF(dir, 1)
+			if err != nil {
+				return asBadModel(err)
+			}
+			defer tr.Close()
+			if err := tr.SaveModel(out, map[string]string{"source": "hf:" + filepath.Base(filepath.Clean(dir))}); err != nil {
+				return err
+			}
+			cfg := tr.Config()
+			fmt.Fprintf(c.App.Writer, "imported %s (%s, %d layers, width %d, vocabulary %d, %d parameters) to %s\n", dir, arch(cfg),
+				cfg.Layers, cfg.Channels, cfg.Vocab, tr.NumParams(), out)
+			return nil
+		},
+	}
+}
+
+// asBadModel marks unusable or missing model files as bad input.
+func asBadModel(err error) error {
+	if errors.Is(err, trainer.ErrHF) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, trainer.ErrInvalid) ||
+		errors.Is(err, trainer.ErrState) || errors.Is(err, trainer.ErrCheckpoint) {
+		return badInput(err)
+	}
+	return err
+}
+
+func arch(cfg trainer.Config) string {
+	if cfg.IsLlama() {
+		return "llama"
+	}
+	return "gpt2"
+}
+
+func hfClass(cfg trainer.Config) string {
+	if cfg.IsLlama() {
+		return "LlamaForCausalLM"
+	}
+	return "GPT2LMHeadModel"
+}

@@ -1,0 +1,272 @@
+package trainer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type hfGolden struct {
+	Transformers string    `json:"transformers"`
+	Tokens       [][]int32 `json:"tokens"`
+	Logits       []float64 `json:"logits"`
+	Loss         float64   `json:"loss"`
+	Tensors      []string  `json:"tensors"`
+}
+
+func loadGolden(t *testing.T, dir string) hfGolden {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g hfGolden
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// Our forward pass against transformers' (testdata/hf, written by
+// scripts/torch/hf_goldens.py): a tiny random GPT2LMHeadModel and an untied
+// LlamaForCausalLM with grouped-query attention, imported from their
+// save_pretrained files, give the reference's logits and loss within 1e-5
+// (relative to the largest logit), and export back to the same tensor
+// names and values.
+func TestHFGoldens(t *testing.T) {
+	for _, name := range []string{"gpt2", "llama"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join("testdata", "hf", name)
+			g := loadGolden(t, dir)
+			tr, err := ImportHF(dir, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			seq := len(g.Tokens[0])
+			var tok []int32
+			for _, row := range g.Tokens {
+				tok = append(tok, row...)
+			}
+			logits, err := tr.Logits(context.Background(), tok, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(logits) != len(g.Logits) {
+				t.Fatalf("%d logits, golden %d", len(logits), len(g.Logits))
+			}
+			var maxDiff, maxRef float64
+			for i, want := range g.Logits {
+				maxDiff = max(maxDiff, math.Abs(float64(logits[i])-want))
+				maxRef = max(maxRef, math.Abs(want))
+			}
+			// The loss over next-token targets, as the golden computes it.
+			var inputs, targets []int32
+			for _, row := range g.Tokens {
+				inputs, targets = append(inputs, row[:seq-1]...), append(targets, row[1:]...)
+			}
+			loss, err := tr.Eval(context.Background(), inputs, targets, seq-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lossErr := math.Abs(float64(loss)-g.Loss) / g.Loss
+			t.Logf("transformers %s: logits max relative error %.3g over %d values, loss %.6f against %.6f (%.2g)",
+				g.Transformers, maxDiff/maxRef, len(logits), loss, g.Loss, lossErr)
+			if maxDiff/maxRef > 1e-5 || lossErr > 1e-5 {
+				t.Errorf("logits off by %.3g, loss by %.3g: want at most 1e-5", maxDiff/maxRef, lossErr)
+			}
+
+			out := t.TempDir()
+			if err := tr.ExportHF(out); err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := readHFTensors(filepath.Join(dir, HFWeightsFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := readHFTensors(filepath.Join(out, HFWeightsFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, g.Tensors) && !slices.Equal(names, withoutTied(g.Tensors)) {
+				t.Errorf("exported tensors %v, transformers has %v", names, g.Tensors)
+			}
+			for n, w := range want {
+				if gv, ok := got[n]; ok && !slices.Equal(gv, w) {
+					t.Errorf("tensor %s changed in the round trip", n)
+				}
+			}
+			back, err := ImportHF(out, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer back.Close()
+			p1, _ := tr.Params()
+			p2, _ := back.Params()
+			if !slices.Equal(p1, p2) {
+				t.Error("export then import changed the parameters")
+			}
+		})
+	}
+}
+
+// GPT-2 models from transformers name the tied lm-head too; files leave it out.
+func withoutTied(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "lm_head.weight" })
+}
+
+// readHFTensors reads every tensor of a safetensors file as fp32.
+func readHFTensors(path string) (map[string][]float32, stHeader, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	hdr, body, err := parseSafetensors(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string][]float32{}
+	for name, e := range hdr {
+		if name == "__metadata__" {
+			continue
+		}
+		var st stEntry
+		if err := json.Unmarshal(e, &st); err != nil {
+			return nil, nil, err
+		}
+		v, err := hdr.floats(body, name, st.Shape)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[name] = v
+	}
+	return out, hdr, nil
+}
+
+// fp16 and bf16 files widen exactly; a config or tensor we cannot run is
+// refused with a clear error.
+func TestHFImportRejectsAndWidens(t *testing.T) {
+	src := filepath.Join("testdata", "hf", "llama")
+	cfgRaw, err := os.ReadFile(filepath.Join(src, HFConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensors, hdr, err := readHFTensors(filepath.Join(src, HFWeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(dir, cfg string, dtype string, drop string) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, HFConfigFile), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, HFWeightsFile), encodeHF(t, hdr, tensors, dtype, drop), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, err := ImportHF(src, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	want, _ := ref.Params()
+	for _, dtype := range []string{"BF16", "F16"} {
+		dir := filepath.Join(t.TempDir(), dtype)
+		write(dir, string(cfgRaw), dtype, "")
+		tr, err := ImportHF(dir, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", dtype, err)
+		}
+		got, _ := tr.Params()
+		tr.Close()
+		var worst float64
+		for i := range got {
+			worst = max(worst, math.Abs(float64(got[i]-want[i])))
+		}
+		// Rounding the fp32 values to 8 (bf16) or 11 (fp16) significant bits.
+		if limit := map[string]float64{"BF16": 1.0 / 64, "F16": 1.0 / 512}[dtype]; worst > limit || worst == 0 {
+			t.Errorf("%s: largest change %.3g, want in (0, %g]", dtype, worst, limit)
+		}
+	}
+	for _, c := range []struct{ name, cfg, drop, want string }{
+		{"scaled rope", strings.Replace(string(cfgRaw), `"rope_type": "default"`, `"rope_type": "yarn"`, 1), "", "rope_type"},
+		{"gelu MLP", strings.Replace(string(cfgRaw), `"hidden_act": "silu"`, `"hidden_act": "gelu"`, 1), "", "hidden_act"},
+		{"eps 1e-6", strings.Replace(string(cfgRaw), `"rms_norm_eps": 1e-05`, `"rms_norm_eps": 1e-06`, 1), "", "rms_norm_eps"},
+		{"unknown model", strings.Replace(string(cfgRaw), `"model_type": "llama"`, `"model_type": "mamba"`, 1), "", "model_type"},
+		{"missing tensor", string(cfgRaw), "model.norm.weight", "model.norm.weight missing"},
+		{"not json", "{", "", "config.json"},
+	} {
+		dir := filepath.Join(t.TempDir(), "bad")
+		write(dir, c.cfg, "F32", c.drop)
+		if _, err := ImportHF(dir, 1); !errors.Is(err, ErrHF) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want ErrHF naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+// encodeHF writes tensors (all of hdr's but drop) as a safetensors file of dtype.
+func encodeHF(t *testing.T, hdr stHeader, tensors map[string][]float32, dtype, drop string) []byte {
+	t.Helper()
+	names := slices.Sorted(maps.Keys(tensors))
+	header := map[string]any{}
+	var data []byte
+	for _, n := range names {
+		if n == drop {
+			continue
+		}
+		var e stEntry
+		if err := json.Unmarshal(hdr[n], &e); err != nil {
+			t.Fatal(err)
+		}
+		start := len(data)
+		for _, v := range tensors[n] {
+			bits := math.Float32bits(v)
+			switch dtype {
+			case "F32":
+				data = append(data, byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24))
+			case "BF16":
+				h := uint16((bits + 0x7fff + (bits>>16)&1) >> 16) // round to nearest even
+				data = append(data, byte(h), byte(h>>8))
+			case "F16":
+				h := floatToHalf(v)
+				data = append(data, byte(h), byte(h>>8))
+			}
+		}
+		header[n] = stEntry{DType: dtype, Shape: e.Shape, Offsets: [2]int64{int64(start), int64(len(data))}}
+	}
+	hj, err := json.Marshal(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 8, 8+len(hj)+len(data))
+	for i := range 8 {
+		out[i] = byte(uint64(len(hj)) >> (8 * i))
+	}
+	return append(append(out, hj...), data...)
+}
+
+// floatToHalf rounds a normal-range float32 to binary16 (test data only).
+func floatToHalf(f float32) uint16 {
+	bits := math.Float32bits(f)
+	sign := uint16(bits>>16) & 0x8000
+	exp := int(bits>>23&0xff) - 127 + 15
+	mant := bits & 0x7fffff
+	if exp <= 0 {
+		return sign
+	}
+	h := uint32(exp)<<10 | mant>>13
+	if rest := mant & 0x1fff; rest > 0x1000 || (rest == 0x1000 && h&1 == 1) {
+		h++
+	}
+	return sign | uint16(h)
+}

@@ -1,0 +1,89 @@
+"""Goldens from the reference implementation (transformers), run by hand, never in CI.
+
+  python hf_goldens.py write DIR          writes DIR/gpt2 and DIR/llama: a tiny random
+                                          GPT2LMHeadModel and LlamaForCausalLM saved with
+                                          save_pretrained (config.json, model.safetensors),
+                                          and golden.json: tokens, logits, mean loss and
+                                          tensor names, computed in fp32 on the CPU
+  python hf_goldens.py check EXPORT GOLD  loads EXPORT (a directory psyche-client wrote with
+                                          `model export`) in transformers and compares its
+                                          logits on GOLD's tokens with GOLD's logits
+
+clients/trainer/testdata/hf holds the output of `write`; hf_test.go checks the trainer's
+forward pass against it. Needs torch, transformers and safetensors from PyPI
+(scripts/bench-vs-pytorch.sh's venv plus `pip install transformers safetensors`).
+"""
+import json
+import os
+import sys
+
+import torch
+import transformers
+
+torch.backends.cuda.matmul.allow_tf32 = False
+VOCAB, T, B = 96, 12, 2
+
+
+def models():
+    gpt2 = transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=2, n_head=4, activation_function="gelu_new",
+        layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    llama = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=16, rope_theta=10000.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, hidden_act="silu", attention_bias=False, mlp_bias=False)
+    return {"gpt2": transformers.GPT2LMHeadModel(gpt2), "llama": transformers.LlamaForCausalLM(llama)}
+
+
+def forward(model, tokens):
+    with torch.no_grad():
+        out = model(input_ids=tokens)
+    logits = out.logits.float()
+    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+    return logits, loss
+
+
+def write(root):
+    torch.manual_seed(0)
+    for name, model in models().items():
+        model.eval()
+        # Random values everywhere (biases and norm weights too), so that
+        # every tensor and its orientation matters.
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(torch.randn_like(p) * (0.1 if p.dim() > 1 else 0.3) + (1.0 if "norm" in n or "ln_" in n else 0.0))
+        d = os.path.join(root, name)
+        model.save_pretrained(d, safe_serialization=True)
+        tokens = torch.randint(0, VOCAB, (B, T))
+        logits, loss = forward(model, tokens)
+        golden = {
+            "transformers": transformers.__version__, "torch": torch.__version__,
+            "tokens": tokens.tolist(), "logits": logits.reshape(-1).tolist(), "loss": loss.item(),
+            "tensors": sorted(n for n, _ in model.named_parameters()),
+        }
+        with open(os.path.join(d, "golden.json"), "w") as f:
+            json.dump(golden, f)
+        print(f"{name}: {sum(p.numel() for p in model.parameters())} parameters, loss {loss.item():.6f} -> {d}")
+
+
+def check(export, gold):
+    with open(os.path.join(gold, "golden.json")) as f:
+        golden = json.load(f)
+    model = transformers.AutoModelForCausalLM.from_pretrained(export, torch_dtype=torch.float32)
+    model.eval()
+    tokens = torch.tensor(golden["tokens"])
+    logits, loss = forward(model, tokens)
+    want = torch.tensor(golden["logits"])
+    err = (logits.reshape(-1) - want).abs().max().item() / want.abs().max().item()
+    print(f"{export}: {type(model).__name__} loaded by transformers {transformers.__version__}; "
+          f"logits max relative error {err:.3g}, loss {loss.item():.6f} against {golden['loss']:.6f}")
+    sys.exit(0 if err <= 1e-5 else 1)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "write":
+        write(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "check":
+        check(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(__doc__)
