@@ -67,6 +67,9 @@ struct tr_model {
     uint64_t step;          // optimizer steps taken
 
     float *rope_cos, *rope_sin; // llama: (T, hs/2) rotary tables (trk_rope_table)
+    float *kv_cache;  // decode.c: (L, T, QKVD) rows of the positions decoded so far, allocated on first use
+    float *decode_buf;
+    int decode_pos;
     float *act_mem;   // activations for micro_batch x seq_len (tr_act_layout)
     float *dact_mem;  // (tr_dact_layout)
     // Per-thread scratch for scratch_threads threads (tr_thread_scratch).

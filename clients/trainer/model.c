@@ -79,7 +79,7 @@ void tr_destroy(tr_model *m) {
     free(m->params); free(m->grads); free(m->dwte_emb); free(m->lookahead);
     free(m->adam_m); free(m->adam_v); free(m->delta);
     free(m->anchor); free(m->anchor_m); free(m->anchor_v);
-    free(m->act_mem); free(m->dact_mem); free(m->rope_cos); free(m->rope_sin);
+    free(m->act_mem); free(m->dact_mem); free(m->rope_cos); free(m->rope_sin); free(m->kv_cache); free(m->decode_buf);
     free(m->attn_buf); free(m->pack_buf); free(m->demo_buf);
     for (int i = 0; i < 257; i++) free(m->dct[i]);
     free(m);

@@ -578,6 +578,34 @@ func (t *Trainer) Logits(ctx context.Context, tokens []int32, seqLen int) ([]flo
 	return out, codeErr(rc, "logits")
 }
 
+// DecodeReset starts generation: the key/value cache is emptied.
+func (t *Trainer) DecodeReset() error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return codeErr(C.tr_decode_reset(t.m), "decode reset")
+}
+
+// DecodeNext appends token to the sequence being generated and returns the
+// logits of the next token (Vocab values): the same bits as Logits' last row
+// over the whole sequence, without recomputing it. At most SeqLen tokens
+// after DecodeReset.
+func (t *Trainer) DecodeNext(token int32) ([]float32, error) {
+	if err := t.lock(); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	if token < 0 || int(token) >= t.cfg.Vocab {
+		return nil, fmt.Errorf("token %d outside vocabulary of %d: %w", token, t.cfg.Vocab, ErrInvalid)
+	}
+	out := make([]float32, t.cfg.Vocab)
+	if err := codeErr(C.tr_decode_next(t.m, C.int32_t(token), (*C.float)(&out[0])), "decode"); err != nil {
+		return nil, fmt.Errorf("%w (after DecodeReset, at most %d tokens)", err, t.cfg.SeqLen)
+	}
+	return out, nil
+}
+
 // Activations returns the first n floats of the last micro-batch's forward
 // activations in the layout of layout.h (for tests of the GPU path).
 func (t *Trainer) Activations(n int) ([]float32, error) {

@@ -137,6 +137,13 @@ int tr_tensor_info(const tr_model *m, int i, const char **name, int *ndim, int s
 // tokens, out (n*t*vocab floats) row by row, the padded columns left out.
 int tr_logits(tr_model *m, const int32_t *tokens, int n, int t, float *out);
 
+// Text generation with a key/value cache: reset, then one token at a time;
+// tr_decode_next writes the logits of the next token (vocab floats) after
+// the tokens so far, equal to tr_logits' row for that prefix. At most seq_len
+// tokens; the cache follows the weights as they are at each call.
+int tr_decode_reset(tr_model *m);
+int tr_decode_next(tr_model *m, int32_t token, float *logits);
+
 // Test hook: the first len floats of the last micro-batch's forward
 // activations, in layout.h's order (tr_act_layout), to compare with the GPU path.
 int tr_activations(const tr_model *m, float *out, size_t len);

@@ -116,7 +116,7 @@ func commands() []*cli.Command {
 		identityCommands(),
 		coordinatorCommands(),
 		treasurerCommands(),
-		{trainCommand(), predownloadCommand(), verifyCommand()},
+		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand()},
 		devCommands(),
 	} {
 		all = append(all, group...)
