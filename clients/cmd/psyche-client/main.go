@@ -116,7 +116,7 @@ func commands() []*cli.Command {
 		identityCommands(),
 		coordinatorCommands(),
 		treasurerCommands(),
-		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand()},
+		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand(), evalCommand()},
 		devCommands(),
 	} {
 		all = append(all, group...)

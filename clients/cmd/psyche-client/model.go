@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
@@ -78,6 +79,29 @@ func asBadModel(err error) error {
 		return badInput(err)
 	}
 	return err
+}
+
+// modelTokenizer is the tokenizer named (byte or gpt2), or when name is
+// empty the one the model's vocabulary implies (256 or 50257).
+func modelTokenizer(cfg trainer.Config, name string) (tokenizer.Tokenizer, error) {
+	if name == "" {
+		switch cfg.Vocab {
+		case 256:
+			name = tokenizer.ByteName
+		case 50257:
+			name = tokenizer.GPT2Name
+		default:
+			return nil, badInputf("the model's vocabulary of %d fits neither tokenizer: name one with --tokenizer", cfg.Vocab)
+		}
+	}
+	tok, err := tokenizer.New(name)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if tok.VocabSize() > cfg.Vocab {
+		return nil, badInputf("tokenizer %s has %d tokens, more than the model's %d", name, tok.VocabSize(), cfg.Vocab)
+	}
+	return tok, nil
 }
 
 func arch(cfg trainer.Config) string {

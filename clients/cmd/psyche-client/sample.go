@@ -7,7 +7,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/generate"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
@@ -34,25 +33,11 @@ func sampleCommand() *cli.Command {
 				return asBadModel(err)
 			}
 			defer tr.Close()
-			cfg := tr.Config()
-			name := c.String("tokenizer")
-			if name == "" {
-				switch cfg.Vocab {
-				case 256:
-					name = tokenizer.ByteName
-				case 50257:
-					name = tokenizer.GPT2Name
-				default:
-					return badInputf("the model's vocabulary of %d fits neither tokenizer: name one with --tokenizer", cfg.Vocab)
-				}
-			}
-			tok, err := tokenizer.New(name)
+			tok, err := modelTokenizer(tr.Config(), c.String("tokenizer"))
 			if err != nil {
-				return badInput(err)
+				return err
 			}
-			if tok.VocabSize() > cfg.Vocab {
-				return badInputf("tokenizer %s has %d tokens, more than the model's %d", name, tok.VocabSize(), cfg.Vocab)
-			}
+			cfg := tr.Config()
 			ids, err := tok.Encode(c.String("prompt"))
 			if err != nil || len(ids) == 0 {
 				return badInputf("--prompt %q: %v (it needs at least one token)", c.String("prompt"), err)

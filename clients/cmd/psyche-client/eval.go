@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/psyche-go/psyche/clients/eval"
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+// builtinTask names the held-out corpus task in --tasks.
+const builtinTask = "builtin:sotu"
+
+func evalCommand() *cli.Command {
+	return &cli.Command{
+		Name: "eval",
+		Usage: "score a model file on multiple-choice tasks as lm-evaluation-harness does (acc, acc_norm); " +
+			"tasks are JSONL files of {\"context\", \"choices\", \"gold\"} or " + builtinTask,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "model", Usage: "a model or checkpoint file"},
+			&cli.StringSliceFlag{Name: "tasks", Usage: "task files (JSONL, one item per line) and/or " + builtinTask +
+				" (the true 8-byte continuation of held-out State of the Union passages among 4)"},
+			&cli.IntFlag{Name: "limit", Usage: "items per task at most (0: all)"},
+			&cli.IntFlag{Name: "builtin-items", Usage: "items of " + builtinTask, Value: 200},
+			&cli.StringFlag{Name: "tokenizer", Usage: "byte or gpt2 (default: from the model's vocabulary, 256 or 50257)"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := requireFlagsNoArgs(c, "model", "tasks"); err != nil {
+				return err
+			}
+			if c.Int("limit") < 0 || c.Int("builtin-items") < 1 {
+				return badInputf("--limit cannot be negative and --builtin-items must be positive")
+			}
+			var tasks []eval.Task
+			for _, name := range c.StringSlice("tasks") {
+				var task eval.Task
+				var err error
+				if name == builtinTask {
+					task, err = eval.BuiltinSOTU(c.Context, c.Int("builtin-items"), eval.BuiltinContextBytes, eval.BuiltinChoiceBytes)
+				} else if strings.HasPrefix(name, "builtin:") {
+					err = fmt.Errorf("%w: unknown built-in task %q (known: %s)", eval.ErrTask, name, builtinTask)
+				} else {
+					task, err = eval.Load(name)
+				}
+				if err != nil {
+					return badInput(err)
+				}
+				tasks = append(tasks, task)
+			}
+			tr, err := trainer.LoadCheckpoint(c.String("model"))
+			if err != nil {
+				return asBadModel(err)
+			}
+			defer tr.Close()
+			tok, err := modelTokenizer(tr.Config(), c.String("tokenizer"))
+			if err != nil {
+				return err
+			}
+			for _, task := range tasks {
+				r, err := eval.Run(c.Context, tr, tok, task, c.Int("limit"))
+				if errors.Is(err, eval.ErrTask) || errors.Is(err, trainer.ErrInvalid) {
+					return badInput(err)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "%s: acc %.4f, acc_norm %.4f over %d items (chance %.4f)\n", r.Task, r.Acc, r.AccNorm, r.N, r.Chance)
+			}
+			return nil
+		},
+	}
+}

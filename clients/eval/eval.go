@@ -1,0 +1,182 @@
+// Package eval scores a model on multiple-choice tasks the way
+// lm-evaluation-harness does: each choice is a continuation of the context,
+// scored by its log-likelihood under the model; acc counts the items whose
+// gold choice scores highest, acc_norm the same with each score divided by
+// the choice's length in bytes.
+//
+// Tasks are JSONL files, one item per line:
+//
+//	{"context": "The capital of France is", "choices": [" Paris", " Rome"], "gold": 0}
+//
+// so HellaSwag, ARC or PIQA converted to it run as they are. BuiltinSOTU
+// makes a task from the held-out corpus that needs nothing but this repo.
+package eval
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+// Item is one multiple-choice question.
+type Item struct {
+	Context string   `json:"context"`
+	Choices []string `json:"choices"`
+	Gold    int      `json:"gold"`
+}
+
+// Task is a named list of items.
+type Task struct {
+	Name  string
+	Items []Item
+}
+
+// Result of a task.
+type Result struct {
+	Task    string
+	N       int     // items scored
+	Acc     float64 // fraction whose gold choice has the highest log-likelihood
+	AccNorm float64 // the same, per byte of the choice
+	Chance  float64 // mean of 1/len(choices): what guessing scores
+}
+
+// ErrTask marks a task file that cannot be used.
+var ErrTask = errors.New("unusable eval task")
+
+// Load reads a JSONL task file; every line must be a valid item.
+func Load(path string) (Task, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Task{}, fmt.Errorf("%w: %v", ErrTask, err)
+	}
+	defer f.Close()
+	t := Task{Name: path}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var it Item
+		if err := json.Unmarshal(sc.Bytes(), &it); err != nil {
+			return Task{}, fmt.Errorf("%w: %s:%d: %v", ErrTask, path, line, err)
+		}
+		if len(it.Choices) < 2 || it.Gold < 0 || it.Gold >= len(it.Choices) {
+			return Task{}, fmt.Errorf("%w: %s:%d: want at least 2 choices and gold an index into them, got %d choices and gold %d",
+				ErrTask, path, line, len(it.Choices), it.Gold)
+		}
+		for i, c := range it.Choices {
+			if c == "" {
+				return Task{}, fmt.Errorf("%w: %s:%d: choice %d is empty", ErrTask, path, line, i)
+			}
+		}
+		t.Items = append(t.Items, it)
+	}
+	if err := sc.Err(); err != nil {
+		return Task{}, fmt.Errorf("%w: %s: %v", ErrTask, path, err)
+	}
+	if len(t.Items) == 0 {
+		return Task{}, fmt.Errorf("%w: %s holds no items", ErrTask, path)
+	}
+	return t, nil
+}
+
+// Run scores every item of task (at most limit; 0: all). Sequences longer
+// than the model's context keep their last tokens (the choice always fits
+// whole, or the item is an error).
+func Run(ctx context.Context, tr *trainer.Trainer, tok tokenizer.Tokenizer, task Task, limit int) (Result, error) {
+	r := Result{Task: task.Name}
+	items := task.Items
+	if limit > 0 && limit < len(items) {
+		items = items[:limit]
+	}
+	var acc, accNorm, chance float64
+	for i, it := range items {
+		best, bestNorm := math.Inf(-1), math.Inf(-1)
+		pick, pickNorm := -1, -1
+		for c, choice := range it.Choices {
+			ll, err := logLikelihood(ctx, tr, tok, it.Context, choice)
+			if err != nil {
+				return Result{}, fmt.Errorf("%s item %d choice %d: %w", task.Name, i, c, err)
+			}
+			if ll > best {
+				best, pick = ll, c
+			}
+			if n := ll / float64(len(choice)); n > bestNorm {
+				bestNorm, pickNorm = n, c
+			}
+		}
+		if pick == it.Gold {
+			acc++
+		}
+		if pickNorm == it.Gold {
+			accNorm++
+		}
+		chance += 1 / float64(len(it.Choices))
+	}
+	r.N = len(items)
+	r.Acc, r.AccNorm, r.Chance = acc/float64(r.N), accNorm/float64(r.N), chance/float64(r.N)
+	return r, nil
+}
+
+// logLikelihood is the sum of log p(choice token | everything before it).
+func logLikelihood(ctx context.Context, tr *trainer.Trainer, tok tokenizer.Tokenizer, context, choice string) (float64, error) {
+	cids, err := tok.Encode(context)
+	if err != nil {
+		return 0, fmt.Errorf("%w: context: %v", ErrTask, err)
+	}
+	all, err := tok.Encode(context + choice)
+	if err != nil {
+		return 0, fmt.Errorf("%w: choice: %v", ErrTask, err)
+	}
+	// The choice's tokens are those after the context's (a BPE may merge
+	// across the boundary: then the boundary moves to the first difference).
+	start := 0
+	for start < len(cids) && start < len(all) && cids[start] == all[start] {
+		start++
+	}
+	start = max(start, 1) // the first token has no prediction
+	seq := tr.Config().SeqLen + 1
+	if len(all)-start >= seq {
+		return 0, fmt.Errorf("%w: the choice takes %d tokens, more than the model's context of %d", ErrTask, len(all)-start, seq-1)
+	}
+	if len(all) > seq {
+		drop := len(all) - seq
+		all, start = all[drop:], start-drop
+	}
+	in := make([]int32, len(all)-1)
+	for i := range in {
+		in[i] = int32(all[i])
+	}
+	logits, err := tr.Logits(ctx, in, len(in))
+	if err != nil {
+		return 0, err
+	}
+	V := tr.Config().Vocab
+	var ll float64
+	for p := start; p < len(all); p++ {
+		row := logits[(p-1)*V : p*V]
+		ll += logSoftmax(row, int(all[p]))
+	}
+	return ll, nil
+}
+
+// logSoftmax returns log softmax(row)[i] in float64.
+func logSoftmax(row []float32, i int) float64 {
+	top := math.Inf(-1)
+	for _, v := range row {
+		top = math.Max(top, float64(v))
+	}
+	var sum float64
+	for _, v := range row {
+		sum += math.Exp(float64(v) - top)
+	}
+	return float64(row[i]) - top - math.Log(sum)
+}
