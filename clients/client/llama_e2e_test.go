@@ -1,10 +1,8 @@
 package client_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 )
@@ -22,23 +20,7 @@ func TestLlamaTrainsToFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e := newRunEnv(ctx, t, "e2e-llama", llamaConfig)
-	var clients []*trainingClient
-	for i := range 3 {
-		tc, _ := e.start(ctx, t, i, nil)
-		clients = append(clients, tc)
-	}
-	e.unpause(t)
-	awaitFinished(ctx, t, clients)
-	s, err := e.run.FetchState(ctx, e.c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if coordinator.Phase(s) != coordinator.Finished {
-		t.Errorf("run ended %v, want Finished", coordinator.Phase(s))
-	}
+	clients, s := threeToFinished(t, "e2e-llama", llamaConfig)
 	if s.Model.Architecture != coordinator.ArchLlama || s.Model.NKvHead != 2 {
 		t.Errorf("the run's model is architecture %d with %d key heads, want llama with 2", s.Model.Architecture, s.Model.NKvHead)
 	}

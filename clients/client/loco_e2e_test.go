@@ -44,23 +44,7 @@ func TestSparseLoCoOverlapTrainsToFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e := newRunEnv(ctx, t, "e2e-loco", locoConfig)
-	var clients []*trainingClient
-	for i := range 3 {
-		tc, _ := e.start(ctx, t, i, nil)
-		clients = append(clients, tc)
-	}
-	e.unpause(t)
-	awaitFinished(ctx, t, clients)
-	s, err := e.run.FetchState(ctx, e.c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if coordinator.Phase(s) != coordinator.Finished {
-		t.Errorf("run ended %v, want Finished", coordinator.Phase(s))
-	}
+	clients, _ := threeToFinished(t, "e2e-loco", locoConfig)
 	digests := map[uint64]string{}
 	for i, tc := range clients {
 		snap := tc.rec.Snapshot()
@@ -97,4 +81,29 @@ func heldOutSpan(clients []*trainingClient) (first, last status.LossPoint) {
 		}
 	}
 	return first, last
+}
+
+// threeToFinished runs config with three clients on localnet until every
+// one of them has seen the run finish, checks that it finished, and returns
+// the clients and the run's final state.
+func threeToFinished(t *testing.T, runID, config string) ([]*trainingClient, *coordinator.State) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := newRunEnv(ctx, t, runID, config)
+	var clients []*trainingClient
+	for i := range 3 {
+		tc, _ := e.start(ctx, t, i, nil)
+		clients = append(clients, tc)
+	}
+	e.unpause(t)
+	awaitFinished(ctx, t, clients)
+	s, err := e.run.FetchState(ctx, e.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if coordinator.Phase(s) != coordinator.Finished {
+		t.Errorf("run ended %v, want Finished", coordinator.Phase(s))
+	}
+	return clients, s
 }

@@ -276,44 +276,23 @@ typedef struct {
     TR_DIM_ B = (size_t)(batch), T = (size_t)(seq), BT = B * T, H = (size_t)(c)->hidden;              \
     TR_DIM_ QKVD = C + 2 * (size_t)tr_kv_dim(c)
 
-// Floats of the activations for batch sequences of length seq; when a is not
-// NULL, also points its buffers into base (host or device memory).
-static inline size_t tr_act_layout(const tr_config *c, int batch, int seq, float *base, tr_acts *a) {
-    TR_DIMS_(c, batch, seq);
-    size_t off = 0;
-#define TR_X_(name, n) if (a) a->name = base + off; off += (n);
-    TR_ACTS(TR_X_)
+// tr_act_layout, tr_dact_layout, tr_llama_act_layout, tr_llama_dact_layout:
+// the floats of one list's buffers for batch sequences of length seq; when
+// the views are not NULL, also points them into base (host or device memory).
+#define TR_LAYOUT_FN_(fn, views, list)                                                       \
+    static inline size_t fn(const tr_config *c, int batch, int seq, float *base, views *v) { \
+        TR_DIMS_(c, batch, seq);                                                             \
+        size_t off = 0;                                                                      \
+        list(TR_X_)                                                                          \
+        return off;                                                                          \
+    }
+#define TR_X_(name, n) if (v) v->name = base + off; off += (n);
+TR_LAYOUT_FN_(tr_act_layout, tr_acts, TR_ACTS)
+TR_LAYOUT_FN_(tr_dact_layout, tr_dacts, TR_DACTS)
+TR_LAYOUT_FN_(tr_llama_act_layout, tr_llama_acts, TR_LLAMA_ACTS)
+TR_LAYOUT_FN_(tr_llama_dact_layout, tr_llama_dacts, TR_LLAMA_DACTS)
 #undef TR_X_
-    return off;
-}
-
-// The same for the activation gradients.
-static inline size_t tr_dact_layout(const tr_config *c, int batch, int seq, float *base, tr_dacts *d) {
-    TR_DIMS_(c, batch, seq);
-    size_t off = 0;
-#define TR_X_(name, n) if (d) d->name = base + off; off += (n);
-    TR_DACTS(TR_X_)
-#undef TR_X_
-    return off;
-}
-
-static inline size_t tr_llama_act_layout(const tr_config *c, int batch, int seq, float *base, tr_llama_acts *a) {
-    TR_DIMS_(c, batch, seq);
-    size_t off = 0;
-#define TR_X_(name, n) if (a) a->name = base + off; off += (n);
-    TR_LLAMA_ACTS(TR_X_)
-#undef TR_X_
-    return off;
-}
-
-static inline size_t tr_llama_dact_layout(const tr_config *c, int batch, int seq, float *base, tr_llama_dacts *d) {
-    TR_DIMS_(c, batch, seq);
-    size_t off = 0;
-#define TR_X_(name, n) if (d) d->name = base + off; off += (n);
-    TR_LLAMA_DACTS(TR_X_)
-#undef TR_X_
-    return off;
-}
+#undef TR_LAYOUT_FN_
 
 // Floats of either architecture's activations (gradients when grads).
 static inline size_t tr_act_floats(const tr_config *c, int batch, int seq, int grads) {

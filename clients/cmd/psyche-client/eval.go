@@ -50,15 +50,11 @@ func evalCommand() *cli.Command {
 				}
 				tasks = append(tasks, task)
 			}
-			tr, err := trainer.LoadCheckpoint(c.String("model"))
-			if err != nil {
-				return asBadModel(err)
-			}
-			defer tr.Close()
-			tok, err := modelTokenizer(tr.Config(), c.String("tokenizer"))
+			tr, tok, err := loadModel(c)
 			if err != nil {
 				return err
 			}
+			defer tr.Close()
 			for _, task := range tasks {
 				r, err := eval.Run(c.Context, tr, tok, task, c.Int("limit"))
 				if errors.Is(err, eval.ErrTask) || errors.Is(err, trainer.ErrInvalid) {

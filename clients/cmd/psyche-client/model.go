@@ -81,6 +81,21 @@ func asBadModel(err error) error {
 	return err
 }
 
+// loadModel opens the model or checkpoint file of --model with the tokenizer
+// of --tokenizer (or the one its vocabulary implies); the caller closes it.
+func loadModel(c *cli.Context) (*trainer.Trainer, tokenizer.Tokenizer, error) {
+	tr, err := trainer.LoadCheckpoint(c.String("model"))
+	if err != nil {
+		return nil, nil, asBadModel(err)
+	}
+	tok, err := modelTokenizer(tr.Config(), c.String("tokenizer"))
+	if err != nil {
+		tr.Close()
+		return nil, nil, err
+	}
+	return tr, tok, nil
+}
+
 // modelTokenizer is the tokenizer named (byte or gpt2), or when name is
 // empty the one the model's vocabulary implies (256 or 50257).
 func modelTokenizer(cfg trainer.Config, name string) (tokenizer.Tokenizer, error) {

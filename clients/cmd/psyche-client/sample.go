@@ -28,15 +28,11 @@ func sampleCommand() *cli.Command {
 			if err := requireFlagsNoArgs(c, "model"); err != nil {
 				return err
 			}
-			tr, err := trainer.LoadCheckpoint(c.String("model"))
-			if err != nil {
-				return asBadModel(err)
-			}
-			defer tr.Close()
-			tok, err := modelTokenizer(tr.Config(), c.String("tokenizer"))
+			tr, tok, err := loadModel(c)
 			if err != nil {
 				return err
 			}
+			defer tr.Close()
 			cfg := tr.Config()
 			ids, err := tok.Encode(c.String("prompt"))
 			if err != nil || len(ids) == 0 {
