@@ -16,6 +16,7 @@ const (
 	scheduleConstant = 1
 	scheduleLinear   = 2
 	scheduleCosine   = 3
+	scheduleWSD      = 4
 )
 
 // TrainerConfig is the trainer shape the run's model describes.
@@ -57,23 +58,26 @@ func InitSeed(runID string) uint64 {
 	return binary.LittleEndian.Uint64(h[:8])
 }
 
-// LearningRate is the run's schedule at step (from 1): linear warmup from zero
-// over lr_warmup_steps, then constant, linear or cosine decay to the final
-// rate over lr_decay_steps. In a cold-start epoch (after a pause) the rate is
-// also ramped from zero over cold_start_warmup_steps from the epoch's first step.
-// With SparseLoCo the schedule is the inner AdamW's and counts inner steps:
-// this is its rate at the round's first inner step (InnerLearningRate).
-func LearningRate(m *coordinator.Model, step, epochStartStep uint32, coldStart bool) float32 {
-	return InnerLearningRate(m, step, 0, epochStartStep, coldStart)
+// LearningRate is the run's schedule at step (from 1) of a run of total
+// steps: linear warmup from zero over lr_warmup_steps, then constant, linear
+// or cosine decay to the final rate over lr_decay_steps, or warmup-stable-
+// decay (WSD): the peak rate until the last lr_decay_steps of the run, then a
+// linear decay to the final rate at its end. In a cold-start epoch (after a
+// pause) the rate is also ramped from zero over cold_start_warmup_steps from
+// the epoch's first step. With SparseLoCo the schedule is the inner AdamW's
+// and counts inner steps (the run has total * H of them): this is its rate at
+// the round's first inner step (InnerLearningRate).
+func LearningRate(m *coordinator.Model, total, step, epochStartStep uint32, coldStart bool) float32 {
+	return InnerLearningRate(m, total, step, 0, epochStartStep, coldStart)
 }
 
 // InnerLearningRate is the rate of inner step j (from 0) of the round that
 // trains step: the schedule at inner step (step-1)*inner_steps + j + 1 (for
 // DeMo, one inner step per round: the schedule at step), times the
 // cold-start ramp, which counts rounds.
-func InnerLearningRate(m *coordinator.Model, step uint32, j int, epochStartStep uint32, coldStart bool) float32 {
+func InnerLearningRate(m *coordinator.Model, total, step uint32, j int, epochStartStep uint32, coldStart bool) float32 {
 	h := uint64(max(m.InnerSteps, 1))
-	lr := scheduledRate(m, float64((uint64(step)-1)*h+uint64(j)+1))
+	lr := scheduledRate(m, float64(uint64(total)*h), float64((uint64(step)-1)*h+uint64(j)+1))
 	if coldStart && m.ColdStartWarmupSteps > 0 && step >= epochStartStep {
 		lr *= math.Min(1, float64(step-epochStartStep+1)/float64(m.ColdStartWarmupSteps))
 	}
@@ -81,11 +85,18 @@ func InnerLearningRate(m *coordinator.Model, step uint32, j int, epochStartStep 
 }
 
 // scheduledRate is the schedule at step s (from 1).
-func scheduledRate(m *coordinator.Model, s float64) float64 {
+func scheduledRate(m *coordinator.Model, total, s float64) float64 {
 	peak, final := float64(m.LearningRate), float64(m.FinalLearningRate)
 	warm := float64(m.LrWarmupSteps)
 	if s <= warm {
 		return peak * s / warm
+	}
+	if m.LrSchedule == scheduleWSD {
+		start := total - float64(m.LrDecaySteps) // the program keeps it at or after the warmup
+		if s <= start {
+			return peak
+		}
+		return peak + (final-peak)*math.Min(1, (s-start)/float64(m.LrDecaySteps))
 	}
 	frac := 1.0
 	if m.LrDecaySteps > 0 {

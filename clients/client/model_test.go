@@ -1,6 +1,7 @@
 package client
 
 import (
+	"math"
 	"testing"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
@@ -57,5 +58,36 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 	m.Architecture = 3
 	if _, err := TrainerConfig(&m, 8); err == nil {
 		t.Error("architecture tag 3 accepted")
+	}
+}
+
+// The schedules at chosen steps: warmup, then each kind's decay; WSD holds
+// the peak until the run's last decay_steps (inner) steps.
+func TestLearningRateSchedules(t *testing.T) {
+	m := coordinator.Model{LearningRate: 1, FinalLearningRate: 0.1, LrWarmupSteps: 10, LrDecaySteps: 40, InnerSteps: 1}
+	const total = 100
+	for _, c := range []struct {
+		schedule uint8
+		step     uint32
+		want     float32
+	}{
+		{scheduleConstant, 5, 0.5}, {scheduleConstant, 70, 1},
+		{scheduleLinear, 30, 0.55}, {scheduleLinear, 80, 0.1},
+		{scheduleCosine, 30, 0.55}, {scheduleCosine, 50, 0.1},
+		{scheduleWSD, 5, 0.5}, {scheduleWSD, 60, 1}, {scheduleWSD, 80, 0.55}, {scheduleWSD, 100, 0.1},
+	} {
+		m.LrSchedule = c.schedule
+		if got := LearningRate(&m, total, c.step, 1, false); math.Abs(float64(got-c.want)) > 1e-6 {
+			t.Errorf("schedule %d step %d: %v, want %v", c.schedule, c.step, got, c.want)
+		}
+	}
+	// SparseLoCo: the run has total * H = 300 inner steps and WSD decays over
+	// the last 40 (from inner step 260); step 30's first inner step is 88.
+	m.LrSchedule, m.InnerSteps = scheduleWSD, 3
+	if got := InnerLearningRate(&m, total, 30, 0, 1, false); got != 1 {
+		t.Errorf("inner step 88 of 300: %v, want the peak", got)
+	}
+	if got := InnerLearningRate(&m, total, 100, 2, 1, false); math.Abs(float64(got)-0.1) > 1e-6 {
+		t.Errorf("the last inner step: %v, want the final rate", got)
 	}
 }

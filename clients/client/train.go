@@ -25,14 +25,14 @@ type Update struct {
 
 // NewUpdate is the update of the round that trains step with h inner
 // steps (the round's; DeMo has one) in an epoch that began at
-// epochStartStep.
-func NewUpdate(m *coordinator.Model, step uint32, h int, epochStartStep uint32, coldStart bool) Update {
+// epochStartStep, in a run of total steps.
+func NewUpdate(m *coordinator.Model, total, step uint32, h int, epochStartStep uint32, coldStart bool) Update {
 	if !SparseLoCo(m) {
 		h = 1
 	}
 	u := Update{model: *m, lrs: make([]float32, max(h, 1))}
 	for j := range u.lrs {
-		u.lrs[j] = InnerLearningRate(m, step, j, epochStartStep, coldStart)
+		u.lrs[j] = InnerLearningRate(m, total, step, j, epochStartStep, coldStart)
 	}
 	return u
 }

@@ -159,7 +159,7 @@ var enums = map[string]map[string]uint8{
 	"data_type":    {"pretraining": 1, "finetuning": dataFinetuning},
 	"checkpoint":   {"ephemeral": 1, "hub": 2, "p2p": 3},
 	"data":         {"local": 1, "http": 2},
-	"schedule":     {"constant": 1, "linear": 2, "cosine": 3},
+	"schedule":     {"constant": 1, "linear": 2, "cosine": 3, "wsd": 4},
 	"optimizer":    {"distro": OptimizerDistro, "sparseloco": OptimizerSparseLoCo},
 }
 

@@ -266,3 +266,22 @@ func TestFinetuningRefused(t *testing.T) {
 		t.Errorf("finetuning: %v", err)
 	}
 }
+
+// schedule = "wsd" is the program's warmup-stable-decay tag.
+func TestWSDRunConfig(t *testing.T) {
+	base, err := os.ReadFile("../../config/light.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := coordinator.ParseRunConfig("w.toml", []byte(strings.Replace(string(base), `schedule = "cosine"`, `schedule = "wsd"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model.LrSchedule != 4 {
+		t.Errorf("wsd: schedule tag %d, want 4", p.Model.LrSchedule)
+	}
+}

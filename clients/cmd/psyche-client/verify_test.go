@@ -46,7 +46,7 @@ func demoUpdate(hp trainer.DeMo) client.Update {
 	m := coordinator.Model{Optimizer: 1, LrSchedule: 1, LearningRate: hp.LR, FinalLearningRate: hp.LR,
 		CompressionDecay: hp.Decay, WeightDecay: hp.WeightDecay, ClipGradNorm: hp.ClipNorm,
 		CompressionChunk: uint32(hp.Chunk), CompressionTopk: uint32(hp.TopK), Quantize1bit: one, InnerSteps: 1}
-	return client.NewUpdate(&m, 2, 1, 1, false)
+	return client.NewUpdate(&m, 100, 2, 1, 1, false)
 }
 
 // fixedBatch serves in and tg whatever range is asked for.
@@ -320,7 +320,7 @@ func newVerifyFixture(t *testing.T) *verifyFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hp = client.DeMo(&s.Model, client.LearningRate(&s.Model, 3, 1, false))
+	f.hp = client.DeMo(&s.Model, client.LearningRate(&s.Model, s.Config.TotalSteps, 3, 1, false))
 	tr := newTestTrainer(t, f.cfg, client.InitSeed(verifyTestRun))
 	f.step = trainStep(t, tr, f.hp, 2, in, tg)
 	f.payloadH, f.beforeH, f.afterH = sha256.Sum256(f.step.payload), sha256.Sum256(f.step.before), sha256.Sum256(f.step.aft)

@@ -143,7 +143,7 @@ impl Model {
             && f32_le(self.final_learning_rate, self.learning_rate);
         let schedule_ok = match self.lr_schedule {
             LR_CONSTANT => true,
-            LR_LINEAR | LR_COSINE => self.lr_decay_steps > 0,
+            LR_LINEAR | LR_COSINE | LR_WSD => self.lr_decay_steps > 0,
             _ => false,
         };
         if !lr_ok || !schedule_ok {
@@ -192,6 +192,11 @@ impl Model {
             .unwrap_or(0);
         if u64::from(self.cold_start_warmup_steps) > rounds {
             return Err(E::ModelColdStartSteps);
+        }
+        // WSD decays over the run's last steps: warmup and decay must fit in it.
+        let inner_total = u64::from(config.total_steps) * u64::from(self.inner_steps.max(1));
+        if self.lr_schedule == LR_WSD && u64::from(self.lr_warmup_steps) + u64::from(self.lr_decay_steps) > inner_total {
+            return Err(E::ModelLearningRate);
         }
         Ok(())
     }
@@ -463,6 +468,12 @@ pub(crate) mod tests {
                 m.lr_decay_steps = 0;
             }, Ok(())),
             ("schedule unknown", |m| m.lr_schedule = 0, Err(E::ModelLearningRate)),
+            ("schedule 5", |m| m.lr_schedule = 5, Err(E::ModelLearningRate)),
+            ("wsd", |m| m.lr_schedule = LR_WSD, Ok(())),
+            ("wsd without decay steps", |m| {
+                m.lr_schedule = LR_WSD;
+                m.lr_decay_steps = 0;
+            }, Err(E::ModelLearningRate)),
             ("optimizer unknown", |m| m.optimizer = 3, Err(E::ModelOptimizer)),
             ("optimizer zero", |m| m.optimizer = 0, Err(E::ModelOptimizer)),
             ("distro inner steps 0", |m| m.inner_steps = 0, Err(E::ModelOptimizer)),
@@ -556,6 +567,29 @@ pub(crate) mod tests {
         assert_eq!(m.validate_with(&c), Ok(()));
         m.cold_start_warmup_steps = 29;
         assert_eq!(m.validate_with(&c), Err(E::ModelColdStartSteps));
+    }
+
+    #[test]
+    fn wsd_warmup_and_decay_must_fit_the_run() {
+        let mut c = valid_config();
+        let mut m = valid_model();
+        m.lr_schedule = LR_WSD;
+        m.lr_warmup_steps = 10;
+        m.lr_decay_steps = 90;
+        c.total_steps = 100;
+        assert_eq!(m.validate_with(&c), Ok(()));
+        c.total_steps = 99;
+        assert_eq!(m.validate_with(&c), Err(E::ModelLearningRate));
+        // SparseLoCo counts inner steps: 34 rounds of 3 hold 102.
+        m.optimizer = OPTIMIZER_SPARSELOCO;
+        m.inner_steps = 3;
+        m.outer_learning_rate = 0x3f800000;
+        m.value_bits = 2;
+        m.quantize_1bit = 0;
+        c.total_steps = 34;
+        assert_eq!(m.validate_with(&c), Ok(()));
+        c.total_steps = 33;
+        assert_eq!(m.validate_with(&c), Err(E::ModelLearningRate));
     }
 
     #[test]

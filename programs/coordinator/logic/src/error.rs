@@ -68,7 +68,7 @@ errors! {
     ModelDataType = 6028: "model: data_type must be pretraining (1); fine-tuning (2) is not implemented yet",
     ModelCheckpoint = 6029: "model: checkpoint must be Ephemeral (no repo) or Hub/P2P with a repo",
     ModelDataLocation = 6030: "model: data location kind unknown or location string missing",
-    ModelLearningRate = 6031: "model: learning rates must be finite, the peak positive, the final at most the peak, and decaying schedules need decay steps",
+    ModelLearningRate = 6031: "model: learning rates must be finite, the peak positive, the final at most the peak, and decaying schedules need decay steps (WSD's warmup and decay must fit in the run's total_steps times inner_steps)",
     ModelOptimizer = 6032: "model: optimizer must be DisTrO (1 inner step, no outer learning rate or value bits) or SparseLoCo (1 to 1000 inner steps, a finite positive outer learning rate, value bits 1/2/4/8/32, no 1-bit flag), with 0 < topk <= chunk, chunk a power of two, decay in [0, 1], finite non-negative weight decay and clipping",
     ModelColdStartSteps = 6033: "model: cold_start_warmup_steps exceeds the rounds that fit in an epoch",
     InvalidProgress = 6034: "progress: step must be 1 to total_steps",

@@ -150,6 +150,9 @@ pub const DATA_HTTP: u8 = 2;
 pub const LR_CONSTANT: u8 = 1;
 pub const LR_LINEAR: u8 = 2;
 pub const LR_COSINE: u8 = 3;
+/// Warmup-stable-decay: the peak rate after the warmup until the last
+/// `lr_decay_steps` (inner) steps of the run, then linear to the final rate.
+pub const LR_WSD: u8 = 4;
 /// `Model::optimizer`: DisTrO (one optimizer step per round, DCT-compressed
 /// momentum) or SparseLoCo (`inner_steps` local AdamW steps per round, then a
 /// top-k, quantized pseudo-gradient with error feedback and an outer step).
