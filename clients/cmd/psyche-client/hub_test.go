@@ -18,6 +18,7 @@ import (
 
 	"github.com/psyche-go/psyche/clients/hub"
 	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/clients/trainer"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
 )
@@ -249,5 +250,33 @@ func TestPredownloadModel(t *testing.T) {
 	}
 	if got := regularFiles(t, dir); len(got) != 1 {
 		t.Fatalf("checkpoint dir holds %v", got)
+	}
+
+	// sample --run-id fetches the run's announced checkpoint and samples it.
+	cfg, err := trainer.ConfigByName("llama-light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trainer.New(cfg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(t.TempDir(), "m.safetensors")
+	if err := tr.SaveModel(mf, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	mrev, err := hub.Upload(t.Context(), repo, mf, hub.UploadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setCheckpoint("hub", repo, mrev)
+	if out, errOut, code := onRun("sample", "--prompt", "Hi", "--max-tokens", "5"); code != 0 || !strings.HasPrefix(out, "Hi") ||
+		!strings.Contains(errOut, "checkpoint "+mrev) {
+		t.Fatalf("sample --run-id: exit %d, %q %s", code, out, errOut)
+	}
+	setCheckpoint("hub", repo, "")
+	if _, errOut, code := onRun("sample", "--prompt", "Hi"); code != exitBadInput || !strings.Contains(errOut, "announced no hub checkpoint") {
+		t.Fatalf("sample --run-id without a checkpoint: exit %d: %s", code, errOut)
 	}
 }

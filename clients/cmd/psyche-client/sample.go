@@ -3,30 +3,47 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/generate"
+	"github.com/psyche-go/psyche/clients/hub"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 func sampleCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "sample",
-		Usage: "generate text from a model file, streamed as it is sampled (the same seed gives the same text)",
-		Flags: []cli.Flag{
+		Usage: "generate text from a model file or a run's announced checkpoint, streamed as it is sampled (the same seed gives the same text)",
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "model", Usage: "a model or checkpoint file (psyche-client model import makes one from a Hugging Face directory)"},
+			&cli.StringFlag{Name: runIDFlag.Name, Usage: "instead of --model: the run whose announced hub checkpoint to fetch (see --rpc)"},
 			&cli.StringFlag{Name: "prompt", Usage: "text to continue", Value: "The "},
 			&cli.IntFlag{Name: "max-tokens", Usage: "tokens to generate at most (the model's context may end it first)", Value: 200},
 			&cli.Float64Flag{Name: "temperature", Usage: "0 picks the most likely token every time; higher is more random", Value: 0.8},
 			&cli.IntFlag{Name: "top-k", Usage: "sample among the k most likely tokens (0: all)", Value: 40},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the sampler"},
 			&cli.StringFlag{Name: "tokenizer", Usage: "byte or gpt2 (default: from the model's vocabulary, 256 or 50257)"},
-		},
+		}, coordinatorReadFlags()...),
 		Action: func(c *cli.Context) error {
-			if err := requireFlagsNoArgs(c, "model"); err != nil {
-				return err
+			if c.Args().Present() {
+				return badInputf("sample takes no arguments, got %q", c.Args().Slice())
+			}
+			if c.IsSet("model") == c.IsSet(runIDFlag.Name) {
+				return badInputf("name the model with exactly one of --model FILE and --%s ID", runIDFlag.Name)
+			}
+			if c.IsSet(runIDFlag.Name) {
+				path, done, err := fetchRunModel(c)
+				if err != nil {
+					return err
+				}
+				defer done()
+				if err := c.Set("model", path); err != nil {
+					return err
+				}
 			}
 			tr, tok, err := loadModel(c)
 			if err != nil {
@@ -76,4 +93,31 @@ func sampleCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// fetchRunModel fetches the run's announced hub checkpoint into a temporary
+// directory; done removes it.
+func fetchRunModel(c *cli.Context) (path string, done func(), err error) {
+	_, _, s, err := readRun(c)
+	if err != nil {
+		return "", nil, err
+	}
+	kind := s.Model.CheckpointKind
+	repo, rev := coordinator.FixedString(s.Model.CheckpointRepo[:]), coordinator.FixedString(s.Model.CheckpointRevision[:])
+	if (kind != coordinator.CheckpointHub && kind != coordinator.CheckpointP2P) || repo == "" || rev == "" {
+		return "", nil, badInputf("run %s has announced no hub checkpoint (its clients upload one with train --hub-upload); sample from a checkpoint file with --model",
+			c.String(runIDFlag.Name))
+	}
+	dir, err := os.MkdirTemp("", "psyche-sample-")
+	if err != nil {
+		return "", nil, err
+	}
+	done = func() { os.RemoveAll(dir) }
+	path, err = hub.Fetch(c.Context, repo, rev, dir, hub.FetchOptions{})
+	if err != nil {
+		done()
+		return "", nil, fmt.Errorf("run %s: fetch checkpoint %s of %s: %w", c.String(runIDFlag.Name), rev, repo, err)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "sample: run %s, checkpoint %s of %s, step %d of the run\n", c.String(runIDFlag.Name), rev, repo, s.Progress.Step-1)
+	return path, done, nil
 }

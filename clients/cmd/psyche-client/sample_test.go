@@ -39,6 +39,8 @@ func TestSample(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"sample"},
+		{"sample", "--model", model, "--run-id", "r"},
+		{"sample", "--model", model, "extra"},
 		{"sample", "--model", model, "--prompt", ""},
 		{"sample", "--model", model, "--tokenizer", "gpt2"},
 		{"sample", "--model", model, "--temperature", "-1"},
