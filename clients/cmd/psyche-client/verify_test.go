@@ -286,7 +286,7 @@ func newVerifyFixture(t *testing.T) *verifyFixture {
 	copy(s.RunId[:], verifyTestRun)
 	s.RunState = uint8(coordinator.RoundWitness)
 	s.Config = coordinator.Config{VerificationPercent: 100, ForgivePerEpoch: 1, VestingEpochs: 2, WitnessNodes: 0, TotalSteps: 10}
-	s.Model = coordinator.Model{Architecture: 1, Tokenizer: 1, Optimizer: 1, Quantize1bit: 1, MaxSeqLen: 16, NLayer: 1, NHead: 2, NEmbd: 16,
+	s.Model = coordinator.Model{Architecture: 1, Tokenizer: 1, DataType: 1, Optimizer: 1, Quantize1bit: 1, MaxSeqLen: 16, NLayer: 1, NHead: 2, NEmbd: 16,
 		VocabSize: 256, LrSchedule: 1, LearningRate: 0.003, FinalLearningRate: 0.003,
 		ClipGradNorm: 1, CompressionDecay: 0.999, CompressionTopk: 8, CompressionChunk: 64}
 	copy(s.Model.DataLocation[:], f.data)
