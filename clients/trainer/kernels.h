@@ -8,12 +8,12 @@
 //     is one chain: acc = base; acc = fma(x[k], y[k], acc) for k = 0, 1, ...
 //     with base the bias, the previous value (accumulating) or 0. The chain
 //     runs on across micro-batches, so gradients do not depend on them.
-//   * a row reduction (LayerNorm statistics, softmax sums) is 32 lanes,
+//   * a row reduction (LayerNorm and RMSNorm statistics, softmax sums) is 32 lanes,
 //     lane j taking elements j, j+32, ... in order, then the fixed tree of
 //     trk_tree32: what a warp does with xor shuffles and 4 AVX2 or 2 AVX-512
 //     registers do with adds.
-//   * a column reduction over tokens (bias, LayerNorm and embedding
-//     gradients, the loss) is one chain in token order from the previous value.
+//   * a column reduction over tokens (bias, norm and embedding gradients,
+//     the loss) is one chain in token order from the previous value.
 //   * exp, log, tanh come from mathfn.h: + - * / sqrt only.
 // fma is IEEE fused multiply-add, one rounding: FFMA on the GPU, vfmadd on
 // x86 with FMA, glibc's correctly rounded fmaf elsewhere, so every ISA level
