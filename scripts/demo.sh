@@ -13,8 +13,9 @@
 # Environment:
 #   DEMO_DIR=<temp dir>   where ledger, wallets, data, logs and the plot go (kept)
 #   DEMO_CONFIG=light     the run config, config/<name>.toml: light (DeMo every
-#                         step) or sparseloco (the multi-step mode: 10 inner
-#                         steps per round, 2-bit top-k pseudo-gradients)
+#                         step), llama-light (the same run on the Llama
+#                         architecture) or sparseloco (the multi-step mode: 10
+#                         inner steps per round, 2-bit top-k pseudo-gradients)
 #   DEMO_OVERLAP=0        1: overlapped rounds (train round h+1 while round h's
 #                         payloads are exchanged; applied one round late)
 #   DEMO_STEPS=<n>        total_steps of the run (default: the config's)
