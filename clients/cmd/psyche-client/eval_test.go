@@ -5,27 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 // eval prints acc and acc_norm per task; unusable tasks, models and flags
 // exit 2 with one line.
 func TestEval(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := trainer.ConfigByName("llama-light")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trainer.New(cfg, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := filepath.Join(dir, "m.safetensors")
-	if err := tr.SaveModel(model, nil); err != nil {
-		t.Fatal(err)
-	}
-	tr.Close()
+	model := llamaModelFile(t)
 	task := filepath.Join(dir, "t.jsonl")
 	items := `{"context":"The President","choices":[" said"," xqz"],"gold":0}` + "\n" +
 		`{"context":"One, two,","choices":[" three"," seven"," blue"],"gold":0}` + "\n"

@@ -11,19 +11,7 @@ import (
 // sample streams text after the prompt; the same seed gives the same text,
 // and bad flags exit 2 with one line.
 func TestSample(t *testing.T) {
-	cfg, err := trainer.ConfigByName("llama-light")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trainer.New(cfg, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := filepath.Join(t.TempDir(), "m.safetensors")
-	if err := tr.SaveModel(model, nil); err != nil {
-		t.Fatal(err)
-	}
-	tr.Close()
+	model := llamaModelFile(t)
 	args := []string{"sample", "--model", model, "--prompt", "Hello", "--max-tokens", "20", "--seed", "9"}
 	a, stderr, code := runCLI(t, nil, args...)
 	if code != 0 || !strings.HasPrefix(a, "Hello") || len(a) < len("Hello")+5 {
@@ -51,4 +39,23 @@ func TestSample(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q: want 2 and one line", bad, code, stderr)
 		}
 	}
+}
+
+// llamaModelFile writes a freshly initialised llama-light model file.
+func llamaModelFile(t *testing.T) string {
+	t.Helper()
+	cfg, err := trainer.ConfigByName("llama-light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trainer.New(cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	model := filepath.Join(t.TempDir(), "m.safetensors")
+	if err := tr.SaveModel(model, nil); err != nil {
+		t.Fatal(err)
+	}
+	return model
 }
