@@ -3,7 +3,9 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -236,11 +238,18 @@ func newSimRunWith(t *testing.T, seed uint64, config string) *simRun {
 // add starts a client; it acts from the next tick.
 func (r *simRun) add(name string, honest bool) *simClient {
 	r.t.Helper()
-	key, _, err := crypto.GenerateEd25519Key(nil)
+	// Keys from the run's seeded stream, so that a run (its members' order,
+	// witnesses and roles) is the same every time.
+	var seed [2 * ed25519.SeedSize]byte
+	for i := 0; i < len(seed); i += 8 {
+		binary.LittleEndian.PutUint64(seed[i:], r.rng.Uint64())
+	}
+	key, _, err := crypto.GenerateEd25519Key(bytes.NewReader(seed[:ed25519.SeedSize]))
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	sc := &simClient{name: name, wallet: solana.NewWallet().PrivateKey, key: key, honest: honest, dir: r.t.TempDir()}
+	wallet := solana.PrivateKey(ed25519.NewKeyFromSeed(seed[ed25519.SeedSize:]))
+	sc := &simClient{name: name, wallet: wallet, key: key, honest: honest, dir: r.t.TempDir()}
 	r.start(sc)
 	r.clients = append(r.clients, sc)
 	return sc
