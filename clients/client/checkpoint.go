@@ -134,6 +134,9 @@ func (c *Client) loadHubCheckpoint(ctx context.Context, v *coordinator.View) (bo
 		c.log.Warn("hub checkpoint unavailable; loading the model from peers", "repo", repo, "revision", rev, "err", err)
 		return false, nil
 	}
+	if trainer.IsHFWeights(path) {
+		return c.loadHFStart(repo, rev, path, first)
+	}
 	md, err := trainer.CheckpointMetadata(path)
 	if err != nil {
 		return false, fmt.Errorf("hub checkpoint %s: %w", rev, err)
@@ -151,6 +154,35 @@ func (c *Client) loadHubCheckpoint(ctx context.Context, v *coordinator.View) (bo
 	}
 	c.e.loadedFrom(want)
 	c.log.Info("model loaded from the hub", "repo", repo, "revision", rev, "step", want)
+	return true, nil
+}
+
+// loadHFStart loads a Hugging Face model the run starts from: its weights
+// file, pinned by the revision, read with the run's own model config. A
+// file:// repo that is a whole Hugging Face directory also has its
+// config.json checked against the run's. Past step 1 the replicas have moved
+// on from it, so the caller asks peers.
+func (c *Client) loadHFStart(repo, rev, path string, first bool) (bool, error) {
+	if !first {
+		c.log.Info("the hub's model is the one the run started from; loading the model from peers", "revision", rev)
+		return false, nil
+	}
+	if dir := hub.LocalDir(repo); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, trainer.HFConfigFile)); err == nil {
+			hf, err := trainer.ReadHFConfig(dir, 1)
+			if err == nil {
+				err = trainer.HFConfigFits(hf, c.tr.Config())
+			}
+			if err != nil {
+				return false, fmt.Errorf("the run starts from the Hugging Face model in %s: %w", dir, err)
+			}
+		}
+	}
+	if err := c.tr.LoadHF(path); err != nil {
+		return false, fmt.Errorf("the run starts from Hugging Face model %s of %s, which does not fit the run's model: %w", rev, repo, err)
+	}
+	c.e.loadedFrom(0)
+	c.log.Info("model loaded from a Hugging Face model file", "repo", repo, "revision", rev)
 	return true, nil
 }
 

@@ -1,10 +1,15 @@
 package client_test
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/hub"
+	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 // llamaConfig is testConfig's run on the Llama architecture, in
@@ -13,14 +18,42 @@ import (
 var llamaConfig = strings.Replace(testConfig, "architecture = \"gpt2\"\n",
 	"architecture = \"llama\"\nn_kv_head = 2\nintermediate_size = 384\nrope_theta = 10000.0\n", 1)
 
-// Three clients train a light Llama run to Finished on localnet: every step
-// recorded, every step's replica digest identical on all of them, and the
-// held-out loss falls by at least 1.0 nat.
+// Three clients train a light Llama run to Finished on localnet, starting
+// from a Hugging Face model directory that the run pins by the hash of its
+// weights and names as a file:// repo: every client starts from those
+// weights (its held-out loss at step 0 is theirs, bit for bit), every step
+// is recorded, every step's replica digest is identical on all of them, and
+// the held-out loss falls by at least 1.0 nat.
 func TestLlamaTrainsToFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	clients, s := threeToFinished(t, "e2e-llama", llamaConfig)
+	cfg, err := trainer.ConfigByName("llama-light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := trainer.New(cfg, 777) // "pretrained": another seed than the run's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pre.Close()
+	hfDir := t.TempDir()
+	if err := pre.ExportHF(hfDir); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := hub.HashFile(filepath.Join(hfDir, trainer.HFWeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := strings.Replace(llamaConfig, `kind = "ephemeral"`, fmt.Sprintf("kind = \"hub\"\nrepo = %q\nrevision = %q", "file://"+hfDir, rev), 1)
+	clients, s, e := threeToFinished(t, "e2e-llama", config)
+	preLoss := evalLoss(context.Background(), t, pre, e.valDir)
+	for i, tc := range clients {
+		h := tc.rec.Snapshot().HeldOut
+		if len(h) == 0 || h[0].Step != 0 || float32(h[0].Loss) != preLoss {
+			t.Errorf("client %d: held-out loss at the start %v, want %v at step 0 (the Hugging Face model's)", i, h, preLoss)
+		}
+	}
 	if s.Model.Architecture != coordinator.ArchLlama || s.Model.NKvHead != 2 {
 		t.Errorf("the run's model is architecture %d with %d key heads, want llama with 2", s.Model.Architecture, s.Model.NKvHead)
 	}

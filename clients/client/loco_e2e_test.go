@@ -44,7 +44,7 @@ func TestSparseLoCoOverlapTrainsToFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	clients, _ := threeToFinished(t, "e2e-loco", locoConfig)
+	clients, _, _ := threeToFinished(t, "e2e-loco", locoConfig)
 	digests := map[uint64]string{}
 	for i, tc := range clients {
 		snap := tc.rec.Snapshot()
@@ -86,7 +86,7 @@ func heldOutSpan(clients []*trainingClient) (first, last status.LossPoint) {
 // threeToFinished runs config with three clients on localnet until every
 // one of them has seen the run finish, checks that it finished, and returns
 // the clients and the run's final state.
-func threeToFinished(t *testing.T, runID, config string) ([]*trainingClient, *coordinator.State) {
+func threeToFinished(t *testing.T, runID, config string) ([]*trainingClient, *coordinator.State, *runEnv) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -105,5 +105,5 @@ func threeToFinished(t *testing.T, runID, config string) ([]*trainingClient, *co
 	if coordinator.Phase(s) != coordinator.Finished {
 		t.Errorf("run ended %v, want Finished", coordinator.Phase(s))
 	}
-	return clients, s
+	return clients, s, e
 }

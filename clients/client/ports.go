@@ -55,6 +55,8 @@ type replica interface {
 	SaveCheckpoint(path string, meta map[string]string) error
 	LoadCheckpoint(path string) error
 	SaveModel(path string, meta map[string]string) error
+	LoadHF(path string) error
+	Config() trainer.Config
 	ReplayState() ([]byte, error)
 	ResetOptimizer() error
 	Backend() string

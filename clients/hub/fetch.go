@@ -40,15 +40,16 @@ type FetchOptions struct {
 
 // Fetch makes dir/<rev>.safetensors hold revision rev of repo and returns its
 // path. A file already there whose SHA-256 is rev is used without touching
-// the network. Otherwise the file is downloaded to a temporary file in dir,
-// hashed as it streams (an interrupted transfer resumes with a Range
-// request), synced, and renamed into place only when its hash is rev: on any
-// failure dir is left as it was.
+// the network. Otherwise the file is downloaded (or, from a file:// repo,
+// copied) to a temporary file in dir, hashed as it streams (an interrupted
+// transfer resumes with a Range request), synced, and renamed into place
+// only when its hash is rev: on any failure dir is left as it was.
 func Fetch(ctx context.Context, repo, rev, dir string, opts FetchOptions) (path string, err error) {
 	src, err := FileURL(repo, rev)
 	if err != nil {
 		return "", err
 	}
+	u, _ := ParseRepo(repo) // FileURL checked it
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -62,6 +63,13 @@ func Fetch(ctx context.Context, repo, rev, dir string, opts FetchOptions) (path 
 		log.Warn("cached checkpoint does not match its name; fetching it again", "path", dst, "sha256", got)
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("checking %s: %w", dst, err)
+	}
+	if root := localRoot(u); root != "" {
+		path, err := fetchLocal(root, rev, dir, orDefault(opts.MaxSize, DefaultMaxFetchSize))
+		if err == nil {
+			log.Info("checkpoint copied", "repo", repo, "path", path)
+		}
+		return path, err
 	}
 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -93,21 +101,8 @@ func Fetch(ctx context.Context, repo, rev, dir string, opts FetchOptions) (path 
 	if got := hex.EncodeToString(d.h.Sum(nil)); got != rev {
 		return "", &IntegrityError{Source: src, Got: got, Want: rev}
 	}
-	if err := tmp.Sync(); err != nil {
-		return "", fmt.Errorf("%s: syncing: %w", what, err)
-	}
-	if err := tmp.Close(); err != nil {
+	if err := commitTemp(tmp, dst); err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
-	}
-	if dirf, err := os.Open(dir); err == nil {
-		err = syncDir(dirf)
-		dirf.Close()
-		if err != nil {
-			return "", fmt.Errorf("%s: syncing %s: %w", what, dir, err)
-		}
 	}
 	log.Info("checkpoint fetched", "url", src, "path", dst, "bytes", d.n)
 	return dst, nil

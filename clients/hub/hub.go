@@ -2,8 +2,9 @@
 // HTTP: the place a run with checkpoint kind "hub" publishes its model.
 //
 // A run's on-chain model names a repo and a revision. Here the repo is a base
-// URL (http:// or https://) and the revision is the lowercase hex SHA-256 of
-// the checkpoint file, which lives at <repo>/<revision>.safetensors. Because
+// URL (http:// or https://, or file:// for a directory on a local or shared
+// filesystem) and the revision is the lowercase hex SHA-256 of the checkpoint
+// file, which lives at <repo>/<revision>.safetensors. Because
 // the name is the hash, a file can be checked by anyone who reads the chain,
 // cached forever, and uploaded twice without harm.
 package hub
@@ -16,6 +17,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -67,17 +69,22 @@ func isRevision(s string) bool {
 	return true
 }
 
-// ParseRepo checks a repo URL: http or https, a host, and no query,
-// fragment or credentials (the repo is published on chain).
+// ParseRepo checks a repo URL: http or https with a host, or file with an
+// absolute path, and no query, fragment or credentials (the repo is
+// published on chain).
 func ParseRepo(repo string) (*url.URL, error) {
 	u, err := url.Parse(repo)
 	if err != nil {
 		return nil, fmt.Errorf("repo %q is not a URL: %w", repo, err)
 	}
 	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("repo %q must be an http:// or https:// URL", repo)
-	case u.Host == "":
+	case u.Scheme == "file" && (u.Host != "" && u.Host != "localhost" || !strings.HasPrefix(u.Path, "/")):
+		return nil, fmt.Errorf("repo %q must name an absolute path, as file:///srv/models/run", repo)
+	case u.Scheme == "file" && path.Clean(u.Path) != strings.TrimSuffix(u.Path, "/") && u.Path != "/":
+		return nil, fmt.Errorf("repo %q has . or .. or repeated slashes in its path", repo)
+	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file":
+		return nil, fmt.Errorf("repo %q must be an http://, https:// or file:// URL", repo)
+	case u.Host == "" && u.Scheme != "file":
 		return nil, fmt.Errorf("repo %q has no host", repo)
 	case u.User != nil:
 		return nil, fmt.Errorf("repo %q carries credentials; the repo is public on chain, so pass a token separately", repo)

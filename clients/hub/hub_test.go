@@ -467,8 +467,15 @@ func TestValidation(t *testing.T) {
 	}{
 		{"http://h:1/runs/x", rev, ""},
 		{"https://h/", rev, ""},
-		{"ftp://h/x", rev, "http:// or https://"},
-		{"h/x", rev, "http:// or https://"},
+		{"file:///srv/models/run", rev, ""},
+		{"file://localhost/srv", rev, ""},
+		{"ftp://h/x", rev, "http://, https:// or file://"},
+		{"h/x", rev, "http://, https:// or file://"},
+		{"file://h/srv", rev, "absolute path"},
+		{"file:srv", rev, "absolute path"},
+		{"file:///srv/../etc", rev, ".."},
+		{"file:///srv//x", rev, "repeated slashes"},
+		{"file:///srv?a=1", rev, "query"},
 		{"http:///x", rev, "no host"},
 		{"http://h/x?a=1", rev, "query"},
 		{"http://h/x?", rev, "query"},
@@ -481,7 +488,7 @@ func TestValidation(t *testing.T) {
 	} {
 		u, err := FileURL(c.repo, c.rev)
 		if c.want == "" {
-			if err != nil || !strings.HasSuffix(u, "/"+rev+Ext) || strings.Contains(u[len("https://"):], "//") {
+			if err != nil || !strings.HasSuffix(u, "/"+rev+Ext) || strings.Contains(u[len("file:///"):], "//") {
 				t.Errorf("%s %s: %s %v", c.repo, c.rev, u, err)
 			}
 			continue
@@ -502,5 +509,57 @@ func TestValidation(t *testing.T) {
 		if _, err := ParseSize(in); err == nil {
 			t.Errorf("ParseSize(%q) succeeded", in)
 		}
+	}
+}
+
+// A file:// repo: uploads land as <rev>.safetensors, fetches copy them (or a
+// Hugging Face directory's model.safetensors) verified, and a file whose
+// hash is not the revision is refused with the directory left as it was.
+func TestLocalRepo(t *testing.T) {
+	ctx := context.Background()
+	src, data, rev := checkpoint(t, 3000)
+	root := filepath.Join(t.TempDir(), "repo")
+	repo := "file://" + root
+	got, err := Upload(ctx, repo, src, UploadOptions{})
+	if err != nil || got != rev {
+		t.Fatalf("upload: %s %v", got, err)
+	}
+	if fs := files(t, root); len(fs) != 1 || fs[0] != rev+Ext {
+		t.Fatalf("repo holds %v", fs)
+	}
+	if again, err := Upload(ctx, repo, src, UploadOptions{}); err != nil || again != rev {
+		t.Fatalf("second upload: %s %v", again, err)
+	}
+	dir := t.TempDir()
+	p, err := Fetch(ctx, repo, rev, dir, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, data) {
+		t.Fatal("fetched bytes differ")
+	}
+
+	// A Hugging Face directory: model.safetensors is found by its hash.
+	hf := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hf, HFWeightsFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Fetch(ctx, "file://"+hf, rev, t.TempDir(), fast); err != nil || filepath.Base(p) != rev+Ext {
+		t.Fatalf("fetch from an HF directory: %s %v", p, err)
+	}
+	other := strings.Repeat("0", 64)
+	dir = t.TempDir()
+	var ie *IntegrityError
+	if _, err := Fetch(ctx, "file://"+hf, other, dir, fast); !errors.As(err, &ie) || ie.Want != other || ie.Got != rev {
+		t.Fatalf("fetch of another revision: %v", err)
+	}
+	if _, err := Fetch(ctx, "file://"+t.TempDir(), rev, dir, fast); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("fetch from an empty directory: %v", err)
+	}
+	if fs := files(t, dir); len(fs) != 0 {
+		t.Fatalf("failed fetches left %v", fs)
+	}
+	if _, err := Fetch(ctx, "file://"+hf, rev, dir, FetchOptions{MaxSize: 100}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("size limit: %v", err)
 	}
 }

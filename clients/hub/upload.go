@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -27,7 +29,8 @@ type UploadOptions struct {
 // with HEAD, or said by the PUT's status) is success, and nothing is sent
 // twice.
 func Upload(ctx context.Context, repo, path string, opts UploadOptions) (rev string, err error) {
-	if _, err := ParseRepo(repo); err != nil {
+	u, err := ParseRepo(repo)
+	if err != nil {
 		return "", err
 	}
 	log := opts.Log
@@ -57,6 +60,12 @@ func Upload(ctx context.Context, repo, path string, opts UploadOptions) (rev str
 	dst, err := FileURL(repo, rev)
 	if err != nil {
 		return "", err
+	}
+	if root := localRoot(u); root != "" {
+		if err := uploadLocal(root, path, rev, log); err != nil {
+			return "", err
+		}
+		return rev, nil
 	}
 	client := opts.Client
 	if client == nil {
@@ -134,5 +143,20 @@ func checkSafetensors(r io.ReaderAt, size int64) error {
 	if head[8] != '{' {
 		return fmt.Errorf("its header is not a JSON object")
 	}
+	return nil
+}
+
+// uploadLocal stores the file at path in the file:// repo root, unless a
+// file of that revision is there already.
+func uploadLocal(root, path, rev string, log *slog.Logger) error {
+	dst := filepath.Join(root, rev+Ext)
+	if got, err := HashFile(dst); err == nil && got == rev {
+		log.Info("the hub already holds this checkpoint", "path", dst)
+		return nil
+	}
+	if _, err := installCopy(path, root, rev, math.MaxInt64); err != nil {
+		return err
+	}
+	log.Info("checkpoint stored", "path", dst)
 	return nil
 }

@@ -118,3 +118,12 @@ func (c Config) sameModel(o Config) bool {
 		c.Channels == o.Channels && c.Heads == o.Heads && c.SeqLen == o.SeqLen && c.KVHeads == o.KVHeads &&
 		c.Hidden == o.Hidden && c.Untied == o.Untied && c.RopeTheta == o.RopeTheta
 }
+
+// describe names the model's architecture and shapes, for error messages.
+func (c Config) describe() string {
+	if c.IsLlama() {
+		return fmt.Sprintf("llama: %d layers, width %d, %d heads, %d key/value heads, SwiGLU %d, rope theta %g, vocabulary %d, untied %v",
+			c.Layers, c.Channels, c.Heads, c.KVHeads, c.Hidden, c.RopeTheta, c.Vocab, c.Untied)
+	}
+	return fmt.Sprintf("gpt2: %d layers, width %d, %d heads, vocabulary %d", c.Layers, c.Channels, c.Heads, c.Vocab)
+}

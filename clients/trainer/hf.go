@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -304,45 +305,127 @@ func (t *Trainer) tensorOffsets() (map[string]int, error) {
 // architecture needs must be there with its shape; a tied lm_head.weight
 // that transformers keeps is allowed when it equals the embedding.
 func ImportHF(dir string, microBatch int) (*Trainer, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%s: %s: %w", dir, fmt.Sprintf(format, args...), ErrHF)
-	}
-	cj, err := os.ReadFile(filepath.Join(dir, HFConfigFile))
+	cfg, err := ReadHFConfig(dir, microBatch)
 	if err != nil {
-		return nil, bad("%v", err)
-	}
-	cfg, err := hfConfig(cj, microBatch)
-	if err != nil {
-		return nil, bad("%v", err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, HFWeightsFile))
-	if err != nil {
-		return nil, bad("%v", err)
-	}
-	hdr, body, err := parseSafetensors(raw)
-	if err != nil {
-		return nil, bad("%s: %v", HFWeightsFile, err)
+		return nil, err
 	}
 	t, err := New(cfg, 0)
 	if err != nil {
 		return nil, err
 	}
-	params := make([]float32, t.NumParams()) // padded vocabulary rows stay 0
-	offsets, err := t.tensorOffsets()
-	if err != nil {
+	if err := t.LoadHF(filepath.Join(dir, HFWeightsFile)); err != nil {
 		t.Close()
 		return nil, err
 	}
+	return t, nil
+}
+
+// ReadHFConfig reads the config.json of a Hugging Face model directory into
+// a trainer config with the given micro-batch.
+func ReadHFConfig(dir string, microBatch int) (Config, error) {
+	cj, err := os.ReadFile(filepath.Join(dir, HFConfigFile))
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %v: %w", dir, err, ErrHF)
+	}
+	cfg, err := hfConfig(cj, microBatch)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %v: %w", dir, err, ErrHF)
+	}
+	return cfg, nil
+}
+
+// HFConfigFits checks that a Hugging Face model of config hf can start a
+// model of config want: the same architecture and shapes, except that a
+// GPT-2 may have more positions than want's sequence length (the first ones
+// are kept) and a Llama any (it has no position table).
+func HFConfigFits(hf, want Config) error {
+	a, b := hf, want
+	a.Name, a.MicroBatch, a.SeqLen, b.Name, b.MicroBatch, b.SeqLen = "", 0, 0, "", 0, 0
+	if !a.sameModel(b) {
+		return fmt.Errorf("the Hugging Face model (%s) is not the run's (%s): %w", hf.describe(), want.describe(), ErrHF)
+	}
+	if !hf.IsLlama() && hf.SeqLen < want.SeqLen {
+		return fmt.Errorf("the Hugging Face model has %d positions, fewer than the run's sequence length %d: %w", hf.SeqLen, want.SeqLen, ErrHF)
+	}
+	return nil
+}
+
+// IsHFWeights reports whether the safetensors file at path holds a Hugging
+// Face model (transformers' tensor names) rather than one of ours.
+func IsHFWeights(path string) bool {
+	hdr, err := readSafetensorsHeader(path)
+	if err != nil {
+		return false
+	}
+	_, gpt2 := hdr["transformer.wte.weight"]
+	_, llama := hdr["model.embed_tokens.weight"]
+	return gpt2 || llama
+}
+
+// readSafetensorsHeader reads only the header of a safetensors file.
+func readSafetensorsHeader(path string) (stHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var n [8]byte
+	if _, err := io.ReadFull(f, n[:]); err != nil {
+		return nil, err
+	}
+	size := binary.LittleEndian.Uint64(n[:])
+	if size > maxHeaderLen {
+		return nil, fmt.Errorf("%s: header of %d bytes", path, size)
+	}
+	raw := make([]byte, size)
+	if _, err := io.ReadFull(f, raw); err != nil {
+		return nil, err
+	}
+	var hdr stHeader
+	if err := json.Unmarshal(raw, &hdr); err != nil {
+		return nil, fmt.Errorf("%s: header: %v", path, err)
+	}
+	return hdr, nil
+}
+
+// LoadHF sets this trainer's parameters from a Hugging Face weights file
+// (model.safetensors) of its architecture and shapes; see ImportHF. A
+// GPT-2's position table may be longer than the sequence length: its first
+// rows are used. The optimizer state is untouched, so this is for a trainer
+// that has not trained yet. A bad file is rejected and changes nothing.
+func (t *Trainer) LoadHF(path string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %s: %w", path, fmt.Sprintf(format, args...), ErrHF)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return bad("%v", err)
+	}
+	hdr, body, err := parseSafetensors(raw)
+	if err != nil {
+		return bad("%v", err)
+	}
+	cfg := t.cfg
+	params := make([]float32, t.NumParams()) // padded vocabulary rows stay 0
+	offsets, err := t.tensorOffsets()
+	if err != nil {
+		return err
+	}
 	used := map[string]bool{}
 	for _, h := range hfLayout(cfg) {
-		vals, err := hdr.floats(body, h.name, h.shape)
+		shape := h.shape
+		if h.ours == "wpe" {
+			if rows := hdr.rows(h.name); rows > shape[0] {
+				shape = []int{rows, shape[1]}
+			}
+		}
+		vals, err := hdr.floats(body, h.name, shape)
 		if err != nil {
-			t.Close()
-			return nil, bad("%s: %v", HFWeightsFile, err)
+			return bad("%v", err)
 		}
 		used[h.name] = true
 		base := offsets[h.ours] + max(h.layer, 0)*h.rows*h.cols
-		for i, v := range vals {
+		for i, v := range vals[:h.rows*h.cols] {
 			r, c := i/h.cols, i%h.cols
 			if h.trans {
 				r, c = i%h.rows, i/h.rows
@@ -365,17 +448,14 @@ func ImportHF(dir string, microBatch int) (*Trainer, error) {
 			if err1 == nil && err2 == nil && slices.Equal(a, b) {
 				continue
 			}
-			t.Close()
-			return nil, bad("%s: lm_head.weight differs from the token embedding, but the config ties them", HFWeightsFile)
+			return bad("lm_head.weight differs from the token embedding, but the config ties them")
 		}
-		t.Close()
-		return nil, bad("%s: unexpected tensor %s", HFWeightsFile, name)
+		return bad("unexpected tensor %s", name)
 	}
 	if err := t.SetParams(params); err != nil {
-		t.Close()
-		return nil, bad("%v", err)
+		return bad("%v", err)
 	}
-	return t, nil
+	return nil
 }
 
 // safetensors header entries by name.
@@ -394,6 +474,15 @@ func parseSafetensors(raw []byte) (stHeader, []byte, error) {
 		return nil, nil, fmt.Errorf("header: %v", err)
 	}
 	return hdr, raw[8+n:], nil
+}
+
+// rows is the first dimension of tensor name (0 when missing or unreadable).
+func (h stHeader) rows(name string) int {
+	var e stEntry
+	if json.Unmarshal(h[name], &e) != nil || len(e.Shape) == 0 {
+		return 0
+	}
+	return e.Shape[0]
 }
 
 // floats returns tensor name of the given shape, widened to fp32.

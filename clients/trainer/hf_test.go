@@ -270,3 +270,75 @@ func floatToHalf(f float32) uint16 {
 	}
 	return sign | uint16(h)
 }
+
+// A run starts from a Hugging Face weights file with its own (on-chain)
+// config: a GPT-2 with a shorter context keeps the first rows of the
+// position table, and a config that differs in any shape is refused.
+func TestLoadHFIntoRunConfig(t *testing.T) {
+	src := filepath.Join("testdata", "hf", "gpt2")
+	weights := filepath.Join(src, HFWeightsFile)
+	if !IsHFWeights(weights) {
+		t.Fatal("IsHFWeights: the golden's weights are not recognized")
+	}
+	full, err := ImportHF(src, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	hf := full.Config()
+	short := hf
+	short.SeqLen = hf.SeqLen / 2
+	if err := HFConfigFits(hf, short); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(short, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.LoadHF(weights); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(t.TempDir(), "m.safetensors")
+	if err := tr.SaveModel(model, nil); err != nil {
+		t.Fatal(err)
+	}
+	if IsHFWeights(model) {
+		t.Fatal("IsHFWeights: our own model file taken for a Hugging Face one")
+	}
+	want, _ := full.Params()
+	got, _ := tr.Params()
+	offs, _ := tr.tensorOffsets()
+	wantOffs, _ := full.tensorOffsets()
+	ts, _ := tr.Tensors()
+	for _, x := range ts {
+		n := x.Size // wpe: the first SeqLen rows of the full table
+		if !slices.Equal(got[offs[x.Name]:offs[x.Name]+n], want[wantOffs[x.Name]:wantOffs[x.Name]+n]) {
+			t.Errorf("tensor %s differs from the full import", x.Name)
+		}
+	}
+
+	long := hf
+	long.SeqLen = 2 * hf.SeqLen
+	for name, c := range map[string]Config{"longer context": long, "other width": func() Config { c := short; c.Channels *= 2; return c }(),
+		"other heads": func() Config { c := short; c.Heads /= 2; return c }(), "llama": func() Config { c := short; c.Arch = ArchLlama; return c }()} {
+		if err := HFConfigFits(hf, c); !errors.Is(err, ErrHF) {
+			t.Errorf("%s: HFConfigFits = %v, want ErrHF", name, err)
+		}
+	}
+	wide := short
+	wide.Channels *= 2
+	wide.PaddedVocab = short.PaddedVocab
+	tw, err := New(wide, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tw.Close()
+	before, _ := tw.Params()
+	if err := tw.LoadHF(weights); !errors.Is(err, ErrHF) || !strings.Contains(err.Error(), "shape") {
+		t.Fatalf("weights of another width: %v", err)
+	}
+	if after, _ := tw.Params(); !slices.Equal(before, after) {
+		t.Fatal("a refused file changed the parameters")
+	}
+}

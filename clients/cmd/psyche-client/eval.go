@@ -20,7 +20,7 @@ func evalCommand() *cli.Command {
 		Usage: "score a model file on multiple-choice tasks as lm-evaluation-harness does (acc, acc_norm); " +
 			"tasks are JSONL files of {\"context\", \"choices\", \"gold\"} or " + builtinTask,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Usage: "a model or checkpoint file"},
+			&cli.StringFlag{Name: "model", Usage: "a model or checkpoint file, or a Hugging Face model directory"},
 			&cli.StringSliceFlag{Name: "tasks", Usage: "task files (JSONL, one item per line) and/or " + builtinTask +
 				" (the true 8-byte continuation of held-out State of the Union passages among 4)"},
 			&cli.IntFlag{Name: "limit", Usage: "items per task at most (0: all)"},

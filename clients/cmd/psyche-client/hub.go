@@ -8,12 +8,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/psyche-go/psyche/clients/hub"
+	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 // hubTokenEnv holds a hub's upload token when --token-file is not given; a
@@ -26,7 +28,7 @@ func hubCommands() []*cli.Command {
 	return []*cli.Command{{
 		Name:        "hub",
 		Usage:       "serve, upload to and fetch from a checkpoint hub (content-addressed safetensors over HTTP)",
-		Description: "A run with checkpoint kind \"hub\" names a repo (a base URL) and a revision (the file's SHA-256 in hex);\nthe checkpoint is <repo>/<revision>.safetensors.",
+		Description: "A run with checkpoint kind \"hub\" names a repo (a base URL, or file:///DIR for a directory every client can read)\nand a revision (the file's SHA-256 in hex); the checkpoint is <repo>/<revision>.safetensors, or, in a file:// repo\nthat is a Hugging Face model directory, its model.safetensors.",
 		Subcommands: []*cli.Command{hubServeCommand(), hubUploadCommand(), hubFetchCommand()},
 	}}
 }
@@ -85,10 +87,13 @@ func hubServeCommand() *cli.Command {
 func hubUploadCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "upload",
-		Usage:     "upload a safetensors checkpoint to a hub repo and print its revision (its SHA-256)",
-		ArgsUsage: "FILE",
+		Usage:     "upload a safetensors checkpoint, or a Hugging Face model directory's weights, to a hub repo and print its revision (its SHA-256)",
+		ArgsUsage: "FILE|DIR",
+		Description: "A DIR is a Hugging Face model directory (config.json, model.safetensors; GPT2LMHeadModel or LlamaForCausalLM):\n" +
+			"it is checked as `model import` checks it, its model.safetensors is uploaded, and the run config keys that start a run\n" +
+			"from it are printed to stderr. The repo may also be file:///DIR, a directory on a local or shared filesystem.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "repo", Usage: "the hub repo: a base URL such as http://host:9100/runs/demo (required)"},
+			&cli.StringFlag{Name: "repo", Usage: "the hub repo: a base URL such as http://host:9100/runs/demo, or file:///DIR (required)"},
 			hubTokenFileFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -107,7 +112,18 @@ func hubUploadCommand() *cli.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-			rev, err := hub.Upload(c.Context, repo, c.Args().First(), hub.UploadOptions{Token: token, Log: log})
+			src := c.Args().First()
+			var hf *trainer.Config
+			if st, err := os.Stat(src); err == nil && st.IsDir() {
+				tr, err := trainer.ImportHF(src, 1)
+				if err != nil {
+					return asBadModel(err)
+				}
+				cfg := tr.Config()
+				tr.Close()
+				hf, src = &cfg, filepath.Join(src, trainer.HFWeightsFile)
+			}
+			rev, err := hub.Upload(c.Context, repo, src, hub.UploadOptions{Token: token, Log: log})
 			if errors.Is(err, hub.ErrNotCheckpoint) || errors.Is(err, fs.ErrNotExist) {
 				return badInput(err)
 			}
@@ -115,9 +131,25 @@ func hubUploadCommand() *cli.Command {
 				return err
 			}
 			fmt.Fprintln(c.App.Writer, rev)
+			if hf != nil {
+				fmt.Fprintf(c.App.ErrWriter, "A run starts from this model with these keys in its config (max_seq_len may be lower):\n%s", hfRunKeys(*hf, repo, rev))
+			}
 			return nil
 		},
 	}
+}
+
+// hfRunKeys are the run config keys of a model of cfg that starts from
+// revision rev of repo.
+func hfRunKeys(cfg trainer.Config, repo, rev string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[model]\narchitecture = %q\nvocab_size = %d\nn_layer = %d\nn_head = %d\nn_embd = %d\nmax_seq_len = %d\n",
+		arch(cfg), cfg.Vocab, cfg.Layers, cfg.Heads, cfg.Channels, cfg.SeqLen)
+	if cfg.IsLlama() {
+		fmt.Fprintf(&b, "n_kv_head = %d\nintermediate_size = %d\nrope_theta = %g\ntie_embeddings = %v\n", cfg.KVHeads, cfg.Hidden, cfg.RopeTheta, !cfg.Untied)
+	}
+	fmt.Fprintf(&b, "[model.checkpoint]\nkind = \"hub\"\nrepo = %q\nrevision = %q\n", repo, rev)
+	return b.String()
 }
 
 func hubFetchCommand() *cli.Command {

@@ -100,6 +100,7 @@ func TestHubCommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"hub", "upload", "--repo", repo}, "one checkpoint file"},
+		{[]string{"hub", "upload", "--repo", repo, t.TempDir()}, "config.json"},
 		{[]string{"hub", "upload", file}, "--repo is required"},
 		{[]string{"hub", "upload", "--repo", repo, file + ".missing"}, "no such file"},
 		{[]string{"hub", "upload", "--repo", repo, notModel}, "not a safetensors checkpoint"},
@@ -107,7 +108,7 @@ func TestHubCommands(t *testing.T) {
 		{[]string{"hub", "upload", "--repo", repo, file, "--token-file", tokenFile}, "put flags before arguments"},
 		{[]string{"hub", "upload", "--repo", repo, "--token-file", emptyToken, file}, "one token"},
 		{[]string{"hub", "fetch", "--repo", repo, "--revision", want[:10], "--dir", dir}, "64 lowercase hex"},
-		{[]string{"hub", "fetch", "--repo", "ftp://h/x", "--revision", want, "--dir", dir}, "http:// or https://"},
+		{[]string{"hub", "fetch", "--repo", "ftp://h/x", "--revision", want, "--dir", dir}, "http://, https:// or file://"},
 		{[]string{"hub", "fetch", "--repo", repo, "--revision", want}, "--dir is required"},
 		{[]string{"hub", "fetch", "--repo", repo, "--revision", want, "--dir", dir, "--max-size", "lots"}, "--max-size"},
 		{[]string{"hub", "serve", "--dir", store, "--max-size", "0"}, "--max-size"},
@@ -278,5 +279,41 @@ func TestPredownloadModel(t *testing.T) {
 	setCheckpoint("hub", repo, "")
 	if _, errOut, code := onRun("sample", "--prompt", "Hi"); code != exitBadInput || !strings.Contains(errOut, "announced no hub checkpoint") {
 		t.Fatalf("sample --run-id without a checkpoint: exit %d: %s", code, errOut)
+	}
+}
+
+// A Hugging Face model directory uploads its weights, checked first, to a
+// file:// repo, and the run config keys that start a run from it are printed.
+func TestHubUploadHFDirectory(t *testing.T) {
+	cfg, err := trainer.ConfigByName("llama-light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trainer.New(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	hf := t.TempDir()
+	if err := tr.ExportHF(hf); err != nil {
+		t.Fatal(err)
+	}
+	want, err := hub.HashFile(filepath.Join(hf, trainer.HFWeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := "file://" + filepath.Join(t.TempDir(), "models")
+	out, errOut, code := runCLI(t, nil, "hub", "upload", "--repo", repo, hf)
+	if code != 0 || strings.TrimSpace(out) != want {
+		t.Fatalf("upload: exit %d, printed %q (%s); want the revision %s", code, out, errOut, want)
+	}
+	for _, key := range []string{`architecture = "llama"`, "n_kv_head = 2", "intermediate_size = 384", "tie_embeddings = true",
+		`kind = "hub"`, "repo = \"" + repo + "\"", "revision = \"" + want + "\""} {
+		if !strings.Contains(errOut, key) {
+			t.Errorf("the printed run config lacks %q:\n%s", key, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(strings.TrimPrefix(repo, "file://"), want+hub.Ext)); err != nil {
+		t.Fatalf("the file:// repo does not hold it: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
@@ -81,10 +82,15 @@ func asBadModel(err error) error {
 	return err
 }
 
-// loadModel opens the model or checkpoint file of --model with the tokenizer
-// of --tokenizer (or the one its vocabulary implies); the caller closes it.
+// loadModel opens the model or checkpoint file, or Hugging Face model
+// directory, of --model with the tokenizer of --tokenizer (or the one its
+// vocabulary implies); the caller closes it.
 func loadModel(c *cli.Context) (*trainer.Trainer, tokenizer.Tokenizer, error) {
-	tr, err := trainer.LoadCheckpoint(c.String("model"))
+	open := trainer.LoadCheckpoint
+	if st, err := os.Stat(c.String("model")); err == nil && st.IsDir() {
+		open = func(dir string) (*trainer.Trainer, error) { return trainer.ImportHF(dir, 1) }
+	}
+	tr, err := open(c.String("model"))
 	if err != nil {
 		return nil, nil, asBadModel(err)
 	}

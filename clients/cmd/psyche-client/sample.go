@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/psyche-go/psyche/clients/client"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/generate"
 	"github.com/psyche-go/psyche/clients/hub"
@@ -19,7 +21,7 @@ func sampleCommand() *cli.Command {
 		Name:  "sample",
 		Usage: "generate text from a model file or a run's announced checkpoint, streamed as it is sampled (the same seed gives the same text)",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "model", Usage: "a model or checkpoint file (psyche-client model import makes one from a Hugging Face directory)"},
+			&cli.StringFlag{Name: "model", Usage: "a model or checkpoint file, or a Hugging Face model directory"},
 			&cli.StringFlag{Name: runIDFlag.Name, Usage: "instead of --model: the run whose announced hub checkpoint to fetch (see --rpc)"},
 			&cli.StringFlag{Name: "prompt", Usage: "text to continue", Value: "The "},
 			&cli.IntFlag{Name: "max-tokens", Usage: "tokens to generate at most (the model's context may end it first)", Value: 200},
@@ -118,6 +120,31 @@ func fetchRunModel(c *cli.Context) (path string, done func(), err error) {
 		done()
 		return "", nil, fmt.Errorf("run %s: fetch checkpoint %s of %s: %w", c.String(runIDFlag.Name), rev, repo, err)
 	}
+	if trainer.IsHFWeights(path) { // the Hugging Face model the run starts from: the run's config reads it
+		cfg, err := client.TrainerConfig(&s.Model, 1)
+		if err == nil {
+			path, err = hfModelFile(cfg, path)
+		}
+		if err != nil {
+			done()
+			return "", nil, fmt.Errorf("run %s: the Hugging Face model %s of %s: %w", c.String(runIDFlag.Name), rev, repo, err)
+		}
+	}
 	fmt.Fprintf(c.App.ErrWriter, "sample: run %s, checkpoint %s of %s, step %d of the run\n", c.String(runIDFlag.Name), rev, repo, s.Progress.Step-1)
 	return path, done, nil
+}
+
+// hfModelFile writes a Hugging Face weights file read with cfg as a model
+// file beside it, and returns its path.
+func hfModelFile(cfg trainer.Config, weights string) (string, error) {
+	tr, err := trainer.New(cfg, 0)
+	if err != nil {
+		return "", err
+	}
+	defer tr.Close()
+	if err := tr.LoadHF(weights); err != nil {
+		return "", err
+	}
+	out := strings.TrimSuffix(weights, hub.Ext) + "-model" + hub.Ext
+	return out, tr.SaveModel(out, map[string]string{"source": "hf"})
 }

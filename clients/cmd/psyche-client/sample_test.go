@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,12 +19,20 @@ func TestSample(t *testing.T) {
 		t.Fatalf("exit %d: %q %s", code, a, stderr)
 	}
 	b, _, _ := runCLI(t, nil, args...)
-	c, _, _ := runCLI(t, nil, append(args[:len(args)-1], "10")...)
+	c, _, _ := runCLI(t, nil, append(slices.Clone(args[:len(args)-1]), "10")...)
 	if a != b {
 		t.Errorf("the same seed gave %q and %q", a, b)
 	}
 	if a == c {
 		t.Errorf("seeds 9 and 10 gave the same text %q", a)
+	}
+	// The same model as a Hugging Face directory samples the same text.
+	hf := filepath.Join(t.TempDir(), "hf")
+	if _, stderr, code := runCLI(t, nil, "model", "export", model, hf); code != 0 {
+		t.Fatalf("model export: exit %d: %s", code, stderr)
+	}
+	if d, stderr, code := runCLI(t, nil, append([]string{"sample", "--model", hf}, args[3:]...)...); code != 0 || d != a {
+		t.Errorf("from the Hugging Face directory: exit %d, %q (%s); want %q", code, d, stderr, a)
 	}
 	for _, bad := range [][]string{
 		{"sample"},
