@@ -53,7 +53,7 @@ func BuiltinSOTU(ctx context.Context, n, contextBytes, choiceBytes int) (Task, e
 			}
 		}
 	}
-	t := Task{Name: fmt.Sprintf("builtin:sotu (%d held-out passages, %d+%d bytes, 4 choices)", n, contextBytes, choiceBytes)}
+	t := Task{Name: fmt.Sprintf("%s (%d held-out passages, %d+%d bytes, 4 choices)", Builtin, n, contextBytes, choiceBytes), Key: Builtin}
 	for range n {
 		p := at()
 		it := Item{Context: text[p : p+contextBytes], Gold: rng.IntN(4)}

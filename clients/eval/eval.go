@@ -20,6 +20,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -35,12 +38,17 @@ type Item struct {
 // Task is a named list of items.
 type Task struct {
 	Name  string
+	Key   string // a short name (at most KeyLen bytes): what a client publishes on chain
 	Items []Item
 }
+
+// KeyLen bounds a task's Key: the Coordinator's report_eval takes 32 bytes.
+const KeyLen = 32
 
 // Result of a task.
 type Result struct {
 	Task    string
+	Key     string
 	N       int     // items scored
 	Acc     float64 // fraction whose gold choice has the highest log-likelihood
 	AccNorm float64 // the same, per byte of the choice
@@ -57,7 +65,7 @@ func Load(path string) (Task, error) {
 		return Task{}, fmt.Errorf("%w: %v", ErrTask, err)
 	}
 	defer f.Close()
-	t := Task{Name: path}
+	t := Task{Name: path, Key: fileKey(path)}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for line := 1; sc.Scan(); line++ {
@@ -88,11 +96,36 @@ func Load(path string) (Task, error) {
 	return t, nil
 }
 
+// Builtin names the built-in task in task lists.
+const Builtin = "builtin:sotu"
+
+// Open reads the task spec names: Builtin (builtinItems items) or a JSONL file.
+func Open(ctx context.Context, spec string, builtinItems int) (Task, error) {
+	switch {
+	case spec == Builtin:
+		return BuiltinSOTU(ctx, builtinItems, BuiltinContextBytes, BuiltinChoiceBytes)
+	case strings.HasPrefix(spec, "builtin:"):
+		return Task{}, fmt.Errorf("%w: unknown built-in task %q (known: %s)", ErrTask, spec, Builtin)
+	}
+	return Load(spec)
+}
+
+// fileKey is a task file's name without its directory and extension,
+// cut to KeyLen bytes at a character boundary.
+func fileKey(path string) string {
+	k := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	for len(k) > KeyLen {
+		_, size := utf8.DecodeLastRuneInString(k)
+		k = k[:len(k)-size]
+	}
+	return k
+}
+
 // Run scores every item of task (at most limit; 0: all). Sequences longer
 // than the model's context keep their last tokens (the choice always fits
 // whole, or the item is an error).
 func Run(ctx context.Context, tr *trainer.Trainer, tok tokenizer.Tokenizer, task Task, limit int) (Result, error) {
-	r := Result{Task: task.Name}
+	r := Result{Task: task.Name, Key: task.Key}
 	items := task.Items
 	if limit > 0 && limit < len(items) {
 		items = items[:limit]

@@ -20,6 +20,8 @@ type Options struct {
 	LossPoints int
 	// RecentSteps is how many steps are kept in full; default 256.
 	RecentSteps int
+	// Benchmarks is how many benchmark results are kept; default 512.
+	Benchmarks int
 	// LogLines is how many log lines are kept; default 200.
 	LogLines int
 	// MaxPeers caps the per-peer list; default 256.
@@ -38,6 +40,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.LossPoints, 2048)
 	def(&o.RecentSteps, 256)
+	def(&o.Benchmarks, 512)
 	def(&o.LogLines, 200)
 	def(&o.MaxPeers, 256)
 	def(&o.MaxLineBytes, 1024)
@@ -58,6 +61,7 @@ type Recorder struct {
 	train   thinned
 	heldOut thinned
 	steps   ring[StepStat]
+	bench   ring[Benchmark]
 	log     ring[LogLine]
 	subs    map[chan struct{}]struct{}
 }
@@ -70,6 +74,7 @@ func NewRecorder(runID string, opts Options) *Recorder {
 		train:   newThinned(opts.LossPoints),
 		heldOut: newThinned(opts.LossPoints),
 		steps:   newRing[StepStat](opts.RecentSteps),
+		bench:   newRing[Benchmark](opts.Benchmarks),
 		log:     newRing[LogLine](opts.LogLines),
 		subs:    map[chan struct{}]struct{}{},
 	}
@@ -121,6 +126,7 @@ func (r *Recorder) Snapshot() Snapshot {
 	s.Train = r.train.points()
 	s.HeldOut = r.heldOut.points()
 	s.Steps = r.steps.slice()
+	s.Benchmarks = r.bench.slice()
 	s.Log = r.log.slice()
 	if r.s.Checkpoint != nil {
 		c := *r.s.Checkpoint
@@ -264,6 +270,18 @@ func (r *Recorder) RecordEval(step uint64, loss float64) error {
 		return fmt.Errorf("held-out loss for step %d recorded after step %d: steps must increase", step, r.heldOut.latest.Step)
 	}
 	r.heldOut.add(LossPoint{Step: step, Loss: Float(loss)})
+	r.changed()
+	return nil
+}
+
+// RecordBenchmark records a benchmark task's scores on the model of a step.
+func (r *Recorder) RecordBenchmark(b Benchmark) error {
+	if b.Task == "" || b.Items <= 0 || !(b.Acc >= 0 && b.Acc <= 1) || !(b.AccNorm >= 0 && b.AccNorm <= 1) {
+		return fmt.Errorf("benchmark %q: %d items, acc %v, acc_norm %v: want a task, items and scores in [0, 1]", b.Task, b.Items, b.Acc, b.AccNorm)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bench.push(b)
 	r.changed()
 	return nil
 }

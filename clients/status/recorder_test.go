@@ -370,3 +370,29 @@ func TestVerification(t *testing.T) {
 		t.Fatalf("rejected input changed the state (seq %d -> %d)", before.Seq, after.Seq)
 	}
 }
+
+func TestRecordBenchmark(t *testing.T) {
+	r := NewRecorder("run", Options{Benchmarks: 3})
+	for i, b := range []Benchmark{
+		{Step: 10, Task: "a", Items: 5, Acc: 0.2, AccNorm: 0.4},
+		{Step: 10, Task: "b", Items: 5, Acc: 0.6, AccNorm: 0.6},
+		{Step: 20, Task: "a", Items: 5, Acc: 0.8, AccNorm: 1},
+	} {
+		if err := r.RecordBenchmark(b); err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+	}
+	for _, bad := range []Benchmark{{Task: "", Items: 1}, {Task: "a"}, {Task: "a", Items: 1, Acc: 1.5}, {Task: "a", Items: 1, AccNorm: math.NaN()}} {
+		if err := r.RecordBenchmark(bad); err == nil {
+			t.Errorf("%+v recorded", bad)
+		}
+	}
+	s := r.Snapshot()
+	if len(s.Benchmarks) != 3 {
+		t.Fatalf("kept %d results, want 3", len(s.Benchmarks))
+	}
+	latest := s.LatestBenchmarks()
+	if len(latest) != 2 || latest[0].Task != "a" || latest[0].Step != 20 || latest[1].Task != "b" {
+		t.Fatalf("latest per task: %+v", latest)
+	}
+}

@@ -61,6 +61,10 @@ type Snapshot struct {
 
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 
+	// Benchmarks are the most recent benchmark task scores (train
+	// --eval-tasks), oldest first.
+	Benchmarks []Benchmark `json:"benchmarks"`
+
 	// Verification is this client's part in the run's verification; nil
 	// until the client sets it (a run that verifies training).
 	Verification *Verification `json:"verification,omitempty"`
@@ -115,6 +119,34 @@ func (p *Peer) UnmarshalJSON(b []byte) error {
 		p.Latency = time.Duration(*j.LatencySeconds * float64(time.Second))
 	}
 	return nil
+}
+
+// Benchmark is a multiple-choice task's scores on the model of a step, as
+// lm-evaluation-harness reports them.
+type Benchmark struct {
+	Step      uint64  `json:"step"`
+	Epoch     uint64  `json:"epoch"`
+	Task      string  `json:"task"`
+	Items     int     `json:"items"`
+	Acc       float64 `json:"acc"`
+	AccNorm   float64 `json:"acc_norm"`
+	Published bool    `json:"published"` // sent on chain (report_eval)
+}
+
+// LatestBenchmarks is the newest result of each task, in the order the
+// tasks first appear.
+func (s Snapshot) LatestBenchmarks() []Benchmark {
+	var out []Benchmark
+	at := map[string]int{}
+	for _, b := range s.Benchmarks {
+		if i, ok := at[b.Task]; ok {
+			out[i] = b
+			continue
+		}
+		at[b.Task] = len(out)
+		out = append(out, b)
+	}
+	return out
 }
 
 // LossPoint is a loss measured at a step.

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -11,20 +10,17 @@ import (
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
-// builtinTask names the held-out corpus task in --tasks.
-const builtinTask = "builtin:sotu"
-
 func evalCommand() *cli.Command {
 	return &cli.Command{
 		Name: "eval",
 		Usage: "score a model file on multiple-choice tasks as lm-evaluation-harness does (acc, acc_norm); " +
-			"tasks are JSONL files of {\"context\", \"choices\", \"gold\"} or " + builtinTask,
+			"tasks are JSONL files of {\"context\", \"choices\", \"gold\"} or " + eval.Builtin,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Usage: "a model or checkpoint file, or a Hugging Face model directory"},
-			&cli.StringSliceFlag{Name: "tasks", Usage: "task files (JSONL, one item per line) and/or " + builtinTask +
+			&cli.StringSliceFlag{Name: "tasks", Usage: "task files (JSONL, one item per line) and/or " + eval.Builtin +
 				" (the true 8-byte continuation of held-out State of the Union passages among 4)"},
 			&cli.IntFlag{Name: "limit", Usage: "items per task at most (0: all)"},
-			&cli.IntFlag{Name: "builtin-items", Usage: "items of " + builtinTask, Value: 200},
+			&cli.IntFlag{Name: "builtin-items", Usage: "items of " + eval.Builtin, Value: 200},
 			&cli.StringFlag{Name: "tokenizer", Usage: "byte or gpt2 (default: from the model's vocabulary, 256 or 50257)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -36,15 +32,7 @@ func evalCommand() *cli.Command {
 			}
 			var tasks []eval.Task
 			for _, name := range c.StringSlice("tasks") {
-				var task eval.Task
-				var err error
-				if name == builtinTask {
-					task, err = eval.BuiltinSOTU(c.Context, c.Int("builtin-items"), eval.BuiltinContextBytes, eval.BuiltinChoiceBytes)
-				} else if strings.HasPrefix(name, "builtin:") {
-					err = fmt.Errorf("%w: unknown built-in task %q (known: %s)", eval.ErrTask, name, builtinTask)
-				} else {
-					task, err = eval.Load(name)
-				}
+				task, err := eval.Open(c.Context, name, c.Int("builtin-items"))
 				if err != nil {
 					return badInput(err)
 				}

@@ -142,3 +142,48 @@ func TestFromSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Benchmark accuracies go to a panel of their own, in the lower third.
+func TestAccuracyPanel(t *testing.T) {
+	rec := status.NewRecorder("r", status.Options{})
+	for i := uint64(1); i <= 200; i++ {
+		if err := rec.RecordStep(status.StepStat{Step: i, Loss: status.Float(4 - float64(i)/100), Digest: "00"}); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			if err := rec.RecordBenchmark(status.Benchmark{Step: i, Task: "builtin:sotu", Items: 10, Acc: float64(i) / 400, AccNorm: 0.3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := FromSnapshot("", rec.Snapshot())
+	if len(s) != 3 || s[2].Name != "builtin:sotu acc" || !s[2].Accuracy || len(s[2].Points) != 4 || s[2].Points[3].Loss != 0.5 {
+		t.Fatalf("%+v", s)
+	}
+	img, err := Render(s, Options{Width: 600, Height: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := png.Decode(bytes.NewReader(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// plotutil's third colour (blue) is the accuracy series': all of it lies
+	// in the lower third.
+	var upper, lower int
+	for y := 0; y < 600; y++ {
+		for x := 0; x < 600; x++ {
+			r, g, b, _ := im.At(x, y).RGBA()
+			if int(b>>8)-int(r>>8) > 60 && int(b>>8)-int(g>>8) > 30 {
+				if y < 600*2/3-20 {
+					upper++
+				} else {
+					lower++
+				}
+			}
+		}
+	}
+	if lower < 50 || upper > 0 {
+		t.Fatalf("accuracy pixels: %d in the lower third, %d above it", lower, upper)
+	}
+}

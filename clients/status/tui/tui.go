@@ -205,6 +205,13 @@ func (m model) render() []string {
 	if v := s.Verification; v != nil {
 		top = append(top, kv("verify", verificationLine(v)))
 	}
+	if bs := s.LatestBenchmarks(); len(bs) > 0 {
+		var parts []string
+		for _, b := range bs {
+			parts = append(parts, fmt.Sprintf("%s acc %.3f acc_norm %.3f@%d", clean(b.Task), b.Acc, b.AccNorm, b.Step))
+		}
+		top = append(top, kv("evals", strings.Join(parts, sep)))
+	}
 	if e := s.LastError; e != nil {
 		top = append(top, st.err.Render("last error: ")+clean(e.Message))
 	}
