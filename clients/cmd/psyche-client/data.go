@@ -45,7 +45,7 @@ func dataPrepareCommand() *cli.Command {
 		Usage: "tokenize a directory of .txt/.jsonl documents into shards with a manifest",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "input", Usage: "corpus directory (default: the State of the Union corpus that scripts/setup.sh installs)"},
-			&cli.StringFlag{Name: "tokenizer", Usage: "byte or gpt2", Value: tokenizer.GPT2Name},
+			&cli.StringFlag{Name: "tokenizer", Usage: "byte, gpt2, or the path of a Hugging Face tokenizer.json (byte-level BPE; a run names it as json:<its sha256>)", Value: tokenizer.GPT2Name},
 			&cli.StringFlag{Name: "out", Usage: "dataset directory to create (required; must not exist or be empty)"},
 			&cli.UintFlag{Name: "seq-len", Usage: "tokens a sequence trains on; each stores seq-len+1 for the targets", Value: 1024},
 			&cli.StringFlag{Name: "split", Usage: "all, train (files from years up to --last-train-year) or validation (later years)", Value: "all"},
@@ -68,7 +68,7 @@ func dataPrepareCommand() *cli.Command {
 			if st, err := os.Stat(input); err != nil || !st.IsDir() {
 				return badInputf("--input %s is not a directory", input)
 			}
-			if _, err := tokenizer.New(c.String("tokenizer")); err != nil {
+			if _, err := tokenizer.Open(c.String("tokenizer")); err != nil {
 				return badInputf("--tokenizer: %w", err)
 			}
 			split, err := corpus.NewSplit(c.String("split"), c.Int("last-train-year"))
@@ -182,6 +182,7 @@ func dataFetchCommand() *cli.Command {
 			&cli.StringFlag{Name: "indices", Usage: "comma-separated global sequence indices (required)"},
 			&cli.StringFlag{Name: "cache", Usage: "cache directory for data fetched from a server"},
 			&cli.BoolFlag{Name: "text", Usage: "print decoded text instead of token ids"},
+			&cli.StringFlag{Name: "tokenizer-file", Usage: "with --text, for data tokenized by a tokenizer.json: that file"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := requireFlagsNoArgs(c, "indices"); err != nil {
@@ -238,8 +239,8 @@ func dataFetchCommand() *cli.Command {
 			}
 			var tok tokenizer.Tokenizer
 			if c.Bool("text") {
-				if tok, err = tokenizer.New(p.Info().Tokenizer); err != nil {
-					return err
+				if tok, err = dataTokenizer(p.Info().Tokenizer, c.String("tokenizer-file")); err != nil {
+					return badInput(err)
 				}
 			}
 			enc := json.NewEncoder(c.App.Writer)
@@ -280,4 +281,23 @@ func asBadData(err error) error {
 		return badInput(err)
 	}
 	return err
+}
+
+// dataTokenizer is the tokenizer that data recorded as name: byte, gpt2, or
+// the tokenizer.json file given, which must be the one name records.
+func dataTokenizer(name, file string) (tokenizer.Tokenizer, error) {
+	if !strings.HasPrefix(name, tokenizer.JSONPrefix) {
+		return tokenizer.New(name)
+	}
+	if file == "" {
+		return nil, fmt.Errorf("the data was tokenized by a tokenizer.json (%s): give that file with --tokenizer-file", name)
+	}
+	tok, err := tokenizer.LoadJSON(file)
+	if err != nil {
+		return nil, err
+	}
+	if tok.Name() != name {
+		return nil, fmt.Errorf("--tokenizer-file %s is %s, but the data was tokenized by %s", file, tok.Name(), name)
+	}
+	return tok, nil
 }

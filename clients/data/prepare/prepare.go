@@ -28,7 +28,7 @@ const (
 type Options struct {
 	Input      string // corpus directory
 	Split      corpus.Split
-	Tokenizer  string // tokenizer.ByteName or tokenizer.GPT2Name
+	Tokenizer  string // tokenizer.ByteName, tokenizer.GPT2Name or a tokenizer.json path (tokenizer.Open)
 	SeqLen     uint32
 	ChunkBytes int64 // target chunk size; 0 means DefaultChunkBytes
 	ShardBytes int64 // target shard size; 0 means DefaultShardBytes
@@ -58,13 +58,13 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	base, err := tokenizer.Open(opts.Tokenizer)
+	if err != nil {
+		return Result{}, err
+	}
 	toks := make([]tokenizer.Tokenizer, workers)
 	for i := range toks {
-		t, err := tokenizer.New(opts.Tokenizer)
-		if err != nil {
-			return Result{}, err
-		}
-		toks[i] = t
+		toks[i] = tokenizer.Clone(base)
 	}
 	if opts.SeqLen == 0 || opts.SeqLen > shard.MaxSeqLen {
 		return Result{}, fmt.Errorf("sequence length %d must be between 1 and %d", opts.SeqLen, shard.MaxSeqLen)
@@ -82,7 +82,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("chunks of %d bytes hold too many sequences", chunkBytes)
 	}
 	w, err := shard.NewWriter(opts.Out, shard.Params{
-		Tokenizer:    opts.Tokenizer,
+		Tokenizer:    base.Name(),
 		VocabSize:    uint32(toks[0].VocabSize()),
 		EOT:          uint32(toks[0].EOT()),
 		SeqLen:       opts.SeqLen,
@@ -127,7 +127,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	res.Manifest, res.Documents, res.Tokens, res.DroppedTokens = m, w.Documents, w.Tokens, dropped
-	log.Info("prepared dataset", "out", opts.Out, "tokenizer", opts.Tokenizer, "documents", res.Documents,
+	log.Info("prepared dataset", "out", opts.Out, "tokenizer", base.Name(), "documents", res.Documents,
 		"tokens", res.Tokens, "sequences", m.NumSequences, "shards", len(m.Shards), "root", m.Root)
 	return res, nil
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/psyche-go/psyche/clients/data/tokenizer"
 )
 
+// jsonTokenizer is a small byte-level BPE tokenizer.json of the tokenizer
+// package's goldens.
+var jsonTokenizer = filepath.Join("..", "tokenizer", "testdata", "hfjson", "legacy.json")
+
 func writeCorpus(t *testing.T, docs map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -62,8 +66,8 @@ func TestRunPacksTheCorpusLosslessly(t *testing.T) {
 	for _, tc := range []struct {
 		tokenizer string
 		eot       string
-	}{{tokenizer.ByteName, "\x00"}, {tokenizer.GPT2Name, "<|endoftext|>"}} {
-		t.Run(tc.tokenizer, func(t *testing.T) {
+	}{{tokenizer.ByteName, "\x00"}, {tokenizer.GPT2Name, "<|endoftext|>"}, {jsonTokenizer, "<|endoftext|>"}} {
+		t.Run(filepath.Base(tc.tokenizer), func(t *testing.T) {
 			train, _ := corpus.NewSplit("train", 2000)
 			out := filepath.Join(t.TempDir(), "train")
 			res, err := Run(context.Background(), Options{Input: in, Split: train, Tokenizer: tc.tokenizer, SeqLen: 16, ChunkBytes: 100, ShardBytes: 400, Out: out})
@@ -74,7 +78,10 @@ func TestRunPacksTheCorpusLosslessly(t *testing.T) {
 				t.Fatalf("%d documents, %d shards, %d sequences per chunk; want 3, several, 2", res.Documents, len(res.Manifest.Shards), res.Manifest.SeqsPerChunk)
 			}
 			stream := docs["1999_a.txt"] + tc.eot + "Line one of the second file." + tc.eot + "naïve café 東京 🙂 — <|endoftext|> stays text." + tc.eot
-			tok, _ := tokenizer.New(tc.tokenizer)
+			tok, err := tokenizer.Open(tc.tokenizer)
+			if err != nil || res.Manifest.Tokenizer != tok.Name() {
+				t.Fatalf("manifest tokenizer %q, want %q (%v)", res.Manifest.Tokenizer, tok.Name(), err)
+			}
 			got := readAll(t, out, tok)
 			// The dropped tail is the only difference, and it is shorter than a sequence.
 			if !strings.HasPrefix(stream, got) || res.DroppedTokens > 16 || uint64(res.DroppedTokens)+res.Manifest.NumSequences*17 != res.Tokens {

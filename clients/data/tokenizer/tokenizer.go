@@ -1,6 +1,7 @@
 // Package tokenizer turns text into the uint16 token ids that training shards
-// hold: a byte-level tokenizer (vocab 256) for small CPU runs and GPT-2's BPE
-// (r50k_base, vocab 50257) for real ones.
+// hold: a byte-level tokenizer (vocab 256) for small CPU runs, GPT-2's BPE
+// (r50k_base, vocab 50257) for real ones, and byte-level BPE tokenizers read
+// from Hugging Face tokenizer.json files.
 package tokenizer
 
 import (
@@ -11,7 +12,8 @@ import (
 // Tokenizer encodes documents into token ids and back. Values are not safe for
 // concurrent use; create one per goroutine (the GPT-2 tables are shared).
 type Tokenizer interface {
-	// Name is the identifier that shards and manifests record ("byte", "gpt2").
+	// Name is the identifier that shards and manifests record ("byte",
+	// "gpt2", "json:" and the start of the file's hash).
 	Name() string
 	// VocabSize is the number of distinct token ids; every id is below it.
 	VocabSize() int
@@ -39,4 +41,28 @@ func New(name string) (Tokenizer, error) {
 	default:
 		return nil, fmt.Errorf("unknown tokenizer %q (want one of %s)", name, strings.Join(Names(), ", "))
 	}
+}
+
+// Open returns the tokenizer spec names: byte, gpt2, or the path of a
+// tokenizer.json file.
+func Open(spec string) (Tokenizer, error) {
+	if spec == ByteName || spec == GPT2Name {
+		return New(spec)
+	}
+	if !strings.HasSuffix(spec, ".json") {
+		return nil, fmt.Errorf("unknown tokenizer %q (want one of %s, or the path of a tokenizer.json file)", spec, strings.Join(Names(), ", "))
+	}
+	return LoadJSON(spec)
+}
+
+// Clone is a tokenizer equal to t for another goroutine (a Tokenizer is not
+// safe for concurrent use); tables are shared.
+func Clone(t Tokenizer) Tokenizer {
+	switch t := t.(type) {
+	case *JSONBPE:
+		return t.Clone()
+	case *GPT2:
+		return NewGPT2()
+	}
+	return t
 }

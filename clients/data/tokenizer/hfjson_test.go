@@ -1,0 +1,468 @@
+package tokenizer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/psyche-go/psyche/clients/data/corpus"
+	"github.com/tiktoken-go/tokenizer/codec"
+)
+
+type jsonGoldenFile struct {
+	Texts      []string `json:"texts"`
+	Tokenizers []struct {
+		File        string     `json:"file"`
+		PrefixSpace bool       `json:"prefix_space"`
+		VocabSize   int        `json:"vocab_size"`
+		EOT         uint16     `json:"eot"`
+		EOTText     string     `json:"eot_text"`
+		IDs         [][]uint16 `json:"ids"`
+	} `json:"tokenizers"`
+}
+
+func loadJSONGoldens(t *testing.T) jsonGoldenFile {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/hfjson/goldens.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g jsonGoldenFile
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatalf("parsing goldens: %v", err)
+	}
+	if len(g.Texts) < 200 || len(g.Tokenizers) < 4 {
+		t.Fatalf("only %d golden strings for %d tokenizers; regenerate with scripts/torch/tokenizer_goldens.py", len(g.Texts), len(g.Tokenizers))
+	}
+	return g
+}
+
+// TestJSONBPEMatchesTokenizers compares every golden string's encoding, under
+// each tokenizer.json in testdata/hfjson, with the ids Hugging Face tokenizers
+// gave. The second pass runs from the piece cache.
+func TestJSONBPEMatchesTokenizers(t *testing.T) {
+	g := loadJSONGoldens(t)
+	for _, gt := range g.Tokenizers {
+		t.Run(gt.File, func(t *testing.T) {
+			path := filepath.Join("testdata", "hfjson", gt.File)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := LoadJSON(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(data)
+			if tok.Name() != "json:"+hex.EncodeToString(sum[:])[:11] || len(tok.Name()) != 16 || tok.Hash() != sum {
+				t.Errorf("Name() = %q, want json: and the start of the file's SHA-256", tok.Name())
+			}
+			if tok.EOT() != gt.EOT || tok.VocabSize() != gt.VocabSize {
+				t.Errorf("EOT %d, vocab size %d; tokenizers says %d and %d", tok.EOT(), tok.VocabSize(), gt.EOT, gt.VocabSize)
+			}
+			if s, err := tok.Decode([]uint16{tok.EOT()}); err != nil || s != gt.EOTText {
+				t.Errorf("Decode(EOT) = %q, %v; want %q", s, err, gt.EOTText)
+			}
+			if len(gt.IDs) != len(g.Texts) {
+				t.Fatalf("%d id lists for %d strings", len(gt.IDs), len(g.Texts))
+			}
+			for pass := range 2 {
+				mismatches := 0
+				for i, text := range g.Texts {
+					got, err := tok.Encode(text)
+					if err != nil {
+						t.Fatalf("Encode(%q): %v", text, err)
+					}
+					if !slices.Equal(got, gt.IDs[i]) {
+						if mismatches++; mismatches <= 10 {
+							t.Errorf("pass %d: Encode(%q)\n got %v\nwant %v", pass, text, got, gt.IDs[i])
+						}
+						continue
+					}
+					if slices.Contains(got, tok.EOT()) {
+						t.Errorf("Encode(%q) produced the separator id", text)
+					}
+					// add_prefix_space gives the document a leading space, which
+					// decoding keeps, as tokenizers' decoder does.
+					want := text
+					if gt.PrefixSpace && text != "" && text[0] != ' ' {
+						want = " " + text
+					}
+					if back, err := tok.Decode(got); err != nil || back != want {
+						t.Errorf("Decode(Encode(%q)) = %q, %v; want %q", text, back, err, want)
+					}
+				}
+				if mismatches > 0 {
+					t.Fatalf("pass %d: %d of %d golden strings differ", pass, mismatches, len(g.Texts))
+				}
+			}
+		})
+	}
+}
+
+// gpt2JSON builds GPT-2's tokenizer.json, as the Hub has it, from the ranks in
+// tiktoken-go: a token's merge is the pair of tokens that BPE restricted to
+// lower ranks leaves it as.
+func gpt2JSON(tb testing.TB) []byte {
+	tb.Helper()
+	lib := codec.NewR50kBase()
+	ranks := make(map[string]int, GPT2EOT)
+	tokens := make([]string, GPT2EOT)
+	for id := range GPT2EOT {
+		s, err := lib.Decode([]uint{uint(id)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ranks[s], tokens[id] = id, s
+	}
+	spell := func(s string) string {
+		var sb strings.Builder
+		for i := range len(s) {
+			sb.WriteRune(byteChar[s[i]])
+		}
+		return sb.String()
+	}
+	vocab := map[string]int{gpt2EOTText: GPT2EOT}
+	var merges []string
+	for id, s := range tokens {
+		vocab[spell(s)] = id
+		if len(s) == 1 {
+			continue
+		}
+		parts := make([]string, len(s))
+		for i := range len(s) {
+			parts[i] = s[i : i+1]
+		}
+		for {
+			best, bestRank := -1, id
+			for i := range len(parts) - 1 {
+				if r, ok := ranks[parts[i]+parts[i+1]]; ok && r < bestRank {
+					best, bestRank = i, r
+				}
+			}
+			if best < 0 {
+				break
+			}
+			parts[best] += parts[best+1]
+			parts = slices.Delete(parts, best+1, best+2)
+		}
+		if len(parts) != 2 {
+			tb.Fatalf("token %d (%q) is not a merge of two lower-ranked tokens: %q", id, s, parts)
+		}
+		merges = append(merges, spell(parts[0])+" "+spell(parts[1]))
+	}
+	data, err := json.Marshal(map[string]any{
+		"added_tokens":  []any{map[string]any{"id": GPT2EOT, "content": gpt2EOTText, "special": true}},
+		"normalizer":    nil,
+		"pre_tokenizer": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true},
+		"decoder":       map[string]any{"type": "ByteLevel"},
+		"model": map[string]any{"type": "BPE", "dropout": nil, "continuing_subword_prefix": "",
+			"end_of_word_suffix": "", "vocab": vocab, "merges": merges},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// TestJSONBPEMatchesGPT2 reads GPT-2's vocabulary as a tokenizer.json and
+// checks it against the js-tiktoken goldens: a full-size vocabulary, and an
+// implementation independent of the tokenizers goldens.
+func TestJSONBPEMatchesGPT2(t *testing.T) {
+	tok, err := ParseJSON(gpt2JSON(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.EOT() != GPT2EOT || tok.VocabSize() != gpt2Vocab {
+		t.Fatalf("EOT %d, vocab size %d; want GPT-2's %d and %d", tok.EOT(), tok.VocabSize(), GPT2EOT, gpt2Vocab)
+	}
+	for _, c := range loadGoldens(t).Cases {
+		got, err := tok.Encode(c.Text)
+		if err != nil || !slices.Equal(got, c.Tokens) {
+			t.Fatalf("Encode(%q) = %v, %v; js-tiktoken gives %v", c.Text, got, err, c.Tokens)
+		}
+		if back, err := tok.Decode(got); err != nil || back != c.Text {
+			t.Fatalf("Decode(Encode(%q)) = %q, %v", c.Text, back, err)
+		}
+	}
+}
+
+// smallJSON is a valid tokenizer.json for tests to alter: the 256 byte
+// tokens, <|endoftext|>, and merges that make "Ġt" and "Ġth".
+func smallJSON() map[string]any {
+	vocab := map[string]any{gpt2EOTText: 0, "Ġt": 257, "Ġth": 258}
+	for b, r := range byteChar {
+		vocab[string(r)] = b + 1
+	}
+	return map[string]any{
+		"version":       "1.0",
+		"added_tokens":  []any{map[string]any{"id": 0, "content": gpt2EOTText, "special": true}},
+		"normalizer":    nil,
+		"pre_tokenizer": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+		"decoder":       map[string]any{"type": "ByteLevel"},
+		"model": map[string]any{"type": "BPE", "dropout": nil, "byte_fallback": false, "ignore_merges": false,
+			"vocab": vocab, "merges": []any{[]any{"Ġ", "t"}, []any{"Ġt", "h"}}},
+	}
+}
+
+func parseEdited(t *testing.T, edit func(doc, model map[string]any)) (*JSONBPE, error) {
+	t.Helper()
+	doc := smallJSON()
+	edit(doc, doc["model"].(map[string]any))
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ParseJSON(data)
+}
+
+func TestParseJSONOptions(t *testing.T) {
+	// "the" is the bytes 't' 'h' 'e', whose ids are one above the byte values.
+	tests := []struct {
+		name string
+		edit func(doc, model map[string]any)
+		text string
+		want []uint16
+		eot  uint16
+	}{
+		{"pair merges", func(_, _ map[string]any) {}, " the", []uint16{258, 'e' + 1}, 0},
+		{"string merges", func(_, m map[string]any) { m["merges"] = []any{"#version: 0.2", "Ġ t", "Ġt h"} }, " the", []uint16{258, 'e' + 1}, 0},
+		{"merge order is rank order", func(_, m map[string]any) {
+			m["vocab"].(map[string]any)["th"] = 259
+			m["merges"] = []any{"t h", "Ġ t", "Ġt h"}
+		}, " the", []uint16{' ' + 1, 259, 'e' + 1}, 0},
+		{"a repeated merge takes its last rank", func(_, m map[string]any) {
+			m["vocab"].(map[string]any)["th"] = 259
+			m["merges"] = []any{"t h", "Ġ t", "Ġt h", "t h"}
+		}, " the", []uint16{258, 'e' + 1}, 0},
+		{"add_prefix_space", func(d, _ map[string]any) {
+			d["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "add_prefix_space": true}
+		}, "the", []uint16{258, 'e' + 1}, 0},
+		{"Sequence of ByteLevel, affixes empty, dropout 0", func(d, m map[string]any) {
+			d["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{d["pre_tokenizer"]}}
+			m["continuing_subword_prefix"], m["end_of_word_suffix"], m["dropout"] = "", "", 0
+		}, " the", []uint16{258, 'e' + 1}, 0},
+		{"ignore_merges", func(_, m map[string]any) {
+			m["vocab"].(map[string]any)["Ġthe"] = 259
+			m["ignore_merges"] = true
+		}, " the the", []uint16{259, 259}, 0},
+		{"merges without ignore_merges", func(_, m map[string]any) {
+			m["vocab"].(map[string]any)["Ġthe"] = 259
+		}, " the", []uint16{258, 'e' + 1}, 0},
+		{"end-of-text preference", func(d, m map[string]any) {
+			m["vocab"].(map[string]any)["</s>"] = 259
+			d["added_tokens"] = append([]any{map[string]any{"id": 259, "content": "</s>", "special": true}}, d["added_tokens"].([]any)...)
+		}, "", []uint16{}, 0},
+		{"</s> as end of text", func(d, _ map[string]any) {
+			d["added_tokens"] = []any{map[string]any{"id": 300, "content": "</s>", "special": true}}
+		}, "</s>", []uint16{'<' + 1, '/' + 1, 's' + 1, '>' + 1}, 300},
+	}
+	for _, tt := range tests {
+		tok, err := parseEdited(t, tt.edit)
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if got, err := tok.Encode(tt.text); err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: Encode(%q) = %v, %v; want %v", tt.name, tt.text, got, err, tt.want)
+		}
+		if tok.EOT() != tt.eot {
+			t.Errorf("%s: EOT %d, want %d", tt.name, tok.EOT(), tt.eot)
+		}
+	}
+}
+
+func TestParseJSONRefusesUnsupported(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(doc, model map[string]any)
+		wantErr string
+	}{
+		{"Metaspace", func(d, _ map[string]any) {
+			d["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "▁"}
+		}, `pre_tokenizer type "Metaspace" is not supported (only ByteLevel BPE tokenizers`},
+		{"two-step Sequence", func(d, _ map[string]any) {
+			d["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{map[string]any{"type": "Digits"}, d["pre_tokenizer"]}}
+		}, `pre_tokenizer type "Sequence" is not supported`},
+		{"no pre_tokenizer", func(d, _ map[string]any) { d["pre_tokenizer"] = nil }, "pre_tokenizer null is not supported"},
+		{"use_regex false", func(d, _ map[string]any) {
+			d["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "use_regex": false}
+		}, "use_regex false is not supported"},
+		{"normalizer", func(d, _ map[string]any) { d["normalizer"] = map[string]any{"type": "NFC"} }, `normalizer type "NFC" is not supported`},
+		{"decoder", func(d, _ map[string]any) { d["decoder"] = map[string]any{"type": "Metaspace"} }, `decoder type "Metaspace" is not supported`},
+		{"Unigram", func(_, m map[string]any) { m["type"] = "Unigram" }, `model type "Unigram" is not supported`},
+		{"dropout", func(_, m map[string]any) { m["dropout"] = 0.1 }, "dropout 0.1 is not supported"},
+		{"subword prefix", func(_, m map[string]any) { m["continuing_subword_prefix"] = "##" }, `continuing_subword_prefix "##" is not supported`},
+		{"word suffix", func(_, m map[string]any) { m["end_of_word_suffix"] = "</w>" }, `end_of_word_suffix "</w>" is not supported`},
+		{"byte_fallback", func(_, m map[string]any) { m["byte_fallback"] = true }, "byte_fallback true is not supported"},
+		{"id over uint16", func(_, m map[string]any) { m["vocab"].(map[string]any)["big"] = 65536 }, `token "big" has id 65536`},
+		{"added id over uint16", func(d, _ map[string]any) {
+			d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": 70000, "content": "<pad>", "special": true})
+		}, `token "<pad>" has id 70000`},
+		{"no end-of-text token", func(d, _ map[string]any) { d["added_tokens"] = []any{} }, "the tokenizer has no end-of-text token"},
+		{"end of text not special", func(d, _ map[string]any) {
+			d["added_tokens"].([]any)[0].(map[string]any)["special"] = false
+		}, `added token "<|endoftext|>" (id 0) is not special`},
+		{"added token on another token's id", func(d, _ map[string]any) {
+			d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": 1, "content": "<pad>", "special": true})
+		}, `added token "<pad>" has id 1, which the vocab gives to "Ā"`},
+		{"added token with another id in the vocab", func(d, _ map[string]any) {
+			d["added_tokens"].([]any)[0].(map[string]any)["id"] = 500
+		}, `added token "<|endoftext|>" has id 500 but id 0 in the vocab`},
+		{"shared id", func(_, m map[string]any) { m["vocab"].(map[string]any)["Ġx"] = 257 }, `vocab tokens "Ġt" and "Ġx" share id 257`},
+		{"merge of unknown token", func(_, m map[string]any) {
+			m["merges"] = append(m["merges"].([]any), []any{"Ġth", "zz"})
+		}, `merge 2 ("Ġth", "zz") uses a token that is not in the vocab`},
+		{"merge makes unknown token", func(_, m map[string]any) {
+			m["merges"] = append(m["merges"].([]any), []any{"t", "h"})
+		}, `merge 2 ("t", "h") makes "th", which is not in the vocab`},
+		{"string merge of three", func(_, m map[string]any) { m["merges"] = []any{"Ġ t h"} }, `merge "Ġ t h" is not two tokens`},
+		{"pair merge of three", func(_, m map[string]any) { m["merges"] = []any{[]any{"Ġ", "t", "h"}} }, "merge 0 has 3 tokens"},
+		{"merges not a list", func(_, m map[string]any) { m["merges"] = 5 }, "merges must be a list"},
+		{"no merges", func(_, m map[string]any) { delete(m, "merges") }, "no vocab or no merges"},
+	}
+	for _, tt := range tests {
+		_, err := parseEdited(t, tt.edit)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: error = %v, want it to mention %q", tt.name, err, tt.wantErr)
+		}
+	}
+	for _, bad := range []string{`{"model": `, `[]`, `{"model": {"type": "BPE", "vocab": {"a": 1.5}, "merges": []}}`} {
+		if _, err := ParseJSON([]byte(bad)); err == nil || !strings.HasPrefix(err.Error(), "tokenizer.json: ") {
+			t.Errorf("ParseJSON(%s) error = %v, want a tokenizer.json error", bad, err)
+		}
+	}
+	if _, err := LoadJSON("testdata/hfjson/missing.json"); err == nil {
+		t.Errorf("LoadJSON of a missing file succeeded")
+	}
+}
+
+func TestJSONBPERejectsUnrepresentable(t *testing.T) {
+	tok, err := parseEdited(t, func(_, m map[string]any) { delete(m["vocab"].(map[string]any), "x") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ text, wantErr string }{
+		{"ok \xff bad", "invalid UTF-8 at byte 3"},
+		{"\xe2\x82", "invalid UTF-8 at byte 0"},
+		{" box", `byte 0x78 in " box" has no token`},
+	} {
+		if _, err := tok.Encode(tt.text); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("Encode(%q) error = %v, want it to mention %q", tt.text, err, tt.wantErr)
+		}
+	}
+	// Id 'x'+1 is unassigned now, and 259 is past the end of the vocabulary.
+	for _, ids := range [][]uint16{{'a' + 1, 'x' + 1}, {259}, {65535}} {
+		if s, err := tok.Decode(ids); err == nil {
+			t.Errorf("Decode(%v) = %q, want an error", ids, s)
+		}
+	}
+}
+
+func TestJSONBPECloneSharesTables(t *testing.T) {
+	tok, err := LoadJSON("testdata/hfjson/legacy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "Clones encode like the original, from their own cache."
+	want, _ := tok.Encode(text)
+	c := tok.Clone()
+	if got, err := c.Encode(text); err != nil || !slices.Equal(got, want) || c.Name() != tok.Name() {
+		t.Fatalf("clone: Encode = %v, %v, name %s; want %v, %s", got, err, c.Name(), want, tok.Name())
+	}
+	if len(c.cache) == 0 || len(c.cache) != len(tok.cache) {
+		t.Fatalf("clone's cache has %d pieces, the original's %d; want separate caches of the same pieces", len(c.cache), len(tok.cache))
+	}
+}
+
+// FuzzJSONBPERoundTrip checks that decoding gives back any valid UTF-8 text,
+// that invalid UTF-8 is refused, and that text never yields the separator;
+// and, with GPT-2's vocabulary, that JSONBPE encodes exactly as GPT2 does.
+func FuzzJSONBPERoundTrip(f *testing.F) {
+	for _, s := range []string{"Hello  world\n\n", " 's 'S x'll", "a\u0085 b\ufeff c\u00a0 d", "1,000 \t\t2", "日本語 🙂  !!", "\r\n \r\n", "<|endoftext|>", "\x00\x7f"} {
+		f.Add(s)
+	}
+	small, err := LoadJSON("testdata/hfjson/legacy.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	big, err := ParseJSON(gpt2JSON(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	gpt2 := NewGPT2()
+	f.Fuzz(func(t *testing.T, text string) {
+		want, wantErr := gpt2.Encode(text)
+		for _, tok := range []*JSONBPE{small, big} {
+			ids, err := tok.Encode(text)
+			if !utf8.ValidString(text) {
+				if err == nil {
+					t.Fatalf("Encode accepted invalid UTF-8 %q", text)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("Encode(%q): %v", text, err)
+			}
+			if slices.Contains(ids, tok.EOT()) {
+				t.Fatalf("Encode(%q) = %v contains the separator", text, ids)
+			}
+			if back, err := tok.Decode(ids); err != nil || back != text {
+				t.Fatalf("Decode(Encode(%q)) = %q, %v", text, back, err)
+			}
+			if tok == big && (wantErr != nil || !slices.Equal(ids, want)) {
+				t.Fatalf("Encode(%q) = %v with GPT-2's vocabulary; GPT2 gives %v, %v", text, ids, want, wantErr)
+			}
+		}
+	})
+}
+
+// BenchmarkJSONBPEEncode encodes about 1 MB of the default corpus with GPT-2's
+// vocabulary read as a tokenizer.json: "cold" with an empty piece cache each
+// time, as for a corpus's first documents, "warm" with a full one.
+func BenchmarkJSONBPEEncode(b *testing.B) {
+	dir, err := corpus.SOTUDir()
+	if err != nil {
+		b.Skip(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sb strings.Builder
+	for _, f := range files {
+		if sb.Len() >= 1<<20 {
+			break
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sb.Write(data)
+	}
+	text := sb.String()
+	tok, err := ParseJSON(gpt2JSON(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"cold", "warm"} {
+		b.Run(mode, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				t := tok
+				if mode == "cold" {
+					t = tok.Clone()
+				}
+				if _, err := t.Encode(text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
