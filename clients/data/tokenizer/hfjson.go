@@ -19,7 +19,9 @@ import (
 const JSONPrefix = "json:"
 
 // JSONName is the name of the tokenizer.json file whose SHA-256 is hash.
-func JSONName(hash [32]byte) string { return JSONPrefix + hex.EncodeToString(hash[:])[:16-len(JSONPrefix)] }
+func JSONName(hash [32]byte) string {
+	return JSONPrefix + hex.EncodeToString(hash[:])[:16-len(JSONPrefix)]
+}
 
 // eotTexts are the spellings of end-of-text tokens, in order of preference.
 // Each mixes letters and punctuation, so no GPT-2 pre-token can contain one
