@@ -48,6 +48,7 @@ const (
 	opVerify
 	opJudge
 	opAnswer
+	opReportEval
 )
 
 var opNames = [...]string{"join_run", "leave_run", "tick", "warmup_witness", "witness", "health_check", "checkpoint", "commit", "verify", "judge_dispute", "answer_dispute"}
@@ -68,6 +69,7 @@ type op struct {
 	dispute uint64                    // opJudge, opAnswer
 	vote    uint8                     // opJudge
 	claim   [2][32]byte               // opAnswer: the rerun's payload and state-after hashes
+	eval    coordinator.EvalReport    // opReportEval
 }
 
 // rpcChain is the Coordinator over JSON-RPC and websockets, with failover
@@ -284,6 +286,8 @@ func (rc *rpcChain) instruction(o op) (solana.Instruction, error) {
 		return r.JudgeDispute(me, o.dispute, o.vote)
 	case opAnswer:
 		return r.AnswerDispute(me, o.dispute, o.claim[0], o.claim[1])
+	case opReportEval:
+		return r.ReportEval(me, o.eval)
 	}
 	return nil, fmt.Errorf("no instruction %d", o.kind)
 }

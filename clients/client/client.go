@@ -24,6 +24,7 @@ import (
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/eval"
 	"github.com/psyche-go/psyche/clients/p2p"
 	"github.com/psyche-go/psyche/clients/p2p/identity"
 	"github.com/psyche-go/psyche/clients/status"
@@ -64,6 +65,14 @@ type Config struct {
 	Eval          provider.Provider
 	EvalSequences int
 	EvalEvery     int
+	// EvalTasks are benchmark tasks the model of every epoch is scored on
+	// (at most EvalLimit items each; 0: all), the scores recorded and
+	// published on chain (benchmark.go).
+	EvalTasks []eval.Task
+	EvalLimit int
+	// Tokenizer is the tokenizer.json file of a run whose model names one
+	// (checked against the hash the run pins); byte and gpt2 need none.
+	Tokenizer string
 
 	MicroBatch int
 	Threads    int
@@ -156,7 +165,9 @@ type Client struct {
 	bg           context.Context
 	// replay is the trainer replays run on, one at a time (replayMu), in
 	// the background; closed with the client.
-	replayMu     sync.Mutex
+	replayMu sync.Mutex
+	// benchmarking counts benchmark scorings in flight (benchmark.go).
+	benchmarking sync.WaitGroup
 	replay       *trainer.Trainer
 	replayClosed bool
 	// snapshots are the weights disputed rounds started from, by step.
@@ -233,7 +244,7 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, log: cfg.Log, now: cfg.Clock, chain: ch, node: node, inbox: newInbox(node, cfg.Log),
 		e: newEngine(cfg.Wallet.PublicKey(), node.ID(), cfg.Version, salt, rng), snapshots: map[uint32][]float32{}}
-	c.e.checkpoints, c.e.hubUpload = cfg.CheckpointDir != "", cfg.HubUpload
+	c.e.checkpoints, c.e.hubUpload, c.e.benchmarks = cfg.CheckpointDir != "", cfg.HubUpload, len(cfg.EvalTasks) > 0
 	copy(c.p2pKey[:], raw)
 	c.workDir = cfg.WorkDir
 	if c.workDir == "" {
@@ -381,7 +392,10 @@ func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action
 			c.saveCheckpoint(a.step)
 		case announceCheckpointAction:
 			c.uploadCheckpoint(ctx, a)
+		case benchmarkAction:
+			err = c.startBenchmark(c.bg, a)
 		case finishedAction:
+			c.benchmarking.Wait()
 			c.log.Info("the run is finished", "step", c.e.lastStep)
 			return false, true, nil
 		case joinAction:

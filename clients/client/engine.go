@@ -43,8 +43,11 @@ type engine struct {
 	// false positives).
 	salt [32]byte
 	rng  *rand.Rand
-	// checkpoints and hubUpload are the Config's CheckpointDir != "" and HubUpload.
-	checkpoints, hubUpload bool
+	// checkpoints, hubUpload and benchmarks are the Config's
+	// CheckpointDir != "", HubUpload and EvalTasks != nil.
+	checkpoints, hubUpload, benchmarks bool
+	// benchmarked is the last step whose model was benchmarked.
+	benchmarked uint32
 
 	model    modelState
 	lastStep uint32 // the step of the model's weights
@@ -276,6 +279,9 @@ func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]actio
 		if a, ok := e.announceCheckpoint(v, current, step); ok {
 			add(a) // the final model, if Cooldown passed unseen
 		}
+		if a, ok := e.benchmark(v, current, step); ok {
+			add(a)
+		}
 		return append(acts, finishedAction{}), nil
 	}
 	// Joining comes first: a run that refuses this client says so before
@@ -301,6 +307,9 @@ func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]actio
 		}
 	case v.Phase == coordinator.Cooldown:
 		if a, ok := e.announceCheckpoint(v, current, step); ok {
+			add(a)
+		}
+		if a, ok := e.benchmark(v, current, step); ok {
 			add(a)
 		}
 	}

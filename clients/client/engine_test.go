@@ -226,3 +226,35 @@ func TestStartLoadTakesAQuorumRoot(t *testing.T) {
 		t.Error("did not retry a failed download after loadRetry")
 	}
 }
+
+// A client with benchmark tasks scores each epoch's model once, when it is
+// current: in Cooldown, or once the run is Finished if Cooldown passed
+// unseen; never a model it does not hold yet, and not without tasks.
+func TestBenchmarkOncePerModel(t *testing.T) {
+	s := testState(t, 2)
+	startRound(s, 6, 1)
+	s.RunState = uint8(coordinator.Cooldown)
+	e := memberEngine(s, 0)
+	v := at(e, s, time.Time{})
+	if _, ok := e.benchmark(v, true, 5); ok {
+		t.Fatal("benchmarked without tasks")
+	}
+	e.benchmarks = true
+	if _, ok := e.benchmark(v, false, 5); ok {
+		t.Fatal("benchmarked a model the client does not hold")
+	}
+	a, ok := e.benchmark(v, true, 5)
+	if b, isB := a.(benchmarkAction); !ok || !isB || b.step != 5 || b.epoch != v.Epoch {
+		t.Fatalf("benchmark %v %v, want step 5 of epoch %d", a, ok, v.Epoch)
+	}
+	if _, ok := e.benchmark(v, true, 5); ok {
+		t.Error("benchmarked step 5 twice")
+	}
+	s.RunState = uint8(coordinator.Finished)
+	if _, ok := e.benchmark(at(e, s, time.Time{}), true, 5); ok {
+		t.Error("benchmarked step 5 again once Finished")
+	}
+	if _, ok := e.benchmark(at(e, s, time.Time{}), true, 8); !ok {
+		t.Error("the final model, unseen in Cooldown, was not benchmarked")
+	}
+}

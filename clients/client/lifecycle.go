@@ -449,6 +449,9 @@ func (c *Client) checkData() error {
 		return fmt.Errorf("the data (sequence length %d, vocabulary %d, %d sequences) does not fit the run's model (sequence length %d, vocabulary %d)",
 			info.SeqLen, info.VocabSize, info.NumSequences, c.model.MaxSeqLen, c.model.VocabSize)
 	}
+	if want := runTokenizerName(&c.model); info.Tokenizer != want {
+		return fmt.Errorf("the data was tokenized by %s, but the run's model names %s", info.Tokenizer, want)
+	}
 	return nil
 }
 

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/psyche-go/psyche/clients/client"
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/eval"
 	"github.com/psyche-go/psyche/clients/hub"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
@@ -23,7 +25,8 @@ var llamaConfig = strings.Replace(testConfig, "architecture = \"gpt2\"\n",
 // weights and names as a file:// repo: every client starts from those
 // weights (its held-out loss at step 0 is theirs, bit for bit), every step
 // is recorded, every step's replica digest is identical on all of them, and
-// the held-out loss falls by at least 1.0 nat.
+// the held-out loss falls by at least 1.0 nat. Client 0 scores each epoch's
+// model on the built-in benchmark task and publishes the scores on chain.
 func TestLlamaTrainsToFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
@@ -46,7 +49,29 @@ func TestLlamaTrainsToFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := strings.Replace(llamaConfig, `kind = "ephemeral"`, fmt.Sprintf("kind = \"hub\"\nrepo = %q\nrevision = %q", "file://"+hfDir, rev), 1)
-	clients, s, e := threeToFinished(t, "e2e-llama", config)
+	task, err := eval.Open(context.Background(), eval.Builtin, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, s, e := threeToFinished(t, "e2e-llama", config, func(i int, c *client.Config) {
+		if i == 0 {
+			c.EvalTasks = []eval.Task{task}
+		}
+	})
+	// The final model (step 12) was scored, and every score published.
+	bs := clients[0].rec.Snapshot().Benchmarks
+	if len(bs) == 0 || bs[len(bs)-1].Step != 12 || bs[len(bs)-1].Task != eval.Builtin || bs[len(bs)-1].Items != 24 {
+		t.Errorf("client 0 benchmarks %+v, want the model of step 12 scored on %d items of %s", bs, 24, eval.Builtin)
+	}
+	for _, b := range bs {
+		if !b.Published {
+			t.Errorf("benchmark of step %d was not published on chain", b.Step)
+		}
+		t.Logf("benchmark %s at step %d (epoch %d): acc %.3f, acc_norm %.3f over %d items", b.Task, b.Step, b.Epoch, b.Acc, b.AccNorm, b.Items)
+	}
+	if n := len(clients[1].rec.Snapshot().Benchmarks); n != 0 {
+		t.Errorf("client 1, with no tasks, recorded %d benchmarks", n)
+	}
 	preLoss := evalLoss(context.Background(), t, pre, e.valDir)
 	for i, tc := range clients {
 		h := tc.rec.Snapshot().HeldOut

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psyche-go/psyche/clients/client"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/status"
 )
@@ -44,7 +45,7 @@ func TestSparseLoCoOverlapTrainsToFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	clients, _, _ := threeToFinished(t, "e2e-loco", locoConfig)
+	clients, _, _ := threeToFinished(t, "e2e-loco", locoConfig, nil)
 	digests := map[uint64]string{}
 	for i, tc := range clients {
 		snap := tc.rec.Snapshot()
@@ -86,14 +87,18 @@ func heldOutSpan(clients []*trainingClient) (first, last status.LossPoint) {
 // threeToFinished runs config with three clients on localnet until every
 // one of them has seen the run finish, checks that it finished, and returns
 // the clients and the run's final state.
-func threeToFinished(t *testing.T, runID, config string) ([]*trainingClient, *coordinator.State, *runEnv) {
+func threeToFinished(t *testing.T, runID, config string, opts func(i int, c *client.Config)) ([]*trainingClient, *coordinator.State, *runEnv) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newRunEnv(ctx, t, runID, config)
 	var clients []*trainingClient
 	for i := range 3 {
-		tc, _ := e.start(ctx, t, i, nil)
+		var opt func(*client.Config)
+		if opts != nil {
+			opt = func(c *client.Config) { opts(i, c) }
+		}
+		tc, _ := e.start(ctx, t, i, opt)
 		clients = append(clients, tc)
 	}
 	e.unpause(t)

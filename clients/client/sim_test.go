@@ -464,6 +464,8 @@ func (ch *simChain) Submit(_ context.Context, o op, simulate bool) error {
 		err = r.sim.JudgeDispute(me, o.dispute, o.vote, now)
 	case opAnswer:
 		err = r.sim.AnswerDispute(me, o.dispute, o.claim[0], o.claim[1], now)
+	case opReportEval:
+		err = r.sim.ReportEval(me, o.eval, now)
 	}
 	var te *chain.TxError
 	if errors.As(err, &te) {

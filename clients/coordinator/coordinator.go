@@ -9,6 +9,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -24,9 +25,9 @@ import (
 // Limits and sizes fixed by the program's layout.
 const (
 	// AccountSize is the CoordinatorAccount's data size (discriminator included).
-	AccountSize = 201_056
+	AccountSize = 201_088
 	// StateVersion is the layout version the program writes (state.version).
-	StateVersion = 4
+	StateVersion = 5
 	MaxRunIDLen  = 32
 	MaxClients   = 256
 	// StoredRounds is the length of the round ring buffer.
@@ -124,6 +125,30 @@ const (
 	// the lm-head tied to the token embedding unless Model.Untied.
 	ArchLlama uint8 = 2
 )
+
+// Tokenizers (Model.tokenizer).
+const (
+	TokenizerByte uint8 = 1
+	TokenizerGPT2 uint8 = 2
+	// TokenizerJSON: a Hugging Face tokenizer.json file, named by its SHA-256
+	// in Model.TokenizerHash; Model.VocabSize is at most 65536 (token ids are
+	// u16 in data shards).
+	TokenizerJSON uint8 = 3
+)
+
+// TokenizerName names the model's tokenizer as a run config does: "byte",
+// "gpt2", or "json:" and the file's SHA-256 in lowercase hex.
+func TokenizerName(m *Model) string {
+	switch m.Tokenizer {
+	case TokenizerByte:
+		return "byte"
+	case TokenizerGPT2:
+		return "gpt2"
+	case TokenizerJSON:
+		return tokenizerJSONPrefix + hex.EncodeToString(m.TokenizerHash[:])
+	}
+	return fmt.Sprintf("unknown(%d)", m.Tokenizer)
+}
 
 // Optimizers (Model.optimizer).
 const (
@@ -399,6 +424,49 @@ func FindDispute(s *State, id uint64) (*Dispute, bool) {
 func (r Run) Checkpoint(user solana.PublicKey, repo, revision string) (solana.Instruction, error) {
 	return r.Program.rebind(coordinator.NewCheckpointInstruction(
 		coordinator.CheckpointParams{Repo: repo, Revision: revision}, user, r.Instance, r.Account))
+}
+
+// MaxEvalTaskLen bounds an EvalReport's task name (bytes).
+const MaxEvalTaskLen = 32
+
+// EvalReport is a client's score of the model after optimizer step Step on
+// one benchmark task: accuracy and length-normalized accuracy in [0, 1] over
+// Count (at least 1) items. The program takes it from any registered client
+// for a trained step (1 <= Step < Progress.Step) and a task of 1 to
+// MaxEvalTaskLen bytes of UTF-8 without NUL (EvalReport otherwise).
+type EvalReport struct {
+	Step         uint32
+	Task         string
+	Acc, AccNorm float32
+	Count        uint32
+}
+
+// ReportEval publishes user's benchmark score as an EvalReported event; the
+// run's account does not change. A NaN score fails to encode.
+func (r Run) ReportEval(user solana.PublicKey, e EvalReport) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewReportEvalInstruction(coordinator.ReportEvalParams{
+		Step: e.Step, Task: e.Task, Acc: e.Acc, AccNorm: e.AccNorm, Count: e.Count,
+	}, user, r.Instance, r.Account))
+}
+
+// EvalReported is report_eval's event (Task zero-padded: FixedString reads it).
+type EvalReported = coordinator.EvalReported
+
+// EvalReports decodes the EvalReported events among a transaction's log
+// lines (chain.TransactionLogs, or a chain.LogEntry's), in order. Payloads
+// that do not decode are skipped, as chain.EventData skips bad lines: any
+// program a transaction calls can log, so logs are not trusted input.
+func EvalReports(logs []string) []*EvalReported {
+	var out []*EvalReported
+	for _, data := range chain.EventData(logs) {
+		if len(data) < 8 || [8]byte(data[:8]) != coordinator.Event_EvalReported {
+			continue
+		}
+		if ev, err := coordinator.ParseEvent_EvalReported(data); err == nil {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // TakeBurned is the main authority taking user's burned points (zeroed in

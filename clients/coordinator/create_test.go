@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"testing"
 
 	"github.com/gagliardetto/solana-go"
@@ -41,6 +42,10 @@ func TestCreateUpdateDecode(t *testing.T) {
 	}
 	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Config: lp.Config, Model: lp.Model})))
 	config, model := testRun(t)
+	// A tokenizer.json model: the program wants its hash, and stores it.
+	model.Tokenizer = coordinator.TokenizerJSON
+	e.expectError("ModelTokenizer", e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Model: &model})))
+	model.TokenizerHash = sha256.Sum256([]byte("tokenizer.json"))
 	progress := coordinator.Progress{Step: 3, DataIndex: 77}
 	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Metadata: &meta})))
 	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Config: &config, Model: &model, Progress: &progress})))

@@ -155,12 +155,37 @@ type Enum struct {
 // enums lists the accepted names per key (the program's tag values).
 var enums = map[string]map[string]uint8{
 	"architecture": {"gpt2": ArchGPT2, "llama": ArchLlama},
-	"tokenizer":    {"byte": 1, "gpt2": 2},
 	"data_type":    {"pretraining": 1, "finetuning": dataFinetuning},
 	"checkpoint":   {"ephemeral": 1, "hub": 2, "p2p": 3},
 	"data":         {"local": 1, "http": 2},
 	"schedule":     {"constant": 1, "linear": 2, "cosine": 3, "wsd": 4},
 	"optimizer":    {"distro": OptimizerDistro, "sparseloco": OptimizerSparseLoCo},
+}
+
+// tokenizerJSONPrefix starts the name of a tokenizer.json tokenizer: then
+// the file's SHA-256 in lowercase hex.
+const tokenizerJSONPrefix = "json:"
+
+// tokenizerTag resolves model.tokenizer: "byte", "gpt2", or "json:<sha256>"
+// (TokenizerJSON, with the hash for Model.TokenizerHash).
+func tokenizerTag(name string) (uint8, [32]byte, error) {
+	var hash [32]byte
+	switch name {
+	case "byte":
+		return TokenizerByte, hash, nil
+	case "gpt2":
+		return TokenizerGPT2, hash, nil
+	}
+	digits, ok := strings.CutPrefix(name, tokenizerJSONPrefix)
+	if !ok {
+		return 0, hash, errors.New(`want "byte", "gpt2" or "json:" followed by the SHA-256 of a tokenizer.json file`)
+	}
+	b, err := hex.DecodeString(digits)
+	if err != nil || len(b) != len(hash) || hex.EncodeToString(b) != digits {
+		return 0, hash, fmt.Errorf("the SHA-256 after %q must be 64 lowercase hex digits (got %d characters)", tokenizerJSONPrefix, len(digits))
+	}
+	copy(hash[:], b)
+	return TokenizerJSON, hash, nil
 }
 
 // UnmarshalText keeps the name; LoadRunConfig resolves it against its key.
@@ -199,7 +224,6 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 			e         *Enum
 		}{
 			{"model.architecture", "architecture", &m.Architecture},
-			{"model.tokenizer", "tokenizer", &m.Tokenizer},
 			{"model.data_type", "data_type", &m.DataType},
 			{"model.checkpoint.kind", "checkpoint", &m.Checkpoint.Kind},
 			{"model.data.kind", "data", &m.Data.Kind},
@@ -212,6 +236,11 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 			}
 			f.e.Tag = tag
 		}
+		tag, _, err := tokenizerTag(m.Tokenizer.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s:%d: model.tokenizer = %q; %v", ErrRunConfig, name, keyLine(data, "model.tokenizer"), m.Tokenizer.Name, err)
+		}
+		m.Tokenizer.Tag = tag
 		if m.DataType.Tag == dataFinetuning {
 			return nil, fmt.Errorf("%w: %s:%d: model.data_type = \"finetuning\": fine-tuning (prompt/completion data with the loss on completions) is not implemented yet; use \"pretraining\"",
 				ErrRunConfig, name, keyLine(data, "model.data_type"))
@@ -384,8 +413,12 @@ func (rc *RunConfig) Params() (UpdateParams, error) {
 		}
 	}
 	if m := rc.Model; m != nil {
+		tokenizer, tokenizerHash, err := tokenizerTag(m.Tokenizer.Name)
+		if err != nil {
+			return p, fmt.Errorf("model.tokenizer: %v", err)
+		}
 		model := Model{
-			Architecture: m.Architecture.Tag, Tokenizer: m.Tokenizer.Tag, DataType: m.DataType.Tag,
+			Architecture: m.Architecture.Tag, Tokenizer: tokenizer, TokenizerHash: tokenizerHash, DataType: m.DataType.Tag,
 			CheckpointKind: m.Checkpoint.Kind.Tag, DataLocationKind: m.Data.Kind.Tag, LrSchedule: m.LR.Schedule.Tag,
 			Optimizer: m.Optimizer.Kind.Tag, MaxSeqLen: m.MaxSeqLen, ColdStartWarmupSteps: m.ColdStartWarmupSteps,
 			NLayer: m.NLayer, NHead: m.NHead, NEmbd: m.NEmbd, VocabSize: m.VocabSize,

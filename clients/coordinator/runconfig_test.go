@@ -1,7 +1,9 @@
 package coordinator_test
 
 import (
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -283,5 +285,55 @@ func TestWSDRunConfig(t *testing.T) {
 	}
 	if p.Model.LrSchedule != 4 {
 		t.Errorf("wsd: schedule tag %d, want 4", p.Model.LrSchedule)
+	}
+}
+
+// tokenizer = "json:<sha256>" pins a tokenizer.json file by its hash; the
+// names print back as a run config spells them.
+func TestTokenizerJSONRunConfig(t *testing.T) {
+	base, err := os.ReadFile("../../config/light.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	doc := strings.Replace(string(base), `tokenizer = "byte"`, `tokenizer = "json:`+hash+`"`, 1)
+	rc, err := coordinator.ParseRunConfig("j.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.Model
+	if m.Tokenizer != coordinator.TokenizerJSON || hex.EncodeToString(m.TokenizerHash[:]) != hash {
+		t.Errorf("json tokenizer: tag %d hash %x", m.Tokenizer, m.TokenizerHash)
+	}
+	if got := coordinator.TokenizerName(m); got != "json:"+hash {
+		t.Errorf("TokenizerName = %q", got)
+	}
+	for name, tag := range map[string]uint8{"byte": coordinator.TokenizerByte, "gpt2": coordinator.TokenizerGPT2} {
+		m := coordinator.Model{Tokenizer: tag}
+		if got := coordinator.TokenizerName(&m); got != name {
+			t.Errorf("TokenizerName(%d) = %q", tag, got)
+		}
+	}
+	// The line of the key, and what is wrong with the hash.
+	line := fmt.Sprintf("j.toml:%d", 1+strings.Count(doc[:strings.Index(doc, "tokenizer =")], "\n"))
+	for _, c := range []struct{ value, want string }{
+		{"json:" + hash[:63], "64 lowercase hex digits (got 63 characters)"},
+		{"json:" + hash + "0", "64 lowercase hex digits (got 65 characters)"},
+		{"json:" + strings.ToUpper(hash), "64 lowercase hex digits"},
+		{"json:" + hash[:62] + "zz", "64 lowercase hex digits"},
+		{"json:", "64 lowercase hex digits (got 0 characters)"},
+		{"json" + hash, `want "byte", "gpt2" or "json:"`},
+		{"sentencepiece", `want "byte", "gpt2" or "json:"`},
+	} {
+		bad := strings.Replace(string(base), `tokenizer = "byte"`, `tokenizer = "`+c.value+`"`, 1)
+		_, err := coordinator.ParseRunConfig("j.toml", []byte(bad))
+		if !errors.Is(err, coordinator.ErrRunConfig) || !strings.Contains(err.Error(), c.want) ||
+			!strings.Contains(err.Error(), line+": model.tokenizer") {
+			t.Errorf("%q: %v", c.value, err)
+		}
 	}
 }

@@ -96,8 +96,12 @@ func Load(path string) (Task, error) {
 	return t, nil
 }
 
-// Builtin names the built-in task in task lists.
-const Builtin = "builtin:sotu"
+// Builtin names the built-in task in task lists; DefaultBuiltinItems is
+// how many items it has unless asked otherwise.
+const (
+	Builtin             = "builtin:sotu"
+	DefaultBuiltinItems = 200
+)
 
 // Open reads the task spec names: Builtin (builtinItems items) or a JSONL file.
 func Open(ctx context.Context, spec string, builtinItems int) (Task, error) {

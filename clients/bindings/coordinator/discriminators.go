@@ -25,6 +25,7 @@ var (
 	Event_Verified          = [8]byte{102, 108, 247, 112, 212, 132, 41, 71}
 	Event_DisputeOpened     = [8]byte{239, 222, 102, 235, 193, 85, 1, 214}
 	Event_DisputeSettled    = [8]byte{254, 31, 147, 164, 50, 13, 223, 158}
+	Event_EvalReported      = [8]byte{123, 7, 177, 176, 100, 129, 30, 67}
 )
 
 // Instruction discriminators
@@ -48,4 +49,5 @@ var (
 	Instruction_AnswerDispute       = [8]byte{120, 22, 21, 195, 60, 57, 40, 204}
 	Instruction_JudgeDispute        = [8]byte{249, 237, 5, 137, 5, 160, 236, 85}
 	Instruction_TakeBurned          = [8]byte{170, 252, 219, 102, 201, 222, 102, 47}
+	Instruction_ReportEval          = [8]byte{49, 213, 121, 103, 208, 1, 89, 177}
 )

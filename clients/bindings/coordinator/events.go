@@ -113,6 +113,13 @@ func ParseAnyEvent(eventData []byte) (any, error) {
 			return nil, fmt.Errorf("failed to unmarshal event as DisputeSettled: %w", err)
 		}
 		return value, nil
+	case Event_EvalReported:
+		value := new(EvalReported)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as EvalReported: %w", err)
+		}
+		return value, nil
 	default:
 		return nil, fmt.Errorf("unknown discriminator: %s", binary.FormatDiscriminator(discriminator))
 	}
@@ -352,6 +359,23 @@ func ParseEvent_DisputeSettled(eventData []byte) (*DisputeSettled, error) {
 	err = event.UnmarshalWithDecoder(decoder)
 	if err != nil {
 		return nil, fmt.Errorf("failed to unmarshal event of type DisputeSettled: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_EvalReported(eventData []byte) (*EvalReported, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_EvalReported {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_EvalReported, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(EvalReported)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type EvalReported: %w", err)
 	}
 	return event, nil
 }

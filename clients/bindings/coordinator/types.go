@@ -458,6 +458,7 @@ type Model struct {
 	CheckpointRevision   [64]uint8  `json:"checkpointRevision"`
 	DataLocation         [192]uint8 `json:"dataLocation"`
 	DataRoot             [32]uint8  `json:"dataRoot"`
+	TokenizerHash        [32]uint8  `json:"tokenizerHash"`
 }
 
 func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -635,6 +636,11 @@ func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.DataRoot)
 	if err != nil {
 		return errors.NewField("DataRoot", err)
+	}
+	// Serialize `TokenizerHash`:
+	err = encoder.Encode(obj.TokenizerHash)
+	if err != nil {
+		return errors.NewField("TokenizerHash", err)
 	}
 	return nil
 }
@@ -824,6 +830,11 @@ func (obj *Model) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.DataRoot)
 	if err != nil {
 		return errors.NewField("DataRoot", err)
+	}
+	// Deserialize `TokenizerHash`:
+	err = decoder.Decode(&obj.TokenizerHash)
+	if err != nil {
+		return errors.NewField("TokenizerHash", err)
 	}
 	return nil
 }
@@ -3713,6 +3724,99 @@ func UnmarshalVerifyParams(buf []byte) (*VerifyParams, error) {
 	return obj, nil
 }
 
+type ReportEvalParams struct {
+	Step    uint32  `json:"step"`
+	Task    string  `json:"task"`
+	Acc     float32 `json:"acc"`
+	AccNorm float32 `json:"accNorm"`
+	Count   uint32  `json:"count"`
+}
+
+func (obj ReportEvalParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `Task`:
+	err = encoder.Encode(obj.Task)
+	if err != nil {
+		return errors.NewField("Task", err)
+	}
+	// Serialize `Acc`:
+	err = encoder.Encode(obj.Acc)
+	if err != nil {
+		return errors.NewField("Acc", err)
+	}
+	// Serialize `AccNorm`:
+	err = encoder.Encode(obj.AccNorm)
+	if err != nil {
+		return errors.NewField("AccNorm", err)
+	}
+	// Serialize `Count`:
+	err = encoder.Encode(obj.Count)
+	if err != nil {
+		return errors.NewField("Count", err)
+	}
+	return nil
+}
+
+func (obj ReportEvalParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding ReportEvalParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *ReportEvalParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `Task`:
+	err = decoder.Decode(&obj.Task)
+	if err != nil {
+		return errors.NewField("Task", err)
+	}
+	// Deserialize `Acc`:
+	err = decoder.Decode(&obj.Acc)
+	if err != nil {
+		return errors.NewField("Acc", err)
+	}
+	// Deserialize `AccNorm`:
+	err = decoder.Decode(&obj.AccNorm)
+	if err != nil {
+		return errors.NewField("AccNorm", err)
+	}
+	// Deserialize `Count`:
+	err = decoder.Decode(&obj.Count)
+	if err != nil {
+		return errors.NewField("Count", err)
+	}
+	return nil
+}
+
+func (obj *ReportEvalParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling ReportEvalParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalReportEvalParams(buf []byte) (*ReportEvalParams, error) {
+	obj := new(ReportEvalParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type LeaveRunParams struct{}
 
 func (obj LeaveRunParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -4793,6 +4897,121 @@ func (obj *DisputeSettled) Unmarshal(buf []byte) error {
 
 func UnmarshalDisputeSettled(buf []byte) (*DisputeSettled, error) {
 	obj := new(DisputeSettled)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type EvalReported struct {
+	Signer  solanago.PublicKey `json:"signer"`
+	Epoch   uint32             `json:"epoch"`
+	Step    uint32             `json:"step"`
+	Task    [32]uint8          `json:"task"`
+	Acc     float32            `json:"acc"`
+	AccNorm float32            `json:"accNorm"`
+	Count   uint32             `json:"count"`
+}
+
+func (obj EvalReported) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Signer`:
+	err = encoder.Encode(obj.Signer)
+	if err != nil {
+		return errors.NewField("Signer", err)
+	}
+	// Serialize `Epoch`:
+	err = encoder.Encode(obj.Epoch)
+	if err != nil {
+		return errors.NewField("Epoch", err)
+	}
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `Task`:
+	err = encoder.Encode(obj.Task)
+	if err != nil {
+		return errors.NewField("Task", err)
+	}
+	// Serialize `Acc`:
+	err = encoder.Encode(obj.Acc)
+	if err != nil {
+		return errors.NewField("Acc", err)
+	}
+	// Serialize `AccNorm`:
+	err = encoder.Encode(obj.AccNorm)
+	if err != nil {
+		return errors.NewField("AccNorm", err)
+	}
+	// Serialize `Count`:
+	err = encoder.Encode(obj.Count)
+	if err != nil {
+		return errors.NewField("Count", err)
+	}
+	return nil
+}
+
+func (obj EvalReported) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding EvalReported: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *EvalReported) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Signer`:
+	err = decoder.Decode(&obj.Signer)
+	if err != nil {
+		return errors.NewField("Signer", err)
+	}
+	// Deserialize `Epoch`:
+	err = decoder.Decode(&obj.Epoch)
+	if err != nil {
+		return errors.NewField("Epoch", err)
+	}
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `Task`:
+	err = decoder.Decode(&obj.Task)
+	if err != nil {
+		return errors.NewField("Task", err)
+	}
+	// Deserialize `Acc`:
+	err = decoder.Decode(&obj.Acc)
+	if err != nil {
+		return errors.NewField("Acc", err)
+	}
+	// Deserialize `AccNorm`:
+	err = decoder.Decode(&obj.AccNorm)
+	if err != nil {
+		return errors.NewField("AccNorm", err)
+	}
+	// Deserialize `Count`:
+	err = decoder.Decode(&obj.Count)
+	if err != nil {
+		return errors.NewField("Count", err)
+	}
+	return nil
+}
+
+func (obj *EvalReported) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling EvalReported: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalEvalReported(buf []byte) (*EvalReported, error) {
+	obj := new(EvalReported)
 	err := obj.Unmarshal(buf)
 	if err != nil {
 		return nil, err

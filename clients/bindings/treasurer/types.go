@@ -365,6 +365,7 @@ type Model struct {
 	CheckpointRevision   [64]uint8  `json:"checkpointRevision"`
 	DataLocation         [192]uint8 `json:"dataLocation"`
 	DataRoot             [32]uint8  `json:"dataRoot"`
+	TokenizerHash        [32]uint8  `json:"tokenizerHash"`
 }
 
 func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -542,6 +543,11 @@ func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.DataRoot)
 	if err != nil {
 		return errors.NewField("DataRoot", err)
+	}
+	// Serialize `TokenizerHash`:
+	err = encoder.Encode(obj.TokenizerHash)
+	if err != nil {
+		return errors.NewField("TokenizerHash", err)
 	}
 	return nil
 }
@@ -731,6 +737,11 @@ func (obj *Model) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.DataRoot)
 	if err != nil {
 		return errors.NewField("DataRoot", err)
+	}
+	// Deserialize `TokenizerHash`:
+	err = decoder.Decode(&obj.TokenizerHash)
+	if err != nil {
+		return errors.NewField("TokenizerHash", err)
 	}
 	return nil
 }

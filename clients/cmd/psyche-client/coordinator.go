@@ -600,7 +600,7 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 		"config":   configJSON(s.Config),
 		"progress": map[string]any{"epoch": s.Progress.Epoch, "step": s.Progress.Step, "data_index": s.Progress.DataIndex},
 		"model": map[string]any{
-			"architecture": m.Architecture, "tokenizer": m.Tokenizer, "vocab_size": m.VocabSize,
+			"architecture": m.Architecture, "tokenizer": m.Tokenizer, "tokenizer_hash": hex.EncodeToString(m.TokenizerHash[:]), "vocab_size": m.VocabSize,
 			"n_layer": m.NLayer, "n_head": m.NHead, "n_embd": m.NEmbd, "max_seq_len": m.MaxSeqLen,
 			"checkpoint_kind": m.CheckpointKind, "checkpoint_repo": coordinator.FixedString(m.CheckpointRepo[:]),
 			"checkpoint_revision": coordinator.FixedString(m.CheckpointRevision[:]),

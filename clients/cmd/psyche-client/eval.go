@@ -20,8 +20,8 @@ func evalCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "tasks", Usage: "task files (JSONL, one item per line) and/or " + eval.Builtin +
 				" (the true 8-byte continuation of held-out State of the Union passages among 4)"},
 			&cli.IntFlag{Name: "limit", Usage: "items per task at most (0: all)"},
-			&cli.IntFlag{Name: "builtin-items", Usage: "items of " + eval.Builtin, Value: 200},
-			&cli.StringFlag{Name: "tokenizer", Usage: "byte or gpt2 (default: from the model's vocabulary, 256 or 50257)"},
+			&cli.IntFlag{Name: "builtin-items", Usage: "items of " + eval.Builtin, Value: eval.DefaultBuiltinItems},
+			&cli.StringFlag{Name: "tokenizer", Usage: "byte, gpt2 or the path of a tokenizer.json (default: from the model's vocabulary, byte for 256 or gpt2 for 50257)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := requireFlagsNoArgs(c, "model", "tasks"); err != nil {

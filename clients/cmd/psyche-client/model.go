@@ -102,8 +102,9 @@ func loadModel(c *cli.Context) (*trainer.Trainer, tokenizer.Tokenizer, error) {
 	return tr, tok, nil
 }
 
-// modelTokenizer is the tokenizer named (byte or gpt2), or when name is
-// empty the one the model's vocabulary implies (256 or 50257).
+// modelTokenizer is the tokenizer named (byte, gpt2 or a tokenizer.json
+// path), or when name is empty the one the model's vocabulary implies (256
+// or 50257).
 func modelTokenizer(cfg trainer.Config, name string) (tokenizer.Tokenizer, error) {
 	if name == "" {
 		switch cfg.Vocab {
@@ -115,7 +116,7 @@ func modelTokenizer(cfg trainer.Config, name string) (tokenizer.Tokenizer, error
 			return nil, badInputf("the model's vocabulary of %d fits neither tokenizer: name one with --tokenizer", cfg.Vocab)
 		}
 	}
-	tok, err := tokenizer.New(name)
+	tok, err := tokenizer.Open(name)
 	if err != nil {
 		return nil, badInput(err)
 	}

@@ -28,7 +28,7 @@ func sampleCommand() *cli.Command {
 			&cli.Float64Flag{Name: "temperature", Usage: "0 picks the most likely token every time; higher is more random", Value: 0.8},
 			&cli.IntFlag{Name: "top-k", Usage: "sample among the k most likely tokens (0: all)", Value: 40},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the sampler"},
-			&cli.StringFlag{Name: "tokenizer", Usage: "byte or gpt2 (default: from the model's vocabulary, 256 or 50257)"},
+			&cli.StringFlag{Name: "tokenizer", Usage: "byte, gpt2 or the path of a tokenizer.json (default: from the model's vocabulary, byte for 256 or gpt2 for 50257)"},
 		}, coordinatorReadFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {

@@ -23,6 +23,7 @@ import (
 	"github.com/psyche-go/psyche/clients/cmd/psyche-client/statusflags"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/eval"
 	"github.com/psyche-go/psyche/clients/p2p"
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -53,6 +54,10 @@ func trainCommand() *cli.Command {
 		dataCacheDirFlag,
 		&cli.IntFlag{Name: "eval-every", Usage: "steps between held-out evaluations", Value: client.DefaultEvalEvery},
 		&cli.IntFlag{Name: "eval-sequences", Usage: "held-out sequences per evaluation", Value: client.DefaultEvalSequences},
+		&cli.StringSliceFlag{Name: "eval-tasks", Usage: "benchmark tasks to score the model of every epoch on, between epochs, and publish on chain: task files (JSONL, " +
+			"as psyche-client eval reads them) and/or " + eval.Builtin},
+		&cli.IntFlag{Name: "eval-limit", Usage: "items per --eval-tasks task at most (0: all)"},
+		&cli.StringFlag{Name: "tokenizer-file", Usage: "the tokenizer.json of a run whose model names one (json:<sha256>): checked against that hash"},
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here (a restart resumes from it; hub checkpoints are kept here too)"},
 		&cli.IntFlag{Name: "keep-steps", Usage: "checkpoints to keep with --delete-old-steps", Value: client.DefaultKeepSteps},
 		&cli.BoolFlag{Name: "delete-old-steps", Usage: "delete all but the newest --keep-steps checkpoints", Value: true},
@@ -118,8 +123,16 @@ func train(c *cli.Context) error {
 			return badInputf("--%s must be at least 1", name)
 		}
 	}
-	if c.Int("threads") < 0 || c.Int("linger-secs") < 0 {
-		return badInputf("--threads and --linger-secs cannot be negative")
+	if c.Int("threads") < 0 || c.Int("linger-secs") < 0 || c.Int("eval-limit") < 0 {
+		return badInputf("--threads, --linger-secs and --eval-limit cannot be negative")
+	}
+	var tasks []eval.Task
+	for _, spec := range c.StringSlice("eval-tasks") {
+		task, err := eval.Open(c.Context, spec, eval.DefaultBuiltinItems)
+		if err != nil {
+			return badInputf("--eval-tasks: %w", err)
+		}
+		tasks = append(tasks, task)
 	}
 	delay := c.Float64("dummy-training-delay-secs")
 	if delay < 0 || delay > 3600 {
@@ -212,6 +225,7 @@ func train(c *cli.Context) error {
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
 		GradientsDir: c.String("write-gradients-dir"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
+		EvalTasks: tasks, EvalLimit: c.Int("eval-limit"), Tokenizer: c.String("tokenizer-file"),
 	}
 	if err := applyCheat(c, &ccfg); err != nil {
 		return err

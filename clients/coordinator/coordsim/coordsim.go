@@ -364,6 +364,14 @@ func (s *Sim) JudgeDispute(signer solana.PublicKey, id uint64, vote uint8, now i
 	return s.call(signer, ix, err, now)
 }
 
+// ReportEval publishes signer's benchmark score of the model after e.Step.
+// The account does not change, and the sim returns no events: success or the
+// program's error is all there is to see.
+func (s *Sim) ReportEval(signer solana.PublicKey, e coordinator.EvalReport, now int64) error {
+	ix, err := s.run.ReportEval(signer, e)
+	return s.call(signer, ix, err, now)
+}
+
 // call sends one instruction signed by signer at time now.
 func (s *Sim) call(signer solana.PublicKey, ix solana.Instruction, buildErr error, now int64) error {
 	if buildErr != nil {

@@ -678,3 +678,31 @@ func TestDisputes(t *testing.T) {
 		t.Fatalf("dispute 2 after its deadline: %d (step %d)", d.State, s.State().Progress.Step)
 	}
 }
+
+// TestReportEval: a registered client's report of a trained step succeeds
+// and leaves the account as it was; the rest is refused as the program does.
+func TestReportEval(t *testing.T) {
+	s := startSim(t, 7)
+	p := params(t)
+	p.Progress = &coordinator.Progress{Step: 3} // steps 1 and 2 trained
+	must(t, s.Create("run", "v1", p, t0))
+	ms := members(2)
+	must(t, s.Join(ms[0].key, ms[0].p2p, t0))
+	report := coordinator.EvalReport{Step: 2, Task: "arc_easy", Acc: 0.5, AccNorm: 1, Count: 10}
+	before := s.Account()
+	must(t, s.ReportEval(ms[0].key, report, t0))
+	if !bytes.Equal(before, s.Account()) {
+		t.Fatal("report_eval changed the account")
+	}
+	wantErr(t, s.ReportEval(ms[1].key, report, t0), "NotAClient")
+	for _, edit := range []func(*coordinator.EvalReport){
+		func(r *coordinator.EvalReport) { r.Step = 3 },
+		func(r *coordinator.EvalReport) { r.Task = strings.Repeat("x", coordinator.MaxEvalTaskLen+1) },
+		func(r *coordinator.EvalReport) { r.Acc = 1.5 },
+		func(r *coordinator.EvalReport) { r.Count = 0 },
+	} {
+		bad := report
+		edit(&bad)
+		wantErr(t, s.ReportEval(ms[0].key, bad, t0), "EvalReport")
+	}
+}

@@ -88,6 +88,12 @@ fn f32_le(a: u32, b: u32) -> bool {
     a <= b
 }
 
+/// An f32 in [0, 1] given as bits: non-negative values order like their
+/// bits, and every negative value (-0 too) and NaN has larger bits than 1.0.
+pub(crate) fn f32_unit(bits: u32) -> bool {
+    bits <= F32_ONE
+}
+
 impl Model {
     /// Rules that need only the model.
     pub fn validate(&self) -> Result<(), E> {
@@ -100,6 +106,8 @@ impl Model {
         let llama_ok = if self.architecture == ARCH_GPT2 {
             self.untied == 0 && self.n_kv_head == 0 && self.intermediate_size == 0 && self.rope_theta == 0
         } else {
+            // Note: n_head > 0 (ModelShape above).
+            #[allow(clippy::arithmetic_side_effects)]
             let head = self.n_embd / u32::from(self.n_head);
             self.untied <= 1
                 && self.n_kv_head > 0
@@ -115,12 +123,16 @@ impl Model {
         if self.max_seq_len == 0 || self.max_seq_len > MAX_SEQ_LEN {
             return Err(E::ModelSeqLen);
         }
-        let tokenizer_vocab = match self.tokenizer {
-            TOKENIZER_BYTE => TOKENIZER_BYTE_VOCAB,
-            TOKENIZER_GPT2 => TOKENIZER_GPT2_VOCAB,
-            _ => return Err(E::ModelTokenizer),
+        let hashed = self.tokenizer_hash != [0; 32];
+        let tokenizer_ok = match self.tokenizer {
+            TOKENIZER_BYTE => !hashed && self.vocab_size >= TOKENIZER_BYTE_VOCAB,
+            TOKENIZER_GPT2 => !hashed && self.vocab_size >= TOKENIZER_GPT2_VOCAB,
+            // The file's vocabulary is unknown here; token ids must fit the
+            // data shards' u16.
+            TOKENIZER_JSON => hashed && (1..=TOKENIZER_JSON_MAX_VOCAB).contains(&self.vocab_size),
+            _ => false,
         };
-        if self.vocab_size < tokenizer_vocab {
+        if !tokenizer_ok {
             return Err(E::ModelTokenizer);
         }
         if self.data_type != DATA_PRETRAINING {
@@ -194,8 +206,13 @@ impl Model {
             return Err(E::ModelColdStartSteps);
         }
         // WSD decays over the run's last steps: warmup and decay must fit in it.
-        let inner_total = u64::from(config.total_steps) * u64::from(self.inner_steps.max(1));
-        if self.lr_schedule == LR_WSD && u64::from(self.lr_warmup_steps) + u64::from(self.lr_decay_steps) > inner_total {
+        // Note: the product and the sum of two u32 fit in a u64.
+        #[allow(clippy::arithmetic_side_effects)]
+        let (inner_total, wsd_steps) = (
+            u64::from(config.total_steps) * u64::from(self.inner_steps.max(1)),
+            u64::from(self.lr_warmup_steps) + u64::from(self.lr_decay_steps),
+        );
+        if self.lr_schedule == LR_WSD && wsd_steps > inner_total {
             return Err(E::ModelLearningRate);
         }
         Ok(())
@@ -294,6 +311,7 @@ pub(crate) mod tests {
             checkpoint_revision: [0; REVISION_LEN],
             data_location: text("http://127.0.0.1:9000/data"),
             data_root: [0; 32],
+            tokenizer_hash: [0; 32],
         }
     }
 
@@ -374,6 +392,13 @@ pub(crate) mod tests {
         m.rope_theta = 0x461c4000;
     }
 
+    /// valid_model() with a tokenizer.json of 32000 tokens.
+    fn json_tokenizer(m: &mut Model) {
+        m.tokenizer = TOKENIZER_JSON;
+        m.vocab_size = 32000;
+        m.tokenizer_hash = [0xab; 32];
+    }
+
     #[test]
     fn model_rules() {
         type Edit = fn(&mut Model);
@@ -445,6 +470,33 @@ pub(crate) mod tests {
                 m.tokenizer = TOKENIZER_GPT2;
                 m.vocab_size = 50304;
             }, Ok(())),
+            ("byte with a hash", |m| m.tokenizer_hash = [1; 32], Err(E::ModelTokenizer)),
+            ("gpt2 with a hash", |m| {
+                m.tokenizer = TOKENIZER_GPT2;
+                m.vocab_size = 50304;
+                m.tokenizer_hash[31] = 1;
+            }, Err(E::ModelTokenizer)),
+            ("json", json_tokenizer, Ok(())),
+            ("json without a hash", |m| {
+                json_tokenizer(m);
+                m.tokenizer_hash = [0; 32];
+            }, Err(E::ModelTokenizer)),
+            ("json vocab 65536", |m| {
+                json_tokenizer(m);
+                m.vocab_size = TOKENIZER_JSON_MAX_VOCAB;
+            }, Ok(())),
+            ("json vocab 65537", |m| {
+                json_tokenizer(m);
+                m.vocab_size = TOKENIZER_JSON_MAX_VOCAB + 1;
+            }, Err(E::ModelTokenizer)),
+            ("json vocab 0", |m| {
+                json_tokenizer(m);
+                m.vocab_size = 0;
+            }, Err(E::ModelTokenizer)),
+            ("json tokenizer 4", |m| {
+                json_tokenizer(m);
+                m.tokenizer = 4;
+            }, Err(E::ModelTokenizer)),
             ("data type", |m| m.data_type = 0, Err(E::ModelDataType)),
             ("fine-tuning refused", |m| m.data_type = DATA_FINETUNING, Err(E::ModelDataType)),
             ("hub without repo", |m| m.checkpoint_repo = [0; URL_LEN], Err(E::ModelCheckpoint)),

@@ -64,7 +64,7 @@ errors! {
     ModelArchitecture = 6024: "model: unknown architecture",
     ModelShape = 6025: "model: n_layer, n_head and n_embd must be positive and n_embd divisible by n_head",
     ModelSeqLen = 6026: "model: max_seq_len must be 1 to 65536",
-    ModelTokenizer = 6027: "model: unknown tokenizer or vocab_size smaller than the tokenizer's vocabulary",
+    ModelTokenizer = 6027: "model: unknown tokenizer; byte and gpt2 need vocab_size at least their vocabulary and a zero tokenizer_hash, a tokenizer.json (3) its SHA-256 in tokenizer_hash and vocab_size 1 to 65536",
     ModelDataType = 6028: "model: data_type must be pretraining (1); fine-tuning (2) is not implemented yet",
     ModelCheckpoint = 6029: "model: checkpoint must be Ephemeral (no repo) or Hub/P2P with a repo",
     ModelDataLocation = 6030: "model: data location kind unknown or location string missing",
@@ -120,6 +120,8 @@ errors! {
     ConfigOverlap = 6076: "config: overlap must be 0 or 1, and overlapped rounds (1) need verification_percent 0",
     // The Llama architecture (issue 19).
     ModelLlama = 6077: "model: a llama model needs n_kv_head dividing n_head, an even head size, intermediate_size 1 to 2^20, rope_theta 1 to 1e12 and untied 0 or 1; gpt2 leaves these 0",
+    // Benchmark reports (report_eval).
+    EvalReport = 6078: "report_eval: step not yet trained, task not 1..=32 bytes of UTF-8, a score outside [0, 1] or count 0",
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Events that instructions emit (the glue logs them Anchor-style with
 //! sol_log_data). A fixed buffer: no allocation on-chain.
 
-use crate::state::{dispute_state, RunState, MAX_DISPUTES};
+use crate::state::{dispute_state, RunState, EVAL_TASK_LEN, MAX_DISPUTES};
 
 /// One thing that happened, for indexers and clients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +22,9 @@ pub enum Event {
     DisputeOpened { id: u64, step: u32, trainer: [u8; 32], accuser: [u8; 32] },
     /// Dispute `id` was settled with `outcome` (a `dispute_state` tag).
     DisputeSettled { id: u64, outcome: u8 },
+    /// `signer` scored the model after `step` on benchmark `task` (zero-padded):
+    /// accuracy and length-normalized accuracy as f32 bits, over `count` items.
+    EvalReported { signer: [u8; 32], epoch: u32, step: u32, task: [u8; EVAL_TASK_LEN], acc: u32, acc_norm: u32, count: u32 },
 }
 
 /// The most events one instruction emits: its own event plus a tick's

@@ -2,10 +2,11 @@
 //! account state. Each public method validates everything before it changes
 //! anything, so a rejected instruction leaves the account bytes as they were
 //! (the runtime would revert them anyway; tests check we do not rely on it).
-//! Every successful call bumps `nonce`.
+//! Every successful call that changes the state bumps `nonce` (all but
+//! `report_eval`, which only emits an event).
 
 use crate::bloom::Bloom;
-use crate::config::nonempty_str;
+use crate::config::{f32_unit, nonempty_str};
 use crate::error::CoordinatorError as E;
 use crate::event::{Event, Events};
 use crate::selection::{self, Entropy};
@@ -72,6 +73,21 @@ pub struct HealthCheck {
 pub struct CheckpointRepo {
     pub repo: [u8; URL_LEN],
     pub revision: [u8; REVISION_LEN],
+}
+
+/// Arguments of `report_eval`: a client's score of the model after `step` on
+/// one benchmark task. Scores are f32 bits (the program has no floats).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalReport<'a> {
+    /// The optimizer step after which the model was evaluated.
+    pub step: u32,
+    /// The task's name: 1..=EVAL_TASK_LEN bytes of UTF-8 without NUL.
+    pub task: &'a [u8],
+    /// Accuracy and length-normalized accuracy, in [0, 1].
+    pub acc: u32,
+    pub acc_norm: u32,
+    /// Items scored.
+    pub count: u32,
 }
 
 /// Arguments of `commit`: a member's commitment to its step in the current
@@ -814,6 +830,39 @@ impl CoordinatorState {
             self.advance(clock, &mut ev)?;
         }
         self.bump();
+        Ok(ev)
+    }
+
+    /// `report_eval`: a registered client publishes its benchmark score of
+    /// the model after a trained step, as an event only. It changes nothing,
+    /// not even the nonce, so it never invalidates what clients read, and is
+    /// accepted in every phase of a configured run (scores come between
+    /// epochs and after the last one).
+    pub fn report_eval(&self, signer: &Key, r: &EvalReport) -> Result<Events, E> {
+        if self.run_state()? == RunState::Uninitialized {
+            return Err(E::RunUninitialized);
+        }
+        self.slot_of(signer).ok_or(E::NotAClient)?;
+        let valid = (1..self.progress.step).contains(&r.step)
+            && valid_id_str(r.task, EVAL_TASK_LEN)
+            && f32_unit(r.acc)
+            && f32_unit(r.acc_norm)
+            && r.count > 0;
+        if !valid {
+            return Err(E::EvalReport);
+        }
+        let mut task = [0u8; EVAL_TASK_LEN];
+        task[..r.task.len()].copy_from_slice(r.task);
+        let mut ev = Events::default();
+        ev.push(Event::EvalReported {
+            signer: *signer,
+            epoch: self.progress.epoch,
+            step: r.step,
+            task,
+            acc: r.acc,
+            acc_norm: r.acc_norm,
+            count: r.count,
+        });
         Ok(ev)
     }
 

@@ -1966,3 +1966,73 @@ fn take_burned_hands_the_burned_points_over_once_and_frees_the_slot() {
     assert!(sim.s.clients[slot].is_free());
     assert_eq!(zeroed_state().take_burned(&one), Err(E::CorruptState));
 }
+
+#[test]
+fn report_eval_emits_the_scores_and_changes_nothing() {
+    const ONE: u32 = 0x3f80_0000;
+    let report = |step, task| EvalReport { step, task, acc: 0x3f00_0000, acc_norm: ONE, count: 100 };
+    let mut sim = Sim::uninitialized();
+    sim.rejects(E::RunUninitialized, |s, _| s.report_eval(&key(1), &report(1, b"hellaswag")));
+    assert_eq!(zeroed_state().report_eval(&key(1), &report(1, b"hellaswag")), Err(E::CorruptState));
+
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    sim.finish_round();
+    assert_eq!(sim.s.progress.step, 2);
+    let before = sim.s.as_bytes().to_vec();
+    let ev = sim.s.report_eval(&key(1), &report(1, b"hellaswag")).unwrap();
+    let mut task = [0u8; EVAL_TASK_LEN];
+    task[..9].copy_from_slice(b"hellaswag");
+    let want = Event::EvalReported { signer: key(1), epoch: 0, step: 1, task, acc: 0x3f00_0000, acc_norm: ONE, count: 100 };
+    assert_eq!(ev.iter().collect::<Vec<_>>(), vec![want]);
+    assert!(sim.s.as_bytes() == &before[..], "a report changed the account (nonce included)");
+    // Boundaries that pass: a 32-byte task, scores 0 and 1, one item.
+    let edge = EvalReport { step: 1, task: &[b'x'; EVAL_TASK_LEN], acc: 0, acc_norm: ONE, count: 1 };
+    assert!(sim.s.report_eval(&key(2), &edge).is_ok());
+
+    sim.rejects(E::NotAClient, |s, _| s.report_eval(&key(9), &report(1, b"hellaswag")));
+    let bad: [(&str, EvalReport); 12] = [
+        ("step 0", report(0, b"hellaswag")),
+        ("step not yet trained", report(2, b"hellaswag")),
+        ("empty task", report(1, b"")),
+        ("33-byte task", report(1, &[b'x'; EVAL_TASK_LEN + 1])),
+        ("non-UTF-8 task", report(1, b"arc\xff")),
+        ("NUL in task", report(1, b"arc\0easy")),
+        ("acc above 1", EvalReport { acc: ONE + 1, ..report(1, b"arc") }),
+        ("acc_norm negative", EvalReport { acc_norm: 0xbf00_0000, ..report(1, b"arc") }),
+        ("acc -0", EvalReport { acc: 0x8000_0000, ..report(1, b"arc") }),
+        ("acc NaN", EvalReport { acc: 0x7fc0_0000, ..report(1, b"arc") }),
+        ("acc_norm infinite", EvalReport { acc_norm: 0x7f80_0000, ..report(1, b"arc") }),
+        ("count 0", EvalReport { count: 0, ..report(1, b"arc") }),
+    ];
+    for (name, r) in bad {
+        let before = sim.s.as_bytes().to_vec();
+        assert_eq!(sim.s.report_eval(&key(1), &r), Err(E::EvalReport), "{name}");
+        assert!(sim.s.as_bytes() == &before[..], "{name}");
+    }
+
+    // Paused and Finished runs take reports of any trained step.
+    let config = CoordinatorConfig { total_steps: 1, ..valid_config() };
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    sim.finish_round();
+    sim.wait(10);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Finished);
+    let ev = sim.s.report_eval(&key(3), &report(1, b"piqa")).unwrap();
+    assert!(matches!(ev.iter().next(), Some(Event::EvalReported { epoch: 1, step: 1, .. })));
+    sim.rejects(E::EvalReport, |s, _| s.report_eval(&key(3), &report(2, b"piqa")));
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    sim.finish_round();
+    let c = sim.clock();
+    sim.s.set_paused(true, &c).unwrap();
+    sim.finish_round();
+    sim.wait(10);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Paused);
+    assert!(sim.s.report_eval(&key(1), &report(2, b"piqa")).is_ok());
+}

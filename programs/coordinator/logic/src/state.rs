@@ -10,7 +10,7 @@ use crate::bloom::Bloom;
 use crate::selection::MAX_WITNESSES;
 
 /// Layout version written by `init` (bump with a new program id on change).
-pub const STATE_VERSION: u64 = 4;
+pub const STATE_VERSION: u64 = 5;
 /// Client slots: members, pending joiners and holders of unsettled points.
 pub const MAX_CLIENTS: usize = 256;
 /// Rounds kept in the ring buffer (current, previous, and two for lagging readers).
@@ -21,6 +21,8 @@ pub const NAME_LEN: usize = 64;
 pub const DESCRIPTION_LEN: usize = 280;
 pub const URL_LEN: usize = 192;
 pub const REVISION_LEN: usize = 64;
+/// Longest benchmark task name in `report_eval` (and its event's zero-padded field).
+pub const EVAL_TASK_LEN: usize = 32;
 /// Dispute entries kept (open ones and the latest settled ones).
 pub const MAX_DISPUTES: usize = 32;
 /// Members on a dispute's committee (fewer when the round is smaller).
@@ -128,11 +130,17 @@ pub const ARCH_LLAMA: u8 = 2;
 /// Llama limits: the SwiGLU width and the rotary base (f32 bits of 1e12).
 pub const MAX_INTERMEDIATE_SIZE: u32 = 1 << 20;
 pub const MAX_ROPE_THETA: u32 = 0x5368_d4a5;
-/// `Model::tokenizer`: byte-level (vocab 256) or GPT-2 BPE (vocab 50257).
+/// `Model::tokenizer`: byte-level (vocab 256), GPT-2 BPE (vocab 50257), or a
+/// Hugging Face tokenizer.json file, named by the SHA-256 in
+/// `Model::tokenizer_hash` (its vocabulary is in the file, so only the token
+/// id width bounds `vocab_size`).
 pub const TOKENIZER_BYTE: u8 = 1;
 pub const TOKENIZER_GPT2: u8 = 2;
+pub const TOKENIZER_JSON: u8 = 3;
 pub const TOKENIZER_BYTE_VOCAB: u32 = 256;
 pub const TOKENIZER_GPT2_VOCAB: u32 = 50257;
+/// Largest `vocab_size` with a tokenizer.json: data shards store token ids as u16.
+pub const TOKENIZER_JSON_MAX_VOCAB: u32 = 1 << 16;
 /// `Model::data_type`.
 pub const DATA_PRETRAINING: u8 = 1;
 /// Fine-tuning (prompt/completion data, the loss on completions) is reserved:
@@ -258,6 +266,9 @@ pub struct Model {
     pub data_location: [u8; URL_LEN],
     /// Merkle root of the data manifest the run pins (all zero: not pinned).
     pub data_root: [u8; 32],
+    /// SHA-256 of the tokenizer.json file when `tokenizer` is TOKENIZER_JSON;
+    /// all zero otherwise.
+    pub tokenizer_hash: [u8; 32],
 }
 
 /// Where the run is: the epoch, the next step to train and the data cursor
@@ -460,7 +471,8 @@ pub struct EpochState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CoordinatorState {
     pub version: u64,
-    /// Bumped on every successful instruction; clients drop stale notifications.
+    /// Bumped by every successful instruction that changes the account (all
+    /// but report_eval); clients drop stale notifications.
     pub nonce: u64,
     pub run_id: [u8; RUN_ID_LEN],
     pub client_version: [u8; CLIENT_VERSION_LEN],
@@ -569,7 +581,7 @@ mod tests {
             compression_chunk: u32, outer_learning_rate: u32, inner_steps: u32, value_bits: u8, untied: u8,
             n_kv_head: u16, intermediate_size: u32, rope_theta: u32, _padding: [u8; 4],
             checkpoint_repo: [u8; URL_LEN], checkpoint_revision: [u8; REVISION_LEN],
-            data_location: [u8; URL_LEN], data_root: [u8; 32]);
+            data_location: [u8; URL_LEN], data_root: [u8; 32], tokenizer_hash: [u8; 32]);
         assert_tiled!(Progress, epoch: u32, step: u32, data_index: u64);
         assert_tiled!(EpochRates, earning_rate_total_shared: u64, slashing_rate_per_client: u64);
         assert_tiled!(ClientSlot, signer: [u8; 32], p2p_identity: [u8; 32], earned: u64, slashed: u64,
@@ -602,8 +614,8 @@ mod tests {
             disputes: [Dispute; MAX_DISPUTES]);
         assert_eq!(core::mem::align_of::<CoordinatorState>(), 8);
         // The account size is part of the wire contract (clients allocate it).
-        assert_eq!(ACCOUNT_SIZE, 201_056);
-        assert_eq!(size_of::<Model>(), 568);
+        assert_eq!(ACCOUNT_SIZE, 201_088);
+        assert_eq!(size_of::<Model>(), 600);
         assert_eq!(size_of::<Round>(), 37_216);
         assert_eq!(size_of::<CoordinatorConfig>(), 72);
     }

@@ -14,7 +14,7 @@ use core::mem::{size_of, MaybeUninit};
 use psyche_coordinator_logic::bloom::Bloom;
 use psyche_coordinator_logic::error::CoordinatorError;
 use psyche_coordinator_logic::machine::{
-    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, HealthCheck, Update, VerifyArgs, WitnessReport,
+    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, EvalReport, HealthCheck, Update, VerifyArgs, WitnessReport,
 };
 use psyche_coordinator_logic::state::{CoordinatorConfig, Model, Progress, RunMetadata, REVISION_LEN, URL_LEN};
 use psyche_sdk::borsh::{BorshError, Reader};
@@ -278,6 +278,22 @@ impl Decode<'_> for CheckpointRepo {
             return Err(fail(CoordinatorError::InvalidCheckpoint));
         }
         Ok(out)
+    }
+}
+
+/// `ReportEvalParams`: the scores are f32 in the IDL, read as their bits.
+/// The task string is read as bytes, so that its one rule (the logic's
+/// EvalReport) also covers bad UTF-8.
+impl<'a> Decode<'a> for EvalReport<'a> {
+    fn decode(args: &'a [u8]) -> Result<Self, ProgramError> {
+        let mut r = Reader::new(args);
+        let step = r.u32()?;
+        let task = r.byte_vec()?;
+        let acc = r.u32()?;
+        let acc_norm = r.u32()?;
+        let count = r.u32()?;
+        r.finish()?;
+        Ok(Self { step, task, acc, acc_norm, count })
     }
 }
 

@@ -1,5 +1,6 @@
 //! The logic's events, logged as Anchor events (discriminator + Borsh payload
-//! in one "Program data:" field). Enum tags (`RunState`) travel as u8.
+//! in one "Program data:" field). Enum tags (`RunState`) travel as u8, f32
+//! scores as their bits (the IDL's f32).
 
 use psyche_coordinator_logic::event::{Event, Events};
 use psyche_sdk::anchor;
@@ -21,9 +22,10 @@ pub const CHECKPOINT_UPDATED: [u8; 8] = anchor::event("CheckpointUpdated");
 pub const VERIFIED: [u8; 8] = anchor::event("Verified");
 pub const DISPUTE_OPENED: [u8; 8] = anchor::event("DisputeOpened");
 pub const DISPUTE_SETTLED: [u8; 8] = anchor::event("DisputeSettled");
+pub const EVAL_REPORTED: [u8; 8] = anchor::event("EvalReported");
 
 /// Event names in IDL order, with their discriminators.
-pub const EVENTS: [(&str, [u8; 8]); 14] = [
+pub const EVENTS: [(&str, [u8; 8]); 15] = [
     ("StateChanged", STATE_CHANGED),
     ("RoundStarted", ROUND_STARTED),
     ("EpochEnded", EPOCH_ENDED),
@@ -38,6 +40,7 @@ pub const EVENTS: [(&str, [u8; 8]); 14] = [
     ("Verified", VERIFIED),
     ("DisputeOpened", DISPUTE_OPENED),
     ("DisputeSettled", DISPUTE_SETTLED),
+    ("EvalReported", EVAL_REPORTED),
 ];
 
 /// Logs every event of one instruction, in order.
@@ -114,6 +117,10 @@ pub(crate) fn encode(e: &Event, w: &mut Writer<'_>) -> Result<&'static [u8; 8], 
         Event::DisputeSettled { id, outcome } => {
             w.u64(id)?.u8(outcome)?;
             &DISPUTE_SETTLED
+        }
+        Event::EvalReported { signer, epoch, step, task, acc, acc_norm, count } => {
+            w.bytes(&signer)?.u32(epoch)?.u32(step)?.bytes(&task)?.u32(acc)?.u32(acc_norm)?.u32(count)?;
+            &EVAL_REPORTED
         }
     })
 }

@@ -44,7 +44,7 @@ fn layout_types(t: &mut Types) {
         compression_chunk: json!("u32"), outer_learning_rate: json!("f32"), inner_steps: json!("u32"),
         value_bits: json!("u8"), untied: json!("u8"), n_kv_head: json!("u16"), intermediate_size: json!("u32"),
         rope_theta: json!("f32"), _padding: bytes(4), checkpoint_repo: bytes(URL_LEN), checkpoint_revision: bytes(REVISION_LEN),
-        data_location: bytes(URL_LEN), data_root: bytes(32));
+        data_location: bytes(URL_LEN), data_root: bytes(32), tokenizer_hash: bytes(32));
     zc!(t, Progress, "Progress", epoch: json!("u32"), step: json!("u32"), data_index: json!("u64"));
     zc!(t, EpochRates, "EpochRates", earning_rate_total_shared: json!("u64"), slashing_rate_per_client: json!("u64"));
     zc!(t, ClientSlot, "ClientSlot", signer: json!("pubkey"), p2p_identity: bytes(32), earned: json!("u64"),
@@ -147,6 +147,13 @@ fn borsh_types(t: &mut Types) {
         ("claimed_payload", bytes(32)),
         ("claimed_after", bytes(32)),
     ]);
+    t.borsh("ReportEvalParams", &[
+        ("step", json!("u32")),
+        ("task", json!("string")),
+        ("acc", json!("f32")),
+        ("acc_norm", json!("f32")),
+        ("count", json!("u32")),
+    ]);
     for empty in ["LeaveRunParams", "TickParams", "WarmupWitnessParams", "FreeCoordinatorParams"] {
         t.borsh(empty, &[]);
     }
@@ -173,6 +180,15 @@ fn borsh_types(t: &mut Types) {
     t.borsh("Verified", &[("step", json!("u32")), ("trainer", json!("pubkey")), ("verifier", json!("pubkey")), ("verdict", json!("u8"))]);
     t.borsh("DisputeOpened", &[("id", json!("u64")), ("step", json!("u32")), ("trainer", json!("pubkey")), ("accuser", json!("pubkey"))]);
     t.borsh("DisputeSettled", &[("id", json!("u64")), ("outcome", json!("u8"))]);
+    t.borsh("EvalReported", &[
+        ("signer", json!("pubkey")),
+        ("epoch", json!("u32")),
+        ("step", json!("u32")),
+        ("task", bytes(EVAL_TASK_LEN)),
+        ("acc", json!("f32")),
+        ("acc_norm", json!("f32")),
+        ("count", json!("u32")),
+    ]);
 }
 
 /// Accounts and argument type of each instruction (an empty struct where there
@@ -214,6 +230,7 @@ fn instruction_shapes() -> Vec<Instruction> {
         (client(), "AnswerDisputeParams"),
         (client(), "JudgeDisputeParams"),
         (authority(), "TakeBurnedParams"),
+        (client(), "ReportEvalParams"),
     ];
     shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
@@ -268,6 +285,7 @@ fn event_payloads_match_their_idl_types() {
         Event::Verified { step: 1, trainer: k, verifier: k, verdict: 2 },
         Event::DisputeOpened { id: 1, step: 2, trainer: k, accuser: k },
         Event::DisputeSettled { id: 1, outcome: 3 },
+        Event::EvalReported { signer: k, epoch: 1, step: 2, task: k, acc: 3, acc_norm: 4, count: 5 },
     ];
     let types = types();
     for (e, (name, disc)) in samples.iter().zip(EVENTS) {

@@ -5,7 +5,7 @@
 //! use, for host tools (the simulator in programs/coordinator/sim).
 
 use psyche_coordinator_logic::machine::{
-    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, HealthCheck, VerifyArgs, WitnessReport,
+    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, EvalReport, HealthCheck, VerifyArgs, WitnessReport,
 };
 use psyche_sdk::anchor::split_instruction;
 use psyche_sdk::{ErrorCode, ProgramError};
@@ -15,8 +15,9 @@ use crate::args::{
     SettlePointsParams, TakeBurnedParams, UpdateClientVersionParams, UpdateParams,
 };
 use crate::{
-    ANSWER_DISPUTE, CHECKPOINT, COMMIT, FREE_COORDINATOR, JUDGE_DISPUTE, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN, SETTLE_POINTS,
-    SET_FUTURE_EPOCH_RATES, SET_PAUSED, TAKE_BURNED, TICK, UPDATE, UPDATE_CLIENT_VERSION, VERIFY, WARMUP_WITNESS, WITNESS,
+    ANSWER_DISPUTE, CHECKPOINT, COMMIT, FREE_COORDINATOR, JUDGE_DISPUTE, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN,
+    REPORT_EVAL, SETTLE_POINTS, SET_FUTURE_EPOCH_RATES, SET_PAUSED, TAKE_BURNED, TICK, UPDATE, UPDATE_CLIENT_VERSION, VERIFY,
+    WARMUP_WITNESS, WITNESS,
 };
 
 /// The instructions, in IDL order (`Kind as usize` indexes [`crate::INSTRUCTIONS`]).
@@ -42,6 +43,7 @@ pub enum Kind {
     AnswerDispute,
     JudgeDispute,
     TakeBurned,
+    ReportEval,
 }
 
 impl Kind {
@@ -73,6 +75,7 @@ impl Kind {
             d if d == ANSWER_DISPUTE => Kind::AnswerDispute,
             d if d == JUDGE_DISPUTE => Kind::JudgeDispute,
             d if d == TAKE_BURNED => Kind::TakeBurned,
+            d if d == REPORT_EVAL => Kind::ReportEval,
             _ => return Err(ErrorCode::InstructionFallbackNotFound.fail()),
         };
         Ok((kind, args))
@@ -105,6 +108,7 @@ pub enum Instruction<'a> {
     AnswerDispute(DisputeAnswer),
     JudgeDispute(DisputeVote),
     TakeBurned(TakeBurnedParams),
+    ReportEval(EvalReport<'a>),
 }
 
 impl<'a> Instruction<'a> {
@@ -134,6 +138,7 @@ impl<'a> Instruction<'a> {
             Kind::AnswerDispute => Self::AnswerDispute(Decode::decode(args)?),
             Kind::JudgeDispute => Self::JudgeDispute(Decode::decode(args)?),
             Kind::TakeBurned => Self::TakeBurned(Decode::decode(args)?),
+            Kind::ReportEval => Self::ReportEval(Decode::decode(args)?),
         })
     }
 
@@ -323,6 +328,13 @@ mod tests {
                 Instruction::JudgeDispute(DisputeVote { id: 77, vote: 3 }),
             ),
             (ix(crate::TAKE_BURNED, |w| w.bytes(&key(15)).map(|_| ())), Instruction::TakeBurned(TakeBurnedParams { user: key(15) })),
+            (
+                ix(crate::REPORT_EVAL, |w| {
+                    w.u32(41)?.string("arc_easy")?.u32(0x3f00_0000)?.u32(0x3f80_0000)?.u32(2376)?;
+                    Ok(())
+                }),
+                Instruction::ReportEval(EvalReport { step: 41, task: b"arc_easy", acc: 0x3f00_0000, acc_norm: 0x3f80_0000, count: 2376 }),
+            ),
         ]
     }
 
@@ -353,6 +365,12 @@ mod tests {
         for data in [bad_tag, bad_option, bad_utf8] {
             assert_eq!(Instruction::decode(&data), Err(DID_NOT_DESERIALIZE));
         }
+        // report_eval's task is read as bytes: the logic refuses bad UTF-8 (EvalReport).
+        let raw_task = ix(crate::REPORT_EVAL, |w| {
+            w.u32(1)?.byte_vec(&[0xff])?.u32(0)?.u32(0)?.u32(1)?;
+            Ok(())
+        });
+        assert!(matches!(Instruction::decode(&raw_task), Ok(Instruction::ReportEval(EvalReport { task: [0xff], .. }))));
         let invalid_checkpoint = ProgramError::Custom(CoordinatorError::InvalidCheckpoint.code());
         let long_repo = "x".repeat(URL_LEN + 1);
         let long_revision = "x".repeat(REVISION_LEN + 1);

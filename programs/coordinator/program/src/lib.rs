@@ -7,7 +7,7 @@
 //! Accounts:
 //! - `CoordinatorInstance`, PDA ["coordinator", run_id]: bump, main authority,
 //!   join authority, the coordinator account's address, run id (Borsh).
-//! - `CoordinatorAccount`: the 201,048-byte fixed layout of
+//! - `CoordinatorAccount`: the 201,088-byte fixed layout of
 //!   `psyche_coordinator_logic::state` (zero-copy), allocated by the client with
 //!   the system program and assigned to this program, then `init_coordinator`.
 //!
@@ -73,9 +73,10 @@ pub const VERIFY: [u8; 8] = anchor::instruction("verify");
 pub const ANSWER_DISPUTE: [u8; 8] = anchor::instruction("answer_dispute");
 pub const JUDGE_DISPUTE: [u8; 8] = anchor::instruction("judge_dispute");
 pub const TAKE_BURNED: [u8; 8] = anchor::instruction("take_burned");
+pub const REPORT_EVAL: [u8; 8] = anchor::instruction("report_eval");
 
 /// Instruction names in IDL order, with their discriminators.
-pub const INSTRUCTIONS: [(&str, [u8; 8]); 19] = [
+pub const INSTRUCTIONS: [(&str, [u8; 8]); 20] = [
     ("init_coordinator", INIT_COORDINATOR),
     ("update", UPDATE),
     ("update_client_version", UPDATE_CLIENT_VERSION),
@@ -95,6 +96,7 @@ pub const INSTRUCTIONS: [(&str, [u8; 8]); 19] = [
     ("answer_dispute", ANSWER_DISPUTE),
     ("judge_dispute", JUDGE_DISPUTE),
     ("take_burned", TAKE_BURNED),
+    ("report_eval", REPORT_EVAL),
 ];
 
 /// Dispatches an instruction; public so host tests and the entrypoint share it.
@@ -123,5 +125,6 @@ pub fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> P
         Kind::AnswerDispute => processor::answer_dispute(accounts, args),
         Kind::JudgeDispute => processor::judge_dispute(accounts, args),
         Kind::TakeBurned => processor::take_burned(accounts, args),
+        Kind::ReportEval => processor::report_eval(accounts, args),
     }
 }

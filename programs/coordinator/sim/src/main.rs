@@ -206,6 +206,9 @@ impl Sim {
             Instruction::JudgeDispute(v) => {
                 self.as_client()?.judge_dispute(signer, v, clock)?;
             }
+            Instruction::ReportEval(r) => {
+                self.as_client()?.report_eval(signer, r)?;
+            }
             Instruction::FreeCoordinator => unreachable!("handle answers free_coordinator"),
         }
         Ok(())
@@ -290,7 +293,7 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use psyche_coordinator::{CHECKPOINT, FREE_COORDINATOR, INIT_COORDINATOR, JOIN_RUN, SET_PAUSED, TICK};
+    use psyche_coordinator::{CHECKPOINT, FREE_COORDINATOR, INIT_COORDINATOR, JOIN_RUN, REPORT_EVAL, SET_PAUSED, TICK};
     use psyche_coordinator_logic::state::RunState;
     use psyche_sdk::borsh::{BorshError, Writer};
 
@@ -390,6 +393,11 @@ mod tests {
             Ok(())
         });
         fails(&mut sim, &ALICE, &checkpoint, "InvalidCheckpoint");
+        let report = ix(REPORT_EVAL, |w| {
+            w.u32(1)?.string("arc_easy")?.u32(0)?.u32(0)?.u32(1)?;
+            Ok(())
+        });
+        fails(&mut sim, &ALICE, &report, "RunUninitialized");
         let pause = ix(SET_PAUSED, |w| {
             w.bool(true)?;
             Ok(())
