@@ -130,8 +130,12 @@ for i in 1 2 3; do
   "$pc" airdrop "${net[@]}" -w "$w" 10 >/dev/null
   port=$((metrics_port + i - 1))
   set -m
+  # Client 1 also scores each epoch's model on the built-in benchmark task
+  # and publishes the scores on chain.
+  bench=()
+  [ "$i" = 1 ] && bench=(--eval-tasks builtin:sotu --eval-limit 100)
   "$pc" train "${net[@]}" -w "$w" --run-id "$run_id" --logs json --metrics-local-port "$port" --linger-secs 15 \
-    --eval-data "$dir/data/validation" --eval-every 10 --threads 1 \
+    --eval-data "$dir/data/validation" --eval-every 10 --threads 1 "${bench[@]}" \
     --p2p-rendezvous-dir "$dir/p2p" --bind-p2p-interface 127.0.0.1 &>"$dir/client$i.log" &
   pids+=($!)
   set +m

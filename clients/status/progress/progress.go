@@ -103,6 +103,17 @@ func Summary(s status.Snapshot) string {
 	if n := len(s.HeldOut); n > 0 {
 		fmt.Fprintf(&b, "held-out loss  %s (step %d) -> %s (step %d)\n", Loss(s.HeldOut[0].Loss), s.HeldOut[0].Step, Loss(s.HeldOut[n-1].Loss), s.HeldOut[n-1].Step)
 	}
+	for _, last := range s.LatestBenchmarks() {
+		first := last
+		for _, x := range s.Benchmarks {
+			if x.Task == last.Task {
+				first = x
+				break
+			}
+		}
+		fmt.Fprintf(&b, "benchmark      %s acc %.3f (step %d) -> %.3f (step %d), acc_norm %.3f, %d items\n",
+			last.Task, first.Acc, first.Step, last.Acc, last.Step, last.AccNorm, last.Items)
+	}
 	var secs float64
 	for _, st := range s.Steps {
 		secs += st.Duration.Seconds()

@@ -118,8 +118,14 @@ func TestSummary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, b := range []status.Benchmark{{Step: 10, Task: "builtin:sotu", Items: 100, Acc: 0.25, AccNorm: 0.2}, {Step: 20, Task: "builtin:sotu", Items: 100, Acc: 0.43, AccNorm: 0.41}} {
+		if err := rec.RecordBenchmark(b); err != nil {
+			t.Fatal(err)
+		}
+	}
 	got := Summary(rec.Snapshot())
 	for _, want := range []string{
+		"benchmark      builtin:sotu acc 0.250 (step 10) -> 0.430 (step 20), acc_norm 0.410, 100 items",
 		"run demo: Finished after 20 steps (epoch 2)",
 		"train loss     5.9000 (step 1) -> 4.0000 (step 20)",
 		"held-out loss  6.9000 (step 1) -> 5.0000 (step 20)",
