@@ -35,7 +35,7 @@ func (e *engine) benchmark(v *coordinator.View, current bool, step uint32) (acti
 
 // startBenchmark scores a copy of the model in the background.
 func (c *Client) startBenchmark(ctx context.Context, a benchmarkAction) error {
-	tok, err := runTokenizer(&c.model, c.cfg.Tokenizer)
+	tok, err := RunTokenizer(&c.model, c.cfg.Tokenizer)
 	if err != nil {
 		return err
 	}
@@ -77,10 +77,10 @@ func (c *Client) startBenchmark(ctx context.Context, a benchmarkAction) error {
 	return nil
 }
 
-// runTokenizer is the tokenizer the run's model names: byte, gpt2, or the
+// RunTokenizer is the tokenizer the run's model names: byte, gpt2, or the
 // tokenizer.json file a client gives (path), which must be the one the run
 // pins by hash.
-func runTokenizer(m *coordinator.Model, path string) (tokenizer.Tokenizer, error) {
+func RunTokenizer(m *coordinator.Model, path string) (tokenizer.Tokenizer, error) {
 	switch m.Tokenizer {
 	case coordinator.TokenizerByte:
 		return tokenizer.New(tokenizer.ByteName)

@@ -1,7 +1,11 @@
 package client
 
 import (
+	"crypto/sha256"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
@@ -89,5 +93,37 @@ func TestLearningRateSchedules(t *testing.T) {
 	}
 	if got := InnerLearningRate(&m, total, 100, 2, 1, false); math.Abs(float64(got)-0.1) > 1e-6 {
 		t.Errorf("the last inner step: %v, want the final rate", got)
+	}
+}
+
+// A run's tokenizer: byte and gpt2 by name, a tokenizer.json only from the
+// file whose hash the run pins; data shards must record its name.
+func TestRunTokenizer(t *testing.T) {
+	path := filepath.Join("..", "data", "tokenizer", "testdata", "hfjson", "legacy.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &coordinator.Model{Tokenizer: coordinator.TokenizerJSON, TokenizerHash: sha256.Sum256(raw)}
+	tok, err := RunTokenizer(m, path)
+	if err != nil || tok.Name() != runTokenizerName(m) || !strings.HasPrefix(tok.Name(), "json:") {
+		t.Fatalf("RunTokenizer = %v, %v; want the file's tokenizer named %s", tok, err, runTokenizerName(m))
+	}
+	if _, err := RunTokenizer(m, ""); err == nil || !strings.Contains(err.Error(), "--tokenizer-file") {
+		t.Errorf("no file: %v", err)
+	}
+	other := *m
+	other.TokenizerHash[0] ^= 1
+	if _, err := RunTokenizer(&other, path); err == nil || !strings.Contains(err.Error(), "the run pins") {
+		t.Errorf("another file's hash: %v", err)
+	}
+	for tag, name := range map[uint8]string{coordinator.TokenizerByte: "byte", coordinator.TokenizerGPT2: "gpt2"} {
+		m := &coordinator.Model{Tokenizer: tag}
+		if tok, err := RunTokenizer(m, ""); err != nil || tok.Name() != name || runTokenizerName(m) != name {
+			t.Errorf("tag %d: %v %v", tag, tok, err)
+		}
+	}
+	if _, err := RunTokenizer(&coordinator.Model{Tokenizer: 9}, ""); err == nil {
+		t.Error("tag 9 accepted")
 	}
 }

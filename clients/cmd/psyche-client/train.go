@@ -192,6 +192,11 @@ func train(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(tasks) > 0 || c.IsSet("tokenizer-file") {
+		if _, err := client.RunTokenizer(&s.Model, c.String("tokenizer-file")); err != nil {
+			return badInputf("--tokenizer-file: %w", err)
+		}
+	}
 	pinned := runDataRoot(s)
 	var data, eval provider.Provider
 	for _, d := range []struct {

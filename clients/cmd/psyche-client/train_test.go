@@ -33,6 +33,9 @@ func TestTrainBadInput(t *testing.T) {
 		{"predownload without a cache", []string{"predownload", "--run-id", "r"}, "--data-cache-dir"},
 		{"missing hub token file", append(base, "--hub-upload", "--hub-token-file", filepath.Join(dir, "none")), "--hub-token-file"},
 		{"ws without rpc", append(base, "--ws-rpc-2", "ws://127.0.0.1:1"), "--rpc-2"},
+		{"unknown built-in task", append(base, "--eval-tasks", "builtin:nope"), "--eval-tasks"},
+		{"missing task file", append(base, "--eval-tasks", filepath.Join(dir, "none.jsonl")), "none.jsonl"},
+		{"negative eval limit", append(base, "--eval-limit", "-1"), "--eval-limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, code := runCLI(t, nil, tc.args...)
