@@ -80,6 +80,7 @@ type rpcChain struct {
 	me      solana.PublicKey
 	auth    solana.PublicKey
 	p2pKey  [32]byte
+	sign    func([]byte) ([]byte, error) // with the p2p key
 	log     *slog.Logger
 	mu      sync.Mutex
 	chains  []*chain.Client // guarded by mu; the one in use first
@@ -89,7 +90,7 @@ type rpcChain struct {
 
 // openChain finds the run on the first endpoint that answers.
 func openChain(ctx context.Context, cfg *Config, p2pKey [32]byte, log *slog.Logger) (*rpcChain, error) {
-	rc := &rpcChain{wallet: cfg.Wallet, me: cfg.Wallet.PublicKey(), auth: cfg.Authorization, p2pKey: p2pKey, log: log,
+	rc := &rpcChain{wallet: cfg.Wallet, me: cfg.Wallet.PublicKey(), auth: cfg.Authorization, p2pKey: p2pKey, sign: cfg.Node.Sign, log: log,
 		chains: append([]*chain.Client(nil), cfg.Chains...)}
 	var last error
 	for range rc.chains {
@@ -243,12 +244,11 @@ const (
 // Submit builds o's instruction and sends (or simulates) it on the endpoint
 // in use; a failure that is not the program's refusal fails over.
 func (rc *rpcChain) Submit(ctx context.Context, o op, simulate bool) error {
-	ix, err := rc.instruction(o)
+	ixs, err := rc.instructions(o)
 	if err != nil {
 		return err
 	}
 	cl := rc.client()
-	ixs := []solana.Instruction{ix}
 	if simulate {
 		_, err = cl.Simulate(ctx, rc.wallet, ixs)
 	} else {
@@ -261,11 +261,22 @@ func (rc *rpcChain) Submit(ctx context.Context, o op, simulate bool) error {
 	return err
 }
 
+// instructions are o's instructions: one, or for a join its p2p key proof
+// and the join.
+func (rc *rpcChain) instructions(o op) ([]solana.Instruction, error) {
+	if o.kind == opJoin {
+		return rc.run.JoinRunSigned(rc.me, rc.auth, rc.p2pKey, rc.sign)
+	}
+	ix, err := rc.instruction(o)
+	if err != nil {
+		return nil, err
+	}
+	return []solana.Instruction{ix}, nil
+}
+
 func (rc *rpcChain) instruction(o op) (solana.Instruction, error) {
 	r, me := rc.run, rc.me
 	switch o.kind {
-	case opJoin:
-		return r.JoinRun(me, rc.auth, rc.p2pKey)
 	case opLeave:
 		return r.LeaveRun(me)
 	case opTick:

@@ -486,7 +486,11 @@ func startAdversary(ctx context.Context, t *testing.T, v *localnet.Validator, ru
 			if !joined && coordinator.Phase(s) == coordinator.WaitingForMembers {
 				// Joins in the same second as the honest clients, well inside
 				// the extra waiting time, so the first epoch forms with it.
-				if a.err = send(run.JoinRun(me, auth, [32]byte(pub))); a.err != nil {
+				ixs, err := run.JoinRunSigned(me, auth, [32]byte(pub), node.Sign)
+				if err == nil {
+					_, err = c.Send(ctx, key, ixs)
+				}
+				if a.err = err; err != nil {
 					return
 				}
 				joined = true

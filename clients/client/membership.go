@@ -72,6 +72,12 @@ func (c *Client) join(ctx context.Context, v *coordinator.View, a joinAction) er
 // other failures are retried.
 func (c *Client) joinFailed(err error) error {
 	var te *chain.TxError
+	if errors.As(err, &te) && te.Name == "P2pIdentityTaken" {
+		// join_run proves the p2p key, so only a wallet holding this
+		// node's key can hold its identity: another of the user's own.
+		return fmt.Errorf("run %q: another wallet registered this client's p2p identity %x with proof of its key; "+
+			"give each wallet its own --identity-secret-key-path (or none, for a random one): %w", c.cfg.RunID, c.p2pKey, err)
+	}
 	if errors.As(err, &te) && te.Code != nil && te.Name != "AlreadyJoined" && te.Name != "WrongPhase" {
 		return fmt.Errorf("%w: run %q refused the join (authorization %s): %w", ErrNotAuthorized, c.cfg.RunID, c.cfg.Authorization, err)
 	}

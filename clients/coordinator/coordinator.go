@@ -281,10 +281,12 @@ func (r Run) SetPaused(authority solana.PublicKey, paused bool) (solana.Instruct
 }
 
 // JoinRun registers user for the next epoch under authorization (an
-// Authorizer account granting user authorizer.JoinRunScope from the join authority).
+// Authorizer account granting user authorizer.JoinRunScope from the join
+// authority). The program refuses it without the proof that user holds the
+// p2p key (P2pKeyNotProven): JoinRunProven builds both.
 func (r Run) JoinRun(user, authorization solana.PublicKey, p2pIdentity [32]byte) (solana.Instruction, error) {
 	return r.Program.rebind(coordinator.NewJoinRunInstruction(
-		coordinator.JoinRunParams{Signer: user, P2PIdentity: p2pIdentity}, user, authorization, r.Instance, r.Account))
+		coordinator.JoinRunParams{Signer: user, P2PIdentity: p2pIdentity}, user, authorization, r.Instance, r.Account, instructionsSysvar))
 }
 
 // LeaveRun withdraws user's pending join and leaves the current epoch.

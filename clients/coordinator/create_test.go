@@ -8,6 +8,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/localnet/localnettest"
 )
 
 // An account written by the program decodes with the generated bindings, and
@@ -92,5 +93,24 @@ func TestCreateUpdateDecode(t *testing.T) {
 		if data, _, err := e.c.AccountData(e.ctx(), a); err == nil && !bytes.Equal(data, nil) {
 			t.Errorf("%s still holds %d bytes after free_coordinator", a, len(data))
 		}
+	}
+
+	// A freed run id is free (programs/coordinator/program/README.md):
+	// anyone may take it again, and nothing of the old run carries over.
+	other := localnettest.NewFundedKeypair(t, e.v, 5*solana.LAMPORTS_PER_SOL)
+	account = solana.NewWallet().PrivateKey
+	ixs, run, err := e.p.CreateRun(e.ctx(), e.c, other.PublicKey(), account.PublicKey(), coordinator.CreateParams{
+		RunID: "decode-run", MainAuthority: other.PublicKey(), JoinAuthority: other.PublicKey(), ClientVersion: "v9",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustSend(other, ixs, account)
+	_, inst, err = e.p.Open(e.ctx(), e.c, "decode-run")
+	if err != nil || !inst.MainAuthority.Equals(other.PublicKey()) {
+		t.Fatalf("the re-created run: %+v, %v; want %s its main authority", inst, err, other.PublicKey())
+	}
+	if s, err := run.FetchState(e.ctx(), e.c); err != nil || s.Nonce != 0 || s.Progress.Step != 0 && s.Progress.Step != 1 {
+		t.Fatalf("the re-created run's state carries something over: %+v, %v", s.Progress, err)
 	}
 }

@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -22,7 +23,8 @@ import (
 type client struct {
 	key     solana.PrivateKey
 	auth    solana.PublicKey
-	p2p     [32]byte
+	p2pKey  ed25519.PrivateKey
+	p2p     [32]byte // p2pKey's public key
 	stopped bool
 }
 
@@ -31,7 +33,8 @@ func (e *env) newClients(n int) []*client {
 	for i := range out {
 		c := &client{key: localnettest.NewFundedKeypair(e.t, e.v, solana.LAMPORTS_PER_SOL)}
 		c.auth = e.authorize(c.key.PublicKey())
-		_, _ = rand.Read(c.p2p[:])
+		_, c.p2pKey, _ = ed25519.GenerateKey(rand.Reader)
+		c.p2p = [32]byte(c.p2pKey.Public().(ed25519.PublicKey))
 		out[i] = c
 	}
 	return out
@@ -39,7 +42,17 @@ func (e *env) newClients(n int) []*client {
 
 func (e *env) join(c *client) solana.Signature {
 	e.t.Helper()
-	return e.mustSend(c.key, e.ix(e.run.JoinRun(c.key.PublicKey(), c.auth, c.p2p)))
+	return e.mustSend(c.key, e.joinIxs(c))
+}
+
+// joinIxs are c's join_run with its p2p key proof.
+func (e *env) joinIxs(c *client) []solana.Instruction {
+	e.t.Helper()
+	ixs, err := e.run.JoinRunProven(c.key.PublicKey(), c.auth, c.p2pKey)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ixs
 }
 
 // waitFor ticks (as ticker) until the run reaches phase, tolerating
@@ -189,7 +202,7 @@ func TestSimulatedRun(t *testing.T) {
 	config, model := testRun(t)
 	update := coordinator.UpdateParams{Config: &config, Model: &model}
 	e.expectError("Unauthorized", outsider, e.ix(e.run.Update(outsider.PublicKey(), update)))
-	e.expectError("RunUninitialized", clients[0].key, e.ix(e.run.JoinRun(clients[0].key.PublicKey(), clients[0].auth, clients[0].p2p)))
+	e.expectError("RunUninitialized", clients[0].key, e.joinIxs(clients[0]))
 	e.expectError("RunHalted", a, e.ix(e.run.Tick(a.PublicKey())))
 	e.mustSend(a, e.ix(e.run.Update(a.PublicKey(), update)))
 	earning, slashing := uint64(1000), uint64(50)
@@ -219,7 +232,9 @@ func TestSimulatedRun(t *testing.T) {
 		t.Fatalf("ClientLeft %+v, %v", ev, err)
 	}
 	e.expectError("NotAClient", leaver.key, e.ix(e.run.LeaveRun(leaver.key.PublicKey())))
-	e.expectError("AlreadyJoined", clients[0].key, e.ix(e.run.JoinRun(clients[0].key.PublicKey(), clients[0].auth, [32]byte{1})))
+	again := *clients[0]
+	_, again.p2pKey, _ = ed25519.GenerateKey(rand.Reader)
+	e.expectError("AlreadyJoined", clients[0].key, e.joinIxs(&again))
 	// Unauthorized: someone else's authorization, or a signer other than the identity.
 	e.expectError("JoinNotAuthorized", outsider, e.ix(e.run.JoinRun(outsider.PublicKey(), clients[0].auth, clients[0].p2p)))
 	forged, err := e.run.JoinRun(clients[1].key.PublicKey(), clients[1].auth, clients[1].p2p)
@@ -351,6 +366,6 @@ func TestSimulatedRun(t *testing.T) {
 	if s.Progress.Step != config.TotalSteps+1 {
 		t.Errorf("finished at step %d, total_steps %d", s.Progress.Step, config.TotalSteps)
 	}
-	e.expectError("RunFinished", clients[0].key, e.ix(e.run.JoinRun(clients[0].key.PublicKey(), clients[0].auth, clients[0].p2p)))
+	e.expectError("RunFinished", clients[0].key, e.joinIxs(clients[0]))
 	e.mustSend(a, e.ix(e.run.Free(a.PublicKey(), a.PublicKey())))
 }

@@ -344,6 +344,10 @@ func bindIPs(iface string) ([]net.IP, error) {
 // ID is this node's peer ID.
 func (n *Node) ID() peer.ID { return n.host.ID() }
 
+// Sign signs data with the node's p2p key (an ed25519 signature): the proof
+// a join_run carries that its signer holds this identity.
+func (n *Node) Sign(data []byte) ([]byte, error) { return n.key.Sign(data) }
+
 // Addrs are the addresses this node listens on, with its peer ID appended.
 func (n *Node) Addrs() []ma.Multiaddr {
 	info := peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Addrs()}

@@ -249,6 +249,7 @@ func NewJoinRunInstruction(
 	authorizationAccount solanago.PublicKey,
 	coordinatorInstanceAccount solanago.PublicKey,
 	coordinatorAccountAccount solanago.PublicKey,
+	instructionsAccount solanago.PublicKey,
 ) (solanago.Instruction, error) {
 	buf__ := new(bytes.Buffer)
 	enc__ := binary.NewBorshEncoder(buf__)
@@ -277,6 +278,8 @@ func NewJoinRunInstruction(
 		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, false, false))
 		// Account 3 "coordinator_account": Writable, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
+		// Account 4 "instructions": Read-only, Non-signer, Required, Address: Sysvar1nstructions1111111111111111111111111
+		accounts__.Append(solanago.NewAccountMeta(instructionsAccount, false, false))
 	}
 
 	// Create the instruction.

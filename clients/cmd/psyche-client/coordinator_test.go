@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -126,11 +127,12 @@ func TestCoordinatorCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, authorizer.JoinRunScope)
-	join, err := r.JoinRun(other.PublicKey(), authAddr, [32]byte{7})
+	_, p2pKey, _ := ed25519.GenerateKey(nil)
+	join, err := r.JoinRunProven(other.PublicKey(), authAddr, p2pKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, other, []solana.Instruction{join}); err != nil {
+	if _, err := c.Send(ctx, other, join); err != nil {
 		t.Fatal(err)
 	}
 	var user map[string]any

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"flag"
@@ -217,9 +218,8 @@ func (b *bench) runOf(i, n int) error {
 		if _, err := c.Airdrop(ctx, k.PublicKey(), solana.LAMPORTS_PER_SOL); err != nil {
 			return err
 		}
-		var p2p [32]byte
-		_, _ = rand.Read(p2p[:])
-		ixs, err := one(r.JoinRun(k.PublicKey(), b.authAddr, p2p))
+		_, p2p, _ := ed25519.GenerateKey(rand.Reader)
+		ixs, err := r.JoinRunProven(k.PublicKey(), b.authAddr, p2p)
 		if err != nil {
 			return err
 		}
@@ -232,7 +232,8 @@ func (b *bench) runOf(i, n int) error {
 	if _, err := c.Airdrop(ctx, last.PublicKey(), solana.LAMPORTS_PER_SOL); err != nil {
 		return err
 	}
-	if ixs, err = one(r.JoinRun(last.PublicKey(), b.authAddr, [32]byte{1, 2, 3})); err != nil {
+	_, lastP2P, _ := ed25519.GenerateKey(rand.Reader)
+	if ixs, err = r.JoinRunProven(last.PublicKey(), b.authAddr, lastP2P); err != nil {
 		return err
 	}
 	if err := b.measure(i, "join_run (the n-th client)", last, ixs); err != nil {

@@ -219,9 +219,15 @@ impl Model {
     }
 }
 
+/// Largest `Progress::data_index` the authority may set: a run's rounds
+/// add at most 2^32 steps x 2^16 sequences x MAX_INNER_STEPS < 2^58 to it,
+/// so the cursor can never overflow (a cursor near u64::MAX wedged the run
+/// in Warmup, every tick failing).
+pub const MAX_DATA_INDEX: u64 = 1 << 62;
+
 impl Progress {
     pub fn validate(&self, config: &CoordinatorConfig) -> Result<(), E> {
-        if self.step == 0 || self.step > config.total_steps {
+        if self.step == 0 || self.step > config.total_steps || self.data_index > MAX_DATA_INDEX {
             return Err(E::InvalidProgress);
         }
         Ok(())
@@ -652,6 +658,11 @@ pub(crate) mod tests {
         assert_eq!(p(1).validate(&c), Ok(()));
         assert_eq!(p(100).validate(&c), Ok(()));
         assert_eq!(p(101).validate(&c), Err(E::InvalidProgress));
+        // A cursor near u64::MAX would wedge the run in Warmup.
+        let at = |data_index| Progress { epoch: 0, step: 1, data_index };
+        assert_eq!(at(MAX_DATA_INDEX).validate(&c), Ok(()));
+        assert_eq!(at(MAX_DATA_INDEX + 1).validate(&c), Err(E::InvalidProgress));
+        assert_eq!(at(u64::MAX - 3).validate(&c), Err(E::InvalidProgress));
         let mut md = RunMetadata { name: text("run"), description: [0; DESCRIPTION_LEN], num_parameters: 1, vocab_size: 256 };
         assert_eq!(md.validate(), Ok(()));
         md.description[5] = b'x';

@@ -71,7 +71,7 @@ errors! {
     ModelLearningRate = 6031: "model: learning rates must be finite, the peak positive, the final at most the peak, and decaying schedules need decay steps (WSD's warmup and decay must fit in the run's total_steps times inner_steps)",
     ModelOptimizer = 6032: "model: optimizer must be DisTrO (1 inner step, no outer learning rate or value bits) or SparseLoCo (1 to 1000 inner steps, a finite positive outer learning rate, value bits 1/2/4/8/32, no 1-bit flag), with 0 < topk <= chunk, chunk a power of two, decay in [0, 1], finite non-negative weight decay and clipping",
     ModelColdStartSteps = 6033: "model: cold_start_warmup_steps exceeds the rounds that fit in an epoch",
-    InvalidProgress = 6034: "progress: step must be 1 to total_steps",
+    InvalidProgress = 6034: "progress: step must be 1 to total_steps, and data_index at most 2^62",
     ClientsFull = 6035: "no free client slot: all 256 hold members, pending joiners or unsettled reward points",
     AlreadyJoined = 6036: "this signer has already joined the next epoch",
     P2pIdentityTaken = 6037: "this p2p identity is registered by another signer",
@@ -122,6 +122,8 @@ errors! {
     ModelLlama = 6077: "model: a llama model needs n_kv_head dividing n_head, an even head size, intermediate_size 1 to 2^20, rope_theta 1 to 1e12 and untied 0 or 1; gpt2 leaves these 0",
     // Benchmark reports (report_eval).
     EvalReport = 6078: "report_eval: step not yet trained, task not 1..=32 bytes of UTF-8, a score outside [0, 1] or count 0",
+    // Hardening (issue 20).
+    P2pKeyNotProven = 6079: "join_run needs an Ed25519 instruction in the same transaction: the p2p key signing the join message for this signer and run",
 }
 
 #[cfg(test)]

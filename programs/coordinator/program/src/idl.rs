@@ -210,7 +210,7 @@ fn instruction_shapes() -> Vec<Instruction> {
         (authority(), "SetPausedParams"),
         (
             vec![acc("user", false, true), acc("authorization", false, false), acc("coordinator_instance", false, false),
-                 acc("coordinator_account", true, false)],
+                 acc("coordinator_account", true, false), fixed_account("instructions", "Sysvar1nstructions1111111111111111111111111")],
             "JoinRunParams",
         ),
         (client(), "LeaveRunParams"),

@@ -22,6 +22,7 @@
 pub mod args;
 mod events;
 pub mod instruction;
+pub mod join_proof;
 mod processor;
 mod run;
 mod sysvars;
