@@ -11,6 +11,7 @@ import (
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/hub"
+	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
@@ -149,12 +150,36 @@ func (c *Client) loadHubCheckpoint(ctx context.Context, v *coordinator.View) (bo
 	if err := c.tr.LoadCheckpoint(path); err != nil {
 		return false, fmt.Errorf("hub checkpoint %s does not fit the run's model: %w", rev, err)
 	}
+	if !first && !c.hubAgrees(v, rev, want) {
+		return false, nil // the weights loaded are replaced by the peers' model
+	}
 	if first {
 		want = 0
 	}
 	c.e.loadedFrom(want)
 	c.log.Info("model loaded from the hub", "repo", repo, "revision", rev, "step", want)
 	return true, nil
+}
+
+// hubAgrees checks the model just loaded from the hub as step against the
+// root a quorum of the model holders announced for that step: the replica
+// the members agree on. Without such a quorum yet (every holder may be gone:
+// then the hub is the only source), the elected checkpointer's announcement
+// stands.
+func (c *Client) hubAgrees(v *coordinator.View, rev string, step uint32) bool {
+	root, ok := quorumRoot(c.e.modelHolders(v), c.inbox.rootsAt(step))
+	if !ok {
+		c.log.Info("no quorum of model holders announced this step yet; taking the hub checkpoint its elected checkpointer announced", "revision", rev, "step", step)
+		return true
+	}
+	got, err := sharedRoot(c.tr, step)
+	if err != nil || got != root {
+		c.log.Warn("the hub checkpoint is not the model the run's members hold; loading the model from peers",
+			"revision", rev, "step", step, "its_root", got.String(), "members_root", root.String(), "err", err)
+		return false
+	}
+	c.log.Info("the hub checkpoint matches the model a quorum of members holds", "revision", rev, "step", step)
+	return true
 }
 
 // loadHFStart loads a Hugging Face model the run starts from: its weights
@@ -194,7 +219,7 @@ func (c *Client) loadHFStart(repo, rev, path string, first bool) (bool, error) {
 // Cooldown try did not land (the run can finish while it is in flight).
 func (e *engine) announceCheckpoint(v *coordinator.View, current bool, step uint32) (action, bool) {
 	repo, ok := hubRepo(v.State)
-	if !ok || !e.hubUpload || !current || step == 0 {
+	if !ok || !e.hubUpload || !current || step == 0 || !electedCheckpointer(v) {
 		return nil, false
 	}
 	final := v.Phase == coordinator.Finished
@@ -204,6 +229,20 @@ func (e *engine) announceCheckpoint(v *coordinator.View, current bool, step uint
 	}
 	e.announced = step
 	return announceCheckpointAction{repo: repo, rev: coordinator.FixedString(v.State.Model.CheckpointRevision[:])}, true
+}
+
+// electedCheckpointer says whether this client may announce the epoch's
+// checkpoint: a witness of the current round (in Cooldown, the epoch's
+// last), or once the run is Finished, one of its last round (the program
+// kept that in the slot). Checkpointers the election passed over leave it
+// to the elected ones.
+func electedCheckpointer(v *coordinator.View) bool {
+	if v.Phase == coordinator.Finished {
+		return v.Slot != nil && v.Slot.Checkpointer != 0
+	}
+	r := v.Round
+	return v.Me >= 0 && r != nil && uint16(v.Me) < r.ClientsLen &&
+		schedule.IsWitness(uint16(v.Me), r.ClientsLen, v.State.Config.WitnessNodes, r.Seed)
 }
 
 // uploadCheckpoint uploads the model (once per step) and announces its

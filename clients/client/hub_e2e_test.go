@@ -164,6 +164,9 @@ func TestHubCheckpoints(t *testing.T) {
 		t.Errorf("the final model (step 20) was not announced; announced steps %v", steps)
 	}
 	first := late.rec.Snapshot().Steps
+	if logs.saw("the hub checkpoint is not the model the run's members hold") {
+		t.Error("the late client found the announced checkpoint differs from the members' model")
+	}
 	if len(first) == 0 || !steps[uint32(first[0].Step)-1] || !logs.saw("model loaded from the hub") {
 		t.Errorf("the late client should have loaded an announced step %v from the hub and trained the next (its steps: %v)", steps, first)
 	} else {

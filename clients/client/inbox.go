@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -263,6 +264,13 @@ func (b *inbox) recordShare(f *p2p.Finished) {
 			delete(b.roots, st)
 		}
 	}
+}
+
+// rootsAt is a copy of the model roots peers announced for step.
+func (b *inbox) rootsAt(step uint32) map[peer.ID]p2p.Hash {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.roots[step])
 }
 
 // finishLoad hands a finished model download to the loop.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -267,7 +268,6 @@ func (e *engine) startLoad(v *coordinator.View, in *inputs, now time.Time) (acti
 		return nil, false
 	}
 	holders := e.modelHolders(v)
-	need := int(schedule.Quorum(uint16(max(len(holders), 1))))
 	minStep := max(e.loadFrom, e.followFrom-1, 1)
 	var step uint32
 	var root p2p.Hash
@@ -275,16 +275,8 @@ func (e *engine) startLoad(v *coordinator.View, in *inputs, now time.Time) (acti
 		if st < minStep || st <= step || st >= v.Step+1 {
 			continue
 		}
-		votes := map[p2p.Hash]int{}
-		for id, r := range byPeer {
-			if holders[id] {
-				votes[r]++
-			}
-		}
-		for r, n := range votes {
-			if n >= need {
-				step, root = st, r
-			}
+		if r, ok := quorumRoot(holders, byPeer); ok {
+			step, root = st, r
 		}
 	}
 	if root == (p2p.Hash{}) {
@@ -292,6 +284,38 @@ func (e *engine) startLoad(v *coordinator.View, in *inputs, now time.Time) (acti
 	}
 	e.fetching = true
 	return loadModelAction{step, root}, true
+}
+
+// quorumRoot is the root that a quorum of the model holders announced for
+// one step (roots by announcer), if any.
+func quorumRoot(holders map[peer.ID]bool, roots map[peer.ID]p2p.Hash) (p2p.Hash, bool) {
+	need := int(schedule.Quorum(uint16(max(len(holders), 1))))
+	votes := map[p2p.Hash]int{}
+	for id, r := range roots {
+		if holders[id] {
+			votes[r]++
+		}
+	}
+	for r, n := range votes {
+		if n >= need {
+			return r, true
+		}
+	}
+	return p2p.Hash{}, false
+}
+
+// sharedRoot is the root under which tr's model of step is shared with
+// joiners: what holders announce and quorumRoot compares.
+func sharedRoot(tr replica, step uint32) (p2p.Hash, error) {
+	data, err := encodeModel(tr, step)
+	if err != nil {
+		return p2p.Hash{}, err
+	}
+	m, err := p2p.BuildManifest(bytes.NewReader(data), int64(len(data)), p2p.DefaultChunkSize)
+	if err != nil {
+		return p2p.Hash{}, err
+	}
+	return m.Root(), nil
 }
 
 // loadModel downloads the model in the background; the loop takes it from

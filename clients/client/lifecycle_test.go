@@ -1,11 +1,13 @@
 package client
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/p2p"
@@ -106,5 +108,31 @@ func TestShareRetention(t *testing.T) {
 	})
 	if !slices.Equal(gone, []uint32{3}) || !slices.Equal(steps(), []uint32{4, 5, 6}) {
 		t.Fatalf("stopped sharing %v, still shared %v; want [3] and [4 5 6]", gone, steps())
+	}
+}
+
+// A root counts once a quorum of the model holders announced it; announcers
+// that hold no model, and minorities, do not make one.
+func TestQuorumRoot(t *testing.T) {
+	ids := make([]peer.ID, 5)
+	for i := range ids {
+		ids[i] = peer.ID(fmt.Sprintf("peer-%d", i))
+	}
+	holders := map[peer.ID]bool{ids[0]: true, ids[1]: true, ids[2]: true}
+	good, bad := p2p.Hash{1}, p2p.Hash{2}
+	for _, c := range []struct {
+		name  string
+		roots map[peer.ID]p2p.Hash
+		want  p2p.Hash
+		ok    bool
+	}{
+		{"none", nil, p2p.Hash{}, false},
+		{"two of three holders", map[peer.ID]p2p.Hash{ids[0]: good, ids[1]: good, ids[2]: bad}, good, true},
+		{"split", map[peer.ID]p2p.Hash{ids[0]: good, ids[1]: bad}, p2p.Hash{}, false},
+		{"outsiders do not count", map[peer.ID]p2p.Hash{ids[0]: bad, ids[3]: bad, ids[4]: bad}, p2p.Hash{}, false},
+	} {
+		if got, ok := quorumRoot(holders, c.roots); got != c.want || ok != c.ok {
+			t.Errorf("%s: %v %v, want %v %v", c.name, got, ok, c.want, c.ok)
+		}
 	}
 }

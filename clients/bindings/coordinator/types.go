@@ -1004,7 +1004,7 @@ type ClientSlot struct {
 	HasFault          uint8              `json:"hasFault"`
 	Transients        uint8              `json:"transients"`
 	OpenDisputes      uint8              `json:"openDisputes"`
-	Padding           uint8              `json:"padding"`
+	Checkpointer      uint8              `json:"checkpointer"`
 }
 
 func (obj ClientSlot) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -1088,10 +1088,10 @@ func (obj ClientSlot) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	if err != nil {
 		return errors.NewField("OpenDisputes", err)
 	}
-	// Serialize `Padding`:
-	err = encoder.Encode(obj.Padding)
+	// Serialize `Checkpointer`:
+	err = encoder.Encode(obj.Checkpointer)
 	if err != nil {
-		return errors.NewField("Padding", err)
+		return errors.NewField("Checkpointer", err)
 	}
 	return nil
 }
@@ -1187,10 +1187,10 @@ func (obj *ClientSlot) UnmarshalWithDecoder(decoder *binary.Decoder) (err error)
 	if err != nil {
 		return errors.NewField("OpenDisputes", err)
 	}
-	// Deserialize `Padding`:
-	err = decoder.Decode(&obj.Padding)
+	// Deserialize `Checkpointer`:
+	err = decoder.Decode(&obj.Checkpointer)
 	if err != nil {
-		return errors.NewField("Padding", err)
+		return errors.NewField("Checkpointer", err)
 	}
 	return nil
 }

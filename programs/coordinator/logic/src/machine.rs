@@ -159,7 +159,7 @@ const EMPTY_SLOT: ClientSlot = ClientSlot {
     has_fault: 0,
     transients: 0,
     open_disputes: 0,
-    _padding: 0,
+    checkpointer: 0,
 };
 
 /// Seconds from `since` to `now`, 0 if the clock has not moved forward.
@@ -802,22 +802,32 @@ impl CoordinatorState {
         Ok(ev)
     }
 
-    /// `checkpoint`: a member records where it uploaded the latest model.
+    /// `checkpoint`: an elected checkpointer records where it uploaded the
+    /// latest model. The checkpointers are the witnesses of the current round
+    /// (in Cooldown, the epoch's last), so a member the election passed over
+    /// cannot point joiners at a file of its own.
     pub fn checkpoint(&mut self, signer: &Key, repo: &CheckpointRepo, clock: &Clock) -> Result<Events, E> {
         let finished = self.run_state()? == RunState::Finished;
+        if !matches!(self.model.checkpoint_kind, CHECKPOINT_HUB | CHECKPOINT_P2P) {
+            return Err(E::CheckpointNotConfigured);
+        }
         if finished {
             // The run's final model: announced by a client that finished
-            // the last epoch healthy (the epoch list is empty by now).
+            // the last epoch healthy and was elected in its last round (the
+            // epoch list is empty by now: end_epoch kept that in the slot).
             if !self.finished_last_epoch(signer) {
                 return Err(E::NotInEpoch);
+            }
+            if !self.clients.iter().any(|c| c.occupied != 0 && c.signer == *signer && c.checkpointer != 0) {
+                return Err(E::NotCheckpointer);
             }
         } else if self.run_state()?.is_halted() {
             return Err(E::RunHalted);
         } else {
-            self.healthy_member(signer)?;
-        }
-        if !matches!(self.model.checkpoint_kind, CHECKPOINT_HUB | CHECKPOINT_P2P) {
-            return Err(E::CheckpointNotConfigured);
+            let k = self.healthy_member(signer)?;
+            if !self.elected_checkpointer(k) {
+                return Err(E::NotCheckpointer);
+            }
         }
         if !nonempty_str(&repo.repo) || fixed_str_len(&repo.revision).is_none() {
             return Err(E::InvalidCheckpoint);
@@ -1209,8 +1219,10 @@ impl CoordinatorState {
         }
         for k in 0..self.epoch_len() {
             let e = self.epoch.clients[k];
+            let elected = self.elected_checkpointer(k);
             let c = &mut self.clients[usize::from(e.slot) % MAX_CLIENTS];
             c.in_epoch = 0;
+            c.checkpointer = u8::from(elected && e.state == HEALTHY);
             if e.state != HEALTHY {
                 continue;
             }
@@ -1383,6 +1395,15 @@ impl CoordinatorState {
     fn finished_last_epoch(&self, signer: &Key) -> bool {
         let last = self.progress.epoch.wrapping_sub(1);
         self.clients.iter().any(|c| c.occupied != 0 && c.signer == *signer && c.has_finished != 0 && c.last_finished_epoch == last)
+    }
+
+    /// Whether epoch entry `k` is a witness of the current round: one of the
+    /// epoch's elected checkpointers.
+    fn elected_checkpointer(&self, k: usize) -> bool {
+        let r = self.current_round();
+        // Note: k < MAX_CLIENTS (256) fits in u16.
+        let k = k as u16;
+        k < r.clients_len && selection::is_witness(k, r.clients_len, self.config.witness_nodes, &r.seed)
     }
 
     fn healthy_member(&self, signer: &Key) -> Result<usize, E> {

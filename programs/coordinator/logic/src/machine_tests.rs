@@ -581,8 +581,9 @@ fn run_finishes_after_total_steps() {
     // last epoch, and the run stays Finished.
     let repo = CheckpointRepo { repo: text("http://127.0.0.1:9/final"), revision: text("f00d") };
     sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&key(9), &repo, c));
+    let elected = sim.s.clients.iter().find(|c| c.checkpointer != 0).map(|c| c.signer).unwrap();
     let c = sim.clock();
-    sim.s.checkpoint(&key(2), &repo, &c).unwrap();
+    sim.s.checkpoint(&elected, &repo, &c).unwrap();
     assert_eq!((sim.s.model.checkpoint_repo, sim.s.model.checkpoint_revision), (repo.repo, repo.revision));
     assert_eq!(sim.state(), RunState::Finished);
 }
@@ -599,8 +600,13 @@ fn final_checkpoint_needs_a_finisher_of_the_last_epoch() {
     assert_eq!(sim.state(), RunState::Finished);
     // A paused run refuses announcements; a finished one only from finishers.
     let repo = CheckpointRepo { repo: text("http://127.0.0.1:9/final"), revision: text("f00d") };
+    // The last round's witnesses are the finishers that may announce.
+    let elected: Vec<[u8; 32]> = sim.s.clients.iter().filter(|c| c.checkpointer != 0).map(|c| c.signer).collect();
+    assert_eq!(elected.len(), 2, "witness_nodes = 2");
+    let passed_over = sim.s.clients.iter().find(|c| c.occupied != 0 && c.checkpointer == 0).map(|c| c.signer).unwrap();
+    sim.rejects(E::NotCheckpointer, |s, c| s.checkpoint(&passed_over, &repo, c));
     sim.s.clients.iter_mut().for_each(|c| c.has_finished = 0);
-    sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&key(1), &repo, c));
+    sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&elected[0], &repo, c));
 }
 
 #[test]
@@ -893,10 +899,16 @@ fn checkpoint_updates_come_from_members_of_hub_or_p2p_runs() {
     sim.form_epoch(1..=3);
     sim.start_training();
     let empty = CheckpointRepo { repo: [0; URL_LEN], revision: repo.revision };
-    sim.rejects(E::InvalidCheckpoint, |s, c| s.checkpoint(&key(1), &empty, c));
+    // witness_nodes = 2 of 3 members: the round's two witnesses are its
+    // checkpointers; the third member may not announce.
+    let elected: Vec<[u8; 32]> = sim.elected().into_iter().map(|(_, k)| k).collect();
+    assert_eq!(elected.len(), 2);
+    let passed_over = sim.members().into_iter().map(|(_, k)| k).find(|k| !elected.contains(k)).unwrap();
+    sim.rejects(E::InvalidCheckpoint, |s, c| s.checkpoint(&elected[0], &empty, c));
     sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&key(9), &repo, c));
+    sim.rejects(E::NotCheckpointer, |s, c| s.checkpoint(&passed_over, &repo, c));
     let c = sim.clock();
-    sim.s.checkpoint(&key(1), &repo, &c).unwrap();
+    sim.s.checkpoint(&elected[0], &repo, &c).unwrap();
     assert_eq!(sim.s.model.checkpoint_repo, repo.repo);
     assert_eq!(sim.s.model.checkpoint_kind, CHECKPOINT_HUB);
 

@@ -321,7 +321,10 @@ pub struct ClientSlot {
     /// OPEN disputes naming this slot (trainer, accuser or committee): the
     /// slot is not reused while any is open.
     pub open_disputes: u8,
-    pub _padding: u8,
+    /// 1 when the client was an elected checkpointer of the epoch it last
+    /// finished (a witness of its last round): it may announce the final
+    /// checkpoint once the run is Finished.
+    pub checkpointer: u8,
 }
 
 /// An entry of the current epoch's ordered client list.
@@ -587,7 +590,7 @@ mod tests {
         assert_tiled!(ClientSlot, signer: [u8; 32], p2p_identity: [u8; 32], earned: u64, slashed: u64,
             last_finished_epoch: u32, occupied: u8, pending: u8, in_epoch: u8, has_finished: u8, state_after: [u8; 32],
             unvested: [u64; VESTING_BUCKETS], burned: u64, last_fault_epoch: u32, has_fault: u8, transients: u8,
-            open_disputes: u8, _padding: u8);
+            open_disputes: u8, checkpointer: u8);
         assert_tiled!(EpochClient, slot: u16, state: u8, warmup_witnessed: u8);
         assert_tiled!(Witness, index: u16, _padding: [u8; 6], participant_bloom: Bloom, broadcast_bloom: Bloom,
             broadcast_merkle: [u8; 32]);

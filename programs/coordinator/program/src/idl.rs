@@ -51,7 +51,7 @@ fn layout_types(t: &mut Types) {
         slashed: json!("u64"), last_finished_epoch: json!("u32"), occupied: json!("u8"), pending: json!("u8"),
         in_epoch: json!("u8"), has_finished: json!("u8"), state_after: bytes(32),
         unvested: array(json!("u64"), VESTING_BUCKETS), burned: json!("u64"), last_fault_epoch: json!("u32"),
-        has_fault: json!("u8"), transients: json!("u8"), open_disputes: json!("u8"), _padding: json!("u8"));
+        has_fault: json!("u8"), transients: json!("u8"), open_disputes: json!("u8"), checkpointer: json!("u8"));
     zc!(t, EpochClient, "EpochClient", slot: json!("u16"), state: json!("u8"), warmup_witnessed: json!("u8"));
     zc!(t, Witness, "Witness", index: json!("u16"), _padding: bytes(6), participant_bloom: defined("Bloom"),
         broadcast_bloom: defined("Bloom"), broadcast_merkle: bytes(32));

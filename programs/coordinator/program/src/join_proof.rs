@@ -72,7 +72,7 @@ fn signs(d: &[u8], key: &[u8; 32], message: &[u8]) -> bool {
         // Note: j < 256, so the header offset is small.
         #[allow(clippy::arithmetic_side_effects)]
         let h = 2 + 14 * j;
-        let f = |k: usize| h.checked_add(2 * k).and_then(|at| u16_at(d, at));
+        let f = |k: usize| k.checked_mul(2).and_then(|o| h.checked_add(o)).and_then(|at| u16_at(d, at));
         let (Some(_sig), Some(sig_ix), Some(key_off), Some(key_ix), Some(msg_off), Some(msg_len), Some(msg_ix)) =
             (f(0), f(1), f(2), f(3), f(4), f(5), f(6))
         else {
