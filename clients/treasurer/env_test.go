@@ -2,6 +2,7 @@ package treasurer_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -186,11 +187,12 @@ func (e *env) state() *coordinator.State {
 }
 
 // client is a simulated training client: a wallet, its join authorization,
-// p2p identity and token account.
+// p2p key (join_run needs the proof that the joiner holds it) and token
+// account.
 type client struct {
 	key    solana.PrivateKey
 	auth   solana.PublicKey
-	p2p    [32]byte
+	p2p    ed25519.PrivateKey
 	tokens solana.PublicKey
 	// stopped clients neither train nor report.
 	stopped bool
@@ -200,7 +202,7 @@ func (e *env) newClients(n int) []*client {
 	out := make([]*client, n)
 	g := e.authority.PublicKey()
 	for i := range out {
-		c := &client{key: localnettest.NewFundedKeypair(e.t, e.v, solana.LAMPORTS_PER_SOL)}
+		c := &client{key: localnettest.NewFundedKeypair(e.t, e.v, solana.LAMPORTS_PER_SOL), p2p: newP2PKey(e.t)}
 		create, addr, err := e.auth.Create(g, g, c.key.PublicKey(), authorizer.JoinRunScope)
 		if err != nil {
 			e.t.Fatal(err)
@@ -211,7 +213,6 @@ func (e *env) newClients(n int) []*client {
 		}
 		e.mustSend(e.authority, []solana.Instruction{create, activate})
 		c.auth = addr
-		_, _ = rand.Read(c.p2p[:])
 		c.tokens = e.tokenAccount(c.key.PublicKey(), 0)
 		out[i] = c
 	}
@@ -220,7 +221,26 @@ func (e *env) newClients(n int) []*client {
 
 func (e *env) join(c *client) {
 	e.t.Helper()
-	e.mustSend(c.key, e.ix(e.run.Coordinator.JoinRun(c.key.PublicKey(), c.auth, c.p2p)))
+	e.mustSend(c.key, e.joinIxs(c, c.auth))
+}
+
+// joinIxs is c's join_run under authorization, with the proof that c holds
+// its p2p key.
+func (e *env) joinIxs(c *client, authorization solana.PublicKey) []solana.Instruction {
+	e.t.Helper()
+	ixs, err := e.run.Coordinator.JoinRunProven(c.key.PublicKey(), authorization, c.p2p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ixs
+}
+
+func newP2PKey(t *testing.T) ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // tick sends a tick, tolerating TickTooEarly (after which it waits a little).

@@ -20,8 +20,7 @@ func (e *env) newDepositClients(n int, minted uint64) []*client {
 	e.t.Helper()
 	out := make([]*client, n)
 	for i := range out {
-		c := &client{key: localnettest.NewFundedKeypair(e.t, e.v, solana.LAMPORTS_PER_SOL)}
-		c.p2p[0], c.p2p[1] = byte(i), 0xde
+		c := &client{key: localnettest.NewFundedKeypair(e.t, e.v, solana.LAMPORTS_PER_SOL), p2p: newP2PKey(e.t)}
 		c.tokens = e.tokenAccount(c.key.PublicKey(), minted)
 		u := c.key.PublicKey()
 		e.mustSend(c.key, e.ix(e.run.CreateParticipant(u, u)))
@@ -110,7 +109,7 @@ func TestForfeitsBurned(t *testing.T) {
 
 	// No deposit, no join: the authorization does not exist, and one the
 	// authority grants is not at the PDA of the join authority (the Run).
-	e.expectError("AccountNotInitialized", c0.key, e.ix(run.Coordinator.JoinRun(u0, c0.auth, c0.p2p)))
+	e.expectError("AccountNotInitialized", c0.key, e.joinIxs(c0, c0.auth))
 	grant, grantAddr, err := e.auth.Create(a.PublicKey(), a.PublicKey(), authorizer.Everyone, authorizer.JoinRunScope)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +119,7 @@ func TestForfeitsBurned(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustSend(a, []solana.Instruction{grant, activate})
-	e.expectError("ConstraintSeeds", c0.key, e.ix(run.Coordinator.JoinRun(u0, grantAddr, c0.p2p)))
+	e.expectError("ConstraintSeeds", c0.key, e.joinIxs(c0, grantAddr))
 
 	// Deposits: exactly the run's amount, once.
 	e.expectError("DepositMismatch", c0.key, e.ix(run.Deposit(u0, solana.PublicKey{}, deposit-1)))
@@ -181,7 +180,7 @@ func TestForfeitsBurned(t *testing.T) {
 	if _, err := e.auth.Fetch(e.ctx(), e.c, c1.auth); err == nil || e.balance(c1.tokens) != 1000 || e.runAccount().TotalDeposits != 2*deposit {
 		t.Fatalf("after a deposit return: authorization %v, balance %d", err, e.balance(c1.tokens))
 	}
-	e.expectError("AccountNotInitialized", c1.key, e.ix(run.Coordinator.JoinRun(u1, c1.auth, c1.p2p)))
+	e.expectError("AccountNotInitialized", c1.key, e.joinIxs(c1, c1.auth))
 	e.mustSend(c1.key, e.ix(run.Deposit(u1, solana.PublicKey{}, deposit)))
 	if p := e.participant(c1); !p.Deposited || p.DepositEpoch != 1 || e.runAccount().TotalDeposits != 3*deposit {
 		t.Fatalf("deposit again in epoch 1: %+v", p)
@@ -332,7 +331,7 @@ func TestForfeitsBurned(t *testing.T) {
 		t.Fatalf("run burned %d, holds deposits %d", acc.TotalBurned, acc.TotalDeposits)
 	}
 	e.expectError("NothingToBurn", outsider, e.ix(run.BurnForfeited(uc)))
-	e.expectError("AccountNotInitialized", cheat.key, e.ix(run.Coordinator.JoinRun(uc, cheat.auth, cheat.p2p)))
+	e.expectError("AccountNotInitialized", cheat.key, e.joinIxs(cheat, cheat.auth))
 	e.expectError("NoDeposit", cheat.key, e.ix(run.WithdrawDeposit(uc, uc, solana.PublicKey{})))
 	e.expectError("DepositsRemain", a, e.ix(run.Close(a.PublicKey(), a.PublicKey())))
 

@@ -3,6 +3,8 @@ package treasurer
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/gagliardetto/solana-go"
@@ -83,6 +85,93 @@ func TestClaimableAndReserved(t *testing.T) {
 	acc.Closed = true
 	if got := ReservedTokens(acc, s); got != 300 {
 		t.Errorf("ReservedTokens of a closed run = %d, want its deposits, 300", got)
+	}
+	// Points settled into records (participant_settle) stay reserved.
+	acc.Closed, acc.UnclaimedSettledPoints = false, 40
+	if got := ReserveOfRun(acc, s); got != (Reserve{Claims: 65, Unvested: 10, Burned: 7, Settled: 40}) || got.Points() != 122 {
+		t.Errorf("ReserveOfRun = %+v", got)
+	}
+	if got := ReservedTokens(acc, s); got != 422 {
+		t.Errorf("ReservedTokens with settled points = %d, want 422", got)
+	}
+	if got := ReserveOfRun(acc, nil); got != (Reserve{Settled: 40}) {
+		t.Errorf("ReserveOfRun without the Coordinator run = %+v", got)
+	}
+}
+
+// SlotHolds follows the Coordinator's ClientSlot::is_free; SettleFrees lists
+// the slots that only unsettled points hold.
+func TestSlotHoldsAndSettleFrees(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		slot coordinator.ClientSlot
+		want []string
+	}{
+		{"free", coordinator.ClientSlot{}, nil},
+		{"points", coordinator.ClientSlot{Earned: 1}, []string{"unsettled points"}},
+		{"a slash", coordinator.ClientSlot{Slashed: 1}, []string{"unsettled points"}},
+		{"member", coordinator.ClientSlot{InEpoch: 1, Earned: 5}, []string{"in the epoch", "unsettled points"}},
+		{"everything", coordinator.ClientSlot{Pending: 1, InEpoch: 1, Earned: 1, Unvested: [4]uint64{0, 0, 0, 1}, Burned: 1, OpenDisputes: 1},
+			[]string{"pending join", "in the epoch", "unsettled points", "unvested points", "burned points", "open disputes"}},
+	} {
+		if got := SlotHolds(&tc.slot); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: SlotHolds = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	s := &coordinator.State{}
+	absent, member, slashed := solana.NewWallet().PublicKey(), solana.NewWallet().PublicKey(), solana.NewWallet().PublicKey()
+	s.Clients[0] = coordinator.ClientSlot{Signer: absent, Occupied: 1, Earned: 10}
+	s.Clients[1] = coordinator.ClientSlot{Signer: member, Occupied: 1, Earned: 10, InEpoch: 1}
+	s.Clients[2] = coordinator.ClientSlot{Signer: slashed, Occupied: 1, Slashed: 5}
+	s.Clients[3] = coordinator.ClientSlot{Earned: 10} // unoccupied
+	if got := SettleFrees(s); !slices.Equal(got, []solana.PublicKey{absent, slashed}) {
+		t.Errorf("SettleFrees = %v", got)
+	}
+	if e, sl, ok := Settleable(s, slashed); !ok || e != 0 || sl != 5 {
+		t.Errorf("Settleable = %d, %d, %v", e, sl, ok)
+	}
+	if _, _, ok := Settleable(s, solana.NewWallet().PublicKey()); ok {
+		t.Error("a stranger has points to settle")
+	}
+}
+
+// CheckEarningRate is run_update's rule (check_earning_rate in the interface
+// crate); FundingOf counts the epochs the run's free tokens cover.
+func TestEarningRateFunding(t *testing.T) {
+	fixed := MintInfo{Supply: 1000, SupplyFixed: true}
+	growable := MintInfo{Supply: 1000}
+	for _, tc := range []struct {
+		mint MintInfo
+		rate uint64
+		ok   bool
+	}{{fixed, 1000, true}, {fixed, 0, true}, {fixed, 1001, false}, {growable, 1 << 62, true}} {
+		if err := CheckEarningRate(tc.mint, tc.rate); (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrUnfundableRate)) {
+			t.Errorf("CheckEarningRate(%+v, %d) = %v", tc.mint, tc.rate, err)
+		}
+	}
+	s := &coordinator.State{}
+	s.Clients[0] = coordinator.ClientSlot{Occupied: 1, Earned: 100}
+	acc := &RunAccount{TotalDeposits: 50, UnclaimedSettledPoints: 25}
+	s.FutureRates.EarningRateTotalShared = 300
+	// 1000 held, 175 reserved: 825 available, 2 epochs of 300.
+	f := FundingOf(acc, s, growable, 1000)
+	if f.EarningRate != 300 || f.Available != 825 || f.EpochsFunded == nil || *f.EpochsFunded != 2 || f.Unfundable || f.SupplyFixed {
+		t.Errorf("FundingOf = %+v", f)
+	}
+	s.FutureRates.EarningRateTotalShared = 1001
+	if f := FundingOf(acc, s, fixed, 1000); !f.Unfundable || *f.EpochsFunded != 0 || !f.SupplyFixed {
+		t.Errorf("a rate above the supply: %+v", f)
+	}
+	if f := FundingOf(acc, s, fixed, 100); f.Available != 0 {
+		t.Errorf("an underfunded run: %+v", f)
+	}
+	s.FutureRates.EarningRateTotalShared = 0
+	if f := FundingOf(acc, s, fixed, 1000); f.EpochsFunded != nil || f.Unfundable {
+		t.Errorf("no rate: %+v", f)
+	}
+	acc.Closed = true
+	if f := FundingOf(acc, nil, fixed, 1000); f.EarningRate != 0 || f.EpochsFunded != nil || f.Available != 1000-75 {
+		t.Errorf("a closed run: %+v", f)
 	}
 }
 

@@ -120,7 +120,10 @@ type MintInfo struct {
 	TokenProgram solana.PublicKey
 	Decimals     uint8
 	Supply       uint64
-	data         []byte
+	// SupplyFixed: the mint has no mint authority, so nobody can ever mint
+	// more (burns can only lower the supply).
+	SupplyFixed bool
+	data        []byte
 }
 
 // CheckCollateral applies run_create's rule (CheckCollateralMint) to the mint.
@@ -136,10 +139,12 @@ func FetchMint(ctx context.Context, c *chain.Client, mint solana.PublicKey) (Min
 	if err != nil {
 		return MintInfo{}, err
 	}
-	if CheckTokenProgram(owner) != nil || len(data) < MintSize || data[45] != 1 {
+	// The mint authority is a COption: a u32 tag (0 none, 1 some), then the key.
+	if CheckTokenProgram(owner) != nil || len(data) < MintSize || data[45] != 1 || binary.LittleEndian.Uint32(data[0:4]) > 1 {
 		return MintInfo{}, fmt.Errorf("mint %s (owner %s): %w", mint, owner, ErrNotTokenAccount)
 	}
-	return MintInfo{TokenProgram: owner, Decimals: data[44], Supply: binary.LittleEndian.Uint64(data[36:44]), data: data}, nil
+	tag := binary.LittleEndian.Uint32(data[0:4])
+	return MintInfo{TokenProgram: owner, Decimals: data[44], Supply: binary.LittleEndian.Uint64(data[36:44]), SupplyFixed: tag == 0, data: data}, nil
 }
 
 // TokenAccount is the base part of a token account.

@@ -3,8 +3,8 @@
 // authorization addresses, builds every instruction for a program deployed at
 // any id, creates runs (the Coordinator run is created by CPI, with the Run
 // PDA as its main authority), fetches the accounts, and computes with the
-// program's rules what a claim would pay, what burn_forfeited would burn and
-// what the run must keep. The SPL helpers in tokens.go (mints, token
+// program's rules what a claim would pay, what burn_forfeited would burn,
+// what the run must keep and how many epochs its tokens fund. The SPL helpers in tokens.go (mints, token
 // accounts, transfers) serve Token and Token-2022 alike, so no spl-token CLI
 // is needed.
 package treasurer
@@ -257,7 +257,9 @@ type UpdateParams struct {
 }
 
 // Update changes the Coordinator run through the Treasurer (signed by the
-// run's main authority).
+// run's main authority). The program refuses an earning rate that no funding
+// can ever cover (UnfundableRate: one epoch of it above the supply of a mint
+// without a mint authority; CheckEarningRate is the same rule).
 func (r Run) Update(authority solana.PublicKey, u UpdateParams) (solana.Instruction, error) {
 	params := treasurer.RunUpdateParams{
 		EpochEarningRateTotalShared: u.EarningRate,
@@ -281,7 +283,8 @@ func (r Run) Update(authority solana.PublicKey, u UpdateParams) (solana.Instruct
 	if params.Progress, err = convert[treasurer.Progress](u.Coordinator.Progress); err != nil {
 		return nil, err
 	}
-	return r.Program.rebind(treasurer.NewRunUpdateInstruction(params, authority, r.Address, r.Coordinator.Instance, r.Coordinator.Account, r.Program.Coordinator.ID))
+	return r.Program.rebind(treasurer.NewRunUpdateInstruction(params, authority, r.Address, r.Coordinator.Instance, r.Coordinator.Account,
+		r.Program.Coordinator.ID, r.Mint))
 }
 
 // convert re-decodes a Borsh value into the identically laid out type T.
@@ -323,6 +326,31 @@ func (r Run) Claim(user, userCollateral solana.PublicKey) (solana.Instruction, e
 	}
 	return r.Program.rebind(treasurer.NewParticipantClaimInstruction(treasurer.ParticipantClaimParams{}, user, r.Address, addr,
 		r.Collateral, userCollateral, r.Mint, r.Coordinator.Instance, r.Coordinator.Account, r.Program.Coordinator.ID, r.TokenProgram))
+}
+
+// Settle moves user's earned and slashed points from its Coordinator slot
+// into its Participant record (created if missing, payer paying the rent) and
+// pays nothing, so that the slot can be reused; user's later claim pays
+// exactly what it would have paid without it. Anyone may send it (payer
+// signs; user does not).
+func (r Run) Settle(payer, user solana.PublicKey) (solana.Instruction, error) {
+	addr, err := r.Program.ParticipantAddress(r.Address, user)
+	if err != nil {
+		return nil, err
+	}
+	return r.Program.rebind(treasurer.NewParticipantSettleInstruction(treasurer.ParticipantSettleParams{}, payer, user, r.Address, addr,
+		r.Coordinator.Instance, r.Coordinator.Account, r.Program.Coordinator.ID, solana.SystemProgramID))
+}
+
+// Settleable is what Settle would move for user now: the (earned, slashed)
+// points its slot holds (ok false when it has no slot; both 0 means
+// NothingToSettle).
+func Settleable(s *coordinator.State, user solana.PublicKey) (earned, slashed uint64, ok bool) {
+	slot, ok := coordinator.Slot(s, user)
+	if !ok {
+		return 0, 0, false
+	}
+	return slot.Earned, slot.Slashed, true
 }
 
 // Withdraw sends amount tokens nobody is owed to destination (a token account
@@ -448,8 +476,9 @@ func Claimable(s *coordinator.State, p *Participant, user solana.PublicKey) uint
 	return earned - slashed - claimed
 }
 
-// Reserve is what the Coordinator still holds that the run must cover, by
-// kind (the program's rule for withdrawals and closing).
+// Reserve is the points the run must cover, by kind (the program's rule for
+// withdrawals and closing): what the Coordinator still holds, and what
+// participant_settle moved into Participant records unpaid.
 type Reserve struct {
 	// Claims is every client's unsettled earned - slashed.
 	Claims uint64 `json:"claims"`
@@ -457,10 +486,13 @@ type Reserve struct {
 	Unvested uint64 `json:"unvested"`
 	// Burned points wait for burn_forfeited.
 	Burned uint64 `json:"burned"`
+	// Settled is what Participant records owe after participant_settle
+	// (the Run's unclaimed_settled_points).
+	Settled uint64 `json:"settled"`
 }
 
-// Points is the sum of the three.
-func (r Reserve) Points() uint64 { return r.Claims + r.Unvested + r.Burned }
+// Points is the sum of the four.
+func (r Reserve) Points() uint64 { return r.Claims + r.Unvested + r.Burned + r.Settled }
 
 // ReserveOf reads the reserve of a Coordinator run.
 func ReserveOf(s *coordinator.State) Reserve {
@@ -480,18 +512,28 @@ func ReserveOf(s *coordinator.State) Reserve {
 	return r
 }
 
-// Reserved is the points the run keeps tokens for: every client's unsettled
-// earned - slashed, unvested and burned-but-not-yet-burned points.
+// ReserveOfRun is ReserveOf with the points settled into the run's
+// Participant records and not claimed yet (s nil: the run is closed, its
+// Coordinator points went with the account).
+func ReserveOfRun(acc *RunAccount, s *coordinator.State) Reserve {
+	var r Reserve
+	if s != nil && !acc.Closed {
+		r = ReserveOf(s)
+	}
+	r.Settled = acc.UnclaimedSettledPoints
+	return r
+}
+
+// Reserved is the points the Coordinator holds that the run keeps tokens
+// for: every client's unsettled earned - slashed, unvested and
+// burned-but-not-yet-burned points (ReserveOfRun adds the settled ones).
 func Reserved(s *coordinator.State) uint64 { return ReserveOf(s).Points() }
 
-// ReservedTokens is what the run keeps: the reserved points (none once the
-// run is closed, s nil) and every deposit held.
+// ReservedTokens is what the run keeps: the reserved points (the
+// Coordinator's none once the run is closed, s nil), the points settled into
+// records and not claimed, and every deposit held.
 func ReservedTokens(acc *RunAccount, s *coordinator.State) uint64 {
-	total := acc.TotalDeposits
-	if s != nil && !acc.Closed {
-		total += Reserved(s)
-	}
-	return total
+	return ReserveOfRun(acc, s).Points() + acc.TotalDeposits
 }
 
 // Forfeit is what burn_forfeited would burn for one user.
@@ -524,6 +566,101 @@ func ForfeitOf(s *coordinator.State, p *Participant, user solana.PublicKey) Forf
 	}
 	if p != nil && p.Deposited && faultSince(p, slot, p.DepositEpoch) {
 		f.Deposit, f.Revoke = p.Deposit, true
+	}
+	return f
+}
+
+// SlotHolds names what keeps a Coordinator slot from being reused by
+// another client, as the program's ClientSlot::is_free decides: nothing
+// (an empty list) means the slot is free. A participant_settle removes
+// "unsettled points"; burn_forfeited removes "burned points".
+func SlotHolds(slot *coordinator.ClientSlot) []string {
+	var held []string
+	if slot.Pending != 0 {
+		held = append(held, "pending join")
+	}
+	if slot.InEpoch != 0 {
+		held = append(held, "in the epoch")
+	}
+	if slot.Earned != 0 || slot.Slashed != 0 {
+		held = append(held, "unsettled points")
+	}
+	for _, u := range slot.Unvested {
+		if u != 0 {
+			held = append(held, "unvested points")
+			break
+		}
+	}
+	if slot.Burned != 0 {
+		held = append(held, "burned points")
+	}
+	if slot.OpenDisputes != 0 {
+		held = append(held, "open disputes")
+	}
+	return held
+}
+
+// SettleFrees lists the clients whose slot a participant_settle would free
+// now: only unsettled earned or slashed points hold it.
+func SettleFrees(s *coordinator.State) []solana.PublicKey {
+	var out []solana.PublicKey
+	for i := range s.Clients {
+		c := &s.Clients[i]
+		if held := SlotHolds(c); c.Occupied != 0 && len(held) == 1 && held[0] == "unsettled points" {
+			out = append(out, c.Signer)
+		}
+	}
+	return out
+}
+
+// ErrUnfundableRate is run_update's UnfundableRate, found before sending.
+var ErrUnfundableRate = errors.New("no funding can ever cover one epoch at this earning rate")
+
+// CheckEarningRate is run_update's rule for a new epoch earning rate (1
+// point = 1 base unit): refused when one epoch of it exceeds the supply of a
+// mint that can never mint more (no mint authority). A mint with an
+// authority may still mint what the rate needs; FundingOf says whether the
+// supply covers an epoch now.
+func CheckEarningRate(m MintInfo, rate uint64) error {
+	if m.SupplyFixed && rate > m.Supply {
+		return fmt.Errorf("%w: %d base units per epoch, but the mint's supply is %d and it has no mint authority", ErrUnfundableRate, rate, m.Supply)
+	}
+	return nil
+}
+
+// Funding is how far a run's tokens go at the earning rate of its coming
+// epochs.
+type Funding struct {
+	// EarningRate is what each coming epoch pays its finishers in all (the
+	// Coordinator's future_rates; 0 for a closed run).
+	EarningRate uint64 `json:"earning_rate"`
+	// Available is the run's balance minus what it must keep (ReservedTokens).
+	Available uint64 `json:"available"`
+	// EpochsFunded is how many epochs at EarningRate Available covers; nil
+	// when the rate is 0 (nothing to fund).
+	EpochsFunded *uint64 `json:"epochs_funded"`
+	// Supply is the mint's supply; SupplyFixed says nobody can mint more.
+	Supply      uint64 `json:"supply"`
+	SupplyFixed bool   `json:"supply_fixed"`
+	// Unfundable: one epoch at EarningRate needs more tokens than the
+	// mint's whole supply, so no top-up can cover it: never with a fixed
+	// supply, not before more is minted otherwise. Claims of such epochs
+	// fail with InsufficientCollateral until the run holds enough.
+	Unfundable bool `json:"unfundable"`
+}
+
+// FundingOf is the funding of the run acc (Coordinator state s, nil once
+// closed) whose token account holds balance, in mint.
+func FundingOf(acc *RunAccount, s *coordinator.State, mint MintInfo, balance uint64) Funding {
+	f := Funding{Supply: mint.Supply, SupplyFixed: mint.SupplyFixed}
+	if s != nil && !acc.Closed {
+		f.EarningRate = s.FutureRates.EarningRateTotalShared
+	}
+	f.Available = balance - min(balance, ReservedTokens(acc, s))
+	if f.EarningRate > 0 {
+		n := f.Available / f.EarningRate
+		f.EpochsFunded = &n
+		f.Unfundable = f.EarningRate > f.Supply
 	}
 	return f
 }

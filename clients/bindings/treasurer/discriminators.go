@@ -16,6 +16,7 @@ var (
 	Event_DepositMade         = [8]byte{210, 201, 130, 183, 244, 203, 155, 199}
 	Event_DepositReturned     = [8]byte{2, 77, 168, 193, 85, 51, 45, 241}
 	Event_ForfeitsBurned      = [8]byte{146, 10, 29, 67, 50, 191, 176, 222}
+	Event_PointsSettled       = [8]byte{176, 1, 68, 229, 165, 138, 119, 13}
 )
 
 // Instruction discriminators
@@ -29,4 +30,5 @@ var (
 	Instruction_ParticipantDeposit         = [8]byte{238, 163, 27, 189, 116, 55, 50, 113}
 	Instruction_ParticipantWithdrawDeposit = [8]byte{173, 255, 70, 12, 88, 212, 115, 219}
 	Instruction_BurnForfeited              = [8]byte{64, 71, 184, 101, 77, 46, 110, 248}
+	Instruction_ParticipantSettle          = [8]byte{80, 191, 178, 102, 58, 219, 20, 243}
 )

@@ -50,6 +50,13 @@ func ParseAnyEvent(eventData []byte) (any, error) {
 			return nil, fmt.Errorf("failed to unmarshal event as ForfeitsBurned: %w", err)
 		}
 		return value, nil
+	case Event_PointsSettled:
+		value := new(PointsSettled)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as PointsSettled: %w", err)
+		}
+		return value, nil
 	default:
 		return nil, fmt.Errorf("unknown discriminator: %s", binary.FormatDiscriminator(discriminator))
 	}
@@ -136,6 +143,23 @@ func ParseEvent_ForfeitsBurned(eventData []byte) (*ForfeitsBurned, error) {
 	err = event.UnmarshalWithDecoder(decoder)
 	if err != nil {
 		return nil, fmt.Errorf("failed to unmarshal event of type ForfeitsBurned: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_PointsSettled(eventData []byte) (*PointsSettled, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_PointsSettled {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_PointsSettled, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(PointsSettled)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type PointsSettled: %w", err)
 	}
 	return event, nil
 }

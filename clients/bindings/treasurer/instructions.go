@@ -88,6 +88,7 @@ func NewRunUpdateInstruction(
 	coordinatorInstanceAccount solanago.PublicKey,
 	coordinatorAccountAccount solanago.PublicKey,
 	coordinatorProgramAccount solanago.PublicKey,
+	collateralMintAccount solanago.PublicKey,
 ) (solanago.Instruction, error) {
 	buf__ := new(bytes.Buffer)
 	enc__ := binary.NewBorshEncoder(buf__)
@@ -118,6 +119,8 @@ func NewRunUpdateInstruction(
 		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
 		// Account 4 "coordinator_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(coordinatorProgramAccount, false, false))
+		// Account 5 "collateral_mint": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(collateralMintAccount, false, false))
 	}
 
 	// Create the instruction.
@@ -553,6 +556,66 @@ func NewBurnForfeitedInstruction(
 		accounts__.Append(solanago.NewAccountMeta(authorizerProgramAccount, false, false))
 		// Account 10 "token_program": Read-only, Non-signer, Required
 		accounts__.Append(solanago.NewAccountMeta(tokenProgramAccount, false, false))
+	}
+
+	// Create the instruction.
+	return solanago.NewInstruction(
+		ProgramID,
+		accounts__,
+		buf__.Bytes(),
+	), nil
+}
+
+// Builds a "participant_settle" instruction.
+func NewParticipantSettleInstruction(
+	// Params:
+	paramsParam ParticipantSettleParams,
+
+	// Accounts:
+	payerAccount solanago.PublicKey,
+	userAccount solanago.PublicKey,
+	runAccount solanago.PublicKey,
+	participantAccount solanago.PublicKey,
+	coordinatorInstanceAccount solanago.PublicKey,
+	coordinatorAccountAccount solanago.PublicKey,
+	coordinatorProgramAccount solanago.PublicKey,
+	systemProgramAccount solanago.PublicKey,
+) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_ParticipantSettle[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
+	accounts__ := solanago.AccountMetaSlice{}
+
+	// Add the accounts to the instruction.
+	{
+		// Account 0 "payer": Writable, Signer, Required
+		accounts__.Append(solanago.NewAccountMeta(payerAccount, true, true))
+		// Account 1 "user": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(userAccount, false, false))
+		// Account 2 "run": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(runAccount, true, false))
+		// Account 3 "participant": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(participantAccount, true, false))
+		// Account 4 "coordinator_instance": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, false, false))
+		// Account 5 "coordinator_account": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
+		// Account 6 "coordinator_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorProgramAccount, false, false))
+		// Account 7 "system_program": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(systemProgramAccount, false, false))
 	}
 
 	// Create the instruction.

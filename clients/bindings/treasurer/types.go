@@ -835,19 +835,20 @@ func UnmarshalProgress(buf []byte) (*Progress, error) {
 }
 
 type Run struct {
-	Bump                uint8              `json:"bump"`
-	Index               uint64             `json:"index"`
-	MainAuthority       solanago.PublicKey `json:"mainAuthority"`
-	JoinAuthority       solanago.PublicKey `json:"joinAuthority"`
-	CoordinatorInstance solanago.PublicKey `json:"coordinatorInstance"`
-	CoordinatorAccount  solanago.PublicKey `json:"coordinatorAccount"`
-	CollateralMint      solanago.PublicKey `json:"collateralMint"`
-	TokenProgram        solanago.PublicKey `json:"tokenProgram"`
-	TotalClaimedPoints  uint64             `json:"totalClaimedPoints"`
-	Closed              bool               `json:"closed"`
-	JoinDeposit         uint64             `json:"joinDeposit"`
-	TotalDeposits       uint64             `json:"totalDeposits"`
-	TotalBurned         uint64             `json:"totalBurned"`
+	Bump                   uint8              `json:"bump"`
+	Index                  uint64             `json:"index"`
+	MainAuthority          solanago.PublicKey `json:"mainAuthority"`
+	JoinAuthority          solanago.PublicKey `json:"joinAuthority"`
+	CoordinatorInstance    solanago.PublicKey `json:"coordinatorInstance"`
+	CoordinatorAccount     solanago.PublicKey `json:"coordinatorAccount"`
+	CollateralMint         solanago.PublicKey `json:"collateralMint"`
+	TokenProgram           solanago.PublicKey `json:"tokenProgram"`
+	TotalClaimedPoints     uint64             `json:"totalClaimedPoints"`
+	Closed                 bool               `json:"closed"`
+	JoinDeposit            uint64             `json:"joinDeposit"`
+	TotalDeposits          uint64             `json:"totalDeposits"`
+	TotalBurned            uint64             `json:"totalBurned"`
+	UnclaimedSettledPoints uint64             `json:"unclaimedSettledPoints"`
 }
 
 func (obj Run) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -915,6 +916,11 @@ func (obj Run) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.TotalBurned)
 	if err != nil {
 		return errors.NewField("TotalBurned", err)
+	}
+	// Serialize `UnclaimedSettledPoints`:
+	err = encoder.Encode(obj.UnclaimedSettledPoints)
+	if err != nil {
+		return errors.NewField("UnclaimedSettledPoints", err)
 	}
 	return nil
 }
@@ -994,6 +1000,11 @@ func (obj *Run) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.TotalBurned)
 	if err != nil {
 		return errors.NewField("TotalBurned", err)
+	}
+	// Deserialize `UnclaimedSettledPoints`:
+	err = decoder.Decode(&obj.UnclaimedSettledPoints)
+	if err != nil {
+		return errors.NewField("UnclaimedSettledPoints", err)
 	}
 	return nil
 }
@@ -1909,6 +1920,43 @@ func UnmarshalBurnForfeitedParams(buf []byte) (*BurnForfeitedParams, error) {
 	return obj, nil
 }
 
+type ParticipantSettleParams struct{}
+
+func (obj ParticipantSettleParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	return nil
+}
+
+func (obj ParticipantSettleParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding ParticipantSettleParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *ParticipantSettleParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	return nil
+}
+
+func (obj *ParticipantSettleParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling ParticipantSettleParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalParticipantSettleParams(buf []byte) (*ParticipantSettleParams, error) {
+	obj := new(ParticipantSettleParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type RewardsClaimed struct {
 	Run                  solanago.PublicKey `json:"run"`
 	User                 solanago.PublicKey `json:"user"`
@@ -2301,6 +2349,99 @@ func (obj *ForfeitsBurned) Unmarshal(buf []byte) error {
 
 func UnmarshalForfeitsBurned(buf []byte) (*ForfeitsBurned, error) {
 	obj := new(ForfeitsBurned)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type PointsSettled struct {
+	Run                  solanago.PublicKey `json:"run"`
+	User                 solanago.PublicKey `json:"user"`
+	SettledEarnedPoints  uint64             `json:"settledEarnedPoints"`
+	SettledSlashedPoints uint64             `json:"settledSlashedPoints"`
+	Claimable            uint64             `json:"claimable"`
+}
+
+func (obj PointsSettled) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Run`:
+	err = encoder.Encode(obj.Run)
+	if err != nil {
+		return errors.NewField("Run", err)
+	}
+	// Serialize `User`:
+	err = encoder.Encode(obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	// Serialize `SettledEarnedPoints`:
+	err = encoder.Encode(obj.SettledEarnedPoints)
+	if err != nil {
+		return errors.NewField("SettledEarnedPoints", err)
+	}
+	// Serialize `SettledSlashedPoints`:
+	err = encoder.Encode(obj.SettledSlashedPoints)
+	if err != nil {
+		return errors.NewField("SettledSlashedPoints", err)
+	}
+	// Serialize `Claimable`:
+	err = encoder.Encode(obj.Claimable)
+	if err != nil {
+		return errors.NewField("Claimable", err)
+	}
+	return nil
+}
+
+func (obj PointsSettled) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding PointsSettled: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *PointsSettled) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Run`:
+	err = decoder.Decode(&obj.Run)
+	if err != nil {
+		return errors.NewField("Run", err)
+	}
+	// Deserialize `User`:
+	err = decoder.Decode(&obj.User)
+	if err != nil {
+		return errors.NewField("User", err)
+	}
+	// Deserialize `SettledEarnedPoints`:
+	err = decoder.Decode(&obj.SettledEarnedPoints)
+	if err != nil {
+		return errors.NewField("SettledEarnedPoints", err)
+	}
+	// Deserialize `SettledSlashedPoints`:
+	err = decoder.Decode(&obj.SettledSlashedPoints)
+	if err != nil {
+		return errors.NewField("SettledSlashedPoints", err)
+	}
+	// Deserialize `Claimable`:
+	err = decoder.Decode(&obj.Claimable)
+	if err != nil {
+		return errors.NewField("Claimable", err)
+	}
+	return nil
+}
+
+func (obj *PointsSettled) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling PointsSettled: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalPointsSettled(buf []byte) (*PointsSettled, error) {
+	obj := new(PointsSettled)
 	err := obj.Unmarshal(buf)
 	if err != nil {
 		return nil, err

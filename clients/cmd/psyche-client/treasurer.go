@@ -10,6 +10,7 @@ import (
 	"github.com/gagliardetto/solana-go"
 	"github.com/urfave/cli/v2"
 
+	tbindings "github.com/psyche-go/psyche/clients/bindings/treasurer"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/treasurer"
@@ -27,6 +28,7 @@ func treasurerCommands() []*cli.Command {
 		treasurerUpdateRunCommand(),
 		treasurerTopUpRewardsCommand(),
 		treasurerClaimRewardsCommand(),
+		treasurerSettleCommand(),
 		treasurerDepositCommand(),
 		treasurerWithdrawDepositCommand(),
 		treasurerBurnForfeitedCommand(),
@@ -257,16 +259,24 @@ func treasurerUpdateRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.IsSet(joinDepositFlag.Name) {
+	if c.IsSet(joinDepositFlag.Name) || u.EarningRate != nil {
 		info, err := treasurer.FetchMint(c.Context, t.client, r.Mint)
 		if err != nil {
 			return err
 		}
-		amount, err := parseAmount("--join-deposit", c.String(joinDepositFlag.Name), info.Decimals)
-		if err != nil {
-			return err
+		if c.IsSet(joinDepositFlag.Name) {
+			amount, err := parseAmount("--join-deposit", c.String(joinDepositFlag.Name), info.Decimals)
+			if err != nil {
+				return err
+			}
+			u.JoinDeposit = &amount
 		}
-		u.JoinDeposit = &amount
+		// The program's rule (UnfundableRate), checked before anything is sent.
+		if u.EarningRate != nil {
+			if err := treasurer.CheckEarningRate(info, *u.EarningRate); err != nil {
+				return badInputf("--%s: %v", earningRateFlag.Name, err)
+			}
+		}
 	}
 	me := t.wallet.PublicKey()
 	// A pause goes first, so the new config lands on a halted run.
@@ -379,6 +389,71 @@ func treasurerClaimRewards(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "claimed %d base units into %s (balance %d)\n", after.Amount-before.Amount, account, after.Amount)
+	return nil
+}
+
+func treasurerSettleCommand() *cli.Command {
+	return &cli.Command{
+		Name: "treasurer-settle",
+		Usage: "move a user's earned and slashed points from its Coordinator slot into its participant record (anyone may; " +
+			"the wallet pays the record's rent if it has none) so the slot can be reused; pays nothing: the user's later " +
+			"treasurer-claim-rewards pays exactly what it would have",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "user", Aliases: []string{"address"}, Usage: "the user whose points to settle (required)"},
+		}, treasurerRunFlags()...),
+		Action: treasurerSettle,
+	}
+}
+
+func treasurerSettle(c *cli.Context) error {
+	if err := requireFlags(c, runIDFlag.Name, "user"); err != nil {
+		return err
+	}
+	user, err := parsePubkey("--user", c.String("user"))
+	if err != nil {
+		return err
+	}
+	t, r, err := openTreasurerRun(c)
+	if err != nil {
+		return err
+	}
+	ix, err := r.Settle(t.wallet.PublicKey(), user)
+	if err != nil {
+		return err
+	}
+	sig, err := t.client.Send(c.Context, t.wallet, []solana.Instruction{ix})
+	if err != nil {
+		return err
+	}
+	logs, err := t.client.TransactionLogs(c.Context, sig)
+	if err != nil {
+		return err
+	}
+	var ev *tbindings.PointsSettled
+	for _, d := range chain.EventData(logs) {
+		if e, err := tbindings.ParseEvent_PointsSettled(d); err == nil {
+			ev = e
+		}
+	}
+	if ev == nil {
+		return fmt.Errorf("transaction %s: no PointsSettled event in its logs", sig)
+	}
+	fmt.Fprintf(c.App.Writer, "settled %s: %d earned and %d slashed points moved into its record; it can claim %d base units\n",
+		user, ev.SettledEarnedPoints, ev.SettledSlashedPoints, ev.Claimable)
+	s, err := r.Coordinator.FetchState(c.Context, t.client)
+	if err != nil {
+		return err
+	}
+	var held []string
+	if slot, ok := coordinator.Slot(s, user); ok {
+		held = treasurer.SlotHolds(slot)
+	}
+	if len(held) > 0 {
+		fmt.Fprintf(c.App.Writer, "its slot stays held: %s\n", strings.Join(held, ", "))
+	} else {
+		fmt.Fprintln(c.App.Writer, "its slot is free for another client")
+	}
+	fmt.Fprintf(c.App.Writer, "signature: %s\n", sig)
 	return nil
 }
 
@@ -583,7 +658,7 @@ func treasurerWithdraw(c *cli.Context) error {
 func treasurerJSONDumpRunCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "treasurer-json-dump-run",
-		Usage:  "print a Treasurer run as JSON: accounts, token balance, deposits, what is reserved (points to claim, unvested, burned points pending per client), and with --address that user's record, claim, deposit and forfeit",
+		Usage:  "print a Treasurer run as JSON: accounts, token balance, deposits, what is reserved (points to claim, settled, unvested, burned points pending per client), slots a settle would free, funding (epochs the free tokens pay at the earning rate, unfundable), and with --address that user's record, claim, deposit and forfeit",
 		Flags:  append([]cli.Flag{&cli.StringFlag{Name: "address", Usage: "a participant's pubkey"}}, treasurerReadFlags()...),
 		Action: treasurerJSONDumpRun,
 	}
@@ -605,6 +680,10 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	mint, err := treasurer.FetchMint(c.Context, t.client, r.Mint)
+	if err != nil {
+		return err
+	}
 	out := map[string]any{
 		"run":                  r.Address.String(),
 		"index":                r.Index,
@@ -622,6 +701,7 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 		"deposits_enforced":    acc.JoinAuthority.Equals(r.Address),
 		"total_deposits":       acc.TotalDeposits,
 		"total_burned":         acc.TotalBurned,
+		"unclaimed_settled":    acc.UnclaimedSettledPoints,
 	}
 	var state *coordinator.State
 	if !acc.Closed {
@@ -629,9 +709,15 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 			return err
 		}
 		out["run_state"] = coordinator.Phase(state).String()
-		reserve := treasurer.ReserveOf(state)
+		reserve := treasurer.ReserveOfRun(acc, state)
 		out["reserved"] = reserve.Points()
 		out["reserve"] = reserve
+		// Clients whose slot only unsettled points hold: treasurer-settle frees it.
+		frees := []string{}
+		for _, k := range treasurer.SettleFrees(state) {
+			frees = append(frees, k.String())
+		}
+		out["settle_frees"] = frees
 		// Burned points waiting for treasurer-burn-forfeited, per client.
 		pending := map[string]uint64{}
 		for _, slot := range state.Clients {
@@ -644,6 +730,7 @@ func treasurerJSONDumpRun(c *cli.Context) error {
 	reserved := treasurer.ReservedTokens(acc, state)
 	out["reserved_tokens"] = reserved
 	out["withdrawable"] = held.Amount - min(held.Amount, reserved)
+	out["funding"] = treasurer.FundingOf(acc, state, mint, held.Amount)
 	if s := c.String("address"); s != "" {
 		user, err := parsePubkey("--address", s)
 		if err != nil {

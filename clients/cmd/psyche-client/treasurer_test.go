@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,7 +19,10 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 
 	"github.com/psyche-go/psyche/clients/authorizer"
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/treasurer"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
@@ -148,13 +155,17 @@ func TestTreasurerCommands(t *testing.T) {
 	// A user not in the run cannot claim; once joined it claims (nothing earned yet).
 	fails(exitFailure, "UserNotInRun", run(userPath, "treasurer-claim-rewards")...)
 	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, authorizer.JoinRunScope)
-	join, err := r.Coordinator.JoinRun(user.PublicKey(), authAddr, [32]byte{7})
+	join, err := r.Coordinator.JoinRunProven(user.PublicKey(), authAddr, treasurerP2PKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, user, []solana.Instruction{join}); err != nil {
+	if _, err := c.Send(ctx, user, join); err != nil {
 		t.Fatal(err)
 	}
+	// Nothing earned, nothing to settle; bad input is refused before sending.
+	fails(exitFailure, "NothingToSettle", run(adminPath, "treasurer-settle", "--user", user.PublicKey().String())...)
+	fails(exitBadInput, "--user is required", run(adminPath, "treasurer-settle")...)
+	fails(exitBadInput, "not a base58 public key", run(adminPath, "treasurer-settle", "--user", "nope")...)
 	for range 2 {
 		if out := ok(run(userPath, "treasurer-claim-rewards")...); !strings.Contains(out, "claimed 0 base units") {
 			t.Fatalf("claim printed %q", out)
@@ -169,6 +180,12 @@ func TestTreasurerCommands(t *testing.T) {
 	}
 	if tdump["balance"] != 250.0 || tdump["reserved"] != 0.0 || tdump["claimable"] != 0.0 || tdump["run_state"] != "WaitingForMembers" || tdump["participant"] == nil {
 		t.Fatalf("treasurer-json-dump-run: %v", tdump)
+	}
+	// 250 free tokens pay 2 epochs at 100; the mint (1005 minted, with an
+	// authority) could cover an epoch.
+	if f, _ := tdump["funding"].(map[string]any); f == nil || f["earning_rate"] != 100.0 || f["available"] != 250.0 || f["epochs_funded"] != 2.0 ||
+		f["supply"] != 1005.0 || f["supply_fixed"] != false || f["unfundable"] != false {
+		t.Fatalf("treasurer-json-dump-run funding: %v", tdump["funding"])
 	}
 
 	// Pause (immediate while waiting for members), close, withdraw everything.
@@ -210,11 +227,11 @@ func TestTreasurerCommands(t *testing.T) {
 	}
 	grantee := solana.MustPublicKeyFromBase58(g[1])
 	joinAuth, _, _ := authorizer.Default().Address(dr.Address, grantee, authorizer.JoinRunScope)
-	join, err = dr.Coordinator.JoinRun(user.PublicKey(), joinAuth, [32]byte{8})
+	join, err = dr.Coordinator.JoinRunProven(user.PublicKey(), joinAuth, treasurerP2PKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, user, []solana.Instruction{join}); err != nil {
+	if _, err := c.Send(ctx, user, join); err != nil {
 		t.Fatalf("join under the deposit's authorization: %v", err)
 	}
 	fails(exitFailure, "DepositLocked", deposit(userPath, "treasurer-withdraw-deposit")...)
@@ -278,4 +295,178 @@ func TestParseAmount(t *testing.T) {
 			t.Errorf("parseAmount(%q, %d) = %d; want an error", tc.in, tc.decimals, got)
 		}
 	}
+}
+
+func treasurerP2PKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// treasurer-settle: a member earns an epoch's points; a third party settles
+// them (the member's record is created, nothing is paid, its slot is free)
+// and the member's later claim pays exactly those points. json-dump shows
+// the settled points and the run's funding; an earning rate the mint's fixed
+// supply can never cover is refused before anything is sent.
+func TestTreasurerSettleCommand(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	programtest.Deploy(t, v, "psyche_coordinator")
+	programtest.Deploy(t, v, "psyche_treasurer")
+	adminPath, admin := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
+	userPath, user := keyFile(t, v, solana.LAMPORTS_PER_SOL)
+	outsiderPath, _ := keyFile(t, v, solana.LAMPORTS_PER_SOL)
+	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
+	ok := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, nil, append(args, net...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
+		}
+		return out
+	}
+	fails := func(code int, want string, args ...string) {
+		t.Helper()
+		_, errOut, got := runCLI(t, nil, append(args, net...)...)
+		if got != code || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Fatalf("%s: exit %d, stderr %q; want exit %d and one line with %q", args[0], got, errOut, code, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := programtest.Chain(t, v)
+	m := regexp.MustCompile(`mint (\w+) `).FindStringSubmatch(ok("mint-create", "-w", adminPath))
+	if m == nil {
+		t.Fatal("mint-create printed no mint")
+	}
+	mint := solana.MustPublicKeyFromBase58(m[1])
+	ok("mint-to", "--mint", m[1], "--amount", "10000", "-w", adminPath)
+	run := func(path string, args ...string) []string { return append(args, "--run-id", "cli-settle", "-w", path) }
+	ok(run(adminPath, "treasurer-create-run", "--mint", m[1], "--permissionless")...)
+	ok(run(adminPath, "treasurer-top-up-rewards", "--collateral-amount", "2500")...)
+	r, _, err := treasurer.Default().OpenRunID(ctx, c, "cli-settle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One client, one witness, an epoch of seconds.
+	rc, err := coordinator.LoadRunConfig("../../../config/test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := *params.Config
+	cfg.InitMinClients, cfg.MinClients, cfg.WitnessNodes = 1, 1, 1
+	cfg.WarmupTime, cfg.EpochTime, cfg.MaxRoundTrainTime = 1, 4, 2
+	earning, resume := uint64(1000), false
+	update, err := r.Update(admin.PublicKey(), treasurer.UpdateParams{
+		Coordinator: coordinator.UpdateParams{Config: &cfg, Model: params.Model}, EarningRate: &earning, Paused: &resume,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, admin, []solana.Instruction{update}); err != nil {
+		t.Fatal(err)
+	}
+	authAddr, _, _ := authorizer.Default().Address(admin.PublicKey(), authorizer.Everyone, authorizer.JoinRunScope)
+	join, err := r.Coordinator.JoinRunProven(user.PublicKey(), authAddr, treasurerP2PKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, user, join); err != nil {
+		t.Fatal(err)
+	}
+	playEpoch(t, ctx, c, r, user)
+
+	u := user.PublicKey().String()
+	out := ok(run(outsiderPath, "treasurer-settle", "--user", u)...)
+	if !strings.Contains(out, "settled "+u+": 1000 earned and 0 slashed points moved into its record; it can claim 1000 base units\n") ||
+		!strings.Contains(out, "its slot is free for another client") {
+		t.Fatalf("treasurer-settle printed %q", out)
+	}
+	time.Sleep(300 * time.Millisecond)
+	fails(exitFailure, "NothingToSettle", run(outsiderPath, "treasurer-settle", "--address", u)...)
+	var dump map[string]any
+	if err := json.Unmarshal([]byte(ok("treasurer-json-dump-run", "--run-id", "cli-settle", "--address", u)), &dump); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := dump["participant"].(map[string]any)
+	reserve, _ := dump["reserve"].(map[string]any)
+	funding, _ := dump["funding"].(map[string]any)
+	if dump["unclaimed_settled"] != 1000.0 || reserve["settled"] != 1000.0 || reserve["claims"] != 0.0 || dump["reserved_tokens"] != 1000.0 ||
+		dump["claimable"] != 1000.0 || p == nil || p["earned_points"] != 1000.0 || p["claimed_points"] != 0.0 ||
+		len(dump["settle_frees"].([]any)) != 0 || funding["available"] != 1500.0 || funding["epochs_funded"] != 1.0 {
+		t.Fatalf("treasurer-json-dump-run after the settle: %v", dump)
+	}
+	if out := ok(run(userPath, "treasurer-claim-rewards")...); !strings.Contains(out, "claimed 1000 base units") {
+		t.Fatalf("the claim after the settle printed %q", out)
+	}
+
+	// Once nobody can mint more, a rate above the supply can never be funded.
+	revoke := solana.NewInstruction(treasurer.TokenProgramID,
+		solana.AccountMetaSlice{solana.Meta(mint).WRITE(), solana.Meta(admin.PublicKey()).SIGNER()}, []byte{6, 0, 0})
+	if _, err := c.Send(ctx, admin, []solana.Instruction{revoke}); err != nil {
+		t.Fatal(err)
+	}
+	fails(exitBadInput, "no funding can ever cover", run(adminPath, "treasurer-update-run", "--earning-rate-total-shared", "10001")...)
+	ok(run(adminPath, "treasurer-update-run", "--earning-rate-total-shared", "10000")...)
+	if err := json.Unmarshal([]byte(ok("treasurer-json-dump-run", "--run-id", "cli-settle")), &dump); err != nil {
+		t.Fatal(err)
+	}
+	if f := dump["funding"].(map[string]any); f["supply_fixed"] != true || f["unfundable"] != false || f["epochs_funded"] != 0.0 {
+		t.Fatalf("funding at the whole supply per epoch: %v", f)
+	}
+}
+
+// playEpoch drives a one-client run (one witness) until the client has
+// earned the epoch's points: warmup report, witness reports, ticks.
+func playEpoch(t *testing.T, ctx context.Context, c *chain.Client, r treasurer.Run, user solana.PrivateKey) {
+	t.Helper()
+	u := user.PublicKey()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		s, err := r.Coordinator.FetchState(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot, ok := coordinator.Slot(s, u); ok && slot.Earned > 0 {
+			return
+		}
+		var ix solana.Instruction
+		switch coordinator.Phase(s) {
+		case coordinator.Warmup:
+			ix, err = r.Coordinator.WarmupWitness(u)
+		case coordinator.RoundTrain:
+			round := coordinator.CurrentRound(s)
+			if round.WitnessesLen > 0 {
+				ix, err = r.Coordinator.Tick(u)
+				break
+			}
+			bits, hashes := schedule.BloomParams(1)
+			bloom, berr := schedule.NewBloom(bits, hashes, [8]byte{})
+			if berr != nil {
+				t.Fatal(berr)
+			}
+			bloom.Add(u)
+			ix, err = r.Coordinator.Witness(u, coordinator.WitnessReport{Step: round.Step, Index: 0, Participants: bloom, Broadcasts: bloom,
+				BroadcastMerkle: sha256.Sum256(u[:])})
+		default:
+			ix, err = r.Coordinator.Tick(u)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Send(ctx, user, []solana.Instruction{ix}); err != nil {
+			var te *chain.TxError
+			if !errors.As(err, &te) || (te.Name != "TickTooEarly" && te.Name != "AlreadyWitnessed") {
+				t.Fatal(err)
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+	}
+	t.Fatal("the epoch did not pay its points within a minute")
 }

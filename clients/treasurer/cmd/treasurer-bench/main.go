@@ -1,7 +1,8 @@
 // Command treasurer-bench deploys the Authorizer, the Coordinator and the
 // Treasurer on a fresh local validator, drives a Treasurer run through
-// creation, configuration, one epoch of a single client, claims, close and
-// withdrawal, then a second run with a join deposit and vesting where three
+// creation, configuration, one epoch of a single client, claims, a second
+// epoch of another client whose points a third party settles (creating its
+// record) before it claims, close and withdrawal, then a second run with a join deposit and vesting where three
 // clients deposit and one is found at fault (real commit, verify and
 // answer_dispute instructions), so that burn_forfeited burns its burned
 // points and deposit, and prints the compute units of each instruction
@@ -11,6 +12,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -64,8 +66,8 @@ func run() error {
 	defer net.Stop()
 	c := net.Chain
 	b := &bench{ctx: ctx, net: net}
-	admin, user := solana.NewWallet().PrivateKey, solana.NewWallet().PrivateKey
-	for _, k := range []solana.PrivateKey{admin, user} {
+	admin, user, user2 := solana.NewWallet().PrivateKey, solana.NewWallet().PrivateKey, solana.NewWallet().PrivateKey
+	for _, k := range []solana.PrivateKey{admin, user, user2} {
 		if _, err := c.Airdrop(ctx, k.PublicKey(), 100*solana.LAMPORTS_PER_SOL); err != nil {
 			return err
 		}
@@ -134,7 +136,20 @@ func run() error {
 	if _, err := c.Send(ctx, user, []solana.Instruction{create}); err != nil {
 		return err
 	}
-	if err := b.epoch(r, admin, user); err != nil {
+	// Anyone may join (an Everyone grant by the join authority).
+	auth := authorizer.Program{ID: authorizer.Default().ID}
+	grant, everyone, err := auth.Create(a, a, authorizer.Everyone, authorizer.JoinRunScope)
+	if err != nil {
+		return err
+	}
+	activate, err := auth.SetActive(a, everyone, true)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Send(ctx, admin, []solana.Instruction{grant, activate}); err != nil {
+		return err
+	}
+	if err := b.epoch(r, everyone, user); err != nil {
 		return err
 	}
 	if err := b.step("participant_claim (settle + transfer)", user)(r.Claim(u, userTokens)); err != nil {
@@ -144,6 +159,25 @@ func run() error {
 	if err := b.step("participant_claim (nothing new)", user)(r.Claim(u, userTokens)); err != nil {
 		return err
 	}
+	// Another client earns an epoch and has no record: a third party (the
+	// admin) settles its points, then it claims them.
+	u2 := user2.PublicKey()
+	if err := b.epoch(r, everyone, user2); err != nil {
+		return err
+	}
+	if err := b.step("participant_settle (creates the record; by a third party)", admin)(r.Settle(a, u2)); err != nil {
+		return err
+	}
+	create, user2Tokens, err := treasurer.CreateTokenAccount(u2, u2, mint.PublicKey(), treasurer.TokenProgramID)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Send(ctx, user2, []solana.Instruction{create}); err != nil {
+		return err
+	}
+	if err := b.step("participant_claim (settled points: transfer only)", user2)(r.Claim(u2, user2Tokens)); err != nil {
+		return err
+	}
 	pause := true
 	if err := b.step("run_update (pause)", admin)(r.Update(a, treasurer.UpdateParams{Paused: &pause})); err != nil {
 		return err
@@ -151,7 +185,7 @@ func run() error {
 	if err := b.step("run_close (+ free_coordinator)", admin)(r.Close(a, a)); err != nil {
 		return err
 	}
-	if err := b.step("run_withdraw (closed run)", admin)(r.Withdraw(a, funder, 9_000)); err != nil {
+	if err := b.step("run_withdraw (closed run)", admin)(r.Withdraw(a, funder, 8_000)); err != nil {
 		return err
 	}
 	return b.forfeits(p, admin, mint.PublicKey(), funder, &cfg, params.Model)
@@ -167,29 +201,19 @@ func (b *bench) step(label string, payer solana.PrivateKey) func(solana.Instruct
 	}
 }
 
-// epoch has user join (permissionless grant), warm up, witness every round
-// and the admin tick until the epoch's points are paid.
-func (b *bench) epoch(r treasurer.Run, admin, user solana.PrivateKey) error {
-	a, u := admin.PublicKey(), user.PublicKey()
-	auth := authorizer.Program{ID: authorizer.Default().ID}
-	grant, addr, err := auth.Create(a, a, authorizer.Everyone, authorizer.JoinRunScope)
+// epoch has user join (under authorization, with a new p2p key), warm up,
+// witness every round and tick until the epoch's points are paid.
+func (b *bench) epoch(r treasurer.Run, authorization solana.PublicKey, user solana.PrivateKey) error {
+	u := user.PublicKey()
+	_, p2p, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return err
 	}
-	activate, err := auth.SetActive(a, addr, true)
+	join, err := r.Coordinator.JoinRunProven(u, authorization, p2p)
 	if err != nil {
 		return err
 	}
-	if _, err := b.net.Chain.Send(b.ctx, admin, []solana.Instruction{grant, activate}); err != nil {
-		return err
-	}
-	var p2p [32]byte
-	_, _ = rand.Read(p2p[:])
-	join, err := r.Coordinator.JoinRun(u, addr, p2p)
-	if err != nil {
-		return err
-	}
-	if _, err := b.net.Chain.Send(b.ctx, user, []solana.Instruction{join}); err != nil {
+	if _, err := b.net.Chain.Send(b.ctx, user, join); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -273,6 +297,7 @@ func (b *bench) forfeits(p treasurer.Program, admin solana.PrivateKey, mint, fun
 	}
 	clients := make([]solana.PrivateKey, 3)
 	auths := map[solana.PublicKey]solana.PublicKey{}
+	p2ps := map[solana.PublicKey]ed25519.PrivateKey{}
 	for i := range clients {
 		k := solana.NewWallet().PrivateKey
 		clients[i] = k
@@ -304,17 +329,17 @@ func (b *bench) forfeits(p treasurer.Program, admin solana.PrivateKey, mint, fun
 		if _, auths[u], err = r.AuthorizationAddress(u); err != nil {
 			return err
 		}
+		if _, p2ps[u], err = ed25519.GenerateKey(rand.Reader); err != nil {
+			return err
+		}
 	}
 	join := func() error {
 		for _, k := range clients {
-			var p2p [32]byte
-			copy(p2p[:], k.PublicKey().Bytes())
-			p2p[0] ^= 0xff
-			ix, err := r.Coordinator.JoinRun(k.PublicKey(), auths[k.PublicKey()], p2p)
+			ixs, err := r.Coordinator.JoinRunProven(k.PublicKey(), auths[k.PublicKey()], p2ps[k.PublicKey()])
 			if err != nil {
 				return err
 			}
-			if _, err := c.Send(ctx, k, []solana.Instruction{ix}); err != nil {
+			if _, err := c.Send(ctx, k, ixs); err != nil {
 				return err
 			}
 		}
@@ -392,6 +417,9 @@ func (b *bench) forfeits(p treasurer.Program, admin solana.PrivateKey, mint, fun
 		return err
 	}
 	if err := b.step("participant_withdraw_deposit (transfer, revoke + close)", clients[0])(r.WithdrawDeposit(u0, u0, solana.PublicKey{})); err != nil {
+		return err
+	}
+	if err := b.step("participant_settle (existing record: vested points)", admin)(r.Settle(a, clients[1].PublicKey())); err != nil {
 		return err
 	}
 	return b.step("participant_withdraw_deposit (the authority, Finished run)", admin)(r.WithdrawDeposit(a, clients[1].PublicKey(), solana.PublicKey{}))

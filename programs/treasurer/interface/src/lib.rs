@@ -10,6 +10,7 @@
 //! | coordinator_instance [32] | coordinator_account [32] | collateral_mint [32]
 //! | token_program [32] | total_claimed_points u64 | closed u8
 //! | join_deposit u64 | total_deposits u64 | total_burned u64
+//! | unclaimed_settled_points u64
 //! ```
 //! `Participant`, PDA ["Participant", run, user]:
 //! ```text
@@ -45,7 +46,7 @@ pub const PARTICIPANT_SEED: &[u8] = b"Participant";
 pub const RUN_ACCOUNT: [u8; 8] = anchor::account("Run");
 pub const PARTICIPANT_ACCOUNT: [u8; 8] = anchor::account("Participant");
 
-pub const RUN_SPACE: usize = 8 + 1 + 8 + 32 * 6 + 8 + 1 + 8 * 3;
+pub const RUN_SPACE: usize = 8 + 1 + 8 + 32 * 6 + 8 + 1 + 8 * 4;
 pub const PARTICIPANT_SPACE: usize = 8 + 1 + 32 + 32 + 8 * 3 + 8 + 4 + 1 + 1 + 4 + 8 + 8;
 
 define_errors! {
@@ -83,11 +84,13 @@ define_errors! {
         NothingToBurn = "The user has no burned points and no forfeited deposit",
         BurnExceedsBalance = "The run's token account, deposits aside, holds fewer tokens than the points to burn",
         MintNotAllowed = "The collateral mint could freeze, move, hook or tax the run's tokens: a freeze authority or a Token-2022 extension outside the allowed list",
+        NothingToSettle = "The user's Coordinator slot holds no earned or slashed points to settle",
+        UnfundableRate = "One epoch at this earning rate needs more tokens than the mint's supply, which can never grow (no mint authority)",
     }
 }
 
 /// Every error, in code order (the IDL lists them so).
-pub const ERRORS: [TreasurerError; 33] = [
+pub const ERRORS: [TreasurerError; 35] = [
     TreasurerError::RunAlreadyExists,
     TreasurerError::RunAuthorityMismatch,
     TreasurerError::CoordinatorMismatch,
@@ -121,6 +124,8 @@ pub const ERRORS: [TreasurerError; 33] = [
     TreasurerError::NothingToBurn,
     TreasurerError::BurnExceedsBalance,
     TreasurerError::MintNotAllowed,
+    TreasurerError::NothingToSettle,
+    TreasurerError::UnfundableRate,
 ];
 
 /// Base size of a mint; `decimals` at 44, `is_initialized` at 45, the
@@ -192,6 +197,44 @@ pub fn check_collateral_mint(data: &[u8]) -> Result<u8, MintRefusal> {
     Ok(data[44])
 }
 
+/// A mint's supply, and whether it is fixed for good (no mint authority:
+/// nobody can ever mint more; burns can only lower it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MintSupply {
+    pub supply: u64,
+    pub fixed: bool,
+}
+
+/// Reads the supply and the mint authority (a u32 COption tag at 0, the key
+/// after it) of an initialized mint's data (SPL Token or Token-2022); None
+/// when it is not one.
+pub fn mint_supply(data: &[u8]) -> Option<MintSupply> {
+    if data.len() < MINT_LEN || data[45] != 1 {
+        return None;
+    }
+    let fixed = match data[0..4] {
+        [0, 0, 0, 0] => true,
+        [1, 0, 0, 0] => false,
+        _ => return None,
+    };
+    let mut supply = [0u8; 8];
+    supply.copy_from_slice(&data[36..44]);
+    Some(MintSupply { supply: u64::from_le_bytes(supply), fixed })
+}
+
+/// run_update refuses an epoch earning rate that no funding can ever cover:
+/// one epoch pays `rate` points (1 point = 1 base unit), and a mint without a
+/// mint authority can never hold more than its supply now. A mint with an
+/// authority may still mint what a rate needs, so any rate passes there
+/// (treasurer-json-dump-run says when the supply cannot cover an epoch now).
+pub fn check_earning_rate(mint: &[u8], rate: u64) -> Result<(), TreasurerError> {
+    let m = mint_supply(mint).ok_or(TreasurerError::InvalidMint)?;
+    if m.fixed && rate > m.supply {
+        return Err(TreasurerError::UnfundableRate);
+    }
+    Ok(())
+}
+
 /// A decoded `Run` account.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Run {
@@ -212,6 +255,10 @@ pub struct Run {
     pub total_deposits: u64,
     /// Tokens burned by burn_forfeited: burned points and forfeited deposits.
     pub total_burned: u64,
+    /// Points settled into Participant records (participant_settle) and not
+    /// claimed yet: the sum over participants of `Participant::owed`. They
+    /// left the Coordinator's slots, so the run reserves them here.
+    pub unclaimed_settled_points: u64,
 }
 
 impl Run {
@@ -235,6 +282,7 @@ impl Run {
             join_deposit: r.u64()?,
             total_deposits: r.u64()?,
             total_burned: r.u64()?,
+            unclaimed_settled_points: r.u64()?,
         };
         r.finish()?;
         Ok(run)
@@ -256,8 +304,52 @@ impl Run {
             .bool(self.closed)?
             .u64(self.join_deposit)?
             .u64(self.total_deposits)?
-            .u64(self.total_burned)?;
+            .u64(self.total_burned)?
+            .u64(self.unclaimed_settled_points)?;
         Ok(())
+    }
+
+    /// participant_settle: moves `earned` and `slashed` points from the
+    /// user's Coordinator slot into its record `p` and pays nothing; returns
+    /// what the user can now claim from the record (`p.owed()`). The run
+    /// reserves the record's change in `owed` (it may fall, when a slash
+    /// outweighs new points), so a later claim pays exactly what it would
+    /// have paid without this settle. Nothing changes on an error.
+    pub fn settle(&mut self, p: &mut Participant, earned: u64, slashed: u64) -> Result<u64, TreasurerError> {
+        if earned == 0 && slashed == 0 {
+            return Err(TreasurerError::NothingToSettle);
+        }
+        let mut q = p.clone();
+        q.add_points(earned, slashed)?;
+        let owed = q.owed();
+        let unclaimed = self
+            .unclaimed_settled_points
+            .checked_sub(p.owed())
+            .and_then(|u| u.checked_add(owed))
+            .ok_or(TreasurerError::MathOverflow)?;
+        *p = q;
+        self.unclaimed_settled_points = unclaimed;
+        Ok(owed)
+    }
+
+    /// participant_claim: settles `earned` and `slashed` into `p` and returns
+    /// what the claim pays: earned - slashed - claimed over the record, or
+    /// nothing when slashes exceed the rest (the debt stays against future
+    /// points). `claimed_points` grows by the payment, so a second claim pays
+    /// nothing and the total paid never exceeds earned - slashed; what an
+    /// earlier participant_settle reserved for the record is released.
+    /// Nothing changes on an error.
+    pub fn claim(&mut self, p: &mut Participant, earned: u64, slashed: u64) -> Result<u64, TreasurerError> {
+        let mut q = p.clone();
+        q.add_points(earned, slashed)?;
+        let owed = q.owed();
+        q.claimed_points = q.claimed_points.checked_add(owed).ok_or(TreasurerError::MathOverflow)?;
+        let unclaimed = self.unclaimed_settled_points.checked_sub(p.owed()).ok_or(TreasurerError::MathOverflow)?;
+        let claimed = self.total_claimed_points.checked_add(owed).ok_or(TreasurerError::MathOverflow)?;
+        *p = q;
+        self.unclaimed_settled_points = unclaimed;
+        self.total_claimed_points = claimed;
+        Ok(owed)
     }
 
     /// Sets the join deposit of the run at `address`: only a run whose join
@@ -273,7 +365,8 @@ impl Run {
 }
 
 /// A decoded `Participant` account. Points move here from the Coordinator at
-/// each claim (settle_points), so the coordinator slot can be reused.
+/// each claim and each participant_settle (settle_points), so the
+/// coordinator slot can be reused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Participant {
     pub bump: u8,
@@ -362,21 +455,33 @@ impl Participant {
         Ok(())
     }
 
-    /// Adds points settled from the Coordinator and returns what the claim
-    /// pays: earned - slashed - claimed, or nothing when slashes exceed the
-    /// rest (the debt stays against future points). `claimed_points` grows by
-    /// the payment, so a second claim pays nothing and the total paid never
-    /// exceeds earned - slashed.
-    pub fn settle_and_claim(&mut self, earned: u64, slashed: u64) -> Result<u64, TreasurerError> {
-        self.earned_points = self.earned_points.checked_add(earned).ok_or(TreasurerError::MathOverflow)?;
-        self.slashed_points = self.slashed_points.checked_add(slashed).ok_or(TreasurerError::MathOverflow)?;
-        let owed = self
-            .earned_points
+    /// What a claim would pay out of the record alone: earned - slashed -
+    /// claimed, or nothing while slashes exceed the rest.
+    pub fn owed(&self) -> u64 {
+        self.earned_points
             .checked_sub(self.slashed_points)
             .and_then(|net| net.checked_sub(self.claimed_points))
-            .unwrap_or(0);
-        self.claimed_points = self.claimed_points.checked_add(owed).ok_or(TreasurerError::MathOverflow)?;
-        Ok(owed)
+            .unwrap_or(0)
+    }
+
+    /// Adds points settled from the Coordinator (see `Run::settle`, `Run::claim`).
+    fn add_points(&mut self, earned: u64, slashed: u64) -> Result<(), TreasurerError> {
+        self.earned_points = self.earned_points.checked_add(earned).ok_or(TreasurerError::MathOverflow)?;
+        self.slashed_points = self.slashed_points.checked_add(slashed).ok_or(TreasurerError::MathOverflow)?;
+        Ok(())
+    }
+
+    /// The (earned, slashed) points a claim settles from the user's slot:
+    /// its points, or none once it has no slot (a participant_settle freed
+    /// it and another client may hold it now), which is fine for a user
+    /// whose record holds points; a user with neither never joined the run
+    /// (`UserNotInRun`).
+    pub fn claim_points(&self, slot: Option<&ClientSlot>) -> Result<(u64, u64), TreasurerError> {
+        match slot {
+            Some(c) => Ok((c.earned, c.slashed)),
+            None if self.earned_points != 0 || self.slashed_points != 0 => Ok((0, 0)),
+            None => Err(TreasurerError::UserNotInRun),
+        }
     }
 
     /// Records the latest fault `slot` shows, so that it outlives the slot.
@@ -558,11 +663,13 @@ impl Reserve {
     }
 }
 
-/// The reserve of the Coordinator run. Settled points were paid in full
-/// when settled (a claim pays everything owed), a participant's leftover
-/// slash debt can only lower a future payment, an unvested point either
-/// vests into earned or is burned, and a burned point leaves only through
-/// burn_forfeited, so this bounds what claims and burns can still take.
+/// The reserve of the Coordinator run. Points settled by a claim were paid
+/// in full (a claim pays everything owed), those settled by
+/// participant_settle are reserved in `Run::unclaimed_settled_points`, a
+/// participant's leftover slash debt can only lower a future payment, an
+/// unvested point either vests into earned or is burned, and a burned point
+/// leaves only through burn_forfeited, so this, with the Run's settled
+/// points, bounds what claims and burns can still take.
 pub fn reserve(state: &CoordinatorState) -> Result<Reserve, TreasurerError> {
     let mut r = Reserve::default();
     for c in state.clients.iter().filter(|c| c.occupied != 0) {
@@ -580,19 +687,23 @@ pub fn reserved_points(state: &CoordinatorState) -> Result<u64, TreasurerError> 
 }
 
 /// Tokens the run must keep: the reserved points of its Coordinator run
-/// (None once closed: the points went with the account) and every deposit
-/// held for users.
+/// (None once closed: the points went with the account), the points settled
+/// into Participant records and not claimed yet, and every deposit held for
+/// users.
 pub fn reserved_tokens(run: &Run, state: Option<&CoordinatorState>) -> Result<u64, TreasurerError> {
     let points = state.map_or(Ok(0), reserved_points)?;
-    points.checked_add(run.total_deposits).ok_or(TreasurerError::MathOverflow)
+    points
+        .checked_add(run.unclaimed_settled_points)
+        .and_then(|t| t.checked_add(run.total_deposits))
+        .ok_or(TreasurerError::MathOverflow)
 }
 
 /// run_close frees the Coordinator run only when nothing is reserved: every
-/// point claimed, none unvested, every burned point burned and every deposit
-/// returned or burned.
+/// point claimed (settled or not), none unvested, every burned point burned
+/// and every deposit returned or burned.
 pub fn check_closable(run: &Run, state: &CoordinatorState) -> Result<(), TreasurerError> {
     let r = reserve(state)?;
-    if r.claims != 0 {
+    if r.claims != 0 || run.unclaimed_settled_points != 0 {
         return Err(TreasurerError::UnclaimedPointsRemain);
     }
     if r.unvested != 0 {

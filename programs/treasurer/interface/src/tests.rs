@@ -25,6 +25,7 @@ fn run() -> Run {
         join_deposit: 88,
         total_deposits: 99,
         total_burned: 111,
+        unclaimed_settled_points: 122,
     }
 }
 
@@ -67,7 +68,7 @@ fn decode_rejects_malformed_data() {
     let mut wrong_disc = good;
     wrong_disc[0] ^= 1;
     let mut bad_bool = good;
-    bad_bool[RUN_SPACE - 25] = 2;
+    bad_bool[RUN_SPACE - 33] = 2;
     let mut trailing = vec![0u8; RUN_SPACE + 1];
     trailing[..RUN_SPACE].copy_from_slice(&good);
     let mut as_participant = [0u8; RUN_SPACE];
@@ -84,6 +85,11 @@ fn decode_rejects_malformed_data() {
         assert!(Run::decode(data).is_err(), "{name} decoded");
     }
     assert!(Participant::decode(&good).is_err(), "a run decoded as a participant");
+}
+
+/// A run with nothing claimed or settled yet.
+fn fresh_run() -> Run {
+    Run { total_claimed_points: 0, unclaimed_settled_points: 0, ..run() }
 }
 
 #[test]
@@ -111,18 +117,145 @@ fn claims_pay_earned_minus_slashed_once() {
             claimed_points: c.start.2,
             ..Participant::new(1, addr(1), addr(2))
         };
-        assert_eq!(p.settle_and_claim(c.settle.0, c.settle.1), Ok(c.pays), "{}", c.name);
+        let mut r = fresh_run();
+        assert_eq!(r.claim(&mut p, c.settle.0, c.settle.1), Ok(c.pays), "{}", c.name);
         assert_eq!((p.earned_points, p.slashed_points, p.claimed_points), c.after, "{}", c.name);
         assert!(p.claimed_points <= p.earned_points, "{}: claimed more than earned", c.name);
+        assert_eq!((r.total_claimed_points, r.unclaimed_settled_points), (c.pays, 0), "{}", c.name);
+        assert_eq!(p.owed(), 0, "{}: a claim leaves nothing owed", c.name);
     }
 }
 
 #[test]
 fn claim_overflow_is_an_error() {
-    let mut p = Participant { earned_points: u64::MAX, ..Participant::new(1, addr(1), addr(2)) };
-    assert_eq!(p.settle_and_claim(1, 0), Err(TreasurerError::MathOverflow));
-    let mut p = Participant { slashed_points: u64::MAX, ..Participant::new(1, addr(1), addr(2)) };
-    assert_eq!(p.settle_and_claim(0, 1), Err(TreasurerError::MathOverflow));
+    let mut r = fresh_run();
+    for mut p in [
+        Participant { earned_points: u64::MAX, ..Participant::new(1, addr(1), addr(2)) },
+        Participant { slashed_points: u64::MAX, ..Participant::new(1, addr(1), addr(2)) },
+    ] {
+        let before = p.clone();
+        assert_eq!(r.claim(&mut p, 1, 1), Err(TreasurerError::MathOverflow));
+        assert_eq!(r.settle(&mut p, 1, 1), Err(TreasurerError::MathOverflow));
+        assert_eq!(p, before, "a failed claim or settle changed the record");
+    }
+    let mut p = Participant::new(1, addr(1), addr(2));
+    let mut full = Run { total_claimed_points: u64::MAX, ..fresh_run() };
+    assert_eq!(full.claim(&mut p, 1, 0), Err(TreasurerError::MathOverflow));
+    assert_eq!((p.earned_points, full.total_claimed_points), (0, u64::MAX), "nothing changes on an error");
+    assert_eq!(r, fresh_run());
+}
+
+#[test]
+fn a_settle_pays_nothing_and_reserves_what_the_record_owes() {
+    let mut r = fresh_run();
+    let mut p = Participant::new(1, addr(1), addr(2));
+    assert_eq!(r.settle(&mut p, 0, 0), Err(TreasurerError::NothingToSettle));
+    assert_eq!(r.settle(&mut p, 100, 30), Ok(70));
+    assert_eq!((p.earned_points, p.slashed_points, p.claimed_points, r.unclaimed_settled_points), (100, 30, 0, 70));
+    assert_eq!(r.total_claimed_points, 0, "a settle pays nothing");
+    // A slash alone lowers what is owed, and the reserve with it.
+    assert_eq!(r.settle(&mut p, 0, 50), Ok(20));
+    assert_eq!(r.unclaimed_settled_points, 20);
+    // More slashes than the rest: a debt, nothing owed or reserved.
+    assert_eq!(r.settle(&mut p, 0, 45), Ok(0));
+    assert_eq!(r.unclaimed_settled_points, 0);
+    assert_eq!(r.settle(&mut p, 40, 0), Ok(15), "new points repay the debt first");
+    // The claim pays what the record owes and releases its reserve.
+    assert_eq!(r.claim(&mut p, 0, 0), Ok(15));
+    assert_eq!((p.claimed_points, r.unclaimed_settled_points, r.total_claimed_points), (15, 0, 15));
+    assert_eq!(r.claim(&mut p, 0, 0), Ok(0));
+    // Two users' records add up in the run.
+    let mut q = Participant::new(1, addr(1), addr(3));
+    assert_eq!(r.settle(&mut p, 10, 0), Ok(10));
+    assert_eq!(r.settle(&mut q, 7, 2), Ok(5));
+    assert_eq!(r.unclaimed_settled_points, 15);
+    assert_eq!(r.claim(&mut q, 1, 0), Ok(6), "a claim pays the settled points and the slot's new ones");
+    assert_eq!(r.unclaimed_settled_points, 10);
+    // A run that reserves less than a record owes is inconsistent: refused, nothing changes.
+    let mut broken = Run { unclaimed_settled_points: 3, ..fresh_run() };
+    let before = (broken.clone(), p.clone());
+    assert_eq!(broken.claim(&mut p, 0, 0), Err(TreasurerError::MathOverflow));
+    assert_eq!(broken.settle(&mut p, 1, 0), Err(TreasurerError::MathOverflow));
+    assert_eq!((broken, p), before);
+    let mut p = Participant::new(1, addr(1), addr(2));
+    let mut full = Run { unclaimed_settled_points: u64::MAX, ..fresh_run() };
+    assert_eq!(full.settle(&mut p, 1, 0), Err(TreasurerError::MathOverflow));
+    assert_eq!(p.earned_points, 0);
+}
+
+/// Points reach a slot over time; the user claims now and then. In one
+/// world nobody else acts; in the other third parties settle the slot at
+/// random times. Every claim pays the same in both, the records agree after
+/// each claim, and the run always reserves what a claim would pay.
+#[test]
+fn settles_pay_nothing_and_keep_every_later_claim_exact() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for _ in 0..3000 {
+        let (mut plain_run, mut settled_run) = (fresh_run(), fresh_run());
+        let mut plain = Participant::new(1, addr(1), addr(2));
+        let mut settled = plain.clone();
+        let (mut plain_slot, mut settled_slot) = ((0u64, 0u64), (0u64, 0u64));
+        let mut settles = 0;
+        for step in 0..16 {
+            match next(5) {
+                0 | 1 => {
+                    let earned = next(100);
+                    let slashed = if next(3) == 0 { next(120) } else { 0 };
+                    for s in [&mut plain_slot, &mut settled_slot] {
+                        s.0 += earned;
+                        s.1 += slashed;
+                    }
+                }
+                2 | 3 => {
+                    let got = settled_run.settle(&mut settled, settled_slot.0, settled_slot.1);
+                    if settled_slot == (0, 0) {
+                        assert_eq!(got, Err(TreasurerError::NothingToSettle));
+                    } else {
+                        assert_eq!(got, Ok(settled.owed()));
+                        settled_slot = (0, 0);
+                        settles += 1;
+                    }
+                }
+                _ => {
+                    let a = plain_run.claim(&mut plain, plain_slot.0, plain_slot.1).unwrap();
+                    let b = settled_run.claim(&mut settled, settled_slot.0, settled_slot.1).unwrap();
+                    assert_eq!(a, b, "step {step}: a claim after settles paid {b}, without them {a}");
+                    assert_eq!(plain, settled, "step {step}");
+                    plain_slot = (0, 0);
+                    settled_slot = (0, 0);
+                }
+            }
+            assert_eq!(settled_run.unclaimed_settled_points, settled.owed(), "step {step}");
+            assert_eq!(plain_run.unclaimed_settled_points, 0);
+            // The reserve (the run's settled points + the slot's earned -
+            // slashed) covers what a claim would pay now.
+            let would_pay = settled_run.clone().claim(&mut settled.clone(), settled_slot.0, settled_slot.1).unwrap();
+            assert!(would_pay <= settled_run.unclaimed_settled_points + settled_slot.0.saturating_sub(settled_slot.1), "step {step}");
+        }
+        let a = plain_run.claim(&mut plain, plain_slot.0, plain_slot.1).unwrap();
+        let b = settled_run.claim(&mut settled, settled_slot.0, settled_slot.1).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(plain, settled);
+        assert_eq!(plain_run, settled_run, "after {settles} settles");
+        assert_eq!((settled.owed(), settled_run.unclaimed_settled_points), (0, 0), "the last claim paid everything");
+    }
+}
+
+#[test]
+fn claims_without_a_slot_pay_from_the_record() {
+    let none = Participant::new(1, addr(1), addr(2));
+    assert_eq!(none.claim_points(None), Err(TreasurerError::UserNotInRun));
+    assert_eq!(none.claim_points(Some(&slot(2, 7, 3))), Ok((7, 3)));
+    let settled = Participant { earned_points: 5, ..none.clone() };
+    assert_eq!(settled.claim_points(None), Ok((0, 0)), "its slot was settled and reused");
+    let slashed = Participant { slashed_points: 5, ..none };
+    assert_eq!(slashed.claim_points(None), Ok((0, 0)));
 }
 
 /// A zeroed state on the heap (8-aligned, like the account data after its discriminator).
@@ -154,7 +287,7 @@ fn slot(signer: u8, earned: u64, slashed: u64) -> ClientSlot {
         has_fault: 0,
         transients: 0,
         open_disputes: 0,
-        _padding: 0,
+        checkpointer: 0,
     }
 }
 
@@ -189,8 +322,13 @@ fn the_reserve_counts_claims_unvested_burned_points_and_deposits() {
     assert_eq!(reserved_points(s), Ok(167));
     let mut closed = run();
     closed.total_deposits = 300;
+    closed.unclaimed_settled_points = 0;
     assert_eq!(reserved_tokens(&closed, Some(s)), Ok(467));
     assert_eq!(reserved_tokens(&closed, None), Ok(300), "a closed run keeps only the deposits");
+    closed.unclaimed_settled_points = 20;
+    assert_eq!(reserved_tokens(&closed, Some(s)), Ok(487), "points settled into records stay reserved");
+    closed.unclaimed_settled_points = u64::MAX;
+    assert_eq!(reserved_tokens(&closed, None), Err(TreasurerError::MathOverflow));
     s.clients[4] = ClientSlot { unvested: [u64::MAX, 1, 0, 0], ..slot(14, 0, 0) };
     assert_eq!(reserve(s), Err(TreasurerError::MathOverflow));
     s.clients[4] = ClientSlot { burned: u64::MAX, ..slot(14, 0, 0) };
@@ -201,7 +339,7 @@ fn the_reserve_counts_claims_unvested_burned_points_and_deposits() {
 fn closing_needs_nothing_reserved() {
     let mut words = state();
     let s = view(&mut words);
-    let mut r = run();
+    let mut r = fresh_run();
     r.total_deposits = 0;
     s.clients[0] = slot(10, 5, 9); // slashes over earnings: nothing to claim
     assert_eq!(check_closable(&r, s), Ok(()));
@@ -214,6 +352,9 @@ fn closing_needs_nothing_reserved() {
         assert_eq!(check_closable(&r, s), Err(want), "{name}");
     }
     s.clients[1] = slot(11, 0, 0);
+    r.unclaimed_settled_points = 1;
+    assert_eq!(check_closable(&r, s), Err(TreasurerError::UnclaimedPointsRemain), "settled points to claim");
+    r.unclaimed_settled_points = 0;
     r.total_deposits = 1;
     assert_eq!(check_closable(&r, s), Err(TreasurerError::DepositsRemain));
 }
@@ -544,4 +685,40 @@ fn collateral_mint_rule() {
     d[100] = 1;
     assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
     assert_eq!(check_collateral_mint(&mint_data(false, &[])[..MINT_LEN].iter().copied().chain([0u8; 50]).collect::<std::vec::Vec<u8>>()), Err(MintRefusal::Invalid));
+}
+
+/// A base mint with `supply` and, when `authority`, a mint authority.
+fn supply_mint(supply: u64, authority: bool) -> std::vec::Vec<u8> {
+    let mut d = mint_data(false, &[]);
+    if authority {
+        d[0] = 1;
+        d[4..36].fill(3);
+    }
+    d[36..44].copy_from_slice(&supply.to_le_bytes());
+    d
+}
+
+#[test]
+fn earning_rates_above_a_fixed_supply_are_refused() {
+    assert_eq!(mint_supply(&supply_mint(500, false)), Some(MintSupply { supply: 500, fixed: true }));
+    assert_eq!(mint_supply(&supply_mint(500, true)), Some(MintSupply { supply: 500, fixed: false }));
+    // Token-2022 with extensions: the same base layout.
+    let mut ext = mint_data(false, &[(18, 64)]);
+    ext[36..44].copy_from_slice(&9u64.to_le_bytes());
+    assert_eq!(mint_supply(&ext), Some(MintSupply { supply: 9, fixed: true }));
+    let mut bad_tag = supply_mint(500, true);
+    bad_tag[0] = 2;
+    let mut uninit = supply_mint(500, false);
+    uninit[45] = 0;
+    for (name, d) in [("bad COption tag", bad_tag), ("uninitialized", uninit), ("short", supply_mint(500, false)[..81].to_vec())] {
+        assert_eq!(mint_supply(&d), None, "{name}");
+        assert_eq!(check_earning_rate(&d, 0), Err(TreasurerError::InvalidMint), "{name}");
+    }
+    // Fixed supply: a rate up to the supply passes, above it never can be funded.
+    assert_eq!(check_earning_rate(&supply_mint(500, false), 500), Ok(()));
+    assert_eq!(check_earning_rate(&supply_mint(500, false), 0), Ok(()));
+    assert_eq!(check_earning_rate(&supply_mint(500, false), 501), Err(TreasurerError::UnfundableRate));
+    assert_eq!(check_earning_rate(&supply_mint(0, false), 1), Err(TreasurerError::UnfundableRate));
+    // With a mint authority more can be minted: any rate passes.
+    assert_eq!(check_earning_rate(&supply_mint(500, true), u64::MAX), Ok(()));
 }

@@ -45,6 +45,7 @@ fn types() -> Types {
         ("join_deposit", json!("u64")),
         ("total_deposits", json!("u64")),
         ("total_burned", json!("u64")),
+        ("unclaimed_settled_points", json!("u64")),
     ]);
     t.borsh("Participant", &[
         ("bump", json!("u8")),
@@ -87,6 +88,7 @@ fn types() -> Types {
     t.borsh("ParticipantDepositParams", &[("amount", json!("u64"))]);
     t.borsh("ParticipantWithdrawDepositParams", &[]);
     t.borsh("BurnForfeitedParams", &[]);
+    t.borsh("ParticipantSettleParams", &[]);
     t.borsh("RewardsClaimed", &[
         ("run", json!("pubkey")),
         ("user", json!("pubkey")),
@@ -111,6 +113,13 @@ fn types() -> Types {
         ("user", json!("pubkey")),
         ("points", json!("u64")),
         ("deposit", json!("u64")),
+    ]);
+    t.borsh("PointsSettled", &[
+        ("run", json!("pubkey")),
+        ("user", json!("pubkey")),
+        ("settled_earned_points", json!("u64")),
+        ("settled_slashed_points", json!("u64")),
+        ("claimable", json!("u64")),
     ]);
     t
 }
@@ -139,7 +148,7 @@ fn instruction_shapes() -> Vec<Instruction> {
         ),
         (
             vec![acc("authority", false, true), acc("run", true, false), acc("coordinator_instance", false, false),
-                 acc("coordinator_account", true, false), coordinator()],
+                 acc("coordinator_account", true, false), coordinator(), acc("collateral_mint", false, false)],
             "RunUpdateParams",
         ),
         (
@@ -184,6 +193,11 @@ fn instruction_shapes() -> Vec<Instruction> {
                  acc("authorization", true, false), authorizer(), acc("token_program", false, false)],
             "BurnForfeitedParams",
         ),
+        (
+            vec![acc("payer", true, true), acc("user", false, false), acc("run", true, false), participant(),
+                 acc("coordinator_instance", false, false), acc("coordinator_account", true, false), coordinator(), system()],
+            "ParticipantSettleParams",
+        ),
     ];
     shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
@@ -191,7 +205,7 @@ fn instruction_shapes() -> Vec<Instruction> {
 fn render() -> std::string::String {
     Idl {
         name: "psyche_treasurer",
-        description: "Token rewards for Coordinator runs: claims of earned points, join deposits, burns of forfeited points and deposits, collateral top-up and withdrawal",
+        description: "Token rewards for Coordinator runs: claims of earned points, permissionless settles that free client slots, join deposits, burns of forfeited points and deposits, collateral top-up and withdrawal",
         address: ID.to_bytes(),
         instructions: &INSTRUCTIONS,
         shapes: instruction_shapes(),
@@ -251,5 +265,5 @@ fn authorizer_discriminators_match_its_idl() {
         assert_eq!(psyche_idl::discriminator(&idl, "instructions", name), d, "{name}");
     }
     assert_eq!(PARTICIPANT_SPACE, 131);
-    assert_eq!(RUN_SPACE, 242);
+    assert_eq!(RUN_SPACE, 250);
 }

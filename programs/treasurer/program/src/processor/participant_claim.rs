@@ -14,8 +14,10 @@ use crate::REWARDS_CLAIMED;
 /// claimed. The points are read from the coordinator account in place, then
 /// moved into the Participant record (settle_points by CPI, so the client's
 /// slot can be reused); the slot's latest fault is recorded too (deposits
-/// depend on it). Deposits held in the run's token account never pay a
-/// claim. Idempotent: a claim with nothing new pays nothing.
+/// depend on it). Points a participant_settle already moved into the record
+/// are paid the same way, also once the user has no slot any more.
+/// Deposits held in the run's token account never pay a claim. Idempotent:
+/// a claim with nothing new pays nothing.
 ///
 /// Accounts: 0. [SIGNER] user, 1. [WRITE] run, 2. [WRITE] participant,
 /// 3. [WRITE] run_collateral, 4. [WRITE] user_collateral, 5. [] collateral_mint,
@@ -44,15 +46,14 @@ pub fn participant_claim(accounts: &[AccountView], args: &[u8]) -> ProgramResult
     let decimals = mint_decimals(mint, &state.token_program)?;
     let held = token_account(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
     token_account(user_collateral, &state.token_program, &state.collateral_mint, Some(user.address()))?;
-    let slot = user_view(account, user.address())?.slot.ok_or_else(|| TreasurerError::UserNotInRun.fail())?;
-    let (earned, slashed) = (slot.earned, slot.slashed);
+    let slot = user_view(account, user.address())?.slot;
+    let (earned, slashed) = record.claim_points(slot.as_ref()).map_err(|e| e.fail())?;
 
-    record.observe_fault(Some(&slot));
-    let owed = record.settle_and_claim(earned, slashed).map_err(|e| e.fail())?;
+    record.observe_fault(slot.as_ref());
+    let owed = state.claim(&mut record, earned, slashed).map_err(|e| e.fail())?;
     if owed > held.saturating_sub(state.total_deposits) {
         return Err(TreasurerError::InsufficientCollateral.fail());
     }
-    state.total_claimed_points = state.total_claimed_points.checked_add(owed).ok_or_else(|| TreasurerError::MathOverflow.fail())?;
 
     let seeds = RunSeeds::new(&state);
     let seeds = seeds.seeds();

@@ -64,6 +64,7 @@ pub fn run_create(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
         join_deposit: 0,
         total_deposits: 0,
         total_burned: 0,
+        unclaimed_settled_points: 0,
     };
     state.set_join_deposit(run.address(), join_deposit).map_err(|e| e.fail())?;
     let seeds = RunSeeds::new(&state);

@@ -4,7 +4,7 @@ use psyche_coordinator_logic::state::{CoordinatorConfig, Model, Progress, RunMet
 use psyche_sdk::borsh::{BorshError, Reader, Writer};
 use psyche_sdk::cpi::Signer;
 use psyche_sdk::{validate, AccountView, ProgramResult};
-use psyche_treasurer_interface::{TreasurerError, COORDINATOR_ID};
+use psyche_treasurer_interface::{check_earning_rate, TreasurerError, COORDINATOR_ID};
 
 use super::{load_run, require_authority, require_coordinator, serialized, store_run, RunSeeds};
 use crate::coordinator::{Authority, SET_FUTURE_EPOCH_RATES, SET_PAUSED, UPDATE, UPDATE_CLIENT_VERSION};
@@ -20,12 +20,14 @@ const UPDATE_ARGS: usize = 4 + size_of::<RunMetadata>() + size_of::<CoordinatorC
 /// set_future_epoch_rates, and a resume last (after the new config is in
 /// place). A new join deposit applies to deposits made from then on (the
 /// run must be its own join authority for one above 0; the run account
-/// must then be writable).
+/// must then be writable). A new earning rate that no funding can ever
+/// cover is refused (`UnfundableRate`: one epoch of it exceeds the supply of
+/// a mint without a mint authority; `check_earning_rate`).
 ///
 /// Accounts: 0. [SIGNER] authority, 1. [WRITE] run, 2. [] coordinator_instance,
-/// 3. [WRITE] coordinator_account, 4. [] coordinator_program.
+/// 3. [WRITE] coordinator_account, 4. [] coordinator_program, 5. [] collateral_mint.
 pub fn run_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
-    let [authority, run, instance, account, coordinator_program] = validate::accounts::<5>(accounts)?;
+    let [authority, run, instance, account, coordinator_program, mint] = validate::accounts::<6>(accounts)?;
     let mut r = Reader::new(args);
     // The layout structs pass through unchanged: the Coordinator validates them.
     let mut update = [0u8; 8 + UPDATE_ARGS];
@@ -57,6 +59,16 @@ pub fn run_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     }
     require_coordinator(&state, Some(instance), account)?;
     validate::program(coordinator_program, &COORDINATOR_ID)?;
+    if mint.address() != &state.collateral_mint {
+        return Err(TreasurerError::MintMismatch.fail());
+    }
+    if let Some(rate) = earning {
+        if !mint.owned_by(&state.token_program) {
+            return Err(TreasurerError::InvalidMint.fail());
+        }
+        let data = mint.try_borrow()?;
+        check_earning_rate(&data, rate).map_err(|e| e.fail())?;
+    }
     if update_len == 0 && earning.is_none() && slashing.is_none() && paused.is_none() && client_version.is_none() && join_deposit.is_none() {
         return Err(TreasurerError::EmptyUpdate.fail());
     }
