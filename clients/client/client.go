@@ -109,6 +109,9 @@ type Config struct {
 	// the chain's clock, never by this one.
 	Clock func() time.Time
 
+	// Tracer, when set, sees each round's work (tracing.go).
+	Tracer Tracer
+
 	// Cheat makes this client dishonest from epoch CheatFrom on: for the
 	// verification tests only.
 	Cheat     Cheat
@@ -237,6 +240,9 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	raw, err := pub.Raw()
 	if err != nil || len(raw) != 32 {
 		return nil, fmt.Errorf("client: p2p identity is not an ed25519 key: %v", err)
+	}
+	if cfg.Tracer != nil {
+		node = tracedNetwork{node, cfg.Tracer}
 	}
 	var salt [32]byte
 	if _, err := crand.Read(salt[:]); err != nil {
@@ -376,6 +382,7 @@ func (c *Client) handle(ctx context.Context, s *coordinator.State, chainNow time
 func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action) (again, done bool, err error) {
 	for _, a := range acts {
 		c.log.Debug("engine", "action", a.String())
+		end := c.traceAction(v, a)
 		switch a := a.(type) {
 		case takeModelAction:
 			err = c.takeModel(ctx, a.loaded)
@@ -385,6 +392,7 @@ func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action
 			c.discard(a)
 		case applyAction:
 			if err = c.apply(ctx, v, a); errors.Is(err, errMissed) {
+				end(err)
 				c.discard(discardAction{a.rec.step, err})
 				return true, false, nil
 			}
@@ -437,6 +445,7 @@ func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action
 		default:
 			err = fmt.Errorf("client: no executor for %T", a)
 		}
+		end(err)
 		if err != nil {
 			return false, false, err
 		}

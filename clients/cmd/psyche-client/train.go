@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -155,7 +156,8 @@ func train(c *cli.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rec := status.NewRecorder(runID, status.Options{})
-	obs, err := statusflags.Start(ctx, c, rec, cancel, statusflags.Terminal{Stdin: os.Stdin, Stdout: c.App.Writer, Stderr: c.App.ErrWriter})
+	obs, err := statusflags.Start(ctx, c, rec, cancel, statusflags.Terminal{Stdin: os.Stdin, Stdout: c.App.Writer, Stderr: c.App.ErrWriter},
+		statusflags.ClientIdentity(key.PublicKey().String(), cmp.Or(os.Getenv("CLIENT_VERSION"), client.Version)))
 	if err != nil {
 		return badInput(err)
 	}
@@ -231,6 +233,7 @@ func train(c *cli.Context) error {
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
 		GradientsDir: c.String("write-gradients-dir"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
 		EvalTasks: tasks, EvalLimit: c.Int("eval-limit"), Tokenizer: c.String("tokenizer-file"),
+		Tracer: obs.Tracer,
 	}
 	if err := applyCheat(c, &ccfg); err != nil {
 		return err

@@ -31,10 +31,19 @@ func LocalAddr(port int) (string, error) {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
-// Handler serves /metrics, /status and /healthz for rec.
-func Handler(rec *status.Recorder, log *slog.Logger) http.Handler {
+// Registry holds every metric of rec: the client's (collector.go, read
+// from one Snapshot per gathering) and the Go runtime and process
+// collectors. It is what /metrics serves and what clients/status/otlp
+// exports, so both carry the same metrics.
+func Registry(rec *status.Recorder) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(rec), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves /metrics, /status and /healthz for rec.
+func Handler(rec *status.Recorder, log *slog.Logger) http.Handler {
+	reg := Registry(rec)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
