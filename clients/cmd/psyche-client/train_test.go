@@ -36,6 +36,8 @@ func TestTrainBadInput(t *testing.T) {
 		{"unknown built-in task", append(base, "--eval-tasks", "builtin:nope"), "--eval-tasks"},
 		{"missing task file", append(base, "--eval-tasks", filepath.Join(dir, "none.jsonl")), "none.jsonl"},
 		{"negative eval limit", append(base, "--eval-limit", "-1"), "--eval-limit"},
+		{"bad otlp url", append(base, "--oltp-metrics-url", "ftp://x"), "--oltp-metrics-url"},
+		{"bad otlp interval", append(base, "--oltp-metrics-url", "http://127.0.0.1:1", "--oltp-report-interval", "soon"), "--oltp-report-interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, code := runCLI(t, nil, tc.args...)
