@@ -21,6 +21,14 @@ if [ -f programs/Cargo.toml ]; then
   (cd programs && cargo test --quiet) || status=1
 fi
 
+# The programs' fuzzer, short pass (programs/README.md, "Fuzzing"): the
+# committed corpus, then 20,000 random and mutated instructions per program
+# against the .so files built above, invariants checked after each.
+if [ -f programs/fuzz/Cargo.toml ]; then
+  section "fuzz (programs, 20,000 instructions each)"
+  (cd programs && cargo run --quiet --release -p psyche-fuzz -- --program all --iterations 20000 --no-save) || status=1
+fi
+
 for dir in localnet; do
   if [ -f "$dir/package.json" ] && grep -q '"test"' "$dir/package.json"; then
     section "npm test ($dir)"

@@ -11,7 +11,6 @@ import (
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/hub"
-	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
@@ -232,17 +231,24 @@ func (e *engine) announceCheckpoint(v *coordinator.View, current bool, step uint
 }
 
 // electedCheckpointer says whether this client may announce the epoch's
-// checkpoint: a witness of the current round (in Cooldown, the epoch's
-// last), or once the run is Finished, one of its last round (the program
-// kept that in the slot). Checkpointers the election passed over leave it
-// to the elected ones.
+// checkpoint: it reported as a witness of the current round (in Cooldown,
+// the epoch's last), or once the run is Finished, of its last round (the
+// program kept that in the slot). Checkpointers the election passed over
+// leave it to the elected ones.
 func electedCheckpointer(v *coordinator.View) bool {
 	if v.Phase == coordinator.Finished {
 		return v.Slot != nil && v.Slot.Checkpointer != 0
 	}
 	r := v.Round
-	return v.Me >= 0 && r != nil && uint16(v.Me) < r.ClientsLen &&
-		schedule.IsWitness(uint16(v.Me), r.ClientsLen, v.State.Config.WitnessNodes, r.Seed)
+	if v.Me < 0 || r == nil {
+		return false
+	}
+	for _, w := range r.Witnesses[:min(int(r.WitnessesLen), len(r.Witnesses))] {
+		if int(w.Index) == v.Me {
+			return true
+		}
+	}
+	return false
 }
 
 // uploadCheckpoint uploads the model (once per step) and announces its

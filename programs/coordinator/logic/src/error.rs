@@ -124,7 +124,7 @@ errors! {
     EvalReport = 6078: "report_eval: step not yet trained, task not 1..=32 bytes of UTF-8, a score outside [0, 1] or count 0",
     // Hardening (issue 20).
     P2pKeyNotProven = 6079: "join_run needs an Ed25519 instruction in the same transaction: the p2p key signing the join message for this signer and run",
-    NotCheckpointer = 6080: "checkpoint: only the epoch's elected checkpointers (the witnesses of its current or last round) may announce",
+    NotCheckpointer = 6080: "checkpoint: only the epoch's checkpointers (the members that reported as witnesses of its current or last round) may announce",
 }
 
 #[cfg(test)]

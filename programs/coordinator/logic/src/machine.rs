@@ -803,9 +803,10 @@ impl CoordinatorState {
     }
 
     /// `checkpoint`: an elected checkpointer records where it uploaded the
-    /// latest model. The checkpointers are the witnesses of the current round
-    /// (in Cooldown, the epoch's last), so a member the election passed over
-    /// cannot point joiners at a file of its own.
+    /// latest model. The checkpointers are the members that reported as
+    /// witnesses of the current round (in Cooldown, the epoch's last), so a
+    /// member the election passed over cannot point joiners at a file of
+    /// its own.
     pub fn checkpoint(&mut self, signer: &Key, repo: &CheckpointRepo, clock: &Clock) -> Result<Events, E> {
         let finished = self.run_state()? == RunState::Finished;
         if !matches!(self.model.checkpoint_kind, CHECKPOINT_HUB | CHECKPOINT_P2P) {
@@ -1397,13 +1398,14 @@ impl CoordinatorState {
         self.clients.iter().any(|c| c.occupied != 0 && c.signer == *signer && c.has_finished != 0 && c.last_finished_epoch == last)
     }
 
-    /// Whether epoch entry `k` is a witness of the current round: one of the
-    /// epoch's elected checkpointers.
+    /// Whether epoch entry `k` reported as a witness of the current round
+    /// (the witness instruction checked its election): one of the epoch's
+    /// checkpointers. A scan of at most 32 reports, where re-running the
+    /// election per member would cost a shuffle (~29k CU) each.
     fn elected_checkpointer(&self, k: usize) -> bool {
         let r = self.current_round();
-        // Note: k < MAX_CLIENTS (256) fits in u16.
-        let k = k as u16;
-        k < r.clients_len && selection::is_witness(k, r.clients_len, self.config.witness_nodes, &r.seed)
+        let n = usize::from(r.witnesses_len).min(r.witnesses.len());
+        r.witnesses[..n].iter().any(|w| usize::from(w.index) == k)
     }
 
     fn healthy_member(&self, signer: &Key) -> Result<usize, E> {

@@ -899,14 +899,19 @@ fn checkpoint_updates_come_from_members_of_hub_or_p2p_runs() {
     sim.form_epoch(1..=3);
     sim.start_training();
     let empty = CheckpointRepo { repo: [0; URL_LEN], revision: repo.revision };
-    // witness_nodes = 2 of 3 members: the round's two witnesses are its
-    // checkpointers; the third member may not announce.
+    // witness_nodes = 2 of 3 members: the round's witnesses that reported
+    // are its checkpointers; the one yet to report and the third member may
+    // not announce.
     let elected: Vec<[u8; 32]> = sim.elected().into_iter().map(|(_, k)| k).collect();
     assert_eq!(elected.len(), 2);
     let passed_over = sim.members().into_iter().map(|(_, k)| k).find(|k| !elected.contains(k)).unwrap();
+    sim.rejects(E::NotCheckpointer, |s, c| s.checkpoint(&elected[0], &repo, c));
+    let seen = sim.healthy_signers();
+    sim.witness(1, &seen);
     sim.rejects(E::InvalidCheckpoint, |s, c| s.checkpoint(&elected[0], &empty, c));
     sim.rejects(E::NotInEpoch, |s, c| s.checkpoint(&key(9), &repo, c));
     sim.rejects(E::NotCheckpointer, |s, c| s.checkpoint(&passed_over, &repo, c));
+    sim.rejects(E::NotCheckpointer, |s, c| s.checkpoint(&elected[1], &repo, c));
     let c = sim.clock();
     sim.s.checkpoint(&elected[0], &repo, &c).unwrap();
     assert_eq!(sim.s.model.checkpoint_repo, repo.repo);

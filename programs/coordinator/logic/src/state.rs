@@ -321,9 +321,9 @@ pub struct ClientSlot {
     /// OPEN disputes naming this slot (trainer, accuser or committee): the
     /// slot is not reused while any is open.
     pub open_disputes: u8,
-    /// 1 when the client was an elected checkpointer of the epoch it last
-    /// finished (a witness of its last round): it may announce the final
-    /// checkpoint once the run is Finished.
+    /// 1 when the client was a checkpointer of the epoch it last finished
+    /// (it reported as a witness of its last round): it may announce the
+    /// final checkpoint once the run is Finished.
     pub checkpointer: u8,
 }
 
