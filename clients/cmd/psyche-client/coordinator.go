@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -418,37 +419,55 @@ func canJoinRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	_, inst, err := a.program.Open(c.Context, a.client, c.String(runIDFlag.Name))
+	v, err := checkJoin(c.Context, a, auth, c.String(runIDFlag.Name), grantee, user, []byte(c.String(scopeFlag.Name)))
 	if err != nil {
 		return err
-	}
-	scope := []byte(c.String(scopeFlag.Name))
-	addr, _, err := auth.Address(inst.JoinAuthority, grantee, scope)
-	if err != nil {
-		return badInput(err)
-	}
-	ok, reason := false, ""
-	authz, err := auth.Fetch(c.Context, a.client, addr)
-	switch {
-	case errors.Is(err, chain.ErrAccountNotFound):
-		reason = "no such authorization"
-	case err != nil:
-		return err
-	case authorizer.IsValidFor(authz, inst.JoinAuthority, user, scope):
-		ok = true
-	default:
-		reason = "the authorization is inactive or does not cover this address"
 	}
 	if err := printJSON(c, map[string]any{
-		"can_join": ok, "run_id": inst.RunId, "join_authority": inst.JoinAuthority.String(),
-		"authorization": addr.String(), "address": user.String(), "reason": reason,
+		"can_join": v.ok, "run_id": v.inst.RunId, "join_authority": v.inst.JoinAuthority.String(),
+		"authorization": v.authorization.String(), "address": user.String(), "reason": v.reason,
 	}); err != nil {
 		return err
 	}
-	if !ok {
+	if !v.ok {
 		return cli.Exit("", exitFailure)
 	}
 	return nil
+}
+
+// joinVerdict is can-join's answer for one run.
+type joinVerdict struct {
+	ok            bool
+	reason        string // why not
+	inst          *coordinator.Instance
+	authorization solana.PublicKey
+}
+
+// checkJoin tells whether user may join the run runID under grantee's
+// authorization of scope from the run's join authority (can-join, and
+// run-manager choosing a run).
+func checkJoin(ctx context.Context, a *coordinatorCtx, auth authorizer.Program, runID string, grantee, user solana.PublicKey, scope []byte) (joinVerdict, error) {
+	_, inst, err := a.program.Open(ctx, a.client, runID)
+	if err != nil {
+		return joinVerdict{}, err
+	}
+	addr, _, err := auth.Address(inst.JoinAuthority, grantee, scope)
+	if err != nil {
+		return joinVerdict{}, badInput(err)
+	}
+	v := joinVerdict{inst: inst, authorization: addr}
+	authz, err := auth.Fetch(ctx, a.client, addr)
+	switch {
+	case errors.Is(err, chain.ErrAccountNotFound):
+		v.reason = "no such authorization"
+	case err != nil:
+		return joinVerdict{}, err
+	case authorizer.IsValidFor(authz, inst.JoinAuthority, user, scope):
+		v.ok = true
+	default:
+		v.reason = "the authorization is inactive or does not cover this address"
+	}
+	return v, nil
 }
 
 // coordinatorCtx is what every coordinator command needs.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -80,7 +81,7 @@ func setUsageErrors(cmds []*cli.Command) {
 		if c.OnUsageError == nil {
 			c.OnUsageError = usageError
 		}
-		if c.Action != nil {
+		if c.Action != nil && !strings.HasPrefix(c.ArgsUsage, "-- ") { // "-- ARGS": passed on, flags included
 			c.Action = rejectLateFlags(c.Action)
 		}
 		setUsageErrors(c.Subcommands)
@@ -117,6 +118,7 @@ func commands() []*cli.Command {
 		coordinatorCommands(),
 		treasurerCommands(),
 		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand(), evalCommand()},
+		{runManagerCommand()},
 		devCommands(),
 	} {
 		all = append(all, group...)
