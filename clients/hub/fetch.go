@@ -72,12 +72,9 @@ func Fetch(ctx context.Context, repo, rev, dir string, opts FetchOptions) (path 
 		return path, err
 	}
 
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("creating the checkpoint directory: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+rev+".*.part")
+	tmp, err := createTemp(dir, rev)
 	if err != nil {
-		return "", fmt.Errorf("creating a temporary file in %s: %w", dir, err)
+		return "", err
 	}
 	defer func() {
 		if err != nil {

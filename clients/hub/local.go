@@ -67,12 +67,9 @@ func installCopy(src, dir, rev string, max int64) (path string, err error) {
 	} else if st.Size() > max {
 		return "", fmt.Errorf("%s is %d bytes, %w of %d bytes", src, st.Size(), ErrTooLarge, max)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("creating %s: %w", dir, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+rev+".*.part")
+	tmp, err := createTemp(dir, rev)
 	if err != nil {
-		return "", fmt.Errorf("creating a temporary file in %s: %w", dir, err)
+		return "", err
 	}
 	defer func() {
 		if err != nil {
@@ -89,6 +86,19 @@ func installCopy(src, dir, rev string, max int64) (path string, err error) {
 	}
 	dst := filepath.Join(dir, rev+Ext)
 	return dst, commitTemp(tmp, dst)
+}
+
+// createTemp creates dir if needed and a temporary file in it for
+// revision rev (the name hub servers and NewServer's cleanup recognise).
+func createTemp(dir, rev string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+rev+".*.part")
+	if err != nil {
+		return nil, fmt.Errorf("creating a temporary file in %s: %w", dir, err)
+	}
+	return tmp, nil
 }
 
 // commitTemp syncs and closes tmp, renames it to dst and syncs dst's
