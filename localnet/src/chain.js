@@ -1,14 +1,19 @@
 // The ledger: a litesvm instance plus what a validator has and litesvm does
 // not: slots on a timer with the Clock sysvar following wall time, a window of
-// recent blockhashes, transaction records with metadata, a faucet, and
-// persistence to a ledger directory.
+// recent blockhashes, the blocks produced (a header per slot, the transaction
+// records of each), the node's vote and stake accounts, performance samples,
+// a faucet, and persistence to a ledger directory.
 import { EventEmitter } from 'node:events';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
 import * as bs58 from './base58.js';
+import { BlockLog } from './blocks.js';
 import { stringifyJSON } from './json.js';
+import {
+  STAKE_PROGRAM, STAKE_STATE_SIZE, U64_MAX, VOTE_PROGRAM, VOTE_STATE_SIZE, parseVoteState, stakeStateBytes, voteStateBytes,
+} from './node.js';
 import { Account, FailedTransactionMetadata, LiteSvm } from './svm.js';
 import { txErrorJSON, txErrorMessage } from './txerror.js';
 import {
@@ -26,6 +31,26 @@ const SNAPSHOT_MAGIC = Buffer.from('PSYLNET1');
 const SNAPSHOT_VERSION = 1;
 /** Slots getRecentPrioritizationFees covers (Agave's fee cache holds 150). */
 const RECENT_FEE_SLOTS = 150;
+/** Block headers kept (an epoch: ~2 days at 400 ms slots); older blocks are cleaned up. */
+export const MAX_BLOCKS = 432_000;
+/** Newest block headers written to snapshots: the blocks that survive a restart. */
+const PERSIST_BLOCKS = 10_000;
+/** Performance samples kept (Agave's PERFORMANCE_SAMPLES_LIMIT). */
+export const PERF_SAMPLES_LIMIT = 720;
+/** Stake delegated at genesis to the node's vote account. */
+const BOOTSTRAP_STAKE = 1_000_000n * 1_000_000_000n;
+// Owners of the accounts litesvm and genesis create. getSupply sums the
+// accounts of every owner the server has seen: these, and the owners of
+// every account a transaction wrote.
+const GENESIS_OWNERS = [
+  '11111111111111111111111111111111', 'Sysvar1111111111111111111111111111111111111',
+  'NativeLoader1111111111111111111111111111111', 'BPFLoader1111111111111111111111111111111111',
+  'BPFLoader2111111111111111111111111111111111', 'BPFLoaderUpgradeab1e11111111111111111111111',
+  'LoaderV411111111111111111111111111111111111', 'Feature111111111111111111111111111111111111',
+  'Config1111111111111111111111111111111111111', 'Stake11111111111111111111111111111111111111',
+  'Vote111111111111111111111111111111111111111', 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA',
+  'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb',
+];
 
 const addr = (s) => bs58.decodeAddress(s);
 export const SYSTEM_PROGRAM = Buffer.alloc(32);
@@ -131,6 +156,16 @@ export class Chain extends EventEmitter {
     this.dirty = false;
     this.saving = null;
     this.lastSavedSlot = 0;
+    this.blocks = new BlockLog(MAX_BLOCKS);
+    this.bySlot = new Map(); // slot -> records, in order
+    this.lastBlockSlot = null; // newest slot with a block
+    this.blockTime = Math.floor(Date.now() / 1000); // the current block's time
+    this.sealed = false; // the current block was reported complete: the next transaction starts a new slot
+    this.perfSamples = []; // oldest first
+    this.owners = new Set(GENESIS_OWNERS.map((o) => addressKey(addr(o))));
+    this.supplyCache = null;
+    this.stakeMinCache = null;
+    this.genesisTime = null;
   }
 
   /** Loads the ledger or creates genesis. Throws with a user-facing message. */
@@ -195,9 +230,62 @@ export class Chain extends EventEmitter {
     this.slot = 0;
     this.txCount = 0;
     this.genesisHash = this.svm.latestBlockhash();
+    this.genesisTime = this.blockTime;
     this.pushBlockhash(this.slot, this.genesisHash);
+    this.blocks.push(0, bs58.decode(this.genesisHash), this.blockTime);
+    this.lastBlockSlot = 0;
+    this.createNodeAccounts();
     this.setClock();
     this.log.info(`genesis: faucet ${bs58.encode(this.faucet.publicKey)}, ${this.opts.programs.length} program(s)`);
+  }
+
+  /**
+   * The validator's own accounts, as a cluster's genesis creates them for
+   * its bootstrap validator: a vote account (node and withdraw authority:
+   * the identity) and a stake account delegated to it, active from genesis.
+   * The identity has no private key here, so neither can be changed by a
+   * transaction; the node records a vote for each slot it completes.
+   */
+  createNodeAccounts() {
+    const identity = bs58.decode(this.identity);
+    this.voteAccount = crypto.randomBytes(32);
+    this.stakeAccount = crypto.randomBytes(32);
+    const rentVote = this.svm.minimumBalanceForRentExemption(BigInt(VOTE_STATE_SIZE));
+    this.voteState = {
+      node: identity, withdrawer: identity, commission: 100, votes: [], root: null,
+      authorizedVoters: [[Math.floor(this.slot / SLOTS_PER_EPOCH), identity]], epochCredits: [],
+      lastTimestamp: { slot: 0, timestamp: 0 },
+    };
+    this.svm.setAccount(this.voteAccount, new Account(rentVote, voteStateBytes(this.voteState), VOTE_PROGRAM, false, U64_MAX));
+    const rentStake = this.svm.minimumBalanceForRentExemption(BigInt(STAKE_STATE_SIZE));
+    const stake = stakeStateBytes({
+      rentExemptReserve: rentStake, staker: identity, withdrawer: identity, voter: this.voteAccount, stake: BOOTSTRAP_STAKE,
+      activationEpoch: U64_MAX, deactivationEpoch: U64_MAX,
+    });
+    this.svm.setAccount(this.stakeAccount, new Account(rentStake + BOOTSTRAP_STAKE, stake, STAKE_PROGRAM, false, U64_MAX));
+  }
+
+  /**
+   * The node votes for slot, a block it completed: the vote account's state
+   * gets the vote (its previous vote becomes the root, earning a credit),
+   * as a vote transaction would record it. Lamports are left as they are.
+   */
+  castVote(slot) {
+    const acc = this.voteAccount && this.svm.getAccount(this.voteAccount);
+    if (!acc || !Buffer.from(acc.owner()).equals(VOTE_PROGRAM)) return;
+    const s = this.voteState;
+    const last = s.votes.length ? s.votes[s.votes.length - 1].slot : null;
+    if (last !== null && slot <= last) return;
+    if (last !== null) {
+      s.root = last;
+      const epoch = Math.floor(last / SLOTS_PER_EPOCH);
+      const prev = s.epochCredits.length ? s.epochCredits[s.epochCredits.length - 1] : null;
+      if (prev && prev[0] === epoch) prev[1] += 1;
+      else s.epochCredits.push([epoch, (prev ? prev[1] : 0) + 1, prev ? prev[1] : 0]);
+    }
+    s.votes = [{ slot, confirmationCount: 1, latency: 1 }];
+    s.lastTimestamp = { slot, timestamp: this.blockTime };
+    this.svm.setAccount(this.voteAccount, new Account(acc.lamports(), voteStateBytes(s), VOTE_PROGRAM, false, acc.rentEpoch()));
   }
 
   /**
@@ -250,11 +338,11 @@ export class Chain extends EventEmitter {
   setClock() {
     const c = this.svm.getClock();
     const epoch = BigInt(Math.floor(this.slot / SLOTS_PER_EPOCH));
-    if (c.epoch !== epoch) c.epochStartTimestamp = BigInt(Math.floor(Date.now() / 1000));
+    if (c.epoch !== epoch) c.epochStartTimestamp = BigInt(this.blockTime);
     c.slot = BigInt(this.slot);
     c.epoch = epoch;
     c.leaderScheduleEpoch = epoch + 1n;
-    c.unixTimestamp = BigInt(Math.floor(Date.now() / 1000));
+    c.unixTimestamp = BigInt(this.blockTime); // the block's time, as blockTime reports it
     this.svm.setClock(c);
     // SlotHashes, newest first: programs such as the address lookup table
     // program accept only a recent slot found there. Our window's blockhashes
@@ -274,11 +362,13 @@ export class Chain extends EventEmitter {
     return s === undefined ? null : s + BLOCKHASH_VALID_SLOTS;
   }
 
-  /** Starts the slot timer and periodic snapshots. */
+  /** Starts the slot timer, performance samples and periodic snapshots. */
   start() {
     this.slotStarted = performance.now();
     this.slotBase = this.slot;
     this.slotTimer = setInterval(() => this.tick(), this.opts.slotMs);
+    this.perfLast = { slot: this.slot, txCount: this.txCount };
+    this.perfTimer = setInterval(() => this.samplePerformance(), (this.opts.perfSampleSecs ?? 60) * 1000);
     if (this.stateFile) {
       this.snapshotTimer = setInterval(() => this.maybeSnapshot(), this.opts.snapshotMs);
     }
@@ -288,20 +378,149 @@ export class Chain extends EventEmitter {
   // loop does not make blockhashes live longer than ~150 slot durations.
   tick() {
     const target = this.slotBase + Math.floor((performance.now() - this.slotStarted) / this.opts.slotMs);
-    if (target <= this.slot) return;
-    // Slots older than the window need no blockhash of their own.
-    this.slot = Math.max(this.slot, target - BLOCKHASH_VALID_SLOTS - 1);
+    if (target > this.slot) this.advanceTo(target);
+  }
+
+  /**
+   * Completes the current block and produces blocks up to slot target. Slots
+   * older than the blockhash window (after a long stall) get no block: they
+   * are skipped, as a leader that missed its slots skips them.
+   */
+  advanceTo(target) {
+    this.finishBlock(this.slot);
+    const skipTo = target - BLOCKHASH_VALID_SLOTS - 1;
+    if (skipTo > this.slot) this.slot = skipTo;
+    this.blockTime = Math.floor(Date.now() / 1000);
+    let dropped = false;
     while (this.slot < target) {
       this.slot++;
       this.svm.expireBlockhash();
-      this.pushBlockhash(this.slot, this.svm.latestBlockhash());
+      const hash = this.svm.latestBlockhash();
+      this.pushBlockhash(this.slot, hash);
+      dropped = this.blocks.push(this.slot, bs58.decode(hash), this.blockTime) || dropped;
+      this.emit('slotUpdate', { type: 'createdBank', slot: this.slot, parent: this.lastBlockSlot ?? this.slot - 1, timestamp: Date.now() });
+      this.lastBlockSlot = this.slot;
+      if (this.slot < target) this.finishBlock(this.slot);
     }
+    this.sealed = false;
+    if (dropped) this.prune();
+    if (this.blocks.length > 1) this.castVote(this.blocks.slotAt(this.blocks.length - 2));
     this.setClock();
     this.emit('slot', this.slot);
   }
 
+  // The node completed the block of slot: slotsUpdates notifications.
+  finishBlock(slot) {
+    if (this.lastBlockSlot !== slot) return;
+    const recs = this.bySlot.get(slot) ?? [];
+    const failed = recs.filter((r) => r.err).length;
+    const timestamp = Date.now();
+    this.emit('slotUpdate', { type: 'completed', slot, timestamp });
+    this.emit('slotUpdate', {
+      type: 'frozen', slot, timestamp,
+      stats: {
+        numTransactionEntries: recs.length, numSuccessfulTransactions: recs.length - failed,
+        numFailedTransactions: failed, maxTransactionsPerEntry: recs.length ? 1 : 0,
+      },
+    });
+    this.emit('slotUpdate', { type: 'optimisticConfirmation', slot, timestamp });
+    this.emit('slotUpdate', { type: 'root', slot, timestamp });
+  }
+
+  /**
+   * Marks the current slot's block as reported complete (getBlock or
+   * getBlocks returned it): the next transaction starts a new slot, so a
+   * block never changes once a client has seen it.
+   */
+  seal() {
+    this.sealed = true;
+  }
+
+  // Every --perf-sample-secs: transactions and slots since the last sample.
+  samplePerformance() {
+    const period = this.opts.perfSampleSecs ?? 60;
+    this.perfSamples.push({
+      slot: this.slot, numTransactions: this.txCount - this.perfLast.txCount, numSlots: this.slot - this.perfLast.slot,
+      samplePeriodSecs: period,
+    });
+    if (this.perfSamples.length > PERF_SAMPLES_LIMIT) this.perfSamples.shift();
+    this.perfLast = { slot: this.slot, txCount: this.txCount };
+  }
+
+  // ---- blocks ----
+
+  /** The block of slot: {slot, blockhash, time, parent: {slot, hash}|null, transactions}, or null. */
+  block(slot) {
+    const i = this.blocks.find(slot);
+    if (i < 0) return null;
+    return {
+      slot, blockhash: this.blocks.hashAt(i), time: this.blocks.timeAt(i), parent: this.blocks.parentOf(i),
+      transactions: this.bySlot.get(slot) ?? [],
+    };
+  }
+
+  /** The slots with blocks in [start, end], ascending, at most limit of them. */
+  blockSlots(start, end, limit = Infinity) {
+    const out = [];
+    for (let i = this.blocks.lowerBound(start); i < this.blocks.length && out.length < limit; i++) {
+      const s = this.blocks.slotAt(i);
+      if (s > end) break;
+      out.push(s);
+    }
+    return out;
+  }
+
+  /** The first slot whose block is kept. */
+  get firstAvailableBlock() {
+    return this.blocks.firstSlot ?? this.slot;
+  }
+
+  // ---- supply, stake ----
+
+  /**
+   * Lamports on all accounts: the sum over every owner the server has seen
+   * (those litesvm and genesis create accounts for, and the owner of every
+   * account a transaction wrote), computed again after each transaction.
+   * Transactions neither create nor destroy lamports except the fees the
+   * runtime burns, so this is the whole supply.
+   */
+  totalSupply() {
+    if (this.supplyCache && this.supplyCache.seq === this.seq) return this.supplyCache.total;
+    let total = 0n;
+    for (const o of this.owners) {
+      for (const item of this.svm.getProgramAccounts(Buffer.from(o, 'base64'))) total += item.account().lamports();
+    }
+    this.supplyCache = { seq: this.seq, total };
+    return total;
+  }
+
+  /**
+   * The stake program's minimum delegation, asked of the program itself
+   * (its GetMinimumDelegation instruction, simulated): what a delegation
+   * transaction would be held to.
+   */
+  stakeMinimumDelegation() {
+    if (this.stakeMinCache && this.stakeMinCache.seq === this.seq) return this.stakeMinCache.value;
+    const data = Buffer.alloc(4);
+    data.writeUInt32LE(13, 0); // StakeInstruction::GetMinimumDelegation
+    const msg = Buffer.concat([
+      Buffer.from([1, 0, 1]), shortVec(2), this.faucet.publicKey, STAKE_PROGRAM, bs58.decode(this.latest.hash),
+      shortVec(1), Buffer.from([1]), shortVec(0), shortVec(data.length), data,
+    ]);
+    const raw = Buffer.concat([shortVec(1), crypto.sign(null, msg, this.faucet.privateKey), msg]);
+    const sim = this.simulate(raw, false, { sigVerify: false });
+    const rd = sim.err ? null : sim.meta.returnData();
+    if (!rd || rd.data().length < 8) {
+      throw new RpcError(-32603, `Internal error: the stake program did not return its minimum delegation (${JSON.stringify(sim.err)})`);
+    }
+    const value = Buffer.from(rd.data()).readBigUInt64LE(0);
+    this.stakeMinCache = { seq: this.seq, value };
+    return value;
+  }
+
   async stop() {
     clearInterval(this.slotTimer);
+    clearInterval(this.perfTimer);
     clearInterval(this.snapshotTimer);
     if (this.saving) await this.saving;
     if (this.stateFile) this.saveSync();
@@ -395,6 +614,8 @@ export class Chain extends EventEmitter {
       if (skipPreflight) return signature;
       throw preflight('AlreadyProcessed');
     }
+    // A client has seen the current block as complete: start the next one.
+    if (this.sealed) this.advanceTo(this.slot + 1);
     const blockhash = bs58.encode(tx.message.recentBlockhash);
     if (!this.blockhashSlot.has(blockhash)) {
       if (skipPreflight) {
@@ -454,7 +675,7 @@ export class Chain extends EventEmitter {
       seq: ++this.seq,
       signature,
       slot: this.slot,
-      blockTime: Math.floor(Date.now() / 1000),
+      blockTime: this.blockTime,
       raw: tx.raw,
       tx,
       keys: keys.map((k) => k.key),
@@ -477,7 +698,9 @@ export class Chain extends EventEmitter {
     this.log.debug(`tx ${signature} slot ${rec.slot} ${err ? `failed: ${txErrorMessage(err)}` : 'ok'}`);
     const changed = [];
     keys.forEach((k, i) => {
-      if (k.writable) changed.push({ key: k.key, account: post[i].account });
+      if (!k.writable) return;
+      changed.push({ key: k.key, account: post[i].account });
+      if (post[i].account) this.owners.add(addressKey(post[i].account.owner()));
     });
     this.emit('transaction', rec, changed);
   }
@@ -520,28 +743,43 @@ export class Chain extends EventEmitter {
   addRecord(rec) {
     this.records.set(rec.signature, rec);
     this.order.push(rec);
+    let inSlot = this.bySlot.get(rec.slot);
+    if (!inSlot) this.bySlot.set(rec.slot, (inSlot = []));
+    inSlot.push(rec);
     for (const k of rec.keys) {
       const a = addressKey(k);
       let list = this.byAddress.get(a);
       if (!list) this.byAddress.set(a, (list = []));
       list.push(rec);
     }
-    this.prune();
+    if (this.order.length - this.opts.maxRecords >= 1024) this.prune();
   }
 
-  // Drops the oldest records beyond maxRecords, but never one whose blockhash
-  // could still be valid: those are what rejects duplicates.
+  // Drops the oldest records beyond maxRecords (in batches), but never one
+  // whose blockhash could still be valid: those are what rejects duplicates.
+  // A block keeps all its transactions or none: the rest of the last slot
+  // dropped goes too, and blocks up to it are no longer available. Records
+  // older than the first block kept go as well.
   prune() {
     const excess = this.order.length - this.opts.maxRecords;
-    if (excess < 1024) return; // prune in batches
-    const minSlot = this.slot - BLOCKHASH_VALID_SLOTS - 1;
     let n = 0;
-    while (n < excess && this.order[n].slot < minSlot) n++;
+    if (excess >= 1024) {
+      const minSlot = this.slot - BLOCKHASH_VALID_SLOTS - 1;
+      while (n < excess && this.order[n].slot < minSlot) n++;
+      if (n > 0) {
+        const last = this.order[n - 1].slot;
+        while (n < this.order.length && this.order[n].slot === last) n++;
+      }
+    }
+    const first = this.blocks.firstSlot;
+    if (first !== null) while (n < this.order.length && this.order[n].slot < first) n++;
     if (n === 0) return;
     const dropped = this.order.splice(0, n);
+    this.blocks.dropBefore(dropped[dropped.length - 1].slot + 1);
     const lastSeq = dropped[dropped.length - 1].seq;
     for (const rec of dropped) {
       this.records.delete(rec.signature);
+      this.bySlot.delete(rec.slot);
       for (const k of rec.keys) {
         const a = addressKey(k);
         const list = this.byAddress.get(a);
@@ -592,9 +830,16 @@ export class Chain extends EventEmitter {
 
   // ---- persistence ----
 
+  // What survives a restart: the newest --persist-tx-records transactions
+  // and the newest PERSIST_BLOCKS blocks, whole blocks only (a block whose
+  // transactions are not all kept is left out, with every block before it).
   snapshotChunks() {
-    const keep = this.opts.persistRecords;
-    const records = (keep > 0 ? this.order.slice(-keep) : []).map((r) => ({
+    const keep = Math.min(this.opts.persistRecords, this.order.length);
+    let from = Math.max(this.blocks.firstSlot ?? 0, this.slot - PERSIST_BLOCKS + 1);
+    if (keep < this.order.length) from = Math.max(from, this.order[this.order.length - keep - 1].slot + 1);
+    let start = this.order.length - keep;
+    while (start < this.order.length && this.order[start].slot < from) start++;
+    const records = this.order.slice(start).map((r) => ({
       slot: r.slot, blockTime: r.blockTime, raw: r.raw.toString('base64'), err: r.err, fee: r.fee,
       preBalances: r.preBalances, postBalances: r.postBalances, preTokenBalances: r.preTokenBalances,
       postTokenBalances: r.postTokenBalances, logs: r.logs, innerInstructions: r.innerInstructions,
@@ -603,6 +848,9 @@ export class Chain extends EventEmitter {
     const meta = Buffer.from(stringifyJSON({
       version: SNAPSHOT_VERSION, slot: this.slot, window: this.window, genesisHash: this.genesisHash,
       identity: this.identity, faucetSeed: this.faucet.seed.toString('base64'), txCount: this.txCount, records,
+      genesisTime: this.genesisTime, blocks: this.blocks.serialize(from), perfSamples: this.perfSamples,
+      voteAccount: bs58.encode(this.voteAccount), stakeAccount: bs58.encode(this.stakeAccount),
+      owners: [...this.owners].map((o) => bs58.encode(Buffer.from(o, 'base64'))),
     }));
     const svmBytes = this.svm.toBytes();
     const header = Buffer.alloc(SNAPSHOT_MAGIC.length + 8);
@@ -654,9 +902,28 @@ export class Chain extends EventEmitter {
     this.txCount = meta.txCount;
     for (const w of meta.window) this.pushBlockhash(w.slot, w.hash);
     this.slot = meta.slot;
+    this.genesisTime = meta.genesisTime ?? null;
+    this.perfSamples = meta.perfSamples ?? [];
+    for (const o of meta.owners ?? []) this.owners.add(addressKey(addr(o)));
+    if (meta.blocks) {
+      this.blocks = BlockLog.deserialize(MAX_BLOCKS, meta.blocks);
+    } else {
+      // A snapshot from before blocks were kept: history starts after it.
+      this.blocks.base = { slot: this.slot, hash: this.latest.hash };
+    }
+    this.lastBlockSlot = this.blocks.lastSlot ?? this.blocks.base?.slot ?? this.slot;
+    let dropped = 0;
     for (const r of meta.records) {
       const tx = parseTransaction(Buffer.from(r.raw, 'base64'));
+      if (this.blocks.find(r.slot) < 0) { // its block is not kept: neither is it
+        dropped++;
+        continue;
+      }
       const all = this.accountKeys(tx);
+      for (const k of all) {
+        const acc = k.writable && this.svm.getAccount(k.key);
+        if (acc) this.owners.add(addressKey(acc.owner()));
+      }
       this.addRecord({
         ...r, seq: ++this.seq, signature: this.rawSignature(tx), raw: tx.raw, tx, fee: BigInt(r.fee),
         keys: all.map((k) => k.key), writable: all.filter((k) => k.writable).map((k) => k.key), price: computeUnitPrice(tx.message),
@@ -664,13 +931,20 @@ export class Chain extends EventEmitter {
         computeUnitsConsumed: BigInt(r.computeUnitsConsumed),
       });
     }
+    if (dropped) this.log.info(`${dropped} transaction record(s) from before the blocks kept were dropped`);
+    if (meta.voteAccount) {
+      this.voteAccount = addr(meta.voteAccount);
+      this.stakeAccount = addr(meta.stakeAccount);
+      const acc = this.svm.getAccount(this.voteAccount);
+      this.voteState = acc ? parseVoteState(acc.data()) : null;
+      if (!this.voteState) throw bad('the node vote account is missing or unreadable');
+    } else {
+      this.createNodeAccounts(); // a ledger from before the node had them
+    }
     // A fresh slot after the restart, like a validator starting from a snapshot.
-    this.slot++;
-    this.svm.expireBlockhash();
-    this.pushBlockhash(this.slot, this.svm.latestBlockhash());
-    this.setClock();
+    this.advanceTo(this.slot + 1);
     this.lastSavedSlot = this.slot;
-    this.log.info(`loaded ledger at slot ${meta.slot} with ${meta.records.length} transaction record(s)`);
+    this.log.info(`loaded ledger at slot ${meta.slot} with ${meta.records.length - dropped} transaction record(s)`);
   }
 }
 

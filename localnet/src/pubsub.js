@@ -1,5 +1,6 @@
-// PubSub over websockets: account, program, signature, logs, slot and root
-// subscriptions, notified as the chain processes transactions and slots.
+// PubSub over websockets: account, program, signature, logs, slot, root and
+// slot-update subscriptions, notified as the chain processes transactions and
+// slots.
 import * as bs58 from './base58.js';
 import { parseJSON, stringifyJSON } from './json.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, invalidParams } from './errors.js';
@@ -29,8 +30,12 @@ export class PubSub {
     this.logs = new Set();
     this.slots = new Set();
     this.roots = new Set();
+    this.slotsUpdates = new Set();
     chain.on('transaction', (rec, changed) => this.onTransaction(rec, changed));
     chain.on('slot', (slot) => this.onSlot(slot));
+    chain.on('slotUpdate', (update) => {
+      for (const sub of this.slotsUpdates) this.notify(sub, 'slotsUpdatesNotification', update);
+    });
   }
 
   /** Serves one websocket connection. */
@@ -140,6 +145,12 @@ export class PubSub {
         break;
       case 'rootSubscribe':
         sub = this.add(ws, 'root', {}, null, null, this.roots);
+        break;
+      // The node's own blocks: createdBank when a slot starts; completed,
+      // frozen (with its transaction counts), optimisticConfirmation and
+      // root when it ends (a single node confirms and roots at once).
+      case 'slotsUpdatesSubscribe':
+        sub = this.add(ws, 'slotsUpdates', {}, null, null, this.slotsUpdates);
         break;
       default:
         throw new RpcError(METHOD_NOT_FOUND, 'Method not found');

@@ -1,13 +1,16 @@
 // JSON-RPC methods with the params and result shapes of the real Solana RPC.
 import * as bs58 from './base58.js';
 import {
-  BLOCKHASH_VALID_SLOTS, SLOTS_PER_EPOCH, addressKey, TOKEN_PROGRAMS, isMintData, isTokenAccountData, isTokenProgram, uiTokenAmount,
+  BLOCKHASH_VALID_SLOTS, PERF_SAMPLES_LIMIT, SLOTS_PER_EPOCH, addressKey, TOKEN_PROGRAMS, isMintData, isTokenAccountData,
+  isTokenProgram, uiTokenAmount,
 } from './chain.js';
 import {
-  INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, TRANSACTION_SIGNATURE_VERIFICATION_FAILURE,
-  UNSUPPORTED_TRANSACTION_VERSION, invalidParams,
+  BLOCK_CLEANED_UP, BLOCK_NOT_AVAILABLE, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, SLOT_SKIPPED,
+  TRANSACTION_SIGNATURE_VERIFICATION_FAILURE, UNSUPPORTED_TRANSACTION_VERSION, invalidParams,
 } from './errors.js';
 import { u64JSON } from './json.js';
+import { STAKE_PROGRAM, VOTE_PROGRAM, parseStakeDelegation, parseVoteState, stakeEffective } from './node.js';
+import { parseInstruction, parsedAccountKeys } from './parse.js';
 import { MAX_TX_BYTES, messageFee, parseMessage, WireError, zstdFrame } from './wire.js';
 
 export const API_VERSION = '2.2.0';
@@ -20,6 +23,17 @@ const MAX_PRIORITIZATION_FEE_ACCOUNTS = 128;
 const MAX_BASE58_ACCOUNT_BYTES = 128;
 const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
 const COMMITMENTS = new Set(['processed', 'confirmed', 'finalized', 'recent', 'single', 'singleGossip', 'root', 'max']);
+const BELOW_CONFIRMED = new Set(['processed', 'recent']);
+// Agave's limits (rpc-client-api request.rs, rpc.rs).
+const MAX_GET_CONFIRMED_BLOCKS_RANGE = 500_000;
+const MAX_GET_SLOT_LEADERS = 5000;
+const NUM_LARGEST_ACCOUNTS = 20;
+const DELINQUENT_VALIDATOR_SLOT_DISTANCE = 128;
+const MAX_RPC_VOTE_ACCOUNT_INFO_EPOCH_CREDITS_HISTORY = 5;
+const TX_ENCODINGS = ['binary', 'base64', 'base58', 'json', 'jsonParsed'];
+const TRANSACTION_DETAILS = ['full', 'signatures', 'none', 'accounts'];
+const DEFAULT_HASH = '11111111111111111111111111111111';
+const NATIVE_MINT = bs58.decodeAddress('So11111111111111111111111111111111111111112');
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 // ---- parameter readers: each throws -32602 with what was wrong ----
@@ -76,6 +90,60 @@ function args(params, min, max) {
   return params;
 }
 
+// A slot parameter (u64) as a Number; slots beyond 2^53 are far in the future.
+function slotParam(v) {
+  return Number(u64(v));
+}
+
+function bool(v) {
+  if (typeof v !== 'boolean') throw wrongType(v, 'a boolean');
+  return v;
+}
+
+// One of the names a serde enum accepts.
+function variant(v, allowed) {
+  str(v, 'a string');
+  if (!allowed.includes(v)) {
+    throw invalidParams(`Invalid params: unknown variant \`${v}\`, expected one of ${allowed.map((a) => `\`${a}\``).join(', ')}.`);
+  }
+  return v;
+}
+
+// maxSupportedTransactionVersion: a u8, or absent (legacy transactions only).
+function maxVersionParam(v) {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 255) throw wrongType(v, 'u8');
+  return v;
+}
+
+const unsupportedVersion = (version) => new RpcError(UNSUPPORTED_TRANSACTION_VERSION,
+  `Transaction version (${version}) is not supported by the requesting client. Please try the request again with the following configuration parameter: "maxSupportedTransactionVersion": ${version}`);
+
+// The shred version a node derives from the genesis hash (no hard forks):
+// the hash's bytes folded by XOR into two, plus one.
+function shredVersion(genesisHash) {
+  const h = bs58.decode(genesisHash);
+  const acc = [0, 0];
+  for (let i = 0; i < h.length; i++) acc[i % 2] ^= h[i];
+  return Math.min(0xffff, ((acc[0] << 8) | acc[1]) + 1);
+}
+
+// getBlock, getBlocks, getTransaction and getSignaturesForAddress answer
+// only from confirmed blocks on Agave and refuse a lower commitment.
+function atLeastConfirmed(cfg) {
+  if (cfg.commitment !== undefined && BELOW_CONFIRMED.has(cfg.commitment)) {
+    throw invalidParams('Method does not support commitment below `confirmed`');
+  }
+}
+
+// The version a recorded transaction is reported with (undefined: the field
+// is left out, for clients that predate versioned transactions).
+function checkVersion(r, maxVersion) {
+  const version = r.tx.message.version;
+  if (version !== 'legacy' && (maxVersion === null || version > maxVersion)) throw unsupportedVersion(version);
+  return maxVersion === null ? undefined : version;
+}
+
 function signature(v) {
   str(v, 'a base58 signature string');
   const b = v.length <= 88 ? bs58.decode(v) : null;
@@ -88,6 +156,8 @@ export class Rpc {
   constructor(chain, log) {
     this.chain = chain;
     this.log = log;
+    this.addresses = { rpc: null, pubsub: null };
+    this.scheduleCache = null;
     this.methods = {
       getVersion: () => ({ 'solana-core': SOLANA_CORE_VERSION, 'feature-set': FEATURE_SET }),
       getHealth: () => 'ok',
@@ -96,9 +166,16 @@ export class Rpc {
       getSlot: (p) => this.withCfg(p, 0, () => chain.slot),
       getBlockHeight: (p) => this.withCfg(p, 0, () => chain.slot),
       getTransactionCount: (p) => this.withCfg(p, 0, () => chain.txCount),
-      getFirstAvailableBlock: () => 0,
-      minimumLedgerSlot: () => 0,
-      getEpochSchedule: () => ({ slotsPerEpoch: SLOTS_PER_EPOCH, leaderScheduleSlotOffset: SLOTS_PER_EPOCH, warmup: false, firstNormalEpoch: 0, firstNormalSlot: 0 }),
+      getFirstAvailableBlock: (p) => { args(p, 0, 0); return chain.firstAvailableBlock; },
+      minimumLedgerSlot: (p) => { args(p, 0, 0); return chain.firstAvailableBlock; },
+      getEpochSchedule: (p) => {
+        args(p, 0, 0);
+        const e = chain.svm.getEpochSchedule();
+        return {
+          slotsPerEpoch: u64JSON(e.slotsPerEpoch), leaderScheduleSlotOffset: u64JSON(e.leaderScheduleSlotOffset), warmup: e.warmup,
+          firstNormalEpoch: u64JSON(e.firstNormalEpoch), firstNormalSlot: u64JSON(e.firstNormalSlot),
+        };
+      },
       getEpochInfo: (p) => this.withCfg(p, 0, () => ({
         absoluteSlot: chain.slot, blockHeight: chain.slot, epoch: Math.floor(chain.slot / SLOTS_PER_EPOCH),
         slotIndex: chain.slot % SLOTS_PER_EPOCH, slotsInEpoch: SLOTS_PER_EPOCH, transactionCount: chain.txCount,
@@ -196,6 +273,7 @@ export class Rpc {
         const [key, c] = args(p, 1, 2);
         const address = addressKey(pubkey(key));
         const cfg = this.checkCfg(c);
+        atLeastConfirmed(cfg);
         const limit = cfg.limit === undefined || cfg.limit === null ? MAX_SIGNATURES_FOR_ADDRESS : usize(cfg.limit);
         if (limit < 1 || limit > MAX_SIGNATURES_FOR_ADDRESS) throw invalidParams(`Invalid limit; max ${MAX_SIGNATURES_FOR_ADDRESS}`);
         if (cfg.before) signature(cfg.before);
@@ -268,7 +346,259 @@ export class Rpc {
         }
         return chain.recentPrioritizationFees(accounts).map((f) => ({ slot: f.slot, prioritizationFee: u64JSON(f.prioritizationFee) }));
       },
+      getBlock: (p) => this.getBlock(p),
+      getBlockTime: (p) => {
+        const [s] = args(p, 1, 1);
+        const slot = slotParam(s);
+        if (slot === 0 && chain.genesisTime !== null) return chain.genesisTime;
+        const i = this.blockIndex(slot);
+        return chain.blocks.timeAt(i);
+      },
+      getBlocks: (p) => {
+        const [s, e, c] = args(p, 1, 3);
+        const start = slotParam(s);
+        let end = null;
+        let cfgParam = c;
+        if (e !== null && typeof e === 'object' && !Array.isArray(e)) {
+          if (c === undefined || c === null) cfgParam = e; // [start, config]
+        } else if (e !== undefined && e !== null) {
+          end = slotParam(e);
+        }
+        const cfg = this.checkCfg(cfgParam);
+        atLeastConfirmed(cfg);
+        end = Math.min(end ?? start + MAX_GET_CONFIRMED_BLOCKS_RANGE, chain.slot);
+        if (end < start) return [];
+        if (end - start > MAX_GET_CONFIRMED_BLOCKS_RANGE) {
+          throw invalidParams(`Slot range too large; max ${MAX_GET_CONFIRMED_BLOCKS_RANGE}`);
+        }
+        return this.sealing(chain.blockSlots(start, end));
+      },
+      getBlocksWithLimit: (p) => {
+        const [s, l, c] = args(p, 2, 3);
+        const start = slotParam(s);
+        const limit = usize(l);
+        const cfg = this.checkCfg(c);
+        atLeastConfirmed(cfg);
+        if (limit > MAX_GET_CONFIRMED_BLOCKS_RANGE) throw invalidParams(`Limit too large; max ${MAX_GET_CONFIRMED_BLOCKS_RANGE}`);
+        return this.sealing(chain.blockSlots(start, chain.slot, limit));
+      },
+      getRecentPerformanceSamples: (p) => {
+        const [l] = args(p, 0, 1);
+        const limit = l === undefined || l === null ? PERF_SAMPLES_LIMIT : usize(l);
+        if (limit > PERF_SAMPLES_LIMIT) throw invalidParams(`Invalid limit; max ${PERF_SAMPLES_LIMIT}`);
+        if (limit === 0) return [];
+        return chain.perfSamples.slice(-limit).reverse().map((x) => ({
+          slot: x.slot, numTransactions: x.numTransactions, numNonVoteTransactions: x.numTransactions,
+          numSlots: x.numSlots, samplePeriodSecs: x.samplePeriodSecs,
+        }));
+      },
+      // No account is non-circulating on a localnet (Agave's list names
+      // mainnet accounts and locked-up stake): all of the supply circulates.
+      getSupply: (p) => {
+        const [c] = args(p, 0, 1);
+        const cfg = config(c);
+        if (cfg.excludeNonCirculatingAccountsList !== undefined && cfg.excludeNonCirculatingAccountsList !== null) {
+          bool(cfg.excludeNonCirculatingAccountsList);
+        }
+        const total = u64JSON(chain.totalSupply());
+        return this.ctx({ total, circulating: total, nonCirculating: 0, nonCirculatingAccounts: [] });
+      },
+      // The one node of the cluster: this server. It has no gossip, TPU or
+      // repair sockets; JSON-RPC and PubSub are where it listens.
+      getClusterNodes: (p) => {
+        args(p, 0, 0);
+        return [{
+          pubkey: chain.identity, gossip: null, tvu: null, tpu: null, tpuQuic: null, tpuForwards: null, tpuForwardsQuic: null,
+          tpuVote: null, serveRepair: null, rpc: this.addresses.rpc, pubsub: this.addresses.pubsub,
+          version: SOLANA_CORE_VERSION, featureSet: FEATURE_SET, shredVersion: shredVersion(chain.genesisHash),
+        }];
+      },
+      getVoteAccounts: (p) => this.getVoteAccounts(p),
+      // The node is the leader of every slot.
+      getSlotLeader: (p) => this.withCfg(p, 0, () => chain.identity),
+      getSlotLeaders: (p) => {
+        const [s, l] = args(p, 2, 2);
+        const start = slotParam(s);
+        const limit = slotParam(l);
+        if (limit > MAX_GET_SLOT_LEADERS) throw invalidParams(`Invalid limit; max ${MAX_GET_SLOT_LEADERS}`);
+        if (limit === 0) return [];
+        const spe = this.slotsPerEpoch();
+        const known = Math.floor(chain.slot / spe) + 1; // the leader schedule epoch
+        if (Math.floor((start + limit - 1) / spe) > known) {
+          const epoch = Math.max(Math.floor(start / spe), known + 1);
+          throw invalidParams(`Invalid slot range: leader schedule for epoch ${epoch} is unavailable`);
+        }
+        return new Array(limit).fill(chain.identity);
+      },
+      getLeaderSchedule: (p) => {
+        const [a, b] = args(p, 0, 2);
+        let slot = null;
+        let c = b;
+        if (a !== null && typeof a === 'object' && !Array.isArray(a)) c = a;
+        else if (a !== undefined && a !== null) slot = slotParam(a);
+        const cfg = config(c);
+        if (cfg.identity !== undefined && cfg.identity !== null) pubkey(cfg.identity);
+        const spe = this.slotsPerEpoch();
+        if (Math.floor((slot ?? chain.slot) / spe) > Math.floor(chain.slot / spe) + 1) return null;
+        const schedule = {};
+        if (cfg.identity === undefined || cfg.identity === null || cfg.identity === chain.identity) {
+          schedule[chain.identity] = this.scheduleIndices(spe);
+        }
+        return schedule;
+      },
+      getTokenLargestAccounts: (p) => this.getTokenLargestAccounts(p),
+      // Inflation is disabled (Agave's Inflation::new_disabled()): no
+      // rewards are ever paid, as getBlock's empty rewards and getSupply show.
+      getInflationRate: (p) => {
+        args(p, 0, 0);
+        return { total: 0, validator: 0, foundation: 0, epoch: Math.floor(chain.slot / this.slotsPerEpoch()) };
+      },
+      getInflationGovernor: (p) => this.withCfg(p, 0, () => ({ initial: 0, terminal: 0, taper: 0, foundation: 0, foundationTerm: 0 })),
+      getStakeMinimumDelegation: (p) => this.withCfg(p, 0, () => this.ctx(u64JSON(chain.stakeMinimumDelegation()))),
     };
+  }
+
+  /** Where this node listens, for getClusterNodes ("host:port"). */
+  setAddresses(rpc, pubsub) {
+    this.addresses = { rpc, pubsub };
+  }
+
+  slotsPerEpoch() {
+    return Number(this.chain.svm.getEpochSchedule().slotsPerEpoch);
+  }
+
+  scheduleIndices(spe) {
+    if (!this.scheduleCache || this.scheduleCache.length !== spe) this.scheduleCache = Array.from({ length: spe }, (_, i) => i);
+    return this.scheduleCache;
+  }
+
+  // Block slots reported to a client: if they include the current slot, its
+  // block is complete from now on.
+  sealing(slots) {
+    if (slots.length && slots[slots.length - 1] === this.chain.slot) this.chain.seal();
+    return slots;
+  }
+
+  /** The index of slot's block, or the error Agave answers for a slot without one. */
+  blockIndex(slot) {
+    const { chain } = this;
+    if (slot > chain.slot) throw new RpcError(BLOCK_NOT_AVAILABLE, `Block not available for slot ${slot}`);
+    const first = chain.firstAvailableBlock;
+    if (slot < first) {
+      throw new RpcError(BLOCK_CLEANED_UP, `Block ${slot} cleaned up, does not exist on node. First available block: ${first}`);
+    }
+    const i = chain.blocks.find(slot);
+    if (i < 0) throw new RpcError(SLOT_SKIPPED, `Slot ${slot} was skipped, or missing due to ledger jump to recent snapshot`);
+    return i;
+  }
+
+  getBlock(p) {
+    const { chain } = this;
+    const [s, c] = args(p, 1, 2);
+    const slot = slotParam(s);
+    const cfg = typeof c === 'string' ? { encoding: c } : config(c);
+    atLeastConfirmed(cfg);
+    const encoding = cfg.encoding === undefined || cfg.encoding === null ? 'json' : variant(cfg.encoding, TX_ENCODINGS);
+    const details = cfg.transactionDetails === undefined || cfg.transactionDetails === null
+      ? 'full' : variant(cfg.transactionDetails, TRANSACTION_DETAILS);
+    const showRewards = cfg.rewards === undefined || cfg.rewards === null ? true : bool(cfg.rewards);
+    const maxVersion = maxVersionParam(cfg.maxSupportedTransactionVersion);
+    this.blockIndex(slot);
+    const b = chain.block(slot);
+    if (slot === chain.slot) chain.seal();
+    const out = {
+      previousBlockhash: b.parent ? b.parent.hash : DEFAULT_HASH,
+      blockhash: b.blockhash,
+      parentSlot: b.parent ? b.parent.slot : slot,
+    };
+    switch (details) {
+      case 'full':
+        out.transactions = b.transactions.map((r) => this.encodeTx(r, encoding, maxVersion, showRewards));
+        break;
+      case 'accounts':
+        out.transactions = b.transactions.map((r) => this.encodeAccounts(r, maxVersion, showRewards));
+        break;
+      case 'signatures':
+        out.signatures = b.transactions.map((r) => r.signature);
+        break;
+      default:
+        break;
+    }
+    // Fees are burned whole (litesvm pays the leader nothing) and inflation
+    // is off: no block has rewards.
+    if (showRewards) out.rewards = [];
+    out.blockTime = slot === 0 && chain.genesisTime !== null ? chain.genesisTime : b.time;
+    out.blockHeight = slot;
+    return out;
+  }
+
+  getVoteAccounts(p) {
+    const { chain } = this;
+    const [c] = args(p, 0, 1);
+    const cfg = config(c);
+    const only = cfg.votePubkey === undefined || cfg.votePubkey === null ? null : pubkey(cfg.votePubkey);
+    const keepUnstaked = cfg.keepUnstakedDelinquents === undefined || cfg.keepUnstakedDelinquents === null
+      ? false : bool(cfg.keepUnstakedDelinquents);
+    const distance = cfg.delinquentSlotDistance === undefined || cfg.delinquentSlotDistance === null
+      ? DELINQUENT_VALIDATOR_SLOT_DISTANCE : slotParam(cfg.delinquentSlotDistance);
+    const epoch = Math.floor(chain.slot / this.slotsPerEpoch());
+    const stakes = new Map();
+    for (const item of chain.svm.getProgramAccounts(STAKE_PROGRAM)) {
+      const d = parseStakeDelegation(item.account().data());
+      if (!d || !stakeEffective(d, epoch)) continue;
+      const k = addressKey(d.voter);
+      stakes.set(k, (stakes.get(k) ?? 0n) + d.stake);
+    }
+    const current = [];
+    let delinquent = [];
+    for (const item of chain.svm.getProgramAccounts(VOTE_PROGRAM)) {
+      const address = Buffer.from(item.address);
+      if (only && !address.equals(only)) continue;
+      const st = parseVoteState(item.account().data());
+      if (!st) continue;
+      const lastVote = st.votes.length ? st.votes[st.votes.length - 1].slot : 0;
+      const stake = stakes.get(addressKey(address)) ?? 0n;
+      const info = {
+        votePubkey: bs58.encode(address), nodePubkey: bs58.encode(st.node), activatedStake: u64JSON(stake),
+        epochVoteAccount: true, commission: st.commission,
+        epochCredits: st.epochCredits.slice(-MAX_RPC_VOTE_ACCOUNT_INFO_EPOCH_CREDITS_HISTORY), lastVote,
+        rootSlot: st.root ?? 0,
+      };
+      const isCurrent = chain.slot >= distance ? lastVote > chain.slot - distance : lastVote > 0;
+      (isCurrent ? current : delinquent).push(info);
+    }
+    if (!keepUnstaked) delinquent = delinquent.filter((i) => i.activatedStake > 0);
+    return { current, delinquent };
+  }
+
+  getTokenLargestAccounts(p) {
+    const { chain } = this;
+    const [key, c] = args(p, 1, 2);
+    const mint = pubkey(key);
+    config(c);
+    let owner;
+    let decimals;
+    if (mint.equals(NATIVE_MINT)) {
+      [owner] = TOKEN_PROGRAMS;
+      decimals = 9;
+    } else {
+      const acc = chain.getAccount(mint);
+      if (!acc) throw invalidParams('Invalid param: could not find mint');
+      const data = Buffer.from(acc.data());
+      if (!isMintData(data)) throw invalidParams('Invalid param: Token mint could not be unpacked');
+      owner = Buffer.from(acc.owner());
+      decimals = data[44];
+    }
+    if (!isTokenProgram(owner)) throw invalidParams('Invalid param: not a Token mint');
+    const list = [];
+    for (const item of chain.svm.getProgramAccounts(owner)) {
+      const data = Buffer.from(item.account().data());
+      if (!isTokenAccountData(data) || !data.subarray(0, 32).equals(mint)) continue;
+      list.push({ amount: data.readBigUInt64LE(64), address: Buffer.from(item.address) });
+    }
+    // Largest first; equal amounts by address, highest first (Agave's heap order).
+    list.sort((x, y) => (x.amount === y.amount ? Buffer.compare(y.address, x.address) : (x.amount < y.amount ? 1 : -1)));
+    return this.ctx(list.slice(0, NUM_LARGEST_ACCOUNTS).map((e) => ({ address: bs58.encode(e.address), ...uiTokenAmount(e.amount, decimals) })));
   }
 
   /** Answers one request object; returns the response object. */
@@ -511,50 +841,97 @@ export class Rpc {
     const [sig, c] = args(p, 1, 2);
     signature(sig);
     const cfg = typeof c === 'string' ? { encoding: c } : this.checkCfg(c);
+    atLeastConfirmed(cfg);
+    const encoding = cfg.encoding === undefined || cfg.encoding === null ? 'json' : variant(cfg.encoding, TX_ENCODINGS);
+    const maxVersion = maxVersionParam(cfg.maxSupportedTransactionVersion);
     const r = this.chain.records.get(sig);
     if (!r) return null;
-    const maxVersion = cfg.maxSupportedTransactionVersion;
-    if (maxVersion !== undefined && maxVersion !== null && maxVersion !== 0) {
-      throw invalidParams(`Invalid params: unsupported maxSupportedTransactionVersion ${maxVersion}.`);
-    }
-    const version = r.tx.message.version;
-    if (version !== 'legacy' && (maxVersion === undefined || maxVersion === null)) {
-      throw new RpcError(UNSUPPORTED_TRANSACTION_VERSION,
-        `Transaction version (${version}) is not supported by the requesting client. Please try the request again with the following configuration parameter: "maxSupportedTransactionVersion": ${version}`);
-    }
-    const encoding = cfg.encoding ?? 'json';
+    const { transaction, meta, version } = this.encodeTx(r, encoding, maxVersion, true);
+    const out = { slot: r.slot, blockTime: r.blockTime, transaction, meta };
+    if (version !== undefined) out.version = version;
+    return out;
+  }
+
+  /**
+   * A recorded transaction with its metadata, as getTransaction and getBlock
+   * (transactionDetails "full") encode it: {transaction, meta, version?}.
+   * version is present when the client gave maxSupportedTransactionVersion;
+   * a versioned transaction without it (or above it) is -32015.
+   */
+  encodeTx(r, encoding, maxVersion, showRewards) {
+    const version = checkVersion(r, maxVersion);
     let transaction;
     switch (encoding) {
-      case 'json':
-      case 'jsonParsed': // parsed instructions are not provided: plain json
-        transaction = this.txJSON(r);
-        break;
-      case 'base64':
-        transaction = [r.raw.toString('base64'), 'base64'];
-        break;
-      case 'base58':
-        transaction = [bs58.encode(r.raw), 'base58'];
-        break;
-      default:
-        throw invalidParams(`Invalid params: unknown encoding ${JSON.stringify(encoding)}.`);
+      case 'json': transaction = this.txJSON(r); break;
+      case 'jsonParsed': transaction = this.txParsed(r); break;
+      case 'base64': transaction = [r.raw.toString('base64'), 'base64']; break;
+      case 'base58': transaction = [bs58.encode(r.raw), 'base58']; break;
+      default: transaction = bs58.encode(r.raw); break; // binary: the legacy base58 string
     }
+    const meta = {
+      err: r.err, status: r.err ? { Err: r.err } : { Ok: null }, fee: u64JSON(r.fee),
+      preBalances: r.preBalances.map(u64JSON), postBalances: r.postBalances.map(u64JSON),
+      innerInstructions: encoding === 'jsonParsed' ? this.innerParsed(r) : r.innerInstructions, logMessages: r.logs,
+      preTokenBalances: r.preTokenBalances, postTokenBalances: r.postTokenBalances, rewards: showRewards ? [] : null,
+    };
+    if (encoding !== 'jsonParsed') { // jsonParsed lists loaded keys in accountKeys instead
+      const loaded = r.tx.loaded ?? { writable: [], readonly: [] };
+      meta.loadedAddresses = { writable: loaded.writable.map(bs58.encode), readonly: loaded.readonly.map(bs58.encode) };
+    }
+    if (r.returnData) meta.returnData = r.returnData;
+    meta.computeUnitsConsumed = u64JSON(r.computeUnitsConsumed);
+    const out = { transaction, meta };
+    if (version !== undefined) out.version = version;
+    return out;
+  }
+
+  /** getBlock's transactionDetails "accounts": signatures, parsed account keys, balances. */
+  encodeAccounts(r, maxVersion, showRewards) {
+    const version = checkVersion(r, maxVersion);
     const loaded = r.tx.loaded ?? { writable: [], readonly: [] };
     const out = {
-      slot: r.slot,
-      blockTime: r.blockTime,
-      transaction,
+      transaction: {
+        signatures: r.tx.signatures.map(bs58.encode),
+        accountKeys: parsedAccountKeys(r.tx.message, r.keys, loaded.writable.length),
+      },
       meta: {
         err: r.err, status: r.err ? { Err: r.err } : { Ok: null }, fee: u64JSON(r.fee),
         preBalances: r.preBalances.map(u64JSON), postBalances: r.postBalances.map(u64JSON),
-        innerInstructions: r.innerInstructions, logMessages: r.logs,
-        preTokenBalances: r.preTokenBalances, postTokenBalances: r.postTokenBalances, rewards: [],
-        loadedAddresses: { writable: loaded.writable.map(bs58.encode), readonly: loaded.readonly.map(bs58.encode) },
-        computeUnitsConsumed: u64JSON(r.computeUnitsConsumed),
+        preTokenBalances: r.preTokenBalances, postTokenBalances: r.postTokenBalances,
       },
     };
-    if (r.returnData) out.meta.returnData = r.returnData;
-    if (maxVersion !== undefined && maxVersion !== null) out.version = version;
+    if (showRewards) out.meta.rewards = [];
+    if (version !== undefined) out.version = version;
     return out;
+  }
+
+  /** The jsonParsed transaction: annotated account keys, parsed instructions. */
+  txParsed(r) {
+    const m = r.tx.message;
+    const loaded = r.tx.loaded ?? { writable: [], readonly: [] };
+    const accountKeys = parsedAccountKeys(m, r.keys, loaded.writable.length);
+    const keys = accountKeys.map((k) => k.pubkey);
+    const message = {
+      accountKeys,
+      recentBlockhash: bs58.encode(m.recentBlockhash),
+      instructions: m.instructions.map((ix) => parseInstruction(ix, keys, null)),
+    };
+    if (m.version !== 'legacy') {
+      message.addressTableLookups = m.addressTableLookups.map((l) => ({
+        accountKey: bs58.encode(l.accountKey), writableIndexes: l.writableIndexes, readonlyIndexes: l.readonlyIndexes,
+      }));
+    }
+    return { signatures: r.tx.signatures.map(bs58.encode), message };
+  }
+
+  innerParsed(r) {
+    const keys = r.keys.map(bs58.encode);
+    return r.innerInstructions.map(({ index, instructions }) => ({
+      index,
+      instructions: instructions.map((ix) => parseInstruction(
+        { programIdIndex: ix.programIdIndex, accounts: ix.accounts, data: bs58.decode(ix.data) }, keys, ix.stackHeight,
+      )),
+    }));
   }
 
   txJSON(r) {

@@ -27,6 +27,7 @@ const USAGE = `usage: node src/server.js [flags]
   --max-tx-records N           transactions kept for queries (default 200000)
   --persist-tx-records N       newest transactions kept across restarts (default 5000)
   --max-body-bytes N           largest HTTP request body (default 51200)
+  --perf-sample-secs N         getRecentPerformanceSamples period (default 60)
   --log-level LEVEL            error, warn, info or debug (default info)
   --quiet                      same as --log-level warn
   --ready-file PATH            write {"rpcPort","wsPort"} as JSON here once serving
@@ -48,6 +49,7 @@ function parseFlags(argv) {
   const o = {
     host: '127.0.0.1', rpcPort: 8899, wsPort: null, ledger: null, reset: false, programs: [], slotMs: 400,
     snapshotMs: 500, maxRecords: 200_000, persistRecords: 5000, maxBody: 51_200, logLevel: 'info', readyFile: null,
+    perfSampleSecs: 60,
   };
   const take = (i, n, flag) => {
     if (argv.length - i - 1 < n) throw new UsageError(`${flag} needs ${n} argument(s)`);
@@ -88,6 +90,7 @@ function parseFlags(argv) {
       case '--max-tx-records': o.maxRecords = int(take(i, 1, flag)[0], flag, 1000, 1e9); i++; break;
       case '--persist-tx-records': o.persistRecords = int(take(i, 1, flag)[0], flag, 0, 1e7); i++; break;
       case '--max-body-bytes': o.maxBody = int(take(i, 1, flag)[0], flag, 1024, 1 << 30); i++; break;
+      case '--perf-sample-secs': o.perfSampleSecs = int(take(i, 1, flag)[0], flag, 1, 3600); i++; break;
       case '--log-level': {
         [o.logLevel] = take(i, 1, flag);
         if (!(o.logLevel in LEVELS)) throw new UsageError(`--log-level: ${o.logLevel} is not one of ${Object.keys(LEVELS).join(', ')}`);
@@ -180,7 +183,7 @@ async function main() {
   const chain = new Chain({
     ledgerDir: flags.ledger ? path.resolve(flags.ledger) : null, reset: flags.reset, slotMs: flags.slotMs,
     snapshotMs: flags.snapshotMs, programs: flags.programs, maxRecords: flags.maxRecords,
-    persistRecords: flags.persistRecords, log,
+    persistRecords: flags.persistRecords, perfSampleSecs: flags.perfSampleSecs, log,
   });
   try {
     chain.open();
@@ -209,6 +212,8 @@ async function main() {
     await chain.stop();
     process.exit(1);
   }
+  const hostPort = (port) => (flags.host.includes(':') ? `[${flags.host}]:${port}` : `${flags.host}:${port}`);
+  rpc.setAddresses(hostPort(rpcPort), hostPort(wsPort));
   chain.start();
 
   let stopping = false;
