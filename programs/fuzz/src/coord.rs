@@ -9,6 +9,7 @@
 
 use psyche_coordinator as cp;
 use psyche_coordinator_logic::bloom::Bloom;
+use psyche_coordinator_logic::fixtures;
 use psyche_coordinator_logic::state::RunState;
 use psyche_coordinator_logic::selection;
 use psyche_coordinator_logic::state::*;
@@ -55,28 +56,9 @@ pub fn view<T>(env: &Env, account: &Key, f: impl FnOnce(&CoordinatorState) -> T)
     Some(with_state(&a.data, f))
 }
 
-/// The random walk's base configuration.
+/// The random walk's base configuration (its `all_witness`).
 pub fn base_config() -> CoordinatorConfig {
-    CoordinatorConfig {
-        warmup_time: 30,
-        cooldown_time: 10,
-        max_round_train_time: 20,
-        round_witness_time: 5,
-        epoch_time: 200,
-        global_batch_size_warmup_tokens: 0,
-        total_steps: 60,
-        init_min_clients: 3,
-        min_clients: 2,
-        witness_nodes: 0,
-        global_batch_size_start: 8,
-        global_batch_size_end: 8,
-        waiting_for_members_extra_time: 3,
-        verification_percent: 0,
-        forgive_per_epoch: 1,
-        vesting_epochs: 0,
-        overlap: 0,
-        _padding: [0; 4],
-    }
+    CoordinatorConfig { witness_nodes: 0, min_clients: 2, init_min_clients: 3, total_steps: 60, epoch_time: 200, ..fixtures::valid_config() }
 }
 
 pub fn valid_config(rng: &mut Rng) -> CoordinatorConfig {
@@ -92,58 +74,14 @@ pub fn valid_config(rng: &mut Rng) -> CoordinatorConfig {
     }
 }
 
+/// The logic tests' models as the random walk uses them: cold start
+/// warmup of 2 steps (10 would not fit the rounds of a 200 s epoch), and 3
+/// inner steps for SparseLoCo.
 pub fn valid_model(sparseloco: bool) -> Model {
-    let m = Model {
-        architecture: ARCH_GPT2,
-        tokenizer: TOKENIZER_BYTE,
-        data_type: DATA_PRETRAINING,
-        checkpoint_kind: CHECKPOINT_HUB,
-        data_location_kind: DATA_HTTP,
-        lr_schedule: LR_COSINE,
-        optimizer: OPTIMIZER_DISTRO,
-        quantize_1bit: 1,
-        max_seq_len: 256,
-        // The walk's: 10 would not fit the rounds of a 200 s epoch.
-        cold_start_warmup_steps: 2,
-        n_layer: 4,
-        n_head: 4,
-        n_embd: 128,
-        vocab_size: 256,
-        lr_warmup_steps: 10,
-        lr_decay_steps: 1000,
-        learning_rate: 0x3a83126f,
-        final_learning_rate: 0x38d1b717,
-        weight_decay: 0x3dcccccd,
-        clip_grad_norm: 0x3f800000,
-        compression_decay: 0x3f7a5e35,
-        compression_topk: 32,
-        compression_chunk: 64,
-        outer_learning_rate: 0,
-        inner_steps: 1,
-        value_bits: 0,
-        untied: 0,
-        n_kv_head: 0,
-        intermediate_size: 0,
-        rope_theta: 0,
-        _padding: [0; 4],
-        checkpoint_repo: text("http://127.0.0.1:9000/ckpt/run"),
-        checkpoint_revision: [0; REVISION_LEN],
-        data_location: text("http://127.0.0.1:9000/data"),
-        data_root: [0; 32],
-        tokenizer_hash: [0; 32],
-    };
-    if !sparseloco {
-        return m;
-    }
-    Model {
-        optimizer: OPTIMIZER_SPARSELOCO,
-        quantize_1bit: 0,
-        inner_steps: 3,
-        outer_learning_rate: 0x3f800000,
-        value_bits: 2,
-        compression_decay: 0x3f733333,
-        weight_decay: 0,
-        ..m
+    if sparseloco {
+        Model { cold_start_warmup_steps: 2, inner_steps: 3, ..fixtures::valid_sparseloco() }
+    } else {
+        Model { cold_start_warmup_steps: 2, ..fixtures::valid_model() }
     }
 }
 

@@ -6,15 +6,15 @@
 //! - tokens conserved per mint: the change of the touched token accounts'
 //!   balances equals the change of the mint's supply (mint, burn);
 //! - every touched Coordinator account satisfies the state invariants of the
-//!   logic crate's random walk (`machine_tests::random_walk`), ported here;
+//!   logic crate (`psyche_coordinator_logic::invariants::check`, which its
+//!   random walk asserts too);
 //! - every touched Treasurer Run holds at least its deposits in its
 //!   collateral account, when both are touched.
 
 use std::collections::BTreeMap;
 
-use psyche_coordinator_logic::state::RunState;
-use psyche_coordinator_logic::selection;
-use psyche_coordinator_logic::state::{commit_flags, dispute_state, verdict, CoordinatorState, ACCOUNT_SIZE, MAX_CLIENTS, VESTING_BUCKETS};
+use psyche_coordinator_logic::invariants;
+use psyche_coordinator_logic::state::{CoordinatorState, ACCOUNT_SIZE};
 
 use crate::builtins::{read_mint, read_token_account, TOKEN_2022_PROGRAM, TOKEN_PROGRAM};
 use crate::keys;
@@ -69,7 +69,7 @@ pub fn check(env: &Env, pre: &[(Key, Option<Account>)], out: &Outcome) -> Result
     }
     for (k, a) in &post {
         if a.owner == keys::COORDINATOR && a.data.len() == ACCOUNT_SIZE && a.data[..8] == psyche_coordinator::COORDINATOR_ACCOUNT {
-            with_state(&a.data, coordinator).map_err(|e| format!("coordinator account {}: {e}", env.name(k)))?;
+            with_state(&a.data, invariants::check).map_err(|e| format!("coordinator account {}: {e}", env.name(k)))?;
         }
         if a.owner == keys::TREASURER && a.data.get(..8) == Some(&psyche_treasurer_interface::RUN_ACCOUNT[..]) {
             if let Ok(run) = psyche_treasurer_interface::Run::decode(&a.data) {
@@ -103,81 +103,4 @@ pub fn with_state<T>(data: &[u8], f: impl FnOnce(&CoordinatorState) -> T) -> T {
     let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8) };
     bytes[..data.len() - 8].copy_from_slice(&data[8..]);
     f(CoordinatorState::from_bytes(&bytes[..data.len() - 8]).expect("aligned copy"))
-}
-
-macro_rules! ensure {
-    ($c:expr, $($msg:tt)*) => {
-        if !$c {
-            return Err(format!($($msg)*));
-        }
-    };
-}
-
-/// The per-step checks of `random_walk` in the logic's machine_tests.rs.
-pub fn coordinator(s: &CoordinatorState) -> Result<(), String> {
-    let state = s.run_state().map_err(|e| format!("run_state: {e:?}"))?;
-    ensure!(usize::from(s.epoch.clients_len) <= MAX_CLIENTS, "epoch.clients_len {}", s.epoch.clients_len);
-    if matches!(state, RunState::RoundTrain | RunState::RoundWitness) {
-        let r = s.current_round();
-        ensure!(r.clients_len == s.epoch.clients_len, "round clients {} != epoch clients {}", r.clients_len, s.epoch.clients_len);
-        ensure!(r.batch_size >= r.clients_len, "batch {} < clients {}", r.batch_size, r.clients_len);
-        ensure!(r.witnesses_len <= r.witness_count, "witnesses {} > elected {}", r.witnesses_len, r.witness_count);
-        ensure!(u32::from(r.inner_steps) == s.model.inner_steps, "round inner steps {} != model {}", r.inner_steps, s.model.inner_steps);
-        ensure!(
-            s.progress.data_index == r.data_index.wrapping_add(u64::from(r.batch_size) * u64::from(r.inner_steps)),
-            "data cursor {} != round start {} + {} * {}",
-            s.progress.data_index,
-            r.data_index,
-            r.batch_size,
-            r.inner_steps
-        );
-        ensure!((r.verify_seed == [0; 32]) == (state == RunState::RoundTrain), "verify seed drawn exactly when RoundTrain ends");
-        for (i, c) in r.commits[..usize::from(r.clients_len).min(r.commits.len())].iter().enumerate() {
-            if c.verdict != verdict::NONE {
-                ensure!(c.flags & commit_flags::COMMITTED != 0, "verdict on an uncommitted commitment {i}");
-                ensure!(state == RunState::RoundWitness, "verdict outside RoundWitness");
-                ensure!(
-                    selection::verifier(&r.verify_seed, i as u16, r.clients_len) == Some(c.verifier),
-                    "commitment {i} judged by a verifier not drawn"
-                );
-            }
-            ensure!(c.flags == 0 || s.config.verification_percent > 0, "commitment {i} while verification is off");
-        }
-    }
-    for k in 0..usize::from(s.epoch.clients_len) {
-        let Some((e, slot)) = s.epoch_client(k) else { return Err(format!("epoch client {k} has no slot")) };
-        ensure!(slot.in_epoch == 1, "epoch client {k} not marked in_epoch");
-        ensure!(e.state != 0, "epoch client {k} has no state");
-    }
-    let in_epoch = s.clients.iter().filter(|c| c.in_epoch != 0).count();
-    ensure!(in_epoch == usize::from(s.epoch.clients_len), "{in_epoch} slots in_epoch, epoch has {}", s.epoch.clients_len);
-    let mut ids = std::collections::BTreeSet::new();
-    for d in s.disputes.iter().filter(|d| d.state != dispute_state::FREE) {
-        ensure!(d.state <= dispute_state::UNRESOLVED && d.id >= 1 && d.id <= s.disputes_opened, "dispute {} state {}", d.id, d.state);
-        ensure!(ids.insert(d.id), "dispute id {} twice", d.id);
-        if d.state == dispute_state::OPEN {
-            ensure!(s.progress.step <= d.deadline_step, "open dispute {} past its deadline", d.id);
-            ensure!(d.committee_len > 0, "open dispute {} without committee", d.id);
-        }
-    }
-    for c in s.clients.iter().filter(|c| c.has_fault != 0) {
-        ensure!(c.last_fault_epoch <= s.progress.epoch, "fault epoch {} > epoch {}", c.last_fault_epoch, s.progress.epoch);
-    }
-    if state == RunState::Finished {
-        ensure!(s.disputes.iter().all(|d| d.state != dispute_state::OPEN), "Finished with an open dispute");
-        ensure!(s.clients.iter().all(|c| c.unvested == [0; VESTING_BUCKETS]), "Finished with unvested points");
-    }
-    // check_dispute_counts.
-    let mut want = [0u32; MAX_CLIENTS];
-    for d in s.disputes.iter().filter(|d| d.state == dispute_state::OPEN) {
-        for &c in [d.trainer_slot, d.accuser_slot].iter().chain(&d.committee[..usize::from(d.committee_len).min(d.committee.len())]) {
-            if let Some(w) = want.get_mut(usize::from(c)) {
-                *w += 1;
-            }
-        }
-    }
-    for (i, c) in s.clients.iter().enumerate() {
-        ensure!(u32::from(c.open_disputes) == want[i], "slot {i}: open_disputes {} != {}", c.open_disputes, want[i]);
-    }
-    Ok(())
 }

@@ -76,7 +76,7 @@ impl CoordinatorConfig {
 
 const F32_SIGN: u32 = 0x8000_0000;
 const F32_EXP: u32 = 0x7f80_0000;
-const F32_ONE: u32 = 0x3f80_0000;
+pub(crate) const F32_ONE: u32 = 0x3f80_0000;
 
 /// A finite, non-negative f32 given as bits (no float operations on-chain).
 fn f32_nonneg_finite(bits: u32) -> bool {
@@ -248,78 +248,9 @@ pub(crate) fn nonempty_str(field: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    pub fn valid_config() -> CoordinatorConfig {
-        CoordinatorConfig {
-            warmup_time: 30,
-            cooldown_time: 10,
-            max_round_train_time: 20,
-            round_witness_time: 5,
-            epoch_time: 600,
-            global_batch_size_warmup_tokens: 0,
-            total_steps: 100,
-            init_min_clients: 3,
-            min_clients: 2,
-            witness_nodes: 2,
-            global_batch_size_start: 8,
-            global_batch_size_end: 8,
-            waiting_for_members_extra_time: 3,
-            verification_percent: 0,
-            forgive_per_epoch: 1,
-            vesting_epochs: 0,
-            overlap: 0,
-            _padding: [0; 4],
-        }
-    }
-
-    fn text<const N: usize>(s: &str) -> [u8; N] {
-        let mut out = [0u8; N];
-        out[..s.len()].copy_from_slice(s.as_bytes());
-        out
-    }
-
-    pub fn valid_model() -> Model {
-        Model {
-            architecture: ARCH_GPT2,
-            tokenizer: TOKENIZER_BYTE,
-            data_type: DATA_PRETRAINING,
-            checkpoint_kind: CHECKPOINT_HUB,
-            data_location_kind: DATA_HTTP,
-            lr_schedule: LR_COSINE,
-            optimizer: OPTIMIZER_DISTRO,
-            quantize_1bit: 1,
-            max_seq_len: 256,
-            cold_start_warmup_steps: 10,
-            n_layer: 4,
-            n_head: 4,
-            n_embd: 128,
-            vocab_size: 256,
-            lr_warmup_steps: 10,
-            lr_decay_steps: 1000,
-            learning_rate: 0x3a83126f,       // 0.001
-            final_learning_rate: 0x38d1b717, // 0.0001
-            weight_decay: 0x3dcccccd,        // 0.1
-            clip_grad_norm: 0x3f800000,      // 1.0
-            compression_decay: 0x3f7a5e35,   // 0.999
-            compression_topk: 32,
-            compression_chunk: 64,
-            outer_learning_rate: 0,
-            inner_steps: 1,
-            value_bits: 0,
-            untied: 0,
-            n_kv_head: 0,
-            intermediate_size: 0,
-            rope_theta: 0,
-            _padding: [0; 4],
-            checkpoint_repo: text("http://127.0.0.1:9000/ckpt/run"),
-            checkpoint_revision: [0; REVISION_LEN],
-            data_location: text("http://127.0.0.1:9000/data"),
-            data_root: [0; 32],
-            tokenizer_hash: [0; 32],
-        }
-    }
+    use crate::fixtures::{text, valid_config, valid_model, valid_sparseloco};
 
     #[test]
     fn config_rules() {
@@ -552,19 +483,6 @@ pub(crate) mod tests {
             let mut m = valid_model();
             edit(&mut m);
             assert_eq!(m.validate(), *want, "{name}");
-        }
-    }
-
-    pub fn valid_sparseloco() -> Model {
-        Model {
-            optimizer: OPTIMIZER_SPARSELOCO,
-            quantize_1bit: 0,
-            inner_steps: 10,
-            outer_learning_rate: F32_ONE, // 1.0
-            value_bits: 2,
-            compression_decay: 0x3f733333, // 0.95 (error feedback)
-            weight_decay: 0,
-            ..valid_model()
         }
     }
 

@@ -12,6 +12,9 @@ pub mod bloom;
 pub mod config;
 pub mod error;
 pub mod event;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
+pub mod invariants;
 pub mod machine;
 pub mod selection;
 pub mod state;

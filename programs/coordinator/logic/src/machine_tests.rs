@@ -1,8 +1,9 @@
 //! State-machine tests: every transition, timer boundary and rejection path.
 
 use crate::bloom::Bloom;
-use crate::config::tests::{valid_config, valid_model, valid_sparseloco};
+use crate::fixtures::{valid_config, valid_model, valid_sparseloco};
 use crate::error::CoordinatorError as E;
+use crate::invariants;
 use crate::event::{Event, Events};
 use crate::machine::*;
 use crate::selection::{self, Entropy};
@@ -1162,50 +1163,13 @@ fn random_walk(seed: u64, config: CoordinatorConfig, model: Model) {
         if result.is_err() {
             assert!(sim.s.as_bytes() == &before[..], "{result:?} changed the account");
         }
-        let s = &sim.s;
-        let state = s.run_state().unwrap();
+        let state = sim.s.run_state().unwrap();
         visited.insert(state as u8);
-        assert!(usize::from(s.epoch.clients_len) <= MAX_CLIENTS);
-        if matches!(state, RunState::RoundTrain | RunState::RoundWitness) {
-            let r = s.current_round();
-            assert_eq!(r.clients_len, s.epoch.clients_len);
-            assert!(r.batch_size >= r.clients_len, "every member trains at least one sequence");
-            assert!(r.witnesses_len <= r.witness_count);
-            assert_eq!(r.inner_steps, model.inner_steps as u16);
-            assert_eq!(s.progress.data_index, r.data_index + u64::from(r.batch_size) * u64::from(r.inner_steps));
-            assert_eq!(r.verify_seed == [0; 32], state == RunState::RoundTrain, "verify seed drawn exactly when RoundTrain ends");
-            for (i, c) in r.commits[..r.clients_len as usize].iter().enumerate() {
-                if c.verdict != verdict::NONE {
-                    assert_ne!(c.flags & commit_flags::COMMITTED, 0);
-                    assert_eq!(state, RunState::RoundWitness);
-                    assert_eq!(selection::verifier(&r.verify_seed, i as u16, r.clients_len), Some(c.verifier));
-                }
-                assert!(c.flags == 0 || s.config.verification_percent > 0);
-            }
+        if let Err(v) = invariants::check(&sim.s) {
+            panic!("walk {seed}: {v} after {result:?} (op {op})");
         }
-        for k in 0..s.epoch.clients_len as usize {
-            let (e, slot) = s.epoch_client(k).unwrap();
-            assert_eq!(slot.in_epoch, 1);
-            assert_ne!(e.state, 0);
-        }
-        let in_epoch = s.clients.iter().filter(|c| c.in_epoch != 0).count();
-        assert_eq!(in_epoch, s.epoch.clients_len as usize);
-        let mut ids = std::collections::BTreeSet::new();
-        for d in s.disputes.iter().filter(|d| d.state != dispute_state::FREE) {
-            assert!(d.state <= dispute_state::UNRESOLVED && d.id >= 1 && d.id <= s.disputes_opened);
-            assert!(ids.insert(d.id), "dispute ids are unique");
-            if d.state == dispute_state::OPEN {
-                assert!(s.progress.step <= d.deadline_step, "an open dispute past its deadline");
-                assert!(d.committee_len > 0);
-            }
-        }
-        for c in s.clients.iter().filter(|c| c.has_fault != 0) {
-            assert!(c.last_fault_epoch <= s.progress.epoch);
-        }
-        if state == RunState::Finished {
-            assert!(s.disputes.iter().all(|d| d.state != dispute_state::OPEN));
-            assert!(s.clients.iter().all(|c| c.unvested == [0; VESTING_BUCKETS]));
-        }
+        // The check compares the round's inner steps with the state's model.
+        assert_eq!(sim.s.model.inner_steps, model.inner_steps);
         if state == RunState::Finished {
             break;
         }
@@ -1214,7 +1178,6 @@ fn random_walk(seed: u64, config: CoordinatorConfig, model: Model) {
             if op >= 10 {
                 verification_ops[op as usize - 10] += 1;
             }
-            sim.check_dispute_counts();
         }
     }
     assert!(batches > 100, "the walk should mostly make progress ({batches} successes)");
@@ -1564,16 +1527,8 @@ impl Sim {
 
     /// Each slot's open_disputes equals the open disputes naming it.
     fn check_dispute_counts(&self) {
-        let mut want = [0u32; MAX_CLIENTS];
-        for d in self.s.disputes.iter().filter(|d| d.state == dispute_state::OPEN) {
-            want[d.trainer_slot as usize] += 1;
-            want[d.accuser_slot as usize] += 1;
-            for &c in &d.committee[..d.committee_len as usize] {
-                want[c as usize] += 1;
-            }
-        }
-        for (i, c) in self.s.clients.iter().enumerate() {
-            assert_eq!(u32::from(c.open_disputes), want[i], "slot {i}");
+        if let Err(v) = invariants::check_dispute_counts(&self.s) {
+            panic!("{v}");
         }
     }
 }
