@@ -40,7 +40,10 @@ func (c *Client) SubscribeAccount(ctx context.Context, key solana.PublicKey, fn 
 	if err != nil {
 		return fmt.Errorf("subscribe to account %s at %s: %w", key, c.wsURL, err)
 	}
-	defer sub.Unsubscribe()
+	// No sub.Unsubscribe: in solana-go v1.14 it races with the connection's
+	// reader (it marks the subscription closed and closes its channels while
+	// the reader may be delivering). Closing the connection (deferred above)
+	// ends the subscription on both sides.
 	out, err := c.RPC.GetAccountInfoWithOpts(ctx, key, &rpc.GetAccountInfoOpts{
 		Encoding:   solana.EncodingBase64,
 		Commitment: rpc.CommitmentConfirmed,

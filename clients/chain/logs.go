@@ -77,7 +77,8 @@ func (c *Client) followOnce(ctx context.Context, programs []solana.PublicKey, de
 		if err != nil {
 			return fmt.Errorf("subscribe to logs of %s: %w", p, err)
 		}
-		defer sub.Unsubscribe()
+		// Not sub.Unsubscribe (it races in solana-go v1.14; account.go):
+		// closing the connection ends the subscriptions.
 		go func() {
 			for {
 				r, err := sub.Recv(ctx)
