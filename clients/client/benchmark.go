@@ -14,8 +14,8 @@ import (
 // epochs, in Cooldown or once the run is Finished, a client scores the
 // epoch's model on each task, records the scores and publishes them on
 // chain with report_eval. The scoring runs in the background on the replay
-// trainer, so the loop keeps its deadlines; a client whose run finished
-// waits for it before it stops.
+// trainer (one task at a time, between replays), so the loop keeps its
+// deadlines; a client whose run finished waits for it before it stops.
 
 // benchmarkAction scores the model of step (the last of epoch).
 type benchmarkAction struct{ step, epoch uint32 }
@@ -46,18 +46,8 @@ func (c *Client) startBenchmark(ctx context.Context, a benchmarkAction) error {
 	c.benchmarking.Add(1)
 	go func() {
 		defer c.benchmarking.Done()
-		c.replayMu.Lock()
-		defer c.replayMu.Unlock()
-		tr, err := c.replayer()
-		if err == nil {
-			err = tr.SetParams(params)
-		}
-		if err != nil {
-			c.log.Warn("benchmarks skipped", "step", a.step, "err", err)
-			return
-		}
 		for _, task := range c.cfg.EvalTasks {
-			r, err := eval.Run(ctx, tr, tok, task, c.cfg.EvalLimit)
+			r, err := c.scoreTask(ctx, params, tok, task)
 			if err != nil {
 				c.log.Warn("benchmark failed", "task", task.Key, "step", a.step, "err", err)
 				continue
@@ -75,6 +65,22 @@ func (c *Client) startBenchmark(ctx context.Context, a benchmarkAction) error {
 		}
 	}()
 	return nil
+}
+
+// scoreTask scores the model params on task, on the replay trainer. The
+// trainer is taken one task at a time, so replays due in the next epoch's
+// rounds wait for one task at most.
+func (c *Client) scoreTask(ctx context.Context, params []float32, tok tokenizer.Tokenizer, task eval.Task) (eval.Result, error) {
+	c.replayMu.Lock()
+	defer c.replayMu.Unlock()
+	tr, err := c.replayer()
+	if err != nil {
+		return eval.Result{}, err
+	}
+	if err := tr.SetParams(params); err != nil {
+		return eval.Result{}, err
+	}
+	return eval.Run(ctx, tr, tok, task, c.cfg.EvalLimit)
 }
 
 // RunTokenizer is the tokenizer the run's model names: byte, gpt2, or the
