@@ -809,26 +809,28 @@ impl CoordinatorState {
     /// its own.
     pub fn checkpoint(&mut self, signer: &Key, repo: &CheckpointRepo, clock: &Clock) -> Result<Events, E> {
         let finished = self.run_state()? == RunState::Finished;
-        if !matches!(self.model.checkpoint_kind, CHECKPOINT_HUB | CHECKPOINT_P2P) {
-            return Err(E::CheckpointNotConfigured);
-        }
-        if finished {
+        let member = if finished {
             // The run's final model: announced by a client that finished
             // the last epoch healthy and was elected in its last round (the
             // epoch list is empty by now: end_epoch kept that in the slot).
             if !self.finished_last_epoch(signer) {
                 return Err(E::NotInEpoch);
             }
-            if !self.clients.iter().any(|c| c.occupied != 0 && c.signer == *signer && c.checkpointer != 0) {
-                return Err(E::NotCheckpointer);
-            }
+            None
         } else if self.run_state()?.is_halted() {
             return Err(E::RunHalted);
         } else {
-            let k = self.healthy_member(signer)?;
-            if !self.elected_checkpointer(k) {
-                return Err(E::NotCheckpointer);
-            }
+            Some(self.healthy_member(signer)?)
+        };
+        if !matches!(self.model.checkpoint_kind, CHECKPOINT_HUB | CHECKPOINT_P2P) {
+            return Err(E::CheckpointNotConfigured);
+        }
+        let elected = match member {
+            Some(k) => self.elected_checkpointer(k),
+            None => self.clients.iter().any(|c| c.occupied != 0 && c.signer == *signer && c.checkpointer != 0),
+        };
+        if !elected {
+            return Err(E::NotCheckpointer);
         }
         if !nonempty_str(&repo.repo) || fixed_str_len(&repo.revision).is_none() {
             return Err(E::InvalidCheckpoint);
