@@ -33,22 +33,7 @@ func TestCoordinatorCommands(t *testing.T) {
 		t.Helper()
 		return runCLI(t, noWallet, append(args, net...)...)
 	}
-	ok := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := run(args...)
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
-		}
-		return out
-	}
-	// fails wants exit code and a one-line error containing want.
-	fails := func(code int, want string, args ...string) {
-		t.Helper()
-		_, errOut, got := run(args...)
-		if got != code || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
-			t.Fatalf("%s: exit %d, stderr %q; want exit %d and one line with %q", args[0], got, errOut, code, want)
-		}
-	}
+	ok, fails := cliWith(t, noWallet, net...)
 	dump := func() map[string]any {
 		t.Helper()
 		var m map[string]any

@@ -281,14 +281,7 @@ func TestRunManagerPicksRunAndUpdatesRealClient(t *testing.T) {
 	adminPath, _ := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
 	userPath, user := keyFile(t, v, solana.LAMPORTS_PER_SOL)
 	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
-	ok := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := runCLI(t, nil, append(args, net...)...)
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
-		}
-		return out
-	}
+	ok, _ := cliWith(t, nil, net...)
 	// "0-new" is not configured; "a-closed" is, but its join authority grants
 	// nobody; "b-open" lets everyone in (through the admin's permissionless
 	// grant, made with "0-new").

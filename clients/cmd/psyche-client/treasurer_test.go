@@ -36,21 +36,7 @@ func TestTreasurerCommands(t *testing.T) {
 	adminPath, admin := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
 	userPath, user := keyFile(t, v, solana.LAMPORTS_PER_SOL)
 	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
-	ok := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := runCLI(t, nil, append(args, net...)...)
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
-		}
-		return out
-	}
-	fails := func(code int, want string, args ...string) {
-		t.Helper()
-		_, errOut, got := runCLI(t, nil, append(args, net...)...)
-		if got != code || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
-			t.Fatalf("%s: exit %d, stderr %q; want exit %d and one line with %q", args[0], got, errOut, code, want)
-		}
-	}
+	ok, fails := cliWith(t, nil, net...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := programtest.Chain(t, v)
@@ -320,21 +306,7 @@ func TestTreasurerSettleCommand(t *testing.T) {
 	userPath, user := keyFile(t, v, solana.LAMPORTS_PER_SOL)
 	outsiderPath, _ := keyFile(t, v, solana.LAMPORTS_PER_SOL)
 	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
-	ok := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := runCLI(t, nil, append(args, net...)...)
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
-		}
-		return out
-	}
-	fails := func(code int, want string, args ...string) {
-		t.Helper()
-		_, errOut, got := runCLI(t, nil, append(args, net...)...)
-		if got != code || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
-			t.Fatalf("%s: exit %d, stderr %q; want exit %d and one line with %q", args[0], got, errOut, code, want)
-		}
-	}
+	ok, fails := cliWith(t, nil, net...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := programtest.Chain(t, v)

@@ -44,6 +44,28 @@ func builtCLI(t testing.TB) string {
 }
 
 // runCLI runs the built binary with env added to the test's environment.
+// cliWith runs psyche-client with env and the arguments given, followed by
+// extra (network flags): ok wants exit 0 and returns stdout; fails wants
+// exit code and a one-line error containing want.
+func cliWith(t *testing.T, env []string, extra ...string) (ok func(args ...string) string, fails func(code int, want string, args ...string)) {
+	ok = func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, env, append(args, extra...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", args[0], code, errOut)
+		}
+		return out
+	}
+	fails = func(code int, want string, args ...string) {
+		t.Helper()
+		_, errOut, got := runCLI(t, env, append(args, extra...)...)
+		if got != code || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Fatalf("%s: exit %d, stderr %q; want exit %d and one line with %q", args[0], got, errOut, code, want)
+		}
+	}
+	return ok, fails
+}
+
 func runCLI(t testing.TB, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	return runCLIIn(t, "", env, args...)
