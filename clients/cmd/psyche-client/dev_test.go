@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/psyche-go/psyche/clients/deploy"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/wallet"
+	"github.com/psyche-go/psyche/internal/syncbuf"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
 )
@@ -83,29 +83,11 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // recipe is one `just dev` invocation in its own process group, as a
 // terminal would run it (Ctrl-C reaches the whole group).
 type recipe struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
 }
@@ -121,7 +103,7 @@ func devEnv(t *testing.T, home string, extra ...string) []string {
 
 func startRecipe(t *testing.T, env []string, stdin string, args ...string) *recipe {
 	t.Helper()
-	r := &recipe{out: &syncBuffer{}, done: make(chan struct{})}
+	r := &recipe{out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command(justPath(t), append([]string{"--justfile", filepath.Join(repoRoot(t), "justfile"), "dev"}, args...)...)
 	r.cmd.Dir, r.cmd.Env = t.TempDir(), env
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out

@@ -19,6 +19,7 @@ import (
 	"github.com/psyche-go/psyche/clients/client"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/runmanager"
+	"github.com/psyche-go/psyche/internal/syncbuf"
 	"github.com/psyche-go/psyche/localnet"
 	"github.com/psyche-go/psyche/localnet/localnettest"
 )
@@ -26,7 +27,7 @@ import (
 // rmProc is a running `psyche-client run-manager`.
 type rmProc struct {
 	cmd    *exec.Cmd
-	stderr syncBuffer
+	stderr syncbuf.Buffer
 	done   chan struct{}
 	code   int
 }

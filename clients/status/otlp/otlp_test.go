@@ -1,14 +1,12 @@
 package otlp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/psyche-go/psyche/clients/status/metrics"
 	"github.com/psyche-go/psyche/clients/status/otlp"
 	"github.com/psyche-go/psyche/clients/status/otlp/otlptest"
+	"github.com/psyche-go/psyche/internal/syncbuf"
 )
 
 var testResource = otlp.Resource{RunID: "run-otlp", Wallet: "Wa11etPubkey111", Version: "v1"}
@@ -223,23 +222,6 @@ func keys[V any](m map[string]V) []string {
 	return ks
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A collector that never answers, or a port nobody listens on, costs the
 // caller nothing: spans, logs and metric reads return at once, shutdown
 // keeps to its deadline, and failures are warned about once per signal.
@@ -250,7 +232,7 @@ func TestOTLPUnreachableCollectorNeverBlocks(t *testing.T) {
 	ln.Close()
 	for _, tc := range []struct{ name, base string }{{"blackhole", otlptest.Blackhole(t)}, {"refused", closed}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var warnings syncBuffer
+			var warnings syncbuf.Buffer
 			rec := filledRecorder(t)
 			exp, err := otlp.New(otlp.Config{MetricsURL: tc.base + "/v1/metrics", TracesURL: tc.base + "/v1/traces", LogsURL: tc.base + "/v1/logs",
 				Interval: 100 * time.Millisecond, Resource: testResource, Warn: slog.New(slog.NewTextHandler(&warnings, nil))}, metrics.Registry(rec))

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/psyche-go/psyche/clients/status"
+	"github.com/psyche-go/psyche/internal/syncbuf"
 )
 
 func TestLine(t *testing.T) {
@@ -152,7 +152,7 @@ func TestFollow(t *testing.T) {
 		}
 	}
 	record(1) // before Follow starts
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Follow(ctx, rec, out, "") }()
@@ -177,21 +177,4 @@ func TestFollow(t *testing.T) {
 			t.Fatalf("line %d = %q", i, l)
 		}
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/status/otlp/otlptest"
+	"github.com/psyche-go/psyche/internal/syncbuf"
 )
 
 // The --oltp-* flags export metrics, round spans and logs to a real
@@ -17,7 +18,7 @@ import (
 // and the auth header on every request; the local logs go on as before.
 func TestOTLPFlagsExport(t *testing.T) {
 	r := otlptest.New(t)
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	rec := status.NewRecorder("run-flags", status.Options{})
 	app := &cli.App{
 		Name:  "client",

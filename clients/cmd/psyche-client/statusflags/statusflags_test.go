@@ -1,7 +1,6 @@
 package statusflags
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,30 +15,14 @@ import (
 
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/status/logging"
+	"github.com/psyche-go/psyche/internal/syncbuf"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // start runs Start inside a real cli app with args, then f while it runs,
 // then ends the context and waits.
 func start(t *testing.T, args []string, f func(s *Started, rec *status.Recorder)) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	rec := status.NewRecorder("run", status.Options{})
 	app := &cli.App{
 		Name:  "client",

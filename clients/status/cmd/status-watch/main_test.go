@@ -17,6 +17,7 @@ import (
 
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/status/metrics"
+	"github.com/psyche-go/psyche/internal/syncbuf"
 )
 
 // serve starts a real metrics endpoint for rec and returns its base URL.
@@ -69,7 +70,7 @@ func TestWatchUntilFinished(t *testing.T) {
 	recs := []*status.Recorder{status.NewRecorder("demo", status.Options{}), status.NewRecorder("demo", status.Options{})}
 	urls := []string{"a=" + serve(t, recs[0]), "b=" + serve(t, recs[1]) + "/"}
 	plot := filepath.Join(t.TempDir(), "loss.png")
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), append([]string{"-interval", "20ms", "-timeout", "60s", "-plot", plot}, urls...), &out, &errOut)
@@ -107,7 +108,7 @@ func TestWatchUntilFinished(t *testing.T) {
 func TestWatchReportsDigestMismatch(t *testing.T) {
 	recs := []*status.Recorder{status.NewRecorder("r", status.Options{}), status.NewRecorder("r", status.Options{})}
 	urls := []string{"a=" + serve(t, recs[0]), "b=" + serve(t, recs[1])}
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), append([]string{"-interval", "20ms", "-timeout", "60s"}, urls...), &out, &errOut)
@@ -128,7 +129,7 @@ func TestWatchReportsDigestMismatch(t *testing.T) {
 }
 
 func TestWatchTimesOutOnUnreachableClient(t *testing.T) {
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	err := run(context.Background(), []string{"-interval", "20ms", "-timeout", "300ms", "http://127.0.0.1:1"}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "within 300ms") {
 		t.Fatalf("err = %v", err)
@@ -155,7 +156,7 @@ func TestWatchRejectsBadArguments(t *testing.T) {
 		{[]string{"-timeout", "-1s", "http://x:1"}, "-timeout must not be negative"},
 		{[]string{"-bogus", "http://x:1"}, "flag provided but not defined"},
 	} {
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want %q", tc.args, err, tc.want)
@@ -166,28 +167,11 @@ func TestWatchRejectsBadArguments(t *testing.T) {
 func TestWatchRejectsJunkStatus(t *testing.T) {
 	// A server that answers /status with something else is reported, not trusted.
 	srvURL := serveJunk(t)
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	err := run(context.Background(), []string{"-interval", "20ms", "-timeout", "200ms", srvURL}, &out, &errOut)
 	if err == nil || !strings.Contains(errOut.String(), "not a status snapshot") {
 		t.Fatalf("err = %v, stderr %q", err, errOut.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func serveJunk(t *testing.T) string {
