@@ -15,7 +15,14 @@
 #include "emu/emu.h"
 #else
 #include <cuda_runtime.h>
-#define TRG_LAUNCH(kernel, grid, block, ...) kernel<<<(grid), (block)>>>(__VA_ARGS__)
+// TRG_PROFILE=1 in the environment times every launch and copy with events
+// (which serialises them) and prints the totals per kernel at trg_destroy.
+#define TRG_LAUNCH(kernel, grid, block, ...)                                  \
+    do {                                                                     \
+        cudaEvent_t e0_ = trg_prof_begin();                                  \
+        kernel<<<(grid), (block)>>>(__VA_ARGS__);                            \
+        trg_prof_end(#kernel, e0_);                                          \
+    } while (0)
 #endif
 
 #include <stdint.h>
@@ -26,6 +33,70 @@
 #include "../kernels.h"
 #include "../layout.h"
 #include "trainer_cuda.h"
+
+// ----------------------------------------------------------------------------
+// Profiling (TRG_PROFILE=1; real GPUs only)
+
+#ifdef TRG_EMULATE
+#define TRG_TIMED_COPY(name, dst, src, n, kind) cudaMemcpy(dst, src, n, kind)
+static void trg_prof_print(void) {}
+#else
+struct trg_prof_entry {
+    const char *name;
+    double ms;
+    long calls;
+};
+static trg_prof_entry trg_prof[64];
+static int trg_prof_on = -1;
+
+static cudaEvent_t trg_prof_begin(void) {
+    if (trg_prof_on < 0) trg_prof_on = getenv("TRG_PROFILE") && strcmp(getenv("TRG_PROFILE"), "0") != 0;
+    if (!trg_prof_on) return NULL;
+    cudaEvent_t e;
+    cudaEventCreate(&e);
+    cudaEventRecord(e);
+    return e;
+}
+
+static void trg_prof_end(const char *name, cudaEvent_t e0) {
+    if (!e0) return;
+    cudaEvent_t e1;
+    cudaEventCreate(&e1);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    for (int i = 0; i < 64; i++) {
+        if (!trg_prof[i].name || strcmp(trg_prof[i].name, name) == 0) {
+            trg_prof[i].name = name;
+            trg_prof[i].ms += ms;
+            trg_prof[i].calls++;
+            return;
+        }
+    }
+}
+
+static cudaError_t trg_timed_copy(const char *name, void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+    cudaEvent_t e0 = trg_prof_begin();
+    cudaError_t e = cudaMemcpy(dst, src, n, kind);
+    trg_prof_end(name, e0);
+    return e;
+}
+#define TRG_TIMED_COPY(name, dst, src, n, kind) trg_timed_copy(name, dst, src, n, kind)
+
+static void trg_prof_print(void) {
+    double total = 0;
+    for (int i = 0; i < 64 && trg_prof[i].name; i++) total += trg_prof[i].ms;
+    if (total == 0) return;
+    fprintf(stderr, "trg profile: %-36s %10s %8s %6s\n", "kernel or copy", "ms", "calls", "share");
+    for (int i = 0; i < 64 && trg_prof[i].name; i++)
+        fprintf(stderr, "trg profile: %-36s %10.1f %8ld %5.1f%%\n", trg_prof[i].name, trg_prof[i].ms, trg_prof[i].calls,
+                100 * trg_prof[i].ms / total);
+    memset(trg_prof, 0, sizeof trg_prof);
+}
+#endif
 
 // ----------------------------------------------------------------------------
 // CUDA kernels
@@ -431,6 +502,7 @@ extern "C" const char *trg_last_error(const trg_model *g) { return g ? cudaGetEr
 
 extern "C" void trg_destroy(trg_model *g) {
     if (!g) return;
+    trg_prof_print();
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
     cudaFree(g->dpre); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
     cudaFreeHost(g->h_losses);
@@ -491,7 +563,7 @@ static int trg_run(trg_model *g, const float *weights, size_t nparams, const int
     if (!g || !weights || !tokens || !targets || !loss || nparams != g->num_params || n < 1 || t < 1 || t > g->cfg.seq_len)
         return TR_EINVAL;
     size_t wte_n = (size_t)g->cfg.padded_vocab * g->cfg.channels; // wte is tensor 0 in both layouts
-    CK(cudaMemcpy(g->params, weights, sizeof(float) * nparams, cudaMemcpyHostToDevice));
+    CK(TRG_TIMED_COPY("copy weights to device", g->params, weights, sizeof(float) * nparams, cudaMemcpyHostToDevice));
     if (grads) {
         CK(cudaMemset(g->grads, 0, sizeof(float) * nparams));
         CK(cudaMemset(g->dwte_emb, 0, sizeof(float) * wte_n));
@@ -515,7 +587,7 @@ static int trg_run(trg_model *g, const float *weights, size_t nparams, const int
     if (grads) {
         TRG_LAUNCH(add_kernel, blocks_for(wte_n), THREADS, g->grads, g->grads, g->dwte_emb, wte_n);
         CK(cudaGetLastError());
-        CK(cudaMemcpy(grads, g->grads, sizeof(float) * nparams, cudaMemcpyDeviceToHost));
+        CK(TRG_TIMED_COPY("copy gradients to host", grads, g->grads, sizeof(float) * nparams, cudaMemcpyDeviceToHost));
     }
     *loss = total / ((float)n * (float)t);
     return TR_OK;
