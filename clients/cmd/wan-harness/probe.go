@@ -19,7 +19,7 @@ import (
 
 // rttResult is a UDP ping-pong series.
 type rttResult struct {
-	Sent, Answered int
+	Sent, Answered   int
 	Min, Median, P95 time.Duration
 }
 

@@ -40,6 +40,7 @@ func (t *Topo) Start(ns, name, logPath string, server bool, argv ...string) (*Pr
 	}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Dir = t.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		out.Close()

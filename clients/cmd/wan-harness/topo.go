@@ -39,6 +39,7 @@ type Topo struct {
 	Prefix string // pwXXXX
 	Hub    string
 	Infra  string // "" without one
+	Dir    string // working directory of the processes started
 
 	mu      sync.Mutex
 	nss     []string
