@@ -44,7 +44,7 @@ if ldd "$bin/trainer.test" | grep -q 'not found'; then export LD_LIBRARY_PATH=$b
 command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "gpu-check: nvidia-smi not found"
 
 echo "=== GPU tests"
-(cd clients/trainer && "$bin/trainer.test" -test.count=1 -test.timeout 20m -test.run 'GPU' -test.v)
+(cd clients/trainer && PSYCHE_GPU_TEST_CONFIGS=light,small,gpt2-124m "$bin/trainer.test" -test.count=1 -test.timeout 20m -test.run GPU -test.v)
 
 echo "=== trainer tokens/s (GPU forward/backward, host optimizers), time per kernel"
 TRG_PROFILE=1 "$bin/trainer-bench" -gemm=false -configs small -steps 1 -batch 16 -microbatch 16

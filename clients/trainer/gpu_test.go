@@ -4,6 +4,8 @@ package trainer
 
 import (
 	"math"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -19,8 +21,14 @@ func gpuTrainer(t *testing.T, cfg Config, seed uint64) *Trainer {
 
 // The GPU computes the CPU's bits (numeric contract v2): the loss and every
 // gradient entry of a step over several micro-batches, the last partial.
+// PSYCHE_GPU_TEST_CONFIGS (comma-separated) replaces the configs compared;
+// scripts/gpu-check.sh adds gpt2-124m.
 func TestGPUGradientsMatchCPU(t *testing.T) {
-	for _, name := range []string{"light", "small"} {
+	names := []string{"light", "small"}
+	if s := os.Getenv("PSYCHE_GPU_TEST_CONFIGS"); s != "" {
+		names = strings.Split(s, ",")
+	}
+	for _, name := range names {
 		cfg, err := ConfigByName(name)
 		if err != nil {
 			t.Fatal(err)

@@ -136,28 +136,6 @@ TRK void trk_gemm_element(const tr_gemm_args *g, int m, int n) {
     g->out[(size_t)m * g->ldo + n] = acc;
 }
 
-// A TRK_GT x TRK_GT tile at rows m0 + r*rs, columns n0 + c*cs (the GPU
-// kernel's unit of work): the same chains as trk_gemm_element, sixteen at once.
-#define TRK_GT 4
-TRK void trk_gemm_tile(const tr_gemm_args *g, int m0, int rs, int n0, int cs) {
-    float acc[TRK_GT][TRK_GT];
-    int mm[TRK_GT], nn[TRK_GT];
-    for (int r = 0; r < TRK_GT; r++) mm[r] = m0 + r * rs < g->M ? m0 + r * rs : g->M - 1;
-    for (int c = 0; c < TRK_GT; c++) nn[c] = n0 + c * cs < g->N ? n0 + c * cs : g->N - 1;
-    for (int r = 0; r < TRK_GT; r++)
-        for (int c = 0; c < TRK_GT; c++) acc[r][c] = trk_gemm_base(g, mm[r], nn[c]);
-    for (int k = 0; k < g->K; k++) {
-        float av[TRK_GT], bv[TRK_GT];
-        for (int r = 0; r < TRK_GT; r++) av[r] = trk_gemm_a(g, mm[r], k);
-        for (int c = 0; c < TRK_GT; c++) bv[c] = trk_gemm_b(g, nn[c], k);
-        for (int r = 0; r < TRK_GT; r++)
-            for (int c = 0; c < TRK_GT; c++) acc[r][c] = trk_fma(av[r], bv[c], acc[r][c]);
-    }
-    for (int r = 0; r < TRK_GT; r++)
-        for (int c = 0; c < TRK_GT; c++)
-            if (m0 + r * rs < g->M && n0 + c * cs < g->N) g->out[(size_t)(m0 + r * rs) * g->ldo + n0 + c * cs] = acc[r][c];
-}
-
 // ----------------------------------------------------------------------------
 // Layers, per row or per element (shapes as in gpt.c).
 
@@ -265,23 +243,11 @@ TRK void trk_attention_row(float *out, float *a, const float *qkv, int b, int t,
     for (int i = 0; i < hs; i++) out[i] = trk_dot(0.0f, a, 1, seq + o.v + i, o.stride, t + 1);
 }
 
-// The attention backward of one query row, before dk and dv: datt[t2] =
-// dy.v[t2] and dpre[t2] = a[t2] (datt[t2] - sum(a*datt)) scale for t2 <= t
-// (0 above), and dq(hs) = sum_t2 dpre[t2] k[t2].
-TRK void trk_attention_back_row(float *dpre, float *dq, const float *a, const float *dy, const float *qkv,
-                                int b, int t, int h, int T, int C, int NH, int KV) {
-    trk_heads o = trk_head_offsets(h, C, NH, KV);
-    int hs = o.hs;
-    float scale = 1.0f / trk_sqrt((float)hs);
-    const float *seq = qkv + (size_t)b * T * o.stride;
-    for (int t2 = 0; t2 <= t; t2++) dpre[t2] = trk_dot(0.0f, dy, 1, seq + (size_t)t2 * o.stride + o.v, 1, hs);
-    float s = trk_sum_products(a, dpre, t + 1);
-    for (int t2 = 0; t2 < T; t2++) dpre[t2] = t2 <= t ? a[t2] * (dpre[t2] - s) * scale : 0.0f;
-    for (int i = 0; i < hs; i++) dq[i] = trk_dot(0.0f, dpre, 1, seq + o.k + i, o.stride, t + 1);
-}
-
-// dk and dv of a key head are chains over the query heads of its group in
-// order, and within a head over the queries t >= t2 in order.
+// Its backward (layers_isa.h; model.cu's attention_backward): datt[t2] =
+// dy.v[t2] and dpre[t2] = a[t2] (datt[t2] - sum(a*datt)) scale for t2 <= t,
+// dq = chain of dpre[t2] k[t2] over t2 <= t; dk and dv of a key head are
+// chains over the query heads of its group in order, and within a head over
+// the queries t >= t2 in order.
 
 // ----------------------------------------------------------------------------
 // Llama's layers.

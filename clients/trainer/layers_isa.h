@@ -77,7 +77,7 @@ static void TRL(attention_forward)(float *out, float *att, const float *qkv, flo
 
 // Gradient of attention_forward for sequence b and key head kvh into dqkv
 // (zeroed by the caller): for each query head of the group in order,
-// trk_attention_back_row's chains for datt, dpre and dq, while dk and dv
+// the chains of kernels.h (after trk_attention_row) for datt, dpre and dq, while dk and dv
 // chain over the heads in order and within a head over the queries t in
 // order. vt (hs, T) and dp (T): scratch.
 static void TRL(attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att,

@@ -3,13 +3,15 @@
 // the arithmetic of kernels.h: the same chains and trees as the CPU path, so
 // the GPU gives the CPU's bits.
 //
-// Every kernel is a loop body over independent threads: a thread computes its
-// output elements alone (no shared memory, shuffles or atomics), reading
-// only what no thread of the same launch writes. That is what lets cuda/emu
-// compile this file for the host and run each launch thread by thread, which
-// is how the CPU = GPU contract is tested on machines without a GPU.
-// Grid sizes depend only on the problem shape. Built with --fmad=false: the
-// only fused multiply-adds are kernels.h's explicit ones.
+// A thread computes its output elements alone (no shuffles or atomics),
+// reading only what no thread of the same launch writes, or what its block
+// wrote to shared memory before a __syncthreads (the GEMM's tiles). That is
+// what lets cuda/emu compile this file for the host and run each launch
+// thread by thread (as fibers between barriers), which is how the CPU = GPU
+// contract is tested on machines without a GPU. Kernels that use
+// __syncthreads are launched with TRG_LAUNCH_SYNC. Grid sizes depend only on
+// the problem shape. Built with --fmad=false: the only fused multiply-adds
+// are kernels.h's explicit ones.
 
 #ifdef TRG_EMULATE
 #include "emu/emu.h"
@@ -23,6 +25,7 @@
         kernel<<<(grid), (block)>>>(__VA_ARGS__);                            \
         trg_prof_end(#kernel, e0_);                                          \
     } while (0)
+#define TRG_LAUNCH_SYNC TRG_LAUNCH
 #endif
 
 #include <stdint.h>
@@ -141,18 +144,98 @@ __global__ void layernorm_backward_dw_kernel(float *dw, float *db, const float *
     size_t i = trg_thread();
     if (i >= (size_t)C) return;
     float sw = dw[i], sb = db[i];
+#pragma unroll 8 // the loads run ahead of the chains
     for (int r = 0; r < N; r++) trk_layernorm_dw_step(&sw, &sb, inp[(size_t)r * C + i], mean[r], rstd[r], dout[(size_t)r * C + i]);
     dw[i] = sw;
     db[i] = sb;
 }
 
-// A 64x64 block of the output per 16x16 threads; thread (x, y) owns rows
-// y, y+16, y+32, y+48 and columns x, x+16, ... of it (trk_gemm_tile).
-#define GB 16
-__global__ void gemm_kernel(tr_gemm_args g) {
-    int m0 = blockIdx.y * GB * TRK_GT + threadIdx.y, n0 = blockIdx.x * GB * TRK_GT + threadIdx.x;
-    if (m0 >= g.M || n0 >= g.N) return;
-    trk_gemm_tile(&g, m0, GB, n0, GB);
+// GEMM: a 128x128 block of the output per 256 threads, each thread 8x8 of
+// it; A and B pass through shared memory 8 values of k at a time. Every
+// output element is still one chain over k in order from its base
+// (trk_gemm_element), whatever the tiling. Batched: blockIdx.z picks the
+// matrices. Attention's products are causal: a row m takes only k <= m
+// (TRG_K_UPTO_M) or k >= m (TRG_K_FROM_M), and its scores need only n <= m
+// (TRG_N_UPTO_M: blocks wholly above the diagonal are skipped).
+enum { TRG_FULL, TRG_K_UPTO_M, TRG_K_FROM_M, TRG_N_UPTO_M };
+typedef struct {
+    int inner;                  // z = outer * inner + j
+    int group;                  // B's inner index is j / group (query heads per key head)
+    size_t a_outer, a_inner;    // element offsets per outer and inner index
+    size_t b_outer, b_inner;
+    size_t o_outer, o_inner;
+    int causal;
+} trg_batch;
+
+#define GT_M 128
+#define GT_N 128
+#define GT_K 8
+#define GT_R 8 // rows and columns per thread
+#define GT_THREADS 256
+
+// One k of a thread's 8x8 outputs, for the rows in rowmask.
+__device__ static __forceinline__ void gemm_step(float acc[GT_R][GT_R], const float *a, const float *b, int rowmask) {
+    float av[GT_R], bv[GT_R];
+#pragma unroll
+    for (int r = 0; r < GT_R; r++) av[r] = a[r];
+#pragma unroll
+    for (int c = 0; c < GT_R; c++) bv[c] = b[c];
+#pragma unroll
+    for (int r = 0; r < GT_R; r++)
+        if (rowmask >> r & 1)
+#pragma unroll
+            for (int c = 0; c < GT_R; c++) acc[r][c] = trk_fma(av[r], bv[c], acc[r][c]);
+}
+
+__global__ void __launch_bounds__(GT_THREADS) gemm_kernel(tr_gemm_args g, trg_batch bt) {
+    __shared__ float As[GT_K][GT_M + 4], Bs[GT_K][GT_N + 4]; // k-major; padded against bank conflicts
+    int z = blockIdx.z, zo = z / bt.inner, zi = z % bt.inner;
+    g.a += zo * bt.a_outer + zi * bt.a_inner;
+    g.b += zo * bt.b_outer + (zi / bt.group) * bt.b_inner;
+    g.out += zo * bt.o_outer + zi * bt.o_inner;
+    int m0 = blockIdx.y * GT_M, n0 = blockIdx.x * GT_N;
+    if (bt.causal == TRG_N_UPTO_M && n0 > m0 + GT_M - 1) return; // the whole block
+    int tid = threadIdx.x, tm = tid / (GT_N / GT_R) * GT_R, tn = tid % (GT_N / GT_R) * GT_R;
+    float acc[GT_R][GT_R];
+    int mr[GT_R];
+    for (int r = 0; r < GT_R; r++) {
+        mr[r] = m0 + tm + r;
+        for (int c = 0; c < GT_R; c++) {
+            int m = mr[r], n = n0 + tn + c;
+            acc[r][c] = m < g.M && n < g.N ? trk_gemm_base(&g, m, n) : 0.0f;
+        }
+    }
+    int kbeg = bt.causal == TRG_K_FROM_M ? (m0 < g.K ? m0 : g.K) : 0;
+    int kend = bt.causal == TRG_K_UPTO_M && m0 + GT_M < g.K ? m0 + GT_M : g.K;
+    for (int k0 = kbeg; k0 < kend; k0 += GT_K) {
+        for (int e = tid; e < GT_K * GT_M; e += GT_THREADS) { // A and B tiles, read along memory
+            int kk = g.ta ? e / GT_M : e % GT_K, i = g.ta ? e % GT_M : e / GT_K;
+            As[kk][i] = m0 + i < g.M && k0 + kk < kend ? trk_gemm_a(&g, m0 + i, k0 + kk) : 0.0f;
+            kk = g.tb ? e / GT_N : e % GT_K, i = g.tb ? e % GT_N : e / GT_K;
+            Bs[kk][i] = n0 + i < g.N && k0 + kk < kend ? trk_gemm_b(&g, n0 + i, k0 + kk) : 0.0f;
+        }
+        __syncthreads();
+        int kn = kend - k0 < GT_K ? kend - k0 : GT_K;
+        // Whether every k of the tile is in every row's range: off the
+        // diagonal of a causal product, all but the last tile otherwise.
+        bool full = kn == GT_K && (bt.causal == TRG_K_UPTO_M ? k0 + GT_K - 1 <= mr[0]
+                                   : bt.causal == TRG_K_FROM_M ? k0 >= mr[GT_R - 1] : true);
+        if (full) {
+#pragma unroll
+            for (int kk = 0; kk < GT_K; kk++) gemm_step(acc, As[kk] + tm, Bs[kk] + tn, (1 << GT_R) - 1);
+        } else {
+            for (int kk = 0; kk < kn; kk++) {
+                int k = k0 + kk, rowmask = 0;
+                for (int r = 0; r < GT_R; r++)
+                    if (!((bt.causal == TRG_K_UPTO_M && k > mr[r]) || (bt.causal == TRG_K_FROM_M && k < mr[r]))) rowmask |= 1 << r;
+                gemm_step(acc, As[kk] + tm, Bs[kk] + tn, rowmask);
+            }
+        }
+        __syncthreads();
+    }
+    for (int r = 0; r < GT_R; r++)
+        for (int c = 0; c < GT_R; c++)
+            if (mr[r] < g.M && n0 + tn + c < g.N) g.out[(size_t)mr[r] * g.ldo + n0 + tn + c] = acc[r][c];
 }
 
 // dbias(OC) += column sums of dout(BT, row stride ld): one thread per column, rows in order.
@@ -160,6 +243,7 @@ __global__ void bias_backward_kernel(float *dbias, const float *dout, int ld, in
     size_t o = trg_thread();
     if (o >= (size_t)OC) return;
     float s = dbias[o];
+#pragma unroll 8
     for (int r = 0; r < BT; r++) s = s + dout[(size_t)r * ld + o];
     dbias[o] = s;
 }
@@ -182,6 +266,7 @@ __global__ void rmsnorm_backward_dw_kernel(float *dw, const float *dout, const f
     size_t i = trg_thread();
     if (i >= (size_t)C) return;
     float sw = dw[i];
+#pragma unroll 8
     for (int r = 0; r < N; r++) trk_rmsnorm_dw_step(&sw, inp[(size_t)r * C + i], rstd[r], dout[(size_t)r * C + i]);
     dw[i] = sw;
 }
@@ -207,48 +292,79 @@ __global__ void swiglu_backward_kernel(float *dg, float *du, const float *g, con
     if (i < n) trk_swiglu_back(g[i], u[i], dh[i], dg + i, du + i);
 }
 
-// One thread per (b, t, h): scores, softmax (att row) and the output.
-__global__ void attention_forward_kernel(float *out, float *att, const float *qkv, int B, int T, int C, int NH, int KV) {
-    size_t idx = trg_thread();
-    if (idx >= (size_t)B * T * NH) return;
-    int h = (int)(idx % NH), t = (int)((idx / NH) % T), b = (int)(idx / ((size_t)NH * T));
-    trk_attention_row(out + ((size_t)b * T + t) * C + (size_t)h * (C / NH), att + (((size_t)b * NH + h) * T + t) * T, qkv,
-                      b, t, h, T, C, NH, KV);
+// Attention's softmax and backward rows around its GEMMs, in three steps so
+// that each thread stays independent: a row (b, h, t) of T holds the
+// query's scores (chains from the GEMM, unscaled) for t2 <= t.
+// Step 1, one thread per row: the max of the scaled scores, in order.
+__global__ void softmax_max_kernel(float *mx, const float *att, int rows, int T, float scale) {
+    size_t r = trg_thread();
+    if (r >= (size_t)rows) return;
+    const float *a = att + r * T;
+    int t = (int)(r % T);
+    float m = -3.4e38f;
+#pragma unroll 8
+    for (int t2 = 0; t2 <= t; t2++) m = trk_max(m, a[t2] * scale);
+    mx[r] = m;
 }
 
-// One thread per (b, t, h): the dpre row and dq (the q part of dqkv).
-__global__ void attention_back_row_kernel(float *dpre, float *dqkv, const float *att, const float *dout, const float *qkv,
-                                          int B, int T, int C, int NH, int KV) {
+// Step 2, one thread per (row, lane j): exp of the scaled scores t2 = j,
+// j+32, ... <= t in place, and their sum in order: lane j of trk_sum.
+__global__ void softmax_exp_kernel(float *att, float *lanes, const float *mx, int rows, int T, float scale) {
     size_t idx = trg_thread();
-    if (idx >= (size_t)B * T * NH) return;
-    int h = (int)(idx % NH), t = (int)((idx / NH) % T), b = (int)(idx / ((size_t)NH * T));
-    trk_heads o = trk_head_offsets(h, C, NH, KV);
-    size_t row = (((size_t)b * NH + h) * T + t) * T;
-    trk_attention_back_row(dpre + row, dqkv + ((size_t)b * T + t) * o.stride + o.q, att + row,
-                           dout + ((size_t)b * T + t) * C + o.q, qkv, b, t, h, T, C, NH, KV);
-}
-
-// One thread per element of the k and v parts of dqkv (KVD = KV*hs each):
-// dk[t2] = sum dpre[h,t,t2] q[h,t], dv[t2] = sum att[h,t,t2] dout[h,t] over
-// the query heads h of the key head in order, within a head over t >= t2 in
-// order (the CPU's chains).
-__global__ void attention_dkv_kernel(float *dqkv, const float *dpre, const float *att, const float *dout, const float *qkv,
-                                     int B, int T, int C, int NH, int KV) {
-    int hs = C / NH, KVD = KV * hs, group = NH / KV;
-    size_t idx = trg_thread();
-    if (idx >= (size_t)B * T * 2 * KVD) return;
-    int c2 = (int)(idx % (2 * KVD)), t2 = (int)((idx / (2 * KVD)) % T), b = (int)(idx / ((size_t)2 * KVD * T));
-    int part = c2 / KVD, c = c2 % KVD, kvh = c / hs, i = c % hs;
-    size_t stride = (size_t)C + 2 * (size_t)KVD;
-    float acc = 0.0f;
-    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-        const float *P = (part == 0 ? dpre : att) + ((size_t)b * NH + h) * T * T + t2;
-        for (int t = t2; t < T; t++) {
-            float x = part == 0 ? qkv[((size_t)b * T + t) * stride + (size_t)h * hs + i] : dout[((size_t)b * T + t) * C + (size_t)h * hs + i];
-            acc = trk_fma(P[(size_t)t * T], x, acc);
-        }
+    if (idx >= (size_t)rows * TRK_LANES) return;
+    size_t r = idx / TRK_LANES;
+    int j = (int)(idx % TRK_LANES), t = (int)(r % T);
+    float *a = att + r * T, m = mx[r], p = 0.0f;
+    for (int t2 = j; t2 <= t; t2 += TRK_LANES) {
+        a[t2] = tr_expf(a[t2] * scale - m);
+        p = p + a[t2];
     }
-    dqkv[((size_t)b * T + t2) * stride + C + (size_t)part * KVD + c] = acc;
+    lanes[idx] = p;
+}
+
+// Step 3, one thread per row: 1 / the sum of the row's lanes (trk_tree32).
+__global__ void softmax_inv_kernel(float *inv, const float *lanes, int rows) {
+    size_t r = trg_thread();
+    if (r >= (size_t)rows) return;
+    float p[TRK_LANES];
+    for (int j = 0; j < TRK_LANES; j++) p[j] = lanes[r * TRK_LANES + j];
+    inv[r] = 1.0f / trk_tree32(p);
+}
+
+// Step 4, one thread per element: probabilities, 0 above the diagonal.
+__global__ void softmax_norm_kernel(float *att, const float *inv, int rows, int T) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)rows * T) return;
+    size_t r = idx / T;
+    int t2 = (int)(idx % T), t = (int)(r % T);
+    att[idx] = t2 <= t ? att[idx] * inv[r] : 0.0f;
+}
+
+// Backward, one thread per (row, lane j): lane j of trk_sum_products(a, datt).
+__global__ void attention_dot_lanes_kernel(float *lanes, const float *att, const float *datt, int rows, int T) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)rows * TRK_LANES) return;
+    size_t r = idx / TRK_LANES;
+    int j = (int)(idx % TRK_LANES), t = (int)(r % T);
+    float p = 0.0f;
+    for (int t2 = j; t2 <= t; t2 += TRK_LANES) p = trk_fma(att[r * T + t2], datt[r * T + t2], p);
+    lanes[idx] = p;
+}
+
+// Backward, one thread per row: sum(a datt), the tree over the lanes.
+__global__ void attention_dot_kernel(float *dot, float *lanes, int rows) {
+    size_t r = trg_thread();
+    if (r >= (size_t)rows) return;
+    dot[r] = trk_tree32(lanes + r * TRK_LANES);
+}
+
+// Backward, one thread per element: dpre = a (datt - sum(a datt)) scale, 0 above the diagonal.
+__global__ void attention_dpre_kernel(float *dpre, const float *att, const float *dot, int rows, int T, float scale) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)rows * T) return;
+    size_t r = idx / T;
+    int t2 = (int)(idx % T), t = (int)(r % T);
+    dpre[idx] = t2 <= t ? att[idx] * (dpre[idx] - dot[r]) * scale : 0.0f;
 }
 
 __global__ void gelu_forward_kernel(float *out, const float *x, size_t n) {
@@ -266,11 +382,49 @@ __global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
     if (i < n) out[i] = a[i] + b[i];
 }
 
-// One thread per row.
-__global__ void crossentropy_forward_kernel(float *probs, float *losses, const float *logits, const int32_t *targets, int BT, int V, int Vp) {
+// The cross-entropy of trk_crossentropy_row, in the steps of the softmax:
+// one thread per row, the max of the logits in order.
+__global__ void crossentropy_max_kernel(float *mx, const float *logits, int BT, int V, int Vp) {
     size_t r = trg_thread();
     if (r >= (size_t)BT) return;
-    losses[r] = trk_crossentropy_row(probs + r * Vp, logits + r * Vp, targets[r], V, Vp);
+    const float *l = logits + r * Vp;
+    float m = -3.4e38f;
+#pragma unroll 8
+    for (int i = 0; i < V; i++) m = trk_max(m, l[i]);
+    mx[r] = m;
+}
+
+// One thread per (row, lane j): exp(l - max) of i = j, j+32, ... < V, and their sum in order.
+__global__ void crossentropy_exp_kernel(float *probs, float *lanes, const float *logits, const float *mx, int BT, int V, int Vp) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)BT * TRK_LANES) return;
+    size_t r = idx / TRK_LANES;
+    int j = (int)(idx % TRK_LANES);
+    const float *l = logits + r * Vp;
+    float *p = probs + r * Vp, m = mx[r], sum = 0.0f;
+    for (int i = j; i < V; i += TRK_LANES) {
+        p[i] = tr_expf(l[i] - m);
+        sum = sum + p[i];
+    }
+    lanes[idx] = sum;
+}
+
+// One thread per row: the loss, and 1 / the sum for the probabilities.
+__global__ void crossentropy_loss_kernel(float *losses, float *inv, float *lanes, const float *logits, const float *mx,
+                                         const int32_t *targets, int BT, int Vp) {
+    size_t r = trg_thread();
+    if (r >= (size_t)BT) return;
+    float sum = trk_tree32(lanes + r * TRK_LANES);
+    inv[r] = 1.0f / sum;
+    losses[r] = tr_logf(sum) - (logits[r * Vp + targets[r]] - mx[r]);
+}
+
+// One thread per element: the probabilities, 0 in the padding.
+__global__ void crossentropy_norm_kernel(float *probs, const float *inv, int BT, int V, int Vp) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)BT * Vp) return;
+    int i = (int)(idx % Vp);
+    probs[idx] = i < V ? probs[idx] * inv[idx / Vp] : 0.0f;
 }
 
 __global__ void crossentropy_backward_kernel(float *dlogits, const float *probs, const int32_t *targets, float dloss, int BT, int V, int Vp) {
@@ -286,9 +440,14 @@ __global__ void crossentropy_backward_kernel(float *dlogits, const float *probs,
 #define THREADS 256
 static unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
 
+static void gemm_batched(const tr_gemm_args &g, const trg_batch &bt, int count) {
+    dim3 grid((g.N + GT_N - 1) / GT_N, (g.M + GT_M - 1) / GT_M, count);
+    TRG_LAUNCH_SYNC(gemm_kernel, grid, GT_THREADS, g, bt);
+}
+
 static void gemm(const tr_gemm_args &g) {
-    dim3 grid((g.N + GB * TRK_GT - 1) / (GB * TRK_GT), (g.M + GB * TRK_GT - 1) / (GB * TRK_GT)), block(GB, GB);
-    TRG_LAUNCH(gemm_kernel, grid, block, g);
+    trg_batch one = {1, 1, 0, 0, 0, 0, 0, 0, TRG_FULL};
+    gemm_batched(g, one, 1);
 }
 
 // out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC)
@@ -327,6 +486,72 @@ static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const fl
     TRG_LAUNCH(rmsnorm_backward_dw_kernel, blocks_for(C), THREADS, dw, dout, inp, rstd, N, C);
 }
 
+// Scratch for the row-wise steps: two floats and 32 lanes per row of
+// attention (B*NH*T rows) or of logits (B*T).
+typedef struct {
+    float *max, *val, *lanes;
+} trg_rows;
+
+// Attention of B sequences (qkv rows of QKVD = C + 2 KV hs floats): att
+// (B, NH, T, T) the probabilities, out (B*T, C).
+static void attention_forward(float *out, float *att, trg_rows sc, const float *qkv, int B, int T, int C, int NH, int KV) {
+    int hs = C / NH, rows = B * NH * T;
+    size_t stride = (size_t)C + 2 * (size_t)KV * hs, seq = (size_t)T * stride, tt = (size_t)T * T;
+    float scale = 1.0f / trk_sqrt((float)hs);
+    // scores(t, t2) = q(t) . k(t2)
+    tr_gemm_args qk = {T, T, hs, qkv, (int)stride, qkv + C, (int)stride, att, T, NULL, 0, 0, 0};
+    trg_batch qb = {NH, NH / KV, seq, (size_t)hs, seq, (size_t)hs, NH * tt, tt, TRG_N_UPTO_M};
+    gemm_batched(qk, qb, B * NH);
+    TRG_LAUNCH(softmax_max_kernel, blocks_for(rows), THREADS, sc.max, att, rows, T, scale);
+    TRG_LAUNCH(softmax_exp_kernel, blocks_for((size_t)rows * TRK_LANES), THREADS, att, sc.lanes, sc.max, rows, T, scale);
+    TRG_LAUNCH(softmax_inv_kernel, blocks_for(rows), THREADS, sc.val, sc.lanes, rows);
+    TRG_LAUNCH(softmax_norm_kernel, blocks_for((size_t)rows * T), THREADS, att, sc.val, rows, T);
+    // out(t) = sum over t2 <= t of a(t, t2) v(t2)
+    tr_gemm_args ov = {T, hs, T, att, T, qkv + C + (size_t)KV * hs, (int)stride, out, C, NULL, 0, 0, 1};
+    trg_batch ob = {NH, NH / KV, NH * tt, tt, seq, (size_t)hs, (size_t)T * C, (size_t)hs, TRG_K_UPTO_M};
+    gemm_batched(ov, ob, B * NH);
+}
+
+// Its gradient into dqkv from dout (B*T, C): dq of each query head, and dk
+// and dv of each key head chained over the heads of its group in order.
+// dpre (B, NH, T, T): scratch.
+static void attention_backward(float *dqkv, float *dpre, trg_rows sc, const float *dout, const float *att, const float *qkv,
+                               int B, int T, int C, int NH, int KV) {
+    int hs = C / NH, rows = B * NH * T, group = NH / KV;
+    size_t stride = (size_t)C + 2 * (size_t)KV * hs, seq = (size_t)T * stride, tt = (size_t)T * T;
+    float scale = 1.0f / trk_sqrt((float)hs);
+    const float *k = qkv + C, *v = qkv + C + (size_t)KV * hs;
+    // datt(t, t2) = dy(t) . v(t2), then dpre
+    tr_gemm_args da = {T, T, hs, dout, C, v, (int)stride, dpre, T, NULL, 0, 0, 0};
+    trg_batch db = {NH, group, (size_t)T * C, (size_t)hs, seq, (size_t)hs, NH * tt, tt, TRG_N_UPTO_M};
+    gemm_batched(da, db, B * NH);
+    TRG_LAUNCH(attention_dot_lanes_kernel, blocks_for((size_t)rows * TRK_LANES), THREADS, sc.lanes, att, dpre, rows, T);
+    TRG_LAUNCH(attention_dot_kernel, blocks_for(rows), THREADS, sc.val, sc.lanes, rows);
+    TRG_LAUNCH(attention_dpre_kernel, blocks_for((size_t)rows * T), THREADS, dpre, att, sc.val, rows, T, scale);
+    // dq(t) = sum over t2 <= t of dpre(t, t2) k(t2)
+    tr_gemm_args dq = {T, hs, T, dpre, T, k, (int)stride, dqkv, (int)stride, NULL, 0, 0, 1};
+    trg_batch qb = {NH, group, NH * tt, tt, seq, (size_t)hs, seq, (size_t)hs, TRG_K_UPTO_M};
+    gemm_batched(dq, qb, B * NH);
+    // dk(t2) = sum over heads, then t >= t2, of dpre(t, t2) q(t); dv likewise with a and dy
+    for (int j = 0; j < group; j++) {
+        tr_gemm_args dk = {T, hs, T, dpre + (size_t)j * tt, T, qkv + (size_t)j * hs, (int)stride, dqkv + C, (int)stride, NULL, j > 0, 1, 1};
+        tr_gemm_args dv = {T, hs, T, att + (size_t)j * tt, T, dout + (size_t)j * hs, C, dqkv + C + (size_t)KV * hs, (int)stride, NULL, j > 0, 1, 1};
+        trg_batch kb = {KV, 1, NH * tt, group * tt, seq, (size_t)group * hs, seq, (size_t)hs, TRG_K_FROM_M};
+        trg_batch vb = {KV, 1, NH * tt, group * tt, (size_t)T * C, (size_t)group * hs, seq, (size_t)hs, TRG_K_FROM_M};
+        gemm_batched(dk, kb, B * KV);
+        gemm_batched(dv, vb, B * KV);
+    }
+}
+
+// probs (BT, Vp) and losses (BT) of logits (BT, Vp) (trk_crossentropy_row).
+static void crossentropy_forward(float *probs, float *losses, trg_rows sc, const float *logits, const int32_t *targets,
+                                 int BT, int V, int Vp) {
+    TRG_LAUNCH(crossentropy_max_kernel, blocks_for(BT), THREADS, sc.max, logits, BT, V, Vp);
+    TRG_LAUNCH(crossentropy_exp_kernel, blocks_for((size_t)BT * TRK_LANES), THREADS, probs, sc.lanes, logits, sc.max, BT, V, Vp);
+    TRG_LAUNCH(crossentropy_loss_kernel, blocks_for(BT), THREADS, losses, sc.val, sc.lanes, logits, sc.max, targets, BT, Vp);
+    TRG_LAUNCH(crossentropy_norm_kernel, blocks_for((size_t)BT * Vp), THREADS, probs, sc.val, BT, V, Vp);
+}
+
 struct trg_model {
     tr_config cfg;
     size_t num_params;
@@ -335,6 +560,9 @@ struct trg_model {
     float *dwte_emb;        // (Vp*C) the embedding's share of wte's gradient (model.c)
     float *acts, *dacts;    // device, the architecture's activation layouts (../layout.h)
     float *dpre;            // (B, NH, T, T) attention backward
+    trg_rows rows;          // (B*NH*T) rows of scratch
+    const void *pinned[4];  // host buffers page-locked by trg_pin
+    int pinned_ok[4];
     float *rope_cos, *rope_sin; // llama: (T, hs/2) device
     int32_t *tokens, *targets; // (B*T) device
     float *h_losses;        // (B*T) host
@@ -359,7 +587,7 @@ static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
         float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C, *res3 = a->residual3 + l * BT * C;
         layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual, p->ln1w + l * C, p->ln1b + l * C, (int)BT, C);
         linear_forward(qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
-        TRG_LAUNCH(attention_forward_kernel, blocks_for(BT * NH), THREADS, atty, att, qkv, B, T, C, NH, NH);
+        attention_forward(atty, att, g->rows, qkv, B, T, C, NH, NH);
         linear_forward(res3, C, atty, C, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
         layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2, p->ln2w + l * C, p->ln2b + l * C, (int)BT, C);
@@ -370,7 +598,7 @@ static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
     }
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BT * C, p->lnfw, p->lnfb, (int)BT, C);
     linear_forward(a->logits, Vp, a->lnf, C, p->wte, NULL, (int)BT, C, Vp);
-    TRG_LAUNCH(crossentropy_forward_kernel, blocks_for(BT), THREADS, a->probs, a->losses, a->logits, g->targets, (int)BT, V, Vp);
+    crossentropy_forward(a->probs, a->losses, g->rows, a->logits, g->targets, (int)BT, V, Vp);
     return a->losses;
 }
 
@@ -400,8 +628,7 @@ static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, 
                            a->ln2_mean + l * BT, a->ln2_rstd + l * BT, (int)BT, C);
         linear_backward(d->datty, 0, gr->attprojw + (size_t)l * C * C, gr->attprojb + l * C, d->dres, C, atty, C,
                         p->attprojw + (size_t)l * C * C, (int)BT, C, C);
-        TRG_LAUNCH(attention_back_row_kernel, blocks_for(BT * NH), THREADS, g->dpre, d->dqkv, att, d->datty, qkv, B, T, C, NH, NH);
-        TRG_LAUNCH(attention_dkv_kernel, blocks_for(BT * 2 * C), THREADS, d->dqkv, g->dpre, att, d->datty, qkv, B, T, C, NH, NH);
+        attention_backward(d->dqkv, g->dpre, g->rows, d->datty, att, qkv, B, T, C, NH, NH);
         linear_backward(d->dln, 0, gr->qkvw + (size_t)l * 3 * C * C, gr->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
                         p->qkvw + (size_t)l * 3 * C * C, (int)BT, C, 3 * C);
         layernorm_backward(d->dres, gr->ln1w + l * C, gr->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
@@ -429,7 +656,7 @@ static const float *llama_forward(trg_model *g, float *w, int B, int T) {
         linear_forward(qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
         linear_forward(qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, qkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 0);
-        TRG_LAUNCH(attention_forward_kernel, blocks_for(BT * NH), THREADS, atty, att, qkv, B, T, C, NH, KV);
+        attention_forward(atty, att, g->rows, qkv, B, T, C, NH, KV);
         linear_forward(res3, C, atty, C, p.wo + (size_t)l * C * C, NULL, (int)BT, C, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
         rmsnorm_forward(rms2, a.rms2_rstd + l * BT, res2, p.rms2w + l * C, (int)BT, C);
@@ -441,7 +668,7 @@ static const float *llama_forward(trg_model *g, float *w, int B, int T) {
     }
     rmsnorm_forward(a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * BT * C, p.rmsfw, (int)BT, C);
     linear_forward(a.logits, Vp, a.rmsf, C, p.lmhead, NULL, (int)BT, C, Vp);
-    TRG_LAUNCH(crossentropy_forward_kernel, blocks_for(BT), THREADS, a.probs, a.losses, a.logits, g->targets, (int)BT, V, Vp);
+    crossentropy_forward(a.probs, a.losses, g->rows, a.logits, g->targets, (int)BT, V, Vp);
     return a.losses;
 }
 
@@ -470,8 +697,7 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
         linear_backward(d.dln, 1, gr.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, (int)BT, C, H);
         rmsnorm_backward(d.dres, gr.rms2w + l * C, d.dln, res2, p.rms2w + l * C, a.rms2_rstd + l * BT, (int)BT, C);
         linear_backward(d.datty, 0, gr.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, (int)BT, C, C);
-        TRG_LAUNCH(attention_back_row_kernel, blocks_for(BT * NH), THREADS, g->dpre, d.dqkv, att, d.datty, qkv, B, T, C, NH, KV);
-        TRG_LAUNCH(attention_dkv_kernel, blocks_for(BT * 2 * KVD), THREADS, d.dqkv, g->dpre, att, d.datty, qkv, B, T, C, NH, KV);
+        attention_backward(d.dqkv, g->dpre, g->rows, d.datty, att, qkv, B, T, C, NH, KV);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, d.dqkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 1);
         linear_backward(d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, C, C);
         linear_backward(d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, C, KVD);
@@ -503,8 +729,10 @@ extern "C" const char *trg_last_error(const trg_model *g) { return g ? cudaGetEr
 extern "C" void trg_destroy(trg_model *g) {
     if (!g) return;
     trg_prof_print();
+    for (int i = 0; i < 4; i++)
+        if (g->pinned_ok[i]) cudaHostUnregister((void *)g->pinned[i]);
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
-    cudaFree(g->dpre); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
+    cudaFree(g->dpre); cudaFree(g->rows.max); cudaFree(g->rows.val); cudaFree(g->rows.lanes); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
     cudaFreeHost(g->h_losses);
     free(g);
 }
@@ -533,6 +761,9 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     GALLOC(g->acts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 0));
     GALLOC(g->dacts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 1));
     GALLOC(g->dpre, sizeof(float) * B * NH * T * T);
+    GALLOC(g->rows.max, sizeof(float) * B * NH * T);
+    GALLOC(g->rows.val, sizeof(float) * B * NH * T);
+    GALLOC(g->rows.lanes, sizeof(float) * B * NH * T * TRK_LANES);
     GALLOC(g->tokens, sizeof(int32_t) * BT);
     GALLOC(g->targets, sizeof(int32_t) * BT);
     if ((g->err = cudaMallocHost((void **)&g->h_losses, sizeof(float) * BT)) != cudaSuccess) goto fail;
@@ -557,12 +788,30 @@ fail:
     return rc;
 }
 
+// Page-locks a host buffer on its first copy, so that copies run at the
+// bus's speed rather than through a staging buffer (the trainer's weights,
+// lookahead and gradients, which live until trg_destroy). A buffer that
+// cannot be locked is remembered and copied as before.
+static void trg_pin(trg_model *g, const void *p, size_t bytes) {
+    for (int i = 0; i < 4; i++) {
+        if (g->pinned[i] == p) return;
+        if (!g->pinned[i]) {
+            g->pinned[i] = p;
+            g->pinned_ok[i] = cudaHostRegister((void *)p, bytes, cudaHostRegisterDefault) == cudaSuccess;
+            if (!g->pinned_ok[i]) cudaGetLastError(); // not sticky: clear it
+            return;
+        }
+    }
+}
+
 // Runs the micro-batches; grads (host) receives the gradients when not NULL.
 static int trg_run(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
                    int n, int t, float *grads, float *loss) {
     if (!g || !weights || !tokens || !targets || !loss || nparams != g->num_params || n < 1 || t < 1 || t > g->cfg.seq_len)
         return TR_EINVAL;
     size_t wte_n = (size_t)g->cfg.padded_vocab * g->cfg.channels; // wte is tensor 0 in both layouts
+    trg_pin(g, weights, sizeof(float) * nparams);
+    if (grads) trg_pin(g, grads, sizeof(float) * nparams);
     CK(TRG_TIMED_COPY("copy weights to device", g->params, weights, sizeof(float) * nparams, cudaMemcpyHostToDevice));
     if (grads) {
         CK(cudaMemset(g->grads, 0, sizeof(float) * nparams));

@@ -27,6 +27,8 @@ const char *trg_last_error(const trg_model *g);
 // Uploads the weights (nparams floats, flat layout of trainer.h), runs
 // forward+backward over n sequences of length t in micro-batches, writes the
 // gradients of the mean loss to grads (nparams floats) and the mean loss.
+// weights and grads are page-locked on first use, so they must stay
+// allocated until trg_destroy.
 int trg_step(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
              int n, int t, float *grads, float *loss);
 // Forward only.

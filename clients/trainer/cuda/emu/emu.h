@@ -1,18 +1,27 @@
 // emu.h: host stand-ins for the part of the CUDA runtime that model.cu uses,
 // so that model.cu compiles as plain C++ and each launch runs its kernel
-// thread by thread on the CPU. model.cu's kernels are independent per thread
-// (see its header), so the order in which the threads run does not matter,
-// and every thread computes exactly what it computes on a GPU.
+// thread by thread on the CPU. A thread of model.cu writes only outputs of
+// its own and reads only what its launch does not write, or what its block
+// wrote before a __syncthreads (see its header), so every thread computes
+// exactly what it computes on a GPU, whatever order the threads run in.
 #ifndef TRG_EMU_H
 #define TRG_EMU_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
+
+#include <functional>
 
 #define __global__ static // internal: a binary may also link the real library
 #define __device__
 #define __host__
+#define __shared__ static // blocks run one after another, so one copy serves them all
+#define __restrict__
+#define __launch_bounds__(...)
+#define __forceinline__ inline
 
 struct dim3 {
     unsigned x, y, z;
@@ -35,6 +44,69 @@ static dim3 blockIdx, threadIdx, blockDim, gridDim;
                                 kernel(__VA_ARGS__);                                          \
     } while (0)
 
+// A launch whose kernel calls __syncthreads runs each thread of a block as a
+// fiber: a thread runs until its next barrier, and the block moves past the
+// barrier once every thread has reached it.
+struct trg_fiber {
+    ucontext_t ctx;
+    dim3 tid;
+    int done;
+};
+enum { TRG_FIBER_STACK = 64 << 10, TRG_MAX_THREADS = 1024 };
+static trg_fiber trg_fibers[TRG_MAX_THREADS];
+static char *trg_stacks;
+static ucontext_t trg_scheduler;
+static int trg_current;
+static const std::function<void()> *trg_body;
+
+static void trg_fiber_main(void) {
+    (*trg_body)();
+    trg_fibers[trg_current].done = 1; // then uc_link returns to the scheduler
+}
+
+static void __syncthreads(void) { swapcontext(&trg_fibers[trg_current].ctx, &trg_scheduler); }
+
+static void trg_run_block(const std::function<void()> &body) {
+    unsigned n = blockDim.x * blockDim.y * blockDim.z;
+    if (n > TRG_MAX_THREADS) abort();
+    if (!trg_stacks && !(trg_stacks = (char *)malloc((size_t)TRG_MAX_THREADS * TRG_FIBER_STACK))) abort();
+    trg_body = &body;
+    for (unsigned i = 0; i < n; i++) {
+        trg_fiber *f = &trg_fibers[i];
+        f->tid = dim3(i % blockDim.x, i / blockDim.x % blockDim.y, i / (blockDim.x * blockDim.y));
+        f->done = 0;
+        getcontext(&f->ctx);
+        f->ctx.uc_stack.ss_sp = trg_stacks + (size_t)i * TRG_FIBER_STACK;
+        f->ctx.uc_stack.ss_size = TRG_FIBER_STACK;
+        f->ctx.uc_link = &trg_scheduler;
+        makecontext(&f->ctx, trg_fiber_main, 0);
+    }
+    for (;;) { // one pass: every thread runs to its next barrier or its end
+        unsigned finished = 0;
+        for (unsigned i = 0; i < n; i++) {
+            trg_current = (int)i;
+            threadIdx = trg_fibers[i].tid;
+            swapcontext(&trg_scheduler, &trg_fibers[i].ctx);
+            finished += trg_fibers[i].done;
+        }
+        if (finished == n) return;
+        if (finished) { // a GPU would hang or misbehave here
+            fprintf(stderr, "emu: %u of %u threads ended while the others wait at __syncthreads\n", finished, n);
+            abort();
+        }
+    }
+}
+
+#define TRG_LAUNCH_SYNC(kernel, grid, block, ...)                                         \
+    do {                                                                                  \
+        gridDim = dim3(grid);                                                             \
+        blockDim = dim3(block);                                                           \
+        const std::function<void()> body_ = [&]() { kernel(__VA_ARGS__); };              \
+        for (blockIdx.z = 0; blockIdx.z < gridDim.z; blockIdx.z++)                        \
+            for (blockIdx.y = 0; blockIdx.y < gridDim.y; blockIdx.y++)                    \
+                for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) trg_run_block(body_); \
+    } while (0)
+
 typedef int cudaError_t;
 enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost };
@@ -46,6 +118,9 @@ static cudaError_t cudaMalloc(void **p, size_t n) { return (*p = malloc(n)) ? cu
 static cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
 static cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
 static cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+enum { cudaHostRegisterDefault = 0 };
+static cudaError_t cudaHostRegister(void *, size_t, unsigned) { return cudaSuccess; }
+static cudaError_t cudaHostUnregister(void *) { return cudaSuccess; }
 static cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind) { memcpy(dst, src, n); return cudaSuccess; }
 static cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
 static cudaError_t cudaMemsetAsync(void *p, int v, size_t n) { return cudaMemset(p, v, n); }

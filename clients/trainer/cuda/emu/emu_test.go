@@ -26,10 +26,15 @@ func TestGPUKernelsMatchCPU(t *testing.T) {
 	odd := trainer.Config{Name: "odd", Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 40, Heads: 5, SeqLen: 24, MicroBatch: 2}
 	oddLlama := trainer.Config{Name: "odd-llama", Arch: trainer.ArchLlama, Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 48,
 		Heads: 6, KVHeads: 2, Hidden: 72, Untied: true, RopeTheta: 500, SeqLen: 24, MicroBatch: 2}
+	// Sequences longer than two of the GEMM's 128-row tiles: causal blocks
+	// skipped, and chains that start or end inside a tile.
+	long := trainer.Config{Name: "long", Vocab: 61, PaddedVocab: 64, Layers: 1, Channels: 40, Heads: 5, SeqLen: 300, MicroBatch: 1}
+	longLlama := oddLlama
+	longLlama.Name, longLlama.Layers, longLlama.SeqLen, longLlama.MicroBatch = "long-llama", 1, 300, 1
 	for _, c := range []struct {
 		cfg    trainer.Config
 		n, seq int
-	}{{named("light"), 3, 48}, {odd, 5, 19}, {named("llama-light"), 3, 48}, {oddLlama, 5, 19}} {
+	}{{named("light"), 3, 48}, {odd, 5, 19}, {named("llama-light"), 3, 48}, {oddLlama, 5, 19}, {long, 2, 291}, {longLlama, 2, 291}} {
 		t.Run(c.cfg.Name, func(t *testing.T) {
 			compareStep(t, c.cfg, c.n, c.seq)
 		})
