@@ -216,7 +216,14 @@ func mean(v []float64) float64 {
 }
 
 // runTraining runs one cluster: n clients with shape s until Finished.
-func runTraining(ctx context.Context, opt clusterOptions, n int, s Shape, timeout time.Duration, w io.Writer) (res trainingResult) {
+func runTraining(ctx context.Context, opt clusterOptions, n int, s Shape, timeout time.Duration, w io.Writer) trainingResult {
+	return runTrainingWith(ctx, opt, n, s, timeout, w, nil)
+}
+
+// runTrainingWith is runTraining with a hook called once the clients are
+// started; the function it returns is called when the run is over.
+func runTrainingWith(ctx context.Context, opt clusterOptions, n int, s Shape, timeout time.Duration, w io.Writer,
+	started func(*Cluster, []*Client) func()) (res trainingResult) {
 	res = trainingResult{Label: opt.Name, Config: opt.Config, Net: opt.Net, Shape: s}
 	start := time.Now()
 	c, err := newCluster(ctx, opt, w)
@@ -244,6 +251,10 @@ func runTraining(ctx context.Context, opt clusterOptions, n int, s Shape, timeou
 		}
 	}
 	c.say("%d clients (%s, %s) started", n, opt.Net, s)
+	if started != nil {
+		done := started(c, cls)
+		defer done()
+	}
 	res.Err = waitFinished(ctx, c, cls, timeout, w)
 	collect(context.WithoutCancel(ctx), c, cls, &res)
 	return res
