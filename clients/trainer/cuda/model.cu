@@ -138,25 +138,43 @@ __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout, c
     trk_layernorm_back_row(dinp + r * C, dout + r * C, inp + r * C, w, mean[r], rstd[r], C);
 }
 
-// dw(C), db(C): one thread per channel, chains over the rows in order.
-__global__ void layernorm_backward_dw_kernel(float *dw, float *db, const float *dout, const float *inp,
-                                             const float *mean, const float *rstd, int N, int C) {
-    size_t i = trg_thread();
-    if (i >= (size_t)C) return;
-    float sw = dw[i], sb = db[i];
-#pragma unroll 8 // the loads run ahead of the chains
-    for (int r = 0; r < N; r++) trk_layernorm_dw_step(&sw, &sb, inp[(size_t)r * C + i], mean[r], rstd[r], dout[(size_t)r * C + i]);
-    dw[i] = sw;
-    db[i] = sb;
+// Column chains over the rows (bias, norm weight and embedding gradients):
+// one thread per column runs its chain in row order, through chunks of rows
+// that the whole block first copies to shared memory, so that many loads
+// are in flight while a chain waits on its previous add.
+#define CH_ROWS 64
+#define CH_COLS 32
+#define CH_THREADS 256
+
+// Rows [r0, r0+n) of columns [c0, c0+CH_COLS) of x (row stride ld) into s.
+__device__ static void chain_stage(float s[CH_ROWS][CH_COLS], const float *x, size_t ld, int r0, int n, int c0, int C) {
+    for (int e = threadIdx.x; e < CH_ROWS * CH_COLS; e += CH_THREADS) {
+        int r = e / CH_COLS, c = e % CH_COLS;
+        if (r < n && c0 + c < C) s[r][c] = x[(size_t)(r0 + r) * ld + c0 + c];
+    }
 }
 
-// GEMM: a 128x128 block of the output per 256 threads, each thread 8x8 of
-// it; A and B pass through shared memory 8 values of k at a time. Every
-// output element is still one chain over k in order from its base
-// (trk_gemm_element), whatever the tiling. Batched: blockIdx.z picks the
-// matrices. Attention's products are causal: a row m takes only k <= m
-// (TRG_K_UPTO_M) or k >= m (TRG_K_FROM_M), and its scores need only n <= m
-// (TRG_N_UPTO_M: blocks wholly above the diagonal are skipped).
+// dw(C), db(C): LayerNorm's weight and bias gradient chains.
+__global__ void layernorm_backward_dw_kernel(float *dw, float *db, const float *dout, const float *inp,
+                                             const float *mean, const float *rstd, int N, int C) {
+    __shared__ float sx[CH_ROWS][CH_COLS], sd[CH_ROWS][CH_COLS], smu[CH_ROWS], srs[CH_ROWS];
+    int c0 = blockIdx.x * CH_COLS, i = c0 + threadIdx.x;
+    bool mine = threadIdx.x < CH_COLS && i < C;
+    float sw = mine ? dw[i] : 0.0f, sb = mine ? db[i] : 0.0f;
+    for (int r0 = 0; r0 < N; r0 += CH_ROWS) {
+        int n = N - r0 < CH_ROWS ? N - r0 : CH_ROWS;
+        chain_stage(sx, inp, C, r0, n, c0, C);
+        chain_stage(sd, dout, C, r0, n, c0, C);
+        if (threadIdx.x < n) smu[threadIdx.x] = mean[r0 + threadIdx.x], srs[threadIdx.x] = rstd[r0 + threadIdx.x];
+        __syncthreads();
+        if (mine)
+            for (int r = 0; r < n; r++) trk_layernorm_dw_step(&sw, &sb, sx[r][threadIdx.x], smu[r], srs[r], sd[r][threadIdx.x]);
+        __syncthreads();
+    }
+    if (mine) dw[i] = sw, db[i] = sb;
+}
+
+// The GEMM's batch and causal ranges (gemm_kernel).
 enum { TRG_FULL, TRG_K_UPTO_M, TRG_K_FROM_M, TRG_N_UPTO_M };
 typedef struct {
     int inner;                  // z = outer * inner + j
@@ -169,17 +187,21 @@ typedef struct {
 
 #define GT_M 128
 #define GT_N 128
-#define GT_K 8
+#define GT_K 16
 #define GT_R 8 // rows and columns per thread
 #define GT_THREADS 256
+#define GT_LOADS (GT_K * GT_M / GT_THREADS) // elements of each tile a thread loads
 
-// One k of a thread's 8x8 outputs, for the rows in rowmask.
+// One k of a thread's 8x8 outputs, for the rows in rowmask; a and b are the
+// thread's 8 values of the A and B tiles (16-byte aligned).
 __device__ static __forceinline__ void gemm_step(float acc[GT_R][GT_R], const float *a, const float *b, int rowmask) {
     float av[GT_R], bv[GT_R];
-#pragma unroll
-    for (int r = 0; r < GT_R; r++) av[r] = a[r];
-#pragma unroll
-    for (int c = 0; c < GT_R; c++) bv[c] = b[c];
+#ifdef __CUDA_ARCH__
+    *(float4 *)av = *(const float4 *)a, *(float4 *)(av + 4) = *(const float4 *)(a + 4);
+    *(float4 *)bv = *(const float4 *)b, *(float4 *)(bv + 4) = *(const float4 *)(b + 4);
+#else
+    for (int r = 0; r < GT_R; r++) av[r] = a[r], bv[r] = b[r];
+#endif
 #pragma unroll
     for (int r = 0; r < GT_R; r++)
         if (rowmask >> r & 1)
@@ -187,8 +209,39 @@ __device__ static __forceinline__ void gemm_step(float acc[GT_R][GT_R], const fl
             for (int c = 0; c < GT_R; c++) acc[r][c] = trk_fma(av[r], bv[c], acc[r][c]);
 }
 
+// Element l of the thread's share of a tile: along k for row-major operands,
+// along m (or n) for transposed ones, so that neighbouring threads read
+// neighbouring addresses.
+__device__ static __forceinline__ void gemm_slot(int e, int transposed, int *kk, int *i) {
+    *kk = transposed ? e / GT_M : e % GT_K;
+    *i = transposed ? e % GT_M : e / GT_K;
+}
+
+// The thread's share of the A and B tiles at k0, into registers (0 outside).
+__device__ static __forceinline__ void gemm_load(const tr_gemm_args &g, int m0, int n0, int k0, int kend, float ra[GT_LOADS],
+                                                 float rb[GT_LOADS]) {
+#pragma unroll
+    for (int l = 0; l < GT_LOADS; l++) {
+        int kk, i, e = threadIdx.x + l * GT_THREADS;
+        gemm_slot(e, g.ta, &kk, &i);
+        ra[l] = m0 + i < g.M && k0 + kk < kend ? trk_gemm_a(&g, m0 + i, k0 + kk) : 0.0f;
+        gemm_slot(e, g.tb, &kk, &i);
+        rb[l] = n0 + i < g.N && k0 + kk < kend ? trk_gemm_b(&g, n0 + i, k0 + kk) : 0.0f;
+    }
+}
+
+// GEMM: a 128x128 block of the output per 256 threads, each thread 8x8 of
+// it; A and B pass through shared memory 16 values of k at a time, the next
+// tile loading into registers while the current one is used. Every output
+// element is still one chain over k in order from its base
+// (trk_gemm_element), whatever the tiling. Batched: blockIdx.z picks the
+// matrices. Attention's products are causal: a row m takes only k <= m
+// (TRG_K_UPTO_M) or k >= m (TRG_K_FROM_M), and its scores need only n <= m
+// (TRG_N_UPTO_M: blocks wholly above the diagonal are skipped).
 __global__ void __launch_bounds__(GT_THREADS) gemm_kernel(tr_gemm_args g, trg_batch bt) {
-    __shared__ float As[GT_K][GT_M + 4], Bs[GT_K][GT_N + 4]; // k-major; padded against bank conflicts
+    // k-major, padded against bank conflicts (rows stay 16-byte aligned)
+    __shared__ __align__(16) float As[GT_K][GT_M + 4];
+    __shared__ __align__(16) float Bs[GT_K][GT_N + 4];
     int z = blockIdx.z, zo = z / bt.inner, zi = z % bt.inner;
     g.a += zo * bt.a_outer + zi * bt.a_inner;
     g.b += zo * bt.b_outer + (zi / bt.group) * bt.b_inner;
@@ -207,14 +260,19 @@ __global__ void __launch_bounds__(GT_THREADS) gemm_kernel(tr_gemm_args g, trg_ba
     }
     int kbeg = bt.causal == TRG_K_FROM_M ? (m0 < g.K ? m0 : g.K) : 0;
     int kend = bt.causal == TRG_K_UPTO_M && m0 + GT_M < g.K ? m0 + GT_M : g.K;
+    float ra[GT_LOADS], rb[GT_LOADS];
+    if (kbeg < kend) gemm_load(g, m0, n0, kbeg, kend, ra, rb);
     for (int k0 = kbeg; k0 < kend; k0 += GT_K) {
-        for (int e = tid; e < GT_K * GT_M; e += GT_THREADS) { // A and B tiles, read along memory
-            int kk = g.ta ? e / GT_M : e % GT_K, i = g.ta ? e % GT_M : e / GT_K;
-            As[kk][i] = m0 + i < g.M && k0 + kk < kend ? trk_gemm_a(&g, m0 + i, k0 + kk) : 0.0f;
-            kk = g.tb ? e / GT_N : e % GT_K, i = g.tb ? e % GT_N : e / GT_K;
-            Bs[kk][i] = n0 + i < g.N && k0 + kk < kend ? trk_gemm_b(&g, n0 + i, k0 + kk) : 0.0f;
+#pragma unroll
+        for (int l = 0; l < GT_LOADS; l++) {
+            int kk, i, e = tid + l * GT_THREADS;
+            gemm_slot(e, g.ta, &kk, &i);
+            As[kk][i] = ra[l];
+            gemm_slot(e, g.tb, &kk, &i);
+            Bs[kk][i] = rb[l];
         }
         __syncthreads();
+        if (k0 + GT_K < kend) gemm_load(g, m0, n0, k0 + GT_K, kend, ra, rb);
         int kn = kend - k0 < GT_K ? kend - k0 : GT_K;
         // Whether every k of the tile is in every row's range: off the
         // diagonal of a causal product, all but the last tile otherwise.
@@ -238,14 +296,21 @@ __global__ void __launch_bounds__(GT_THREADS) gemm_kernel(tr_gemm_args g, trg_ba
             if (mr[r] < g.M && n0 + tn + c < g.N) g.out[(size_t)mr[r] * g.ldo + n0 + tn + c] = acc[r][c];
 }
 
-// dbias(OC) += column sums of dout(BT, row stride ld): one thread per column, rows in order.
+// dbias(OC) += column sums of dout(BT, row stride ld), rows in order.
 __global__ void bias_backward_kernel(float *dbias, const float *dout, int ld, int BT, int OC) {
-    size_t o = trg_thread();
-    if (o >= (size_t)OC) return;
-    float s = dbias[o];
-#pragma unroll 8
-    for (int r = 0; r < BT; r++) s = s + dout[(size_t)r * ld + o];
-    dbias[o] = s;
+    __shared__ float sd[CH_ROWS][CH_COLS];
+    int c0 = blockIdx.x * CH_COLS, o = c0 + threadIdx.x;
+    bool mine = threadIdx.x < CH_COLS && o < OC;
+    float s = mine ? dbias[o] : 0.0f;
+    for (int r0 = 0; r0 < BT; r0 += CH_ROWS) {
+        int n = BT - r0 < CH_ROWS ? BT - r0 : CH_ROWS;
+        chain_stage(sd, dout, ld, r0, n, c0, OC);
+        __syncthreads();
+        if (mine)
+            for (int r = 0; r < n; r++) s = s + sd[r][threadIdx.x];
+        __syncthreads();
+    }
+    if (mine) dbias[o] = s;
 }
 
 __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
@@ -261,14 +326,23 @@ __global__ void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, con
     trk_rmsnorm_back_row(dinp + r * C, dout + r * C, inp + r * C, w, rstd[r], C);
 }
 
-// dw(C): one thread per channel, a chain over the rows in order.
+// dw(C): RMSNorm's weight gradient chains.
 __global__ void rmsnorm_backward_dw_kernel(float *dw, const float *dout, const float *inp, const float *rstd, int N, int C) {
-    size_t i = trg_thread();
-    if (i >= (size_t)C) return;
-    float sw = dw[i];
-#pragma unroll 8
-    for (int r = 0; r < N; r++) trk_rmsnorm_dw_step(&sw, inp[(size_t)r * C + i], rstd[r], dout[(size_t)r * C + i]);
-    dw[i] = sw;
+    __shared__ float sx[CH_ROWS][CH_COLS], sd[CH_ROWS][CH_COLS], srs[CH_ROWS];
+    int c0 = blockIdx.x * CH_COLS, i = c0 + threadIdx.x;
+    bool mine = threadIdx.x < CH_COLS && i < C;
+    float sw = mine ? dw[i] : 0.0f;
+    for (int r0 = 0; r0 < N; r0 += CH_ROWS) {
+        int n = N - r0 < CH_ROWS ? N - r0 : CH_ROWS;
+        chain_stage(sx, inp, C, r0, n, c0, C);
+        chain_stage(sd, dout, C, r0, n, c0, C);
+        if (threadIdx.x < n) srs[threadIdx.x] = rstd[r0 + threadIdx.x];
+        __syncthreads();
+        if (mine)
+            for (int r = 0; r < n; r++) trk_rmsnorm_dw_step(&sw, sx[r][threadIdx.x], srs[r], sd[r][threadIdx.x]);
+        __syncthreads();
+    }
+    if (mine) dw[i] = sw;
 }
 
 // One thread per (row, q or k head): rotates (back: un-rotates) it in place.
@@ -464,7 +538,7 @@ static void linear_backward(float *dinp, int accumulate, float *dw, float *dbias
     tr_gemm_args gw = {OC, IC, BT, dout, ldd, inp, ldi, dw, IC, NULL, 1, 1, 1};
     gemm(gi);
     gemm(gw);
-    if (dbias) TRG_LAUNCH(bias_backward_kernel, blocks_for(OC), THREADS, dbias, dout, ldd, BT, OC);
+    if (dbias) TRG_LAUNCH_SYNC(bias_backward_kernel, (OC + CH_COLS - 1) / CH_COLS, CH_THREADS, dbias, dout, ldd, BT, OC);
 }
 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C) {
@@ -474,7 +548,7 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
 static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                                const float *mean, const float *rstd, int N, int C) {
     TRG_LAUNCH(layernorm_backward_dinp_kernel, blocks_for(N), THREADS, dinp, dout, inp, w, mean, rstd, N, C);
-    TRG_LAUNCH(layernorm_backward_dw_kernel, blocks_for(C), THREADS, dw, db, dout, inp, mean, rstd, N, C);
+    TRG_LAUNCH_SYNC(layernorm_backward_dw_kernel, (C + CH_COLS - 1) / CH_COLS, CH_THREADS, dw, db, dout, inp, mean, rstd, N, C);
 }
 
 static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
@@ -483,7 +557,7 @@ static void rmsnorm_forward(float *out, float *rstd, const float *inp, const flo
 
 static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
     TRG_LAUNCH(rmsnorm_backward_dinp_kernel, blocks_for(N), THREADS, dinp, dout, inp, w, rstd, N, C);
-    TRG_LAUNCH(rmsnorm_backward_dw_kernel, blocks_for(C), THREADS, dw, dout, inp, rstd, N, C);
+    TRG_LAUNCH_SYNC(rmsnorm_backward_dw_kernel, (C + CH_COLS - 1) / CH_COLS, CH_THREADS, dw, dout, inp, rstd, N, C);
 }
 
 // Scratch for the row-wise steps: two floats and 32 lanes per row of

@@ -22,6 +22,7 @@
 #define __restrict__
 #define __launch_bounds__(...)
 #define __forceinline__ inline
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
     unsigned x, y, z;
