@@ -67,7 +67,8 @@ func cmdLatejoin(ctx context.Context, args []string) error {
 	line := min(float64(*peers)*rateOr(ps), rateOr(js))
 	fmt.Printf("\nscenario 2: a joiner (link %s) fetches a %s model from %d peers (links %s) with p2p.Node.FetchModel over %s; line rate %.0f Mbit/s (files: %s)\n",
 		js, fmtBytes(float64(*size)), *peers, ps, *transport, line, dir)
-	tb := newTable("variant", "download time", "line-rate time", "achieved", "of line rate", "interruption", "stalled after restore", "FetchModel calls", "chunk bytes fetched", "result")
+	tb := newTable("variant", "download time", "without the interruption", "line-rate time", "achieved", "of line rate", "interruption",
+		"stalled after restore", "FetchModel calls", "chunk bytes fetched", "CPU busy", "result")
 	for _, r := range rows {
 		ideal := float64(*size) * 8 / (line * 1e6)
 		res := "ok"
@@ -79,8 +80,10 @@ func cmdLatejoin(ctx context.Context, args []string) error {
 			inter = fmt.Sprintf("%s at %.0f%% of the chunks", r.Cut, r.CutFrac*100)
 			stall = fmtSec(r.Stall)
 		}
-		tb.Row(r.Variant, fmtSec(r.Seconds), fmtSec(ideal), fmt.Sprintf("%.0f Mbit/s", r.Mbit), fmt.Sprintf("%.0f%%", r.Mbit/line*100),
-			inter, stall, r.Attempts, fmtBytes(float64(r.Fetched)), res)
+		net := r.Seconds - r.Cut.Seconds()
+		mbit := float64(*size) * 8 / net / 1e6
+		tb.Row(r.Variant, fmtSec(r.Seconds), fmtSec(net), fmtSec(ideal), fmt.Sprintf("%.0f Mbit/s", mbit), fmt.Sprintf("%.0f%%", mbit/line*100),
+			inter, stall, r.Attempts, fmtBytes(float64(r.Fetched)), fmt.Sprintf("%.0f%%", r.Busy*100), res)
 	}
 	tb.Print(os.Stdout)
 	for _, r := range rows {
@@ -171,6 +174,7 @@ type latejoinResult struct {
 	Stall    float64 // seconds from the link's return (or the restart) to the next verified chunk
 	Attempts int
 	Fetched  uint64 // chunk bytes the joiner's last process fetched
+	Busy     float64
 	Err      error
 }
 
@@ -193,10 +197,11 @@ func followEvents(path string, done <-chan struct{}) <-chan peerEvent {
 		defer f.Close()
 		r := bufio.NewReader(f)
 		var partial []byte
+		exited := false
 		for {
 			line, err := r.ReadBytes('\n')
 			partial = append(partial, line...)
-			if len(partial) > 0 && partial[len(partial)-1] == '\n' {
+			if len(partial) > 0 && (partial[len(partial)-1] == '\n' || (exited && errors.Is(err, io.EOF))) {
 				var e peerEvent
 				if json.Unmarshal(partial, &e) == nil && e.Event != "" {
 					out <- e
@@ -204,9 +209,14 @@ func followEvents(path string, done <-chan struct{}) <-chan peerEvent {
 				partial = partial[:0]
 			}
 			if errors.Is(err, io.EOF) {
+				if exited {
+					return
+				}
 				select {
 				case <-done:
-					return
+					// Read once more to the end: lines written just before
+					// the exit.
+					exited = true
 				case <-time.After(50 * time.Millisecond):
 				}
 			}
@@ -287,6 +297,19 @@ func runLatejoin(ctx context.Context, o latejoinOptions, w io.Writer) (res latej
 		return res
 	}
 	fmt.Fprintf(w, "wan-harness: [latejoin %s] %d sharers ready; the joiner fetches %s\n", o.Variant, o.Peers, fmtBytes(float64(o.Size)))
+	u := &machineUsage{}
+	stopSampling := make(chan struct{})
+	defer close(stopSampling)
+	go func() {
+		for {
+			u.sample(nil)
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
 	var start, restored time.Time
 	interrupted := false
 	deadline := time.After(o.Timeout)
@@ -356,6 +379,9 @@ func runLatejoin(ctx context.Context, o latejoinOptions, w io.Writer) (res latej
 			res.Seconds = e.T.Sub(start).Seconds()
 			res.Mbit = float64(o.Size) * 8 / res.Seconds / 1e6
 			res.Fetched = e.Bytes
+			u.mu.Lock()
+			res.Busy = u.busy
+			u.mu.Unlock()
 			fmt.Fprintf(w, "wan-harness: [latejoin %s] fetched in %.1f s\n", o.Variant, res.Seconds)
 			if err := sameFile(dst, o.Model); err != nil {
 				res.Err = err

@@ -129,8 +129,18 @@ func (t *Topo) addNS(ns string) error {
 			return err
 		}
 	}
+	if tcpCC != "" {
+		if err := sysctlIn(ns, "net.ipv4.tcp_congestion_control", tcpCC); err != nil {
+			return fmt.Errorf("TCP congestion control %q: %w", tcpCC, err)
+		}
+	}
 	return nil
 }
+
+// tcpCC, when set ($WAN_TCP_CC), is the TCP congestion control of every
+// namespace (new namespaces inherit the host's default, bbr on some hosts,
+// cubic on most).
+var tcpCC = os.Getenv("WAN_TCP_CC")
 
 // AddClient creates namespace <prefix>-<name> with an access link of the
 // given shape at address addr.
