@@ -9,14 +9,12 @@ import (
 	"strconv"
 
 	"github.com/gagliardetto/solana-go"
-	"github.com/gagliardetto/solana-go/rpc"
 	"github.com/urfave/cli/v2"
 
 	"github.com/psyche-go/psyche/clients/authorizer"
 	bindings "github.com/psyche-go/psyche/clients/bindings/coordinator"
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
-	"github.com/psyche-go/psyche/clients/schedule"
 	"github.com/psyche-go/psyche/idl"
 )
 
@@ -595,7 +593,7 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 	members := []map[string]any{}
 	for _, mem := range coordinator.Members(s) {
 		m := map[string]any{
-			"index": mem.Index, "signer": mem.Signer.String(), "p2p_identity": hex.EncodeToString(mem.P2PIdentity[:]), "state": memberState(mem.State),
+			"index": mem.Index, "signer": mem.Signer.String(), "p2p_identity": hex.EncodeToString(mem.P2PIdentity[:]), "state": coordinator.MemberStateName(mem.State),
 		}
 		addSlotVerification(m, &s.Clients[int(s.Epoch.Clients[mem.Index].Slot)%coordinator.MaxClients])
 		members = append(members, m)
@@ -633,7 +631,7 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 			"optimizer": m.Optimizer, "inner_steps": m.InnerSteps, "outer_learning_rate": f32(m.OuterLearningRate),
 			"value_bits": m.ValueBits,
 		},
-		"verification":  verificationJSON(s),
+		"verification":  coordinator.VerificationSummary(s),
 		"current_rates": ratesJSON(s.CurrentRates),
 		"future_rates":  ratesJSON(s.FutureRates),
 		"epoch": map[string]any{
@@ -667,98 +665,6 @@ func ratesJSON(r bindings.EpochRates) map[string]any {
 	return map[string]any{"earning_rate_total_shared": r.EarningRateTotalShared, "slashing_rate_per_client": r.SlashingRatePerClient}
 }
 
-func memberState(s uint8) string {
-	switch s {
-	case coordinator.MemberHealthy:
-		return "healthy"
-	case coordinator.MemberDropped:
-		return "dropped"
-	case coordinator.MemberLeft:
-		return "left"
-	case coordinator.MemberFaulted:
-		return "faulted"
-	}
-	return fmt.Sprintf("unknown(%d)", s)
-}
-
-// verificationJSON is the run's verification (issue 16): its settings, the
-// commitments and verdicts of every stored round (the current one first)
-// and every dispute in the table.
-func verificationJSON(s *coordinator.State) map[string]any {
-	c := s.Config
-	rounds := []map[string]any{}
-	head := int(s.Epoch.RoundsHead)
-	for k := range coordinator.StoredRounds {
-		r := &s.Epoch.Rounds[(head+coordinator.StoredRounds-k)%coordinator.StoredRounds]
-		if r.ClientsLen == 0 {
-			continue // emptied when the epoch started
-		}
-		rounds = append(rounds, roundVerificationJSON(s, r, k == 0))
-	}
-	disputes := []map[string]any{}
-	for i := range s.Disputes {
-		if d := &s.Disputes[i]; d.State != coordinator.DisputeFree {
-			disputes = append(disputes, disputeJSON(s, d))
-		}
-	}
-	return map[string]any{
-		"percent": c.VerificationPercent, "forgive_per_epoch": c.ForgivePerEpoch, "vesting_epochs": c.VestingEpochs,
-		"disputes_opened": s.DisputesOpened, "rounds": rounds, "disputes": disputes,
-	}
-}
-
-// roundVerificationJSON lists a stored round's commitments. A member's
-// signer is given while the chain still tells it (roundSigners).
-func roundVerificationJSON(s *coordinator.State, r *coordinator.Round, current bool) map[string]any {
-	percent := s.Config.VerificationPercent
-	seeded := r.VerifySeed != [32]byte{}
-	n := min(int(r.ClientsLen), len(r.Commits))
-	signers, known := roundSigners(s, r)
-	members := make([]map[string]any, 0, n)
-	for i := range n {
-		cm := r.Commits[i]
-		committed, probation := cm.Flags&coordinator.CommitCommitted != 0, cm.Flags&coordinator.CommitProbation != 0
-		m := map[string]any{
-			"index": i, "committed": committed, "fresh": cm.Flags&coordinator.CommitFresh != 0, "probation": probation,
-			"must_verify": committed && seeded && schedule.MustVerify(percent, schedule.Seed(r.VerifySeed), uint16(i), probation),
-			"verifier":    nil, "verdict": coordinator.VerdictName(cm.Verdict),
-		}
-		if known {
-			m["signer"] = signers[i].String()
-		}
-		if seeded {
-			if v, ok := schedule.Verifier(schedule.Seed(r.VerifySeed), uint16(i), r.ClientsLen); ok {
-				m["verifier"] = v
-			}
-		}
-		if committed {
-			m["payload"], m["state_before"], m["state_after"] = hex.EncodeToString(cm.Payload[:]), hex.EncodeToString(cm.StateBefore[:]), hex.EncodeToString(cm.StateAfter[:])
-		}
-		members = append(members, m)
-	}
-	out := map[string]any{"step": r.Step, "height": r.Height, "current": current, "members": members, "verify_seed": nil}
-	if seeded {
-		out["verify_seed"] = hex.EncodeToString(r.VerifySeed[:])
-	}
-	return out
-}
-
-func disputeJSON(s *coordinator.State, d *coordinator.Dispute) map[string]any {
-	committee := []map[string]any{}
-	for j := range min(int(d.CommitteeLen), len(d.Committee)) {
-		committee = append(committee, map[string]any{"signer": slotSigner(s, d.Committee[j]).String(), "vote": coordinator.VerdictName(d.Votes[j])})
-	}
-	h := func(b [32]byte) string { return hex.EncodeToString(b[:]) }
-	return map[string]any{
-		"id": d.Id, "state": disputeStateName(d.State), "kind": coordinator.VerdictName(d.Kind), "step": d.Step, "deadline_step": d.DeadlineStep,
-		"epoch": d.Epoch, "trainer": slotSigner(s, d.TrainerSlot).String(), "trainer_index": d.TrainerIndex,
-		"accuser": slotSigner(s, d.AccuserSlot).String(), "committee": committee,
-		"batch_start": d.BatchStart, "batch_len": d.BatchLen, "epoch_start_step": d.EpochStartStep, "cold_start": d.ColdStart != 0, "fresh": d.Fresh != 0,
-		"payload": h(d.Payload), "state_before": h(d.StateBefore), "state_after": h(d.StateAfter),
-		"claimed_payload": h(d.ClaimedPayload), "claimed_after": h(d.ClaimedAfter),
-	}
-}
-
 // addSlotVerification adds a client slot's verification fields to m.
 func addSlotVerification(m map[string]any, slot *coordinator.ClientSlot) {
 	m["has_fault"] = slot.HasFault != 0
@@ -768,25 +674,6 @@ func addSlotVerification(m map[string]any, slot *coordinator.ClientSlot) {
 	m["transients"] = slot.Transients
 	m["open_disputes"] = slot.OpenDisputes
 	m["state_after"] = hex.EncodeToString(slot.StateAfter[:])
-}
-
-// disputeStateName names a dispute's state.
-func disputeStateName(v uint8) string {
-	switch v {
-	case coordinator.DisputeFree:
-		return "free"
-	case coordinator.DisputeOpen:
-		return "open"
-	case coordinator.DisputeTransient:
-		return "transient"
-	case coordinator.DisputeTrainerFault:
-		return "trainer_fault"
-	case coordinator.DisputeAccuserFault:
-		return "accuser_fault"
-	case coordinator.DisputeUnresolved:
-		return "unresolved"
-	}
-	return fmt.Sprintf("unknown(%d)", v)
 }
 
 func userJSON(s *coordinator.State, user solana.PublicKey) (map[string]any, error) {
@@ -805,7 +692,7 @@ func userJSON(s *coordinator.State, user solana.PublicKey) (map[string]any, erro
 		return out, nil
 	}
 	out["epoch_index"] = idx
-	out["member_state"] = memberState(s.Epoch.Clients[idx].State)
+	out["member_state"] = coordinator.MemberStateName(s.Epoch.Clients[idx].State)
 	if p := coordinator.Phase(s); p == coordinator.RoundTrain || p == coordinator.RoundWitness {
 		r := coordinator.CurrentRound(s)
 		if idx < int(r.ClientsLen) {
@@ -819,29 +706,20 @@ func userJSON(s *coordinator.State, user solana.PublicKey) (map[string]any, erro
 	return out, nil
 }
 
-// fetchRuns finds every CoordinatorInstance of the program.
+// fetchRuns lists the program's runs with their phase and progress.
 func fetchRuns(c *cli.Context, a *coordinatorCtx) ([]map[string]any, error) {
-	res, err := a.client.RPC.GetProgramAccountsWithOpts(c.Context, a.program.ID, &rpc.GetProgramAccountsOpts{
-		Encoding: solana.EncodingBase64,
-		Filters: []rpc.RPCFilter{{Memcmp: &rpc.RPCFilterMemcmp{
-			Offset: 0, Bytes: solana.Base58(bindings.Account_CoordinatorInstance[:]),
-		}}},
-	})
+	listed, err := a.program.ListRuns(c.Context, a.client)
 	if err != nil {
-		return nil, fmt.Errorf("listing the program's accounts: %w", err)
+		return nil, err
 	}
 	runs := []map[string]any{}
-	for _, acc := range res {
-		inst, err := bindings.ParseAccount_CoordinatorInstance(acc.Account.Data.GetBinary())
-		if err != nil {
-			continue // not an instance after all; the filter is only a prefix match
-		}
-		run := coordinator.Run{Program: a.program, Instance: acc.Pubkey, Account: inst.CoordinatorAccount}
+	for _, l := range listed {
+		inst := l.Instance
 		entry := map[string]any{
-			"run_id": inst.RunId, "instance": acc.Pubkey.String(), "coordinator_account": inst.CoordinatorAccount.String(),
+			"run_id": inst.RunId, "instance": l.Run.Instance.String(), "coordinator_account": inst.CoordinatorAccount.String(),
 			"main_authority": inst.MainAuthority.String(), "join_authority": inst.JoinAuthority.String(),
 		}
-		if s, err := run.FetchState(c.Context, a.client); err == nil {
+		if s, err := l.Run.FetchState(c.Context, a.client); err == nil {
 			entry["run_state"] = coordinator.Phase(s).String()
 			entry["epoch"], entry["step"] = s.Progress.Epoch, s.Progress.Step
 		}

@@ -635,7 +635,7 @@ func watchedState(s *coordinator.State, key solana.PublicKey) string {
 	if i < 0 {
 		return "absent"
 	}
-	return memberState(coordinator.Members(s)[i].State)
+	return coordinator.MemberStateName(coordinator.Members(s)[i].State)
 }
 
 // runWatch follows the coordinator account with accountSubscribe (every

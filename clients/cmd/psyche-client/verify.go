@@ -195,7 +195,7 @@ func findCommitment(s *coordinator.State, step uint32, signer solana.PublicKey, 
 	var d *coordinator.Dispute
 	for i := range s.Disputes {
 		x := &s.Disputes[i]
-		if x.State == coordinator.DisputeFree || x.Step != step || !slotSigner(s, x.TrainerSlot).Equals(signer) {
+		if x.State == coordinator.DisputeFree || x.Step != step || !coordinator.SlotSigner(s, x.TrainerSlot).Equals(signer) {
 			continue
 		}
 		if d == nil || x.Id > d.Id {
@@ -207,7 +207,7 @@ func findCommitment(s *coordinator.State, step uint32, signer solana.PublicKey, 
 			return commitment{}, badInputf("--index %d, but dispute %d names member %d", index, d.Id, d.TrainerIndex)
 		}
 		return commitment{
-			source: fmt.Sprintf("commitment of dispute %d (%s, %s, opened by %s)", d.Id, disputeStateName(d.State), coordinator.VerdictName(d.Kind), slotSigner(s, d.AccuserSlot)),
+			source: fmt.Sprintf("commitment of dispute %d (%s, %s, opened by %s)", d.Id, coordinator.DisputeStateName(d.State), coordinator.VerdictName(d.Kind), coordinator.SlotSigner(s, d.AccuserSlot)),
 			index:  d.TrainerIndex, batch: schedule.Assignment{Start: d.BatchStart, Len: uint64(d.BatchLen)},
 			epochStartStep: d.EpochStartStep, coldStart: d.ColdStart != 0,
 			payload: d.Payload, before: d.StateBefore, after: d.StateAfter, fresh: d.Fresh != 0,
@@ -219,7 +219,7 @@ func findCommitment(s *coordinator.State, step uint32, signer solana.PublicKey, 
 	}
 	n := int(r.ClientsLen)
 	note := ""
-	switch signers, known := roundSigners(s, r); {
+	switch signers, known := coordinator.RoundSigners(s, r); {
 	case known:
 		pos := -1
 		for i, k := range signers {
@@ -282,27 +282,6 @@ func storedRound(s *coordinator.State, step uint32) *coordinator.Round {
 		}
 	}
 	return nil
-}
-
-// roundSigners are the signers of round r's members in index order, when
-// the chain still tells them: the epoch's list only loses members (when a
-// round starts, keeping order), so its first r.clients_len entries are r's
-// members as long as the newest round has as many.
-func roundSigners(s *coordinator.State, r *coordinator.Round) ([]solana.PublicKey, bool) {
-	n := int(r.ClientsLen)
-	if n == 0 || n > coordinator.MaxClients || coordinator.CurrentRound(s).ClientsLen != r.ClientsLen {
-		return nil, false
-	}
-	out := make([]solana.PublicKey, n)
-	for i := range out {
-		out[i] = slotSigner(s, s.Epoch.Clients[i].Slot)
-	}
-	return out, true
-}
-
-// slotSigner is the signer registered in client slot i.
-func slotSigner(s *coordinator.State, i uint16) solana.PublicKey {
-	return s.Clients[int(i)%coordinator.MaxClients].Signer
 }
 
 // openRunData opens the data a run trains on, as train does: --data-url or
