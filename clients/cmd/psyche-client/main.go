@@ -118,7 +118,7 @@ func commands() []*cli.Command {
 		coordinatorCommands(),
 		treasurerCommands(),
 		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand(), evalCommand()},
-		{runManagerCommand()},
+		{runManagerCommand(), explorerCommand()},
 		devCommands(),
 	} {
 		all = append(all, group...)

@@ -1,0 +1,252 @@
+package explorer_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/deploy"
+	"github.com/psyche-go/psyche/clients/explorer"
+	"github.com/psyche-go/psyche/clients/explorer/explorertest"
+	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/localnet"
+)
+
+// One validator with the three programs serves every test of the package
+// (each on runs of its own): deploying them is most of a test's time.
+var shared struct {
+	once sync.Once
+	net  *programtest.Net
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.net != nil {
+		_ = shared.net.Stop()
+	}
+	os.Exit(code)
+}
+
+func sharedNet(t *testing.T) *programtest.Net {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.err = localnet.CheckInstalled(); shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		shared.net, shared.err = programtest.Launch(ctx, localnet.Options{SlotDuration: 100 * time.Millisecond}, explorertest.Programs...)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.net
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// trainingRun is a Treasurer run (1,000,000 base units) in which two
+// clients trained a step per loss given, the first of them reporting a
+// score of step 1.
+func trainingRun(t *testing.T, n *programtest.Net, id string, losses ...float32) *explorertest.Run {
+	t.Helper()
+	ctx := testCtx(t, 2*time.Minute)
+	r, err := explorertest.NewRun(ctx, n, id, 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := explorertest.Config(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Configure(ctx, p, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Join(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range losses {
+		playRound(t, r, l)
+	}
+	if err := r.ReportEval(ctx, 1, "sotu", 0.4); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func playRound(t *testing.T, r *explorertest.Run, loss float32) uint32 {
+	t.Helper()
+	step, err := r.PlayRound(testCtx(t, time.Minute), loss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return step
+}
+
+// startExplorer indexes n's runs, through c (n.Chain when nil), and serves
+// the explorer; it returns the server's URL once the first read is done.
+func startExplorer(t *testing.T, n *programtest.Net, c *chain.Client, live bool) (*explorer.Indexer, string, *logBuffer) {
+	t.Helper()
+	if c == nil {
+		c = n.Chain
+	}
+	logs := &logBuffer{}
+	x := explorer.New(explorer.Options{
+		Chain: c, Coordinator: coordinator.Program{ID: n.IDs[deploy.Coordinator]}, TreasurerID: n.IDs[deploy.Treasurer],
+		Live: live, PollInterval: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := httptest.NewServer(explorer.Handler(ctx, x))
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel() // ends the streams, so that Close does not wait for them
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("indexer: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("explorer log:\n%s", logs)
+		}
+	})
+	select {
+	case <-x.Ready():
+	case <-time.After(time.Minute):
+		t.Fatalf("the indexer did not finish its first read; log:\n%s", logs)
+	}
+	return x, srv.URL, logs
+}
+
+// logBuffer collects the explorer's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// get fetches url, wants status code and decodes the JSON body into out.
+func get(t *testing.T, url string, code int, out any) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != code {
+		t.Fatalf("GET %s: %d %s, want %d", url, resp.StatusCode, body, code)
+	}
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("GET %s: %v in %s", url, err, body)
+		}
+	}
+	return string(body)
+}
+
+// sse reads a server-sent event stream.
+type sse struct {
+	resp *http.Response
+	r    *bufio.Reader
+}
+
+func openStream(t *testing.T, url string) *sse {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t, 2*time.Minute), "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET %s: %s, %s", url, resp.Status, resp.Header.Get("Content-Type"))
+	}
+	return &sse{resp: resp, r: bufio.NewReader(resp.Body)}
+}
+
+// next returns the next event's name and data (comments are skipped).
+func (s *sse) next() (string, string, error) {
+	var name, data string
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return "", "", err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "" && data != "":
+			return name, data, nil
+		case strings.HasPrefix(line, "event: "):
+			name = line[len("event: "):]
+		case strings.HasPrefix(line, "data: "):
+			data += line[len("data: "):]
+		}
+	}
+}
+
+// until reads "update" events into out until cond holds, within d.
+func (s *sse) until(t *testing.T, d time.Duration, out any, cond func() bool) {
+	t.Helper()
+	timer := time.AfterFunc(d, func() { s.resp.Body.Close() })
+	defer timer.Stop()
+	for {
+		name, data, err := s.next()
+		if err != nil {
+			t.Fatalf("the stream ended before the update came (%v)", err)
+		}
+		if name != "update" {
+			t.Fatalf("event %q: %s", name, data)
+		}
+		if err := json.Unmarshal([]byte(data), out); err != nil {
+			t.Fatal(err)
+		}
+		if cond() {
+			return
+		}
+	}
+}
+
+func lossValues(d *explorer.RunDetail) string {
+	var out []string
+	for _, p := range d.Loss {
+		out = append(out, fmt.Sprintf("%d:%.2f", p.Step, float64(p.Loss)))
+	}
+	return strings.Join(out, " ")
+}

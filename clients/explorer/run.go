@@ -1,0 +1,169 @@
+package explorer
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+
+	"github.com/gagliardetto/solana-go"
+
+	bindings "github.com/psyche-go/psyche/clients/bindings/coordinator"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/treasurer"
+)
+
+// Bounds on the history kept per run, so that memory and pages stay small
+// however long a run is: the newest entries are kept.
+const (
+	maxReports  = 16384 // witness reports (a few per step)
+	maxEvals    = 4096
+	maxTimeline = 512
+	maxEvents   = 256
+)
+
+// runData is what the indexer knows of one run.
+type runData struct {
+	id       string
+	run      coordinator.Run
+	inst     *coordinator.Instance
+	state    *coordinator.State // nil until read
+	stateErr string             // why the last read failed
+	treasury *treasury          // nil: no Treasurer run
+	last     Activity
+	reports  []witnessReport // by step
+	evals    []EvalPoint     // by step
+	timeline []PhaseChange   // by slot
+	events   []EventView     // by slot
+	view     cached
+}
+
+// cached is a JSON body built at an indexer version.
+type cached struct {
+	version uint64
+	body    []byte
+}
+
+// treasury is a run's Treasurer run as last read.
+type treasury struct {
+	run          treasurer.Run
+	acc          *treasurer.RunAccount // nil until read
+	balance      uint64
+	mint         treasurer.MintInfo
+	participants map[solana.PublicKey]*treasurer.Participant
+}
+
+// witnessReport is one witness instruction: the round it reports and the
+// metadata it published.
+type witnessReport struct {
+	step   uint32
+	index  uint16
+	signer solana.PublicKey
+	meta   coordinator.WitnessMetadata
+	at     Activity
+}
+
+// setState records a read of the run's account and says whether anything
+// shown changed (the program bumps the nonce at every change).
+func (rd *runData) setState(s *coordinator.State, err error) bool {
+	if err != nil {
+		changed := rd.stateErr != err.Error()
+		rd.stateErr = err.Error()
+		return changed
+	}
+	changed := rd.state == nil || rd.state.Nonce != s.Nonce || rd.stateErr != ""
+	rd.state, rd.stateErr = s, ""
+	return changed
+}
+
+// setTreasury records a read of the run's Treasurer run; it says whether
+// anything changed.
+func (rd *runData) setTreasury(t *treasury) bool {
+	if reflect.DeepEqual(rd.treasury, t) {
+		return false
+	}
+	rd.treasury = t
+	return true
+}
+
+// touch records a transaction of the run.
+func (rd *runData) touch(at Activity) {
+	if at.Slot >= rd.last.Slot {
+		rd.last = at
+	}
+}
+
+func (rd *runData) addReport(w witnessReport) {
+	rd.reports = insertSorted(rd.reports, w, func(w witnessReport) uint64 { return uint64(w.step) }, maxReports)
+}
+
+// addEvent files one of the Coordinator's events: phase changes make the
+// timeline, scores the evaluation curves; the rounds' own events are shown
+// by the rounds, and the rest (membership, verification, disputes,
+// checkpoints, epochs) are listed as they are.
+func (rd *runData) addEvent(ev any, at Activity) {
+	bySlot := func(v Activity) uint64 { return v.Slot }
+	switch ev := ev.(type) {
+	case *bindings.StateChanged:
+		rd.timeline = insertSorted(rd.timeline, PhaseChange{Activity: at, From: coordinator.RunState(ev.From).String(),
+			To: coordinator.RunState(ev.To).String(), Epoch: ev.Epoch, Step: ev.Step},
+			func(p PhaseChange) uint64 { return bySlot(p.Activity) }, maxTimeline)
+	case *bindings.EvalReported:
+		rd.evals = insertSorted(rd.evals, EvalPoint{Activity: at, Step: ev.Step, Epoch: ev.Epoch, Task: coordinator.FixedString(ev.Task[:]),
+			Acc: float(ev.Acc), AccNorm: float(ev.AccNorm), Count: ev.Count, Signer: ev.Signer.String()},
+			func(p EvalPoint) uint64 { return uint64(p.Step) }, maxEvals)
+	case *bindings.RoundStarted, *bindings.WitnessReported:
+	default:
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return
+		}
+		rd.events = insertSorted(rd.events, EventView{Activity: at, Name: reflect.TypeOf(ev).Elem().Name(), Text: describe(ev), Data: data},
+			func(e EventView) uint64 { return bySlot(e.Activity) }, maxEvents)
+	}
+}
+
+// describe says what an event means, in a line.
+func describe(ev any) string {
+	switch ev := ev.(type) {
+	case *bindings.ClientJoined:
+		return fmt.Sprintf("%s joined (slot %d)", ev.Signer, ev.Slot)
+	case *bindings.ClientLeft:
+		return fmt.Sprintf("%s left", ev.Signer)
+	case *bindings.ClientDropped:
+		return fmt.Sprintf("%s dropped at step %d on %s's health check", ev.Client, ev.Step, ev.Reporter)
+	case *bindings.WarmupWitnessed:
+		return fmt.Sprintf("%s has the model loaded", ev.Signer)
+	case *bindings.EpochEnded:
+		if !ev.Success {
+			return fmt.Sprintf("epoch %d ended without quorum", ev.Epoch)
+		}
+		return fmt.Sprintf("epoch %d ended: %d clients rewarded", ev.Epoch, ev.Rewarded)
+	case *bindings.PauseRequested:
+		return fmt.Sprintf("pause requested at step %d", ev.Step)
+	case *bindings.PauseCancelled:
+		return "pause cancelled"
+	case *bindings.CheckpointUpdated:
+		return fmt.Sprintf("%s uploaded a checkpoint", ev.Signer)
+	case *bindings.Verified:
+		return fmt.Sprintf("step %d of %s judged %s by %s", ev.Step, ev.Trainer, coordinator.VerdictName(ev.Verdict), ev.Verifier)
+	case *bindings.DisputeOpened:
+		return fmt.Sprintf("dispute %d opened by %s against %s's step %d", ev.Id, ev.Accuser, ev.Trainer, ev.Step)
+	case *bindings.DisputeSettled:
+		return fmt.Sprintf("dispute %d settled: %s", ev.Id, coordinator.DisputeStateName(ev.Outcome))
+	}
+	return ""
+}
+
+// insertSorted inserts v after the elements whose key is not above its own
+// (in order of arrival among equals) and keeps the max last elements.
+func insertSorted[T any](s []T, v T, key func(T) uint64, max int) []T {
+	k := key(v)
+	i := sort.Search(len(s), func(i int) bool { return key(s[i]) > k })
+	s = slices.Insert(s, i, v)
+	if len(s) > max {
+		s = slices.Delete(s, 0, len(s)-max)
+	}
+	return s
+}

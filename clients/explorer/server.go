@@ -1,0 +1,202 @@
+package explorer
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/psyche-go/psyche/clients/httpserve"
+)
+
+// static holds the page: plain HTML, CSS and JavaScript, no dependencies,
+// so it works offline.
+//
+//go:embed static
+var static embed.FS
+
+// Routes:
+//
+//	GET /                       the runs (static/index.html; app.js renders it)
+//	GET /runs/{id}              a run's page (the same file), 404 for an unknown run
+//	GET /static/...             the page's script and style
+//	GET /api/runs               RunList
+//	GET /api/runs/{id}          RunDetail, 404 with {"error": ...} for an unknown run
+//	GET /api/stream             server-sent events: "update" with the RunList at every change
+//	GET /api/runs/{id}/stream   "update" with the RunDetail at every change; "gone" if the run is closed
+//
+// Requests wait for the indexer's first read of the chain. Streams end
+// when ctx does, so that the server shuts down promptly.
+func Handler(ctx context.Context, x *Indexer) http.Handler {
+	s := &server{ctx: ctx, x: x}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.HandleFunc("GET /runs/{id}", s.runPage)
+	mux.Handle("GET /static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /api/runs", s.list)
+	mux.HandleFunc("GET /api/runs/{id}", s.run)
+	mux.HandleFunc("GET /api/stream", s.listStream)
+	mux.HandleFunc("GET /api/runs/{id}/stream", s.runStream)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.notFound(w, r, fmt.Errorf("no page at %s: the explorer serves / and /runs/RUN_ID", r.URL.Path))
+	})
+	return mux
+}
+
+// Serve runs x and serves its pages on ln until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, x *Indexer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	indexed := make(chan error, 1)
+	go func() { indexed <- x.Run(ctx) }()
+	err := httpserve.Serve(ctx, ln, Handler(ctx, x), "explorer")
+	cancel()
+	return errors.Join(err, <-indexed)
+}
+
+type server struct {
+	ctx context.Context
+	x   *Indexer
+}
+
+// ready waits for the indexer's first read; false if the client gave up.
+func (s *server) ready(r *http.Request) bool {
+	select {
+	case <-s.x.Ready():
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+func (s *server) page(w http.ResponseWriter, r *http.Request) {
+	http.ServeFileFS(w, r, static, "static/index.html")
+}
+
+func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
+	if !s.ready(r) {
+		return
+	}
+	if _, err := s.x.RunJSON(r.PathValue("id")); err != nil {
+		s.notFound(w, r, err)
+		return
+	}
+	s.page(w, r)
+}
+
+var notFoundPage = template.Must(template.New("404").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Not found · Psyche run explorer</title><link rel="stylesheet" href="/static/style.css"></head>
+<body><header><a class="brand" href="/">Psyche run explorer</a></header>
+<main><h1>Not found</h1><p class="error" id="error">{{.}}</p><p><a href="/">All runs</a></p></main></body></html>
+`))
+
+// notFound answers 404 with err: as JSON to the API, as a page otherwise.
+func (s *server) notFound(w http.ResponseWriter, r *http.Request, err error) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, http.StatusNotFound, mustJSON(map[string]string{"error": err.Error()}))
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusNotFound)
+	_ = notFoundPage.Execute(w, err.Error())
+}
+
+func writeJSON(w http.ResponseWriter, code int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+func (s *server) list(w http.ResponseWriter, r *http.Request) {
+	if s.ready(r) {
+		writeJSON(w, http.StatusOK, s.x.ListJSON())
+	}
+}
+
+func (s *server) run(w http.ResponseWriter, r *http.Request) {
+	if !s.ready(r) {
+		return
+	}
+	body, err := s.x.RunJSON(r.PathValue("id"))
+	if err != nil {
+		s.notFound(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *server) listStream(w http.ResponseWriter, r *http.Request) {
+	s.stream(w, r, func() ([]byte, error) { return s.x.ListJSON(), nil })
+}
+
+func (s *server) runStream(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.stream(w, r, func() ([]byte, error) { return s.x.RunJSON(id) })
+}
+
+// streamPing keeps idle streams alive through proxies, and finds closed ones.
+const streamPing = 15 * time.Second
+
+// stream sends body as an "update" event now and after every change that
+// alters it; when body fails (the run was closed) it sends "gone" and ends.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, body func() ([]byte, error)) {
+	if !s.ready(r) {
+		return
+	}
+	if _, err := body(); err != nil {
+		s.notFound(w, r, err)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming is not supported by this connection", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ping := time.NewTicker(streamPing)
+	defer ping.Stop()
+	var last []byte
+	for {
+		changed := s.x.Changed() // before reading, so that no change goes unseen
+		b, err := body()
+		switch {
+		case errors.Is(err, errNoRun):
+			msg, _ := json.Marshal(map[string]string{"error": err.Error()})
+			fmt.Fprintf(w, "event: gone\ndata: %s\n\n", msg)
+			flusher.Flush()
+			return
+		case !bytes.Equal(b, last):
+			if _, err := fmt.Fprintf(w, "event: update\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			flusher.Flush()
+			last = b
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		case <-changed:
+		case <-ping.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		}
+	}
+}

@@ -1,0 +1,287 @@
+// The run explorer's page: renders the list of runs at / and a run at
+// /runs/ID from the server's event streams (server.go), which send the
+// whole view at once and again at every change. Everything from the chain
+// goes into text nodes, never HTML.
+'use strict';
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+// node builds an element in namespace ns: attrs are attributes (null ones
+// left out), children nodes or text.
+function node(ns, tag, attrs, children) {
+  const e = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== null && v !== undefined && v !== false) e.setAttribute(k, v);
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+const el = (tag, attrs, ...children) => node(null, tag, attrs, children);
+const svg = (tag, attrs, ...children) => node(SVG, tag, attrs, children);
+
+// Formatting.
+const dash = '—';
+const short = (k) => (k && k.length > 12 ? k.slice(0, 4) + '…' + k.slice(-4) : k || dash);
+const keyEl = (k) => (k ? el('code', { title: k }, short(k)) : dash);
+const num = (n) => (n === null || n === undefined ? dash : Number(n).toLocaleString('en-US'));
+const finite = (v) => typeof v === 'number' && Number.isFinite(v);
+const fixed = (v, d) => (finite(v) ? v.toFixed(d) : v === null || v === undefined ? dash : String(v));
+const badge = (s) => el('span', { class: 'badge ' + (s || '') }, s || 'unknown');
+function human(v, units) {
+  if (!finite(v)) return dash;
+  let i = 0;
+  while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1000; i++; }
+  return (i ? v.toFixed(1) : String(Math.round(v))) + units[i];
+}
+const perSec = (v) => human(v, [' B/s', ' kB/s', ' MB/s', ' GB/s']);
+const params = (v) => human(v, ['', 'K', 'M', 'B', 'T']);
+function ago(t) {
+  if (!t) return dash;
+  const s = Math.max(0, Date.now() / 1000 - t);
+  if (s < 90) return Math.round(s) + ' s ago';
+  if (s < 5400) return Math.round(s / 60) + ' min ago';
+  if (s < 172800) return Math.round(s / 3600) + ' h ago';
+  return Math.round(s / 86400) + ' d ago';
+}
+const timeEl = (t) => (t ? el('time', { datetime: new Date(t * 1000).toISOString(), title: new Date(t * 1000).toLocaleString(), 'data-ago': t }, ago(t)) : dash);
+const activity = (a) => (a ? [timeEl(a.time), el('span', { class: 'muted' }, ' slot ' + num(a.slot))] : dash);
+function model(c) {
+  if (!c || !c.architecture || c.architecture.startsWith('unknown')) return dash;
+  return c.architecture + ' ' + (c.parameters ? params(c.parameters) : c.layers + '×' + c.width);
+}
+const batch = (c) => (!c ? dash : c.batch_start === c.batch_end ? num(c.batch_start) : num(c.batch_start) + '→' + num(c.batch_end));
+function mode(c) {
+  if (!c || !c.mode || c.mode.startsWith('unknown')) return dash;
+  return c.mode + (c.inner_steps > 1 ? ' ×' + c.inner_steps : '') + (c.overlap ? ', overlap' : '');
+}
+function tokens(v, decimals) {
+  if (!finite(v)) return dash;
+  return decimals ? (v / 10 ** decimals).toLocaleString('en-US', { maximumFractionDigits: decimals }) : num(v);
+}
+
+// table wraps a table in a box that scrolls sideways on narrow screens.
+// cols: [label, numeric?]; rows: arrays of cells.
+function table(id, cols, rows) {
+  return el('div', { class: 'table-wrap' },
+    el('table', { id },
+      el('thead', {}, el('tr', {}, cols.map(([label, n]) => el('th', { class: n ? 'num' : null }, label)))),
+      el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c, i) => el('td', { class: cols[i][1] ? 'num' : cols[i][2] || null }, c)))))));
+}
+const facts = (pairs) => el('dl', { class: 'facts' }, pairs.map(([k, v]) => el('div', {}, el('dt', {}, k), el('dd', {}, v))));
+const section = (title, ...body) => [el('h2', {}, title), ...body];
+const empty = (text) => el('p', { class: 'muted' }, text);
+
+// niceTicks picks about n round values spanning [lo, hi].
+function niceTicks(lo, hi, n) {
+  const raw = (hi - lo) / n;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(12));
+  return out;
+}
+
+const palette = ['#0b62d6', '#d9480f', '#2b8a3e', '#ae3ec9', '#e67700', '#1098ad', '#c2255c', '#5f3dc4'];
+
+// lineChart draws series ({name, points: [[x, y]...]}) as an SVG that
+// scales with its box. Each series is a polyline of all its points.
+function lineChart(id, caption, series, yFormat) {
+  const W = 640, H = 260, m = { l: 56, r: 14, t: 10, b: 30 };
+  const pts = series.flatMap((s) => s.points);
+  if (!pts.length) return el('figure', {}, el('figcaption', {}, caption), empty('No data yet.'));
+  let [x0, x1] = [Math.min(...pts.map((p) => p[0])), Math.max(...pts.map((p) => p[0]))];
+  let [y0, y1] = [Math.min(...pts.map((p) => p[1])), Math.max(...pts.map((p) => p[1]))];
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  const pad = (y1 - y0) * 0.08 || Math.abs(y0) * 0.1 || 1;
+  y0 -= pad; y1 += pad;
+  const X = (x) => m.l + ((x - x0) / (x1 - x0)) * (W - m.l - m.r);
+  const Y = (y) => H - m.b - ((y - y0) / (y1 - y0)) * (H - m.t - m.b);
+  const g = svg('svg', { id, class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': caption });
+  for (const v of niceTicks(y0, y1, 5)) {
+    g.append(svg('line', { class: 'grid', x1: m.l, x2: W - m.r, y1: Y(v), y2: Y(v) }),
+      svg('text', { x: m.l - 6, y: Y(v) + 4, 'text-anchor': 'end' }, yFormat(v)));
+  }
+  for (const v of niceTicks(x0, x1, 6).filter((v) => Number.isInteger(v))) {
+    g.append(svg('text', { x: X(v), y: H - m.b + 16, 'text-anchor': 'middle' }, num(v)));
+  }
+  g.append(svg('text', { x: W - m.r, y: H - 2, 'text-anchor': 'end' }, 'step'));
+  series.forEach((s, i) => {
+    const color = palette[i % palette.length];
+    g.append(svg('polyline', { class: 'series', stroke: color, 'data-series': s.name,
+      points: s.points.map((p) => X(p[0]).toFixed(1) + ',' + Y(p[1]).toFixed(1)).join(' ') }));
+    if (s.points.length <= 80) {
+      for (const p of s.points) {
+        g.append(svg('circle', { cx: X(p[0]), cy: Y(p[1]), r: 2.5, fill: color },
+          svg('title', {}, `${s.name} step ${p[0]}: ${yFormat(p[1])}`)));
+      }
+    }
+  });
+  const legend = series.length > 1
+    ? el('div', { class: 'legend' }, series.map((s, i) => el('span', { style: `--c:${palette[i % palette.length]}` }, s.name)))
+    : null;
+  return el('figure', {}, el('figcaption', {}, caption), g, legend);
+}
+
+// Connection state, shown in the header.
+const statusEl = document.getElementById('status');
+function setStatus(source, error, connected) {
+  statusEl.className = 'status ' + (connected ? 'live' : 'down');
+  statusEl.textContent = !connected ? 'reconnecting…'
+    : (source === 'websocket' ? 'live (websocket)' : 'live (polling the RPC)') + (error ? ' · chain read failed: ' + error : '');
+}
+
+// follow renders every "update" of an event stream; tests and the
+// benchmark read window.explorer to see that a render happened.
+window.explorer = { renders: 0, lastRender: 0 };
+function follow(url, render, gone) {
+  const es = new EventSource(url);
+  es.addEventListener('update', (e) => {
+    const v = JSON.parse(e.data);
+    setStatus(v.source, v.error, true);
+    render(v);
+    window.explorer.renders++;
+    window.explorer.lastRender = Date.now();
+    document.body.dataset.ready = '1';
+  });
+  es.addEventListener('gone', (e) => { es.close(); gone(JSON.parse(e.data).error); });
+  es.onerror = () => setStatus('', '', false);
+}
+
+const app = document.getElementById('app');
+
+function renderRuns(list) {
+  document.title = 'Runs · Psyche run explorer';
+  const rows = list.runs.map((r) => [
+    el('a', { href: '/runs/' + encodeURIComponent(r.run_id) }, r.run_id), badge(r.state), num(r.epoch), num(r.step),
+    num(r.members), model(r.config), batch(r.config), r.config ? num(r.config.total_steps) : dash, mode(r.config),
+    activity(r.last_activity)]);
+  app.replaceChildren(el('div', { id: 'runs-view' }, el('h1', {}, 'Runs'),
+    rows.length ? table('runs', [['Run'], ['State'], ['Epoch', 1], ['Step', 1], ['Members', 1], ['Model'], ['Batch', 1],
+      ['Total steps', 1], ['Mode'], ['Last activity']], rows) : empty('No runs on this cluster yet.')));
+}
+
+function renderRun(d) {
+  document.title = d.run_id + ' · Psyche run explorer';
+  const c = d.config;
+  const total = c ? c.total_steps : 0;
+  const t = d.treasury;
+  app.replaceChildren(el('div', { id: 'run-view' },
+    el('h1', {}, d.run_id, ' ', badge(d.state), d.treasurer ? [' ', badge('treasurer')] : null),
+    d.description ? el('p', {}, d.description) : null,
+    d.state_error ? el('p', { class: 'error' }, d.state_error) : null,
+    total ? el('progress', { max: total, value: Math.min(d.step, total), title: `step ${d.step} of ${total}` }) : null,
+    facts([
+      ['Epoch · step', `${num(d.epoch)} · ${num(d.step)}${total ? ' of ' + num(total) : ''}`],
+      ['Members', num(d.members)], ['Model', model(c)], ['Batch', batch(c)], ['Mode', mode(c)],
+      ['Phase since', timeEl(d.phase_start)], ['Phase deadline', d.deadline ? el('span', { 'data-until': d.deadline }, until(d.deadline)) : dash],
+      ['Last activity', activity(d.last_activity)], ['Pause pending', d.pending_pause ? 'yes' : 'no'],
+      ['Client version', d.client_version || dash], ['Main authority', keyEl(d.main_authority)], ['Join authority', keyEl(d.join_authority)],
+    ]),
+    el('div', { class: 'charts' },
+      lineChart('loss-chart', 'Training loss (witness reports)',
+        [{ name: 'loss', points: d.loss.filter((p) => finite(p.loss)).map((p) => [p.step, p.loss]) }], (v) => fixed(v, 3)),
+      lineChart('eval-chart', 'Evaluations (acc_norm)', evalSeries(d.evals), (v) => fixed(v, 2))),
+    section('Members', d.member_list.length ? membersTable(d.member_list, t) : empty('Nobody has joined.')),
+    section('Recent rounds', d.rounds.length ? roundsTable(d.rounds) : empty('No round stored.'),
+      witnessTable(d.rounds)),
+    section('Phase timeline', d.timeline.length
+      ? el('ol', { class: 'timeline', id: 'timeline' }, d.timeline.slice().reverse().map((p) => el('li', {},
+        timeEl(p.time), ' ', badge(p.from), ' → ', badge(p.to), el('span', { class: 'muted' }, ` epoch ${p.epoch}, step ${p.step}`))))
+      : empty('No phase change seen yet.')),
+    section('Verification', verification(d.verification)),
+    t ? section('Treasurer', facts([
+      ['Balance', tokens(t.balance, t.decimals)], ['Reserved', tokens(t.reserved_tokens, t.decimals)],
+      ['Withdrawable', tokens(t.withdrawable, t.decimals)], ['Points claimed', num(t.total_claimed_points)],
+      ['Points to claim', num(t.reserve.claims)], ['Unvested points', num(t.reserve.unvested)],
+      ['Burned pending', num(t.reserve.burned)], ['Settled, unclaimed', num(t.reserve.settled)],
+      ['Deposits held', tokens(t.total_deposits, t.decimals)], ['Join deposit', tokens(t.join_deposit, t.decimals)],
+      ['Earning rate / epoch', num(t.funding.earning_rate)], ['Epochs funded', t.funding.epochs_funded === null ? dash : num(t.funding.epochs_funded)],
+      ['Token account', keyEl(t.token_account)], ['Mint', keyEl(t.mint)], ['Closed', t.closed ? 'yes' : 'no'],
+    ])) : null,
+    section('Events', d.events.length ? table('events', [['When'], ['Event'], ['What', 0, 'wrap']],
+      d.events.slice().reverse().map((e) => [timeEl(e.time), e.name, e.text])) : empty('No membership, verification or epoch event seen yet.')),
+  ));
+}
+
+function evalSeries(evals) {
+  const byTask = new Map();
+  for (const e of evals) {
+    if (!byTask.has(e.task)) byTask.set(e.task, new Map());
+    const steps = byTask.get(e.task);
+    steps.set(e.step, [...(steps.get(e.step) || []), e.acc_norm]); // several clients may score a step
+  }
+  return [...byTask].map(([task, steps]) => ({
+    name: task,
+    points: [...steps].map(([s, v]) => [s, v.reduce((a, b) => a + b, 0) / v.length]).sort((a, b) => a[0] - b[0]),
+  }));
+}
+
+function membersTable(members, t) {
+  const cols = [['#', 1], ['Signer'], ['State'], ['Earned', 1], ['Slashed', 1], ['Unvested', 1], ['Burned', 1], ['Faults']];
+  if (t) cols.push(['Claimed', 1], ['Claimable', 1], ['Deposit', 1]);
+  return table('members', cols, members.map((m) => {
+    const row = [m.index === null ? dash : m.index, keyEl(m.signer), badge(m.state), num(m.earned), num(m.slashed), num(m.unvested),
+      num(m.burned), (m.has_fault ? 'at fault' : '') + (m.open_disputes ? ` ${m.open_disputes} open dispute(s)` : '') || dash];
+    if (t) row.push(num(m.claimed), num(m.claimable), tokens(m.deposit, t.decimals));
+    return row;
+  }));
+}
+
+function roundsTable(rounds) {
+  return table('rounds', [['Step', 1], ['Height', 1], ['Clients', 1], ['Batch', 1], ['Inner steps', 1], ['Witnesses', 1], ['Loss', 1], ['Tokens/s', 1]],
+    rounds.map((r) => {
+      const losses = r.witnesses.map((w) => w.loss).filter(finite);
+      const tps = r.witnesses.filter((w) => w.loss !== null).map((w) => w.tokens_per_sec);
+      return [(r.current ? '▶ ' : '') + r.step, r.height, r.clients, r.batch_size, r.inner_steps, `${r.witnesses_reported}/${r.witnesses_elected}`,
+        losses.length ? fixed(losses.reduce((a, b) => a + b, 0) / losses.length, 4) : dash,
+        tps.length ? human(tps.reduce((a, b) => a + b, 0) / tps.length, ['', 'k', 'M']) : dash];
+    }));
+}
+
+function witnessTable(rounds) {
+  const rows = rounds.flatMap((r) => r.witnesses.map((w) => [r.step, w.index, keyEl(w.signer),
+    w.participants === null ? dash : `${w.participants}/${r.clients}`, fixed(w.loss, 4), num(w.tokens_per_sec), perSec(w.bandwidth_per_sec),
+    fixed(w.efficiency, 3), w.signature ? keyEl(w.signature) : dash]));
+  return rows.length ? table('witnesses', [['Step', 1], ['Index', 1], ['Witness'], ['Participants', 1], ['Loss', 1], ['Tokens/s', 1],
+    ['Bandwidth', 1], ['Efficiency', 1], ['Transaction']], rows) : null;
+}
+
+function verification(v) {
+  if (!v) return empty('Unknown until the run is read.');
+  const out = [facts([['Sampled', v.percent + '% of contributions'], ['Disputes opened', num(v.disputes_opened)],
+    ['Forgiven per epoch', num(v.forgive_per_epoch)], ['Vesting epochs', num(v.vesting_epochs)]])];
+  const commits = v.rounds.flatMap((r) => r.members.filter((m) => m.committed).map((m) => [r.step, m.index, keyEl(m.signer),
+    m.must_verify ? 'yes' : 'no', m.verifier === null ? dash : m.verifier, m.verdict, keyEl(m.payload)]));
+  out.push(commits.length ? table('commitments', [['Step', 1], ['Member', 1], ['Signer'], ['Sampled'], ['Verifier', 1], ['Verdict'], ['Payload']], commits)
+    : empty(v.percent ? 'No commitment in the stored rounds.' : 'This run does not verify training.'));
+  if (v.disputes.length) {
+    out.push(table('disputes', [['Id', 1], ['Step', 1], ['State'], ['Kind'], ['Trainer'], ['Accuser'], ['Committee votes']],
+      v.disputes.map((d) => [d.id, d.step, d.state, d.kind, keyEl(d.trainer), keyEl(d.accuser), d.committee.map((m) => m.vote).join(', ') || dash])));
+  }
+  return out;
+}
+
+function until(t) {
+  const s = Math.round(t - Date.now() / 1000);
+  return s > 0 ? `in ${s} s` : 'due';
+}
+
+// Relative times move on without a new render.
+setInterval(() => {
+  for (const e of document.querySelectorAll('[data-ago]')) e.textContent = ago(+e.dataset.ago);
+  for (const e of document.querySelectorAll('[data-until]')) e.textContent = until(+e.dataset.until);
+}, 1000);
+
+function gone(message) {
+  setStatus('', '', false);
+  app.replaceChildren(el('h1', {}, 'Run closed'), el('p', { class: 'error' }, message), el('p', {}, el('a', { href: '/' }, 'All runs')));
+}
+
+const m = location.pathname.match(/^\/runs\/([^/]+)$/);
+if (m) {
+  follow('/api/runs/' + m[1] + '/stream', renderRun, gone);
+} else {
+  follow('/api/stream', renderRuns, gone);
+}
