@@ -265,12 +265,22 @@ func cmdChurn(ctx context.Context, args []string) error {
 	for _, k := range eps {
 		e := epochs[k]
 		honest += len(e.HonestDropped)
-		tb.Row(e.Epoch, fmt.Sprintf("%d-%d", e.StartStep, e.LastStep), e.Members, list(e.Left), list(e.Killed), list(e.Joined),
+		last := e.LastStep
+		if j := slices.Index(eps, k); j+1 < len(eps) {
+			last = min(last, epochs[eps[j+1]].StartStep-1)
+		}
+		tb.Row(e.Epoch, fmt.Sprintf("%d-%d", e.StartStep, last), e.Members, list(e.Left), list(e.Killed), list(e.Joined),
 			e.Rounds, fmtSec(e.MaxRound), fmt.Sprintf("%d (limit %.0f s)", e.OverLimit, limit), list(e.Dropped), list(e.HonestDropped))
 	}
 	tb.Print(os.Stdout)
-	fmt.Printf("run Finished: %v; survivors that logged Finished: %d/%d; digests equal at %d/%d steps compared; payloads missing in %d (client, step) applications\n",
-		finished, survivorsFinished, len(alive), res.Compared-res.Mismatched, res.Compared, res.Incomplete)
+	var short []string
+	for s := range res.IncompleteSteps {
+		short = append(short, strconv.FormatUint(s, 10))
+	}
+	slices.SortFunc(short, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+	fmt.Printf("run Finished: %v; survivors that logged Finished: %d/%d; digests equal at %d/%d steps compared\n",
+		finished, survivorsFinished, len(alive), res.Compared-res.Mismatched, res.Compared)
+	fmt.Printf("steps applied without some member's payload (expected: the rounds a killed member was in): %s\n", list(short))
 	over := 0
 	for _, e := range epochs {
 		over += e.OverLimit

@@ -16,31 +16,32 @@ import (
 
 // trainingResult is what one training run measured.
 type trainingResult struct {
-	Label       string
-	Config      string
-	Net         string
-	Shape       Shape
-	Clients     int
-	Steps       int     // steps trained (by any client)
-	RoundMedian float64 // seconds, median over steps of the median over clients
-	RoundMean   float64
-	RoundP95    float64
-	TrainMean   float64 // seconds of compute per step (mean over clients and steps)
-	PayloadOut  float64 // update bytes sent per client per step (the client's own count)
-	PayloadIn   float64
-	DenseBytes  uint64
-	WireUp      float64 // IP bytes per client per step to peers, through its link
-	WireDn      float64
-	ChainUp     float64 // IP bytes per client per step to the validator and data server
-	Wall        float64 // seconds from the first model ready to the last Finished
-	Compared    int     // steps whose digests were compared across >= 2 clients
-	Mismatched  int
-	Finished    int // clients that logged Finished
-	Drops       int // members dropped by health checks
-	Incomplete  int // (client, step) pairs that applied fewer payloads than members
-	Warnings    int
-	Lost        uint64 // packets dropped by the loss model on all links
-	Err         error
+	Label           string
+	Config          string
+	Net             string
+	Shape           Shape
+	Clients         int
+	Steps           int     // steps trained (by any client)
+	RoundMedian     float64 // seconds, median over steps of the median over clients
+	RoundMean       float64
+	RoundP95        float64
+	TrainMean       float64 // seconds of compute per step (mean over clients and steps)
+	PayloadOut      float64 // update bytes sent per client per step (the client's own count)
+	PayloadIn       float64
+	DenseBytes      uint64
+	WireUp          float64 // IP bytes per client per step to peers, through its link
+	WireDn          float64
+	ChainUp         float64 // IP bytes per client per step to the validator and data server
+	Wall            float64 // seconds from the first model ready to the last Finished
+	Compared        int     // steps whose digests were compared across >= 2 clients
+	Mismatched      int
+	Finished        int // clients that logged Finished
+	Drops           int // members dropped by health checks
+	Incomplete      int // (client, step) pairs that applied fewer payloads than members
+	IncompleteSteps map[uint64]bool
+	Warnings        int
+	Lost            uint64 // packets dropped by the loss model on all links
+	Err             error
 }
 
 // waitFinished waits until every client in cls logged Finished, one exits,
@@ -112,6 +113,10 @@ func collect(ctx context.Context, c *Cluster, cls []*Client, r *trainingResult) 
 			}
 			if e.Applied < e.Of {
 				r.Incomplete++
+				if r.IncompleteSteps == nil {
+					r.IncompleteSteps = map[uint64]bool{}
+				}
+				r.IncompleteSteps[s] = true
 			}
 			if !e.Trained {
 				continue
