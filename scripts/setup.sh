@@ -23,11 +23,12 @@ mkdir -p "$stamps" "$root/bin"
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 # Debian packages. rustc-web/rust-web-src/llvm-22 build the on-chain programs
-# (see programs/toolchain); clang-19 compiles the linker's C test objects.
+# (see programs/toolchain); clang-19 compiles the linker's C test objects;
+# chromium runs the run explorer's page in the browser test (clients/explorer).
 apt_packages=(
   ca-certificates git build-essential pkg-config
   rustc-web rust-web-src cargo-web llvm-22 clang-19
-  nodejs npm
+  nodejs npm chromium
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -124,7 +124,9 @@ func TestExplorerAPI(t *testing.T) {
 	if _, err := explorertest.NewRun(testCtx(t, time.Minute), n, "api-new", 0); err != nil {
 		t.Fatal(err)
 	}
-	runs.until(t, 20*time.Second, &list, func() bool { return slices.ContainsFunc(list.Runs, func(s explorer.RunSummary) bool { return s.RunID == "api-new" }) })
+	runs.until(t, 20*time.Second, &list, func() bool {
+		return slices.ContainsFunc(list.Runs, func(s explorer.RunSummary) bool { return s.RunID == "api-new" })
+	})
 
 	// With a websocket endpoint that does not answer, the indexer polls.
 	deaf, err := chain.New(n.Chain.RPCURL(), "ws://127.0.0.1:1")

@@ -94,7 +94,7 @@ type RunDetail struct {
 // MemberView is a registered client: a member of the epoch (by index) or
 // one waiting for the next.
 type MemberView struct {
-	Index *int   `json:"index"` // in the epoch; null when not in it
+	Index  *int   `json:"index"` // in the epoch; null when not in it
 	Signer string `json:"signer"`
 	// State is healthy, dropped, left or faulted in the epoch; pending
 	// (joins when the next epoch forms) or registered (holds points) otherwise.

@@ -1,0 +1,118 @@
+package explorer_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/psyche-go/psyche/clients/explorer/explorertest"
+)
+
+// What a user sees, in a real browser (headless chromium) against a run on
+// localnet: the runs list, a run's page with its members and loss curve,
+// the curve growing when a round lands, at desktop and at phone width,
+// where nothing may overflow the page sideways (tables scroll in their
+// box). Screenshots go to $PSYCHE_TEST_ARTIFACTS (else a temporary
+// directory).
+func TestExplorerInBrowser(t *testing.T) {
+	path, err := explorertest.Chromium()
+	if errors.Is(err, explorertest.ErrNoBrowser) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := sharedNet(t)
+	r := trainingRun(t, n, "browser-run", 3.2, 2.9, 2.7)
+	_, url, _ := startExplorer(t, n, nil, true)
+	b, err := explorertest.NewBrowser(testCtx(t, 2*time.Minute), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	artifacts := os.Getenv("PSYCHE_TEST_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := b.Screenshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(artifacts, "explorer-"+name+".png")
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", p)
+	}
+	eval := func(expr string) any {
+		t.Helper()
+		v, err := explorertest.Eval[any](b, expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	load := func(path string) {
+		t.Helper()
+		d, err := b.Load(url+path, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s rendered %v after the navigation started", path, d)
+	}
+	const lossPoints = `document.querySelector('#loss-chart polyline').points.numberOfItems`
+	// Nothing is wider than the window, and every table is in its scroll box.
+	const fits = `document.documentElement.scrollWidth <= window.innerWidth &&
+		[...document.querySelectorAll('table')].every((t) => t.parentElement.classList.contains('table-wrap') &&
+			t.parentElement.getBoundingClientRect().right <= window.innerWidth + 0.5)`
+
+	for _, size := range []struct {
+		name          string
+		width, height int64
+		mobile        bool
+	}{{"desktop", 1280, 900, false}, {"phone", 390, 844, true}} {
+		if err := b.Viewport(size.width, size.height, size.mobile); err != nil {
+			t.Fatal(err)
+		}
+		load("/")
+		if got := eval(`[...document.querySelectorAll('#runs tbody tr')].some((tr) =>
+			tr.cells[0].textContent === 'browser-run' && tr.cells[1].textContent === 'RoundTrain' && tr.cells[4].textContent === '2')`); got != true {
+			t.Fatalf("%s: the runs table does not show browser-run in RoundTrain with 2 members: %v", size.name, eval(`document.getElementById('app').innerText`))
+		}
+		if eval(fits) != true {
+			t.Errorf("%s: the runs list overflows the window (scroll width %v)", size.name, eval(`document.documentElement.scrollWidth`))
+		}
+		shot("runs-" + size.name)
+
+		load("/runs/browser-run")
+		if h1 := eval(`document.querySelector('h1').textContent`); h1 != "browser-run RoundTrain treasurer" {
+			t.Errorf("%s: heading %q", size.name, h1)
+		}
+		if rows := eval(`document.querySelectorAll('#members tbody tr').length`); rows != 2.0 {
+			t.Errorf("%s: %v member rows, want 2", size.name, rows)
+		}
+		if eval(fits) != true {
+			t.Errorf("%s: the run page overflows the window (scroll width %v)", size.name, eval(`document.documentElement.scrollWidth`))
+		}
+		if w := eval(`document.getElementById('loss-chart').getBoundingClientRect().width`).(float64); w > float64(size.width) || w < 300 {
+			t.Errorf("%s: the loss chart is %v px wide in a %d px window", size.name, w, size.width)
+		}
+		before := eval(lossPoints).(float64)
+		if size.name == "desktop" && before != 3 {
+			t.Fatalf("the loss curve has %v points, want 3", before)
+		}
+		playRound(t, r, 2.5)
+		if err := b.WaitFor(lossPoints+` === `+fmt.Sprint(before+1), 20*time.Second); err != nil {
+			t.Fatalf("%s: the loss curve still has %v points after a round: %v", size.name, eval(lossPoints), err)
+		}
+		shot("run-" + size.name)
+	}
+}
