@@ -21,6 +21,7 @@ import (
 	"github.com/psyche-go/psyche/clients/explorer"
 	"github.com/psyche-go/psyche/clients/explorer/explorertest"
 	"github.com/psyche-go/psyche/clients/programtest"
+	"github.com/psyche-go/psyche/internal/syncbuf"
 	"github.com/psyche-go/psyche/localnet"
 )
 
@@ -105,12 +106,12 @@ func playRound(t *testing.T, r *explorertest.Run, loss float32) uint32 {
 
 // startExplorer indexes n's runs, through c (n.Chain when nil), and serves
 // the explorer; it returns the server's URL once the first read is done.
-func startExplorer(t *testing.T, n *programtest.Net, c *chain.Client, live bool) (*explorer.Indexer, string, *logBuffer) {
+func startExplorer(t *testing.T, n *programtest.Net, c *chain.Client, live bool) (*explorer.Indexer, string, *syncbuf.Buffer) {
 	t.Helper()
 	if c == nil {
 		c = n.Chain
 	}
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	x := explorer.New(explorer.Options{
 		Chain: c, Coordinator: coordinator.Program{ID: n.IDs[deploy.Coordinator]}, TreasurerID: n.IDs[deploy.Treasurer],
 		Live: live, PollInterval: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(logs, nil)),
@@ -135,24 +136,6 @@ func startExplorer(t *testing.T, n *programtest.Net, c *chain.Client, live bool)
 		t.Fatalf("the indexer did not finish its first read; log:\n%s", logs)
 	}
 	return x, srv.URL, logs
-}
-
-// logBuffer collects the explorer's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // get fetches url, wants status code and decodes the JSON body into out.

@@ -132,17 +132,20 @@ function setStatus(source, error, connected) {
     : (source === 'websocket' ? 'live (websocket)' : 'live (polling the RPC)') + (error ? ' · chain read failed: ' + error : '');
 }
 
-// follow renders every "update" of an event stream; tests and the
-// benchmark read window.explorer to see that a render happened.
-window.explorer = { renders: 0, lastRender: 0 };
+// follow renders every "update" of an event stream. Tests and the
+// benchmark read window.explorer: how many renders there were, when the
+// last one was, and when each of the last 100 was (times[n % 100] for the
+// n-th, from 0), in ms since the epoch.
+window.explorer = { renders: 0, lastRender: 0, times: [] };
 function follow(url, render, gone) {
   const es = new EventSource(url);
   es.addEventListener('update', (e) => {
     const v = JSON.parse(e.data);
     setStatus(v.source, v.error, true);
     render(v);
-    window.explorer.renders++;
-    window.explorer.lastRender = Date.now();
+    const x = window.explorer;
+    x.lastRender = x.times[x.renders % 100] = Date.now();
+    x.renders++;
     document.body.dataset.ready = '1';
   });
   es.addEventListener('gone', (e) => { es.close(); gone(JSON.parse(e.data).error); });
