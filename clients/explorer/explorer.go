@@ -172,6 +172,9 @@ func (x *Indexer) Run(ctx context.Context) error {
 	poll, resync := time.NewTicker(x.opts.PollInterval), time.NewTicker(x.opts.Resync)
 	defer poll.Stop()
 	defer resync.Stop()
+	// behind: transactions the subscription announced may be unread (a
+	// read failed), so polling goes on until a poll succeeds.
+	behind := false
 	for {
 		var err error
 		select {
@@ -182,12 +185,17 @@ func (x *Indexer) Run(ctx context.Context) error {
 			for len(batch) < cap(sigs) && len(sigs) > 0 {
 				batch = append(batch, <-sigs)
 			}
-			err = x.ingest(ctx, batch)
+			if err = x.ingest(ctx, batch); err == nil && !behind {
+				x.newest = batch[len(batch)-1]
+			}
+			behind = behind || err != nil
 		case <-x.catchUp:
 			err = x.poll(ctx)
+			behind = err != nil
 		case <-poll.C:
-			if x.sourceIs(SourcePolling) {
+			if behind || x.sourceIs(SourcePolling) {
 				err = x.poll(ctx)
+				behind = err != nil && x.sourceIs(SourceWebsocket)
 			}
 		case <-resync.C:
 			err = x.sync(ctx, false)
@@ -266,9 +274,14 @@ func (x *Indexer) followOnce(ctx context.Context, out chan<- solana.Signature) e
 	}
 }
 
+// pollLimit bounds the transactions one poll reads: more means the newest
+// one read is no longer in the node's history, or the indexer was away
+// long; the resync re-reads the runs' states either way.
+const pollLimit = 5000
+
 // poll reads the program's transactions newer than the newest one read.
 func (x *Indexer) poll(ctx context.Context) error {
-	sigs, err := x.signatures(ctx, x.opts.Coordinator.ID, x.newest, 0)
+	sigs, err := x.signatures(ctx, x.opts.Coordinator.ID, x.newest, pollLimit)
 	if err != nil || len(sigs) == 0 {
 		return err
 	}

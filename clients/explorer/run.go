@@ -3,6 +3,7 @@ package explorer
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -11,13 +12,15 @@ import (
 
 	bindings "github.com/psyche-go/psyche/clients/bindings/coordinator"
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/treasurer"
 )
 
 // Bounds on the history kept per run, so that memory and pages stay small
 // however long a run is: the newest entries are kept.
 const (
-	maxReports  = 16384 // witness reports (a few per step)
+	maxSteps    = 16384 // of the loss curve
+	maxReports  = 512   // the newest witness reports, for the stored rounds (at most 4 x 32)
 	maxEvals    = 4096
 	maxTimeline = 512
 	maxEvents   = 256
@@ -32,6 +35,7 @@ type runData struct {
 	stateErr string             // why the last read failed
 	treasury *treasury          // nil: no Treasurer run
 	last     Activity
+	steps    []stepStats     // by step
 	reports  []witnessReport // by step
 	evals    []EvalPoint     // by step
 	timeline []PhaseChange   // by slot
@@ -62,6 +66,36 @@ type witnessReport struct {
 	signer solana.PublicKey
 	meta   coordinator.WitnessMetadata
 	at     Activity
+}
+
+// stepStats sums a step's witness reports (the loss curve).
+type stepStats struct {
+	step      uint32
+	loss, eff finiteMean
+	tps, bw   float64
+	n         int
+	time      int64
+}
+
+// finiteMean averages the finite values added: a NaN or infinite loss a
+// witness published does not spoil its step's mean.
+type finiteMean struct {
+	sum float64
+	n   int
+}
+
+func (m *finiteMean) add(v float32) {
+	if f := float64(v); !math.IsNaN(f) && !math.IsInf(f, 0) {
+		m.sum, m.n = m.sum+f, m.n+1
+	}
+}
+
+// mean is NaN when nothing finite was added.
+func (m finiteMean) mean() status.Float {
+	if m.n == 0 {
+		return status.Float(math.NaN())
+	}
+	return status.Float(m.sum / float64(m.n))
 }
 
 // setState records a read of the run's account and says whether anything
@@ -96,6 +130,17 @@ func (rd *runData) touch(at Activity) {
 
 func (rd *runData) addReport(w witnessReport) {
 	rd.reports = insertSorted(rd.reports, w, func(w witnessReport) uint64 { return uint64(w.step) }, maxReports)
+	i := sort.Search(len(rd.steps), func(i int) bool { return rd.steps[i].step >= w.step })
+	if i == len(rd.steps) || rd.steps[i].step != w.step {
+		rd.steps = insertSorted(rd.steps, stepStats{step: w.step}, func(s stepStats) uint64 { return uint64(s.step) }, maxSteps)
+		if i = sort.Search(len(rd.steps), func(i int) bool { return rd.steps[i].step >= w.step }); i == len(rd.steps) || rd.steps[i].step != w.step {
+			return // older than every step kept
+		}
+	}
+	s := &rd.steps[i]
+	s.loss.add(w.meta.Loss)
+	s.eff.add(w.meta.Efficiency)
+	s.tps, s.bw, s.n, s.time = s.tps+float64(w.meta.TokensPerSec), s.bw+float64(w.meta.BandwidthPerSec), s.n+1, max(s.time, w.at.Time)
 }
 
 // addEvent files one of the Coordinator's events: phase changes make the

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
@@ -34,7 +33,7 @@ type RunSummary struct {
 	Epoch        uint32         `json:"epoch"`
 	Step         uint32         `json:"step"`
 	Members      int            `json:"members"`
-	Config       *ConfigSummary `json:"config"`
+	Config       *ConfigSummary `json:"config"` // null until configured
 	LastActivity *Activity      `json:"last_activity"`
 	Treasurer    bool           `json:"treasurer"`
 }
@@ -277,6 +276,9 @@ func (rd *runData) summary() RunSummary {
 	}
 	out.State, out.Epoch, out.Step, out.Members = coordinator.Phase(s).String(), s.Progress.Epoch, s.Progress.Step, len(coordinator.Members(s))
 	c, m := s.Config, s.Model
+	if m.Architecture == 0 {
+		return out // not configured yet
+	}
 	out.Config = &ConfigSummary{
 		Name: coordinator.FixedString(s.Metadata.Name[:]), Architecture: coordinator.EnumName("architecture", m.Architecture),
 		Parameters: s.Metadata.NumParameters, Layers: m.NLayer, Width: m.NEmbd, SeqLen: m.MaxSeqLen,
@@ -399,45 +401,23 @@ func (rd *runData) report(step uint32, index uint16) (witnessReport, bool) {
 	return witnessReport{}, false
 }
 
-// lossCurve averages each step's witness reports. A NaN or infinite loss
-// (or efficiency) is left out of its mean; a step with only those shows NaN.
+// curvePoints bounds the loss curve the API sends: a longer history is
+// sampled evenly, ending at the newest step.
+const curvePoints = 600
+
+// lossCurve is each step's mean of its witness reports.
 func (rd *runData) lossCurve() []LossPoint {
+	stride := (len(rd.steps) + curvePoints - 1) / curvePoints
 	out := []LossPoint{}
-	for i := 0; i < len(rd.reports); {
-		j := i
-		var loss, eff finiteMean
-		var tps, bw float64
-		for ; j < len(rd.reports) && rd.reports[j].step == rd.reports[i].step; j++ {
-			m := rd.reports[j].meta
-			loss.add(float64(m.Loss))
-			eff.add(float64(m.Efficiency))
-			tps, bw = tps+float64(m.TokensPerSec), bw+float64(m.BandwidthPerSec)
+	for i, s := range rd.steps {
+		if (len(rd.steps)-1-i)%max(stride, 1) != 0 {
+			continue
 		}
-		n := float64(j - i)
-		out = append(out, LossPoint{Step: rd.reports[i].step, Loss: loss.mean(), Efficiency: eff.mean(),
-			TokensPerSec: tps / n, BandwidthPerSec: bw / n, Witnesses: j - i, Time: rd.reports[j-1].at.Time})
-		i = j
+		n := float64(s.n)
+		out = append(out, LossPoint{Step: s.step, Loss: s.loss.mean(), Efficiency: s.eff.mean(),
+			TokensPerSec: s.tps / n, BandwidthPerSec: s.bw / n, Witnesses: s.n, Time: s.time})
 	}
 	return out
-}
-
-// finiteMean averages the finite values added.
-type finiteMean struct {
-	sum float64
-	n   int
-}
-
-func (m *finiteMean) add(v float64) {
-	if !math.IsNaN(v) && !math.IsInf(v, 0) {
-		m.sum, m.n = m.sum+v, m.n+1
-	}
-}
-
-func (m *finiteMean) mean() status.Float {
-	if m.n == 0 {
-		return status.Float(math.NaN())
-	}
-	return status.Float(m.sum / float64(m.n))
 }
 
 func (rd *runData) treasuryView() *TreasuryView {
