@@ -97,7 +97,7 @@ func run() error {
 	if err := b.scenario("1 run of 256 clients (+10)", big); err != nil {
 		return err
 	}
-	fmt.Printf("%-28s %-58s %10s %10s  %s\n", "scenario", "what", "p50", "p90", "size")
+	fmt.Printf("%-28s %-58s %11s %11s  %s\n", "scenario", "what", "p50", "p90", "size")
 	for _, r := range b.rows {
 		fmt.Println(r)
 	}
@@ -167,7 +167,7 @@ func (b *bench) row(scenario, what string, d []time.Duration, size string) {
 	q := func(p float64) string {
 		return fmt.Sprintf("%.2f ms", float64(d[int(p*float64(len(d)-1))].Microseconds())/1000)
 	}
-	b.rows = append(b.rows, fmt.Sprintf("%-28s %-58s %10s %10s  %s", scenario, what, q(0.5), q(0.9), size))
+	b.rows = append(b.rows, fmt.Sprintf("%-28s %-58s %11s %11s  %s", scenario, what, q(0.5), q(0.9), size))
 }
 
 // scenario measures the API, the pages and updates, on r's page.
