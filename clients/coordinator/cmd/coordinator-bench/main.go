@@ -1,5 +1,5 @@
 // Command coordinator-bench deploys the Authorizer and the Coordinator on a
-// fresh local validator, drives a run of 8, 64 and 256 clients through join,
+// fresh local validator, drives a run of 8, 64 and the most (MaxClients) clients through join,
 // warmup, rounds with witnesses, a health check, checkpoint, a benchmark
 // report, leave and pause, and prints the compute units of each instruction
 // at each size, plus the coordinator account's size and rent.
@@ -28,7 +28,8 @@ import (
 	"github.com/psyche-go/psyche/localnet"
 )
 
-var sizes = []int{8, 64, 256}
+// The last size fills the run: a build with a larger MAX_CLIENTS measures it.
+var sizes = []int{8, 64, coordinator.MaxClients}
 
 // roundWitnessTime leaves the verdicts of a round time to land before the
 // bench's tick ends it.
@@ -446,8 +447,19 @@ func (b *bench) runOf(i, n int) error {
 	if err != nil {
 		return err
 	}
+	// Only the current round's reporting witnesses may announce a checkpoint.
 	ms := coordinator.Members(s)
-	member := keys[ms[len(ms)-1].Signer]
+	cr := coordinator.CurrentRound(s)
+	var member solana.PrivateKey
+	for _, w := range cr.Witnesses[:cr.WitnessesLen] {
+		if m := ms[w.Index]; m.State == coordinator.MemberHealthy {
+			member = keys[m.Signer]
+			break
+		}
+	}
+	if member == nil {
+		return fmt.Errorf("no healthy witness reported in the current round")
+	}
 	if ixs, err = one(r.Checkpoint(member.PublicKey(), "http://127.0.0.1:9000/ckpt", "step-3")); err != nil {
 		return err
 	}

@@ -1079,7 +1079,7 @@ impl CoordinatorState {
     /// The epoch takes pending clients in slot order, at most as many as the next
     /// batch has sequences (so everyone trains something in every inner step:
     /// the cap counts one inner step's batch, not the round's
-    /// `batch_size * inner_steps` sequences) and at most 256.
+    /// `batch_size * inner_steps` sequences) and at most MAX_CLIENTS.
     fn try_form_epoch(&mut self, now: i64, ev: &mut Events) -> bool {
         let pending = self.clients.iter().filter(|c| c.occupied != 0 && c.pending != 0).count();
         if pending < usize::from(self.config.init_min_clients)
@@ -1220,9 +1220,10 @@ impl CoordinatorState {
         if let Some(vested) = self.progress.epoch.checked_sub(vesting) {
             self.vest(Some((vested % VESTING_BUCKETS as u32) as usize));
         }
+        let checkpointers = self.checkpointers();
         for k in 0..self.epoch_len() {
             let e = self.epoch.clients[k];
-            let elected = self.elected_checkpointer(k);
+            let elected = bit_set(&checkpointers, k);
             let c = &mut self.clients[usize::from(e.slot) % MAX_CLIENTS];
             c.in_epoch = 0;
             c.checkpointer = u8::from(elected && e.state == HEALTHY);
@@ -1402,12 +1403,24 @@ impl CoordinatorState {
 
     /// Whether epoch entry `k` reported as a witness of the current round
     /// (the witness instruction checked its election): one of the epoch's
-    /// checkpointers. A scan of at most 32 reports, where re-running the
+    /// checkpointers. From the at most 32 reports, where re-running the
     /// election per member would cost a shuffle (~29k CU) each.
     fn elected_checkpointer(&self, k: usize) -> bool {
+        bit_set(&self.checkpointers(), k)
+    }
+
+    /// The epoch indices of the current round's reporting witnesses, as a
+    /// bitmap: end_epoch tests every member against one (a scan of the
+    /// reports per member cost 300k CU at 1024 members).
+    fn checkpointers(&self) -> [u64; MAX_CLIENTS / 64] {
         let r = self.current_round();
         let n = usize::from(r.witnesses_len).min(r.witnesses.len());
-        r.witnesses[..n].iter().any(|w| usize::from(w.index) == k)
+        let mut m = [0u64; MAX_CLIENTS / 64];
+        for w in &r.witnesses[..n] {
+            let i = usize::from(w.index) % MAX_CLIENTS;
+            m[i / 64] |= 1 << (i % 64);
+        }
+        m
     }
 
     fn healthy_member(&self, signer: &Key) -> Result<usize, E> {
@@ -1426,6 +1439,11 @@ impl CoordinatorState {
         // At most MAX_CLIENTS entries.
         self.epoch.clients[..self.epoch_len()].iter().filter(|e| e.state == HEALTHY).count() as u16
     }
+}
+
+/// Bit k of a bitmap over epoch indices.
+fn bit_set(m: &[u64; MAX_CLIENTS / 64], k: usize) -> bool {
+    m[k / 64 % (MAX_CLIENTS / 64)] >> (k % 64) & 1 != 0
 }
 
 impl ClientSlot {
