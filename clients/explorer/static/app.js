@@ -88,7 +88,7 @@ const palette = ['#0b62d6', '#d9480f', '#2b8a3e', '#ae3ec9', '#e67700', '#1098ad
 // lineChart draws series ({name, points: [[x, y]...]}) as an SVG that
 // scales with its box. Each series is a polyline of all its points.
 function lineChart(id, caption, series, yFormat) {
-  const W = 640, H = 260, m = { l: 56, r: 14, t: 10, b: 30 };
+  const W = 640, H = 260, m = { l: 66, r: 14, t: 12, b: 34 };
   const pts = series.flatMap((s) => s.points);
   if (!pts.length) return el('figure', {}, el('figcaption', {}, caption), empty('No data yet.'));
   let [x0, x1] = [Math.min(...pts.map((p) => p[0])), Math.max(...pts.map((p) => p[0]))];
