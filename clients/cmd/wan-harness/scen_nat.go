@@ -20,6 +20,7 @@ func cmdNAT(ctx context.Context, args []string) error {
 	shape := fs.String("shape", "100/50ms/0.5", "every access link (the NAT gateways' too)")
 	traversal := fs.String("traversal", "on,off", "runs with NAT traversal (relay, hole punching: the client's default off loopback) on and/or off")
 	transport := fs.String("transport", "both", "quic, tcp or both")
+	public := fs.String("wan-range", "10.99", "first two octets of the public side's addresses (the peers' and the gateways'): 10.99 (private, as everywhere else), or a range libp2p counts as public, e.g. 11.99; either way they exist only inside the harness's namespaces, whose hub has no route out")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -33,7 +34,7 @@ func cmdNAT(ctx context.Context, args []string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := runNAT(ctx, filepath.Join(dir, "traversal-"+tr), tr == "on", s, *d, *transport); err != nil {
+		if err := runNAT(ctx, filepath.Join(dir, "traversal-"+tr), tr == "on", s, *d, *transport, *public); err != nil {
 			fmt.Fprintf(os.Stderr, "wan-harness: nat (traversal %s): %v\n", tr, err)
 			failed = err
 		}
@@ -48,7 +49,10 @@ type natPeer struct {
 	log                      string
 }
 
-func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Duration, transport string) error {
+func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Duration, transport, wan string) error {
+	if parts := strings.Split(wan, "."); len(parts) != 2 {
+		return fmt.Errorf("-wan-range %q: want two octets, e.g. 11.99", wan)
+	}
 	if _, err := lookPath("nft"); err != nil {
 		if _, err := lookPath("iptables"); err != nil {
 			return fmt.Errorf("NAT needs nft or iptables (apt-get install nftables): %w", err)
@@ -68,14 +72,14 @@ func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Dur
 	defer t.Close()
 	var peers []*natPeer
 	for i := 1; i <= 2; i++ {
-		l, err := t.AddClient(fmt.Sprintf("pub%d", i), clientAddr(i), s)
+		l, err := t.AddClient(fmt.Sprintf("pub%d", i), fmt.Sprintf("%s.1.%d", wan, i), s)
 		if err != nil {
 			return err
 		}
 		peers = append(peers, &natPeer{name: fmt.Sprintf("pub%d", i), ns: l.NS, addr: l.Addr})
 	}
 	for i := 1; i <= 2; i++ {
-		pub := fmt.Sprintf("10.99.9.%d", i)
+		pub := fmt.Sprintf("%s.9.%d", wan, i)
 		host, _, err := t.AddNATed(fmt.Sprintf("nat%d", i), pub, 100+i, s)
 		if err != nil {
 			return err
@@ -96,11 +100,13 @@ func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Dur
 	if traversal {
 		mode = "on"
 	}
-	fmt.Fprintf(os.Stderr, "wan-harness: [nat traversal %s] pub1 %s, pub2 %s public; nat1 %s behind 10.99.9.1, nat2 %s behind 10.99.9.2 (MASQUERADE); %v of blobs\n",
-		mode, peers[0].addr, peers[1].addr, peers[2].addr, peers[3].addr, d)
+	fmt.Fprintf(os.Stderr, "wan-harness: [nat traversal %s] pub1 %s, pub2 %s public; nat1 %s behind %s.9.1, nat2 %s behind %s.9.2 (MASQUERADE); %v of blobs\n",
+		mode, peers[0].addr, peers[1].addr, peers[2].addr, wan, peers[3].addr, wan, d)
 	for _, p := range peers {
 		p.log = filepath.Join(dir, p.name+".log")
-		args := []string{self, "peer", "-run", "nat", "-seed", p.seed, "-listen", p.addr, "-rendezvous", filepath.Join(dir, "p2p"),
+		// libp2p's own logs of the NAT machinery go to the peer's log too.
+		args := []string{"env", "GOLOG_LOG_LEVEL=error,autonat=debug,autonatv2=debug,autorelay=debug,relay=debug,p2p-holepunch=debug,basichost=info",
+			self, "peer", "-run", "nat", "-seed", p.seed, "-listen", p.addr, "-rendezvous", filepath.Join(dir, "p2p"),
 			"-participants", strings.Join(ids, ","), "-blobs", "-transport", transport, "-v"}
 		if traversal {
 			args = append(args, "-nat")
@@ -109,6 +115,7 @@ func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Dur
 			return err
 		}
 	}
+	started := time.Now()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -158,6 +165,9 @@ func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Dur
 			}
 			if e.Event == "blob" {
 				if e.Err == "" {
+					if ps.firstOK.IsZero() {
+						ps.firstOK = e.T
+					}
 					ps.ok++
 					ps.secs = append(ps.secs, e.Seconds)
 				} else {
@@ -167,8 +177,8 @@ func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Dur
 			}
 		}
 	}
-	fmt.Printf("\nscenario 4: NAT, traversal %s (libp2p relay v2 + DCUtR + port mapping when on), links %s, %v of 256 KiB blobs every 3 s (files: %s)\n", mode, s, d, dir)
-	tb := newTable("fetcher", "signer", "connections seen", "blobs fetched", "failed", "median fetch", "last error")
+	fmt.Printf("\nscenario 4: NAT, traversal %s (libp2p relay v2 + DCUtR + port mapping when on), public side %s.0.0/16, links %s, %v of 256 KiB blobs every 3 s (files: %s)\n", mode, wan, s, d, dir)
+	tb := newTable("fetcher", "signer", "connections seen", "blobs fetched", "failed", "first fetched after", "median fetch", "last error")
 	var names []string
 	for _, p := range peers {
 		names = append(names, p.name)
@@ -188,7 +198,11 @@ func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Dur
 			if conn == "" {
 				conn = "none"
 			}
-			tb.Row(a, b, conn, ps.ok, ps.fail, fmtSec(median(ps.secs)), firstLine(ps.lastErr))
+			first := "-"
+			if !ps.firstOK.IsZero() {
+				first = fmtSec(ps.firstOK.Sub(started).Seconds())
+			}
+			tb.Row(a, b, conn, ps.ok, ps.fail, first, fmtSec(median(ps.secs)), firstLine(ps.lastErr))
 		}
 	}
 	tb.Print(os.Stdout)
@@ -199,7 +213,7 @@ func runNAT(ctx context.Context, dir string, traversal bool, s Shape, d time.Dur
 	case nat12.ok > 0:
 		fmt.Println("nat1 and nat2 exchanged blobs through a relay only.")
 	default:
-		fmt.Println("nat1 and nat2 never reached each other: see the logs for why (the report in README.md explains it).")
+		fmt.Println("nat1 and nat2 never reached each other (clients/cmd/wan-harness/README.md explains why).")
 	}
 	return nil
 }
