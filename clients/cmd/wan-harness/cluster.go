@@ -355,9 +355,10 @@ func applyOverrides(src string, over map[string]string) (string, error) {
 		}
 	}
 	keyRe := regexp.MustCompile(`^([A-Za-z0-9_]+)\s*=`)
+	headRe := regexp.MustCompile(`^\[([A-Za-z0-9_.]+)\]\s*(#.*)?$`)
 	for _, line := range strings.Split(src, "\n") {
 		trim := strings.TrimSpace(line)
-		if strings.HasPrefix(trim, "[") && strings.HasSuffix(trim, "]") {
+		if h := headRe.FindStringSubmatch(trim); h != nil {
 			// Keep the section's trailing blank/comment lines after the added keys.
 			var tail []string
 			for len(out) > 0 && (strings.TrimSpace(out[len(out)-1]) == "") {
@@ -366,7 +367,7 @@ func applyOverrides(src string, over map[string]string) (string, error) {
 			}
 			flush()
 			out = append(out, tail...)
-			section = strings.Trim(trim, "[]")
+			section = h[1]
 			out = append(out, line)
 			continue
 		}
