@@ -192,7 +192,7 @@ func cmdScale(ctx context.Context, args []string) error {
 		}
 	}
 	fmt.Printf("\nscale: %s config, %s, %d steps per run, 2 CPU cores (files: %s)\n", *config, map[bool]string{true: "loopback", false: s.String()}[nw == netLoopback], *steps, dir)
-	tb := newTable("clients", "setup (validator, programs, wallets, namespaces)", "round median", "round p95", "compute/step", "steps with a payload missing", "finished",
+	tb := newTable("clients", "setup (validator, programs, wallets, namespaces)", "round median", "round p95", "compute/step", "(client, step) applied without a payload", "finished",
 		"CPU busy (machine)", "CPU of the clients", "RSS per client", "RSS all clients", "lowest MemAvailable", "result")
 	for _, x := range rows {
 		res := "ok"
