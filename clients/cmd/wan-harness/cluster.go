@@ -212,7 +212,7 @@ func (c *Cluster) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	data, seqLen, err := c.prepareData(ctx)
+	data, err := c.prepareData(ctx)
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (c *Cluster) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := c.runConfig(root, seqLen)
+	cfg, err := c.runConfig(root)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (c *Cluster) Resume(ctx context.Context) error {
 
 // prepareData prepares (once, in the cache) the byte-level train split at
 // the config's sequence length.
-func (c *Cluster) prepareData(ctx context.Context) (string, int, error) {
+func (c *Cluster) prepareData(ctx context.Context) (string, error) {
 	seqLen := 128
 	if c.Opt.Config == "small" {
 		seqLen = 256
@@ -261,31 +261,31 @@ func (c *Cluster) prepareData(ctx context.Context) (string, int, error) {
 	if v, ok := c.Opt.Overrides["model.max_seq_len"]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return "", 0, fmt.Errorf("max_seq_len %q", v)
+			return "", fmt.Errorf("max_seq_len %q", v)
 		}
 		seqLen = n
 	}
 	dir := filepath.Join(cacheDir(), fmt.Sprintf("byte-seq%d", seqLen), "train")
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
-		return dir, seqLen, nil
+		return dir, nil
 	}
 	c.say("preparing the byte-level dataset (seq-len %d) into %s", seqLen, dir)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", 0, err
+		return "", err
 	}
 	tmp := dir + fmt.Sprintf(".tmp%d", os.Getpid())
 	os.RemoveAll(tmp)
 	cmd := exec.CommandContext(ctx, c.PC, "data", "prepare", "--tokenizer", "byte", "--seq-len", strconv.Itoa(seqLen), "--split", "train", "--out", tmp)
 	cmd.Dir = c.Root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", 0, fmt.Errorf("data prepare: %v: %s", err, out)
+		return "", fmt.Errorf("data prepare: %v: %s", err, out)
 	}
 	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
 		if _, serr := os.Stat(filepath.Join(dir, "manifest.json")); serr != nil {
-			return "", 0, err
+			return "", err
 		}
 	}
-	return dir, seqLen, nil
+	return dir, nil
 }
 
 var rootRe = regexp.MustCompile(`"root":\s*"([0-9a-f]{64})"`)
@@ -316,7 +316,7 @@ var smallOverrides = map[string]string{
 
 // runConfig is the config file with the data location, the root and the
 // overrides applied ("section.key" = TOML value).
-func (c *Cluster) runConfig(root string, seqLen int) (string, error) {
+func (c *Cluster) runConfig(root string) (string, error) {
 	name := c.Opt.Config
 	over := map[string]string{}
 	if name == "small" {
@@ -330,7 +330,6 @@ func (c *Cluster) runConfig(root string, seqLen int) (string, error) {
 	}
 	over["model.data.location"] = strconv.Quote(c.DataURL)
 	over["model.data.root"] = strconv.Quote(root)
-	_ = seqLen
 	src, err := os.ReadFile(filepath.Join(c.Root, "config", name+".toml"))
 	if err != nil {
 		return "", fmt.Errorf("run config: %w", err)

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -311,6 +309,3 @@ func list(v []string) string {
 	}
 	return strings.Join(v, " ")
 }
-
-var _ = io.Discard
-var _ = filepath.Join
