@@ -130,3 +130,24 @@ func TestLogParse(t *testing.T) {
 		t.Errorf("parsed %+v %+v", e, d)
 	}
 }
+
+func TestProcessStart(t *testing.T) {
+	start, ok := processStart(os.Getpid())
+	if !ok || start.After(time.Now().Add(time.Second)) || time.Since(start) > time.Hour {
+		t.Fatalf("processStart(self) = %v, %v", start, ok)
+	}
+	f := filepath.Join(t.TempDir(), "x.pid")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !isHarness(os.Getpid(), f) {
+		t.Error("this process started before its state file, but is not recognised")
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(f, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if isHarness(os.Getpid(), f) {
+		t.Error("a process younger than the state file is taken for its writer")
+	}
+}

@@ -341,9 +341,10 @@ func cleanupStale(w *os.File) int {
 		if !ok {
 			continue
 		}
-		data, _ := os.ReadFile(filepath.Join(stateDir, e.Name()))
+		path := filepath.Join(stateDir, e.Name())
+		data, _ := os.ReadFile(path)
 		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil && isHarness(pid) {
+		if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil && isHarness(pid, path) {
 			live[prefix] = true
 			continue
 		}
@@ -352,14 +353,52 @@ func cleanupStale(w *os.File) int {
 	return removeMatching(w, func(prefix string) bool { return !live[prefix] })
 }
 
-// isHarness reports whether pid runs this program (a recycled pid does not).
-func isHarness(pid int) bool {
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+// isHarness reports whether pid is the process that wrote the state file at
+// path: it started no later than the file was written (a recycled pid
+// belongs to a younger process).
+func isHarness(pid int, path string) bool {
+	st, err := os.Stat(path)
 	if err != nil {
 		return false
 	}
-	self, _ := os.Executable()
-	return filepath.Base(strings.TrimSuffix(exe, " (deleted)")) == filepath.Base(self)
+	started, ok := processStart(pid)
+	return ok && !started.After(st.ModTime().Add(2*time.Second))
+}
+
+// processStart is when a process started (/proc/PID/stat field 22, in
+// clock ticks after boot, plus the boot time from /proc/stat).
+func processStart(pid int) (time.Time, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return time.Time{}, false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return time.Time{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return time.Time{}, false
+	}
+	ticks, err := strconv.ParseInt(f[19], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, l := range strings.Split(string(stat), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			boot, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			return time.Unix(boot, 0).Add(time.Duration(ticks) * time.Second / 100), true // USER_HZ
+		}
+	}
+	return time.Time{}, false
 }
 
 func removeMatching(w *os.File, match func(prefix string) bool) int {
@@ -384,8 +423,9 @@ func cleanupAll(w *os.File) int {
 	ents, _ := os.ReadDir(stateDir)
 	for _, e := range ents {
 		prefix, _ := strings.CutSuffix(e.Name(), ".pid")
-		data, _ := os.ReadFile(filepath.Join(stateDir, e.Name()))
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid != os.Getpid() && isHarness(pid) {
+		path := filepath.Join(stateDir, e.Name())
+		data, _ := os.ReadFile(path)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil && isHarness(pid, path) {
 			fmt.Fprintf(w, "wan-harness: instance %s (pid %d) is still running; stopping it\n", prefix, pid)
 			_ = syscall.Kill(pid, syscall.SIGTERM)
 			for range 100 {
