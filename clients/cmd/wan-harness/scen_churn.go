@@ -104,6 +104,7 @@ func cmdChurn(ctx context.Context, args []string) error {
 	deadline := time.Now().Add(*timeout)
 	var finished bool
 	var lastErr error
+	lastPhase := ""
 	for !finished {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -114,6 +115,9 @@ func cmdChurn(ctx context.Context, args []string) error {
 		}
 		st, err := c.RunState(ctx)
 		if err != nil {
+			if lastErr == nil || lastErr.Error() != err.Error() {
+				c.say("reading the run: %v", err)
+			}
 			lastErr = err
 			time.Sleep(2 * time.Second)
 			continue
@@ -125,6 +129,10 @@ func cmdChurn(ctx context.Context, args []string) error {
 		epNum := int(num(prog, "epoch"))
 		step := int(num(prog, "step"))
 		startStep := int(num(ep, "start_step"))
+		if tr := fmt.Sprintf("epoch %d", epNum); tr != lastPhase {
+			c.say("epoch %d: %s at step %d", epNum, phase, step)
+			lastPhase = tr
+		}
 		e := epochs[epNum]
 		if e == nil && (phase == "RoundTrain" || phase == "RoundWitness" || phase == "Warmup") {
 			e = &churnEpoch{Epoch: epNum, StartStep: startStep}
@@ -169,7 +177,9 @@ func cmdChurn(ctx context.Context, args []string) error {
 		}
 		// Churn once this epoch has run a few rounds, unless the run is about
 		// to end (the next epoch must have time to take the joiners in).
-		if e != nil && !churned[epNum] && phase == "RoundTrain" && step-startStep >= *afterRounds && step+5 < *steps {
+		// Either phase of a round: polls every second or two alias with rounds
+		// of about 2 s, so requiring one phase could miss a whole epoch.
+		if e != nil && !churned[epNum] && (phase == "RoundTrain" || phase == "RoundWitness") && step-startStep >= *afterRounds && step+5 < *steps {
 			churned[epNum] = true
 			k := max(1, len(alive)/3)
 			perm := rng.Perm(len(alive))
