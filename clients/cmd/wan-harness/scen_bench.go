@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register("bench", "every scenario with its defaults, one after another (about an hour on 2 cores)", cmdBench)
+	register("bench", "every scenario with its defaults, one after another (about 35 minutes on 2 cores)", cmdBench)
 }
 
 // benchOrder is the full benchmark.
