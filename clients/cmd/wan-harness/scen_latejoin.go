@@ -386,6 +386,7 @@ func runLatejoin(ctx context.Context, o latejoinOptions, w io.Writer) (res latej
 			if err := sameFile(dst, o.Model); err != nil {
 				res.Err = err
 			}
+			os.Remove(dst) // 475 MiB per run otherwise
 			return res
 		}
 	}
