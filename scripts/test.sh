@@ -74,4 +74,16 @@ fi
 section "go test (the rest)"
 go test -count=1 -timeout 25m "$@" $(go list ./... | grep -v -x -E '.*/clients/(client|p2p|chain|status)') || status=1
 
+# A short run over shaped links (clients/cmd/wan-harness: the shaper's RTT,
+# loss and rate, then 4 clients for 2 epochs, each in its own network
+# namespace): needs root, so a full run as another user skips it and says so.
+if [ $# -eq 0 ]; then
+  section "WAN harness (scripts/wan.sh ci)"
+  if [ "$(id -u)" = 0 ]; then
+    bash scripts/wan.sh ci || status=1
+  else
+    echo "skipped: network namespaces need root"
+  fi
+fi
+
 exit $status

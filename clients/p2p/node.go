@@ -32,6 +32,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	libp2pquic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
@@ -68,9 +69,9 @@ type Config struct {
 	// network by multicast DNS. A machine without a multicast interface just
 	// logs a warning; the other mechanisms still work.
 	MDNS bool
-	// NATTraversal enables UPnP/NAT-PMP port mapping, circuit relay v2 (as a
-	// client through other participants, and as a relay when reachable) and
-	// hole punching.
+	// NATTraversal enables UPnP/NAT-PMP port mapping, AutoNAT (as a client
+	// and a server), circuit relay v2 (as a client through other participants,
+	// and as a relay when reachable) and hole punching.
 	NATTraversal bool
 	// DiscoveryInterval is how often missing participants are looked for.
 	DiscoveryInterval time.Duration
@@ -256,7 +257,14 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 			libp2p.NATPortMap(),
 			libp2p.EnableHolePunching(),
 			libp2p.EnableRelayService(),
-			libp2p.EnableAutoRelayWithPeerSource(n.relayCandidates),
+			// Participants answer each other's AutoNAT probes: without a
+			// server in the run, a node behind NAT never learns it is
+			// private, so it neither reserves a relay nor hole-punches
+			// (wan-harness's nat scenario). A run has few relay candidates,
+			// so one is enough to reserve a slot; libp2p's default of 4
+			// made NATed peers wait 3 minutes.
+			libp2p.EnableNATService(),
+			libp2p.EnableAutoRelayWithPeerSource(n.relayCandidates, autorelay.WithMinCandidates(1)),
 		)
 	} else {
 		opts = append(opts, libp2p.DisableRelay())
