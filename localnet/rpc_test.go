@@ -583,3 +583,35 @@ func TestRecentPrioritizationFees(t *testing.T) {
 		}
 	}
 }
+
+// base64+zstd (RLE blocks for runs, as account data is mostly zeros) decodes
+// with a real zstd decoder (solana-go's) to the same bytes as base64: for a
+// created account longer than a zstd block and for SlotHashes (entries,
+// then zeros).
+func TestAccountEncodingZstd(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	client := localnettest.Client(v)
+	payer := localnettest.NewFundedKeypair(t, v, 10*solana.LAMPORTS_PER_SOL)
+	big := solana.NewWallet().PrivateKey
+	const size = 300_000
+	rent, err := client.GetMinimumBalanceForRentExemption(ctx, size, rpc.CommitmentConfirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, ctx, v, payer, []solana.PrivateKey{big},
+		system.NewCreateAccountInstruction(rent, size, solana.SystemProgramID, payer.PublicKey(), big.PublicKey()).Build())
+	for _, key := range []solana.PublicKey{big.PublicKey(), solana.SysVarSlotHashesPubkey} {
+		get := func(enc solana.EncodingType) []byte {
+			out, err := client.GetAccountInfoWithOpts(ctx, key, &rpc.GetAccountInfoOpts{Encoding: enc, Commitment: rpc.CommitmentConfirmed})
+			if err != nil {
+				t.Fatalf("%s %s: %v", key, enc, err)
+			}
+			return out.Value.Data.GetBinary()
+		}
+		plain, packed := get(solana.EncodingBase64), get(solana.EncodingBase64Zstd)
+		if len(plain) == 0 || !bytes.Equal(plain, packed) {
+			t.Errorf("%s: base64+zstd gives %d bytes, base64 %d, equal %v", key, len(packed), len(plain), bytes.Equal(plain, packed))
+		}
+	}
+}

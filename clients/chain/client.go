@@ -89,7 +89,7 @@ func (c *Client) Balance(ctx context.Context, key solana.PublicKey) (uint64, err
 // AccountData returns an account's data and owner; ErrAccountNotFound if it does not exist.
 func (c *Client) AccountData(ctx context.Context, key solana.PublicKey) ([]byte, solana.PublicKey, error) {
 	out, err := c.RPC.GetAccountInfoWithOpts(ctx, key, &rpc.GetAccountInfoOpts{
-		Encoding:   solana.EncodingBase64,
+		Encoding:   solana.EncodingBase64Zstd,
 		Commitment: rpc.CommitmentConfirmed,
 	})
 	if errors.Is(err, rpc.ErrNotFound) || (err == nil && (out == nil || out.Value == nil)) {

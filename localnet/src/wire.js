@@ -210,27 +210,42 @@ export function messageFee(message) {
 }
 
 /**
- * A zstd frame (RFC 8878) holding data in raw (stored) blocks: valid for any
- * zstd decoder, for the base64+zstd account encoding. Node 20 ships no zstd
- * compressor, and account data is small enough that stored blocks are fine.
+ * A zstd frame (RFC 8878), for the base64+zstd account encoding: runs of one
+ * byte (account data is mostly zeros) become RLE blocks and the rest is
+ * stored in raw blocks. Any zstd decoder reads it; Node 20 ships no zstd
+ * compressor.
  */
 export function zstdFrame(data) {
   const MAX_BLOCK = 128 * 1024;
-  const parts = [];
+  const MIN_RUN = 32; // a shorter run saves less than its block header costs
   const header = Buffer.alloc(13);
   header.writeUInt32LE(0xfd2fb528, 0);
   // Frame header descriptor: single segment, 8-byte content size field.
   header[4] = 0b1110_0000;
   header.writeBigUInt64LE(BigInt(data.length), 5);
-  parts.push(header);
-  let off = 0;
-  do {
-    const n = Math.min(MAX_BLOCK, data.length - off);
-    const last = off + n >= data.length ? 1 : 0;
-    // Block header: 3 bytes little endian, last bit, type 0 (raw), size.
-    const bh = (n << 3) | last;
-    parts.push(Buffer.from([bh & 0xff, (bh >> 8) & 0xff, (bh >> 16) & 0xff]), data.subarray(off, off + n));
-    off += n;
-  } while (off < data.length);
+  const blocks = []; // [type (0 raw, 1 RLE), start, size]
+  const raw = (from, to) => {
+    for (let off = from; off < to; off += MAX_BLOCK) blocks.push([0, off, Math.min(MAX_BLOCK, to - off)]);
+  };
+  let pending = 0; // start of the bytes not yet in a block
+  for (let i = 0; i < data.length; ) {
+    let j = i + 1;
+    while (j < data.length && data[j] === data[i] && j - i < MAX_BLOCK) j++;
+    if (j - i >= MIN_RUN) {
+      raw(pending, i);
+      blocks.push([1, i, j - i]);
+      pending = j;
+    }
+    i = j;
+  }
+  raw(pending, data.length);
+  if (blocks.length === 0) blocks.push([0, 0, 0]);
+  const parts = [header];
+  blocks.forEach(([type, start, size], k) => {
+    // Block header: 3 bytes little endian: last bit, 2 type bits, size.
+    const bh = (size << 3) | (type << 1) | (k === blocks.length - 1 ? 1 : 0);
+    parts.push(Buffer.from([bh & 0xff, (bh >> 8) & 0xff, (bh >> 16) & 0xff]));
+    parts.push(type === 0 ? data.subarray(start, start + size) : data.subarray(start, start + 1));
+  });
   return Buffer.concat(parts);
 }

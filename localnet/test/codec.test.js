@@ -92,22 +92,50 @@ test('messageFee adds the prioritization fee', () => {
   assert.equal(messageFee(noLimit), 5000n + 6000n);
 });
 
-test('zstdFrame writes a single-segment frame of raw blocks', () => {
-  const data = crypto.randomBytes(300_000);
-  const f = zstdFrame(data);
+// Decodes a frame of raw and RLE blocks, checking its headers.
+function unframe(f) {
   assert.equal(f.readUInt32LE(0), 0xfd2fb528);
-  assert.equal(f.readBigUInt64LE(5), 300_000n);
-  // Walk the blocks: three raw blocks whose payloads concatenate to data.
   let off = 13;
   const parts = [];
+  const types = [];
   for (;;) {
     const h = f[off] | (f[off + 1] << 8) | (f[off + 2] << 16);
     const size = h >> 3;
-    assert.equal((h >> 1) & 3, 0, 'raw block');
-    parts.push(f.subarray(off + 3, off + 3 + size));
-    off += 3 + size;
+    const type = (h >> 1) & 3;
+    assert.ok(size <= 128 * 1024, 'block size');
+    types.push(type);
+    if (type === 0) {
+      parts.push(f.subarray(off + 3, off + 3 + size));
+      off += 3 + size;
+    } else {
+      assert.equal(type, 1, 'raw or RLE block');
+      parts.push(Buffer.alloc(size, f[off + 3]));
+      off += 4;
+    }
     if (h & 1) break;
   }
   assert.equal(off, f.length);
-  assert.deepEqual(Buffer.concat(parts), data);
+  const out = Buffer.concat(parts);
+  assert.equal(f.readBigUInt64LE(5), BigInt(out.length));
+  return { out, types };
+}
+
+test('zstdFrame stores random data in raw blocks', () => {
+  const data = crypto.randomBytes(300_000);
+  const { out, types } = unframe(zstdFrame(data));
+  assert.deepEqual(out, data);
+  assert.deepEqual(types, [0, 0, 0]);
+});
+
+test('zstdFrame writes runs as RLE blocks', () => {
+  // Mostly zeros, as an account is: a run longer than a block, short runs
+  // that stay raw, a run at the end.
+  const data = Buffer.concat([crypto.randomBytes(100), Buffer.alloc(200_000), Buffer.from([7, 7, 7]),
+    crypto.randomBytes(50), Buffer.alloc(31, 9), crypto.randomBytes(5), Buffer.alloc(40, 0xff)]);
+  const f = zstdFrame(data);
+  const { out, types } = unframe(f);
+  assert.deepEqual(out, data);
+  assert.deepEqual(types, [0, 1, 1, 0, 1]);
+  assert.ok(f.length < 300, `frame of ${f.length} bytes`);
+  assert.deepEqual(unframe(zstdFrame(Buffer.alloc(0))).out, Buffer.alloc(0));
 });
