@@ -138,7 +138,7 @@ __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout, c
     trk_layernorm_back_row(dinp + r * C, dout + r * C, inp + r * C, w, mean[r], rstd[r], C);
 }
 
-// Column chains over the rows (bias, norm weight and embedding gradients):
+// Column chains over the rows (bias and norm weight gradients):
 // one thread per column runs its chain in row order, through chunks of rows
 // that the whole block first copies to shared memory, so that many loads
 // are in flight while a chain waits on its previous add.
