@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -38,28 +37,15 @@ func cmdModes(ctx context.Context, args []string) error {
 		stepsOf[k] = v
 	}
 	dir := workDir("modes")
-	var results []trainingResult
-	for _, cfg := range strings.Split(*configs, ",") {
-		for _, nw := range strings.Split(*nets, ",") {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			sh := s
-			if nw == netLoopback {
-				sh = Unshaped
-			}
-			name := fmt.Sprintf("m-%s-%s", cfg, nw)
-			over := map[string]string{"config.init_min_clients": strconv.Itoa(*n)}
-			if v := stepsOf[cfg]; v != "" {
-				over["config.total_steps"] = v
-			}
-			opt := clusterOptions{Net: nw, Config: cfg, Name: name, Dir: filepath.Join(dir, name), Linger: 20, Overrides: over}
-			r := runTraining(ctx, opt, *n, sh, *timeout, os.Stderr)
-			if r.Err != nil {
-				fmt.Fprintf(os.Stderr, "wan-harness: %s: %v\n", name, r.Err)
-			}
-			results = append(results, r)
+	results := runMatrix(ctx, "m", dir, *configs, *nets, s, *n, *timeout, func(cfg string) map[string]string {
+		over := map[string]string{"config.init_min_clients": strconv.Itoa(*n)}
+		if v := stepsOf[cfg]; v != "" {
+			over["config.total_steps"] = v
 		}
+		return over
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	fmt.Printf("\nscenario 5: DeMo vs SparseLoCo, %d clients, link %s (files: %s)\n", *n, s, dir)
 	printTraining(os.Stdout, results)

@@ -31,32 +31,42 @@ func cmdRounds(ctx context.Context, args []string) error {
 		return err
 	}
 	dir := workDir("rounds")
-	var results []trainingResult
-	for _, cfg := range strings.Split(*configs, ",") {
-		for _, nw := range strings.Split(*nets, ",") {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			sh := s
-			if nw == netLoopback {
-				sh = Unshaped
-			}
-			name := fmt.Sprintf("r-%s-%s", cfg, nw)
-			opt := clusterOptions{Net: nw, Config: cfg, Name: name, Dir: filepath.Join(dir, name), Linger: 20,
-				Overrides: map[string]string{
-					"config.total_steps":      strconv.Itoa(*steps),
-					"config.init_min_clients": strconv.Itoa(*n),
-				}}
-			r := runTraining(ctx, opt, *n, sh, *timeout, os.Stderr)
-			results = append(results, r)
-			if r.Err != nil {
-				fmt.Fprintf(os.Stderr, "wan-harness: %s: %v\n", name, r.Err)
-			}
-		}
+	results := runMatrix(ctx, "r", dir, *configs, *nets, s, *n, *timeout, func(string) map[string]string {
+		return map[string]string{"config.total_steps": strconv.Itoa(*steps), "config.init_min_clients": strconv.Itoa(*n)}
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	fmt.Printf("\nscenario 1: %d clients, %d steps, link %s (files: %s)\n", *n, *steps, s, dir)
 	printTraining(os.Stdout, results)
 	return firstErr(results)
+}
+
+// runMatrix trains every config on every network ("loopback" runs
+// unshaped, any other on the shape), one run after another, with the config
+// overrides over gives each; failures are logged and kept in the results.
+func runMatrix(ctx context.Context, prefix, dir, configs, nets string, shape Shape, n int, timeout time.Duration,
+	over func(cfg string) map[string]string) []trainingResult {
+	var results []trainingResult
+	for _, cfg := range strings.Split(configs, ",") {
+		for _, nw := range strings.Split(nets, ",") {
+			if ctx.Err() != nil {
+				return results
+			}
+			sh := shape
+			if nw == netLoopback {
+				sh = Unshaped
+			}
+			name := fmt.Sprintf("%s-%s-%s", prefix, cfg, nw)
+			opt := clusterOptions{Net: nw, Config: cfg, Name: name, Dir: filepath.Join(dir, name), Linger: 20, Overrides: over(cfg)}
+			r := runTraining(ctx, opt, n, sh, timeout, os.Stderr)
+			if r.Err != nil {
+				fmt.Fprintf(os.Stderr, "wan-harness: %s: %v\n", name, r.Err)
+			}
+			results = append(results, r)
+		}
+	}
+	return results
 }
 
 func firstErr(rs []trainingResult) error {
