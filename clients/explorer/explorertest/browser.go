@@ -11,8 +11,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// ErrNoBrowser is returned by Chromium when no browser is installed.
-var ErrNoBrowser = errors.New("no chromium found: install it (scripts/setup.sh does: apt-get install chromium) or set $CHROME")
+// errNoBrowser is returned by Chromium when no browser is installed.
+var errNoBrowser = errors.New("no chromium found: install it (scripts/setup.sh does: apt-get install chromium) or set $CHROME")
 
 // Chromium finds a headless-capable browser: $CHROME, else chromium,
 // chromium-browser or google-chrome on the PATH.
@@ -25,7 +25,7 @@ func Chromium() (string, error) {
 			return p, nil
 		}
 	}
-	return "", ErrNoBrowser
+	return "", errNoBrowser
 }
 
 // Browser is one tab of a headless chromium.
