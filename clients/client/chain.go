@@ -190,9 +190,14 @@ func (rc *rpcChain) Read(ctx context.Context) (*observed, error) {
 
 // Follow subscribes to the account. When a subscription fails it
 // reconnects after a growing pause, each time on the next endpoint, so a
-// dead RPC node is left for a backup and retried later.
+// dead RPC node is left for a backup and retried later. Notifications are
+// decoded newest first: one that arrives while the last is being decoded
+// replaces any still waiting (decoding the account costs about 2 ms, and a
+// round of a large run lands dozens of transactions at once).
 func (rc *rpcChain) Follow(ctx context.Context, out chan observed) {
 	go rc.keepClock(ctx)
+	latest := make(chan chain.AccountUpdate, 1)
+	go rc.decode(ctx, latest, out)
 	rc.mu.Lock()
 	chains := append([]*chain.Client(nil), rc.chains...)
 	rc.mu.Unlock()
@@ -202,20 +207,11 @@ func (rc *rpcChain) Follow(ctx context.Context, out chan observed) {
 		heard := false
 		err := cl.SubscribeAccount(ctx, rc.run.Account, func(u chain.AccountUpdate) {
 			heard = true
-			if !u.Owner.Equals(rc.run.Program.ID) {
-				rc.log.Warn("the run account is not owned by the coordinator program", "account", rc.run.Account, "owner", u.Owner)
-				return
-			}
-			s, err := coordinator.DecodeState(u.Data)
-			if err != nil {
-				rc.log.Warn("undecodable coordinator notification", "ws", cl.WSURL(), "err", err)
-				return
-			}
 			select {
-			case <-out:
+			case <-latest:
 			default:
 			}
-			out <- observed{state: s, chain: rc.now()}
+			latest <- u
 		})
 		if ctx.Err() != nil {
 			return
@@ -232,6 +228,33 @@ func (rc *rpcChain) Follow(ctx context.Context, out chan observed) {
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, watchPauseMax)
+	}
+}
+
+// decode turns the newest notification into an observation on out, where
+// too only the newest waits.
+func (rc *rpcChain) decode(ctx context.Context, latest <-chan chain.AccountUpdate, out chan observed) {
+	for {
+		var u chain.AccountUpdate
+		select {
+		case <-ctx.Done():
+			return
+		case u = <-latest:
+		}
+		if !u.Owner.Equals(rc.run.Program.ID) {
+			rc.log.Warn("the run account is not owned by the coordinator program", "account", rc.run.Account, "owner", u.Owner)
+			continue
+		}
+		s, err := coordinator.DecodeState(u.Data)
+		if err != nil {
+			rc.log.Warn("undecodable coordinator notification", "err", err)
+			continue
+		}
+		select {
+		case <-out:
+		default:
+		}
+		out <- observed{state: s, chain: rc.now()}
 	}
 }
 

@@ -80,6 +80,9 @@ type Config struct {
 	Device Device
 	// TrainingDelay is added to every training step, to simulate a slow device.
 	TrainingDelay time.Duration
+	// DummyTraining skips the model's compute in this member's own steps
+	// (dummyTrainer): for testing networks and chains at scale.
+	DummyTraining bool
 	// CheckpointDir, when set, receives a safetensors checkpoint of the
 	// model at the end of every epoch; KeepSteps of them are kept when
 	// DeleteOldSteps.

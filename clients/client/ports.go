@@ -44,6 +44,7 @@ var _ network = (*p2p.Node)(nil)
 // checkpoints.
 type replica interface {
 	Trainer // computing contributions (train.go)
+	ZeroStep() error
 	Eval(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error)
 	ValidatePayload(hp trainer.DeMo, p []byte) error
 	DeMoApply(hp trainer.DeMo, payloads [][]byte) error

@@ -155,6 +155,8 @@ type simClient struct {
 	silent bool
 	// honest clients must agree on every step and never be accused.
 	honest bool
+	// dummy: it trains with Config.DummyTraining.
+	dummy bool
 }
 
 var (
@@ -235,8 +237,9 @@ func newSimRunWith(t *testing.T, seed uint64, config string) *simRun {
 	return r
 }
 
-// add starts a client; it acts from the next tick.
-func (r *simRun) add(name string, honest bool) *simClient {
+// add starts a client; it acts from the next tick. opts change it before
+// it starts.
+func (r *simRun) add(name string, honest bool, opts ...func(*simClient)) *simClient {
 	r.t.Helper()
 	// Keys from the run's seeded stream, so that a run (its members' order,
 	// witnesses and roles) is the same every time.
@@ -250,6 +253,9 @@ func (r *simRun) add(name string, honest bool) *simClient {
 	}
 	wallet := solana.PrivateKey(ed25519.NewKeyFromSeed(seed[ed25519.SeedSize:]))
 	sc := &simClient{name: name, wallet: wallet, key: key, honest: honest, dir: r.t.TempDir()}
+	for _, o := range opts {
+		o(sc)
+	}
 	r.start(sc)
 	r.clients = append(r.clients, sc)
 	return sc
@@ -273,7 +279,7 @@ func (r *simRun) start(sc *simClient) {
 	r.t.Cleanup(func() { data.Close() })
 	rec := status.NewRecorder("sim", status.Options{})
 	cfg := Config{RunID: "sim", Wallet: sc.wallet, Recorder: rec, Data: data, MicroBatch: 1, Threads: 1,
-		CheckpointDir: sc.dir, WorkDir: r.t.TempDir(), Rand: rand.New(rand.NewPCG(r.rng.Uint64(), 1)),
+		CheckpointDir: sc.dir, WorkDir: r.t.TempDir(), Rand: rand.New(rand.NewPCG(r.rng.Uint64(), 1)), DummyTraining: sc.dummy,
 		Clock: func() time.Time { return r.now.Add(sc.skew) }}
 	if testing.Verbose() {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("client", sc.name)
@@ -726,6 +732,31 @@ func TestSimRunToFinished(t *testing.T) {
 	}
 	if r.refused[opTick] > 0 || r.refused[opWitness] > 0 || r.refused[opWarmup] > 0 {
 		t.Errorf("refused instructions: %v", r.refused)
+	}
+}
+
+// A member with DummyTraining computes nothing: it reports no loss, its
+// payloads (of a zero gradient) are applied like any other, and every
+// replica agrees at every step; the members that train report real losses.
+func TestSimDummyTraining(t *testing.T) {
+	r := newSimRun(t, 12)
+	a, b := r.add("a", true), r.add("b", true)
+	d := r.add("dummy", true, func(sc *simClient) { sc.dummy = true })
+	r.finish()
+	for _, sc := range []*simClient{a, b, d} {
+		r.allApplied(sc, 1)
+		steps := sc.c.cfg.Recorder.Snapshot().Steps
+		if len(steps) == 0 {
+			t.Fatalf("%s recorded no steps", sc.name)
+		}
+		for _, st := range steps {
+			if st.Tokens == 0 {
+				continue // a step it applied without training
+			}
+			if trained := float64(st.Loss) > 0; trained == sc.dummy {
+				t.Errorf("%s (dummy %v) reported loss %v at step %d", sc.name, sc.dummy, st.Loss, st.Step)
+			}
+		}
 	}
 }
 

@@ -46,6 +46,21 @@ func (u *Update) DeMo() (trainer.DeMo, bool) { return DeMo(&u.model, u.LR()), !S
 // LoCo is the round's multi-step hyperparameters; false with DeMo.
 func (u *Update) LoCo() (trainer.SparseLoCo, bool) { return LoCo(&u.model), SparseLoCo(&u.model) }
 
+// dummyTrainer is --dummy-training: a step fetches its batch but computes
+// nothing (zero gradients; the loss is reported as 0, as by a witness that
+// did not train), so a member sends a payload of the real size, and every
+// replica applies it like any other, without the model's forward and
+// backward passes. Such a member does not train: a verifier that replays
+// its contribution with the real model disputes it.
+type dummyTrainer struct{ replica }
+
+func (d dummyTrainer) Step(ctx context.Context, _, _ []int32, _ int) (float32, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return 0, d.ZeroStep()
+}
+
 // FetchFunc reads the n sequences from global index start as inputs and
 // targets.
 type FetchFunc func(ctx context.Context, start, n uint64) (in, tg []int32, seqLen int, err error)
@@ -165,7 +180,11 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 			c.log.Warn("writing the model the step starts from failed", "err", err)
 		}
 	}
-	payload, loss, tokens, err := rec.update.Run(ctx, c.tr, c.fetch, schedule.Assignment{Start: batch.start, Len: batch.len})
+	var tr Trainer = c.tr
+	if c.cfg.DummyTraining {
+		tr = dummyTrainer{c.tr}
+	}
+	payload, loss, tokens, err := rec.update.Run(ctx, tr, c.fetch, schedule.Assignment{Start: batch.start, Len: batch.len})
 	if err != nil {
 		return fmt.Errorf("step %d: %w", rec.step, err)
 	}

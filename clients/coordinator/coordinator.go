@@ -516,18 +516,6 @@ func (p Program) Open(ctx context.Context, c *chain.Client, runID string) (Run, 
 	return Run{Program: p, Instance: addr, Account: inst.CoordinatorAccount}, inst, nil
 }
 
-// DecodeState decodes coordinator account data, checking size and discriminator.
-func DecodeState(data []byte) (*State, error) {
-	if len(data) != AccountSize {
-		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrNotCoordinator, len(data), AccountSize)
-	}
-	s, err := coordinator.ParseAccount_CoordinatorAccount(data)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotCoordinator, err)
-	}
-	return s, nil
-}
-
 // FetchState reads and decodes the run's coordinator account.
 func (r Run) FetchState(ctx context.Context, c *chain.Client) (*State, error) {
 	data, owner, err := c.AccountData(ctx, r.Account)

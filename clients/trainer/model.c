@@ -149,6 +149,13 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     return TR_OK;
 }
 
+int tr_zero_step(tr_model *m) {
+    if (!m) return TR_EINVAL;
+    memset(m->grads, 0, sizeof(float) * m->num_params);
+    m->have_grads = 1;
+    return TR_OK;
+}
+
 int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
     int rc = tr_check_batch(m, tokens, targets, n, t);
     if (rc) return rc;

@@ -248,6 +248,16 @@ func (t *Trainer) Step(ctx context.Context, tokens, targets []int32, seqLen int)
 	return float32(loss), nil
 }
 
+// ZeroStep stands in for Step without computing anything: the gradients
+// become zero (psyche-client train --dummy-training).
+func (t *Trainer) ZeroStep() error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return codeErr(C.tr_zero_step(t.m), "zero step")
+}
+
 // Eval returns the mean loss of the batch under the current weights
 // (forward only; nothing changes).
 func (t *Trainer) Eval(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error) {

@@ -80,6 +80,9 @@ size_t tr_num_params(const tr_model *m);
 // micro-batches; gradients are of the mean loss over all n*t targets and are
 // replaced (not added to) by each call. *loss receives the mean loss.
 int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+// A step that computes nothing: the gradients become zero, as if the batch
+// had taught the model nothing (the client's dummy training mode).
+int tr_zero_step(tr_model *m);
 // Forward only: mean loss, parameters and gradients untouched.
 int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 // Copies the gradients (after tr_step) into out, which holds tr_num_params floats.

@@ -462,3 +462,48 @@ func TestDigestMatchesExportedState(t *testing.T) {
 		t.Fatalf("Digest %x, sha256 of the exported state %x", got[:8], h.Sum(nil)[:8])
 	}
 }
+
+// ZeroStep replaces the last step's gradients with zeros, and a DeMo
+// payload generated from them (from a fresh momentum, without 1-bit
+// quantization, which sends a zero as +1) moves no weight.
+func TestZeroStep(t *testing.T) {
+	cfg := lightConfig(t)
+	tr := newTrainer(t, cfg, 5)
+	step(t, tr, textFor(cfg, 5, 4*64+1), 0, 4, 64)
+	if err := tr.ZeroStep(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := tr.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range g {
+		if v != 0 {
+			t.Fatalf("gradient %d is %g after ZeroStep", i, v)
+		}
+	}
+
+	fresh := newTrainer(t, cfg, 5)
+	before, _ := fresh.Params()
+	if _, err := fresh.DeMoGenerate(testDeMo); err == nil {
+		t.Fatal("DeMoGenerate before any step succeeded")
+	}
+	if err := fresh.ZeroStep(); err != nil {
+		t.Fatal(err)
+	}
+	hp := testDeMo
+	hp.WeightDecay, hp.OneBit = 0, false
+	p, err := fresh.DeMoGenerate(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.DeMoApply(hp, [][]byte{p, p}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := fresh.Params()
+	for i := range before {
+		if math.Float32bits(before[i]) != math.Float32bits(after[i]) {
+			t.Fatalf("parameter %d moved from %g to %g under zero payloads", i, before[i], after[i])
+		}
+	}
+}

@@ -66,7 +66,8 @@ func trainCommand() *cli.Command {
 		&cli.StringFlag{Name: "hub-token-file", Usage: "file holding the hub's bearer token for --hub-upload (default: $" + hubTokenEnv + ")"},
 		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here, with its replay state and the model the step started from (one model file per step) for psyche-client verify"},
 		&cli.IntFlag{Name: "linger-secs", Usage: "after the run finished, keep the status endpoints up this long (so watchers see the end) or until Ctrl-C"},
-		&cli.Float64Flag{Name: "dummy-training-delay-secs", Usage: "extra seconds per training step (simulates a slower device)"},
+		&cli.Float64Flag{Name: "dummy-training-delay-secs", Usage: "extra seconds per training step (simulates a slower device; with --dummy-training, the step's whole compute time)"},
+		&cli.BoolFlag{Name: "dummy-training", Usage: "for testing networks and chains at scale: skip the model's forward and backward passes in this member's steps and send the payload of a zero gradient (it does not train: verifiers dispute it)"},
 	}
 	for _, f := range p2pflags.Flags() {
 		if s, ok := f.(*cli.StringFlag); ok && s.Name == p2pflags.IdentityPath {
@@ -162,6 +163,9 @@ func train(c *cli.Context) error {
 		return badInput(err)
 	}
 	log := obs.Log
+	if c.Bool("dummy-training") {
+		log.Warn("--dummy-training: this client computes zero gradients; its contributions do not train the model")
+	}
 
 	pcfg, err := p2pflags.Config(c, runID, log)
 	if err != nil {
@@ -230,6 +234,7 @@ func train(c *cli.Context) error {
 		Data: data, Eval: eval, EvalEvery: c.Int("eval-every"), EvalSequences: c.Int("eval-sequences"),
 		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device,
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
+		DummyTraining: c.Bool("dummy-training"),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
 		GradientsDir: c.String("write-gradients-dir"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
 		EvalTasks: tasks, EvalLimit: c.Int("eval-limit"), Tokenizer: c.String("tokenizer-file"),

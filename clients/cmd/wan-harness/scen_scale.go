@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ type machineUsage struct {
 	mu          sync.Mutex
 	samples     int
 	busy        float64 // mean fraction of all CPUs busy
-	peakRSS     float64 // bytes, all clients together
+	peakPSS     float64 // bytes, all clients together (proportional set size)
 	minAvail    float64 // bytes of MemAvailable, lowest seen
 	clientCPU   float64 // mean cores used by the clients together
 	prevIdle    uint64
@@ -46,7 +47,9 @@ func readCPU() (idle, total uint64) {
 	return idle, total
 }
 
-// procStat returns a process's CPU ticks and resident bytes.
+// procStat returns a process's CPU ticks and its proportional set size: its
+// private memory plus its share of pages mapped by several processes (the
+// clients' binary text is mapped by all of them; RSS would count it in each).
 func procStat(pid int) (uint64, float64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -63,8 +66,22 @@ func procStat(pid int) (uint64, float64) {
 	}
 	ut, _ := strconv.ParseUint(f[11], 10, 64)
 	st, _ := strconv.ParseUint(f[12], 10, 64)
-	rss, _ := strconv.ParseFloat(f[21], 64)
-	return ut + st, rss * float64(os.Getpagesize())
+	return ut + st, pss(pid)
+}
+
+// pss reads Pss from /proc/PID/smaps_rollup, in bytes (0 if unreadable).
+func pss(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "Pss:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 func memAvailable() float64 {
@@ -86,12 +103,12 @@ func (u *machineUsage) sample(pids []int) {
 	idle, total := readCPU()
 	now := time.Now()
 	var ticks uint64
-	var rss float64
+	var mem float64
 	cur := map[int]uint64{}
 	for _, p := range pids {
-		t, r := procStat(p)
+		t, m := procStat(p)
 		cur[p] = t
-		rss += r
+		mem += m
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -108,20 +125,22 @@ func (u *machineUsage) sample(pids []int) {
 		u.samples++
 	}
 	u.prevIdle, u.prevTotal, u.prevClients, u.prevAt = idle, total, cur, now
-	u.peakRSS = max(u.peakRSS, rss)
+	u.peakPSS = max(u.peakPSS, mem)
 	if a := memAvailable(); u.minAvail == 0 || a < u.minAvail {
 		u.minAvail = a
 	}
 }
 
 func cmdScale(ctx context.Context, args []string) error {
-	fs := newFlags("scale", "[-counts 8,16,32,64] [-shape 100/50ms/0.5] [-steps 6]")
+	fs := newFlags("scale", "[-counts 8,16,32,64] [-shape 100/50ms/0.5] [-steps 6] [-dummy]")
 	counts := fs.String("counts", "8,16,32,64", "run sizes (clients) to try, in order; stops after the first that fails")
 	shape := fs.String("shape", "100/50ms/0.5", "every client's link (loopback: one namespace, 127.0.0.1)")
 	steps := fs.Int("steps", 6, "total_steps of each run")
 	config := fs.String("config", "light", "run config")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up on a run after this long")
 	keepGoing := fs.Bool("keep-going", false, "try every count even after one fails")
+	dummy := fs.Bool("dummy", false, "clients train with --dummy-training (no forward or backward passes; payloads of the real size)")
+	trainTime := fs.Int("max-round-train-time", 0, "the run's max_round_train_time in seconds (0: the config's)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -158,6 +177,12 @@ func cmdScale(ctx context.Context, args []string) error {
 				"config.global_batch_size_start": strconv.Itoa(max(8, n)),
 				"config.global_batch_size_end":   strconv.Itoa(max(8, n)),
 			}}
+		if *trainTime > 0 {
+			opt.Overrides["config.max_round_train_time"] = strconv.Itoa(*trainTime)
+		}
+		if *dummy {
+			opt.ExtraArgs = []string{"--dummy-training"}
+		}
 		u := &machineUsage{}
 		t0 := time.Now()
 		var setup float64
@@ -191,9 +216,13 @@ func cmdScale(ctx context.Context, args []string) error {
 			break
 		}
 	}
-	fmt.Printf("\nscale: %s config, %s, %d steps per run, 2 CPU cores (files: %s)\n", *config, map[bool]string{true: "loopback", false: s.String()}[nw == netLoopback], *steps, dir)
+	training := "training"
+	if *dummy {
+		training = "--dummy-training"
+	}
+	fmt.Printf("\nscale: %s config, %s, %s, %d steps per run, %d CPU cores (files: %s)\n", *config, training, map[bool]string{true: "loopback", false: s.String()}[nw == netLoopback], *steps, runtime.NumCPU(), dir)
 	tb := newTable("clients", "setup (validator, programs, wallets, namespaces)", "round median", "round p95", "compute/step", "(client, step) applied without a payload", "finished",
-		"CPU busy (machine)", "CPU of the clients", "RSS per client", "RSS all clients", "lowest MemAvailable", "result")
+		"CPU busy (machine)", "CPU of the clients", "memory per client (PSS)", "memory of all clients (PSS)", "lowest MemAvailable", "result")
 	for _, x := range rows {
 		res := "ok"
 		if x.r.Err != nil {
@@ -201,7 +230,7 @@ func cmdScale(ctx context.Context, args []string) error {
 		}
 		tb.Row(x.r.Clients, fmtSec(x.setup), fmtSec(x.r.RoundMedian), fmtSec(x.r.RoundP95), fmtSec(x.r.TrainMean), x.r.Incomplete,
 			fmt.Sprintf("%d/%d", x.r.Finished, x.r.Clients), fmt.Sprintf("%.0f%%", x.u.busy*100), fmt.Sprintf("%.2f cores", x.u.clientCPU),
-			fmtBytes(x.u.peakRSS/float64(max(1, x.r.Clients))), fmtBytes(x.u.peakRSS), fmtBytes(x.u.minAvail), res)
+			fmtBytes(x.u.peakPSS/float64(max(1, x.r.Clients))), fmtBytes(x.u.peakPSS), fmtBytes(x.u.minAvail), res)
 	}
 	tb.Print(os.Stdout)
 	return nil
