@@ -151,6 +151,73 @@ func TestAccountAndLogsSubscriptions(t *testing.T) {
 	slotSub.Unsubscribe()
 }
 
+// Subscribers of one account with different encodings each get their own
+// (the server encodes each variant once per change).
+func TestAccountSubscribersGetTheirEncoding(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{})
+	ctx := testContext(t)
+	payer := localnettest.NewFundedKeypair(t, v, solana.LAMPORTS_PER_SOL)
+	conn, _, err := websocket.DefaultDialer.Dial(v.WSURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	read := func() map[string]json.RawMessage {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, msg, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(msg, &m); err != nil {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		return m
+	}
+	cfgs := []string{`{"encoding":"base64"}`, `{"encoding":"base64+zstd"}`, `{"encoding":"base64","dataSlice":{"offset":0,"length":0}}`, `{"encoding":"base64+zstd"}`}
+	want := map[string]string{} // subscription id -> encoding
+	for i, c := range cfgs {
+		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"accountSubscribe","params":["%s",%s]}`, i+1, payer.PublicKey(), c)
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		m := read()
+		want[string(m["result"])] = []string{"base64", "base64+zstd", "base64", "base64+zstd"}[i]
+	}
+	if len(want) != len(cfgs) {
+		t.Fatalf("subscription ids %v are not distinct", want)
+	}
+	send(t, ctx, v, payer, nil, system.NewTransferInstruction(1_000_000, payer.PublicKey(), solana.NewWallet().PublicKey()).Build())
+	for range cfgs {
+		var n struct {
+			Params struct {
+				Subscription json.RawMessage
+				Result       struct {
+					Value struct {
+						Data     []string
+						Lamports uint64
+					}
+				}
+			}
+		}
+		m := read()
+		raw, _ := json.Marshal(m)
+		if err := json.Unmarshal(raw, &n); err != nil || len(n.Params.Result.Value.Data) != 2 {
+			t.Fatalf("notification %s: %v", raw, err)
+		}
+		d := n.Params.Result.Value.Data
+		if _, err := base64.StdEncoding.DecodeString(d[0]); err != nil {
+			t.Fatal(err)
+		}
+		got, id := d[1], string(n.Params.Subscription)
+		if want[id] != got || n.Params.Result.Value.Lamports >= solana.LAMPORTS_PER_SOL {
+			t.Fatalf("subscription %s got %s (lamports %d), want %s", id, got, n.Params.Result.Value.Lamports, want[id])
+		}
+		delete(want, id)
+	}
+}
+
 func TestSPLTokenMint(t *testing.T) {
 	v := localnettest.Start(t, localnet.Options{})
 	ctx := testContext(t)

@@ -216,16 +216,25 @@ export class PubSub {
       for (const { key, account } of changed) {
         const address = bs58.encode(key);
         const acc = account ?? closedAccount();
+        // Encoded once per encoding and slice, not once per subscriber: a
+        // run's clients all follow its 201 KB account, and encoding it for
+        // each of 128 of them kept the event loop from answering (wan-harness scale).
+        const encoded = new Map();
+        const encode = (cfg) => {
+          const k = `${cfg.encoding ?? 'base64'}|${JSON.stringify(cfg.dataSlice ?? null)}`;
+          if (!encoded.has(k)) encoded.set(k, this.encode(acc, cfg));
+          return encoded.get(k);
+        };
         const accSubs = this.byAccount.get(address);
         if (accSubs) {
-          for (const sub of accSubs) this.notify(sub, 'accountNotification', this.ctx(this.encode(acc, sub.cfg)));
+          for (const sub of accSubs) this.notify(sub, 'accountNotification', this.ctx(encode(sub.cfg)));
         }
         const progSubs = this.byProgram.get(bs58.encode(acc.owner()));
         if (progSubs) {
           const data = acc.data();
           for (const sub of progSubs) {
             if (!sub.filters.every((f) => f(data))) continue;
-            this.notify(sub, 'programNotification', this.ctx({ pubkey: address, account: this.encode(acc, sub.cfg) }));
+            this.notify(sub, 'programNotification', this.ctx({ pubkey: address, account: encode(sub.cfg) }));
           }
         }
       }

@@ -45,6 +45,9 @@ type clusterOptions struct {
 	Dir       string // where ledgers, wallets, logs go
 	Linger    int    // --linger-secs of the clients
 	ExtraArgs []string
+	// ClientNice runs the clients at this nice level (0: the harness's), so
+	// that many clients do not starve the validator and the data server.
+	ClientNice int
 }
 
 // Cluster is a validator, a data server, a run and its clients.
@@ -462,6 +465,9 @@ func (c *Cluster) StartClient(cl *Client, extra ...string) error {
 		"--bind-p2p-interface", cl.Addr, "--p2p-public-dht=false", "--p2p-nat-traversal=false")
 	args = append(args, c.Opt.ExtraArgs...)
 	args = append(args, extra...)
+	if c.Opt.ClientNice != 0 {
+		args = append([]string{"nice", "-n", strconv.Itoa(c.Opt.ClientNice)}, args...)
+	}
 	logPath := filepath.Join(c.Opt.Dir, cl.Name+".log")
 	p, err := c.T.Start(cl.NS, cl.Name, logPath, false, args...)
 	if err != nil {

@@ -141,6 +141,7 @@ func cmdScale(ctx context.Context, args []string) error {
 	keepGoing := fs.Bool("keep-going", false, "try every count even after one fails")
 	dummy := fs.Bool("dummy", false, "clients train with --dummy-training (no forward or backward passes; payloads of the real size)")
 	trainTime := fs.Int("max-round-train-time", 0, "the run's max_round_train_time in seconds (0: the config's)")
+	nice := fs.Int("client-nice", 10, "nice level of the clients: the validator and the data server, which a real run has on other machines, go first")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -170,7 +171,7 @@ func cmdScale(ctx context.Context, args []string) error {
 			return ctx.Err()
 		}
 		name := fmt.Sprintf("s-%d", n)
-		opt := clusterOptions{Net: nw, Config: *config, Name: name, Dir: filepath.Join(dir, name), Linger: 30,
+		opt := clusterOptions{Net: nw, Config: *config, Name: name, Dir: filepath.Join(dir, name), Linger: 30, ClientNice: *nice,
 			Overrides: map[string]string{
 				"config.total_steps":             strconv.Itoa(*steps),
 				"config.init_min_clients":        strconv.Itoa(n),
@@ -178,7 +179,9 @@ func cmdScale(ctx context.Context, args []string) error {
 				"config.global_batch_size_end":   strconv.Itoa(max(8, n)),
 			}}
 		if *trainTime > 0 {
+			// An epoch keeps room for the cold start's rounds and more.
 			opt.Overrides["config.max_round_train_time"] = strconv.Itoa(*trainTime)
+			opt.Overrides["config.epoch_time"] = strconv.Itoa(40 + 8**trainTime)
 		}
 		if *dummy {
 			opt.ExtraArgs = []string{"--dummy-training"}
