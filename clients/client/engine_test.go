@@ -68,6 +68,9 @@ func TestTickByTheChainsClock(t *testing.T) {
 // A witness waits for every member's payload until witnessMargin before
 // the round's train time is up by the chain's clock, then reports what it has.
 func TestWitnessWaitsForEveryoneUntilTheDeadline(t *testing.T) {
+	if witnessMargin(20*time.Second) != 2*time.Second || witnessMargin(300*time.Second) != 15*time.Second {
+		t.Errorf("margins %v at 20 s and %v at 300 s, want 2 s and 15 s", witnessMargin(20*time.Second), witnessMargin(300*time.Second))
+	}
 	s := testState(t, 3)
 	startRound(s, 5, 0)
 	s.RunStateStart = 1000
@@ -83,7 +86,7 @@ func TestWitnessWaitsForEveryoneUntilTheDeadline(t *testing.T) {
 		return h
 	}
 	h0, h1 := deliver(0), deliver(1)
-	early := time.Unix(1000, 0).Add(5*time.Second - witnessMargin - time.Millisecond)
+	early := time.Unix(1000, 0).Add(5*time.Second - witnessMargin(5*time.Second) - time.Millisecond)
 	if _, ok := e.witness(at(e, s, early), in, rec); ok {
 		t.Fatal("reported with a member missing before the deadline")
 	}

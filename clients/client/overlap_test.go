@@ -215,7 +215,7 @@ func TestOverlappedWitness(t *testing.T) {
 	if _, ok := e.witness(early, in, rec); ok {
 		t.Error("reported with a round-4 payload missing before the deadline")
 	}
-	if _, ok := e.witness(at(e, s, time.Unix(1000, 0).Add(10*time.Second-witnessMargin)), in, rec); !ok {
+	if _, ok := e.witness(at(e, s, time.Unix(1000, 0).Add(10*time.Second-witnessMargin(10*time.Second))), in, rec); !ok {
 		t.Error("no report at the deadline")
 	}
 }

@@ -141,7 +141,7 @@ func cmdScale(ctx context.Context, args []string) error {
 	keepGoing := fs.Bool("keep-going", false, "try every count even after one fails")
 	dummy := fs.Bool("dummy", false, "clients train with --dummy-training (no forward or backward passes; payloads of the real size)")
 	trainTime := fs.Int("max-round-train-time", 0, "the run's max_round_train_time in seconds (0: the config's)")
-	nice := fs.Int("client-nice", 10, "nice level of the clients: the validator and the data server, which a real run has on other machines, go first")
+	nice := fs.Int("client-nice", 19, "nice level of the clients: the validator and the data server, which a real run has on other machines, go first")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
