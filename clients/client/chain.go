@@ -192,8 +192,8 @@ func (rc *rpcChain) Read(ctx context.Context) (*observed, error) {
 // reconnects after a growing pause, each time on the next endpoint, so a
 // dead RPC node is left for a backup and retried later. Notifications are
 // decoded newest first: one that arrives while the last is being decoded
-// replaces any still waiting (decoding the account costs about 2 ms, and a
-// round of a large run lands dozens of transactions at once).
+// or acted on replaces any still waiting (a round of a large run lands
+// dozens of transactions at once, each a notification).
 func (rc *rpcChain) Follow(ctx context.Context, out chan observed) {
 	go rc.keepClock(ctx)
 	latest := make(chan chain.AccountUpdate, 1)
