@@ -157,24 +157,7 @@ func TestAccountSubscribersGetTheirEncoding(t *testing.T) {
 	v := localnettest.Start(t, localnet.Options{})
 	ctx := testContext(t)
 	payer := localnettest.NewFundedKeypair(t, v, solana.LAMPORTS_PER_SOL)
-	conn, _, err := websocket.DefaultDialer.Dial(v.WSURL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	read := func() map[string]json.RawMessage {
-		t.Helper()
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, msg, err := conn.ReadMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(msg, &m); err != nil {
-			t.Fatalf("%s: %v", msg, err)
-		}
-		return m
-	}
+	conn, read := rawWS(t, v)
 	cfgs := []string{`{"encoding":"base64"}`, `{"encoding":"base64+zstd"}`, `{"encoding":"base64","dataSlice":{"offset":0,"length":0}}`, `{"encoding":"base64+zstd"}`}
 	want := map[string]string{} // subscription id -> encoding
 	for i, c := range cfgs {
@@ -448,25 +431,8 @@ func TestMalformedRequests(t *testing.T) {
 
 func TestWebsocket63BitIDs(t *testing.T) {
 	v := localnettest.Start(t, localnet.Options{})
-	conn, _, err := websocket.DefaultDialer.Dial(v.WSURL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, read := rawWS(t, v)
 	const id = "9007199254740993123" // > 2^53: a float64 would round it
-	read := func() map[string]json.RawMessage {
-		t.Helper()
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, msg, err := conn.ReadMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(msg, &m); err != nil {
-			t.Fatalf("%s: %v", msg, err)
-		}
-		return m
-	}
 	if err := conn.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"rootSubscribe"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -680,5 +646,29 @@ func TestAccountEncodingZstd(t *testing.T) {
 		if len(plain) == 0 || !bytes.Equal(plain, packed) {
 			t.Errorf("%s: base64+zstd gives %d bytes, base64 %d, equal %v", key, len(packed), len(plain), bytes.Equal(plain, packed))
 		}
+	}
+}
+
+// rawWS is a plain websocket to v's PubSub endpoint, closed with the test,
+// and a reader of its next JSON message (10 s at most).
+func rawWS(t *testing.T, v *localnet.Validator) (*websocket.Conn, func() map[string]json.RawMessage) {
+	t.Helper()
+	conn, _, err := websocket.DefaultDialer.Dial(v.WSURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, func() map[string]json.RawMessage {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, msg, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(msg, &m); err != nil {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		return m
 	}
 }
