@@ -145,6 +145,12 @@ func cmdScale(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *nice < -20 || *nice > 19 {
+		return fmt.Errorf("-client-nice %d: want -20..19", *nice)
+	}
+	if *trainTime < 0 || *trainTime > 3600 {
+		return fmt.Errorf("-max-round-train-time %d: want 0..3600 seconds", *trainTime)
+	}
 	nw := netShaped
 	s := Unshaped
 	if *shape == netLoopback {
