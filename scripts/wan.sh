@@ -13,7 +13,7 @@
 #   scripts/wan.sh churn         scenario 3
 #   scripts/wan.sh nat           scenario 4
 #   scripts/wan.sh modes         scenario 5 (DeMo vs SparseLoCo at 10 Mbit/s)
-#   scripts/wan.sh scale         runs of 8, 16, 32, 64 clients
+#   scripts/wan.sh scale         runs of 8, 16, 32, 64 clients (-dummy: no model compute)
 #   scripts/wan.sh ci            a 2-minute check (4 clients, 2 epochs, shaped)
 #   scripts/wan.sh bench         all of the above but ci, one after another
 #   scripts/wan.sh cleanup [-all]   remove what a killed harness left behind
