@@ -433,6 +433,8 @@ func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action
 			c.sendVote(ctx, a)
 		case answerAction:
 			c.sendAnswer(ctx, a)
+		case rerunAction:
+			c.startRerunFetch(c.bg, v, a)
 		case healthCheckAction:
 			c.healthCheck(ctx, a)
 		case tickAction:

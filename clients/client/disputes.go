@@ -12,13 +12,18 @@ import (
 
 // Disputes. A MISMATCH or NO_DATA verdict leaves the contribution out of
 // the round at once (every replica reads the verdict) and opens a dispute
-// on chain, which decides who pays: the accused trainer may show that its
-// own rerun reproduces the verifier's bits (TRANSIENT), and a committee of
-// up to three other members replays the step again and votes; a majority
-// settles it (the trainer at FAULT, or the accuser). The committee replays
-// after the round was applied, on the weights the round trained from: every
-// client keeps a copy of them when it applies a round that has a dispute,
-// until the dispute's deadline has passed.
+// on chain, which decides who pays. A committee of up to three other
+// members replays the step again and votes; a majority settles it (the
+// trainer at FAULT, or the accuser). The accused trainer may answer that its
+// own rerun reproduces the verifier's bits, serving the rerun's payload by
+// hash: committee members whose replay also gives the verifier's bits fetch
+// it from the trainer and vote RERUN when they get it (a majority makes it
+// TRANSIENT, nondeterminism forgiven once per epoch), MISMATCH when they do
+// not (an answer that only copies the public hashes). They wait for an
+// answer until the dispute's last round. The committee replays after the
+// round was applied, on the weights the round trained from: every client
+// keeps a copy of them when it applies a round that has a dispute, until the
+// dispute's deadline has passed.
 
 type (
 	// judgeAction replays a disputed contribution: as a committee member
@@ -33,7 +38,15 @@ type (
 	}
 	answerAction struct {
 		id               uint64
+		step             uint32
 		payload, stateAf [32]byte
+		rerun            []byte // the rerun's payload, served by hash
+	}
+	// rerunAction fetches the accused trainer's rerun payload (a committee
+	// member whose replay gave the accuser's bits, after the answer).
+	rerunAction struct {
+		d   coordinator.Dispute
+		res replayResult
 	}
 )
 
@@ -45,6 +58,9 @@ func (a voteAction) String() string {
 }
 func (a answerAction) String() string {
 	return fmt.Sprintf("answer dispute %d: the rerun reproduces the accuser's bits", a.id)
+}
+func (a rerunAction) String() string {
+	return fmt.Sprintf("fetch the rerun of dispute %d from its trainer", a.d.Id)
 }
 
 // slotIndex is the index of me's slot in s, -1 when it has none.
@@ -85,13 +101,24 @@ func (e *engine) disputes(v *coordinator.View, in *inputs, add func(action)) {
 			continue
 		}
 		if res, ok := in.judgements[d.Id]; ok {
-			e.judged[d.Id] = true
+			if res.skip != nil || pos < 0 {
+				e.judged[d.Id] = true
+				if res.skip == nil && res.claimPayload == d.ClaimedPayload && res.claimAft == d.ClaimedAfter {
+					add(answerAction{d.Id, d.Step, res.claimPayload, res.claimAft, res.payload})
+				}
+				continue
+			}
+			vote, fetch, wait := committeeVote(d, res, v.Step)
 			switch {
-			case res.skip != nil:
-			case pos >= 0:
-				add(voteAction{d.Id, res.verdict})
-			case res.claimPayload == d.ClaimedPayload && res.claimAft == d.ClaimedAfter:
-				add(answerAction{d.Id, res.claimPayload, res.claimAft})
+			case wait:
+			case fetch:
+				if !e.reruns[d.Id] {
+					e.reruns[d.Id] = true
+					add(rerunAction{d, res})
+				}
+			default:
+				e.judged[d.Id] = true
+				add(voteAction{d.Id, vote})
 			}
 			continue
 		}
@@ -100,6 +127,24 @@ func (e *engine) disputes(v *coordinator.View, in *inputs, add func(action)) {
 			add(judgeAction{d, pos})
 		}
 	}
+}
+
+// committeeVote is a committee member's vote on dispute d from its replay
+// res, at the run's step: the replay's verdict, except when it gives the
+// accuser's bits of a MISMATCH (the commitment was wrong): then the trainer
+// may show a rerun, fetched once it answered (fetch), waited for until the
+// dispute's last round (wait), and MISMATCH without one.
+func committeeVote(d coordinator.Dispute, res replayResult, step uint32) (vote uint8, fetch, wait bool) {
+	agrees := d.Kind == coordinator.VerdictMismatch && res.claimPayload == d.ClaimedPayload && res.claimAft == d.ClaimedAfter
+	switch {
+	case res.verdict == coordinator.VerdictMatch || !agrees || res.fetched:
+		return res.verdict, false, false
+	case d.Answered != 0:
+		return 0, true, false
+	case step < d.DeadlineStep:
+		return 0, false, true
+	}
+	return coordinator.VerdictMismatch, false, false
 }
 
 // snapshotWanted says whether applying rec must keep the weights it starts
@@ -168,9 +213,37 @@ func (c *Client) sendVote(ctx context.Context, a voteAction) {
 	c.logDispute(err, "dispute vote", a.id, "vote", coordinator.VerdictName(a.vote))
 }
 
+// sendAnswer serves the rerun's payload by hash, for the committee to
+// fetch, then answers: the answer alone proves nothing.
 func (c *Client) sendAnswer(ctx context.Context, a answerAction) {
+	if _, err := c.node.Serve(uint64(a.step), a.rerun); err != nil {
+		c.e.judged[a.id] = false
+		c.log.Warn("cannot serve the rerun of a disputed step", "dispute", a.id, "err", err)
+		return
+	}
 	err := c.chain.Submit(ctx, op{kind: opAnswer, dispute: a.id, claim: [2][32]byte{a.payload, a.stateAf}}, false)
 	c.logDispute(err, "dispute answer", a.id)
+}
+
+// startRerunFetch fetches the accused trainer's rerun payload by the
+// accuser's hash in the background; the vote is RERUN if it arrives.
+func (c *Client) startRerunFetch(ctx context.Context, v *coordinator.View, a rerunAction) {
+	d, res := a.d, a.res
+	slot := &v.State.Clients[int(d.TrainerSlot)%len(v.State.Clients)]
+	from, err := identity.PeerIDFromPublicKey(slot.P2PIdentity[:])
+	c.inbox.spawn(func() {
+		if err == nil {
+			fctx, cancel := context.WithTimeout(ctx, replayTimeout)
+			_, err = c.node.FetchFrom(fctx, from, d.ClaimedPayload, uint64(len(res.payload)))
+			cancel()
+		}
+		res.fetched, res.verdict = true, coordinator.VoteRerun
+		if err != nil {
+			res.verdict = coordinator.VerdictMismatch
+		}
+		c.log.Info("fetched the rerun of a disputed step", "dispute", d.Id, "vote", coordinator.VerdictName(res.verdict), "err", err)
+		c.inbox.setJudgement(d.Id, d.Step, res)
+	})
 }
 
 func (c *Client) logDispute(err error, what string, id uint64, kv ...any) {

@@ -72,17 +72,18 @@ type engine struct {
 	// replay and whose verdict it posted, as a verifier.
 	replaying, posted map[replayKey]bool
 	// judging and judged are the disputes this client started to replay
-	// and answered or voted on; snapshots the steps whose starting weights
-	// the client keeps for them.
-	judging, judged map[uint64]bool
-	snapshots       map[uint32]bool
+	// and answered or voted on, and reruns the disputes whose trainer's rerun
+	// it fetches; snapshots the steps whose starting weights the client
+	// keeps for them.
+	judging, judged, reruns map[uint64]bool
+	snapshots               map[uint32]bool
 }
 
 func newEngine(me solana.PublicKey, self peer.ID, version string, salt [32]byte, rng *rand.Rand) *engine {
 	return &engine{me: me, self: self, version: version, salt: salt, rng: rng,
 		joinedEpoch: -1, warmedEpoch: -1, rounds: map[uint32]*roundRecord{}, accused: map[[2]uint32]bool{},
 		replaying: map[replayKey]bool{}, posted: map[replayKey]bool{},
-		judging: map[uint64]bool{}, judged: map[uint64]bool{}, snapshots: map[uint32]bool{}}
+		judging: map[uint64]bool{}, judged: map[uint64]bool{}, reruns: map[uint64]bool{}, snapshots: map[uint32]bool{}}
 }
 
 // inputs is what the p2p layer and the background work delivered, as of

@@ -11,13 +11,13 @@ import (
 const tickEvery = 500 * time.Millisecond
 
 // tick decides whether to advance the run: when the phase's timer is up by
-// the chain's clock (the program checks the same clock, so a client whose
+// the chain's clock, or the round's verify seed waits to be drawn (the program checks the same clock, so a client whose
 // own clock is off neither ticks early nor stalls), with probability 2/n
 // among n members (always for 2 or fewer), as the reference does, so not
 // every client pays for the same transition. A client that was never a
 // member ticks WaitingForMembers only once it is pending.
 func (e *engine) tick(v *coordinator.View, now time.Time) (action, bool) {
-	if !v.TimerUp() || now.Sub(e.lastTick) < tickEvery {
+	if !(v.TimerUp() || v.SeedPending()) || now.Sub(e.lastTick) < tickEvery {
 		return nil, false
 	}
 	if v.Phase == coordinator.WaitingForMembers && !e.everMember && !v.Pending() {

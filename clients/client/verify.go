@@ -97,6 +97,12 @@ type replayKey [2]uint32
 type replayResult struct {
 	verdict                uint8
 	claimPayload, claimAft [32]byte
+	// payload is the replay's payload (kept for disputes: the accused
+	// serves its rerun's, and a committee member knows the size to fetch).
+	payload []byte
+	// fetched: a committee member tried to fetch the accused trainer's
+	// rerun, and verdict is its final vote (RERUN or MISMATCH).
+	fetched bool
 	// skip: the replay could not run for a reason of ours (our data, our
 	// model): post nothing.
 	skip error
@@ -131,7 +137,7 @@ func (e *engine) verifications(v *coordinator.View, in *inputs, current bool, st
 	r := v.Round
 	rec := e.rounds[r.Step]
 	percent := v.State.Config.VerificationPercent
-	if rec == nil || rec.height != r.Height || v.Phase != coordinator.RoundWitness || percent == 0 || v.Me < 0 {
+	if rec == nil || rec.height != r.Height || v.Phase != coordinator.RoundWitness || percent == 0 || v.Me < 0 || v.SeedPending() {
 		return
 	}
 	n := int(r.ClientsLen)
@@ -299,7 +305,7 @@ func (c *Client) runReplay(ctx context.Context, j replayJob) replayResult {
 	if err != nil {
 		return replayResult{skip: err}
 	}
-	res := replayResult{claimPayload: sha256.Sum256(payload), claimAft: stateHash(after)}
+	res := replayResult{claimPayload: sha256.Sum256(payload), claimAft: stateHash(after), payload: payload}
 	if res.claimPayload == j.commit.payload && res.claimAft == j.commit.after {
 		res.verdict = coordinator.VerdictMatch
 	} else {

@@ -25,9 +25,9 @@ import (
 // Limits and sizes fixed by the program's layout.
 const (
 	// AccountSize is the CoordinatorAccount's data size (discriminator included).
-	AccountSize = 201_088
+	AccountSize = 201_376
 	// StateVersion is the layout version the program writes (state.version).
-	StateVersion = 5
+	StateVersion = 6
 	MaxRunIDLen  = 32
 	MaxClients   = 256
 	// StoredRounds is the length of the round ring buffer.
@@ -100,6 +100,9 @@ const (
 	VerdictMatch    uint8 = 1
 	VerdictMismatch uint8 = 2
 	VerdictNoData   uint8 = 3
+	// VoteRerun is a committee vote only, on an answered MISMATCH dispute:
+	// the trainer served its rerun's payload, whose hash is the accuser's.
+	VoteRerun uint8 = 4
 )
 
 // VerdictName names a verdict or committee vote.
@@ -113,6 +116,8 @@ func VerdictName(v uint8) string {
 		return "MISMATCH"
 	case VerdictNoData:
 		return "NO_DATA"
+	case VoteRerun:
+		return "RERUN"
 	}
 	return fmt.Sprintf("unknown(%d)", v)
 }
@@ -181,6 +186,9 @@ const (
 	DisputeTrainerFault uint8 = 3
 	DisputeAccuserFault uint8 = 4
 	DisputeUnresolved   uint8 = 5
+	// DisputeRefuted: the committee got the data of a NO_DATA accusation and
+	// it replays; a forgiven mistake of the accuser's.
+	DisputeRefuted uint8 = 6
 )
 
 // Program addresses one deployment of the Coordinator.

@@ -39,6 +39,8 @@ func DisputeStateName(v uint8) string {
 		return "accuser_fault"
 	case DisputeUnresolved:
 		return "unresolved"
+	case DisputeRefuted:
+		return "refuted"
 	}
 	return fmt.Sprintf("unknown(%d)", v)
 }

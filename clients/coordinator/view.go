@@ -67,6 +67,14 @@ func (v *View) Pending() bool { return v.Slot != nil && v.Slot.Pending != 0 }
 // TimerUp says whether the phase's timer has run out by the chain's clock.
 func (v *View) TimerUp() bool { return !v.Deadline.IsZero() && !v.ChainNow.Before(v.Deadline) }
 
+// SeedPending says whether the round waits in RoundWitness for its verify
+// seed: the first instruction in a slot after the one RoundTrain ended in
+// draws it (a tick before that is refused, TickTooEarly), and verdicts wait
+// for it.
+func (v *View) SeedPending() bool {
+	return v.Phase == RoundWitness && v.State.Config.VerificationPercent > 0 && v.Round.VerifySeed == [32]byte{}
+}
+
 // RoundMembers are the current round's clients, in index order.
 func (v *View) RoundMembers() []Member {
 	return v.Members[:min(int(v.Round.ClientsLen), len(v.Members))]

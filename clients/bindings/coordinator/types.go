@@ -1002,7 +1002,7 @@ type ClientSlot struct {
 	Burned            uint64             `json:"burned"`
 	LastFaultEpoch    uint32             `json:"lastFaultEpoch"`
 	HasFault          uint8              `json:"hasFault"`
-	Transients        uint8              `json:"transients"`
+	Forgiven          uint8              `json:"forgiven"`
 	OpenDisputes      uint8              `json:"openDisputes"`
 	Checkpointer      uint8              `json:"checkpointer"`
 }
@@ -1078,10 +1078,10 @@ func (obj ClientSlot) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	if err != nil {
 		return errors.NewField("HasFault", err)
 	}
-	// Serialize `Transients`:
-	err = encoder.Encode(obj.Transients)
+	// Serialize `Forgiven`:
+	err = encoder.Encode(obj.Forgiven)
 	if err != nil {
-		return errors.NewField("Transients", err)
+		return errors.NewField("Forgiven", err)
 	}
 	// Serialize `OpenDisputes`:
 	err = encoder.Encode(obj.OpenDisputes)
@@ -1177,10 +1177,10 @@ func (obj *ClientSlot) UnmarshalWithDecoder(decoder *binary.Decoder) (err error)
 	if err != nil {
 		return errors.NewField("HasFault", err)
 	}
-	// Deserialize `Transients`:
-	err = decoder.Decode(&obj.Transients)
+	// Deserialize `Forgiven`:
+	err = decoder.Decode(&obj.Forgiven)
 	if err != nil {
-		return errors.NewField("Transients", err)
+		return errors.NewField("Forgiven", err)
 	}
 	// Deserialize `OpenDisputes`:
 	err = decoder.Decode(&obj.OpenDisputes)
@@ -1501,7 +1501,9 @@ type Round struct {
 	WitnessCount uint16      `json:"witnessCount"`
 	WitnessesLen uint16      `json:"witnessesLen"`
 	InnerSteps   uint16      `json:"innerSteps"`
-	Padding      [6]uint8    `json:"padding"`
+	Unjudged     uint16      `json:"unjudged"`
+	Padding      [4]uint8    `json:"padding"`
+	VerifySlot   uint64      `json:"verifySlot"`
 	Witnesses    [32]Witness `json:"witnesses"`
 	VerifySeed   [32]uint8   `json:"verifySeed"`
 	Commits      [256]Commit `json:"commits"`
@@ -1553,10 +1555,20 @@ func (obj Round) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	if err != nil {
 		return errors.NewField("InnerSteps", err)
 	}
+	// Serialize `Unjudged`:
+	err = encoder.Encode(obj.Unjudged)
+	if err != nil {
+		return errors.NewField("Unjudged", err)
+	}
 	// Serialize `Padding`:
 	err = encoder.Encode(obj.Padding)
 	if err != nil {
 		return errors.NewField("Padding", err)
+	}
+	// Serialize `VerifySlot`:
+	err = encoder.Encode(obj.VerifySlot)
+	if err != nil {
+		return errors.NewField("VerifySlot", err)
 	}
 	// Serialize `Witnesses`:
 	err = encoder.Encode(obj.Witnesses)
@@ -1632,10 +1644,20 @@ func (obj *Round) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	if err != nil {
 		return errors.NewField("InnerSteps", err)
 	}
+	// Deserialize `Unjudged`:
+	err = decoder.Decode(&obj.Unjudged)
+	if err != nil {
+		return errors.NewField("Unjudged", err)
+	}
 	// Deserialize `Padding`:
 	err = decoder.Decode(&obj.Padding)
 	if err != nil {
 		return errors.NewField("Padding", err)
+	}
+	// Deserialize `VerifySlot`:
+	err = decoder.Decode(&obj.VerifySlot)
+	if err != nil {
+		return errors.NewField("VerifySlot", err)
 	}
 	// Deserialize `Witnesses`:
 	err = decoder.Decode(&obj.Witnesses)
@@ -1683,6 +1705,8 @@ type Dispute struct {
 	Committee      [3]uint16 `json:"committee"`
 	ColdStart      uint8     `json:"coldStart"`
 	Fresh          uint8     `json:"fresh"`
+	Answered       uint8     `json:"answered"`
+	Padding        [7]uint8  `json:"padding"`
 	Step           uint32    `json:"step"`
 	DeadlineStep   uint32    `json:"deadlineStep"`
 	Epoch          uint32    `json:"epoch"`
@@ -1747,6 +1771,16 @@ func (obj Dispute) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.Fresh)
 	if err != nil {
 		return errors.NewField("Fresh", err)
+	}
+	// Serialize `Answered`:
+	err = encoder.Encode(obj.Answered)
+	if err != nil {
+		return errors.NewField("Answered", err)
+	}
+	// Serialize `Padding`:
+	err = encoder.Encode(obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	// Serialize `Step`:
 	err = encoder.Encode(obj.Step)
@@ -1871,6 +1905,16 @@ func (obj *Dispute) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.Fresh)
 	if err != nil {
 		return errors.NewField("Fresh", err)
+	}
+	// Deserialize `Answered`:
+	err = decoder.Decode(&obj.Answered)
+	if err != nil {
+		return errors.NewField("Answered", err)
+	}
+	// Deserialize `Padding`:
+	err = decoder.Decode(&obj.Padding)
+	if err != nil {
+		return errors.NewField("Padding", err)
 	}
 	// Deserialize `Step`:
 	err = decoder.Decode(&obj.Step)

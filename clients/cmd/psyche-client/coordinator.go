@@ -671,7 +671,7 @@ func addSlotVerification(m map[string]any, slot *coordinator.ClientSlot) {
 	m["last_fault_epoch"] = slot.LastFaultEpoch
 	m["burned"] = slot.Burned
 	m["unvested"] = slot.Unvested[:]
-	m["transients"] = slot.Transients
+	m["forgiven"] = slot.Forgiven
 	m["open_disputes"] = slot.OpenDisputes
 	m["state_after"] = hex.EncodeToString(slot.StateAfter[:])
 }

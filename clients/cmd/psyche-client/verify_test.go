@@ -677,7 +677,7 @@ func TestRunJSONVerification(t *testing.T) {
 	}
 	mem := m.Epoch.Members[1]
 	if mem["state"] != "faulted" || mem["has_fault"] != true || mem["last_fault_epoch"] != 3.0 || mem["burned"] != 40.0 ||
-		fmt.Sprint(mem["unvested"]) != "[1 2 3 4]" || mem["transients"] != 0.0 || mem["state_after"] != hex.EncodeToString(f.afterH[:]) {
+		fmt.Sprint(mem["unvested"]) != "[1 2 3 4]" || mem["forgiven"] != 0.0 || mem["state_after"] != hex.EncodeToString(f.afterH[:]) {
 		t.Fatalf("member: %v", mem)
 	}
 	if !bytes.Contains(out, []byte(`"open_disputes":0`)) {

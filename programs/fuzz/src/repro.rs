@@ -28,7 +28,7 @@ pub fn cooldown_tick(n: u16) -> Entry {
     let mut slot = 1000u64;
     {
         let s = CoordinatorState::from_bytes_mut(&mut bytes[8..]).unwrap();
-        let clock = |now: i64, slot: u64| Clock { unix_timestamp: now, entropy: Entropy { slot, slot_hash: psyche_sdk::hash::hashv(&[&slot.to_le_bytes()]) } };
+        let clock = |now: i64, slot: u64| Clock { unix_timestamp: now, slot, entropy: Entropy { slot, slot_hash: psyche_sdk::hash::hashv(&[&slot.to_le_bytes()]) }, drawn: None };
         s.init(&run_id, b"v1").unwrap();
         let batch = n.max(8);
         let config = psyche_coordinator_logic::state::CoordinatorConfig {

@@ -115,7 +115,7 @@ errors! {
     RerunDiffers = 6072: "the rerun's hashes differ from the accuser's: the committee decides",
     NotOnCommittee = 6073: "the signer is not on the dispute's committee",
     AlreadyVoted = 6074: "this committee member has already voted on the dispute",
-    InvalidVote = 6075: "the vote must be MATCH (1), MISMATCH (2) or NO_DATA (3)",
+    InvalidVote = 6075: "the vote must be MATCH (1), MISMATCH (2), NO_DATA (3), or RERUN (4) on an answered MISMATCH dispute",
     // Overlapped rounds (issue 17).
     ConfigOverlap = 6076: "config: overlap must be 0 or 1, and overlapped rounds (1) need verification_percent 0",
     // The Llama architecture (issue 19).
@@ -125,6 +125,10 @@ errors! {
     // Hardening (issue 20).
     P2pKeyNotProven = 6079: "join_run needs an Ed25519 instruction in the same transaction: the p2p key signing the join message for this signer and run",
     NotCheckpointer = 6080: "checkpoint: only the epoch's checkpointers (the members that reported as witnesses of its current or last round) may announce",
+    // Verification hardening (issue 38).
+    VerifySeedPending = 6081: "the round's verify seed is not drawn yet: it comes from the first slot after RoundTrain ended (a tick draws it)",
+    AccuserDisputesFull = 6082: "this verifier already holds 4 open disputes as the accuser: the verdict must wait until one is settled",
+    AlreadyAnswered = 6083: "the trainer has already answered this dispute",
 }
 
 #[cfg(test)]

@@ -11,9 +11,10 @@
 //! - during RoundTrain/RoundWitness the current round has the epoch's
 //!   members, at least one sequence per member, no more witnesses than
 //!   elected, the model's inner steps, the data cursor right after its
-//!   batch, a verify seed drawn exactly when RoundTrain ended; verdicts only
-//!   in RoundWitness, on commitments, from the drawn verifier; commitments
-//!   only while verification is on;
+//!   batch, a verify seed drawn only in RoundWitness of a verifying run,
+//!   `unjudged` counting the sampled commitments without a verdict; verdicts
+//!   only in RoundWitness, on commitments, from the drawn verifier;
+//!   commitments only while verification is on;
 //! - used dispute slots have a valid state and distinct ids in
 //!   1..=disputes_opened; open ones are within their deadline and have a
 //!   committee;
@@ -150,7 +151,16 @@ fn check_round(s: &CoordinatorState, state: RunState) -> Result<(), Violation> {
         "round_start" = r.data_index,
         "sequences" = u64::from(r.batch_size).saturating_mul(u64::from(r.inner_steps)),
     );
-    ensure!((r.verify_seed == [0; 32]) == (state == RunState::RoundTrain), "verify seed not drawn exactly when RoundTrain ends");
+    let drawn = r.verify_seed != [0; 32];
+    ensure!(!drawn || (state == RunState::RoundWitness && s.config.verification_percent > 0), "verify seed drawn before RoundWitness or without verification");
+    // Before the draw nothing is judged; after it `unjudged` counts exactly
+    // the commitments that must be verified and have no verdict.
+    let open = if drawn {
+        (0..r.clients_len).filter(|&i| s.must_verify(r, i) && r.commits[usize::from(i)].verdict == verdict::NONE).count()
+    } else {
+        0
+    };
+    ensure!(usize::from(r.unjudged) == open, "unjudged count is off", "unjudged" = u64::from(r.unjudged), "open" = open as u64);
     let Some(commits) = r.commits.get(..usize::from(r.clients_len)) else {
         return Err(Violation::new("round has more members than commitments").with("clients_len", u64::from(r.clients_len)));
     };
@@ -176,7 +186,7 @@ fn check_round(s: &CoordinatorState, state: RunState) -> Result<(), Violation> {
 fn check_disputes(s: &CoordinatorState) -> Result<(), Violation> {
     let used = |d: &&crate::state::Dispute| d.state != dispute_state::FREE;
     for (i, d) in s.disputes.iter().enumerate().filter(|(_, d)| used(d)) {
-        ensure!(d.state <= dispute_state::UNRESOLVED, "dispute in an unknown state", "id" = d.id, "state" = u64::from(d.state));
+        ensure!(d.state <= dispute_state::REFUTED, "dispute in an unknown state", "id" = d.id, "state" = u64::from(d.state));
         ensure!(d.id >= 1 && d.id <= s.disputes_opened, "dispute id not in 1..=disputes_opened", "id" = d.id, "disputes_opened" = s.disputes_opened);
         // Note: i < MAX_DISPUTES, so i + 1 cannot overflow.
         #[allow(clippy::arithmetic_side_effects)]

@@ -27,13 +27,23 @@ pub const DISPUTE_ROUNDS: u32 = 2;
 /// overlapped rounds it is one later (`first_health_check_height`).
 pub const FIRST_HEALTH_CHECK_HEIGHT: u32 = 2;
 
+/// Open disputes one accuser may hold at once: an eighth of the table, so
+/// that filling it takes eight colluding verifiers.
+pub const MAX_OPEN_PER_ACCUSER: usize = MAX_DISPUTES / 8;
+
 /// What the instruction glue reads from sysvars for every state transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clock {
     /// Clock::unix_timestamp, in seconds.
     pub unix_timestamp: i64,
+    /// Clock::slot.
+    pub slot: u64,
     /// Latest SlotHashes entry, mixed into round seeds.
     pub entropy: Entropy,
+    /// The oldest SlotHashes entry of a slot after `CoordinatorState::
+    /// draw_after()`, when that asks for one and SlotHashes has one: the
+    /// verify seed's entropy.
+    pub drawn: Option<Entropy>,
 }
 
 /// Arguments of `update`: each part present is validated and replaced.
@@ -157,7 +167,7 @@ const EMPTY_SLOT: ClientSlot = ClientSlot {
     burned: 0,
     last_fault_epoch: 0,
     has_fault: 0,
-    transients: 0,
+    forgiven: 0,
     open_disputes: 0,
     checkpointer: 0,
 };
@@ -229,6 +239,17 @@ impl CoordinatorState {
         percent > 0
             && c.flags & COMMITTED != 0
             && (c.flags & PROBATION != 0 || selection::sampled(&round.verify_seed, index, percent))
+    }
+
+    /// The slot after which the glue must look up the verify seed's entropy
+    /// (`Clock::drawn`): RoundTrain's last slot, while a verifying round
+    /// waits in RoundWitness for its seed.
+    pub fn draw_after(&self) -> Option<u64> {
+        let r = self.current_round();
+        let waiting = self.run_state == RunState::RoundWitness as u8
+            && self.config.verification_percent > 0
+            && r.verify_seed == [0; 32];
+        waiting.then_some(r.verify_slot)
     }
 
     /// Whether the member at `index` of the current epoch is on probation:
@@ -639,6 +660,9 @@ impl CoordinatorState {
         if self.config.verification_percent == 0 {
             return Err(E::VerificationOff);
         }
+        if self.draw_after().is_some() {
+            return Err(E::VerifySeedPending);
+        }
         let me = self.client_at(v.verifier_index, signer)?;
         if self.epoch.clients[me].state != HEALTHY {
             return Err(E::NotInEpoch);
@@ -669,7 +693,9 @@ impl CoordinatorState {
         // is checked before anything changes.
         let dispute = if v.verdict == verdict::MATCH { None } else { Some(self.new_dispute(v, me)?) };
         let trainer_signer = self.clients[usize::from(self.epoch.clients[trainer].slot) % MAX_CLIENTS].signer;
-        let commit = &mut self.current_round_mut().commits[trainer];
+        let round = self.current_round_mut();
+        round.unjudged = round.unjudged.saturating_sub(1);
+        let commit = &mut round.commits[trainer];
         commit.verdict = v.verdict;
         commit.verifier = v.verifier_index;
         let mut ev = Events::default();
@@ -688,10 +714,11 @@ impl CoordinatorState {
     }
 
     /// `answer_dispute`: the accused trainer answers an open MISMATCH dispute
-    /// with its own rerun of the step. A rerun that reproduces the accuser's
-    /// hashes shows nondeterminism, not cheating: TRANSIENT, forgiven up to
-    /// `forgive_per_epoch` times per epoch, a fault beyond. A rerun that
-    /// differs changes nothing (`RerunDiffers`): the committee decides.
+    /// that its own rerun of the step reproduces the accuser's hashes, and
+    /// serves the rerun's payload by hash. The answer settles nothing: the
+    /// accuser's hashes are public, so only a committee majority that
+    /// fetched the rerun's bytes (vote RERUN) makes it TRANSIENT. A rerun
+    /// that differs changes nothing (`RerunDiffers`): the committee decides.
     pub fn answer_dispute(&mut self, signer: &Key, answer: &DisputeAnswer, clock: &Clock) -> Result<Events, E> {
         self.run_state()?;
         let k = self.find_dispute(answer.id)?;
@@ -709,12 +736,11 @@ impl CoordinatorState {
         if answer.rerun_payload != d.claimed_payload || answer.rerun_after != d.claimed_after {
             return Err(E::RerunDiffers);
         }
-        let c = &mut self.clients[trainer];
-        c.transients = c.transients.saturating_add(1);
-        let outcome =
-            if c.transients > self.config.forgive_per_epoch { dispute_state::TRAINER_FAULT } else { dispute_state::TRANSIENT };
+        if d.answered != 0 {
+            return Err(E::AlreadyAnswered);
+        }
+        self.disputes[k].answered = 1;
         let mut ev = Events::default();
-        self.settle_dispute(k, outcome, &mut ev);
         self.advance(clock, &mut ev)?;
         self.bump();
         Ok(ev)
@@ -722,8 +748,11 @@ impl CoordinatorState {
 
     /// `judge_dispute`: a committee member votes on an open dispute, once.
     /// A majority of the committee (len / 2 + 1) voting MATCH puts the accuser
-    /// of a MISMATCH at fault (a NO_DATA dispute is UNRESOLVED); one voting
-    /// MISMATCH or NO_DATA, the trainer.
+    /// of a MISMATCH at fault, and refutes a NO_DATA accusation (REFUTED: a
+    /// forgiven mistake of the accuser's, a fault past `forgive_per_epoch`);
+    /// one voting MISMATCH or NO_DATA puts the trainer at fault; one voting
+    /// RERUN (only on an answered MISMATCH dispute) makes it TRANSIENT, a
+    /// forgiven mistake of the trainer's.
     pub fn judge_dispute(&mut self, signer: &Key, judgement: &DisputeVote, clock: &Clock) -> Result<Events, E> {
         self.run_state()?;
         let k = self.find_dispute(judgement.id)?;
@@ -739,7 +768,10 @@ impl CoordinatorState {
         if d.state != dispute_state::OPEN {
             return Err(E::DisputeNotOpen);
         }
-        if !matches!(judgement.vote, verdict::MATCH | verdict::MISMATCH | verdict::NO_DATA) {
+        let rerun_ok = d.kind == verdict::MISMATCH && d.answered != 0;
+        let valid = matches!(judgement.vote, verdict::MATCH | verdict::MISMATCH | verdict::NO_DATA)
+            || (judgement.vote == verdict::RERUN && rerun_ok);
+        if !valid {
             return Err(E::InvalidVote);
         }
         if d.votes[member] != verdict::NONE {
@@ -749,19 +781,28 @@ impl CoordinatorState {
         let votes = &self.disputes[k].votes[..len];
         let matches = votes.iter().filter(|&&v| v == verdict::MATCH).count();
         let faults = votes.iter().filter(|&&v| v == verdict::MISMATCH || v == verdict::NO_DATA).count();
+        let reruns = votes.iter().filter(|&&v| v == verdict::RERUN).count();
         // Note: len <= COMMITTEE_SIZE (3).
         #[allow(clippy::arithmetic_side_effects)]
         let majority = len / 2 + 1;
         let mut ev = Events::default();
         if matches >= majority {
-            // A NO_DATA verdict cannot be proven false: the trainer may have
-            // served the committee and not the verifier. Only a MISMATCH the
-            // committee disproves puts the accuser at fault.
-            let outcome =
-                if d.kind == verdict::MISMATCH { dispute_state::ACCUSER_FAULT } else { dispute_state::UNRESOLVED };
+            // A disproved MISMATCH is the accuser's fault. A NO_DATA
+            // accusation the committee got the data for may be honest (the
+            // trainer may have served the committee and not the verifier),
+            // so it is a forgiven mistake, and a fault only past the bound:
+            // leaving honest work out is never free.
+            let outcome = if d.kind == verdict::MISMATCH {
+                dispute_state::ACCUSER_FAULT
+            } else {
+                self.forgive(usize::from(d.accuser_slot), dispute_state::REFUTED, dispute_state::ACCUSER_FAULT)
+            };
             self.settle_dispute(k, outcome, &mut ev);
         } else if faults >= majority {
             self.settle_dispute(k, dispute_state::TRAINER_FAULT, &mut ev);
+        } else if reruns >= majority {
+            let outcome = self.forgive(usize::from(d.trainer_slot), dispute_state::TRANSIENT, dispute_state::TRAINER_FAULT);
+            self.settle_dispute(k, outcome, &mut ev);
         }
         self.advance(clock, &mut ev)?;
         self.bump();
@@ -892,8 +933,14 @@ impl CoordinatorState {
     /// The dispute a MISMATCH or NO_DATA verdict `v` by the member at round
     /// index `accuser` opens, and the table entry it takes: the first free
     /// one, else the settled one with the lowest id (`DisputesFull` when all
-    /// are open). Changes nothing.
+    /// are open; `AccuserDisputesFull` when the accuser already holds
+    /// `MAX_OPEN_PER_ACCUSER` open ones). Changes nothing.
     fn new_dispute(&self, v: &VerifyArgs, accuser: usize) -> Result<(usize, Dispute), E> {
+        let accuser_slot = self.epoch.clients[accuser % MAX_CLIENTS].slot;
+        let held = self.disputes.iter().filter(|d| d.state == dispute_state::OPEN && d.accuser_slot == accuser_slot).count();
+        if held >= MAX_OPEN_PER_ACCUSER {
+            return Err(E::AccuserDisputesFull);
+        }
         let entry = match self.disputes.iter().position(|d| d.state == dispute_state::FREE) {
             Some(k) => k,
             None => self
@@ -937,6 +984,8 @@ impl CoordinatorState {
             committee,
             cold_start: self.epoch.cold_start,
             fresh: u8::from(commit.flags & FRESH != 0),
+            answered: 0,
+            _padding: [0; 7],
             step: round.step,
             deadline_step: round.step.saturating_add(DISPUTE_ROUNDS),
             epoch: self.progress.epoch,
@@ -998,6 +1047,18 @@ impl CoordinatorState {
         }
     }
 
+    /// Counts a mistake of the client in `slot`: `forgiven` while it has made
+    /// at most `forgive_per_epoch` this epoch, `fault` beyond.
+    fn forgive(&mut self, slot: usize, forgiven: u8, fault: u8) -> u8 {
+        let c = &mut self.clients[slot % MAX_CLIENTS];
+        c.forgiven = c.forgiven.saturating_add(1);
+        if c.forgiven > self.config.forgive_per_epoch {
+            fault
+        } else {
+            forgiven
+        }
+    }
+
     /// A fault: the client leaves the current epoch without reward (FAULTED,
     /// removed at the next round start) if it is a healthy member, is slashed,
     /// its unvested points are burned, and it is on probation.
@@ -1044,16 +1105,22 @@ impl CoordinatorState {
             RunState::RoundTrain => {
                 let r = self.current_round();
                 if r.witnesses_len >= r.witness_count || self.timed_out(now, self.config.max_round_train_time) {
-                    // Drawn now, after every commitment of the round was made.
-                    let verify_seed = selection::verify_seed(&r.seed, &clock.entropy);
-                    self.current_round_mut().verify_seed = verify_seed;
+                    // Commitments end here; the verify seed comes from the
+                    // first slot after this one (draw_verify_seed), so whoever
+                    // chose this moment could not know it.
+                    self.current_round_mut().verify_slot = clock.slot;
                     self.set_state(RunState::RoundWitness, now, ev);
                     return Ok(true);
                 }
                 Ok(false)
             }
             RunState::RoundWitness => {
-                if !self.timed_out(now, self.config.round_witness_time) {
+                if let Some(after) = self.draw_after() {
+                    return Ok(self.draw_verify_seed(after, clock));
+                }
+                let r = self.current_round();
+                let judged = self.config.verification_percent > 0 && r.unjudged == 0 && r.witnesses_len >= r.witness_count;
+                if !judged && !self.timed_out(now, self.config.round_witness_time) {
                     return Ok(false);
                 }
                 self.end_round(clock, ev)?;
@@ -1067,6 +1134,24 @@ impl CoordinatorState {
                 Ok(true)
             }
         }
+    }
+
+    /// Draws the verify seed of the round in RoundWitness from the oldest
+    /// SlotHashes entry of a slot after `after` (RoundTrain's last slot), if
+    /// the glue found one; counts the commitments to judge and restarts the
+    /// witness window, which is the verifiers' time to replay.
+    fn draw_verify_seed(&mut self, after: u64, clock: &Clock) -> bool {
+        let Some(entropy) = clock.drawn.filter(|e| e.slot > after) else {
+            return false;
+        };
+        let r = self.current_round_mut();
+        r.verify_seed = selection::verify_seed(&r.seed, &entropy);
+        let r = self.current_round();
+        // At most MAX_CLIENTS (256) members, so the count fits.
+        let unjudged = (0..r.clients_len).filter(|&i| self.must_verify(r, i)).count() as u16;
+        self.current_round_mut().unjudged = unjudged;
+        self.run_state_start = clock.unix_timestamp;
+        true
     }
 
     /// At most one timed transition per second: a phase that began at `now` never
@@ -1099,7 +1184,7 @@ impl CoordinatorState {
                 continue;
             }
             c.pending = 0;
-            c.transients = 0;
+            c.forgiven = 0;
             c.in_epoch = 1;
             model_holder |= c.has_finished != 0 && self.progress.epoch > 0 && c.last_finished_epoch == previous_epoch;
             // i < MAX_CLIENTS = 256.
@@ -1307,6 +1392,8 @@ impl CoordinatorState {
         r.clients_len = n;
         r.witness_count = selection::witness_count(self.config.witness_nodes, n);
         r.witnesses_len = 0;
+        r.unjudged = 0;
+        r.verify_slot = 0;
         r.verify_seed = [0; 32];
         // n <= MAX_CLIENTS: one memset, not a loop over the entries.
         Commit::clear(&mut r.commits[..usize::from(n).min(MAX_CLIENTS)]);

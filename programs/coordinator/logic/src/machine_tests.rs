@@ -61,8 +61,19 @@ impl Sim {
         Sim::with(valid_config())
     }
 
+    /// SlotHashes holds every slot up to the current one.
     fn clock(&self) -> Clock {
-        Clock { unix_timestamp: self.now, entropy: Entropy { slot: self.slot, slot_hash: hashv(&[b"slot", &self.slot.to_le_bytes()]) } }
+        let entry = |slot: u64| Entropy { slot, slot_hash: hashv(&[b"slot", &slot.to_le_bytes()]) };
+        let drawn = self.s.draw_after().filter(|&a| a < self.slot).map(|a| entry(a + 1));
+        Clock { unix_timestamp: self.now, slot: self.slot, entropy: entry(self.slot), drawn }
+    }
+
+    /// The next slot begins and a tick draws the round's verify seed.
+    fn draw(&mut self) {
+        assert!(self.s.draw_after().is_some(), "no verify seed to draw");
+        self.slot += 1;
+        self.tick().unwrap();
+        assert!(self.s.draw_after().is_none());
     }
 
     fn wait(&mut self, secs: i64) {
@@ -165,6 +176,9 @@ impl Sim {
         let seen = self.healthy_signers();
         self.witness(usize::MAX, &seen);
         assert_eq!(self.state(), RunState::RoundWitness);
+        if self.s.draw_after().is_some() {
+            self.draw();
+        }
         self.wait(self.s.config.round_witness_time as i64);
         self.tick().unwrap();
     }
@@ -1156,7 +1170,7 @@ fn random_walk(seed: u64, config: CoordinatorConfig, model: Model) {
                 let d = random_dispute(&sim, &mut rng);
                 let k = rng.below(4) as usize;
                 let signer = if k < d.committee_len as usize { sim.s.clients[d.committee[k] as usize].signer } else { key(who) };
-                let vote = DisputeVote { id: d.id, vote: rng.below(4) as u8 };
+                let vote = DisputeVote { id: d.id, vote: rng.below(5) as u8 };
                 sim.s.judge_dispute(&signer, &vote, &c).map(|_| ())
             }
         };
@@ -1223,11 +1237,13 @@ impl Sim {
         self.s.commit(&signer, &args, &c)
     }
 
-    /// Every elected witness reports: the round moves to RoundWitness.
+    /// Every elected witness reports: the round moves to RoundWitness, and
+    /// in the next slot its verify seed is drawn.
     fn end_training(&mut self) {
         let seen = self.healthy_signers();
         self.witness(usize::MAX, &seen);
         assert_eq!(self.state(), RunState::RoundWitness);
+        self.draw();
     }
 
     /// The verdict arguments of the verifier drawn for `trainer`.
@@ -1329,53 +1345,61 @@ fn commits_link_across_rounds_and_reset_each_round() {
 }
 
 #[test]
-fn verify_seed_is_drawn_when_round_train_ends() {
-    let mut seeds = vec![];
-    for slot in [500u64, 501] {
-        let mut sim = Sim::with(verifying(100));
-        sim.slot = slot;
-        sim.form_epoch(1..=5);
-        sim.start_training();
-        // Same round seed in both runs would need the same entropy; compare
-        // against the formula instead, then across entropies below.
-        assert_eq!(sim.s.current_round().verify_seed, [0; 32]);
-        let seen = sim.healthy_signers();
-        let elected = sim.elected();
-        let (last_index, last) = *elected.last().unwrap();
-        for (index, signer) in &elected[..elected.len() - 1] {
-            let report = sim.report(*index, &seen);
-            let c = sim.clock();
-            sim.s.witness(signer, &report, &c).unwrap();
-        }
-        let report = sim.report(last_index, &seen);
-        let c = sim.clock();
-        sim.s.witness(&last, &report, &c).unwrap();
-        assert_eq!(sim.state(), RunState::RoundWitness);
-        let r = sim.s.current_round();
-        assert_eq!(r.verify_seed, selection::verify_seed(&r.seed, &c.entropy));
-        seeds.push(r.verify_seed);
-        // By timer, too.
-        sim.wait(5);
-        sim.tick().unwrap();
-        sim.wait(20);
-        let c = sim.clock();
-        sim.tick().unwrap();
-        let r = sim.s.current_round();
-        assert_eq!(r.verify_seed, selection::verify_seed(&r.seed, &c.entropy));
+fn verify_seed_is_drawn_from_the_first_slot_after_round_train() {
+    let mut sim = Sim::with(verifying(100));
+    sim.form_epoch(1..=5);
+    sim.start_training();
+    for i in 0..5 {
+        sim.commit(i, true).unwrap();
     }
-    assert_ne!(seeds[0], seeds[1]);
-    // Same round seed, different entropy at the transition: different verify seeds.
-    let mut a = Sim::with(verifying(100));
-    a.form_epoch(1..=5);
-    a.start_training();
-    let mut b = Sim { s: a.s.clone(), now: a.now, slot: a.slot };
-    b.slot += 1;
-    a.wait(20);
-    b.now = a.now;
-    a.tick().unwrap();
-    b.tick().unwrap();
-    assert_eq!(a.s.current_round().seed, b.s.current_round().seed);
-    assert_ne!(a.s.current_round().verify_seed, b.s.current_round().verify_seed);
+    let seen = sim.healthy_signers();
+    sim.witness(usize::MAX, &seen);
+    assert_eq!(sim.state(), RunState::RoundWitness);
+    let ended = sim.slot;
+    let r = *sim.s.current_round();
+    assert_eq!((r.verify_slot, r.verify_seed), (ended, [0; 32]));
+    assert_eq!(sim.s.draw_after(), Some(ended));
+    // In the slot RoundTrain ended in, nothing can draw it: verdicts wait,
+    // and a tick has nothing to do.
+    let (a, v) = (VerifyArgs { step: r.step, verifier_index: 1, index: 0, verdict: verdict::MATCH, claimed_payload: [0; 32], claimed_after: [0; 32] }, sim.members()[1].1);
+    sim.rejects(E::VerifySeedPending, |s, c| s.verify(&v, &a, c));
+    sim.rejects(E::TickTooEarly, |s, c| s.tick(c));
+    // An entry of that slot or before is never used, whatever the glue passes.
+    let stale = Clock { drawn: Some(Entropy { slot: ended, slot_hash: [9; 32] }), ..sim.clock() };
+    assert_eq!(sim.s.clone().tick(&stale).err(), Some(E::TickTooEarly));
+    // Any instruction in a later slot draws it from the first slot after.
+    sim.slot += 3;
+    let started = sim.now;
+    sim.tick().unwrap();
+    let r = *sim.s.current_round();
+    let first_after = Entropy { slot: ended + 1, slot_hash: hashv(&[b"slot", &(ended + 1).to_le_bytes()]) };
+    assert_eq!(r.verify_seed, selection::verify_seed(&r.seed, &first_after));
+    assert_eq!(r.unjudged, 5, "everyone is on probation in the first epoch");
+    assert_eq!((sim.state(), sim.s.run_state_start), (RunState::RoundWitness, started));
+    assert_eq!(sim.s.draw_after(), None);
+    // Who ended RoundTrain, and when, does not matter: the same round ended
+    // two slots later draws from the slot after that.
+    let mut late = Sim::with(verifying(100));
+    late.form_epoch(1..=5);
+    late.start_training();
+    late.slot += 2;
+    let seen = late.healthy_signers();
+    late.witness(usize::MAX, &seen);
+    late.draw();
+    let lr = late.s.current_round();
+    assert_eq!(lr.seed, r.seed);
+    let entry = Entropy { slot: lr.verify_slot + 1, slot_hash: hashv(&[b"slot", &(lr.verify_slot + 1).to_le_bytes()]) };
+    assert_eq!(lr.verify_seed, selection::verify_seed(&lr.seed, &entry));
+    assert_ne!(lr.verify_seed, r.verify_seed);
+    // Without verification nothing is drawn, and RoundWitness lasts its window.
+    let mut off = Sim::with(verifying(0));
+    off.form_epoch(1..=5);
+    off.start_training();
+    let seen = off.healthy_signers();
+    off.witness(usize::MAX, &seen);
+    assert_eq!(off.s.draw_after(), None);
+    off.slot += 1;
+    off.rejects(E::TickTooEarly, |s, c| s.tick(c));
 }
 
 #[test]
@@ -1577,6 +1601,8 @@ fn a_mismatch_opens_a_dispute_with_committee_batch_and_deadline() {
             committee: [slot(members[0]), slot(members[1]), slot(members[2])],
             cold_start: sim.s.epoch.cold_start,
             fresh: 1,
+            answered: 0,
+            _padding: [0; 7],
             step: r.step,
             deadline_step: r.step + 2,
             epoch: 0,
@@ -1605,14 +1631,14 @@ fn a_mismatch_opens_a_dispute_with_committee_batch_and_deadline() {
 }
 
 #[test]
-fn the_trainer_answers_a_mismatch_with_its_rerun() {
+fn an_answer_needs_the_committee_to_fetch_the_rerun() {
     let config = CoordinatorConfig { forgive_per_epoch: 1, ..disputing() };
     let mut sim = Sim::with(config);
     sim.s.future_rates.slashing_rate_per_client = 7;
     sim.form_epoch(1..=6);
     sim.start_training();
     let ids = sim.judged_round(&[(1, verdict::MISMATCH), (2, verdict::NO_DATA), (3, verdict::MISMATCH)]);
-    let (mismatch, no_data, second) = (ids[0], ids[1], ids[2]);
+    let (mismatch, no_data, copied) = (ids[0], ids[1], ids[2]);
     let trainer = sim.members()[1].1;
     sim.rejects(E::DisputeNotFound, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: 0, rerun_payload: [0xaa; 32], rerun_after: [0xbb; 32] }, c));
     sim.rejects(E::DisputeNotFound, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: 99, rerun_payload: [0xaa; 32], rerun_after: [0xbb; 32] }, c));
@@ -1621,25 +1647,41 @@ fn the_trainer_answers_a_mismatch_with_its_rerun() {
     sim.rejects(E::NotAnswerable, |s, c| s.answer_dispute(&t2, &DisputeAnswer { id: no_data, rerun_payload: [0; 32], rerun_after: [0; 32] }, c));
     // A rerun that differs changes nothing: the committee decides.
     sim.rejects(E::RerunDiffers, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: mismatch, rerun_payload: [0xaa; 32], rerun_after: [0xbc; 32] }, c));
-    let ev = sim.answer(mismatch, [0xaa; 32], [0xbb; 32]).unwrap();
+    // RERUN is no vote before an answer.
+    let committee = sim.committee(mismatch);
+    sim.rejects(E::InvalidVote, |s, c| s.judge_dispute(&committee[0], &DisputeVote { id: mismatch, vote: verdict::RERUN }, c));
+    // The answer settles nothing: the accuser's hashes are public.
+    assert!(sim.answer(mismatch, [0xaa; 32], [0xbb; 32]).unwrap().is_empty());
+    assert_eq!((sim.dispute(mismatch).state, sim.dispute(mismatch).answered), (dispute_state::OPEN, 1));
+    sim.rejects(E::AlreadyAnswered, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: mismatch, rerun_payload: [0xaa; 32], rerun_after: [0xbb; 32] }, c));
+    // A committee majority that fetched the rerun's payload: TRANSIENT.
+    sim.vote(&committee[0], mismatch, verdict::RERUN).unwrap();
+    let ev = sim.vote(&committee[1], mismatch, verdict::RERUN).unwrap();
     assert_eq!(ev.iter().next(), Some(Event::DisputeSettled { id: mismatch, outcome: dispute_state::TRANSIENT }));
-    assert_eq!(sim.dispute(mismatch).state, dispute_state::TRANSIENT);
     let slot = sim.slot_of_key(&trainer);
-    assert_eq!((sim.s.clients[slot].transients, sim.s.clients[slot].has_fault, sim.s.clients[slot].slashed), (1, 0, 0));
+    assert_eq!((sim.s.clients[slot].forgiven, sim.s.clients[slot].has_fault, sim.s.clients[slot].slashed), (1, 0, 0));
     assert_eq!(sim.s.epoch.clients[1].state, HEALTHY);
     sim.rejects(E::DisputeNotOpen, |s, c| s.answer_dispute(&trainer, &DisputeAnswer { id: mismatch, rerun_payload: [0xaa; 32], rerun_after: [0xbb; 32] }, c));
     sim.check_dispute_counts();
-    // Another trainer's first TRANSIENT is forgiven too ...
-    sim.answer(second, [0xaa; 32], [0xbb; 32]).unwrap();
-    assert_eq!(sim.dispute(second).state, dispute_state::TRANSIENT);
-    // ... but the first trainer's second one in the epoch is a fault.
+    // A cheater that copies the accuser's hashes without rerunning serves
+    // no such payload: the committee votes MISMATCH, and it is at fault.
+    sim.answer(copied, [0xaa; 32], [0xbb; 32]).unwrap();
+    for k in sim.committee(copied).iter().take(2) {
+        sim.vote(k, copied, verdict::MISMATCH).unwrap();
+    }
+    let cheater = sim.s.clients[sim.dispute(copied).trainer_slot as usize];
+    assert_eq!((sim.dispute(copied).state, cheater.forgiven, cheater.has_fault), (dispute_state::TRAINER_FAULT, 0, 1));
+    // The first trainer's second forgiven mistake in the epoch is a fault.
     sim.wait(5);
     sim.tick().unwrap();
     let ids = sim.judged_round(&[(1, verdict::MISMATCH)]);
-    let ev = sim.answer(ids[0], [0xaa; 32], [0xbb; 32]).unwrap();
+    sim.answer(ids[0], [0xaa; 32], [0xbb; 32]).unwrap();
+    let committee = sim.committee(ids[0]);
+    sim.vote(&committee[0], ids[0], verdict::RERUN).unwrap();
+    let ev = sim.vote(&committee[1], ids[0], verdict::RERUN).unwrap();
     assert_eq!(ev.iter().next(), Some(Event::DisputeSettled { id: ids[0], outcome: dispute_state::TRAINER_FAULT }));
     let c = &sim.s.clients[slot];
-    assert_eq!((c.transients, c.has_fault, c.last_fault_epoch, c.slashed), (2, 1, 0, 7));
+    assert_eq!((c.forgiven, c.has_fault, c.last_fault_epoch, c.slashed), (2, 1, 0, 7));
     assert_eq!(sim.s.epoch.clients[1].state, FAULTED);
     sim.check_dispute_counts();
     // The faulted member leaves the epoch at the next round start.
@@ -1692,24 +1734,117 @@ fn the_committee_majority_decides() {
 }
 
 #[test]
-fn a_disproved_no_data_accusation_is_unresolved() {
+fn a_disproved_no_data_accusation_costs_the_accuser() {
     // The trainer may have served the committee and not the verifier, so a
-    // NO_DATA the committee replays to MATCH punishes nobody.
-    let mut sim = Sim::with(disputing());
+    // NO_DATA the committee replays to MATCH is a forgiven mistake of the
+    // accuser's; past forgive_per_epoch in an epoch it is a fault.
+    let config = CoordinatorConfig { forgive_per_epoch: 1, ..disputing() };
+    let mut sim = Sim::with(config);
     sim.s.future_rates.slashing_rate_per_client = 5;
     sim.form_epoch(1..=6);
     sim.start_training();
+    let refute = |sim: &mut Sim, id: u64| {
+        let committee = sim.committee(id);
+        sim.vote(&committee[0], id, verdict::MATCH).unwrap();
+        sim.vote(&committee[1], id, verdict::MATCH).unwrap().iter().next()
+    };
     let ids = sim.judged_round(&[(1, verdict::NO_DATA)]);
     let d = sim.dispute(ids[0]);
-    let committee = sim.committee(ids[0]);
-    sim.vote(&committee[0], ids[0], verdict::MATCH).unwrap();
-    let ev = sim.vote(&committee[1], ids[0], verdict::MATCH).unwrap();
-    assert_eq!(ev.iter().next(), Some(Event::DisputeSettled { id: ids[0], outcome: dispute_state::UNRESOLVED }));
-    for slot in [d.trainer_slot, d.accuser_slot] {
-        let c = sim.s.clients[slot as usize];
-        assert_eq!((c.has_fault, c.slashed), (0, 0), "slot {slot}");
-    }
+    assert_eq!(refute(&mut sim, ids[0]), Some(Event::DisputeSettled { id: ids[0], outcome: dispute_state::REFUTED }));
+    let accuser = sim.s.clients[d.accuser_slot as usize];
+    assert_eq!((accuser.forgiven, accuser.has_fault, accuser.slashed), (1, 0, 0));
+    assert_eq!(sim.s.clients[d.trainer_slot as usize].has_fault, 0);
     sim.check_dispute_counts();
+    // The same accuser's next refuted NO_DATA this epoch is its fault.
+    let accuser_key = accuser.signer;
+    let mut next = None;
+    for _ in 0..40 {
+        sim.wait(5);
+        sim.tick().unwrap();
+        let r = *sim.s.current_round();
+        let me = sim.members().iter().position(|m| m.1 == accuser_key).unwrap() as u16;
+        let Some(t) = (0..r.clients_len).find(|&t| t != me) else { break };
+        // Commit, end training, draw; then find a trainer this accuser verifies.
+        let ids = sim.judged_round(&[]);
+        assert!(ids.is_empty());
+        let r = *sim.s.current_round();
+        let _ = t;
+        if let Some(t) = (0..r.clients_len).find(|&t| selection::verifier(&r.verify_seed, t, r.clients_len) == Some(me)) {
+            let (a, v) = sim.verify_args(t, verdict::NO_DATA);
+            let c = sim.clock();
+            sim.s.verify(&v, &a, &c).unwrap();
+            next = Some(sim.s.disputes_opened);
+            break;
+        }
+    }
+    let id = next.expect("the accuser was drawn as a verifier");
+    assert_eq!(refute(&mut sim, id), Some(Event::DisputeSettled { id, outcome: dispute_state::ACCUSER_FAULT }));
+    let accuser = sim.s.clients[d.accuser_slot as usize];
+    assert_eq!((accuser.forgiven, accuser.has_fault, accuser.slashed), (2, 1, 5));
+    sim.check_dispute_counts();
+}
+
+#[test]
+fn one_accuser_holds_at_most_an_eighth_of_the_dispute_table() {
+    let mut sim = Sim::with(disputing());
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    sim.judged_round(&[]);
+    let r = *sim.s.current_round();
+    let (a, v) = sim.verify_args(0, verdict::NO_DATA);
+    let accuser = sim.s.epoch.clients[a.verifier_index as usize].slot;
+    // The accuser already holds its share of open disputes (from earlier
+    // rounds, still within their deadline).
+    for k in 0..MAX_OPEN_PER_ACCUSER {
+        let free = sim.s.disputes[k];
+        sim.s.disputes[k] = Dispute { state: dispute_state::OPEN, id: k as u64 + 1, accuser_slot: accuser, deadline_step: r.step, ..free };
+    }
+    sim.s.disputes_opened = MAX_OPEN_PER_ACCUSER as u64;
+    sim.rejects(E::AccuserDisputesFull, |s, c| s.verify(&v, &a, c));
+    // Once one settles, the accusation goes through.
+    sim.s.disputes[0].state = dispute_state::UNRESOLVED;
+    let c = sim.clock();
+    sim.s.verify(&v, &a, &c).unwrap();
+    assert_eq!(sim.s.disputes_opened, MAX_OPEN_PER_ACCUSER as u64 + 1);
+}
+
+#[test]
+fn round_witness_ends_once_every_sampled_contribution_is_judged() {
+    let mut sim = Sim::with(verifying(100));
+    sim.form_epoch(1..=5);
+    sim.start_training();
+    for i in 0..5 {
+        sim.commit(i, true).unwrap();
+    }
+    sim.end_training();
+    let step = sim.s.progress.step;
+    for t in 0..5u16 {
+        assert_eq!(sim.state(), RunState::RoundWitness, "before the verdict on {t}");
+        assert_eq!(sim.s.current_round().unjudged, 5 - t);
+        let (a, v) = sim.verify_args(t, verdict::MATCH);
+        let c = sim.clock();
+        sim.s.verify(&v, &a, &c).unwrap();
+    }
+    // The last verdict ended the round at once, with no time passing.
+    assert_eq!((sim.state(), sim.s.progress.step), (RunState::RoundTrain, step + 1));
+    // A member that did not commit is not waited for.
+    for i in 0..4 {
+        sim.commit(i, false).unwrap();
+    }
+    sim.end_training();
+    assert_eq!(sim.s.current_round().unjudged, 4);
+    // Without every elected witness's report, the window runs its course.
+    let mut sim = Sim::with(CoordinatorConfig { max_round_train_time: 10, ..verifying(100) });
+    sim.form_epoch(1..=5);
+    sim.start_training();
+    sim.commit(0, true).unwrap();
+    sim.wait(10);
+    sim.tick().unwrap();
+    sim.draw();
+    let (a, v) = sim.verify_args(0, verdict::MATCH);
+    let c = sim.clock();
+    sim.s.verify(&v, &a, &c).unwrap();
+    assert_eq!((sim.state(), sim.s.current_round().unjudged), (RunState::RoundWitness, 0));
 }
 
 #[test]
@@ -1794,26 +1929,51 @@ fn a_dispute_nobody_can_judge_is_unresolved_at_once() {
 #[test]
 fn thirty_two_open_disputes_fill_the_table_and_settled_ones_are_reused() {
     let config = CoordinatorConfig {
-        init_min_clients: 34,
+        init_min_clients: 64,
         global_batch_size_start: 64,
         global_batch_size_end: 64,
         ..disputing()
     };
     let mut sim = Sim::with(config);
-    sim.form_epoch(1..=34);
+    sim.form_epoch(1..=64);
     sim.start_training();
-    let verdicts: Vec<_> = (0..32u16).map(|i| (i, verdict::MISMATCH)).collect();
-    let ids = sim.judged_round(&verdicts);
-    assert_eq!(ids, (1..=32).collect::<Vec<u64>>());
-    let (a, v) = sim.verify_args(32, verdict::NO_DATA);
+    for i in 0..64 {
+        sim.commit(i, true).unwrap();
+    }
+    sim.end_training();
+    // 32 accusations, no accuser holding more than its share.
+    let r = *sim.s.current_round();
+    let mut held = [0usize; 64];
+    let mut accused = vec![];
+    let mut spare = vec![];
+    for t in 0..64u16 {
+        let v = selection::verifier(&r.verify_seed, t, 64).unwrap() as usize;
+        if accused.len() < 32 && held[v] < MAX_OPEN_PER_ACCUSER {
+            held[v] += 1;
+            accused.push(t);
+        } else {
+            spare.push(t);
+        }
+    }
+    assert_eq!(accused.len(), 32);
+    for (k, &t) in accused.iter().enumerate() {
+        let (a, v) = sim.verify_args(t, verdict::MISMATCH);
+        let c = sim.clock();
+        sim.s.verify(&v, &a, &c).unwrap();
+        assert_eq!(sim.s.disputes_opened, k as u64 + 1);
+    }
+    let (a, v) = sim.verify_args(spare[0], verdict::NO_DATA);
     sim.rejects(E::DisputesFull, |s, c| s.verify(&v, &a, c));
     // A MATCH needs no entry.
-    let (m, mv) = sim.verify_args(33, verdict::MATCH);
+    let (m, mv) = sim.verify_args(spare[1], verdict::MATCH);
     let c = sim.clock();
     sim.s.verify(&mv, &m, &c).unwrap();
     // Settle disputes 5 and 3: the next one takes the entry of the lower id.
     for id in [5, 3] {
-        sim.answer(id, [0xaa; 32], [0xbb; 32]).unwrap();
+        for k in sim.committee(id).iter().take(2) {
+            sim.vote(k, id, verdict::MISMATCH).unwrap();
+        }
+        assert_eq!(sim.dispute(id).state, dispute_state::TRAINER_FAULT);
     }
     let entry3 = sim.s.disputes.iter().position(|d| d.id == 3).unwrap();
     let c = sim.clock();

@@ -67,9 +67,10 @@ pub fn data_seed(round: &Seed) -> Seed {
     hashv(&[round, DATA_DOMAIN])
 }
 
-/// Seed of a round's verification sampling, drawn when its RoundTrain phase
-/// ends: sha256(domain ‖ round seed ‖ slot ‖ slot hash), with the SlotHashes
-/// entry of that moment, so it is unknown while members commit.
+/// Seed of a round's verification sampling: sha256(domain ‖ round seed ‖
+/// slot ‖ slot hash), with the SlotHashes entry of the first slot after the
+/// one RoundTrain ended in, so it is unknown while members commit and to
+/// whoever chose when RoundTrain ended.
 pub fn verify_seed(round: &Seed, entropy: &Entropy) -> Seed {
     hashv(&[VERIFY_SEED_DOMAIN, round, &entropy.slot.to_le_bytes(), &entropy.slot_hash])
 }

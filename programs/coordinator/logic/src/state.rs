@@ -10,7 +10,7 @@ use crate::bloom::Bloom;
 use crate::selection::MAX_WITNESSES;
 
 /// Layout version written by `init` (bump with a new program id on change).
-pub const STATE_VERSION: u64 = 5;
+pub const STATE_VERSION: u64 = 6;
 /// Client slots: members, pending joiners and holders of unsettled points.
 pub const MAX_CLIENTS: usize = 256;
 /// Rounds kept in the ring buffer (current, previous, and two for lagging readers).
@@ -104,6 +104,10 @@ pub mod verdict {
     pub const MISMATCH: u8 = 2;
     /// The verifier could not get the trainer's payload or its inputs.
     pub const NO_DATA: u8 = 3;
+    /// A committee vote only, on an answered MISMATCH dispute: the voter's
+    /// replay gave the accuser's bits and the trainer served its rerun's
+    /// payload, whose hash is the accuser's claimed payload.
+    pub const RERUN: u8 = 4;
 }
 
 /// `Dispute::state`: free, open, or how it was settled.
@@ -112,8 +116,9 @@ pub mod dispute_state {
     pub const FREE: u8 = 0;
     /// Waiting for the trainer's answer or the committee's majority.
     pub const OPEN: u8 = 1;
-    /// The trainer's rerun reproduced the verifier's hashes: nondeterminism,
-    /// forgiven up to `forgive_per_epoch` times per epoch.
+    /// A committee majority fetched the trainer's rerun, which reproduced
+    /// the verifier's bits: nondeterminism, forgiven up to
+    /// `forgive_per_epoch` times per epoch.
     pub const TRANSIENT: u8 = 2;
     /// The trainer is at fault.
     pub const TRAINER_FAULT: u8 = 3;
@@ -121,6 +126,10 @@ pub mod dispute_state {
     pub const ACCUSER_FAULT: u8 = 4;
     /// The deadline passed (or the run finished) without a decision; nobody is penalized.
     pub const UNRESOLVED: u8 = 5;
+    /// A committee majority got the data of a NO_DATA accusation and it
+    /// replays: the accuser is charged one forgiven mistake (a fault past
+    /// `forgive_per_epoch` in an epoch).
+    pub const REFUTED: u8 = 6;
 }
 
 /// `Model::architecture`: GPT-2, or Llama (RMSNorm, rotary positions,
@@ -316,8 +325,10 @@ pub struct ClientSlot {
     /// Epoch of the latest fault (valid when `has_fault`).
     pub last_fault_epoch: u32,
     pub has_fault: u8,
-    /// TRANSIENT dispute outcomes this epoch (reset when an epoch forms).
-    pub transients: u8,
+    /// Mistakes forgiven this epoch (reset when an epoch forms): TRANSIENT
+    /// outcomes as the trainer, REFUTED ones as the accuser. Past
+    /// `forgive_per_epoch` a mistake is a fault.
+    pub forgiven: u8,
     /// OPEN disputes naming this slot (trainer, accuser or committee): the
     /// slot is not reused while any is open.
     pub open_disputes: u8,
@@ -395,6 +406,10 @@ pub struct Dispute {
     pub cold_start: u8,
     /// The commitment's `commit_flags::FRESH` bit, as 0/1.
     pub fresh: u8,
+    /// 1 once the trainer answered (a MISMATCH dispute) that its rerun gives
+    /// the accuser's bits; the committee then fetches the rerun's payload.
+    pub answered: u8,
+    pub _padding: [u8; 7],
     /// The disputed round's step.
     pub step: u32,
     /// Open until the run's step passes this (= step + 2).
@@ -439,10 +454,17 @@ pub struct Round {
     /// the round started; 1 for DisTrO): the round covers
     /// `batch_size * inner_steps` sequences from `data_index`.
     pub inner_steps: u16,
-    pub _padding: [u8; 6],
+    /// Commitments that must be verified and have no verdict yet (counted
+    /// when the verify seed is drawn): RoundWitness ends early at 0.
+    pub unjudged: u16,
+    pub _padding: [u8; 4],
+    /// The slot in which RoundTrain ended: the verify seed comes from the
+    /// SlotHashes entry of the first slot after it, unknown until then.
+    pub verify_slot: u64,
     pub witnesses: [Witness; MAX_WITNESSES as usize],
-    /// Seed of the verification sampling, set when RoundTrain ends (unknown
-    /// while members commit); zero before.
+    /// Seed of the verification sampling, drawn in RoundWitness from the
+    /// first slot after `verify_slot` (unknown while members commit and
+    /// while anyone decides when RoundTrain ends); zero before.
     pub verify_seed: [u8; 32],
     /// Commitments by round index (the first `clients_len` are this round's).
     pub commits: [Commit; MAX_CLIENTS],
@@ -589,20 +611,21 @@ mod tests {
         assert_tiled!(EpochRates, earning_rate_total_shared: u64, slashing_rate_per_client: u64);
         assert_tiled!(ClientSlot, signer: [u8; 32], p2p_identity: [u8; 32], earned: u64, slashed: u64,
             last_finished_epoch: u32, occupied: u8, pending: u8, in_epoch: u8, has_finished: u8, state_after: [u8; 32],
-            unvested: [u64; VESTING_BUCKETS], burned: u64, last_fault_epoch: u32, has_fault: u8, transients: u8,
+            unvested: [u64; VESTING_BUCKETS], burned: u64, last_fault_epoch: u32, has_fault: u8, forgiven: u8,
             open_disputes: u8, checkpointer: u8);
         assert_tiled!(EpochClient, slot: u16, state: u8, warmup_witnessed: u8);
         assert_tiled!(Witness, index: u16, _padding: [u8; 6], participant_bloom: Bloom, broadcast_bloom: Bloom,
             broadcast_merkle: [u8; 32]);
         assert_tiled!(Round, seed: [u8; 32], data_index: u64, step: u32, height: u32, batch_size: u16,
-            clients_len: u16, witness_count: u16, witnesses_len: u16, inner_steps: u16, _padding: [u8; 6],
-            witnesses: [Witness; 32], verify_seed: [u8; 32],
+            clients_len: u16, witness_count: u16, witnesses_len: u16, inner_steps: u16, unjudged: u16,
+            _padding: [u8; 4], verify_slot: u64, witnesses: [Witness; 32], verify_seed: [u8; 32],
             commits: [Commit; MAX_CLIENTS]);
         assert_tiled!(Commit, payload: [u8; 32], state_before: [u8; 32], state_after: [u8; 32], verifier: u16, flags: u8,
             verdict: u8, _padding: [u8; 4]);
         assert_eq!(size_of::<Commit>(), 104);
         assert_tiled!(Dispute, state: u8, kind: u8, committee_len: u8, votes: [u8; COMMITTEE_SIZE], trainer_slot: u16,
-            accuser_slot: u16, trainer_index: u16, committee: [u16; COMMITTEE_SIZE], cold_start: u8, fresh: u8, step: u32,
+            accuser_slot: u16, trainer_index: u16, committee: [u16; COMMITTEE_SIZE], cold_start: u8, fresh: u8, answered: u8,
+            _padding: [u8; 7], step: u32,
             deadline_step: u32, epoch: u32, epoch_start_step: u32, batch_len: u32, id: u64, batch_start: u64,
             payload: [u8; 32], state_before: [u8; 32], state_after: [u8; 32], claimed_payload: [u8; 32],
             claimed_after: [u8; 32]);
@@ -617,9 +640,9 @@ mod tests {
             disputes: [Dispute; MAX_DISPUTES]);
         assert_eq!(core::mem::align_of::<CoordinatorState>(), 8);
         // The account size is part of the wire contract (clients allocate it).
-        assert_eq!(ACCOUNT_SIZE, 201_088);
+        assert_eq!(ACCOUNT_SIZE, 201_376);
         assert_eq!(size_of::<Model>(), 600);
-        assert_eq!(size_of::<Round>(), 37_216);
+        assert_eq!(size_of::<Round>(), 37_224);
         assert_eq!(size_of::<CoordinatorConfig>(), 72);
     }
 

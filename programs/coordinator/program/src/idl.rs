@@ -51,7 +51,7 @@ fn layout_types(t: &mut Types) {
         slashed: json!("u64"), last_finished_epoch: json!("u32"), occupied: json!("u8"), pending: json!("u8"),
         in_epoch: json!("u8"), has_finished: json!("u8"), state_after: bytes(32),
         unvested: array(json!("u64"), VESTING_BUCKETS), burned: json!("u64"), last_fault_epoch: json!("u32"),
-        has_fault: json!("u8"), transients: json!("u8"), open_disputes: json!("u8"), checkpointer: json!("u8"));
+        has_fault: json!("u8"), forgiven: json!("u8"), open_disputes: json!("u8"), checkpointer: json!("u8"));
     zc!(t, EpochClient, "EpochClient", slot: json!("u16"), state: json!("u8"), warmup_witnessed: json!("u8"));
     zc!(t, Witness, "Witness", index: json!("u16"), _padding: bytes(6), participant_bloom: defined("Bloom"),
         broadcast_bloom: defined("Bloom"), broadcast_merkle: bytes(32));
@@ -59,13 +59,13 @@ fn layout_types(t: &mut Types) {
         verifier: json!("u16"), flags: json!("u8"), verdict: json!("u8"), _padding: bytes(4));
     zc!(t, Round, "Round", seed: bytes(32), data_index: json!("u64"), step: json!("u32"), height: json!("u32"),
         batch_size: json!("u16"), clients_len: json!("u16"), witness_count: json!("u16"),
-        witnesses_len: json!("u16"), inner_steps: json!("u16"), _padding: bytes(6),
-        witnesses: array(defined("Witness"), 32), verify_seed: bytes(32),
+        witnesses_len: json!("u16"), inner_steps: json!("u16"), unjudged: json!("u16"), _padding: bytes(4),
+        verify_slot: json!("u64"), witnesses: array(defined("Witness"), 32), verify_seed: bytes(32),
         commits: array(defined("Commit"), MAX_CLIENTS));
     zc!(t, Dispute, "Dispute", state: json!("u8"), kind: json!("u8"), committee_len: json!("u8"),
         votes: bytes(COMMITTEE_SIZE), trainer_slot: json!("u16"), accuser_slot: json!("u16"),
         trainer_index: json!("u16"), committee: array(json!("u16"), COMMITTEE_SIZE), cold_start: json!("u8"),
-        fresh: json!("u8"), step: json!("u32"), deadline_step: json!("u32"), epoch: json!("u32"),
+        fresh: json!("u8"), answered: json!("u8"), _padding: bytes(7), step: json!("u32"), deadline_step: json!("u32"), epoch: json!("u32"),
         epoch_start_step: json!("u32"), batch_len: json!("u32"), id: json!("u64"), batch_start: json!("u64"),
         payload: bytes(32), state_before: bytes(32), state_after: bytes(32), claimed_payload: bytes(32),
         claimed_after: bytes(32));

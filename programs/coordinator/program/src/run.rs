@@ -7,7 +7,9 @@ use psyche_sdk::borsh::{BorshError, Reader, Writer};
 use psyche_sdk::error::log_error;
 use psyche_sdk::{pda, validate, AccountView, Address, ErrorCode, ProgramError, ProgramResult};
 
+use crate::sysvars::run_clock;
 use crate::{COORDINATOR_ACCOUNT, COORDINATOR_INSTANCE, ID, INSTANCE_SEED};
+use psyche_coordinator_logic::machine::Clock as RunClock;
 
 /// `CoordinatorInstance` (Borsh, after the discriminator):
 /// bump u8 | main_authority [32] | join_authority [32] | coordinator_account [32]
@@ -134,13 +136,34 @@ pub fn with_state<T>(
     account: &AccountView,
     f: impl FnOnce(&mut CoordinatorState) -> Result<T, CoordinatorError>,
 ) -> Result<T, ProgramError> {
+    with_clock_opt(inst, account, false, |s, _| f(s))
+}
+
+/// `with_state` for instructions that may advance the run: `f` also gets
+/// the clock, with the verify seed's entropy when the state waits for it.
+pub fn with_clock<T>(
+    inst: &Instance,
+    account: &AccountView,
+    f: impl FnOnce(&mut CoordinatorState, &RunClock) -> Result<T, CoordinatorError>,
+) -> Result<T, ProgramError> {
+    with_clock_opt(inst, account, true, |s, c| f(s, c.as_ref().ok_or(CoordinatorError::CorruptState)?))
+}
+
+fn with_clock_opt<T>(
+    inst: &Instance,
+    account: &AccountView,
+    clocked: bool,
+    f: impl FnOnce(&mut CoordinatorState, Option<RunClock>) -> Result<T, CoordinatorError>,
+) -> Result<T, ProgramError> {
     validate::writable(account)?;
     if account.address() != &inst.coordinator_account {
         return Err(ErrorCode::ConstraintHasOne.fail());
     }
     validate::initialized(account, &ID, &COORDINATOR_ACCOUNT)?;
     let mut data = account.try_borrow_mut()?;
-    f(state_mut(&mut data)?).map_err(fail)
+    let s = state_mut(&mut data)?;
+    let clock = if clocked { Some(run_clock(s.draw_after())?) } else { None };
+    f(s, clock).map_err(fail)
 }
 
 /// Views coordinator account data (discriminator included) as the state, in

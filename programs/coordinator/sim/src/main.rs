@@ -18,7 +18,11 @@
 //! decoded by the program's own decoder (`psyche_coordinator::instruction`). The
 //! signer is the transaction's signing user (authority, payer); `unix_timestamp`
 //! and (`slot`, `slot_hash`) are what the program reads from the Clock and
-//! SlotHashes sysvars. The account data is the on-chain CoordinatorAccount:
+//! SlotHashes sysvars: the request's slot is the Clock's, and its
+//! (slot, hash) the newest SlotHashes entry. The simulator keeps the entries
+//! of the requests it saw (up to 512, as SlotHashes does), so a round waiting
+//! for its verify seed draws it from the oldest one after the slot its
+//! RoundTrain ended in, as the program's glue does. The account data is the on-chain CoordinatorAccount:
 //! the 8-byte discriminator, then the state.
 //!
 //! What the glue checks and the simulator does too: argument decoding
@@ -32,6 +36,7 @@
 //! ConstraintSeeds), account metas (signer, writable, owner, PDA, size, rent),
 //! transaction limits, events, and `free_coordinator` (answered as not simulated).
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 
 use psyche_coordinator::args::{
@@ -101,13 +106,18 @@ struct Sim {
     off: usize,
     /// Set by init_coordinator (the instance's main authority).
     main_authority: Option<Key>,
+    /// The SlotHashes entries of the requests so far, oldest first.
+    slot_hashes: VecDeque<Entropy>,
 }
+
+/// Entries SlotHashes keeps.
+const SLOT_HASHES_LEN: usize = 512;
 
 impl Sim {
     fn new() -> Self {
         let buf = vec![0u8; ACCOUNT_SIZE + 8];
         let off = buf.as_ptr().wrapping_add(8).align_offset(8);
-        Sim { buf, off, main_authority: None }
+        Sim { buf, off, main_authority: None, slot_hashes: VecDeque::new() }
     }
 
     fn account(&self) -> &[u8] {
@@ -220,10 +230,16 @@ impl Sim {
             return bad_request("request shorter than its 80-byte header");
         };
         let signer = word::<32>(head, 0);
-        let clock = Clock {
-            unix_timestamp: i64::from_le_bytes(word(head, 32)),
-            entropy: Entropy { slot: u64::from_le_bytes(word(head, 40)), slot_hash: word(head, 48) },
-        };
+        let entropy = Entropy { slot: u64::from_le_bytes(word(head, 40)), slot_hash: word(head, 48) };
+        if self.slot_hashes.back().is_none_or(|e| e.slot < entropy.slot) {
+            if self.slot_hashes.len() == SLOT_HASHES_LEN {
+                self.slot_hashes.pop_front();
+            }
+            self.slot_hashes.push_back(entropy);
+        }
+        let draw_after = if self.main_authority.is_some() { self.state().draw_after() } else { None };
+        let drawn = draw_after.and_then(|after| self.slot_hashes.iter().find(|e| e.slot > after).copied());
+        let clock = Clock { unix_timestamp: i64::from_le_bytes(word(head, 32)), slot: entropy.slot, entropy, drawn };
         let result = match Instruction::decode(data) {
             Ok(Instruction::FreeCoordinator) => return bad_request("free_coordinator is not simulated"),
             Ok(ix) => self.execute(&signer, &clock, &ix),

@@ -5,8 +5,7 @@ use psyche_sdk::{validate, AccountView, ProgramResult};
 use crate::args::{Decode, JoinRunParams};
 use crate::events::emit_all;
 use crate::join_proof::{join_message, proven, INSTRUCTIONS_SYSVAR};
-use crate::run::{fail, load_instance, with_state};
-use crate::sysvars::run_clock;
+use crate::run::{fail, load_instance, with_clock};
 use crate::JOIN_RUN_SCOPE;
 
 /// join_run { signer, p2p_identity }: the signer registers for the next epoch
@@ -34,8 +33,7 @@ pub fn join_run(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     if !proven(&instructions.try_borrow()?, &p2p_identity, &message) {
         return Err(fail(CoordinatorError::P2pKeyNotProven));
     }
-    let clock = run_clock()?;
     let key = signer.to_bytes();
-    let events = with_state(&inst, account, |s| s.join(&key, &p2p_identity, &clock))?;
+    let events = with_clock(&inst, account, |s, clock| s.join(&key, &p2p_identity, clock))?;
     emit_all(&events)
 }

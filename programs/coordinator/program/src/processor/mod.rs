@@ -51,8 +51,7 @@ use psyche_coordinator_logic::state::CoordinatorState;
 use psyche_sdk::{validate, AccountView, ProgramResult};
 
 use crate::events::emit_all;
-use crate::run::{load_instance, require_main_authority, with_state};
-use crate::sysvars::run_clock;
+use crate::run::{load_instance, require_main_authority, with_clock, with_state};
 
 /// An authority instruction. Accounts: 0. [SIGNER] authority (the run's main
 /// authority), 1. [] coordinator_instance, 2. [WRITE] coordinator_account.
@@ -75,8 +74,7 @@ fn as_client(
     let [user, instance, account] = validate::accounts::<3>(accounts)?;
     validate::signer(user)?;
     let inst = load_instance(instance)?;
-    let clock = run_clock()?;
     let signer = user.address().to_bytes();
-    let events = with_state(&inst, account, |s| f(s, &signer, &clock))?;
+    let events = with_clock(&inst, account, |s, clock| f(s, &signer, clock))?;
     emit_all(&events)
 }
