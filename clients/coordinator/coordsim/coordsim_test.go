@@ -532,10 +532,16 @@ func TestVerification(t *testing.T) {
 		must(t, s.Witness(members[w].Signer, report(t, st, w), now))
 	}
 	wantPhase(t, s, coordinator.RoundWitness)
+	// The seed comes from the slot after the one RoundTrain ended in: the
+	// next call (a new slot in the sim) draws it.
+	if r = coordinator.CurrentRound(s.State()); r.VerifySeed != ([32]byte{}) || r.VerifySlot == 0 {
+		t.Fatalf("verify seed drawn in the slot RoundTrain ended in (slot %d)", r.VerifySlot)
+	}
+	must(t, s.Tick(ms[0].key, now))
 	st = s.State()
 	r = coordinator.CurrentRound(st)
-	if r.VerifySeed == ([32]byte{}) {
-		t.Fatal("no verify seed after RoundTrain")
+	if r.VerifySeed == ([32]byte{}) || r.Unjudged != 3 {
+		t.Fatalf("after the tick: seed %x, %d unjudged", r.VerifySeed, r.Unjudged)
 	}
 	wantErr(t, s.Commit(members[0].Signer, commit(0), now), "WrongRound")
 	for i := range uint16(3) {
@@ -554,14 +560,16 @@ func TestVerification(t *testing.T) {
 		wantErr(t, s.Verify(members[other].Signer, coordinator.VerifyArgs{Step: step, VerifierIndex: other, Index: i, Verdict: 1}, now), "NotTheVerifier")
 		wantErr(t, s.Verify(members[v].Signer, coordinator.VerifyArgs{Step: step, VerifierIndex: v, Index: i, Verdict: 9}, now), "InvalidVerdict")
 		must(t, s.Verify(members[v].Signer, args, now))
+		if i == 2 {
+			// Every sampled contribution is judged: the round ends at once.
+			break
+		}
 		wantErr(t, s.Verify(members[v].Signer, args, now), "AlreadyJudged")
 		if c := coordinator.CurrentRound(s.State()).Commits[i]; c.Verdict != coordinator.VerdictMatch || c.Verifier != v {
 			t.Fatalf("commitment %d after the verdict: %+v", i, c)
 		}
 	}
 	// The next round: a linked commitment continues from the last state.
-	now += 2
-	must(t, s.Tick(ms[0].key, now))
 	wantPhase(t, s, coordinator.RoundTrain)
 	step = s.State().Progress.Step
 	linked := commit(0)
@@ -600,6 +608,8 @@ func TestDisputes(t *testing.T) {
 		must(t, s.Witness(mem[w].Signer, report(t, st, w), now))
 	}
 	wantPhase(t, s, coordinator.RoundWitness)
+	wantErr(t, s.Verify(mem[1].Signer, coordinator.VerifyArgs{Step: step, VerifierIndex: 1, Index: 0, Verdict: coordinator.VerdictMatch}, now), "VerifySeedPending")
+	must(t, s.Tick(ms[0].key, now))
 	st = s.State()
 	r := coordinator.CurrentRound(st)
 	seed := schedule.Seed(r.VerifySeed)
