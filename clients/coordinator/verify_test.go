@@ -51,6 +51,11 @@ func TestVerificationOnChain(t *testing.T) {
 	if coordinator.Phase(s) != coordinator.RoundWitness {
 		t.Fatalf("after the witnesses: %v", coordinator.Phase(s))
 	}
+	// The verify seed comes from a later slot: a tick draws it.
+	for coordinator.CurrentRound(s).VerifySeed == ([32]byte{}) {
+		e.tick()
+		s = e.state()
+	}
 	r = coordinator.CurrentRound(s)
 	seed := schedule.Seed(r.VerifySeed)
 	verify := func(trainer uint16, verdict uint8) (coordinator.VerifyArgs, *client) {
