@@ -31,9 +31,12 @@ const (
 	CheatWithholdReplayData
 	// CheatFalseAccusation, as a verifier, accuses every trainer it checks.
 	CheatFalseAccusation
+	// CheatCopyAnswer trains on other data, as CheatOtherData, and answers
+	// each dispute with the accuser's published hashes, without a rerun.
+	CheatCopyAnswer
 )
 
-var cheatNames = [...]string{"none", "other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "false-accusation"}
+var cheatNames = [...]string{"none", "other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "false-accusation", "copy-answer"}
 
 func (c Cheat) String() string { return cheatNames[c] }
 

@@ -179,6 +179,7 @@ type Client struct {
 	// snapshots are the weights disputed rounds started from, by step.
 	snapshots map[uint32][]float32
 	vstats    verifyStats
+	faults    faultLog
 	// onApply, when set (tests), sees every applied step's payloads and digest.
 	onApply func(step uint32, payloads [][]byte, digest string)
 }
@@ -510,6 +511,7 @@ func (c *Client) observe(v *coordinator.View) {
 	}
 	_ = c.cfg.Recorder.SetClients(len(v.Members), healthy)
 	c.setParticipants(v.State)
+	c.faults.observe(v, c.log)
 	if v.State.Config.VerificationPercent > 0 && v.Slot != nil {
 		c.vstats.observe(v)
 		if err := c.cfg.Recorder.SetVerification(c.vstats.Verification); err != nil {

@@ -36,9 +36,9 @@ warmup_time = 12
 max_round_train_time = 10
 round_witness_time = 4
 cooldown_time = 2
-epoch_time = 20
-total_steps = 16
-init_min_clients = 9
+epoch_time = 14
+total_steps = 20
+init_min_clients = 10
 min_clients = 2
 witness_nodes = 0
 global_batch_size_start = 12
@@ -86,7 +86,7 @@ quantize_1bit = true
 
 // The adversaries of TestVerificationCatchesCheaters, one per cheat; each
 // is honest in epoch 0 (and earns its share) and cheats from epoch 1.
-var verifyCheats = []string{"other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "false-accusation"}
+var verifyCheats = []string{"other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "false-accusation", "copy-answer"}
 
 const (
 	verifyEarning  = 900_000
@@ -353,6 +353,10 @@ func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.St
 			if outcomes(slot, false)[coordinator.DisputeTrainerFault] == 0 {
 				t.Errorf("%s: no dispute found it at fault: %v", cheat, outcomes(slot, false))
 			}
+			// An answer that copies the accuser's hashes proves no rerun.
+			if n := outcomes(slot, false)[coordinator.DisputeTransient]; n != 0 {
+				t.Errorf("%s: %d disputes forgiven as TRANSIENT", cheat, n)
+			}
 		}
 		cl := final.Clients[slot]
 		if cl.HasFault == 0 || cl.Burned == 0 || cl.Slashed < verifySlashing {
@@ -382,7 +386,7 @@ func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.St
 		}
 	}
 	if len(digests) < 10 {
-		t.Errorf("the honest clients logged %d steps, want most of the 16", len(digests))
+		t.Errorf("the honest clients logged %d steps, want most of the 20", len(digests))
 	}
 	losses := honestProcs[0].stepLosses(t)
 	if len(losses) < 6 {

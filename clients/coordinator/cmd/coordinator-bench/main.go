@@ -287,10 +287,12 @@ func (b *bench) runOf(i, n int) error {
 	// Three rounds; in each the first member is left out of every participant
 	// filter, so that in the third a health check drops it.
 	// (Rounds end when every elected witness reported; max_round_train_time is long.)
-	// In round 1 members 2..5 commit (fresh) and their verifiers post
-	// verdicts: MATCH, MISMATCH (answered by the trainer's rerun: TRANSIENT),
-	// MISMATCH (the committee's majority puts the trainer at fault) and
-	// NO_DATA (left open); in round 2 members 2 and 3 commit again (linked).
+	// In round 1 every member commits (fresh), a tick draws the verify seed
+	// over all of them, and the verifiers of members 2..5 post verdicts:
+	// MATCH, MISMATCH (answered by the trainer's rerun, which the committee
+	// fetched: TRANSIENT), MISMATCH (the committee's majority puts the
+	// trainer at fault) and NO_DATA (left open); in round 2 members 2 and 3
+	// commit again (linked).
 	victim := members[0].Signer
 	trainers := []uint16{2, 3, 4, 5}
 	var faulted solana.PublicKey
@@ -303,9 +305,12 @@ func (b *bench) runOf(i, n int) error {
 		witnesses := schedule.Witnesses(cr.ClientsLen, s.Config.WitnessNodes, schedule.Seed(cr.Seed))
 		ms := coordinator.Members(s)
 		if round >= 1 {
-			committing := trainers
-			if round == 2 {
-				committing = trainers[:2]
+			committing := trainers[:2]
+			if round == 1 {
+				committing = make([]uint16, len(ms))
+				for k := range committing {
+					committing[k] = uint16(k)
+				}
 			}
 			for k, t := range committing {
 				signer := ms[t].Signer
@@ -366,7 +371,23 @@ func (b *bench) runOf(i, n int) error {
 			if coordinator.Phase(s) != coordinator.RoundWitness {
 				return fmt.Errorf("after the witnesses: %v", coordinator.Phase(s))
 			}
+			// The verify seed comes from a slot after RoundTrain's last: a
+			// tick draws it and counts the commitments to judge (all of
+			// them: everyone is in its first epoch).
+			time.Sleep(250 * time.Millisecond)
+			if ixs, err = one(r.Tick(me)); err != nil {
+				return err
+			}
+			if err := b.measure(i, "tick (draws the verify seed, every member committed)", b.authority, ixs); err != nil {
+				return err
+			}
+			if s, err = r.FetchState(ctx, c); err != nil {
+				return err
+			}
 			cr := coordinator.CurrentRound(s)
+			if cr.VerifySeed == ([32]byte{}) || int(cr.Unjudged) != len(coordinator.Members(s)) {
+				return fmt.Errorf("after the draw: %d unjudged of %d", cr.Unjudged, len(coordinator.Members(s)))
+			}
 			ms := coordinator.Members(s)
 			verdicts := []struct {
 				verdict uint8
@@ -411,8 +432,23 @@ func (b *bench) runOf(i, n int) error {
 			if ixs, err = one(r.AnswerDispute(ms[3].Signer, 1, claimed[0], claimed[1])); err != nil {
 				return err
 			}
-			if err := b.measure(i, "answer_dispute (TRANSIENT)", keys[ms[3].Signer], ixs); err != nil {
+			if err := b.measure(i, "answer_dispute (the rerun is served)", keys[ms[3].Signer], ixs); err != nil {
 				return err
+			}
+			d1, _ := coordinator.FindDispute(s, 1)
+			for k, label := range []string{"", "judge_dispute (RERUN majority: TRANSIENT)"} {
+				voter := s.Clients[d1.Committee[k]].Signer
+				if ixs, err = one(r.JudgeDispute(voter, 1, coordinator.VoteRerun)); err != nil {
+					return err
+				}
+				if label != "" {
+					err = b.measure(i, label, keys[voter], ixs)
+				} else {
+					_, err = c.Send(ctx, keys[voter], ixs)
+				}
+				if err != nil {
+					return err
+				}
 			}
 			d, _ := coordinator.FindDispute(s, 2)
 			for k, label := range []string{"judge_dispute (a vote)", "judge_dispute (the majority: trainer at fault)"} {
@@ -428,7 +464,7 @@ func (b *bench) runOf(i, n int) error {
 			if err != nil {
 				return err
 			}
-			d1, _ := coordinator.FindDispute(s, 1)
+			d1, _ = coordinator.FindDispute(s, 1)
 			d2, _ := coordinator.FindDispute(s, 2)
 			if d1.State != coordinator.DisputeTransient || d2.State != coordinator.DisputeTrainerFault || s.Epoch.Clients[4].State != coordinator.MemberFaulted {
 				return fmt.Errorf("disputes settled %d and %d, member 4 in state %d", d1.State, d2.State, s.Epoch.Clients[4].State)
