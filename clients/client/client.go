@@ -96,8 +96,12 @@ type Config struct {
 	HubToken  string
 	// DataCacheDir keeps verified chunks of the run's data server ("" keeps none).
 	DataCacheDir string
-	// GradientsDir, when set, receives this client's DeMo payload of every step.
-	GradientsDir string
+	// GradientsDir, when set, receives this client's replay files of every
+	// step it trains (trainer.WriteReplayFiles, and the model the step
+	// started from), for psyche-client verify; those of its newest
+	// GradientsKeep steps are kept.
+	GradientsDir  string
+	GradientsKeep int
 
 	// WorkDir holds model files shared with joiners; "" uses a temporary
 	// directory removed at the end.
@@ -128,6 +132,11 @@ const (
 	DefaultEvalEvery     = 5
 	DefaultEvalSequences = 16
 	DefaultKeepSteps     = 3
+	// DefaultGradientsKeep is twice what psyche-client verify needs while
+	// the run goes on: the chain holds the commitments of the 4 rounds the
+	// Coordinator stores, and every open dispute is about one of them (it
+	// is settled within 2 rounds of its step).
+	DefaultGradientsKeep = 8
 )
 
 // Device is the trainer backend a client asks for.
@@ -206,7 +215,7 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	switch {
 	case cfg.Recorder == nil:
 		return nil, errors.New("client: a status recorder is required")
-	case cfg.MicroBatch < 0 || cfg.Threads < 0 || cfg.EvalEvery < 0 || cfg.EvalSequences < 0 || cfg.KeepSteps < 0:
+	case cfg.MicroBatch < 0 || cfg.Threads < 0 || cfg.EvalEvery < 0 || cfg.EvalSequences < 0 || cfg.KeepSteps < 0 || cfg.GradientsKeep < 0:
 		return nil, errors.New("client: sizes and counts cannot be negative")
 	}
 	if cfg.Log == nil {
@@ -229,6 +238,9 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	}
 	if cfg.KeepSteps == 0 {
 		cfg.KeepSteps = DefaultKeepSteps
+	}
+	if cfg.GradientsKeep == 0 {
+		cfg.GradientsKeep = DefaultGradientsKeep
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now

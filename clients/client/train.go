@@ -203,6 +203,9 @@ func (c *Client) train(ctx context.Context, a trainAction) error {
 		if err := trainer.WriteReplayFiles(c.cfg.GradientsDir, c.cfg.RunID, rec.step, payload, before); err != nil {
 			c.log.Warn("writing the replay files failed", "err", err)
 		}
+		if err := trainer.PruneReplayFiles(c.cfg.GradientsDir, c.cfg.RunID, c.cfg.GradientsKeep); err != nil {
+			c.log.Warn("removing old replay files failed", "err", err)
+		}
 	}
 	if a.commit {
 		after, err := c.afterState(&rec.update)

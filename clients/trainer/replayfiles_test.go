@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -47,5 +48,58 @@ func TestWriteReplayFiles(t *testing.T) {
 	}
 	if err := WriteReplayFiles(filepath.Join(file, "sub"), "r", 1, payload, state); err == nil {
 		t.Error("no error for a directory under a file")
+	}
+}
+
+// PruneReplayFiles keeps the files of a run's newest steps, all three kinds,
+// and removes its older steps' files; other runs' files and other files stay.
+func TestPruneReplayFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []uint32{1, 2, 3, 5, 9, 10} {
+		if err := WriteReplayFiles(dir, "run", step, []byte("payload"), []byte("state")); err != nil {
+			t.Fatal(err)
+		}
+		write(ReplayModelName("run", step))
+	}
+	write(ReplayModelName("run-2", 1)) // another run, whose id extends this one's
+	write("run-step01.demo")           // not a name WriteReplayFiles gives
+	write("notes.txt")
+	if err := PruneReplayFiles(dir, "run", 3); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{"notes.txt", "run-2-step1.model.safetensors",
+		"run-step01.demo",
+		"run-step10.demo", "run-step10.model.safetensors", "run-step10.state",
+		"run-step5.demo", "run-step5.model.safetensors", "run-step5.state",
+		"run-step9.demo", "run-step9.model.safetensors", "run-step9.state"}
+	if !slices.Equal(left, want) {
+		t.Fatalf("left %q\nwant %q", left, want)
+	}
+	// Fewer steps than kept: nothing goes.
+	if err := PruneReplayFiles(dir, "run", 8); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != len(want) {
+		t.Errorf("%d files after keeping 8 of 3 steps, want %d", len(entries), len(want))
+	}
+	if err := PruneReplayFiles(dir, "run", 0); err == nil {
+		t.Error("keeping 0 steps is not an error")
+	}
+	if err := PruneReplayFiles(filepath.Join(dir, "missing"), "run", 1); err == nil {
+		t.Error("no error for a missing directory")
 	}
 }

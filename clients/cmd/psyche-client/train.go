@@ -64,7 +64,10 @@ func trainCommand() *cli.Command {
 		&cli.BoolFlag{Name: "delete-old-steps", Usage: "delete all but the newest --keep-steps checkpoints", Value: true},
 		&cli.BoolFlag{Name: "hub-upload", Usage: "be a checkpointer: at the end of every epoch upload the model to the run's hub repo and announce it on chain"},
 		&cli.StringFlag{Name: "hub-token-file", Usage: "file holding the hub's bearer token for --hub-upload (default: $" + hubTokenEnv + ")"},
-		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here, with its replay state and the model the step started from (one model file per step) for psyche-client verify"},
+		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here, with its replay state and the model the step started from (one model file per step) for psyche-client verify; " +
+			"the newest --keep-gradients-steps steps are kept"},
+		&cli.IntFlag{Name: "keep-gradients-steps", Usage: "the newest steps whose --write-gradients-dir files are kept (older ones are removed). verify replays a step whose commitment the chain holds: " +
+			"one of the 4 rounds the Coordinator stores (which every open dispute is about) or one its dispute table (32) names; keep more to replay an older disputed step", Value: client.DefaultGradientsKeep},
 		&cli.IntFlag{Name: "linger-secs", Usage: "after the run finished, keep the status endpoints up this long (so watchers see the end) or until Ctrl-C"},
 		&cli.Float64Flag{Name: "dummy-training-delay-secs", Usage: "extra seconds per training step (simulates a slower device; with --dummy-training, the step's whole compute time)"},
 		&cli.BoolFlag{Name: "dummy-training", Usage: "for testing networks and chains at scale: skip the model's forward and backward passes in this member's steps and send the payload of a zero gradient (it does not train: verifiers dispute it)"},
@@ -120,7 +123,7 @@ func train(c *cli.Context) error {
 	if err := trainer.GPUAvailable(); device == client.DeviceCUDA && err != nil {
 		return badInputf("--device %s: %v; use --device cpu or auto", c.String("device"), err)
 	}
-	for _, name := range []string{"micro-batch-size", "eval-every", "eval-sequences", "keep-steps"} {
+	for _, name := range []string{"micro-batch-size", "eval-every", "eval-sequences", "keep-steps", "keep-gradients-steps"} {
 		if c.Int(name) < 1 {
 			return badInputf("--%s must be at least 1", name)
 		}
@@ -236,7 +239,7 @@ func train(c *cli.Context) error {
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
 		DummyTraining: c.Bool("dummy-training"),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
-		GradientsDir: c.String("write-gradients-dir"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
+		GradientsDir: c.String("write-gradients-dir"), GradientsKeep: c.Int("keep-gradients-steps"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
 		EvalTasks: tasks, EvalLimit: c.Int("eval-limit"), Tokenizer: c.String("tokenizer-file"),
 		Tracer: obs.Tracer,
 	}

@@ -36,6 +36,7 @@ func TestTrainBadInput(t *testing.T) {
 		{"unknown built-in task", append(base, "--eval-tasks", "builtin:nope"), "--eval-tasks"},
 		{"missing task file", append(base, "--eval-tasks", filepath.Join(dir, "none.jsonl")), "none.jsonl"},
 		{"negative eval limit", append(base, "--eval-limit", "-1"), "--eval-limit"},
+		{"zero gradient steps kept", append(base, "--write-gradients-dir", dir, "--keep-gradients-steps", "0"), "--keep-gradients-steps must be at least 1"},
 		{"bad otlp url", append(base, "--oltp-metrics-url", "ftp://x"), "--oltp-metrics-url"},
 		{"bad otlp interval", append(base, "--oltp-metrics-url", "http://127.0.0.1:1", "--oltp-report-interval", "soon"), "--oltp-report-interval"},
 	} {

@@ -177,7 +177,9 @@ func TestVerificationCatchesCheaters(t *testing.T) {
 			args = append(args, "--cheat", cheat, "--cheat-from-epoch", "1")
 		}
 		if d, ok := replayDirs[i]; ok {
-			args = append(args, "--write-gradients-dir", d)
+			// Every step: the disputed step replayed at the end may be older
+			// than the newest few kept by default.
+			args = append(args, "--write-gradients-dir", d, "--keep-gradients-steps", "20")
 		}
 		procs[i] = startTrainWith(t, bin, name, filepath.Join(dir, fmt.Sprintf("client-%d.log", i)), tmp, args)
 	}
