@@ -1045,6 +1045,7 @@ fn random_walk_keeps_invariants() {
     let vesting = CoordinatorConfig { verification_percent: 100, vesting_epochs: 2, forgive_per_epoch: 0, ..verified };
     let overlapped = CoordinatorConfig { overlap: 1, ..all_witness };
     let (distro, sparseloco) = (valid_model(), Model { inner_steps: 3, ..valid_sparseloco() });
+    let mut total = [0u32; 4];
     for (seed, config, model) in [
         (42, all_witness, distro),
         (7, two_witnesses, distro),
@@ -1056,8 +1057,15 @@ fn random_walk_keeps_invariants() {
         (18, two_witnesses, sparseloco),
         (19, verified, sparseloco),
     ] {
-        random_walk(seed, config, model);
+        let ops = random_walk(seed, config, model);
+        if config.verification_percent > 0 {
+            assert!(ops[0] > 0 && ops[1] > 0, "walk {seed}: commits, verdicts, answers, votes {ops:?}");
+            total.iter_mut().zip(ops).for_each(|(t, n)| *t += n);
+        }
     }
+    // An answer needs an open, unanswered MISMATCH dispute, which one walk
+    // may not produce: counted over the verifying walks.
+    assert!(total.iter().all(|&n| n > 0), "commits, verdicts, answers, votes {total:?}");
 }
 
 fn random_dispute(sim: &Sim, rng: &mut Rng) -> Dispute {
@@ -1069,7 +1077,7 @@ fn random_dispute(sim: &Sim, rng: &mut Rng) -> Dispute {
     }
 }
 
-fn random_walk(seed: u64, config: CoordinatorConfig, model: Model) {
+fn random_walk(seed: u64, config: CoordinatorConfig, model: Model) -> [u32; 4] {
     let mut rng = Rng(seed);
     let mut sim = Sim::with_model(config, model);
     let mut batches = 0u64;
@@ -1153,9 +1161,17 @@ fn random_walk(seed: u64, config: CoordinatorConfig, model: Model) {
                 sim.s.verify(&signer, &args, &c).map(|_| ())
             }
             12 => {
-                // The trainer of a random (mostly open) dispute answers, mostly
-                // with the accuser's hashes.
-                let d = random_dispute(&sim, &mut rng);
+                // The trainer of a random (mostly open, unanswered MISMATCH)
+                // dispute answers, mostly with the accuser's hashes.
+                let answerable: Vec<_> = sim.s.disputes.iter()
+                    .filter(|d| d.state == dispute_state::OPEN && d.kind == verdict::MISMATCH && d.answered == 0)
+                    .copied()
+                    .collect();
+                let d = if !answerable.is_empty() && rng.below(4) != 0 {
+                    answerable[rng.below(answerable.len() as u64) as usize]
+                } else {
+                    random_dispute(&sim, &mut rng)
+                };
                 let signer = if rng.below(5) == 0 { key(who) } else { sim.s.clients[d.trainer_slot as usize].signer };
                 let same = rng.below(4) != 0;
                 let answer = DisputeAnswer {
@@ -1195,13 +1211,11 @@ fn random_walk(seed: u64, config: CoordinatorConfig, model: Model) {
         }
     }
     assert!(batches > 100, "the walk should mostly make progress ({batches} successes)");
-    if config.verification_percent > 0 {
-        assert!(verification_ops.iter().all(|&n| n > 0), "walk {seed}: commits, verdicts, answers, votes {verification_ops:?}");
-    }
     eprintln!("walk {seed}: commits, verdicts, answers, votes {verification_ops:?}; disputes opened {}", sim.s.disputes_opened);
     for state in [RunState::Warmup, RunState::RoundTrain, RunState::RoundWitness, RunState::Cooldown, RunState::Paused] {
         assert!(visited.contains(&(state as u8)), "walk {seed} never reached {state:?}: {visited:?}");
     }
+    verification_ops
 }
 
 // ----- verification: commit, verify -----

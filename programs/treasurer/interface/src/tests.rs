@@ -285,7 +285,7 @@ fn slot(signer: u8, earned: u64, slashed: u64) -> ClientSlot {
         burned: 0,
         last_fault_epoch: 0,
         has_fault: 0,
-        transients: 0,
+        forgiven: 0,
         open_disputes: 0,
         checkpointer: 0,
     }
@@ -384,7 +384,8 @@ fn deposit_run(me: &Address) -> Run {
 fn deposits_are_checked_and_recorded_with_their_epoch() {
     let me = addr(42);
     let r = deposit_run(&me);
-    let at = |epoch| RunPhase { epoch, finished: false };
+    let at = |epoch| RunPhase { epoch, finished: false, current_slashing: 5, future_slashing: 5 };
+    let slashing = |current_slashing, future_slashing| RunPhase { current_slashing, future_slashing, ..at(3) };
     let fresh = || Participant::new(1, me.clone(), addr(2));
     let held = Participant { deposit: 25, deposit_epoch: 1, deposited: true, ..fresh() };
     struct Case {
@@ -414,7 +415,7 @@ fn deposits_are_checked_and_recorded_with_their_epoch() {
             run: r.clone(),
             record: fresh(),
             slot: None,
-            phase: RunPhase { epoch: 3, finished: true },
+            phase: RunPhase { finished: true, ..at(3) },
             amount: 25,
             want: Err(TreasurerError::RunFinished),
         },
@@ -438,6 +439,44 @@ fn deposits_are_checked_and_recorded_with_their_epoch() {
             amount: 25,
             want: Err(TreasurerError::FaultThisEpoch),
         },
+        // F5: a fault that slashes nothing can leave no trace.
+        Case {
+            name: "no slashing in the coming epochs",
+            run: r.clone(),
+            record: fresh(),
+            slot: None,
+            phase: slashing(5, 0),
+            amount: 25,
+            want: Err(TreasurerError::ZeroSlashingRate),
+        },
+        Case { name: "no slashing now, out of the epoch", run: r.clone(), record: fresh(), slot: Some(slot(2, 0, 0)), phase: slashing(0, 5), amount: 25, want: Ok(()) },
+        Case {
+            name: "no slashing now, pending for the next epoch",
+            run: r.clone(),
+            record: fresh(),
+            slot: Some(ClientSlot { pending: 1, ..slot(2, 0, 0) }),
+            phase: slashing(0, 5),
+            amount: 25,
+            want: Ok(()),
+        },
+        Case {
+            name: "no slashing now, in the epoch",
+            run: r.clone(),
+            record: fresh(),
+            slot: Some(ClientSlot { in_epoch: 1, ..slot(2, 0, 0) }),
+            phase: slashing(0, 5),
+            amount: 25,
+            want: Err(TreasurerError::ZeroSlashingRate),
+        },
+        Case {
+            name: "no slashing now, named by an open dispute",
+            run: r.clone(),
+            record: fresh(),
+            slot: Some(ClientSlot { open_disputes: 1, ..slot(2, 0, 0) }),
+            phase: slashing(0, 5),
+            amount: 25,
+            want: Err(TreasurerError::ZeroSlashingRate),
+        },
     ];
     for c in cases {
         let mut p = c.record.clone();
@@ -449,11 +488,32 @@ fn deposits_are_checked_and_recorded_with_their_epoch() {
         assert_eq!((p.deposit, p.deposit_epoch, p.deposited), (25, 3, true), "{}", c.name);
         assert_eq!((p.has_fault, p.last_fault_epoch), if c.name == "an old fault" { (true, 2) } else { (false, 0) }, "{}", c.name);
     }
-    // A free registration: a run that grants joins with no deposit.
+    // A free registration: a run that grants joins with no deposit, nothing
+    // at stake, needs no slashing.
     let mut p = fresh();
     let free = Run { join_deposit: 0, ..r };
-    assert_eq!(p.make_deposit(&free, &me, None, at(0), 0), Ok(()));
+    let in_epoch = ClientSlot { in_epoch: 1, ..slot(2, 0, 0) };
+    assert_eq!(p.make_deposit(&free, &me, Some(&in_epoch), RunPhase { epoch: 0, ..slashing(0, 0) }, 0), Ok(()));
     assert!(p.deposited && p.deposit == 0);
+}
+
+/// F5: a run that asks for or holds deposits keeps a slashing rate above 0
+/// for the coming epochs; a run with neither may drop it to 0.
+#[test]
+fn deposit_runs_keep_a_slashing_rate() {
+    let me = addr(42);
+    let asks = deposit_run(&me);
+    let holds = Run { join_deposit: 0, total_deposits: 25, ..asks.clone() };
+    let free = Run { join_deposit: 0, ..asks.clone() };
+    for (name, r, rate, want) in [
+        ("asks, rate 0", &asks, 0, Err(TreasurerError::ZeroSlashingRate)),
+        ("asks, rate 1", &asks, 1, Ok(())),
+        ("holds, rate 0", &holds, 0, Err(TreasurerError::ZeroSlashingRate)),
+        ("holds, rate 1", &holds, 1, Ok(())),
+        ("neither, rate 0", &free, 0, Ok(())),
+    ] {
+        assert_eq!(r.check_slashing_rate(rate), want, "{name}");
+    }
 }
 
 #[test]
