@@ -31,13 +31,18 @@ func TestShippedRunConfigs(t *testing.T) {
 	if coordinator.FixedString(p.Metadata.Name[:]) != "light" || p.Progress != nil {
 		t.Errorf("light metadata %q progress %v", p.Metadata.Name, p.Progress)
 	}
-	if _, err := coordinator.LoadRunConfig("../../config/test.toml"); err != nil {
+	// The demo's config verifies a quarter of the contributions, with a
+	// witness window that holds a replay; one forgiven mistake per epoch.
+	if c := p.Config; c.VerificationPercent != 25 || c.RoundWitnessTime != 5 || c.ForgivePerEpoch != 1 || c.VestingEpochs != 0 {
+		t.Errorf("light: verification %d witness time %d forgive %d vesting %d", c.VerificationPercent, c.RoundWitnessTime, c.ForgivePerEpoch, c.VestingEpochs)
+	}
+	// Verification is off unless a config turns it on.
+	test, err := coordinator.LoadRunConfig("../../config/test.toml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Verification is off unless a config turns it on; one TRANSIENT outcome
-	// per epoch is forgiven by default.
-	if c := p.Config; c.VerificationPercent != 0 || c.ForgivePerEpoch != 1 || c.VestingEpochs != 0 {
-		t.Errorf("light: verification %d forgive %d vesting %d", c.VerificationPercent, c.ForgivePerEpoch, c.VestingEpochs)
+	if tp, err := test.Params(); err != nil || tp.Config.VerificationPercent != 0 {
+		t.Errorf("test.toml: verification on, or %v", err)
 	}
 	// Files without the SparseLoCo and overlap keys keep DisTrO's values.
 	for _, f := range []string{"../../config/light.toml", "../../config/test.toml"} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,12 +77,13 @@ func TestOverridesFitTheConfigs(t *testing.T) {
 		for k, v := range smallOverrides {
 			over[k] = v
 		}
+		maps.Copy(over, unverified)
 		out, err := applyOverrides(string(src), over)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		if !strings.Contains(out, "\nroot = \"r\"\n") || strings.Count(out, "total_steps = 5") != 1 {
+		if !strings.Contains(out, "\nroot = \"r\"\n") || strings.Count(out, "total_steps = 5") != 1 || strings.Count(out, "verification_percent = 0") != 1 {
 			t.Errorf("%s: overrides not applied:\n%s", f, out)
 		}
 	}

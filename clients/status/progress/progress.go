@@ -62,6 +62,7 @@ func Bytes(n uint64) string {
 type Printer struct {
 	w       io.Writer
 	prefix  string
+	note    func(step uint64) string
 	last    uint64
 	printed bool
 }
@@ -69,6 +70,13 @@ type Printer struct {
 // NewPrinter writes to w, starting each line with prefix (e.g. a client name).
 func NewPrinter(w io.Writer, prefix string) *Printer {
 	return &Printer{w: w, prefix: prefix}
+}
+
+// WithNote appends note(step) to each line (status-watch: the verdict the
+// chain holds on the client's contribution to the step).
+func (p *Printer) WithNote(note func(step uint64) string) *Printer {
+	p.note = note
+	return p
 }
 
 // Print writes the steps of s newer than the last one printed.
@@ -84,7 +92,11 @@ func (p *Printer) Print(s status.Snapshot) error {
 				break
 			}
 		}
-		if _, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, Line(st, held, s.DenseBytes)); err != nil {
+		line := Line(st, held, s.DenseBytes)
+		if p.note != nil {
+			line += p.note(st.Step)
+		}
+		if _, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, line); err != nil {
 			return fmt.Errorf("writing progress: %w", err)
 		}
 		p.last, p.printed = st.Step, true
@@ -136,6 +148,9 @@ func Summary(s status.Snapshot) string {
 	if s.TokensTotal > 0 {
 		fmt.Fprintf(&b, "sent per token %.4g B\n", float64(s.BytesOutTotal)/float64(s.TokensTotal))
 	}
+	if v := s.Verification; v != nil {
+		b.WriteString(VerificationSummary(*v))
+	}
 	var rounds []time.Duration
 	for _, st := range s.Steps {
 		if st.RoundTime > 0 {
@@ -148,6 +163,27 @@ func Summary(s status.Snapshot) string {
 			rounds[n/2].Seconds(), rounds[0].Seconds(), rounds[n-1].Seconds(), n)
 	}
 	return b.String()
+}
+
+// VerificationSummary describes a client's part in the run's verification:
+// its commitments by the verdict on them (unjudged: to be verified, and no
+// verdict came), the replays it ran as a verifier, the disputes involving
+// it by outcome, and its slot's fault and burned points.
+func VerificationSummary(v status.Verification) string {
+	c, r, d := v.Commitments, v.Replays, v.Disputes
+	fault := "no fault"
+	if v.HasFault {
+		fault = "FAULTED"
+	}
+	var unvested uint64
+	for _, u := range v.Unvested {
+		unvested += u
+	}
+	return fmt.Sprintf("commitments    %d made; of those to verify: %d MATCH, %d MISMATCH, %d NO_DATA, %d unjudged\n", c.Committed, c.Match, c.Mismatch, c.NoData, c.Unjudged) +
+		fmt.Sprintf("replayed       %d as verifier: %d MATCH, %d MISMATCH, %d NO_DATA; %d verdicts posted\n", r.Run, r.Match, r.Mismatch, r.NoData, r.Posted) +
+		fmt.Sprintf("disputes       %d open, %d TRAINER_FAULT, %d ACCUSER_FAULT, %d TRANSIENT, %d UNRESOLVED (as trainer, accuser or committee)\n",
+			d.Open, d.TrainerFault, d.AccuserFault, d.Transient, d.Unresolved) +
+		fmt.Sprintf("standing       %s, %d points burned, %d unvested\n", fault, v.Burned, unvested)
 }
 
 func orUnknown(s string) string {

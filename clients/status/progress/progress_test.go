@@ -88,6 +88,23 @@ func TestPrinterPrintsEachStepOnce(t *testing.T) {
 	}
 }
 
+func TestPrinterNotes(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewPrinter(&buf, "[c] ").WithNote(func(step uint64) string {
+		if step == 2 {
+			return "  <<< MISMATCH"
+		}
+		return ""
+	})
+	if err := p.Print(status.Snapshot{Steps: []status.StepStat{{Step: 1}, {Step: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "[c] step 1  loss 0.0000  sent 0 B/step\n[c] step 2  loss 0.0000  sent 0 B/step  <<< MISMATCH\n"
+	if buf.String() != want {
+		t.Errorf("got  %q\nwant %q", buf.String(), want)
+	}
+}
+
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
@@ -123,8 +140,23 @@ func TestSummary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if strings.Contains(Summary(rec.Snapshot()), "commitments") {
+		t.Error("verification lines without verification")
+	}
+	if err := rec.SetVerification(status.Verification{
+		Commitments: status.VerifiedCommitments{Committed: 20, Match: 14, Mismatch: 1, NoData: 1, Unjudged: 2},
+		Replays:     status.Replays{Run: 9, Match: 7, Mismatch: 1, NoData: 1, Posted: 8},
+		Disputes:    status.Disputes{Open: 1, Transient: 2, TrainerFault: 3, AccuserFault: 4, Unresolved: 5},
+		Burned:      120, Unvested: []uint64{10, 0, 5, 0}, HasFault: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
 	got := Summary(rec.Snapshot())
 	for _, want := range []string{
+		"commitments    20 made; of those to verify: 14 MATCH, 1 MISMATCH, 1 NO_DATA, 2 unjudged\n",
+		"replayed       9 as verifier: 7 MATCH, 1 MISMATCH, 1 NO_DATA; 8 verdicts posted\n",
+		"disputes       1 open, 3 TRAINER_FAULT, 4 ACCUSER_FAULT, 2 TRANSIENT, 5 UNRESOLVED (as trainer, accuser or committee)\n",
+		"standing       FAULTED, 120 points burned, 15 unvested\n",
 		"benchmark      builtin:sotu acc 0.250 (step 10) -> 0.430 (step 20), acc_norm 0.410, 100 items",
 		"run demo: Finished after 20 steps (epoch 2)",
 		"train loss     5.9000 (step 1) -> 4.0000 (step 20)",

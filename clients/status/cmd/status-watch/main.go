@@ -3,9 +3,14 @@
 // client, checks that all clients report the same state digest at every
 // step, and when every client reaches the wanted run state (default
 // Finished) prints a summary per client and optionally writes a loss plot.
+// With -rpc and -run-id it also follows the run's verification on chain:
+// each step line then says what became of the client's contribution
+// (-signer names each client's key), disputes and faults are announced as
+// they happen, and the summary counts verdicts, disputes and burned points.
 // scripts/demo.sh uses it to show a local run.
 //
-//	status-watch [-until Finished] [-interval 1s] [-timeout 0] [-plot loss.png] [NAME=]URL...
+//	status-watch [-until Finished] [-interval 1s] [-timeout 0] [-plot loss.png]
+//	             [-rpc URL -run-id ID [-signer NAME=PUBKEY]...] [NAME=]URL...
 package main
 
 import (
@@ -23,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/status/lossplot"
@@ -47,6 +54,7 @@ func main() {
 
 type client struct {
 	name, url string
+	signer    *solana.PublicKey // -signer
 	snap      *status.Snapshot
 	printer   *progress.Printer
 	down      bool
@@ -63,8 +71,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	interval := fs.Duration("interval", time.Second, "how often to poll each client")
 	timeout := fs.Duration("timeout", 0, "give up after this long (0: never)")
 	plotPath := fs.String("plot", "", "write train and held-out loss of every client to this PNG file at the end")
+	rpcURL := fs.String("rpc", "", "the cluster's JSON-RPC URL: also follow the run's verification on chain (needs -run-id)")
+	runID := fs.String("run-id", "", "the run to follow on chain (with -rpc)")
+	signers := map[string]solana.PublicKey{}
+	fs.Func("signer", "NAME=PUBKEY: the wallet key of the client named NAME, to find its contributions on chain (repeatable)", func(v string) error {
+		name, key, ok := strings.Cut(v, "=")
+		pk, err := solana.PublicKeyFromBase58(key)
+		if !ok || err != nil {
+			return fmt.Errorf("want NAME=PUBKEY, got %q", v)
+		}
+		signers[name] = pk
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if (*rpcURL == "") != (*runID == "") {
+		return errors.New("-rpc and -run-id go together")
+	}
+	if len(signers) > 0 && *rpcURL == "" {
+		return errors.New("-signer needs -rpc and -run-id")
 	}
 	if *interval <= 0 {
 		return fmt.Errorf("-interval must be positive, got %v", *interval)
@@ -76,18 +102,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	names, err := nameSigners(clients, signers)
+	if err != nil {
+		return err
+	}
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
+	}
+	var watch *chainWatch
+	if *rpcURL != "" {
+		if watch, err = newChainWatch(ctx, *rpcURL, *runID, names, stdout); err != nil {
+			return fmt.Errorf("following run %q on chain: %w", *runID, err)
+		}
+		for _, c := range clients {
+			if c.signer != nil {
+				c.printer.WithNote(func(step uint64) string { return watch.note(*c.signer, step) })
+			}
+		}
 	}
 
 	hc := &http.Client{Timeout: 5 * time.Second}
 	digests := map[uint64]map[string]string{} // step -> client -> digest
 	tick := time.NewTicker(*interval)
 	defer tick.Stop()
+	chainDown := false
 	for {
-		for _, c := range clients {
+		fresh := make([]bool, len(clients))
+		for i, c := range clients {
 			snap, err := fetch(ctx, hc, c.url)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -103,11 +146,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stderr, "[%s] reachable again\n", c.name)
 				c.down = false
 			}
-			c.snap = snap
-			if err := c.printer.Print(*snap); err != nil {
+			c.snap, fresh[i] = snap, true
+		}
+		// The chain is read after the clients: a step a client recorded has
+		// ended on chain by then, so its verdicts are final.
+		if watch != nil && ctx.Err() == nil {
+			if err := watch.poll(ctx); err != nil && ctx.Err() == nil {
+				if !chainDown {
+					fmt.Fprintf(stderr, "[verify] cannot read the run: %v\n", err)
+				}
+				chainDown = true
+			} else {
+				chainDown = false
+			}
+		}
+		for i, c := range clients {
+			if !fresh[i] {
+				continue
+			}
+			if err := c.printer.Print(*c.snap); err != nil {
 				return err
 			}
-			for _, m := range compareDigests(digests, c.name, snap.Steps) {
+			for _, m := range compareDigests(digests, c.name, c.snap.Steps) {
 				fmt.Fprintln(stdout, "DIGEST MISMATCH", m)
 			}
 		}
@@ -116,7 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		select {
 		case <-ctx.Done():
-			summarize(stdout, clients)
+			summarize(stdout, clients, watch)
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return fmt.Errorf("not every client reached %s within %v", *until, *timeout)
 			}
@@ -124,7 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case <-tick.C:
 		}
 	}
-	summarize(stdout, clients)
+	summarize(stdout, clients, watch)
 	compared, mismatched := 0, 0
 	for _, byClient := range digests {
 		if len(byClient) >= 2 {
@@ -255,7 +315,7 @@ func allIn(clients []*client, state string) bool {
 	return true
 }
 
-func summarize(w io.Writer, clients []*client) {
+func summarize(w io.Writer, clients []*client, watch *chainWatch) {
 	for _, c := range clients {
 		fmt.Fprintf(w, "[%s] ", c.name)
 		if c.snap == nil {
@@ -265,4 +325,22 @@ func summarize(w io.Writer, clients []*client) {
 		fmt.Fprint(w, strings.ReplaceAll(strings.TrimSuffix(progress.Summary(*c.snap), "\n"), "\n", "\n["+c.name+"] "))
 		fmt.Fprintln(w)
 	}
+	if watch != nil {
+		watch.summary(w)
+	}
+}
+
+// nameSigners attaches each -signer key to its client and maps keys to
+// names; a name that is not a client's is an error.
+func nameSigners(clients []*client, signers map[string]solana.PublicKey) (map[solana.PublicKey]string, error) {
+	names := map[solana.PublicKey]string{}
+	for name, key := range signers {
+		i := slices.IndexFunc(clients, func(c *client) bool { return c.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("-signer %s=...: no client is named %q", name, name)
+		}
+		clients[i].signer = &key
+		names[key] = name
+	}
+	return names, nil
 }

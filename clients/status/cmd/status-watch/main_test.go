@@ -155,6 +155,12 @@ func TestWatchRejectsBadArguments(t *testing.T) {
 		{[]string{"-interval", "0s", "http://x:1"}, "-interval must be positive"},
 		{[]string{"-timeout", "-1s", "http://x:1"}, "-timeout must not be negative"},
 		{[]string{"-bogus", "http://x:1"}, "flag provided but not defined"},
+		{[]string{"-rpc", "http://127.0.0.1:8899", "http://x:1"}, "-rpc and -run-id go together"},
+		{[]string{"-run-id", "demo", "http://x:1"}, "-rpc and -run-id go together"},
+		{[]string{"-signer", "a=11111111111111111111111111111111", "a=http://x:1"}, "-signer needs -rpc"},
+		{[]string{"-signer", "a=notakey", "a=http://x:1"}, "want NAME=PUBKEY"},
+		{[]string{"-signer", "a", "a=http://x:1"}, "want NAME=PUBKEY"},
+		{[]string{"-rpc", "http://127.0.0.1:1", "-run-id", "demo", "-signer", "b=11111111111111111111111111111111", "a=http://x:1"}, `no client is named "b"`},
 	} {
 		var out, errOut syncbuf.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)
