@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/gagliardetto/solana-go"
@@ -13,29 +14,52 @@ import (
 	"github.com/psyche-go/psyche/clients/schedule"
 )
 
+// keptRounds is how many recent rounds chainWatch keeps in full, for the
+// step lines; older ones are only counted.
+const keptRounds = 256
+
 // chainWatch follows a run's Coordinator account (-rpc): the commitments
 // and verdicts of every round it sees (the account stores the last 4, so
 // it must be read at least once every 4 rounds), every dispute by id, and
-// the slots of the named clients. It says what it sees as it happens
-// (disputes opened and settled, faults) and sums it up at the end.
+// the members at fault. It says what it sees as it happens (disputes
+// opened and settled, faults) and sums it up at the end.
 type chainWatch struct {
 	run      coordinator.Run
 	c        *chain.Client
 	names    map[solana.PublicKey]string
 	out      io.Writer
 	latest   *coordinator.State
-	rounds   map[uint32]*seenRound // by step
-	disputes map[uint64]coordinator.Dispute
-	parties  map[uint64][2]solana.PublicKey // dispute id -> trainer, accuser
+	rounds   map[uint32]*seenRound // the recent ones, by step
+	counted  tally                 // the older ones
+	disputes map[uint64]seenDispute
 	faulted  map[solana.PublicKey]bool
 }
 
 // seenRound is a round as last read: its members' signers in index order
 // (learned while it was the current round, or later while the chain still
-// tells them) and their commitments.
+// tells them), its seeds and its members' commitment flags and verdicts.
 type seenRound struct {
-	signers []solana.PublicKey
-	round   coordinator.Round
+	height     uint32
+	seed       [32]byte
+	verifySeed [32]byte
+	signers    []solana.PublicKey
+	commits    []seenCommit
+}
+
+type seenCommit struct{ flags, verdict uint8 }
+
+// seenDispute is a dispute's parties and its state as last read.
+type seenDispute struct {
+	step             uint32
+	state            uint8
+	trainer, accuser solana.PublicKey
+}
+
+// tally counts contributions: committed, to verify (on probation), by
+// verdict, and unjudged once their round ended (pending before).
+type tally struct {
+	rounds, committed, toVerify, probation, unjudged, pending int
+	verdicts                                                  [4]int // by verdict
 }
 
 func newChainWatch(ctx context.Context, rpcURL, runID string, names map[solana.PublicKey]string, out io.Writer) (*chainWatch, error) {
@@ -47,8 +71,13 @@ func newChainWatch(ctx context.Context, rpcURL, runID string, names map[solana.P
 	if err != nil {
 		return nil, err
 	}
-	return &chainWatch{run: run, c: c, names: names, out: out, rounds: map[uint32]*seenRound{},
-		disputes: map[uint64]coordinator.Dispute{}, parties: map[uint64][2]solana.PublicKey{}, faulted: map[solana.PublicKey]bool{}}, nil
+	w := newWatch(names, out)
+	w.run, w.c = run, c
+	return w, nil
+}
+
+func newWatch(names map[solana.PublicKey]string, out io.Writer) *chainWatch {
+	return &chainWatch{names: names, out: out, rounds: map[uint32]*seenRound{}, disputes: map[uint64]seenDispute{}, faulted: map[solana.PublicKey]bool{}}
 }
 
 // poll reads the run once and records what changed.
@@ -57,20 +86,25 @@ func (w *chainWatch) poll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.latest = s
 	w.record(s)
 	return nil
 }
 
+// record takes in a newly read state.
 func (w *chainWatch) record(s *coordinator.State) {
+	w.latest = s
 	cur := coordinator.CurrentRound(s)
 	for _, r := range coordinator.StoredRoundsOf(s) {
 		seen := w.rounds[r.Step]
-		if seen == nil || seen.round.Height != r.Height || seen.round.Seed != r.Seed {
-			seen = &seenRound{}
+		if seen == nil || seen.height != r.Height || seen.seed != r.Seed {
+			seen = &seenRound{height: r.Height, seed: r.Seed}
 			w.rounds[r.Step] = seen
 		}
-		seen.round = *r
+		seen.verifySeed = r.VerifySeed
+		seen.commits = seen.commits[:0]
+		for _, cm := range r.Commits[:min(int(r.ClientsLen), len(r.Commits))] {
+			seen.commits = append(seen.commits, seenCommit{flags: cm.Flags, verdict: cm.Verdict})
+		}
 		if seen.signers == nil {
 			if members := coordinator.Members(s); r == cur && int(r.ClientsLen) <= len(members) {
 				for _, m := range members[:r.ClientsLen] {
@@ -81,20 +115,23 @@ func (w *chainWatch) record(s *coordinator.State) {
 			}
 		}
 	}
+	w.countOld(cur.Step)
 	for _, d := range s.Disputes {
 		if d.State == coordinator.DisputeFree {
 			continue
 		}
-		before, known := w.disputes[d.Id]
-		w.disputes[d.Id] = d
+		seen, known := w.disputes[d.Id]
 		if !known {
-			w.parties[d.Id] = [2]solana.PublicKey{coordinator.SlotSigner(s, d.TrainerSlot), coordinator.SlotSigner(s, d.AccuserSlot)}
+			seen = seenDispute{step: d.Step, state: coordinator.DisputeOpen,
+				trainer: coordinator.SlotSigner(s, d.TrainerSlot), accuser: coordinator.SlotSigner(s, d.AccuserSlot)}
 			fmt.Fprintf(w.out, "[verify] dispute %d opened: %s accuses %s of step %d (%s); committee %s\n", d.Id,
-				w.name(w.parties[d.Id][1]), w.name(w.parties[d.Id][0]), d.Step, coordinator.VerdictName(d.Kind), w.committee(s, &d))
+				w.name(seen.accuser), w.name(seen.trainer), d.Step, coordinator.VerdictName(d.Kind), w.committee(s, &d))
 		}
-		if d.State != coordinator.DisputeOpen && (!known || before.State == coordinator.DisputeOpen) {
-			fmt.Fprintf(w.out, "[verify] dispute %d settled: %s (%s)\n", d.Id, strings.ToUpper(coordinator.DisputeStateName(d.State)), w.outcome(d.Id, d.State))
+		if d.State != coordinator.DisputeOpen && seen.state == coordinator.DisputeOpen {
+			fmt.Fprintf(w.out, "[verify] dispute %d settled: %s (%s)\n", d.Id, strings.ToUpper(coordinator.DisputeStateName(d.State)), seen.outcome(d.State, w.name))
 		}
+		seen.state = d.State
+		w.disputes[d.Id] = seen
 	}
 	for _, cl := range s.Clients {
 		if cl.Occupied != 0 && cl.HasFault != 0 && !w.faulted[cl.Signer] {
@@ -104,10 +141,21 @@ func (w *chainWatch) record(s *coordinator.State) {
 	}
 }
 
-// outcome says what a settled dispute's outcome means for its parties
+// countOld moves the rounds more than keptRounds before step into the
+// counts.
+func (w *chainWatch) countOld(step uint32) {
+	for s, seen := range w.rounds {
+		if s+keptRounds < step {
+			w.count(&w.counted, s, seen)
+			delete(w.rounds, s)
+		}
+	}
+}
+
+// outcome says what a dispute's settled state means for its parties
 // (programs/coordinator/README.md, "Outcomes").
-func (w *chainWatch) outcome(id uint64, state uint8) string {
-	trainer, accuser := w.name(w.parties[id][0]), w.name(w.parties[id][1])
+func (d seenDispute) outcome(state uint8, name func(solana.PublicKey) string) string {
+	trainer, accuser := name(d.trainer), name(d.accuser)
 	switch state {
 	case coordinator.DisputeTrainerFault:
 		return trainer + " at fault"
@@ -150,25 +198,52 @@ type contribution struct {
 	hasVerifier                      bool
 }
 
-func (w *chainWatch) contributions(seen *seenRound) map[solana.PublicKey]contribution {
-	r := &seen.round
-	seeded := r.VerifySeed != [32]byte{}
-	out := map[solana.PublicKey]contribution{}
-	for i, signer := range seen.signers {
-		if i >= len(r.Commits) {
-			break
-		}
-		cm := r.Commits[i]
-		c := contribution{committed: cm.Flags&coordinator.CommitCommitted != 0, probation: cm.Flags&coordinator.CommitProbation != 0, verdict: cm.Verdict}
+// contributions are the round's, by member index.
+func (w *chainWatch) contributions(seen *seenRound) []contribution {
+	seeded := seen.verifySeed != [32]byte{}
+	seed, n := schedule.Seed(seen.verifySeed), uint16(len(seen.commits))
+	out := make([]contribution, len(seen.commits))
+	for i, cm := range seen.commits {
+		c := contribution{committed: cm.flags&coordinator.CommitCommitted != 0, probation: cm.flags&coordinator.CommitProbation != 0, verdict: cm.verdict}
 		if seeded && c.committed && w.latest != nil {
-			c.mustVerify = schedule.MustVerify(w.latest.Config.VerificationPercent, schedule.Seed(r.VerifySeed), uint16(i), c.probation)
-			if v, ok := schedule.Verifier(schedule.Seed(r.VerifySeed), uint16(i), r.ClientsLen); ok && int(v) < len(seen.signers) {
+			c.mustVerify = schedule.MustVerify(w.latest.Config.VerificationPercent, seed, uint16(i), c.probation)
+			if v, ok := schedule.Verifier(seed, uint16(i), n); ok && int(v) < len(seen.signers) {
 				c.verifier, c.hasVerifier = seen.signers[v], true
 			}
 		}
-		out[signer] = c
+		out[i] = c
 	}
 	return out
+}
+
+// count adds a round's contributions to t.
+func (w *chainWatch) count(t *tally, step uint32, seen *seenRound) {
+	hasCommit := false
+	for _, c := range w.contributions(seen) {
+		if !c.committed {
+			continue
+		}
+		t.committed++
+		hasCommit = true
+		if !c.mustVerify {
+			continue
+		}
+		t.toVerify++
+		if c.probation {
+			t.probation++
+		}
+		switch {
+		case c.verdict != coordinator.VerdictNone:
+			t.verdicts[c.verdict%4]++
+		case w.ended(step):
+			t.unjudged++
+		default:
+			t.pending++
+		}
+	}
+	if hasCommit {
+		t.rounds++
+	}
 }
 
 // ended says whether the round of step can take no more verdicts.
@@ -188,8 +263,12 @@ func (w *chainWatch) note(signer solana.PublicKey, step uint64) string {
 	if seen == nil {
 		return ""
 	}
-	c, ok := w.contributions(seen)[signer]
-	if !ok || !c.committed {
+	i := slices.Index(seen.signers, signer)
+	if i < 0 || i >= len(seen.commits) {
+		return ""
+	}
+	c := w.contributions(seen)[i]
+	if !c.committed {
 		return ""
 	}
 	probation := ""
@@ -205,8 +284,8 @@ func (w *chainWatch) note(signer solana.PublicKey, step uint64) string {
 		return "  verified MATCH" + by + probation
 	case c.verdict != coordinator.VerdictNone:
 		d := ""
-		for id, p := range w.parties {
-			if p[0] == signer && w.disputes[id].Step == uint32(step) {
+		for id, seen := range w.disputes {
+			if seen.trainer == signer && seen.step == uint32(step) {
 				d = fmt.Sprintf(", dispute %d", id)
 			}
 		}
@@ -215,7 +294,7 @@ func (w *chainWatch) note(signer solana.PublicKey, step uint64) string {
 		return "  UNJUDGED (no verdict" + by + probation + "): left out"
 	case c.mustVerify:
 		return "  to verify" + by + probation
-	case seen.round.VerifySeed != [32]byte{}:
+	case seen.verifySeed != [32]byte{}:
 		return "  not sampled"
 	}
 	return ""
@@ -233,45 +312,19 @@ func (w *chainWatch) summary(out io.Writer) {
 		return
 	}
 	fmt.Fprintf(out, "verification   %d%% of contributions sampled, all of a member's in its first epoch and after a fault\n", s.Config.VerificationPercent)
-	var rounds, committed, toVerify, probation, unjudged, pending int
-	verdicts := map[uint8]int{}
+	t := w.counted
 	for step, seen := range w.rounds {
-		hasCommit := false
-		for _, c := range w.contributions(seen) {
-			if !c.committed {
-				continue
-			}
-			committed++
-			hasCommit = true
-			if !c.mustVerify {
-				continue
-			}
-			toVerify++
-			if c.probation {
-				probation++
-			}
-			switch {
-			case c.verdict != coordinator.VerdictNone:
-				verdicts[c.verdict]++
-			case w.ended(step):
-				unjudged++
-			default:
-				pending++
-			}
-		}
-		if hasCommit {
-			rounds++
-		}
+		w.count(&t, step, seen)
 	}
 	fmt.Fprintf(out, "contributions  %d committed in %d rounds; %d to verify (%d on probation): %d MATCH, %d MISMATCH, %d NO_DATA, %d unjudged",
-		committed, rounds, toVerify, probation, verdicts[coordinator.VerdictMatch], verdicts[coordinator.VerdictMismatch], verdicts[coordinator.VerdictNoData], unjudged)
-	if pending > 0 {
-		fmt.Fprintf(out, ", %d still in their round", pending)
+		t.committed, t.rounds, t.toVerify, t.probation, t.verdicts[coordinator.VerdictMatch], t.verdicts[coordinator.VerdictMismatch], t.verdicts[coordinator.VerdictNoData], t.unjudged)
+	if t.pending > 0 {
+		fmt.Fprintf(out, ", %d still in their round", t.pending)
 	}
 	fmt.Fprintln(out)
 	outcomes := map[uint8]int{}
 	for _, d := range w.disputes {
-		outcomes[d.State]++
+		outcomes[d.state]++
 	}
 	fmt.Fprintf(out, "disputes       %d opened: %d TRAINER_FAULT, %d ACCUSER_FAULT, %d TRANSIENT, %d UNRESOLVED, %d REFUTED, %d open\n",
 		s.DisputesOpened, outcomes[coordinator.DisputeTrainerFault], outcomes[coordinator.DisputeAccuserFault], outcomes[coordinator.DisputeTransient],

@@ -59,11 +59,9 @@ func TestChainWatchFollowsVerification(t *testing.T) {
 		must(sim.Join(keys[i], sha256.Sum256(k[:]), now))
 	}
 	var out syncbuf.Buffer
-	w := &chainWatch{names: names, out: &out, rounds: map[uint32]*seenRound{}, disputes: map[uint64]coordinator.Dispute{},
-		parties: map[uint64][2]solana.PublicKey{}, faulted: map[solana.PublicKey]bool{}}
+	w := newWatch(names, &out)
 	see := func() *coordinator.State {
 		s := sim.State()
-		w.latest = s
 		w.record(s)
 		return s
 	}
@@ -169,6 +167,13 @@ func TestChainWatchFollowsVerification(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())
 		}
 	}
+	// Rounds long past are kept only as counts, which sum up the same.
+	w.countOld(step + 1 + keptRounds + 1) // past the next round too
+	var later strings.Builder
+	w.summary(&later)
+	if len(w.rounds) != 0 || later.String() != sum.String() {
+		t.Errorf("%d rounds kept; summary after counting them:\n%s", len(w.rounds), later.String())
+	}
 }
 
 // memberInSlot is the epoch index of the member in slot.
@@ -215,7 +220,8 @@ func TestChainWatchNeedsTheRun(t *testing.T) {
 
 // A run that does not verify sums up in one line.
 func TestChainWatchVerificationOff(t *testing.T) {
-	w := &chainWatch{latest: &coordinator.State{}}
+	w := newWatch(nil, nil)
+	w.record(&coordinator.State{})
 	var sum strings.Builder
 	w.summary(&sum)
 	if sum.String() != "verification   off (verification_percent = 0)\n" {
