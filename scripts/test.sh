@@ -68,7 +68,7 @@ go test -race -count=1 -timeout 25m "$@" "${race[@]}" || status=1
 # (in a full run: with flags given, the sections above already chose).
 if [ $# -eq 0 ]; then
   section "go test -run TestSimVerification(CatchesCheater|SparseLoCo) ./clients/client/"
-  go test -count=1 -timeout 10m -run "TestSimVerificationCatchesCheater|TestSimVerificationSparseLoCo" ./clients/client/ || status=1
+  go test -count=1 -timeout 10m -run "TestSimVerificationCatchesCheater|TestSimVerificationSparseLoCo|TestSimFalseNoDataCostsTheAccusers" ./clients/client/ || status=1
 fi
 
 section "go test (the rest)"

@@ -34,9 +34,12 @@ const (
 	// CheatCopyAnswer trains on other data, as CheatOtherData, and answers
 	// each dispute with the accuser's published hashes, without a rerun.
 	CheatCopyAnswer
+	// CheatFalseNoData, as a verifier, says NO_DATA of every trainer it
+	// checks: honest work left out, which the committee refutes.
+	CheatFalseNoData
 )
 
-var cheatNames = [...]string{"none", "other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "false-accusation", "copy-answer"}
+var cheatNames = [...]string{"none", "other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "false-accusation", "copy-answer", "false-no-data"}
 
 func (c Cheat) String() string { return cheatNames[c] }
 

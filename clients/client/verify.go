@@ -234,11 +234,14 @@ func (c *Client) startReplay(ctx context.Context, a replayAction) error {
 		return err
 	}
 	job := replayJob{step: a.rec.step, index: a.index, from: a.rec.peers[a.index], commit: a.commit, batch: a.batch, params: params, u: a.rec.update}
-	accuse := c.cheating(CheatFalseAccusation)
+	accuse, withhold := c.cheating(CheatFalseAccusation), c.cheating(CheatFalseNoData)
 	c.inbox.spawn(func() {
 		res := c.runReplay(ctx, job)
-		if accuse {
+		switch {
+		case accuse:
 			res = replayResult{verdict: coordinator.VerdictMismatch, claimPayload: sha256.Sum256([]byte("made up")), claimAft: sha256.Sum256([]byte("up"))}
+		case withhold:
+			res = replayResult{verdict: coordinator.VerdictNoData}
 		}
 		if res.skip != nil {
 			c.log.Warn("could not replay a contribution", "step", job.step, "member", job.index, "err", res.skip)

@@ -183,3 +183,77 @@ func TestSimVerificationSparseLoCo(t *testing.T) {
 		t.Error("the cheater's slot records no fault")
 	}
 }
+
+// Colluding verifiers that say NO_DATA of every honest trainer they check,
+// to leave honest work out: the committee gets the data and replays it,
+// so each accusation is REFUTED, a forgiven mistake, and the next in the
+// epoch is the accuser's fault. No accuser ever holds more than its share
+// of the dispute table, and no honest member is ever at fault.
+func TestSimFalseNoDataCostsTheAccusers(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a single-threaded simulation, about 10x slower under the race detector: scripts/test.sh runs it without")
+	}
+	r := newSimRunWith(t, 13, verifySimConfig(100, 30))
+	for _, name := range []string{"a", "b", "c", "d"} {
+		r.add(name, true)
+	}
+	colluders := []*simClient{r.add("x", false), r.add("y", false)}
+	for _, c := range colluders {
+		c.c.cfg.Cheat = CheatFalseNoData
+	}
+	outcomes := map[uint64]coordinator.Dispute{}
+	most := 0
+	done := r.runUntil(200*time.Second, func() bool {
+		s := r.sim.State()
+		held := map[uint16]int{}
+		for _, d := range s.Disputes {
+			if d.State != 0 {
+				outcomes[d.Id] = d
+			}
+			if d.State == coordinator.DisputeOpen {
+				held[d.AccuserSlot]++
+				most = max(most, held[d.AccuserSlot])
+			}
+		}
+		return r.finished()
+	})
+	if !done {
+		t.Fatalf("not finished: %s at step %d", r.phase(), r.sim.State().Progress.Step)
+	}
+	r.check()
+	s := r.sim.State()
+	bad := map[int]bool{}
+	for _, c := range colluders {
+		slot := -1
+		for i := range s.Clients {
+			if s.Clients[i].Signer.Equals(c.wallet.PublicKey()) {
+				slot = i
+			}
+		}
+		bad[slot] = true
+		refuted, faults := 0, 0
+		for _, d := range outcomes {
+			if int(d.AccuserSlot) != slot {
+				continue
+			}
+			switch d.State {
+			case coordinator.DisputeRefuted:
+				refuted++
+			case coordinator.DisputeAccuserFault:
+				faults++
+			}
+		}
+		t.Logf("colluder %s: %d accusations refuted, %d found it at fault", c.name, refuted, faults)
+		if refuted == 0 || faults == 0 || s.Clients[slot].HasFault == 0 {
+			t.Errorf("colluder %s: %d refuted, %d faults, has_fault %d: want the first forgiven and the next its fault", c.name, refuted, faults, s.Clients[slot].HasFault)
+		}
+	}
+	for id, d := range outcomes {
+		if d.State == coordinator.DisputeTrainerFault || (d.State == coordinator.DisputeAccuserFault && !bad[int(d.AccuserSlot)]) {
+			t.Errorf("dispute %d: an honest member was found at fault (state %d, trainer slot %d, accuser slot %d)", id, d.State, d.TrainerSlot, d.AccuserSlot)
+		}
+	}
+	if most > 4 {
+		t.Errorf("an accuser held %d open disputes, beyond its share of 4", most)
+	}
+}

@@ -12,7 +12,7 @@ import (
 // verification tests (TestVerification*): release builds have no such flags.
 func cheatFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "cheat", Usage: "cheat this way (verification tests only): other-data, random-payload, copy-payload, wrong-replay-data, withhold-replay-data, false-accusation, copy-answer"},
+		&cli.StringFlag{Name: "cheat", Usage: "cheat this way (verification tests only): other-data, random-payload, copy-payload, wrong-replay-data, withhold-replay-data, false-accusation, copy-answer, false-no-data"},
 		&cli.UintFlag{Name: "cheat-from-epoch", Usage: "start cheating in this epoch"},
 	}
 }
