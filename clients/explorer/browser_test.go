@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/explorer/explorertest"
 )
 
@@ -14,8 +16,10 @@ import (
 // localnet: the runs list, a run's page with its members and loss curve,
 // the curve growing when a round lands, at desktop and at phone width,
 // where nothing may overflow the page sideways (tables scroll in their
-// box). Screenshots go to $PSYCHE_TEST_ARTIFACTS (else a temporary
-// directory).
+// box); a finished run whose dispute faulted a member (its steps, the
+// fault in the events, keys shortened); and the header while the RPC
+// endpoint fails and once it works again. Screenshots go to
+// $PSYCHE_TEST_ARTIFACTS (else a temporary directory).
 func TestExplorerInBrowser(t *testing.T) {
 	path, err := explorertest.Chromium() // scripts/setup.sh installs it
 	if err != nil {
@@ -23,6 +27,7 @@ func TestExplorerInBrowser(t *testing.T) {
 	}
 	n := sharedNet(t)
 	r := trainingRun(t, n, "browser-run", 3.2, 2.9, 2.7)
+	_, member := faultedRun(t, n)
 	_, url, _ := startExplorer(t, n, nil, true)
 	b, err := explorertest.NewBrowser(testCtx(t, 2*time.Minute), path)
 	if err != nil {
@@ -109,6 +114,64 @@ func TestExplorerInBrowser(t *testing.T) {
 		if err := b.WaitFor(lossPoints+` === `+fmt.Sprint(before+1), 20*time.Second); err != nil {
 			t.Fatalf("%s: the loss curve still has %v points after a round: %v", size.name, eval(lossPoints), err)
 		}
+		if got := eval(`[...document.querySelectorAll('#witnesses th')].map((th) => th.textContent).join(',')`); got != "Step,Index,Witness,Participants,Loss,Tokens/s,Transaction" {
+			t.Errorf("%s: witness columns %v", size.name, got)
+		}
 		shot("run-" + size.name)
+	}
+
+	if err := b.Viewport(1280, 900, false); err != nil {
+		t.Fatal(err)
+	}
+	load("/runs/fault-run")
+	if got := eval(`[...document.querySelectorAll('.facts div')].find((d) => d.firstChild.textContent === 'Epoch · step').lastChild.textContent`); got != "1 · 1 of 1" {
+		t.Errorf("fault-run: epoch · step %q, want 1 · 1 of 1 (epoch 0 ended)", got)
+	}
+	if got := eval(`document.querySelector('progress').value`); got != 1.0 {
+		t.Errorf("fault-run: progress %v, want 1", got)
+	}
+	// The fault's row names the member by its short key, the full one in the title.
+	key := member.String()
+	faultRow := `[...document.querySelectorAll('#events tbody tr')].find((tr) => tr.cells[1].textContent === 'MemberFaulted')`
+	if got := eval(faultRow + `?.cells[2].textContent`); got != key[:4]+"…"+key[len(key)-4:]+" faulted by dispute 1 (its step 1 was found wrong): slashed, unvested points burned, out of the epoch" {
+		t.Errorf("fault-run: the MemberFaulted row says %v", got)
+	}
+	if got := eval(faultRow + `?.cells[2].querySelector('code').title`); got != key {
+		t.Errorf("fault-run: the faulted member's key in the title is %v, want %s", got, key)
+	}
+	// No full key is left in the events' text.
+	if got := eval(`[...document.querySelectorAll('#events td')].map((td) => td.textContent).filter((t) => /[1-9A-HJ-NP-Za-km-z]{32,}/.test(t))`); len(got.([]any)) != 0 {
+		t.Errorf("fault-run: events with full keys: %v", got)
+	}
+	shot("run-faulted")
+
+	// The RPC endpoint fails: the header says since when, and not live.
+	sw := newRPCSwitch(t, n.Chain.RPCURL())
+	c, err := chain.New(sw.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, url2, _ := startExplorer(t, n, c, false)
+	url = url2
+	load("/")
+	const status = `document.getElementById('status')`
+	if got := eval(status + `.className + ': ' + ` + status + `.textContent`); got != "status live: live (polling the RPC)" {
+		t.Errorf("status %q", got)
+	}
+	sw.down.Store(true)
+	if err := b.WaitFor(status+`.className === 'status unreachable'`, 20*time.Second); err != nil {
+		t.Fatalf("the header does not say the chain is unreachable: %v (%v)", eval(status+`.textContent`), err)
+	}
+	if got := eval(status + `.textContent`).(string); !strings.HasPrefix(got, "chain unreachable since ") || !strings.HasSuffix(got, " · showing the last data read") ||
+		eval(status+`.querySelector('time').dateTime`) == "" || !strings.Contains(eval(status+`.title`).(string), "503") {
+		t.Errorf("status %q, title %q", got, eval(status+`.title`))
+	}
+	if got := eval(`getComputedStyle(` + status + `, '::before').color`); got == "rgb(19, 115, 51)" { // --ok
+		t.Errorf("the status dot is green (%v) while the chain is unreachable", got)
+	}
+	shot("chain-unreachable")
+	sw.down.Store(false)
+	if err := b.WaitFor(status+`.className === 'status live'`, time.Minute); err != nil {
+		t.Fatalf("the header does not say live once the endpoint works again: %v (%v)", eval(status+`.textContent`), err)
 	}
 }

@@ -64,15 +64,16 @@ type Indexer struct {
 	tp   treasurer.Program
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	runs    map[string]*runData           // by run id
-	byAcct  map[solana.PublicKey]*runData // by coordinator account
-	source  string
-	lastErr string
-	version uint64        // bumped at every change
-	changed chan struct{} // closed (and replaced) at every change
-	ready   chan struct{} // closed once every run and its history was read
-	list    cached
+	mu       sync.Mutex
+	runs     map[string]*runData           // by run id
+	byAcct   map[solana.PublicKey]*runData // by coordinator account
+	source   string
+	lastErr  string
+	errSince time.Time     // when reads started failing; zero while they work
+	version  uint64        // bumped at every change
+	changed  chan struct{} // closed (and replaced) at every change
+	ready    chan struct{} // closed once every run and its history was read
+	list     cached
 
 	// Only Run's goroutine touches these.
 	seen    *sigSet
@@ -130,19 +131,43 @@ func (x *Indexer) setSource(s string) {
 	}
 }
 
-// setErr records the last failure to read the chain ("" once reads work again).
+// setErr records the outcome of a read of the chain: the last failure and
+// since when reads fail, cleared once one works again. The log says when
+// reads start failing and when they work again, not every retry.
 func (x *Indexer) setErr(err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch {
+	case err != nil && x.errSince.IsZero():
+		x.errSince = time.Now()
+		x.log.Warn("reading the chain failed; retrying with backoff until it works", "err", err,
+			"first_retry_in", retryPause(x.opts.PollInterval, 1), "max_retry_pause", maxRetryPause)
+	case err == nil && !x.errSince.IsZero():
+		x.log.Info("reading the chain works again", "failing_for", time.Since(x.errSince).Round(time.Second))
+		x.errSince = time.Time{}
+	}
 	msg := ""
 	if err != nil {
 		msg = err.Error()
-		x.log.Warn("reading the chain failed", "err", err)
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
 	if x.lastErr != msg {
 		x.lastErr = msg
 		x.notifyLocked()
 	}
+}
+
+// maxRetryPause caps the pause between reads while the chain cannot be read.
+const maxRetryPause = 30 * time.Second
+
+// retryPause is the pause before the next read after failures reads in a
+// row failed: base (the poll interval), doubling at every failure, capped
+// at maxRetryPause (or base, if longer).
+func retryPause(base time.Duration, failures int) time.Duration {
+	pause := base
+	for i := 1; i < failures && pause < maxRetryPause; i++ {
+		pause *= 2
+	}
+	return max(base, min(pause, maxRetryPause))
 }
 
 // Run reads every run and its recent history, then follows the chain until
@@ -156,7 +181,7 @@ func (x *Indexer) Run(ctx context.Context) error {
 	} else {
 		x.log.Info("no websocket endpoint: polling for new transactions", "rpc", x.opts.Chain.RPCURL(), "every", x.opts.PollInterval)
 	}
-	for pause := time.Second; ; pause = min(2*pause, 30*time.Second) {
+	for failures := 1; ; failures++ {
 		err := x.sync(ctx, true)
 		x.setErr(err)
 		if err == nil {
@@ -165,7 +190,7 @@ func (x *Indexer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(pause):
+		case <-time.After(retryPause(x.opts.PollInterval, failures)):
 		}
 	}
 	close(x.ready)
@@ -173,8 +198,12 @@ func (x *Indexer) Run(ctx context.Context) error {
 	defer poll.Stop()
 	defer resync.Stop()
 	// behind: transactions the subscription announced may be unread (a
-	// read failed), so polling goes on until a poll succeeds.
-	behind := false
+	// read failed), so polling goes on until a poll succeeds. resyncDue: a
+	// resync failed, so the next poll tick resyncs first.
+	behind, resyncDue := false, false
+	// While reads fail, the poll ticker (the retry) slows down: failures
+	// reads failed in a row.
+	failures := 0
 	for {
 		var err error
 		select {
@@ -193,15 +222,28 @@ func (x *Indexer) Run(ctx context.Context) error {
 			err = x.poll(ctx)
 			behind = err != nil
 		case <-poll.C:
-			if behind || x.sourceIs(SourcePolling) {
+			if resyncDue {
+				err = x.sync(ctx, false)
+				resyncDue = err != nil
+			}
+			if err == nil && (behind || x.sourceIs(SourcePolling)) {
 				err = x.poll(ctx)
 				behind = err != nil && x.sourceIs(SourceWebsocket)
 			}
 		case <-resync.C:
 			err = x.sync(ctx, false)
+			resyncDue = err != nil
 		}
-		if ctx.Err() == nil {
-			x.setErr(err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		x.setErr(err)
+		was := failures
+		if failures = 0; err != nil {
+			failures = was + 1
+		}
+		if failures != was {
+			poll.Reset(retryPause(x.opts.PollInterval, failures))
 		}
 	}
 }
@@ -214,17 +256,22 @@ func (x *Indexer) sourceIs(s string) bool {
 
 // follow sends the signature of every successful transaction that mentions
 // the Coordinator program, reconnecting with a growing pause; while it is
-// disconnected the indexer polls.
+// disconnected the indexer polls. The log says when updates stop (once
+// until they resume) and when they resume.
 func (x *Indexer) follow(ctx context.Context, out chan<- solana.Signature) {
 	pause := time.Second
-	for {
+	for first := true; ; first = false {
 		start := time.Now()
 		err := x.followOnce(ctx, out)
 		if ctx.Err() != nil {
 			return
 		}
+		level := slog.LevelDebug
+		if first || x.sourceIs(SourceWebsocket) {
+			level = slog.LevelWarn
+		}
 		x.setSource(SourcePolling)
-		x.log.Warn("websocket updates stopped; polling until they resume", "ws", x.opts.Chain.WSURL(),
+		x.log.Log(ctx, level, "websocket updates stopped; polling until they resume", "ws", x.opts.Chain.WSURL(),
 			"err", err, "poll_every", x.opts.PollInterval, "retry_in", pause)
 		if time.Since(start) > time.Minute {
 			pause = time.Second

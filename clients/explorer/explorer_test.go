@@ -1,6 +1,7 @@
 package explorer_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestExplorerAPI(t *testing.T) {
 	var d explorer.RunDetail
 	get(t, url+"/api/runs/api-run", 200, &d)
 	if len(d.Loss) != 2 || d.Loss[0].Loss != 3.5 || d.Loss[1].Loss != 3.0 || d.Loss[1].Step != d.Loss[0].Step+1 ||
-		d.Loss[0].Witnesses != 2 || d.Loss[0].TokensPerSec != 1000.5 || d.Loss[0].BandwidthPerSec != 1<<20 {
+		d.Loss[0].Witnesses != 2 || d.Loss[0].TokensPerSec != 1000.5 {
 		t.Fatalf("loss curve: %+v", d.Loss)
 	}
 	if len(d.Evals) != 1 || d.Evals[0].Task != "sotu" || d.Evals[0].Step != 1 || float32(d.Evals[0].AccNorm) != 0.4 ||
@@ -141,5 +142,86 @@ func TestExplorerAPI(t *testing.T) {
 	polled.until(t, 20*time.Second, &d2, func() bool { return len(d2.Loss) == 4 && d2.Loss[3].Loss == 2.0 })
 	if !strings.Contains(logs.String(), "websocket updates stopped; polling until they resume") {
 		t.Errorf("no log line says the explorer polls:\n%s", logs)
+	}
+}
+
+// A run whose only step's dispute found a member at fault, then finished:
+// the list and the run say step 1 (the program's step is then 2, past
+// total_steps 1), and the events name the member faulted beside the
+// dispute's own events.
+func TestExplorerMemberFault(t *testing.T) {
+	n := sharedNet(t)
+	_, member := faultedRun(t, n)
+	_, url, _ := startExplorer(t, n, nil, true)
+
+	var list explorer.RunList
+	get(t, url+"/api/runs", 200, &list)
+	i := slices.IndexFunc(list.Runs, func(s explorer.RunSummary) bool { return s.RunID == "fault-run" })
+	if i < 0 || list.Runs[i].State != "Finished" || list.Runs[i].Step != 1 {
+		t.Fatalf("runs: %+v", list.Runs)
+	}
+	var d explorer.RunDetail
+	get(t, url+"/api/runs/fault-run", 200, &d)
+	if d.State != "Finished" || d.Step != 1 || d.Config == nil || d.Config.TotalSteps != 1 {
+		t.Fatalf("fault-run: state %s, step %d, config %+v", d.State, d.Step, d.Config)
+	}
+	var names []string
+	var fault *explorer.EventView
+	for i, e := range d.Events {
+		names = append(names, e.Name)
+		if e.Name == explorer.MemberFaulted {
+			fault = &d.Events[i]
+		}
+	}
+	if got := strings.Join(names, " "); !strings.Contains(got, "DisputeOpened") || !strings.Contains(got, "DisputeSettled MemberFaulted") {
+		t.Fatalf("events: %s", got)
+	}
+	var fields struct {
+		Member, Role string
+		Dispute      uint64
+		Step         uint32
+	}
+	if err := json.Unmarshal(fault.Data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	if fields.Member != member.String() || fields.Role != "trainer" || fields.Dispute != 1 || fields.Step != 1 ||
+		!strings.HasPrefix(fault.Text, member.String()+" faulted by dispute 1 (its step 1 was found wrong): slashed") {
+		t.Fatalf("MemberFaulted: %s %s", fault.Text, fault.Data)
+	}
+}
+
+// While the RPC endpoint fails, the API says since when (the data stays),
+// the log says so once however many retries fail, and once when reads work
+// again, which the API shows too.
+func TestExplorerChainUnreachable(t *testing.T) {
+	n := sharedNet(t)
+	sw := newRPCSwitch(t, n.Chain.RPCURL())
+	c, err := chain.New(sw.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, url, logs := startExplorer(t, n, c, false)
+	runs := openStream(t, url+"/api/stream")
+	var list explorer.RunList
+	runs.until(t, 10*time.Second, &list, func() bool { return list.Error == "" && list.ErrorSince == 0 })
+	before := len(list.Runs)
+
+	sw.down.Store(true)
+	start := time.Now().Unix()
+	runs.until(t, 20*time.Second, &list, func() bool { return list.Error != "" })
+	if list.ErrorSince < start || list.ErrorSince > time.Now().Unix() || !strings.Contains(list.Error, "503") || len(list.Runs) != before {
+		t.Fatalf("while the endpoint fails: error %q since %d (turned off at %d), %d runs (%d before)", list.Error, list.ErrorSince, start, len(list.Runs), before)
+	}
+	sw.waitRefused(t, 4)
+	if n := strings.Count(logs.String(), "reading the chain failed"); n != 1 {
+		t.Errorf("%d log lines say reading the chain failed after %d failed requests, want 1:\n%s", n, sw.refused.Load(), logs)
+	}
+	sw.down.Store(false)
+	runs.until(t, time.Minute, &list, func() bool { return list.Error == "" })
+	if list.ErrorSince != 0 {
+		t.Errorf("reads work again, but error_since is %d", list.ErrorSince)
+	}
+	if n := strings.Count(logs.String(), "reading the chain works again"); n != 1 {
+		t.Errorf("%d log lines say reading the chain works again, want 1:\n%s", n, logs)
 	}
 }

@@ -9,11 +9,17 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
@@ -93,6 +99,99 @@ func trainingRun(t *testing.T, n *programtest.Net, id string, losses ...float32)
 		t.Fatal(err)
 	}
 	return r
+}
+
+// faulted is one run, made once for every test that shows it: three
+// clients, every contribution verified, one step in all; the step's
+// dispute found member 0 at fault, and the run finished.
+var faulted struct {
+	once   sync.Once
+	run    *explorertest.Run
+	member solana.PublicKey
+	err    error
+}
+
+// faultedRun is "fault-run" (see faulted) and the member found at fault.
+func faultedRun(t *testing.T, n *programtest.Net) (*explorertest.Run, solana.PublicKey) {
+	t.Helper()
+	faulted.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		faulted.err = func() error {
+			r, err := explorertest.NewRun(ctx, n, "fault-run", 0)
+			if err != nil {
+				return err
+			}
+			p, err := explorertest.Config(3)
+			if err != nil {
+				return err
+			}
+			p.Config.VerificationPercent, p.Config.RoundWitnessTime, p.Config.TotalSteps = 100, 10, 1
+			if err := r.Configure(ctx, p, 1000); err != nil {
+				return err
+			}
+			if err := r.Join(ctx, 3); err != nil {
+				return err
+			}
+			if err := r.Start(ctx); err != nil {
+				return err
+			}
+			member, err := r.PlayDisputedRound(ctx, 3.0)
+			if err != nil {
+				return err
+			}
+			if _, err := r.TickUntil(ctx, "Finished", func(s *coordinator.State) bool { return coordinator.Phase(s) == coordinator.Finished }); err != nil {
+				return err
+			}
+			faulted.run, faulted.member = r, member
+			return nil
+		}()
+	})
+	if faulted.err != nil {
+		t.Fatal(faulted.err)
+	}
+	return faulted.run, faulted.member
+}
+
+// rpcSwitch is a reverse proxy to an RPC endpoint that a test can turn
+// off: then it answers every request 503, as an unreachable node would
+// fail, and counts them.
+type rpcSwitch struct {
+	URL     string
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+func newRPCSwitch(t *testing.T, target string) *rpcSwitch {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &rpcSwitch{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sw.down.Load() {
+			sw.refused.Add(1)
+			http.Error(w, "the test turned the RPC endpoint off", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	sw.URL = srv.URL
+	return sw
+}
+
+// waitRefused waits until the switch refused n requests since it was
+// turned off.
+func (sw *rpcSwitch) waitRefused(t *testing.T, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); sw.refused.Load() < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the endpoint refused %d requests in a minute, want %d", sw.refused.Load(), n)
+		}
+	}
 }
 
 func playRound(t *testing.T, r *explorertest.Run, loss float32) uint32 {
@@ -217,6 +316,9 @@ func (s *sse) until(t *testing.T, d time.Duration, out any, cond func() bool) {
 		if name != "update" {
 			t.Fatalf("event %q: %s", name, data)
 		}
+		// Each update is whole: no field of the last one (left out when
+		// empty) may stay.
+		reflect.ValueOf(out).Elem().SetZero()
 		if err := json.Unmarshal([]byte(data), out); err != nil {
 			t.Fatal(err)
 		}

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 
+	bindings "github.com/psyche-go/psyche/clients/bindings/coordinator"
 	"github.com/psyche-go/psyche/clients/coordinator"
 )
 
@@ -50,7 +53,7 @@ func TestLogSegments(t *testing.T) {
 func TestLossCurve(t *testing.T) {
 	rd := &runData{}
 	report := func(step uint32, loss float32) {
-		rd.addReport(witnessReport{step: step, meta: coordinator.WitnessMetadata{Loss: loss, TokensPerSec: 100, Efficiency: 1}})
+		rd.addReport(witnessReport{step: step, meta: coordinator.WitnessMetadata{Loss: loss, TokensPerSec: 100}})
 	}
 	report(2, 3)
 	report(1, 4)
@@ -77,5 +80,60 @@ func TestLossCurve(t *testing.T) {
 	curve = rd.lossCurve()
 	if len(curve) > curvePoints || curve[len(curve)-1].Step != maxSteps+99 {
 		t.Fatalf("%d points, the last at step %d", len(curve), curve[len(curve)-1].Step)
+	}
+}
+
+// While reads fail, the pause before the next one doubles from the poll
+// interval up to maxRetryPause (or the poll interval, if longer).
+func TestRetryPause(t *testing.T) {
+	var got []time.Duration
+	for failures := 1; failures <= 7; failures++ {
+		got = append(got, retryPause(2*time.Second, failures))
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pauses %v, want %v", got, want)
+	}
+	if p := retryPause(time.Minute, 3); p != time.Minute {
+		t.Fatalf("pause %v with a 1 min poll interval", p)
+	}
+	if p := retryPause(2*time.Second, 1<<20); p != maxRetryPause {
+		t.Fatalf("pause %v after many failures", p)
+	}
+}
+
+// A dispute settled at the trainer's or the accuser's fault adds a
+// MemberFaulted event naming that member, from the dispute's DisputeOpened
+// event; other outcomes, and a dispute whose parties are unknown, add none.
+// A health check's drop says the member was removed and slashed.
+func TestMemberEvents(t *testing.T) {
+	trainer, accuser, reporter := solana.NewWallet().PublicKey(), solana.NewWallet().PublicKey(), solana.NewWallet().PublicKey()
+	rd := &runData{}
+	slot := uint64(10)
+	add := func(ev any) {
+		slot++
+		rd.addEvent(ev, Activity{Slot: slot})
+	}
+	add(&bindings.DisputeOpened{Id: 1, Step: 5, Trainer: trainer, Accuser: accuser})
+	add(&bindings.DisputeOpened{Id: 2, Step: 6, Trainer: trainer, Accuser: accuser})
+	add(&bindings.DisputeOpened{Id: 3, Step: 7, Trainer: trainer, Accuser: accuser})
+	add(&bindings.DisputeSettled{Id: 1, Outcome: coordinator.DisputeTrainerFault})
+	add(&bindings.DisputeSettled{Id: 2, Outcome: coordinator.DisputeAccuserFault})
+	add(&bindings.DisputeSettled{Id: 3, Outcome: coordinator.DisputeTransient})
+	add(&bindings.DisputeSettled{Id: 9, Outcome: coordinator.DisputeTrainerFault}) // opened before the history read
+	add(&bindings.ClientDropped{Client: trainer, Reporter: reporter, Step: 8})
+	var got []string
+	for _, e := range rd.events {
+		if e.Name == MemberFaulted || e.Name == "ClientDropped" {
+			got = append(got, e.Text)
+		}
+	}
+	want := []string{
+		fmt.Sprintf("%s faulted by dispute 1 (its step 5 was found wrong): slashed, unvested points burned, out of the epoch", trainer),
+		fmt.Sprintf("%s faulted by dispute 2 (its accusation of %s's step 6 was refuted): slashed, unvested points burned, out of the epoch", accuser, trainer),
+		fmt.Sprintf("%s removed from the epoch at step 8 and slashed: %s's health check found it missing", trainer, reporter),
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got\n%q\nwant\n%q", got, want)
 	}
 }

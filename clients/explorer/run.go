@@ -3,6 +3,7 @@ package explorer
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -24,6 +25,9 @@ const (
 	maxEvals    = 4096
 	maxTimeline = 512
 	maxEvents   = 256
+	// maxDisputes bounds the disputes whose parties are remembered (from
+	// their DisputeOpened events), to name who a settlement faults.
+	maxDisputes = 256
 )
 
 // runData is what the indexer knows of one run.
@@ -40,7 +44,14 @@ type runData struct {
 	evals    []EvalPoint     // by step
 	timeline []PhaseChange   // by slot
 	events   []EventView     // by slot
+	disputes map[uint64]disputeParties
 	view     cached
+}
+
+// disputeParties is who a dispute is about.
+type disputeParties struct {
+	step             uint32
+	trainer, accuser solana.PublicKey
 }
 
 // cached is a JSON body built at an indexer version.
@@ -70,11 +81,11 @@ type witnessReport struct {
 
 // stepStats sums a step's witness reports (the loss curve).
 type stepStats struct {
-	step      uint32
-	loss, eff finiteMean
-	tps, bw   float64
-	n         int
-	time      int64
+	step uint32
+	loss finiteMean
+	tps  float64
+	n    int
+	time int64
 }
 
 // finiteMean averages the finite values added: a NaN or infinite loss a
@@ -139,8 +150,7 @@ func (rd *runData) addReport(w witnessReport) {
 	}
 	s := &rd.steps[i]
 	s.loss.add(w.meta.Loss)
-	s.eff.add(w.meta.Efficiency)
-	s.tps, s.bw, s.n, s.time = s.tps+float64(w.meta.TokensPerSec), s.bw+float64(w.meta.BandwidthPerSec), s.n+1, max(s.time, w.at.Time)
+	s.tps, s.n, s.time = s.tps+float64(w.meta.TokensPerSec), s.n+1, max(s.time, w.at.Time)
 }
 
 // addEvent files one of the Coordinator's events: phase changes make the
@@ -160,13 +170,83 @@ func (rd *runData) addEvent(ev any, at Activity) {
 			func(p EvalPoint) uint64 { return uint64(p.Step) }, maxEvals)
 	case *bindings.RoundStarted, *bindings.WitnessReported:
 	default:
-		data, err := json.Marshal(ev)
-		if err != nil {
-			return
+		if o, ok := ev.(*bindings.DisputeOpened); ok {
+			rd.rememberDispute(o)
 		}
-		rd.events = insertSorted(rd.events, EventView{Activity: at, Name: reflect.TypeOf(ev).Elem().Name(), Text: describe(ev), Data: data},
-			func(e EventView) uint64 { return bySlot(e.Activity) }, maxEvents)
+		rd.listEvent(reflect.TypeOf(ev).Elem().Name(), describe(ev), ev, at)
+		if d, ok := ev.(*bindings.DisputeSettled); ok {
+			if f, ok := rd.faultOf(d); ok {
+				rd.listEvent(MemberFaulted, f.describe(), f, at)
+			}
+		}
 	}
+}
+
+// listEvent adds an event to the run's list.
+func (rd *runData) listEvent(name, text string, fields any, at Activity) {
+	data, err := json.Marshal(fields)
+	if err != nil {
+		return
+	}
+	rd.events = insertSorted(rd.events, EventView{Activity: at, Name: name, Text: text, Data: data},
+		func(e EventView) uint64 { return e.Activity.Slot }, maxEvents)
+}
+
+// MemberFaulted names the event the explorer adds after a DisputeSettled
+// that found a member at fault: the program does not log one, and its
+// DisputeSettled names the dispute only.
+const MemberFaulted = "MemberFaulted"
+
+// memberFault is a MemberFaulted event's fields.
+type memberFault struct {
+	Member  solana.PublicKey `json:"member"`
+	Role    string           `json:"role"` // "trainer" (its step was wrong) or "accuser" (its accusation was)
+	Dispute uint64           `json:"dispute"`
+	Step    uint32           `json:"step"` // the disputed step
+	Trainer solana.PublicKey `json:"trainer"`
+}
+
+func (f memberFault) describe() string {
+	why := fmt.Sprintf("its step %d was found wrong", f.Step)
+	if f.Role == "accuser" {
+		why = fmt.Sprintf("its accusation of %s's step %d was refuted", f.Trainer, f.Step)
+	}
+	return fmt.Sprintf("%s faulted by dispute %d (%s): slashed, unvested points burned, out of the epoch", f.Member, f.Dispute, why)
+}
+
+// rememberDispute keeps who a dispute is about, for its settlement.
+func (rd *runData) rememberDispute(o *bindings.DisputeOpened) {
+	if rd.disputes == nil {
+		rd.disputes = map[uint64]disputeParties{}
+	}
+	rd.disputes[o.Id] = disputeParties{step: o.Step, trainer: o.Trainer, accuser: o.Accuser}
+	if len(rd.disputes) > maxDisputes {
+		delete(rd.disputes, slices.Min(slices.Collect(maps.Keys(rd.disputes))))
+	}
+}
+
+// faultOf is the member a settled dispute found at fault, if any: the
+// trainer (TRAINER_FAULT) or the accuser (ACCUSER_FAULT), named by the
+// dispute's DisputeOpened event or else by the run's dispute table.
+func (rd *runData) faultOf(d *bindings.DisputeSettled) (memberFault, bool) {
+	if d.Outcome != coordinator.DisputeTrainerFault && d.Outcome != coordinator.DisputeAccuserFault {
+		return memberFault{}, false
+	}
+	p, ok := rd.disputes[d.Id]
+	if !ok && rd.state != nil {
+		if sd, found := coordinator.FindDispute(rd.state, d.Id); found {
+			p, ok = disputeParties{step: sd.Step, trainer: coordinator.SlotSigner(rd.state, sd.TrainerSlot),
+				accuser: coordinator.SlotSigner(rd.state, sd.AccuserSlot)}, true
+		}
+	}
+	if !ok {
+		return memberFault{}, false
+	}
+	f := memberFault{Member: p.trainer, Role: "trainer", Dispute: d.Id, Step: p.step, Trainer: p.trainer}
+	if d.Outcome == coordinator.DisputeAccuserFault {
+		f.Member, f.Role = p.accuser, "accuser"
+	}
+	return f, true
 }
 
 // describe says what an event means, in a line.
@@ -177,7 +257,7 @@ func describe(ev any) string {
 	case *bindings.ClientLeft:
 		return fmt.Sprintf("%s left", ev.Signer)
 	case *bindings.ClientDropped:
-		return fmt.Sprintf("%s dropped at step %d on %s's health check", ev.Client, ev.Step, ev.Reporter)
+		return fmt.Sprintf("%s removed from the epoch at step %d and slashed: %s's health check found it missing", ev.Client, ev.Step, ev.Reporter)
 	case *bindings.WarmupWitnessed:
 		return fmt.Sprintf("%s has the model loaded", ev.Signer)
 	case *bindings.EpochEnded:

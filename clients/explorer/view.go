@@ -18,9 +18,12 @@ import (
 type RunList struct {
 	// Source is how the indexer hears of changes: SourceWebsocket or SourcePolling.
 	Source string `json:"source"`
-	// Error is the last failure to read the chain ("" when reads work).
-	Error string       `json:"error,omitempty"`
-	Runs  []RunSummary `json:"runs"`
+	// Error is the last failure to read the chain ("" when reads work);
+	// ErrorSince is when reads started failing (unix seconds; 0 when they
+	// work). The data shown is the last read.
+	Error      string       `json:"error,omitempty"`
+	ErrorSince int64        `json:"error_since,omitempty"`
+	Runs       []RunSummary `json:"runs"`
 }
 
 // RunSummary is one run in the list.
@@ -28,9 +31,11 @@ type RunSummary struct {
 	RunID   string `json:"run_id"`
 	Account string `json:"coordinator_account"`
 	// State is the phase (coordinator.RunState's names), "" until read.
-	State        string         `json:"state"`
-	StateError   string         `json:"state_error,omitempty"`
-	Epoch        uint32         `json:"epoch"`
+	State      string `json:"state"`
+	StateError string `json:"state_error,omitempty"`
+	Epoch      uint32 `json:"epoch"`
+	// Step is the round's step the run is at; once every step is done
+	// (Cooldown, Finished), the last one, total_steps.
 	Step         uint32         `json:"step"`
 	Members      int            `json:"members"`
 	Config       *ConfigSummary `json:"config"` // null until configured
@@ -67,8 +72,9 @@ type Activity struct {
 
 // RunDetail is GET /api/runs/{id}.
 type RunDetail struct {
-	Source string `json:"source"`
-	Error  string `json:"error,omitempty"`
+	Source     string `json:"source"`
+	Error      string `json:"error,omitempty"`
+	ErrorSince int64  `json:"error_since,omitempty"`
 	RunSummary
 	Instance      string `json:"instance"`
 	MainAuthority string `json:"main_authority"`
@@ -126,30 +132,28 @@ type RoundView struct {
 }
 
 // WitnessView is a witness's report of a round: from the account (which
-// members it saw participate) and from its transaction (the metadata).
+// members it saw participate) and from its transaction (the metadata the
+// client publishes: the loss and tokens/s it trained at; the metadata's
+// bandwidth and efficiency fields are not shown, as clients leave them 0).
 type WitnessView struct {
 	Index  uint16 `json:"index"`
 	Signer string `json:"signer,omitempty"`
 	// Participants is how many of the round's members its participant
 	// filter holds; null once the members are no longer known.
-	Participants    *int          `json:"participants"`
-	Loss            *status.Float `json:"loss"` // null: its transaction was not read
-	TokensPerSec    uint64        `json:"tokens_per_sec"`
-	BandwidthPerSec uint64        `json:"bandwidth_per_sec"`
-	Efficiency      *status.Float `json:"efficiency"`
-	Signature       string        `json:"signature,omitempty"`
+	Participants *int          `json:"participants"`
+	Loss         *status.Float `json:"loss"` // null: its transaction was not read
+	TokensPerSec uint64        `json:"tokens_per_sec"`
+	Signature    string        `json:"signature,omitempty"`
 }
 
 // LossPoint is a step's training loss: the mean of what its witnesses
 // published (WitnessMetadata), with their throughput.
 type LossPoint struct {
-	Step            uint32       `json:"step"`
-	Loss            status.Float `json:"loss"`
-	TokensPerSec    float64      `json:"tokens_per_sec"`
-	BandwidthPerSec float64      `json:"bandwidth_per_sec"`
-	Efficiency      status.Float `json:"efficiency"`
-	Witnesses       int          `json:"witnesses"`
-	Time            int64        `json:"time"`
+	Step         uint32       `json:"step"`
+	Loss         status.Float `json:"loss"`
+	TokensPerSec float64      `json:"tokens_per_sec"`
+	Witnesses    int          `json:"witnesses"`
+	Time         int64        `json:"time"`
 }
 
 // EvalPoint is an EvalReported event: a client's benchmark score.
@@ -218,7 +222,7 @@ func (x *Indexer) ListJSON() []byte {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.list.body == nil || x.list.version != x.version {
-		out := RunList{Source: x.source, Error: x.lastErr, Runs: []RunSummary{}}
+		out := RunList{Source: x.source, Error: x.lastErr, ErrorSince: x.errSinceLocked(), Runs: []RunSummary{}}
 		for _, rd := range x.runs {
 			out.Runs = append(out.Runs, rd.summary())
 		}
@@ -228,6 +232,14 @@ func (x *Indexer) ListJSON() []byte {
 		x.list = cached{x.version, mustJSON(out)}
 	}
 	return x.list.body
+}
+
+// errSinceLocked is when reads started failing, in unix seconds (0: they work).
+func (x *Indexer) errSinceLocked() int64 {
+	if x.errSince.IsZero() {
+		return 0
+	}
+	return x.errSince.Unix()
 }
 
 func activitySlot(r RunSummary) uint64 {
@@ -248,7 +260,7 @@ func (x *Indexer) RunJSON(id string) ([]byte, error) {
 	}
 	if rd.view.body == nil || rd.view.version != x.version {
 		d := rd.detail()
-		d.Source, d.Error = x.source, x.lastErr
+		d.Source, d.Error, d.ErrorSince = x.source, x.lastErr, x.errSinceLocked()
 		rd.view = cached{x.version, mustJSON(d)}
 	}
 	return rd.view.body, nil
@@ -274,8 +286,12 @@ func (rd *runData) summary() RunSummary {
 	if s == nil {
 		return out
 	}
-	out.State, out.Epoch, out.Step, out.Members = coordinator.Phase(s).String(), s.Progress.Epoch, s.Progress.Step, len(coordinator.Members(s))
 	c, m := s.Config, s.Model
+	out.State, out.Epoch, out.Step, out.Members = coordinator.Phase(s).String(), s.Progress.Epoch, s.Progress.Step, len(coordinator.Members(s))
+	if c.TotalSteps > 0 {
+		// The program moves past the last step when it ends (step > total_steps).
+		out.Step = min(out.Step, c.TotalSteps)
+	}
 	if m.Architecture == 0 {
 		return out // not configured yet
 	}
@@ -379,9 +395,8 @@ func (rd *runData) round(r *coordinator.Round) RoundView {
 			wv.Participants = &n
 		}
 		if rep, ok := rd.report(r.Step, w.Index); ok {
-			loss, eff := float(rep.meta.Loss), float(rep.meta.Efficiency)
-			wv.Signer, wv.Loss, wv.Efficiency, wv.Signature = rep.signer.String(), &loss, &eff, rep.at.Signature
-			wv.TokensPerSec, wv.BandwidthPerSec = rep.meta.TokensPerSec, rep.meta.BandwidthPerSec
+			loss := float(rep.meta.Loss)
+			wv.Signer, wv.Loss, wv.TokensPerSec, wv.Signature = rep.signer.String(), &loss, rep.meta.TokensPerSec, rep.at.Signature
 		}
 		v.Witnesses = append(v.Witnesses, wv)
 	}
@@ -413,9 +428,7 @@ func (rd *runData) lossCurve() []LossPoint {
 		if (len(rd.steps)-1-i)%max(stride, 1) != 0 {
 			continue
 		}
-		n := float64(s.n)
-		out = append(out, LossPoint{Step: s.step, Loss: s.loss.mean(), Efficiency: s.eff.mean(),
-			TokensPerSec: s.tps / n, BandwidthPerSec: s.bw / n, Witnesses: s.n, Time: s.time})
+		out = append(out, LossPoint{Step: s.step, Loss: s.loss.mean(), TokensPerSec: s.tps / float64(s.n), Witnesses: s.n, Time: s.time})
 	}
 	return out
 }

@@ -280,27 +280,117 @@ func (r *Run) PlayRound(ctx context.Context, loss float32) (uint32, error) {
 		return 0, fmt.Errorf("run %q is in %v, not RoundTrain", r.ID, coordinator.Phase(s))
 	}
 	round := coordinator.CurrentRound(s)
+	if err := r.witness(ctx, s, loss); err != nil {
+		return 0, err
+	}
+	return round.Step, r.nextRound(ctx, round.Step)
+}
+
+// witness has every elected witness of the current round report loss,
+// every member a participant.
+func (r *Run) witness(ctx context.Context, s *coordinator.State, loss float32) error {
+	round := coordinator.CurrentRound(s)
 	members := coordinator.Members(s)[:round.ClientsLen]
 	participants, broadcasts, err := filters(len(members))
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for _, m := range members {
 		participants.Add(m.Signer)
 		broadcasts.Add(sha256.Sum256(append(m.Signer[:], byte(round.Step))))
 	}
 	for _, i := range schedule.Witnesses(round.ClientsLen, s.Config.WitnessNodes, schedule.Seed(round.Seed)) {
+		// As clients report: the loss and the tokens/s trained; they leave
+		// the metadata's bandwidth and efficiency 0.
 		report := coordinator.WitnessReport{Step: round.Step, Index: i, Participants: participants, Broadcasts: broadcasts,
-			Loss: loss, TokensPerSec: 1000 + uint64(i), BandwidthPerSec: 1 << 20, Efficiency: 0.9}
+			Loss: loss, TokensPerSec: 1000 + uint64(i)}
 		if err := r.send(ctx, members[i].Signer, func(k solana.PublicKey) (solana.Instruction, error) { return r.Coord.Witness(k, report) }); err != nil {
-			return 0, fmt.Errorf("witness %d of step %d: %w", i, round.Step, err)
+			return fmt.Errorf("witness %d of step %d: %w", i, round.Step, err)
 		}
 	}
-	_, err = r.TickUntil(ctx, "the next round", func(s *coordinator.State) bool {
+	return nil
+}
+
+// nextRound ticks until the round of step is over.
+func (r *Run) nextRound(ctx context.Context, step uint32) error {
+	_, err := r.TickUntil(ctx, "the next round", func(s *coordinator.State) bool {
 		p := coordinator.Phase(s)
-		return p != coordinator.RoundWitness && (p != coordinator.RoundTrain || coordinator.CurrentRound(s).Step != round.Step)
+		return p != coordinator.RoundWitness && (p != coordinator.RoundTrain || coordinator.CurrentRound(s).Step != step)
 	})
-	return round.Step, err
+	return err
+}
+
+// PlayDisputedRound plays the current round (RoundTrain) of a run that
+// verifies every contribution (verification_percent 100, at least 3
+// members, a round_witness_time that leaves time for the verdicts) with
+// member 0 caught: every member commits, the witnesses report loss, member
+// 0's verifier posts MISMATCH (opening a dispute), member 1's MATCH, and
+// the dispute's committee votes MISMATCH, which finds member 0 at fault
+// (TRAINER_FAULT); then it ticks out of the round. It returns member 0.
+func (r *Run) PlayDisputedRound(ctx context.Context, loss float32) (solana.PublicKey, error) {
+	s, err := r.State(ctx)
+	if err != nil {
+		return solana.PublicKey{}, err
+	}
+	if coordinator.Phase(s) != coordinator.RoundTrain {
+		return solana.PublicKey{}, fmt.Errorf("run %q is in %v, not RoundTrain", r.ID, coordinator.Phase(s))
+	}
+	round := coordinator.CurrentRound(s)
+	members := coordinator.Members(s)[:round.ClientsLen]
+	if len(members) < 3 || s.Config.VerificationPercent != 100 {
+		return solana.PublicKey{}, fmt.Errorf("run %q: a disputed round needs 3 members (%d) and verification_percent 100 (%d)",
+			r.ID, len(members), s.Config.VerificationPercent)
+	}
+	for i, m := range members {
+		c := coordinator.CommitArgs{Step: round.Step, Index: uint16(i), Payload: [32]byte{byte(i), 1}, StateBefore: [32]byte{byte(i), 2},
+			StateAfter: [32]byte{byte(i), 3}, Fresh: true}
+		if err := r.send(ctx, m.Signer, func(k solana.PublicKey) (solana.Instruction, error) { return r.Coord.Commit(k, c) }); err != nil {
+			return solana.PublicKey{}, fmt.Errorf("commit of member %d: %w", i, err)
+		}
+	}
+	if err := r.witness(ctx, s, loss); err != nil {
+		return solana.PublicKey{}, err
+	}
+	// The verify seed comes from a slot after training closed: a tick draws it.
+	if s, err = r.TickUntil(ctx, "the verify seed", func(s *coordinator.State) bool {
+		return coordinator.Phase(s) == coordinator.RoundWitness && coordinator.CurrentRound(s).VerifySeed != [32]byte{}
+	}); err != nil {
+		return solana.PublicKey{}, err
+	}
+	seed, n := schedule.Seed(coordinator.CurrentRound(s).VerifySeed), round.ClientsLen
+	for trainer, verdict := range []uint8{coordinator.VerdictMismatch, coordinator.VerdictMatch} {
+		v, _ := schedule.Verifier(seed, uint16(trainer), n)
+		args := coordinator.VerifyArgs{Step: round.Step, VerifierIndex: v, Index: uint16(trainer), Verdict: verdict}
+		if verdict == coordinator.VerdictMismatch {
+			args.ClaimedPayload, args.ClaimedAfter = [32]byte{0xaa}, [32]byte{0xbb}
+		}
+		if err := r.send(ctx, members[v].Signer, func(k solana.PublicKey) (solana.Instruction, error) { return r.Coord.Verify(k, args) }); err != nil {
+			return solana.PublicKey{}, fmt.Errorf("verdict on member %d: %w", trainer, err)
+		}
+	}
+	if s, err = r.State(ctx); err != nil {
+		return solana.PublicKey{}, err
+	}
+	d, ok := coordinator.FindDispute(s, s.DisputesOpened)
+	if !ok || d.CommitteeLen == 0 {
+		return solana.PublicKey{}, fmt.Errorf("run %q: the MISMATCH opened no dispute with a committee", r.ID)
+	}
+	id := d.Id
+	for _, slot := range d.Committee[:d.CommitteeLen] { // until a majority settles it
+		judge := coordinator.SlotSigner(s, slot)
+		if err := r.send(ctx, judge, func(k solana.PublicKey) (solana.Instruction, error) {
+			return r.Coord.JudgeDispute(k, id, coordinator.VerdictMismatch)
+		}); err != nil {
+			return solana.PublicKey{}, fmt.Errorf("vote on dispute %d: %w", id, err)
+		}
+		if s, err = r.State(ctx); err != nil {
+			return solana.PublicKey{}, err
+		}
+		if d, ok := coordinator.FindDispute(s, id); !ok || d.State != coordinator.DisputeOpen {
+			break
+		}
+	}
+	return members[0].Signer, r.nextRound(ctx, round.Step)
 }
 
 func filters(items int) (*schedule.Bloom, *schedule.Bloom, error) {

@@ -25,6 +25,17 @@ const svg = (tag, attrs, ...children) => node(SVG, tag, attrs, children);
 const dash = '—';
 const short = (k) => (k && k.length > 12 ? k.slice(0, 4) + '…' + k.slice(-4) : k || dash);
 const keyEl = (k) => (k ? el('code', { title: k }, short(k)) : dash);
+// withKeys shows a line of text with its base58 keys shortened, as keyEl does.
+function withKeys(text) {
+  const out = [];
+  let last = 0;
+  for (const m of text.matchAll(/\b[1-9A-HJ-NP-Za-km-z]{32,44}\b/g)) {
+    out.push(text.slice(last, m.index), keyEl(m[0]));
+    last = m.index + m[0].length;
+  }
+  out.push(text.slice(last));
+  return out;
+}
 const num = (n) => (n === null || n === undefined ? dash : Number(n).toLocaleString('en-US'));
 const finite = (v) => typeof v === 'number' && Number.isFinite(v);
 const fixed = (v, d) => (finite(v) ? v.toFixed(d) : v === null || v === undefined ? dash : String(v));
@@ -35,7 +46,6 @@ function human(v, units) {
   while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1000; i++; }
   return (i ? v.toFixed(1) : String(Math.round(v))) + units[i];
 }
-const perSec = (v) => human(v, [' B/s', ' kB/s', ' MB/s', ' GB/s']);
 const params = (v) => human(v, ['', 'K', 'M', 'B', 'T']);
 function ago(t) {
   if (!t) return dash;
@@ -124,12 +134,25 @@ function lineChart(id, caption, series, yFormat) {
   return el('figure', {}, el('figcaption', {}, caption), g, legend);
 }
 
-// Connection state, shown in the header.
+// Connection state, shown in the header: live; the chain unreachable (the
+// server answers, its reads of the chain fail: the page shows the last
+// data read); or the server unreachable.
 const statusEl = document.getElementById('status');
-function setStatus(source, error, connected) {
-  statusEl.className = 'status ' + (connected ? 'live' : 'down');
-  statusEl.textContent = !connected ? 'reconnecting…'
-    : (source === 'websocket' ? 'live (websocket)' : 'live (polling the RPC)') + (error ? ' · chain read failed: ' + error : '');
+function setStatus(v, connected) {
+  statusEl.removeAttribute('title');
+  if (!connected) {
+    statusEl.className = 'status down';
+    statusEl.replaceChildren('reconnecting…');
+  } else if (v.error) {
+    const since = new Date((v.error_since || Date.now() / 1000) * 1000);
+    statusEl.className = 'status unreachable';
+    statusEl.title = 'last error: ' + v.error;
+    statusEl.replaceChildren('chain unreachable since ', el('time', { datetime: since.toISOString() }, since.toLocaleString()),
+      ' · showing the last data read');
+  } else {
+    statusEl.className = 'status live';
+    statusEl.replaceChildren(v.source === 'websocket' ? 'live (websocket)' : 'live (polling the RPC)');
+  }
 }
 
 // follow renders every "update" of an event stream. Tests and the
@@ -141,7 +164,7 @@ function follow(url, render, gone) {
   const es = new EventSource(url);
   es.addEventListener('update', (e) => {
     const v = JSON.parse(e.data);
-    setStatus(v.source, v.error, true);
+    setStatus(v, true);
     render(v);
     const x = window.explorer;
     x.lastRender = x.times[x.renders % 100] = Date.now();
@@ -149,7 +172,7 @@ function follow(url, render, gone) {
     document.body.dataset.ready = '1';
   });
   es.addEventListener('gone', (e) => { es.close(); gone(JSON.parse(e.data).error); });
-  es.onerror = () => setStatus('', '', false);
+  es.onerror = () => setStatus(null, false);
 }
 
 const app = document.getElementById('app');
@@ -204,9 +227,13 @@ function renderRun(d) {
       ['Token account', keyEl(t.token_account)], ['Mint', keyEl(t.mint)], ['Closed', t.closed ? 'yes' : 'no'],
     ])) : null,
     section('Events', d.events.length ? table('events', [['When'], ['Event'], ['What', 0, 'wrap']],
-      d.events.slice().reverse().map((e) => [timeEl(e.time), e.name, e.text])) : empty('No membership, verification or epoch event seen yet.')),
+      d.events.slice().reverse().map((e) => [timeEl(e.time), memberHit.has(e.name) ? el('span', { class: 'bad' }, e.name) : e.name, withKeys(e.text)]))
+      : empty('No membership, verification or epoch event seen yet.')),
   ));
 }
+
+// Events that cost a member its place in the epoch and points.
+const memberHit = new Set(['MemberFaulted', 'ClientDropped']);
 
 function evalSeries(evals) {
   const byTask = new Map();
@@ -245,10 +272,10 @@ function roundsTable(rounds) {
 
 function witnessTable(rounds) {
   const rows = rounds.flatMap((r) => r.witnesses.map((w) => [r.step, w.index, keyEl(w.signer),
-    w.participants === null ? dash : `${w.participants}/${r.clients}`, fixed(w.loss, 4), num(w.tokens_per_sec), perSec(w.bandwidth_per_sec),
-    fixed(w.efficiency, 3), w.signature ? keyEl(w.signature) : dash]));
+    w.participants === null ? dash : `${w.participants}/${r.clients}`, fixed(w.loss, 4), num(w.tokens_per_sec),
+    w.signature ? keyEl(w.signature) : dash]));
   return rows.length ? table('witnesses', [['Step', 1], ['Index', 1], ['Witness'], ['Participants', 1], ['Loss', 1], ['Tokens/s', 1],
-    ['Bandwidth', 1], ['Efficiency', 1], ['Transaction']], rows) : null;
+    ['Transaction']], rows) : null;
 }
 
 function verification(v) {
@@ -278,7 +305,7 @@ setInterval(() => {
 }, 1000);
 
 function gone(message) {
-  setStatus('', '', false);
+  setStatus(null, false);
   app.replaceChildren(el('h1', {}, 'Run closed'), el('p', { class: 'error' }, message), el('p', {}, el('a', { href: '/' }, 'All runs')));
 }
 
