@@ -146,7 +146,7 @@ func (e *engine) verifications(v *coordinator.View, in *inputs, current bool, st
 		if !c.committed || c.verdict != coordinator.VerdictNone || !mustVerify(c, r.VerifySeed, i, percent) {
 			continue
 		}
-		if ver, ok := schedule.Verifier(r.VerifySeed, uint16(i), uint16(n)); !ok || int(ver) != v.Me {
+		if ver, ok := coordinator.VerifierOf(v.State, r, uint16(i)); !ok || int(ver) != v.Me {
 			continue
 		}
 		key := replayKey{r.Step, uint32(i)}

@@ -611,6 +611,20 @@ func MustVerify(s *State, r *Round, index uint16) bool {
 		schedule.MustVerify(s.Config.VerificationPercent, schedule.Seed(r.VerifySeed), index, c.Flags&CommitProbation != 0)
 }
 
+// VerifierOf is who judges the commitment of member index of the current
+// round r: the verifier its seed drew, or the fallback among the healthy
+// members once the drawn one is no longer healthy (the program's
+// verifier_of). Meaningful once the verify seed is drawn.
+func VerifierOf(s *State, r *Round, index uint16) (uint16, bool) {
+	seed := schedule.Seed(r.VerifySeed)
+	healthy := func(i uint16) bool { return int(i) < len(s.Epoch.Clients) && s.Epoch.Clients[i].State == MemberHealthy }
+	d, ok := schedule.Verifier(seed, index, r.ClientsLen)
+	if !ok || healthy(d) {
+		return d, ok
+	}
+	return schedule.FallbackVerifier(seed, index, d, r.ClientsLen, healthy)
+}
+
 // Slot finds signer's registration, if any.
 func Slot(s *State, signer solana.PublicKey) (*ClientSlot, bool) {
 	for i := range s.Clients {

@@ -132,7 +132,14 @@ func roundVerification(s *State, r *Round, current bool) map[string]any {
 		if known {
 			m["signer"] = signers[i].String()
 		}
-		if seeded {
+		switch {
+		case cm.Verdict != VerdictNone:
+			m["verifier"] = cm.Verifier
+		case seeded && current:
+			if v, ok := VerifierOf(s, r, uint16(i)); ok {
+				m["verifier"] = v
+			}
+		case seeded:
 			if v, ok := schedule.Verifier(schedule.Seed(r.VerifySeed), uint16(i), r.ClientsLen); ok {
 				m["verifier"] = v
 			}

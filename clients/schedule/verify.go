@@ -56,6 +56,25 @@ func Verifier(verifySeed Seed, index, n uint16) (verifier uint16, ok bool) {
 	return uint16((uint64(index) + 1 + off) % uint64(n)), true
 }
 
+// FallbackVerifier is the verifier of member index's commitment once the
+// drawn one (drawn) is no longer healthy: the first member other than the
+// trainer and drawn for which healthy holds, walking the indices of a round
+// of n from sha256(verifySeed ‖ "psyche:committee" ‖ le16(index)) mod n, as
+// Committee does. The program's selection::fallback_verifier.
+func FallbackVerifier(verifySeed Seed, index, drawn, n uint16, healthy func(uint16) bool) (uint16, bool) {
+	if n == 0 {
+		return 0, false
+	}
+	i := uint16(draw(verifySeed, committeeDomain, index) % uint64(n))
+	for range n {
+		if i != index && i != drawn && healthy(i) {
+			return i, true
+		}
+		i = uint16((uint32(i) + 1) % uint32(n))
+	}
+	return 0, false
+}
+
 // Committee is a dispute's committee: up to CommitteeSize round members other
 // than the trainer and the accuser, walking the indices of a round of n from
 // sha256(verifySeed ‖ "psyche:committee" ‖ le16(trainer)) mod n. The program

@@ -84,3 +84,25 @@ func TestMustVerify(t *testing.T) {
 		t.Error("the epoch after the last one saturates")
 	}
 }
+
+// The fallback verifier walks as the committee does (so the shared
+// committee vectors pin its start) and skips the unhealthy.
+func TestFallbackVerifier(t *testing.T) {
+	for n := uint16(3); n < 12; n++ {
+		seed := Seed{byte(n), 7}
+		for tr := range n {
+			d, _ := Verifier(seed, tr, n)
+			all, ok := FallbackVerifier(seed, tr, d, n, func(uint16) bool { return true })
+			if c := Committee(seed, tr, d, n); !ok || all != c[0] {
+				t.Fatalf("n=%d trainer %d: fallback %d %v, committee %v", n, tr, all, ok, c)
+			}
+			next, ok := FallbackVerifier(seed, tr, d, n, func(i uint16) bool { return i != all })
+			if ok != (n > 3) || (ok && (next == all || next == tr || next == d)) {
+				t.Fatalf("n=%d trainer %d: next fallback %d %v after %d", n, tr, next, ok, all)
+			}
+			if _, ok := FallbackVerifier(seed, tr, d, n, func(uint16) bool { return false }); ok {
+				t.Fatal("a fallback with nobody healthy")
+			}
+		}
+	}
+}

@@ -26,7 +26,7 @@
 use core::fmt;
 
 use crate::selection;
-use crate::state::{commit_flags, dispute_state, verdict, CoordinatorState, RunState, MAX_CLIENTS, VESTING_BUCKETS};
+use crate::state::{client_state, commit_flags, dispute_state, verdict, CoordinatorState, RunState, MAX_CLIENTS, VESTING_BUCKETS};
 
 /// The first invariant `check` found broken: a static description and up to
 /// three named numbers of the case (the slot, dispute id, values compared).
@@ -169,9 +169,13 @@ fn check_round(s: &CoordinatorState, state: RunState) -> Result<(), Violation> {
             ensure!(c.flags & commit_flags::COMMITTED != 0, "verdict on an uncommitted commitment", "member" = i as u64);
             ensure!(state == RunState::RoundWitness, "verdict outside RoundWitness", "member" = i as u64);
             // i < clients_len, a u16.
+            // The drawn verifier, or another member once the drawn one is
+            // no longer healthy (the fallback depends on health at the
+            // verdict, which may have changed since).
             let drawn = u16::try_from(i).ok().and_then(|i| selection::verifier(&r.verify_seed, i, r.clients_len));
+            let drawn_healthy = drawn.is_some_and(|d| s.epoch.clients[usize::from(d) % MAX_CLIENTS].state == client_state::HEALTHY);
             ensure!(
-                drawn == Some(c.verifier),
+                drawn == Some(c.verifier) || (!drawn_healthy && usize::from(c.verifier) != i && c.verifier < r.clients_len),
                 "commitment judged by a verifier not drawn",
                 "member" = i as u64,
                 "verifier" = u64::from(c.verifier),

@@ -241,6 +241,20 @@ impl CoordinatorState {
             && (c.flags & PROBATION != 0 || selection::sampled(&round.verify_seed, index, percent))
     }
 
+    /// Who judges the commitment of member `index` of `round` (the current
+    /// one): the verifier the seed drew, or, once that one is no longer a
+    /// healthy member (faulted, dropped or left during the round), the
+    /// fallback the seed fixes among the healthy ones, so that an honest
+    /// contribution is not left out because its verifier was removed.
+    pub fn verifier_of(&self, round: &Round, index: u16) -> Option<u16> {
+        let n = round.clients_len;
+        let healthy = |i: u16| self.epoch.clients.get(usize::from(i)).is_some_and(|e| e.state == HEALTHY);
+        match selection::verifier(&round.verify_seed, index, n)? {
+            d if healthy(d) => Some(d),
+            d => selection::fallback_verifier(&round.verify_seed, index, d, n, healthy),
+        }
+    }
+
     /// The slot after which the glue must look up the verify seed's entropy
     /// (`Clock::drawn`): RoundTrain's last slot, while a verifying round
     /// waits in RoundWitness for its seed.
@@ -680,7 +694,7 @@ impl CoordinatorState {
         if !self.must_verify(round, v.index) {
             return Err(E::NotSampled);
         }
-        if selection::verifier(&round.verify_seed, v.index, n) != Some(v.verifier_index) {
+        if self.verifier_of(round, v.index) != Some(v.verifier_index) {
             return Err(E::NotTheVerifier);
         }
         if !matches!(v.verdict, verdict::MATCH | verdict::MISMATCH | verdict::NO_DATA) {

@@ -1823,6 +1823,36 @@ fn one_accuser_holds_at_most_an_eighth_of_the_dispute_table() {
 }
 
 #[test]
+fn a_removed_verifier_hands_its_verdicts_to_the_fallback() {
+    let mut sim = Sim::with(disputing());
+    sim.form_epoch(1..=6);
+    sim.start_training();
+    sim.judged_round(&[]);
+    let r = *sim.s.current_round();
+    let (t, drawn) = (0u16, selection::verifier(&r.verify_seed, 0, 6).unwrap());
+    // The drawn verifier is found at fault during the round (a dispute of
+    // an earlier round settles against it).
+    sim.s.epoch.clients[drawn as usize].state = FAULTED;
+    let healthy = |i: u16| i != drawn;
+    let fallback = selection::fallback_verifier(&r.verify_seed, t, drawn, 6, healthy).unwrap();
+    assert_eq!(sim.s.verifier_of(&r, t), Some(fallback));
+    let args = |v: u16| VerifyArgs { step: r.step, verifier_index: v, index: t, verdict: verdict::MATCH, claimed_payload: [0; 32], claimed_after: [0; 32] };
+    let key_of = |sim: &Sim, v: u16| sim.members()[v as usize].1;
+    let drawn_key = key_of(&sim, drawn);
+    sim.rejects(E::NotInEpoch, |s, c| s.verify(&drawn_key, &args(drawn), c));
+    let other = (0..6).find(|&i| i != t && i != drawn && i != fallback).unwrap();
+    let other_key = key_of(&sim, other);
+    sim.rejects(E::NotTheVerifier, |s, c| s.verify(&other_key, &args(other), c));
+    let fallback_key = key_of(&sim, fallback);
+    let c = sim.clock();
+    sim.s.verify(&fallback_key, &args(fallback), &c).unwrap();
+    assert_eq!(sim.s.current_round().commits[0].verifier, fallback);
+    if let Err(v) = invariants::check(&sim.s) {
+        panic!("{v}");
+    }
+}
+
+#[test]
 fn round_witness_ends_once_every_sampled_contribution_is_judged() {
     let mut sim = Sim::with(verifying(100));
     sim.form_epoch(1..=5);

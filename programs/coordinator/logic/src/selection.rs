@@ -102,6 +102,30 @@ pub fn verifier(verify_seed: &Seed, index: u16, n: u16) -> Option<u16> {
     Some(v as u16)
 }
 
+/// The verifier of member `index`'s commitment once the drawn one (`drawn`)
+/// is no longer healthy (faulted, dropped or gone in the round): the first
+/// member other than the trainer and `drawn` for which `healthy` holds,
+/// walking the indices of a round of `n` from sha256(verify_seed ‖
+/// "psyche:committee" ‖ le16(index)) mod n, as the committee walk does (with
+/// everyone healthy, the first member of `committee(seed, index, drawn, n)`).
+/// Nobody chooses it: the seed fixes the walk, and a member leaves the
+/// healthy set only by a fault, a health check or leaving.
+pub fn fallback_verifier(verify_seed: &Seed, index: u16, drawn: u16, n: u16, healthy: impl Fn(u16) -> bool) -> Option<u16> {
+    let n64 = NonZeroU64::new(u64::from(n))?;
+    // start < n <= u16::MAX.
+    let mut i = (draw(verify_seed, COMMITTEE_DOMAIN, index) % n64) as u16;
+    for _ in 0..n {
+        if i != index && i != drawn && healthy(i) {
+            return Some(i);
+        }
+        // Note: i < n <= u16::MAX, so i + 1 fits in u32.
+        #[allow(clippy::arithmetic_side_effects)]
+        let next = ((u32::from(i) + 1) % u32::from(n)) as u16;
+        i = next;
+    }
+    None
+}
+
 /// A dispute's committee: up to `COMMITTEE_SIZE` round members other than the
 /// trainer and the accuser, walking the indices of a round of `n` from
 /// sha256(verify_seed ‖ domain ‖ le16(trainer)) mod n. Returns the indices and
@@ -563,6 +587,26 @@ mod tests {
         let (c, len) = committee(&seed(1), 100, 200, 256);
         assert_eq!(len, 3);
         assert!(c[1] == (c[0] + 1) % 256 || c[1] == (c[0] + 2) % 256);
+    }
+
+    #[test]
+    fn the_fallback_verifier_walks_like_the_committee_and_skips_the_unhealthy() {
+        for n in 3..12u16 {
+            for t in 0..n {
+                let d = verifier(&seed(n as u8), t, n).unwrap();
+                let all = fallback_verifier(&seed(n as u8), t, d, n, |_| true);
+                assert_eq!(all, Some(committee(&seed(n as u8), t, d, n).0[0]));
+                let first = all.unwrap();
+                let next = fallback_verifier(&seed(n as u8), t, d, n, |i| i != first);
+                if n > 3 {
+                    assert!(next.is_some_and(|x| x != first && x != t && x != d));
+                } else {
+                    assert_eq!(next, None, "n = 3 has no third member");
+                }
+                assert_eq!(fallback_verifier(&seed(n as u8), t, d, n, |_| false), None);
+            }
+        }
+        assert_eq!(fallback_verifier(&seed(1), 0, 1, 2, |_| true), None);
     }
 
     #[test]
