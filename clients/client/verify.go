@@ -439,7 +439,10 @@ func (s *verifyStats) observe(v *coordinator.View) {
 			s.Disputes.AccuserFault++
 		case coordinator.DisputeUnresolved:
 			s.Disputes.Unresolved++
+		case coordinator.DisputeRefuted:
+			s.Disputes.Refuted++
 		}
 	}
 	s.Burned, s.Unvested, s.HasFault = v.Slot.Burned, v.Slot.Unvested[:], v.Slot.HasFault != 0
+	s.Slashed, s.FaultEpoch = v.Slot.Slashed, v.Slot.LastFaultEpoch
 }

@@ -312,8 +312,8 @@ func TestVerification(t *testing.T) {
 	v := Verification{
 		Commitments: VerifiedCommitments{Committed: 10, Match: 6, Mismatch: 1, NoData: 1, Unjudged: 2},
 		Replays:     Replays{Run: 4, Match: 3, NoData: 1, Posted: 4},
-		Disputes:    Disputes{Open: 1, Transient: 2, TrainerFault: 1, AccuserFault: 1, Unresolved: 1},
-		Burned:      50, Unvested: []uint64{1, 2, 3, 4}, HasFault: true,
+		Disputes:    Disputes{Open: 1, Transient: 2, TrainerFault: 1, AccuserFault: 1, Unresolved: 1, Refuted: 1},
+		Burned:      50, Unvested: []uint64{1, 2, 3, 4}, Slashed: 7, HasFault: true, FaultEpoch: 2,
 	}
 	if err := r.SetVerification(v); err != nil {
 		t.Fatal(err)
@@ -335,8 +335,8 @@ func TestVerification(t *testing.T) {
 	}
 	for _, want := range []string{`"verification":{"commitments":{"committed":10,"match":6,"mismatch":1,"no_data":1,"unjudged":2}`,
 		`"replays":{"run":4,"match":3,"mismatch":0,"no_data":1,"verdicts_posted":4}`,
-		`"disputes":{"open":1,"transient":2,"trainer_fault":1,"accuser_fault":1,"unresolved":1}`,
-		`"burned":50,"unvested":[1,2,3,4],"has_fault":true}`} {
+		`"disputes":{"open":1,"transient":2,"trainer_fault":1,"accuser_fault":1,"unresolved":1,"refuted":1}`,
+		`"burned":50,"unvested":[1,2,3,4],"slashed":7,"has_fault":true,"fault_epoch":2}`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("JSON lacks %s: %s", want, b)
 		}

@@ -205,12 +205,15 @@ type Verification struct {
 	Commitments VerifiedCommitments `json:"commitments"`
 	Replays     Replays             `json:"replays"`
 	Disputes    Disputes            `json:"disputes"`
-	// Burned, Unvested and HasFault are this client's slot on chain:
-	// rewards burned by faults, rewards still vesting (per bucket), and
-	// whether it was ever found at fault.
-	Burned   uint64   `json:"burned"`
-	Unvested []uint64 `json:"unvested"`
-	HasFault bool     `json:"has_fault"`
+	// Burned, Unvested, Slashed, HasFault and FaultEpoch are this client's
+	// slot on chain: rewards burned by faults, rewards still vesting (per
+	// bucket), points slashed, whether it was ever found at fault, and the
+	// epoch of its latest fault.
+	Burned     uint64   `json:"burned"`
+	Unvested   []uint64 `json:"unvested"`
+	Slashed    uint64   `json:"slashed"`
+	HasFault   bool     `json:"has_fault"`
+	FaultEpoch uint32   `json:"fault_epoch"`
 }
 
 // VerifiedCommitments counts this client's commitments by the verdict the
@@ -241,6 +244,7 @@ type Disputes struct {
 	TrainerFault uint64 `json:"trainer_fault"`
 	AccuserFault uint64 `json:"accuser_fault"`
 	Unresolved   uint64 `json:"unresolved"`
+	Refuted      uint64 `json:"refuted"`
 }
 
 // LogLine is one log record as shown in the UI.

@@ -152,6 +152,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.disputesSettled, float64(d.TrainerFault), "trainer_fault")
 		counter(c.disputesSettled, float64(d.AccuserFault), "accuser_fault")
 		counter(c.disputesSettled, float64(d.Unresolved), "unresolved")
+		counter(c.disputesSettled, float64(d.Refuted), "refuted")
 		gauge(c.burned, float64(v.Burned))
 		var unvested float64
 		for _, u := range v.Unvested {

@@ -204,6 +204,9 @@ func (m model) render() []string {
 	}
 	if v := s.Verification; v != nil {
 		top = append(top, kv("verify", verificationLine(v)))
+		if v.HasFault {
+			top = append(top, st.err.Render(faultLine(v)))
+		}
 	}
 	if bs := s.LatestBenchmarks(); len(bs) > 0 {
 		var parts []string
@@ -278,11 +281,17 @@ func verificationLine(v *status.Verification) string {
 		unvested += u
 	}
 	line := fmt.Sprintf("commits %d: %d MATCH %d MISMATCH %d NO_DATA %d unjudged · replays %d, %d posted · disputes %d open, %d settled · burned %d, unvested %d",
-		c.Committed, c.Match, c.Mismatch, c.NoData, c.Unjudged, r.Run, r.Posted, d.Open, d.Transient+d.TrainerFault+d.AccuserFault+d.Unresolved, v.Burned, unvested)
+		c.Committed, c.Match, c.Mismatch, c.NoData, c.Unjudged, r.Run, r.Posted, d.Open, d.Transient+d.TrainerFault+d.AccuserFault+d.Unresolved+d.Refuted, v.Burned, unvested)
 	if v.HasFault {
 		line += " · AT FAULT"
 	}
 	return line
+}
+
+// faultLine tells the operator of a client found at fault what it means.
+func faultLine(v *status.Verification) string {
+	return fmt.Sprintf("FAULT in epoch %d: this client left the epoch without reward, was slashed (%d in all) and lost %d unvested points; every step it trains this epoch and the next is verified. If it runs honestly, its hardware or build does not replay bit for bit.",
+		v.FaultEpoch, v.Slashed, v.Burned)
 }
 
 // clean keeps text from peers or the chain from moving the cursor or

@@ -118,9 +118,12 @@ func TestVerificationLine(t *testing.T) {
 	if got := verificationLine(v); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
-	v.HasFault = true
+	v.HasFault, v.FaultEpoch, v.Slashed = true, 3, 1000
 	if got := verificationLine(v); !strings.HasSuffix(got, " · AT FAULT") {
 		t.Errorf("a client at fault: %q", got)
+	}
+	if got := faultLine(v); !strings.HasPrefix(got, "FAULT in epoch 3:") || !strings.Contains(got, "slashed (1000 in all)") {
+		t.Errorf("fault line: %q", got)
 	}
 	// Without verification there is no such line.
 	if v := show(t, status.NewRecorder("r", status.Options{}).Snapshot(), 200, 40); strings.Contains(v, "verify") {
