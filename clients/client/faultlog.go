@@ -95,8 +95,10 @@ func (f *faultLog) ourDisputes(v *coordinator.View, log *slog.Logger) {
 		}
 		kv := []any{"dispute", d.Id, "step", d.Step, "role", role, "kind", coordinator.VerdictName(d.Kind)}
 		switch {
-		case d.State == coordinator.DisputeOpen:
+		case d.State == coordinator.DisputeOpen && trainer:
 			log.Warn("a dispute names this client: a committee replays the step", kv...)
+		case d.State == coordinator.DisputeOpen:
+			log.Info("this client's verdict opened a dispute: a committee replays the step", kv...)
 		case against(d, trainer):
 			log.Warn("a dispute was settled against this client", append(kv, "outcome", coordinator.DisputeStateName(d.State))...)
 		default:

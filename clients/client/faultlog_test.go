@@ -70,7 +70,12 @@ func TestFaultLogWarnsOnceAboutWhatGoesAgainstUs(t *testing.T) {
 	if w := warns(); len(w) != 0 {
 		t.Fatalf("said twice: %q", w)
 	}
-	// A dispute we accused in, settled for us, is INFO.
+	// A dispute we opened as the accuser, and its settling for us, are INFO.
+	s.Disputes[2] = coordinator.Dispute{Id: 5, State: coordinator.DisputeOpen, Kind: coordinator.VerdictMismatch, TrainerSlot: 9, AccuserSlot: 5}
+	view()
+	if w := warns(); len(w) != 0 {
+		t.Fatalf("our accusation: %q", w)
+	}
 	s.Disputes[1] = coordinator.Dispute{Id: 4, State: coordinator.DisputeTrainerFault, Kind: coordinator.VerdictMismatch, TrainerSlot: 9, AccuserSlot: 5}
 	view()
 	out := buf.String()
