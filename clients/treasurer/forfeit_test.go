@@ -1,6 +1,7 @@
 package treasurer_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/gagliardetto/solana-go"
@@ -35,6 +36,28 @@ func (e *env) newDepositClients(n int, minted uint64) []*client {
 	return out
 }
 
+// voteRerun has dispute id's committee vote RERUN until the dispute is
+// settled (a majority of the committee decides).
+func (e *env) voteRerun(clients []*client, id uint64) {
+	e.t.Helper()
+	keys := map[solana.PublicKey]solana.PrivateKey{}
+	for _, c := range clients {
+		keys[c.key.PublicKey()] = c.key
+	}
+	s := e.state()
+	d, ok := coordinator.FindDispute(s, id)
+	if !ok {
+		e.t.Fatalf("no dispute %d", id)
+	}
+	for _, slot := range d.Committee[:d.CommitteeLen] {
+		if d, _ := coordinator.FindDispute(e.state(), id); d.State != coordinator.DisputeOpen {
+			return
+		}
+		judge := keys[s.Clients[slot].Signer]
+		e.mustSend(judge, e.ix(e.run.Coordinator.JudgeDispute(judge.PublicKey(), id, coordinator.VoteRerun)))
+	}
+}
+
 func (e *env) runAccount() *treasurer.RunAccount {
 	e.t.Helper()
 	_, acc, err := e.p.Open(e.ctx(), e.c, e.run.Index)
@@ -67,7 +90,8 @@ func (e *env) supply() uint64 {
 // under the authority's own grant) and train epoch 0: 900 points, all
 // unvested, so a claim pays nothing and the paused run cannot close. In
 // epoch 1 the third is found at fault by real Coordinator instructions (its
-// drawn verifier posts MISMATCH and its own rerun confirms it, past
+// drawn verifier posts MISMATCH, its own rerun reproduces the verifier's
+// hashes and the dispute's committee votes RERUN: a TRANSIENT past
 // forgive_per_epoch = 0): its unvested 300 points move to its slot's
 // burned, and its deposit is forfeited. Once the run is Finished the others
 // claim exactly what vested; withdrawals never reach burned points or
@@ -94,7 +118,11 @@ func TestForfeitsBurned(t *testing.T) {
 	}
 	params := testRun(t)
 	config := *params.Config
-	config.VestingEpochs, config.VerificationPercent, config.ForgivePerEpoch, config.MinClients, config.WitnessNodes = 1, 100, 0, 2, 2
+	// test.toml elects every member of three a witness: the verdict on the
+	// cheat's step ends its round, so the cheat is found at fault in the
+	// next one, where it reports nothing, and the other two still make the
+	// quorum (2 of 3).
+	config.VestingEpochs, config.VerificationPercent, config.ForgivePerEpoch = 1, 100, 0
 	earning, slashing, resume, pause := uint64(900), uint64(50), false, true
 	e.mustSend(a, e.ix(run.Update(a.PublicKey(), treasurer.UpdateParams{
 		Coordinator: coordinator.UpdateParams{Config: &config, Model: params.Model}, EarningRate: &earning, SlashingRate: &slashing,
@@ -190,8 +218,9 @@ func TestForfeitsBurned(t *testing.T) {
 	e.mustSend(a, e.ix(run.Update(a.PublicKey(), treasurer.UpdateParams{Coordinator: coordinator.UpdateParams{Config: &config}, Paused: &resume})))
 
 	// Epoch 1: the cheat commits; in RoundWitness its drawn verifier posts
-	// MISMATCH, and the cheat's own rerun reproduces the verifier's hashes:
-	// a TRANSIENT beyond forgive_per_epoch = 0 is a fault.
+	// MISMATCH, the cheat's own rerun reproduces the verifier's hashes, and
+	// the committee, having fetched the rerun, votes RERUN: a TRANSIENT
+	// beyond forgive_per_epoch = 0 is a fault.
 	for _, c := range clients {
 		e.join(c)
 	}
@@ -206,6 +235,11 @@ func TestForfeitsBurned(t *testing.T) {
 	s = e.state()
 	if coordinator.Phase(s) != coordinator.RoundWitness {
 		t.Fatalf("after the witnesses: %v", coordinator.Phase(s))
+	}
+	// The verify seed comes from a later slot: a tick draws it.
+	for coordinator.CurrentRound(s).VerifySeed == ([32]byte{}) {
+		e.tick()
+		s = e.state()
 	}
 	r = coordinator.CurrentRound(s)
 	v, ok := schedule.Verifier(schedule.Seed(r.VerifySeed), ti, r.ClientsLen)
@@ -223,7 +257,9 @@ func TestForfeitsBurned(t *testing.T) {
 	e.mustSend(vkey, e.ix(run.Coordinator.Verify(verifier, coordinator.VerifyArgs{
 		Step: r.Step, VerifierIndex: v, Index: ti, Verdict: coordinator.VerdictMismatch, ClaimedPayload: claimed, ClaimedAfter: after,
 	})))
-	e.mustSend(cheat.key, e.ix(run.Coordinator.AnswerDispute(uc, s.DisputesOpened+1, claimed, after)))
+	id := s.DisputesOpened + 1
+	e.mustSend(cheat.key, e.ix(run.Coordinator.AnswerDispute(uc, id, claimed, after)))
+	e.voteRerun(clients, id)
 	s = e.state()
 	slot, _ := coordinator.Slot(s, uc)
 	if slot.Burned != 300 || slot.HasFault != 1 || slot.LastFaultEpoch != 1 || slot.Slashed != slashing || slot.Unvested != [4]uint64{} {
@@ -359,5 +395,67 @@ func TestForfeitsBurned(t *testing.T) {
 	e.expectError("RunClosed", c0.key, e.ix(run.WithdrawDeposit(u0, u0, solana.PublicKey{})))
 	if acc := e.runAccount(); !acc.Closed || acc.TotalClaimedPoints != 1500 || acc.TotalBurned != 400 || acc.TotalDeposits != 0 {
 		t.Fatalf("closed run %+v", acc)
+	}
+}
+
+// Audit finding F5: in a deposit run with a slashing rate of 0 and no
+// vesting, a member found at fault holds nothing in its slot, the slot frees
+// at the next round, and one transaction [another wallet's join_run,
+// participant_withdraw_deposit] returns the deposit (burn_forfeited then
+// finds NothingToBurn). No deposit is taken where a fault slashes nothing,
+// so the attack cannot start: a new deposit run has no rates and refuses
+// deposits until its authority sets a slashing rate above 0, and run_update
+// refuses to leave a run that asks for or holds deposits with a slashing
+// rate of 0 (ZeroSlashingRate), whichever of the two it sets. Every
+// rejection changes no account.
+func TestDepositsNeedSlashing(t *testing.T) {
+	deposit := uint64(100)
+	e := setupRun(t, "no-slash", treasurer.TokenProgramID, 0, &deposit)
+	a := e.authority
+	run := e.run
+	e.watched = append(e.watched, run.Coordinator.Account)
+	c := e.newDepositClients(1, 1000)[0]
+	u := c.key.PublicKey()
+	update := func(p treasurer.UpdateParams) []solana.Instruction { return e.ix(run.Update(a.PublicKey(), p)) }
+
+	// Created with a deposit, the run slashes nothing yet: no deposit.
+	if err := treasurer.CheckDepositSlashing(e.state(), u); !errors.Is(err, treasurer.ErrZeroSlashingRate) {
+		t.Fatalf("CheckDepositSlashing on a new run: %v", err)
+	}
+	e.expectError("ZeroSlashingRate", c.key, e.ix(run.Deposit(u, solana.PublicKey{}, deposit)))
+
+	// Configured with a slashing rate of 0, or asking for a deposit without
+	// setting a rate, the run is refused.
+	params := testRun(t)
+	zero, none, earning, slashing, resume := uint64(0), uint64(0), uint64(900), uint64(50), false
+	e.expectError("ZeroSlashingRate", a, update(treasurer.UpdateParams{
+		Coordinator: coordinator.UpdateParams{Config: params.Config, Model: params.Model}, EarningRate: &earning, SlashingRate: &zero, Paused: &resume,
+	}))
+	e.expectError("ZeroSlashingRate", a, update(treasurer.UpdateParams{JoinDeposit: &deposit}))
+	if err := treasurer.CheckSlashingRate(deposit, 0, zero); !errors.Is(err, treasurer.ErrZeroSlashingRate) {
+		t.Fatalf("CheckSlashingRate passed a deposit run at rate 0: %v", err)
+	}
+	// A free registration (no deposit asked, none held) may slash nothing;
+	// asking for a deposit again needs a rate.
+	e.mustSend(a, update(treasurer.UpdateParams{JoinDeposit: &none, SlashingRate: &zero}))
+	e.expectError("ZeroSlashingRate", a, update(treasurer.UpdateParams{JoinDeposit: &deposit}))
+
+	// With a rate above 0 deposits open, and the rate cannot drop to 0 while
+	// deposits are asked or held.
+	e.mustSend(a, update(treasurer.UpdateParams{
+		Coordinator: coordinator.UpdateParams{Config: params.Config, Model: params.Model}, EarningRate: &earning, SlashingRate: &slashing,
+		Paused: &resume, JoinDeposit: &deposit,
+	}))
+	if err := treasurer.CheckDepositSlashing(e.state(), u); err != nil {
+		t.Fatalf("CheckDepositSlashing at rate %d: %v", slashing, err)
+	}
+	e.mustSend(c.key, e.ix(run.Deposit(u, solana.PublicKey{}, deposit)))
+	e.expectError("ZeroSlashingRate", a, update(treasurer.UpdateParams{SlashingRate: &zero}))
+	e.expectError("ZeroSlashingRate", a, update(treasurer.UpdateParams{SlashingRate: &zero, JoinDeposit: &none}))
+	if s := e.state(); s.FutureRates.SlashingRatePerClient != slashing {
+		t.Fatalf("future slashing rate %d, want %d", s.FutureRates.SlashingRatePerClient, slashing)
+	}
+	if acc := e.runAccount(); acc.JoinDeposit != deposit || acc.TotalDeposits != deposit {
+		t.Fatalf("run: join deposit %d, deposits held %d", acc.JoinDeposit, acc.TotalDeposits)
 	}
 }

@@ -202,3 +202,51 @@ func TestForfeitOf(t *testing.T) {
 		}
 	}
 }
+
+// CheckSlashingRate and CheckDepositSlashing follow the program's rules
+// (interface/src/lib.rs, Run::check_slashing_rate and
+// check_deposit_slashing): a deposit is at stake only where a fault slashes
+// (audit finding F5).
+func TestSlashingRateRules(t *testing.T) {
+	for _, tc := range []struct {
+		name                             string
+		joinDeposit, totalDeposits, rate uint64
+		ok                               bool
+	}{
+		{"asks, rate 0", 25, 0, 0, false},
+		{"asks, rate 1", 25, 0, 1, true},
+		{"holds, rate 0", 0, 25, 0, false},
+		{"neither, rate 0", 0, 0, 0, true},
+	} {
+		err := CheckSlashingRate(tc.joinDeposit, tc.totalDeposits, tc.rate)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrZeroSlashingRate)) {
+			t.Errorf("%s: CheckSlashingRate = %v", tc.name, err)
+		}
+	}
+	user := solana.NewWallet().PublicKey()
+	for _, tc := range []struct {
+		name            string
+		current, future uint64
+		slot            *coordinator.ClientSlot
+		ok              bool
+	}{
+		{"both rates", 5, 5, &coordinator.ClientSlot{InEpoch: 1}, true},
+		{"no rate for the coming epochs", 5, 0, nil, false},
+		{"none now, never joined", 0, 5, nil, true},
+		{"none now, pending", 0, 5, &coordinator.ClientSlot{Pending: 1}, true},
+		{"none now, in the epoch", 0, 5, &coordinator.ClientSlot{InEpoch: 1}, false},
+		{"none now, named by an open dispute", 0, 5, &coordinator.ClientSlot{OpenDisputes: 1}, false},
+	} {
+		s := &coordinator.State{}
+		s.CurrentRates.SlashingRatePerClient, s.FutureRates.SlashingRatePerClient = tc.current, tc.future
+		if tc.slot != nil {
+			slot := *tc.slot
+			slot.Signer, slot.Occupied = user, 1
+			s.Clients[3] = slot
+		}
+		err := CheckDepositSlashing(s, user)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrZeroSlashingRate)) {
+			t.Errorf("%s: CheckDepositSlashing = %v", tc.name, err)
+		}
+	}
+}

@@ -259,7 +259,9 @@ type UpdateParams struct {
 // Update changes the Coordinator run through the Treasurer (signed by the
 // run's main authority). The program refuses an earning rate that no funding
 // can ever cover (UnfundableRate: one epoch of it above the supply of a mint
-// without a mint authority; CheckEarningRate is the same rule).
+// without a mint authority; CheckEarningRate is the same rule), and a
+// slashing rate of 0 for the coming epochs of a run that asks for or holds
+// deposits when the update sets either (ZeroSlashingRate; CheckSlashingRate).
 func (r Run) Update(authority solana.PublicKey, u UpdateParams) (solana.Instruction, error) {
 	params := treasurer.RunUpdateParams{
 		EpochEarningRateTotalShared: u.EarningRate,
@@ -414,7 +416,9 @@ func (r Run) tokenAccountOf(user, userCollateral solana.PublicKey) (solana.Publi
 
 // Deposit makes user's join deposit of amount base units (the run's
 // join_deposit) from userCollateral (the associated one when zero) and
-// grants its join authorization; user signs and pays the authorization's rent.
+// grants its join authorization; user signs and pays the authorization's
+// rent. A deposit above 0 is refused while a fault would slash nothing
+// (ZeroSlashingRate; CheckDepositSlashing).
 func (r Run) Deposit(user, userCollateral solana.PublicKey, amount uint64) (solana.Instruction, error) {
 	participant, auth, err := r.AuthorizationAddress(user)
 	if err != nil {
@@ -624,6 +628,39 @@ var ErrUnfundableRate = errors.New("no funding can ever cover one epoch at this 
 func CheckEarningRate(m MintInfo, rate uint64) error {
 	if m.SupplyFixed && rate > m.Supply {
 		return fmt.Errorf("%w: %d base units per epoch, but the mint's supply is %d and it has no mint authority", ErrUnfundableRate, rate, m.Supply)
+	}
+	return nil
+}
+
+// ErrZeroSlashingRate is the program's ZeroSlashingRate, found before
+// sending.
+var ErrZeroSlashingRate = errors.New("a run that asks for or holds join deposits needs a slashing rate above 0")
+
+// CheckSlashingRate is run_update's rule when an update sets the slashing
+// rate or the join deposit: the coming epochs' slashing rate once it is done
+// (slashing) must be above 0 while the run asks for a deposit (joinDeposit,
+// after the update) or holds deposits. A fault that slashes nothing can
+// leave no trace (audit finding F5): the faulted member's slot frees once
+// it is out of the epoch, another client can take it before the fault is
+// recorded, and the deposit could come back.
+func CheckSlashingRate(joinDeposit, totalDeposits, slashing uint64) error {
+	if slashing == 0 && (joinDeposit > 0 || totalDeposits > 0) {
+		return fmt.Errorf("%w: the coming epochs would slash nothing, and a faulted depositor could take its deposit back "+
+			"(join deposit %d, deposits held %d)", ErrZeroSlashingRate, joinDeposit, totalDeposits)
+	}
+	return nil
+}
+
+// CheckDepositSlashing is participant_deposit's rule for a deposit above 0
+// by user: the coming epochs' slashing rate is above 0, and so is the
+// current one while user can still be found at fault at it (in the epoch
+// under way, or named by an open dispute).
+func CheckDepositSlashing(s *coordinator.State, user solana.PublicKey) error {
+	if s.FutureRates.SlashingRatePerClient == 0 {
+		return fmt.Errorf("%w: the run's slashing rate is 0 (its authority sets it with treasurer-update-run --slashing-rate-per-client)", ErrZeroSlashingRate)
+	}
+	if slot, ok := coordinator.Slot(s, user); ok && (slot.InEpoch != 0 || slot.OpenDisputes != 0) && s.CurrentRates.SlashingRatePerClient == 0 {
+		return fmt.Errorf("%w: the epoch under way slashes nothing and %s is in it or named by an open dispute: deposit once it is over", ErrZeroSlashingRate, user)
 	}
 	return nil
 }

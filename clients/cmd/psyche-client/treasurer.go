@@ -194,6 +194,10 @@ func treasurerCreateRun(c *cli.Context) error {
 		runID, r.Address, r.Index, r.Collateral, r.Coordinator.Instance, r.Coordinator.Account, sig)
 	if deposit {
 		fmt.Fprintf(c.App.Writer, "join deposit %d base units: users join after treasurer-deposit\n", *params.JoinDeposit)
+		if *params.JoinDeposit > 0 {
+			// A new run has no rates, and a fault must slash for a deposit to be at stake.
+			fmt.Fprintf(c.App.Writer, "deposits open once treasurer-update-run sets --%s above 0\n", slashingRateFlag.Name)
+		}
 	}
 	return permissionlessGrant(c, t.client, t.wallet)
 }
@@ -278,6 +282,11 @@ func treasurerUpdateRun(c *cli.Context) error {
 			}
 		}
 	}
+	if u.SlashingRate != nil || u.JoinDeposit != nil {
+		if err := checkDepositRules(c, t, r, u); err != nil {
+			return err
+		}
+	}
 	me := t.wallet.PublicKey()
 	// A pause goes first, so the new config lands on a halted run.
 	if u.Paused != nil && *u.Paused {
@@ -307,6 +316,40 @@ func treasurerUpdateRun(c *cli.Context) error {
 		return err
 	}
 	return t.send(c, []solana.Instruction{ix}, "run updated")
+}
+
+// checkDepositRules applies run_update's rules for an update u that sets
+// the join deposit or the slashing rate, before anything is sent: a deposit
+// above 0 only in a run that is its own join authority
+// (JoinNotThroughTreasurer), and a slashing rate above 0 for the coming
+// epochs of a run that asks for or holds deposits (ZeroSlashingRate).
+func checkDepositRules(c *cli.Context, t *treasurerCtx, r treasurer.Run, u treasurer.UpdateParams) error {
+	_, acc, err := t.program.Open(c.Context, t.client, r.Index)
+	if err != nil {
+		return err
+	}
+	deposit := acc.JoinDeposit
+	if u.JoinDeposit != nil {
+		deposit = *u.JoinDeposit
+		if deposit > 0 && !acc.JoinAuthority.Equals(r.Address) {
+			return badInputf("--%s: the run's join authority is %s, not the run: create the run with --%s to take deposits",
+				joinDepositFlag.Name, acc.JoinAuthority, joinDepositFlag.Name)
+		}
+	}
+	if u.SlashingRate != nil {
+		if err := treasurer.CheckSlashingRate(deposit, acc.TotalDeposits, *u.SlashingRate); err != nil {
+			return badInputf("--%s %d: %v", slashingRateFlag.Name, *u.SlashingRate, err)
+		}
+		return nil
+	}
+	s, err := r.Coordinator.FetchState(c.Context, t.client)
+	if err != nil {
+		return err
+	}
+	if err := treasurer.CheckSlashingRate(deposit, acc.TotalDeposits, s.FutureRates.SlashingRatePerClient); err != nil {
+		return badInputf("--%s: %v: give --%s above 0 too", joinDepositFlag.Name, err, slashingRateFlag.Name)
+	}
+	return nil
 }
 
 func treasurerTopUpRewardsCommand() *cli.Command {
@@ -489,6 +532,16 @@ func treasurerDeposit(c *cli.Context) error {
 		ixs = append(ixs, ix)
 	} else if err != nil {
 		return err
+	}
+	if acc.JoinDeposit > 0 {
+		// The program's rule (ZeroSlashingRate), checked before anything is sent.
+		s, err := r.Coordinator.FetchState(c.Context, t.client)
+		if err != nil {
+			return err
+		}
+		if err := treasurer.CheckDepositSlashing(s, me); err != nil {
+			return badInput(err)
+		}
 	}
 	ix, err := r.Deposit(me, solana.PublicKey{}, acc.JoinDeposit)
 	if err != nil {

@@ -174,6 +174,9 @@ func TestTreasurerCommands(t *testing.T) {
 		t.Fatalf("treasurer-json-dump-run funding: %v", tdump["funding"])
 	}
 
+	// Only a run that is its own join authority takes deposits; refused before sending.
+	fails(exitBadInput, "not the run: create the run with --join-deposit", run(adminPath, "treasurer-update-run", "--join-deposit", "1")...)
+
 	// Pause (immediate while waiting for members), close, withdraw everything.
 	fails(exitFailure, "RunAuthorityMismatch", run(userPath, "treasurer-close-run")...)
 	ok(run(adminPath, "treasurer-update-run", "--pause")...)
@@ -193,10 +196,19 @@ func TestTreasurerCommands(t *testing.T) {
 	// leaves and takes it back; nothing is forfeited.
 	deposit := func(path string, args ...string) []string { return append(args, "--run-id", "cli-d", "-w", path) }
 	fails(exitBadInput, "excludes --join-authority and --permissionless", deposit(adminPath, "treasurer-create-run", "--mint", mint, "--join-deposit", "1", "--permissionless")...)
-	if out := ok(deposit(adminPath, "treasurer-create-run", "--mint", mint, "--join-deposit", "1.50")...); !strings.Contains(out, "join deposit 150 base units") {
+	if out := ok(deposit(adminPath, "treasurer-create-run", "--mint", mint, "--join-deposit", "1.50")...); !strings.Contains(out, "join deposit 150 base units") ||
+		!strings.Contains(out, "deposits open once treasurer-update-run sets --slashing-rate-per-client above 0") {
 		t.Fatalf("treasurer-create-run --join-deposit printed %q", out)
 	}
-	ok(deposit(adminPath, "treasurer-update-run", "--config-path", "../../../config/test.toml", "--join-deposit", "1.5", "--resume")...)
+	// F5: a fault that slashes nothing can leave no trace, so a deposit run
+	// needs a slashing rate above 0; refused before anything is sent.
+	fails(exitBadInput, "needs a slashing rate above 0", deposit(userPath, "treasurer-deposit")...)
+	fails(exitBadInput, "give --slashing-rate-per-client above 0 too",
+		deposit(adminPath, "treasurer-update-run", "--config-path", "../../../config/test.toml", "--join-deposit", "1.5", "--resume")...)
+	fails(exitBadInput, "--slashing-rate-per-client 0: a run that asks for or holds join deposits needs a slashing rate above 0",
+		deposit(adminPath, "treasurer-update-run", "--slashing-rate-per-client", "0")...)
+	ok(deposit(adminPath, "treasurer-update-run", "--config-path", "../../../config/test.toml", "--join-deposit", "1.5",
+		"--slashing-rate-per-client", "1", "--resume")...)
 	ok("mint-to", "--mint", mint, "--amount", "500", "--to", user.PublicKey().String(), "-w", adminPath)
 	out = ok(deposit(userPath, "treasurer-deposit")...)
 	g := regexp.MustCompile(`deposited 150 base units\n(?s:.*)train with --authorizer (\w+)`).FindStringSubmatch(out)

@@ -265,8 +265,9 @@ func (b *bench) epoch(r treasurer.Run, authorization solana.PublicKey, user sola
 // epoch vesting one epoch later, every commitment verified, no TRANSIENT
 // forgiven. Three clients deposit (the first deposit is measured) and train
 // epoch 0; epoch 1 is the last: its first round, the third client commits,
-// its drawn verifier posts MISMATCH and its rerun confirms it: a fault that
-// burns its 300 unvested points and forfeits its deposit.
+// its drawn verifier posts MISMATCH, its rerun reproduces the verifier's
+// hashes and the committee votes RERUN: a fault that burns its 300 unvested
+// points and forfeits its deposit.
 func (b *bench) forfeits(p treasurer.Program, admin solana.PrivateKey, mint, funder solana.PublicKey, base *coordinator.Config, model *coordinator.Model) error {
 	ctx, c, a := b.ctx, b.net.Chain, admin.PublicKey()
 	deposit := uint64(100)
@@ -281,7 +282,10 @@ func (b *bench) forfeits(p treasurer.Program, admin solana.PrivateKey, mint, fun
 		return err
 	}
 	cfg := *base
-	cfg.InitMinClients, cfg.MinClients, cfg.WitnessNodes = 3, 2, 2
+	// Every member a witness: the verdict on the cheat's step ends its round,
+	// the cheat is found at fault in the next one and reports nothing there,
+	// and the other two still make the quorum (2 of 3).
+	cfg.InitMinClients, cfg.MinClients, cfg.WitnessNodes = 3, 3, 3
 	cfg.VestingEpochs, cfg.VerificationPercent, cfg.ForgivePerEpoch = 1, 100, 0
 	earning, slashing, resume, pause := uint64(900), uint64(50), false, true
 	if _, err := c.Send(ctx, admin, []solana.Instruction{r.TopUp(funder, a, 10_000, 6)}); err != nil {
@@ -381,7 +385,10 @@ func (b *bench) forfeits(p treasurer.Program, admin solana.PrivateKey, mint, fun
 	})); err != nil {
 		return err
 	}
-	if s, err = b.play(r, admin, clients, func(s *coordinator.State) bool { return coordinator.Phase(s) == coordinator.RoundWitness }); err != nil {
+	// The verify seed comes from the first slot after RoundTrain ended: play ticks until one draws it.
+	if s, err = b.play(r, admin, clients, func(s *coordinator.State) bool {
+		return coordinator.Phase(s) == coordinator.RoundWitness && coordinator.CurrentRound(s).VerifySeed != ([32]byte{})
+	}); err != nil {
 		return err
 	}
 	round = coordinator.CurrentRound(s)
@@ -397,11 +404,31 @@ func (b *bench) forfeits(p treasurer.Program, admin solana.PrivateKey, mint, fun
 			}
 		}
 	}
-	if err := b.send(cheat)(r.Coordinator.AnswerDispute(uc, s.DisputesOpened+1, claimed, after)); err != nil {
+	id := s.DisputesOpened + 1
+	if err := b.send(cheat)(r.Coordinator.AnswerDispute(uc, id, claimed, after)); err != nil {
 		return err
 	}
+	// The committee, having fetched the rerun, votes RERUN (a majority
+	// decides): a TRANSIENT past forgive_per_epoch = 0 is a fault.
 	if s, err = r.Coordinator.FetchState(ctx, c); err != nil {
 		return err
+	}
+	d, _ := coordinator.FindDispute(s, id)
+	for _, slot := range d.Committee[:d.CommitteeLen] {
+		if now, _ := coordinator.FindDispute(s, id); now.State != coordinator.DisputeOpen {
+			break
+		}
+		judge := s.Clients[slot].Signer
+		for _, k := range clients {
+			if k.PublicKey().Equals(judge) {
+				if err := b.send(k)(r.Coordinator.JudgeDispute(judge, id, coordinator.VoteRerun)); err != nil {
+					return err
+				}
+			}
+		}
+		if s, err = r.Coordinator.FetchState(ctx, c); err != nil {
+			return err
+		}
 	}
 	if slot, _ := coordinator.Slot(s, uc); slot.Burned != 300 || slot.HasFault == 0 {
 		return fmt.Errorf("the cheat's slot after its fault: %+v", slot)

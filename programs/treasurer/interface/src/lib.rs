@@ -86,11 +86,12 @@ define_errors! {
         MintNotAllowed = "The collateral mint could freeze, move, hook or tax the run's tokens: a freeze authority or a Token-2022 extension outside the allowed list",
         NothingToSettle = "The user's Coordinator slot holds no earned or slashed points to settle",
         UnfundableRate = "One epoch at this earning rate needs more tokens than the mint's supply, which can never grow (no mint authority)",
+        ZeroSlashingRate = "A run that asks for or holds join deposits needs a slashing rate above 0: a fault that slashes nothing can leave no trace, and its deposit could come back",
     }
 }
 
 /// Every error, in code order (the IDL lists them so).
-pub const ERRORS: [TreasurerError; 35] = [
+pub const ERRORS: [TreasurerError; 36] = [
     TreasurerError::RunAlreadyExists,
     TreasurerError::RunAuthorityMismatch,
     TreasurerError::CoordinatorMismatch,
@@ -126,6 +127,7 @@ pub const ERRORS: [TreasurerError; 35] = [
     TreasurerError::MintNotAllowed,
     TreasurerError::NothingToSettle,
     TreasurerError::UnfundableRate,
+    TreasurerError::ZeroSlashingRate,
 ];
 
 /// Base size of a mint; `decimals` at 44, `is_initialized` at 45, the
@@ -352,6 +354,19 @@ impl Run {
         Ok(owed)
     }
 
+    /// run_update's rule for the slashing rate of the coming epochs
+    /// (`slashing`, the Coordinator's future rate once the update is done):
+    /// above 0 while the run asks for a deposit or holds deposits, so that
+    /// every epoch a depositor can train in slashes a fault (see
+    /// `check_deposit_slashing`). Checked whenever an update sets the
+    /// slashing rate or the join deposit (after `set_join_deposit`).
+    pub fn check_slashing_rate(&self, slashing: u64) -> Result<(), TreasurerError> {
+        if slashing == 0 && (self.join_deposit > 0 || self.total_deposits > 0) {
+            return Err(TreasurerError::ZeroSlashingRate);
+        }
+        Ok(())
+    }
+
     /// Sets the join deposit of the run at `address`: only a run whose join
     /// authority is the Run itself can enforce one (a deposit is what grants
     /// the join authorization).
@@ -509,7 +524,8 @@ impl Participant {
 
     /// Checks a deposit of `amount` into `run` (at `run_address`) while the
     /// Coordinator run is where `coordinator` says, and records it with the
-    /// current epoch. `slot` is the user's client slot, if any.
+    /// current epoch. `slot` is the user's client slot, if any. A deposit
+    /// above 0 needs a fault to slash (`check_deposit_slashing`).
     // Six arguments: inlined for the BPF subset (programs/README.md).
     #[inline(always)]
     pub fn make_deposit(
@@ -528,6 +544,9 @@ impl Participant {
         }
         if amount != run.join_deposit {
             return Err(TreasurerError::DepositMismatch);
+        }
+        if amount > 0 {
+            check_deposit_slashing(coordinator, slot)?;
         }
         if self.deposited {
             return Err(TreasurerError::DepositAlreadyMade);
@@ -581,12 +600,42 @@ impl Participant {
 pub struct RunPhase {
     pub epoch: u32,
     pub finished: bool,
+    /// What a fault slashes now (the Coordinator's `current_rates`, fixed
+    /// when the epoch under way formed).
+    pub current_slashing: u64,
+    /// What a fault slashes in every epoch that forms from now on
+    /// (`future_rates`, copied into the current rates as an epoch forms).
+    pub future_slashing: u64,
 }
 
 impl RunPhase {
     pub fn of(state: &CoordinatorState) -> Self {
-        RunPhase { epoch: state.progress.epoch, finished: withdrawable(state) }
+        RunPhase {
+            epoch: state.progress.epoch,
+            finished: withdrawable(state),
+            current_slashing: state.current_rates.slashing_rate_per_client,
+            future_slashing: state.future_rates.slashing_rate_per_client,
+        }
     }
+}
+
+/// A deposit above 0 is at stake only where a fault slashes (audit finding
+/// F5): a fault that slashes nothing, on a member whose slot holds no
+/// points, leaves the slot free once the member is out of the epoch, and
+/// another client can take the slot (forgetting the fault) before a claim,
+/// a settle or burn_forfeited records it; the deposit would then come back.
+/// A slashed point holds the slot until a claim or settle, and both record
+/// the fault. So a deposit needs the rate of every epoch that forms from now
+/// on above 0 (`Run::check_slashing_rate` keeps it so while deposits are
+/// asked or held), and the current rate above 0 when the user can still be
+/// found at fault at it: while in the epoch under way or named by an open
+/// dispute. A user joining now trains from the next epoch on.
+pub fn check_deposit_slashing(phase: RunPhase, slot: Option<&ClientSlot>) -> Result<(), TreasurerError> {
+    let exposed_now = slot.is_some_and(|c| c.in_epoch != 0 || c.open_disputes != 0);
+    if phase.future_slashing == 0 || (exposed_now && phase.current_slashing == 0) {
+        return Err(TreasurerError::ZeroSlashingRate);
+    }
+    Ok(())
 }
 
 /// What burn_forfeited burns for a user: the burned points its slot holds,

@@ -22,7 +22,9 @@ use crate::DEPOSIT_MADE;
 /// Participant with the Coordinator's current epoch: a fault found in that
 /// epoch or later forfeits it (burn_forfeited); otherwise
 /// participant_withdraw_deposit returns it. Refused while the run is
-/// Finished, while a deposit is held, and in the epoch of a fault of the user.
+/// Finished, while a deposit is held, in the epoch of a fault of the user,
+/// and, for a deposit above 0, while a fault would slash nothing
+/// (`ZeroSlashingRate`; `check_deposit_slashing`).
 ///
 /// Accounts: 0. [WRITE, SIGNER] user (pays the authorization's rent),
 /// 1. [WRITE] run, 2. [WRITE] participant, 3. [WRITE] user_collateral,

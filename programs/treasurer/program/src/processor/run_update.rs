@@ -7,7 +7,7 @@ use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{check_earning_rate, TreasurerError, COORDINATOR_ID};
 
 use super::{load_run, require_authority, require_coordinator, serialized, store_run, RunSeeds};
-use crate::coordinator::{Authority, SET_FUTURE_EPOCH_RATES, SET_PAUSED, UPDATE, UPDATE_CLIENT_VERSION};
+use crate::coordinator::{with_state, Authority, SET_FUTURE_EPOCH_RATES, SET_PAUSED, UPDATE, UPDATE_CLIENT_VERSION};
 
 /// The Coordinator's `update` arguments: four Options of layout structs.
 const UPDATE_ARGS: usize = 4 + size_of::<RunMetadata>() + size_of::<CoordinatorConfig>() + size_of::<Model>() + size_of::<Progress>();
@@ -22,7 +22,10 @@ const UPDATE_ARGS: usize = 4 + size_of::<RunMetadata>() + size_of::<CoordinatorC
 /// run must be its own join authority for one above 0; the run account
 /// must then be writable). A new earning rate that no funding can ever
 /// cover is refused (`UnfundableRate`: one epoch of it exceeds the supply of
-/// a mint without a mint authority; `check_earning_rate`).
+/// a mint without a mint authority; `check_earning_rate`). An update that
+/// sets the slashing rate or the join deposit is refused when it leaves a
+/// run that asks for or holds deposits with a slashing rate of 0 for the
+/// coming epochs (`ZeroSlashingRate`; `Run::check_slashing_rate`).
 ///
 /// Accounts: 0. [SIGNER] authority, 1. [WRITE] run, 2. [] coordinator_instance,
 /// 3. [WRITE] coordinator_account, 4. [] coordinator_program, 5. [] collateral_mint.
@@ -75,6 +78,14 @@ pub fn run_update(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     if let Some(amount) = join_deposit {
         validate::writable(run)?;
         state.set_join_deposit(run.address(), amount).map_err(|e| e.fail())?;
+    }
+    if slashing.is_some() || join_deposit.is_some() {
+        // The coming epochs' rate once this update is done.
+        let rate = match slashing {
+            Some(rate) => rate,
+            None => with_state(account, |s| Ok(s.future_rates.slashing_rate_per_client))?,
+        };
+        state.check_slashing_rate(rate).map_err(|e| e.fail())?;
     }
 
     let seeds = RunSeeds::new(&state);
