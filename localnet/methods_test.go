@@ -2,7 +2,10 @@ package localnet_test
 
 import (
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,5 +190,147 @@ func TestCorruptedTransactionsAreRefused(t *testing.T) {
 	}
 	if r := call(t, v, "getHealth", nil); string(r.Result) != `"ok"` {
 		t.Fatalf("getHealth after corrupted input = %s", r.Result)
+	}
+}
+
+// getBlockProduction, getBlockCommitment, getInflationReward,
+// getLargestAccounts and the slot methods, with Agave's shapes (decoded by
+// solana-go) and errors, on a localnet with 32-slot epochs so that an
+// epoch boundary passes.
+func TestProductionCommitmentRewardsAndLargestAccounts(t *testing.T) {
+	const slotsPerEpoch = 32
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 25 * time.Millisecond, ExtraArgs: []string{"--slots-per-epoch", "32"}})
+	ctx := testContext(t)
+	client := localnettest.Client(v)
+	id, err := client.GetIdentity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSlot(t, ctx, client, slotsPerEpoch+8) // into epoch 1: epoch 0's boundary block exists
+
+	t.Run("getBlockProduction", func(t *testing.T) {
+		prod, err := client.GetBlockProduction(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := prod.Value.Range
+		if r.LastSlot != prod.Context.Slot || r.FirstSlot != r.LastSlot/slotsPerEpoch*slotsPerEpoch {
+			t.Fatalf("default range %+v at slot %d, want the current epoch", r, prod.Context.Slot)
+		}
+		n := int64(r.LastSlot - r.FirstSlot + 1)
+		if got := prod.Value.ByIdentity; len(got) != 1 || got[id.Identity] != [2]int64{n, n} {
+			t.Fatalf("byIdentity = %v, want {%s: [%d %d]}", got, id.Identity, n, n)
+		}
+		last := uint64(10)
+		other := solana.NewWallet().PublicKey()
+		prod, err = client.GetBlockProductionWithOpts(ctx, &rpc.GetBlockProductionOpts{Range: &rpc.SlotRangeRequest{FirstSlot: 0, LastSlot: &last}, Identity: &id.Identity})
+		if err != nil || prod.Value.ByIdentity[id.Identity] != [2]int64{11, 11} || prod.Value.Range.FirstSlot != 0 || prod.Value.Range.LastSlot != 10 {
+			t.Fatalf("slots 0-10 = %+v, %v", prod, err)
+		}
+		prod, err = client.GetBlockProductionWithOpts(ctx, &rpc.GetBlockProductionOpts{Identity: &other})
+		if err != nil || len(prod.Value.ByIdentity) != 0 {
+			t.Fatalf("another identity = %+v, %v; want no entries", prod, err)
+		}
+		wantError(t, call(t, v, "getBlockProduction", []any{map[string]any{"range": map[string]any{"firstSlot": 5, "lastSlot": 3}}}),
+			-32602, "lastSlot, 3, cannot be less than firstSlot, 5")
+		wantError(t, call(t, v, "getBlockProduction", []any{map[string]any{"range": map[string]any{"firstSlot": 0, "lastSlot": 1e9}}}),
+			-32602, "lastSlot, 1000000000, is too large; max ")
+		wantError(t, call(t, v, "getBlockProduction", []any{map[string]any{"range": map[string]any{}}}), -32602, "Invalid params: missing field `firstSlot`.")
+		wantError(t, call(t, v, "getBlockProduction", []any{map[string]any{"identity": "nope"}}), -32602, "Invalid param: Invalid")
+	})
+
+	t.Run("getBlockCommitment", func(t *testing.T) {
+		votes, err := client.GetVoteAccounts(ctx, nil)
+		if err != nil || len(votes.Current) != 1 {
+			t.Fatalf("getVoteAccounts = %+v, %v", votes, err)
+		}
+		stake := votes.Current[0].ActivatedStake
+		rooted, err := client.GetBlockCommitment(ctx, votes.Current[0].RootSlot)
+		if err != nil || rooted.TotalStake != stake || len(rooted.Commitment) != 32 || rooted.Commitment[31] != stake {
+			t.Fatalf("commitment of the root %d = %+v, %v; want the stake %d rooted (index 31)", votes.Current[0].RootSlot, rooted, err, stake)
+		}
+		future, err := client.GetBlockCommitment(ctx, 1<<40)
+		if err != nil || future.Commitment != nil || future.TotalStake != stake {
+			t.Fatalf("commitment of a future slot = %+v, %v; want null", future, err)
+		}
+		wantError(t, call(t, v, "getBlockCommitment", []any{"x"}), -32602, "Invalid params: invalid type: string, expected u64.")
+	})
+
+	t.Run("getInflationReward", func(t *testing.T) {
+		keys := []solana.PublicKey{solana.NewWallet().PublicKey(), id.Identity}
+		rewards, err := client.GetInflationReward(ctx, keys, nil) // the previous epoch, 0: ended, no rewards
+		if err != nil || len(rewards) != 2 || rewards[0] != nil || rewards[1] != nil {
+			t.Fatalf("getInflationReward = %v, %v; want [null, null]", rewards, err)
+		}
+		slot, err := client.GetSlot(ctx, rpc.CommitmentConfirmed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		future := slot/slotsPerEpoch + 10 // rewards paid in the first block of the next epoch
+		r := call(t, v, "getInflationReward", []any{[]string{keys[0].String()}, map[string]any{"epoch": future}})
+		wantError(t, r, -32004, fmt.Sprintf("Block not available for slot %d", (future+1)*slotsPerEpoch))
+		wantError(t, call(t, v, "getInflationReward", []any{[]string{"nope"}}), -32602, "Invalid param: Invalid")
+		wantError(t, call(t, v, "getInflationReward", []any{[]string{keys[0].String()}, map[string]any{"epoch": 0, "commitment": "processed"}}),
+			-32602, "Method does not support commitment below `confirmed`")
+		wantError(t, call(t, v, "getInflationReward", []any{[]string{keys[0].String()}, map[string]any{"minContextSlot": 1 << 40}}),
+			-32016, "Minimum context slot has not been reached")
+	})
+
+	t.Run("getLargestAccounts", func(t *testing.T) {
+		whale := solana.NewWallet().PublicKey()
+		localnettest.Fund(t, v, whale, 2_000_000*solana.LAMPORTS_PER_SOL) // more than anything but the faucet
+		largest, err := client.GetLargestAccounts(ctx, rpc.CommitmentConfirmed, "")
+		if err != nil || len(largest.Value) != 20 {
+			t.Fatalf("getLargestAccounts = %+v, %v; want 20 accounts", largest, err)
+		}
+		for i, a := range largest.Value {
+			if a.Lamports == 0 || (i > 0 && a.Lamports > largest.Value[i-1].Lamports) {
+				t.Fatalf("entry %d = %+v: not largest first", i, a)
+			}
+		}
+		if a := largest.Value[1]; !a.Address.Equals(whale) || a.Lamports != 2_000_000*solana.LAMPORTS_PER_SOL {
+			t.Fatalf("second largest = %+v, want %s", a, whale)
+		}
+		circulating, err := client.GetLargestAccounts(ctx, rpc.CommitmentConfirmed, rpc.LargestAccountsFilterCirculating)
+		if err != nil || len(circulating.Value) != 20 || !circulating.Value[1].Address.Equals(whale) {
+			t.Fatalf("circulating = %+v, %v", circulating, err)
+		}
+		none, err := client.GetLargestAccounts(ctx, rpc.CommitmentConfirmed, rpc.LargestAccountsFilterNonCirculating)
+		if err != nil || len(none.Value) != 0 {
+			t.Fatalf("nonCirculating = %+v, %v; want none (nothing is non-circulating)", none, err)
+		}
+		wantError(t, call(t, v, "getLargestAccounts", []any{map[string]any{"filter": "all"}}),
+			-32602, "Invalid params: unknown variant `all`, expected `circulating` or `nonCirculating`.")
+	})
+
+	t.Run("max retransmit and shred insert slots", func(t *testing.T) {
+		before, err := client.GetSlot(ctx, rpc.CommitmentProcessed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retransmit, err1 := client.GetMaxRetransmitSlot(ctx)
+		shred, err2 := client.GetMaxShredInsertSlot(ctx)
+		after, err3 := client.GetSlot(ctx, rpc.CommitmentProcessed)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		if retransmit < before || shred < retransmit || shred > after {
+			t.Fatalf("max retransmit %d, shred insert %d; want the slot in progress (%d..%d)", retransmit, shred, before, after)
+		}
+	})
+
+	// The Go package always gives the server a ledger: it has a snapshot.
+	snap, err := client.GetHighestSnapshotSlot(ctx)
+	slot, _ := client.GetSlot(ctx, rpc.CommitmentProcessed)
+	if err != nil || snap.Incremental != nil || snap.Full > slot {
+		t.Fatalf("getHighestSnapshotSlot = %+v, %v", snap, err)
+	}
+}
+
+// wantError fails unless r is an error with code whose message starts with prefix.
+func wantError(t *testing.T, r rpcResponse, code int, prefix string) {
+	t.Helper()
+	if r.Error == nil || r.Error.Code != code || !strings.HasPrefix(r.Error.Message, prefix) {
+		t.Errorf("got result %s, error %+v; want %d %q", r.Result, r.Error, code, prefix)
 	}
 }

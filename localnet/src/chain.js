@@ -14,7 +14,7 @@ import { stringifyJSON } from './json.js';
 import {
   STAKE_PROGRAM, STAKE_STATE_SIZE, U64_MAX, VOTE_PROGRAM, VOTE_STATE_SIZE, parseVoteState, stakeStateBytes, voteStateBytes,
 } from './node.js';
-import { Account, FailedTransactionMetadata, LiteSvm } from './svm.js';
+import { Account, FailedTransactionMetadata, LiteSvm, SlotHistory } from './svm.js';
 import { txErrorJSON, txErrorMessage } from './txerror.js';
 import {
   computeUnitPrice, isStaticWritable, loadedAddresses, messageFee, parseTransaction, WireError,
@@ -25,7 +25,10 @@ import {
 
 /** Slots a blockhash stays valid for (MAX_PROCESSING_AGE on a real cluster). */
 export const BLOCKHASH_VALID_SLOTS = 150;
-export const SLOTS_PER_EPOCH = 432_000;
+/** Slots per epoch unless --slots-per-epoch says otherwise (a cluster's default). */
+export const DEFAULT_SLOTS_PER_EPOCH = 432_000;
+/** The fewest slots an epoch may have (Agave's MINIMUM_SLOTS_PER_EPOCH). */
+export const MIN_SLOTS_PER_EPOCH = 32;
 const FAUCET_LAMPORTS = 500_000_000n * 1_000_000_000n;
 const SNAPSHOT_MAGIC = Buffer.from('PSYLNET1');
 const SNAPSHOT_VERSION = 1;
@@ -35,6 +38,8 @@ const RECENT_FEE_SLOTS = 150;
 export const MAX_BLOCKS = 432_000;
 /** Newest block headers written to snapshots: the blocks that survive a restart. */
 const PERSIST_BLOCKS = 10_000;
+/** Entries in the SlotHashes sysvar (Agave's slot_hashes::MAX_ENTRIES). */
+export const SLOT_HASHES_MAX = 512;
 /** Performance samples kept (Agave's PERFORMANCE_SAMPLES_LIMIT). */
 export const PERF_SAMPLES_LIMIT = 720;
 /** Stake delegated at genesis to the node's vote account. */
@@ -136,6 +141,7 @@ export class Chain extends EventEmitter {
    * @param {string} [opts.ledgerDir] - where snapshots live; none = memory only
    * @param {boolean} [opts.reset] - discard the ledger's state
    * @param {number} opts.slotMs - slot duration
+   * @param {number} [opts.slotsPerEpoch] - epoch length at genesis (default DEFAULT_SLOTS_PER_EPOCH)
    * @param {number} opts.snapshotMs - snapshot interval while state changes
    * @param {Array<{id: Buffer, path: string, authority: Buffer|null}>} opts.programs - genesis programs
    * @param {number} opts.maxRecords - transactions kept for queries
@@ -152,10 +158,12 @@ export class Chain extends EventEmitter {
     this.byAddress = new Map(); // addressKey(address) -> records, oldest first
     this.seq = 0;
     this.window = []; // {slot, hash}, oldest first
+    this.slotHashes = []; // {slot, hash}: the bank hash of each produced slot, newest first (the SlotHashes sysvar)
     this.blockhashSlot = new Map(); // hash -> slot
     this.dirty = false;
     this.saving = null;
     this.lastSavedSlot = 0;
+    this.snapshotSlot = null; // slot of the snapshot on disk (getHighestSnapshotSlot); null: none
     this.blocks = new BlockLog(MAX_BLOCKS);
     this.bySlot = new Map(); // slot -> records, in order
     this.lastBlockSlot = null; // newest slot with a block
@@ -180,6 +188,9 @@ export class Chain extends EventEmitter {
     if (this.stateFile && fs.existsSync(this.stateFile)) {
       this.load();
       if (this.opts.programs.length) this.log.warn('ledger already exists: genesis programs not reloaded (use --reset)');
+      if (this.opts.slotsPerEpoch && this.opts.slotsPerEpoch !== this.slotsPerEpoch) {
+        this.log.warn(`ledger already exists: its epochs keep ${this.slotsPerEpoch} slots (use --reset)`);
+      }
     } else {
       this.genesis();
       if (this.stateFile) this.saveSync();
@@ -217,8 +228,10 @@ export class Chain extends EventEmitter {
   genesis() {
     this.svm = new LiteSvm();
     this.configure();
+    this.slotsPerEpoch = this.opts.slotsPerEpoch ?? DEFAULT_SLOTS_PER_EPOCH;
     const sched = this.svm.getEpochSchedule();
-    sched.slotsPerEpoch = BigInt(SLOTS_PER_EPOCH);
+    sched.slotsPerEpoch = BigInt(this.slotsPerEpoch);
+    sched.leaderScheduleSlotOffset = BigInt(this.slotsPerEpoch);
     sched.warmup = false;
     sched.firstNormalEpoch = 0n;
     sched.firstNormalSlot = 0n;
@@ -232,6 +245,7 @@ export class Chain extends EventEmitter {
     this.genesisHash = this.svm.latestBlockhash();
     this.genesisTime = this.blockTime;
     this.pushBlockhash(this.slot, this.genesisHash);
+    this.pushSlotHash(this.slot, this.genesisHash);
     this.blocks.push(0, bs58.decode(this.genesisHash), this.blockTime);
     this.lastBlockSlot = 0;
     this.createNodeAccounts();
@@ -253,7 +267,7 @@ export class Chain extends EventEmitter {
     const rentVote = this.svm.minimumBalanceForRentExemption(BigInt(VOTE_STATE_SIZE));
     this.voteState = {
       node: identity, withdrawer: identity, commission: 100, votes: [], root: null,
-      authorizedVoters: [[Math.floor(this.slot / SLOTS_PER_EPOCH), identity]], epochCredits: [],
+      authorizedVoters: [[Math.floor(this.slot / this.slotsPerEpoch), identity]], epochCredits: [],
       lastTimestamp: { slot: 0, timestamp: 0 },
     };
     this.svm.setAccount(this.voteAccount, new Account(rentVote, voteStateBytes(this.voteState), VOTE_PROGRAM, false, U64_MAX));
@@ -278,7 +292,7 @@ export class Chain extends EventEmitter {
     if (last !== null && slot <= last) return;
     if (last !== null) {
       s.root = last;
-      const epoch = Math.floor(last / SLOTS_PER_EPOCH);
+      const epoch = Math.floor(last / this.slotsPerEpoch);
       const prev = s.epochCredits.length ? s.epochCredits[s.epochCredits.length - 1] : null;
       if (prev && prev[0] === epoch) prev[1] += 1;
       else s.epochCredits.push([epoch, (prev ? prev[1] : 0) + 1, prev ? prev[1] : 0]);
@@ -335,9 +349,32 @@ export class Chain extends EventEmitter {
     }
   }
 
+  /**
+   * Records the bank hash of slot, a slot being produced: its blockhash
+   * hashed with 32 random bytes drawn now. On a cluster a slot's bank hash
+   * (what SlotHashes holds) commits to everything the slot processed, so
+   * nobody knows it before the slot exists; litesvm's blockhashes follow
+   * from each other (anyone can compute the next one), so they cannot
+   * stand in for it. Kept in the SlotHashes sysvar, and so in snapshots.
+   */
+  pushSlotHash(slot, blockhash) {
+    const hash = crypto.createHash('sha256').update(bs58.decode(blockhash)).update(crypto.randomBytes(32)).digest();
+    this.slotHashes.unshift({ slot, hash: bs58.encode(hash) });
+    if (this.slotHashes.length > SLOT_HASHES_MAX) this.slotHashes.length = SLOT_HASHES_MAX;
+  }
+
+  // A snapshot from before the SlotHistory sysvar was kept: it is rebuilt
+  // from the blocks kept (older slots read as skipped).
+  rebuildSlotHistory() {
+    const history = SlotHistory.default();
+    for (let i = 0; i < this.blocks.length; i++) history.add(BigInt(this.blocks.slotAt(i)));
+    history.add(BigInt(this.slot));
+    this.svm.setSlotHistory(history);
+  }
+
   setClock() {
     const c = this.svm.getClock();
-    const epoch = BigInt(Math.floor(this.slot / SLOTS_PER_EPOCH));
+    const epoch = BigInt(Math.floor(this.slot / this.slotsPerEpoch));
     if (c.epoch !== epoch) c.epochStartTimestamp = BigInt(this.blockTime);
     c.slot = BigInt(this.slot);
     c.epoch = epoch;
@@ -345,11 +382,10 @@ export class Chain extends EventEmitter {
     c.unixTimestamp = BigInt(this.blockTime); // the block's time, as blockTime reports it
     this.svm.setClock(c);
     // SlotHashes, newest first: programs such as the address lookup table
-    // program accept only a recent slot found there. Our window's blockhashes
-    // stand in for bank hashes.
-    const hashes = [];
-    for (let i = this.window.length - 1; i >= 0; i--) hashes.push({ slot: BigInt(this.window[i].slot), hash: this.window[i].hash });
-    this.svm.setSlotHashes(hashes);
+    // program accept only a recent slot found there. It includes the slot in
+    // progress (Agave's starts at its parent): getSlot reports that slot at
+    // every commitment, and clients create lookup tables with it.
+    this.svm.setSlotHashes(this.slotHashes.map((e) => ({ slot: BigInt(e.slot), hash: e.hash })));
   }
 
   get latest() {
@@ -392,16 +428,22 @@ export class Chain extends EventEmitter {
     if (skipTo > this.slot) this.slot = skipTo;
     this.blockTime = Math.floor(Date.now() / 1000);
     let dropped = false;
+    // The SlotHistory sysvar marks each slot that has a block, as a bank
+    // adds its own slot when it starts (getBlockProduction reads it).
+    const history = this.svm.getSlotHistory();
     while (this.slot < target) {
       this.slot++;
       this.svm.expireBlockhash();
       const hash = this.svm.latestBlockhash();
       this.pushBlockhash(this.slot, hash);
+      this.pushSlotHash(this.slot, hash);
+      history.add(BigInt(this.slot));
       dropped = this.blocks.push(this.slot, bs58.decode(hash), this.blockTime) || dropped;
       this.emit('slotUpdate', { type: 'createdBank', slot: this.slot, parent: this.lastBlockSlot ?? this.slot - 1, timestamp: Date.now() });
       this.lastBlockSlot = this.slot;
       if (this.slot < target) this.finishBlock(this.slot);
     }
+    this.svm.setSlotHistory(history);
     this.sealed = false;
     if (dropped) this.prune();
     if (this.blocks.length > 1) this.castVote(this.blocks.slotAt(this.blocks.length - 2));
@@ -492,6 +534,27 @@ export class Chain extends EventEmitter {
     }
     this.supplyCache = { seq: this.seq, total };
     return total;
+  }
+
+  /**
+   * The n accounts with the most lamports, largest first; equal balances by
+   * address, highest first (Agave's order). Zero-lamport accounts do not
+   * exist. Scans the accounts of every owner seen, as totalSupply does.
+   */
+  largestAccounts(n) {
+    const top = []; // {lamports, address}, largest first
+    const below = (a, b) => a.lamports < b.lamports || (a.lamports === b.lamports && Buffer.compare(a.address, b.address) < 0);
+    for (const o of this.owners) {
+      for (const item of this.svm.getProgramAccounts(Buffer.from(o, 'base64'))) {
+        const e = { lamports: item.account().lamports(), address: Buffer.from(item.address) };
+        if (e.lamports === 0n || (top.length === n && !below(top[n - 1], e))) continue;
+        let i = top.length;
+        while (i > 0 && below(top[i - 1], e)) i--;
+        top.splice(i, 0, e);
+        if (top.length > n) top.pop();
+      }
+    }
+    return top;
   }
 
   /**
@@ -869,8 +932,12 @@ export class Chain extends EventEmitter {
     if (this.saving || (!this.dirty && this.slot - this.lastSavedSlot < 25)) return;
     const started = performance.now();
     const chunks = this.snapshotChunks();
+    const slot = this.slot;
     this.saving = writeAtomic(this.stateFile, chunks)
-      .then(() => this.log.debug(`snapshot at slot ${this.lastSavedSlot} (${Math.round(performance.now() - started)} ms)`))
+      .then(() => {
+        this.snapshotSlot = slot;
+        this.log.debug(`snapshot at slot ${slot} (${Math.round(performance.now() - started)} ms)`);
+      })
       .catch((e) => {
         this.dirty = true;
         this.log.error(`snapshot failed: ${e.message}`);
@@ -880,6 +947,7 @@ export class Chain extends EventEmitter {
 
   saveSync() {
     writeAtomicSync(this.stateFile, this.snapshotChunks());
+    this.snapshotSlot = this.slot;
   }
 
   load() {
@@ -896,12 +964,15 @@ export class Chain extends EventEmitter {
     if (meta.version !== SNAPSHOT_VERSION) throw bad(`version ${meta.version}`);
     this.svm = LiteSvm.fromBytes(buf.subarray(16 + metaLen));
     this.configure();
+    this.slotsPerEpoch = Number(this.svm.getEpochSchedule().slotsPerEpoch);
     this.faucet = keypairFromSeed(Buffer.from(meta.faucetSeed, 'base64'));
     this.identity = meta.identity;
     this.genesisHash = meta.genesisHash;
     this.txCount = meta.txCount;
     for (const w of meta.window) this.pushBlockhash(w.slot, w.hash);
+    this.slotHashes = this.svm.getSlotHashes().map((e) => ({ slot: Number(e.slot), hash: e.hash }));
     this.slot = meta.slot;
+    this.snapshotSlot = meta.slot;
     this.genesisTime = meta.genesisTime ?? null;
     this.perfSamples = meta.perfSamples ?? [];
     for (const o of meta.owners ?? []) this.owners.add(addressKey(addr(o)));
@@ -912,6 +983,7 @@ export class Chain extends EventEmitter {
       this.blocks.base = { slot: this.slot, hash: this.latest.hash };
     }
     this.lastBlockSlot = this.blocks.lastSlot ?? this.blocks.base?.slot ?? this.slot;
+    if (this.svm.getSlotHistory().nextSlot <= BigInt(this.slot)) this.rebuildSlotHistory();
     let dropped = 0;
     for (const r of meta.records) {
       const tx = parseTransaction(Buffer.from(r.raw, 'base64'));

@@ -9,7 +9,9 @@ export const SEND_TRANSACTION_PREFLIGHT_FAILURE = -32002;
 export const TRANSACTION_SIGNATURE_VERIFICATION_FAILURE = -32003;
 export const BLOCK_NOT_AVAILABLE = -32004;
 export const SLOT_SKIPPED = -32007;
+export const NO_SNAPSHOT = -32008;
 export const UNSUPPORTED_TRANSACTION_VERSION = -32015;
+export const SLOT_NOT_EPOCH_BOUNDARY = -32018;
 
 export class RpcError extends Error {
   constructor(code, message, data) {

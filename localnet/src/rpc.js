@@ -1,15 +1,15 @@
 // JSON-RPC methods with the params and result shapes of the real Solana RPC.
 import * as bs58 from './base58.js';
 import {
-  BLOCKHASH_VALID_SLOTS, PERF_SAMPLES_LIMIT, SLOTS_PER_EPOCH, addressKey, TOKEN_PROGRAMS, isMintData, isTokenAccountData,
+  BLOCKHASH_VALID_SLOTS, PERF_SAMPLES_LIMIT, addressKey, TOKEN_PROGRAMS, isMintData, isTokenAccountData,
   isTokenProgram, uiTokenAmount,
 } from './chain.js';
 import {
-  BLOCK_CLEANED_UP, BLOCK_NOT_AVAILABLE, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, SLOT_SKIPPED,
-  TRANSACTION_SIGNATURE_VERIFICATION_FAILURE, UNSUPPORTED_TRANSACTION_VERSION, invalidParams,
+  BLOCK_CLEANED_UP, BLOCK_NOT_AVAILABLE, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, NO_SNAPSHOT, RpcError, SLOT_NOT_EPOCH_BOUNDARY,
+  SLOT_SKIPPED, TRANSACTION_SIGNATURE_VERIFICATION_FAILURE, UNSUPPORTED_TRANSACTION_VERSION, invalidParams,
 } from './errors.js';
 import { u64JSON } from './json.js';
-import { STAKE_PROGRAM, VOTE_PROGRAM, parseStakeDelegation, parseVoteState, stakeEffective } from './node.js';
+import { STAKE_PROGRAM, U64_MAX, VOTE_PROGRAM, parseStakeDelegation, parseVoteState, stakeEffective } from './node.js';
 import { parseInstruction, parsedAccountKeys } from './parse.js';
 import { MAX_TX_BYTES, messageFee, parseMessage, WireError, zstdFrame } from './wire.js';
 
@@ -28,6 +28,14 @@ const BELOW_CONFIRMED = new Set(['processed', 'recent']);
 const MAX_GET_CONFIRMED_BLOCKS_RANGE = 500_000;
 const MAX_GET_SLOT_LEADERS = 5000;
 const NUM_LARGEST_ACCOUNTS = 20;
+// Slots the SlotHistory sysvar covers (slot_history::MAX_ENTRIES), one bit each.
+const SLOT_HISTORY_MAX = 1024 * 1024;
+// Block commitment: a vote's confirmation count c counts at index c - 1,
+// rooted stake at MAX_LOCKOUT_HISTORY (the array has 32 entries). Only the
+// bank's ancestors in the status cache (its newest 300 roots and the slots
+// above them) have an entry.
+const MAX_LOCKOUT_HISTORY = 31;
+const STATUS_CACHE_ROOTS = 300;
 const DELINQUENT_VALIDATOR_SLOT_DISTANCE = 128;
 const MAX_RPC_VOTE_ACCOUNT_INFO_EPOCH_CREDITS_HISTORY = 5;
 const TX_ENCODINGS = ['binary', 'base64', 'base58', 'json', 'jsonParsed'];
@@ -104,7 +112,9 @@ function bool(v) {
 function variant(v, allowed) {
   str(v, 'a string');
   if (!allowed.includes(v)) {
-    throw invalidParams(`Invalid params: unknown variant \`${v}\`, expected one of ${allowed.map((a) => `\`${a}\``).join(', ')}.`);
+    const names = allowed.map((a) => `\`${a}\``);
+    const expected = names.length === 2 ? `${names[0]} or ${names[1]}` : `one of ${names.join(', ')}`;
+    throw invalidParams(`Invalid params: unknown variant \`${v}\`, expected ${expected}.`);
   }
   return v;
 }
@@ -177,8 +187,8 @@ export class Rpc {
         };
       },
       getEpochInfo: (p) => this.withCfg(p, 0, () => ({
-        absoluteSlot: chain.slot, blockHeight: chain.slot, epoch: Math.floor(chain.slot / SLOTS_PER_EPOCH),
-        slotIndex: chain.slot % SLOTS_PER_EPOCH, slotsInEpoch: SLOTS_PER_EPOCH, transactionCount: chain.txCount,
+        absoluteSlot: chain.slot, blockHeight: chain.slot, epoch: Math.floor(chain.slot / chain.slotsPerEpoch),
+        slotIndex: chain.slot % chain.slotsPerEpoch, slotsInEpoch: chain.slotsPerEpoch, transactionCount: chain.txCount,
       })),
       getLatestBlockhash: (p) => this.withCfg(p, 0, () => this.ctx({
         blockhash: chain.latest.hash, lastValidBlockHeight: chain.latest.slot + BLOCKHASH_VALID_SLOTS,
@@ -455,6 +465,25 @@ export class Rpc {
       },
       getInflationGovernor: (p) => this.withCfg(p, 0, () => ({ initial: 0, terminal: 0, taper: 0, foundation: 0, foundationTerm: 0 })),
       getStakeMinimumDelegation: (p) => this.withCfg(p, 0, () => this.ctx(u64JSON(chain.stakeMinimumDelegation()))),
+      getBlockProduction: (p) => this.getBlockProduction(p),
+      getBlockCommitment: (p) => {
+        const [s] = args(p, 1, 1);
+        return this.blockCommitment(slotParam(s));
+      },
+      getLargestAccounts: (p) => this.getLargestAccounts(p),
+      getInflationReward: (p) => this.getInflationReward(p),
+      // The snapshot a restart resumes from (--ledger DIR/state.bin): always
+      // a full one. Without --ledger the server keeps no snapshot.
+      getHighestSnapshotSlot: (p) => {
+        args(p, 0, 0);
+        if (chain.snapshotSlot === null) throw new RpcError(NO_SNAPSHOT, 'No snapshot');
+        return { full: chain.snapshotSlot, incremental: null };
+      },
+      // The one node receives no shreds from others: its highest slot with
+      // shreds is the one it is producing, so catch-up checks (these against
+      // getSlot) see it current.
+      getMaxRetransmitSlot: (p) => { args(p, 0, 0); return chain.slot; },
+      getMaxShredInsertSlot: (p) => { args(p, 0, 0); return chain.slot; },
     };
   }
 
@@ -464,7 +493,7 @@ export class Rpc {
   }
 
   slotsPerEpoch() {
-    return Number(this.chain.svm.getEpochSchedule().slotsPerEpoch);
+    return this.chain.slotsPerEpoch;
   }
 
   scheduleIndices(spe) {
@@ -541,14 +570,7 @@ export class Rpc {
       ? false : bool(cfg.keepUnstakedDelinquents);
     const distance = cfg.delinquentSlotDistance === undefined || cfg.delinquentSlotDistance === null
       ? DELINQUENT_VALIDATOR_SLOT_DISTANCE : slotParam(cfg.delinquentSlotDistance);
-    const epoch = Math.floor(chain.slot / this.slotsPerEpoch());
-    const stakes = new Map();
-    for (const item of chain.svm.getProgramAccounts(STAKE_PROGRAM)) {
-      const d = parseStakeDelegation(item.account().data());
-      if (!d || !stakeEffective(d, epoch)) continue;
-      const k = addressKey(d.voter);
-      stakes.set(k, (stakes.get(k) ?? 0n) + d.stake);
-    }
+    const stakes = this.voteStakes();
     const current = [];
     let delinquent = [];
     for (const item of chain.svm.getProgramAccounts(VOTE_PROGRAM)) {
@@ -569,6 +591,161 @@ export class Rpc {
     }
     if (!keepUnstaked) delinquent = delinquent.filter((i) => i.activatedStake > 0);
     return { current, delinquent };
+  }
+
+  /** The stake delegated to each vote account this epoch: addressKey(vote account) -> lamports. */
+  voteStakes() {
+    const epoch = Math.floor(this.chain.slot / this.slotsPerEpoch());
+    const stakes = new Map();
+    for (const item of this.chain.svm.getProgramAccounts(STAKE_PROGRAM)) {
+      const d = parseStakeDelegation(item.account().data());
+      if (!d || !stakeEffective(d, epoch)) continue;
+      const k = addressKey(d.voter);
+      stakes.set(k, (stakes.get(k) ?? 0n) + d.stake);
+    }
+    return stakes;
+  }
+
+  /**
+   * getBlockProduction, from the SlotHistory sysvar as Agave reads it: the
+   * node leads every slot of the range; a slot with a block was produced.
+   */
+  getBlockProduction(p) {
+    const { chain } = this;
+    const [c] = args(p, 0, 1);
+    const cfg = config(c);
+    const identity = cfg.identity === undefined || cfg.identity === null ? null : bs58.encode(pubkey(cfg.identity));
+    let first;
+    let last;
+    if (cfg.range === undefined || cfg.range === null) {
+      const spe = this.slotsPerEpoch();
+      first = BigInt(Math.floor(chain.slot / spe) * spe);
+      last = BigInt(chain.slot);
+    } else {
+      const r = cfg.range;
+      if (typeof r !== 'object' || Array.isArray(r)) throw wrongType(r, 'struct RpcBlockProductionConfigRange');
+      if (r.firstSlot === undefined) throw invalidParams('Invalid params: missing field `firstSlot`.');
+      first = u64(r.firstSlot);
+      last = r.lastSlot === undefined || r.lastSlot === null ? BigInt(chain.slot) : u64(r.lastSlot);
+      if (last < first) throw invalidParams(`lastSlot, ${last}, cannot be less than firstSlot, ${first}`);
+    }
+    const history = chain.svm.getSlotHistory();
+    const oldest = history.oldest();
+    const newest = history.newest();
+    if (first < oldest) throw invalidParams(`firstSlot, ${first}, is too small; min ${oldest}`);
+    if (last > newest) throw invalidParams(`lastSlot, ${last}, is too large; max ${newest}`);
+    const byIdentity = {};
+    if (identity === null || identity === chain.identity) {
+      const bits = history.bits;
+      const words = new Uint32Array(bits.buffer, bits.byteOffset, bits.length * 2);
+      let produced = 0;
+      for (let s = Number(first); s <= Number(last); s++) {
+        const i = s % SLOT_HISTORY_MAX;
+        produced += (words[i >>> 5] >>> (i & 31)) & 1;
+      }
+      byIdentity[chain.identity] = [Number(last - first) + 1, produced];
+    }
+    return this.ctx({ byIdentity, range: { firstSlot: Number(first), lastSlot: Number(last) } });
+  }
+
+  /**
+   * getBlockCommitment as Agave's commitment service aggregates it: each
+   * staked vote account adds its stake to the blocks at or below its root
+   * (rooted) and to those up to each of its votes (at the vote's
+   * confirmation count). A block no vote covers yet (the one in progress)
+   * or outside the status cache has none.
+   */
+  blockCommitment(slot) {
+    const { chain } = this;
+    const stakes = this.voteStakes();
+    let totalStake = 0n;
+    for (const s of stakes.values()) totalStake += s;
+    const i = chain.blocks.find(slot);
+    let commitment = null;
+    if (i >= 0 && this.inStatusCache(i)) {
+      const array = new Array(MAX_LOCKOUT_HISTORY + 1).fill(0n);
+      let counted = false;
+      for (const item of chain.svm.getProgramAccounts(VOTE_PROGRAM)) {
+        const stake = stakes.get(addressKey(item.address)) ?? 0n;
+        const st = stake > 0n ? parseVoteState(item.account().data()) : null;
+        if (!st) continue;
+        if (st.root !== null && slot <= st.root) {
+          array[MAX_LOCKOUT_HISTORY] += stake;
+          counted = true;
+          continue;
+        }
+        const vote = st.votes.find((v) => slot <= v.slot);
+        if (vote) {
+          array[vote.confirmationCount - 1] += stake;
+          counted = true;
+        }
+      }
+      if (counted) commitment = array.map(u64JSON);
+    }
+    return { commitment, totalStake: u64JSON(totalStake) };
+  }
+
+  // Whether the block at index i is among the bank's status cache
+  // ancestors: above the node's root, or among the newest
+  // STATUS_CACHE_ROOTS blocks at or below it.
+  inStatusCache(i) {
+    const root = this.chain.voteState?.root ?? null;
+    if (root === null) return true;
+    const rootIndex = this.chain.blocks.lowerBound(root + 1) - 1;
+    return i > rootIndex || rootIndex - i < STATUS_CACHE_ROOTS;
+  }
+
+  /**
+   * getLargestAccounts: the 20 accounts with the most lamports, largest
+   * first (equal balances by address, highest first, as Agave orders them).
+   * Nothing is non-circulating on a localnet (see getSupply).
+   */
+  getLargestAccounts(p) {
+    const [c] = args(p, 0, 1);
+    const cfg = config(c);
+    const filter = cfg.filter === undefined || cfg.filter === null ? null : variant(cfg.filter, ['circulating', 'nonCirculating']);
+    if (cfg.sortResults !== undefined && cfg.sortResults !== null) bool(cfg.sortResults);
+    const list = filter === 'nonCirculating' ? [] : this.chain.largestAccounts(NUM_LARGEST_ACCOUNTS);
+    return this.ctx(list.map((e) => ({ lamports: u64JSON(e.lamports), address: bs58.encode(e.address) })));
+  }
+
+  /**
+   * getInflationReward, following Agave's steps: an epoch's rewards are
+   * paid in the first block of the next epoch, so an epoch that has not
+   * ended is -32004 for that slot (the default epoch, the previous one, is
+   * epoch 0 throughout epoch 0 too). Inflation is off and blocks carry no
+   * rewards: every address gets null.
+   */
+  getInflationReward(p) {
+    const { chain } = this;
+    const [list, c] = args(p, 1, 2);
+    if (!Array.isArray(list)) throw wrongType(list, 'a sequence');
+    const cfg = config(c);
+    const epochParam = cfg.epoch === undefined || cfg.epoch === null ? null : u64(cfg.epoch);
+    const addresses = list.map(pubkey);
+    const spe = BigInt(this.slotsPerEpoch());
+    let epoch = epochParam;
+    if (epoch === null) {
+      this.checkCfg(cfg);
+      epoch = BigInt(chain.slot) / spe;
+      if (epoch > 0n) epoch -= 1n;
+    }
+    const next = epoch < U64_MAX ? epoch + 1n : epoch;
+    const firstSlot = BigInt.asUintN(64, next * spe); // u64 arithmetic, as Agave's
+    const firstAvailable = chain.firstAvailableBlock;
+    if (firstSlot < BigInt(firstAvailable)) {
+      throw new RpcError(BLOCK_CLEANED_UP, `Block ${firstSlot} cleaned up, does not exist on node. First available block: ${firstAvailable}`);
+    }
+    atLeastConfirmed(cfg);
+    this.checkCfg(cfg);
+    const [boundary] = firstSlot > BigInt(chain.slot) ? [] : chain.blockSlots(Number(firstSlot), chain.slot, 1);
+    if (boundary === undefined) throw new RpcError(BLOCK_NOT_AVAILABLE, `Block not available for slot ${firstSlot}`);
+    const b = chain.block(boundary);
+    const parentSlot = b.parent ? b.parent.slot : boundary;
+    if (parentSlot >= Number(firstSlot)) {
+      throw new RpcError(SLOT_NOT_EPOCH_BOUNDARY, `Rewards cannot be found because slot ${boundary} is not the epoch boundary. This may be due to gap in the queried node's local ledger or long-term storage`, { slot: boundary });
+    }
+    return addresses.map(() => null);
   }
 
   getTokenLargestAccounts(p) {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { WebSocketServer } from 'ws';
 
 import * as bs58 from './base58.js';
-import { Chain } from './chain.js';
+import { Chain, MIN_SLOTS_PER_EPOCH } from './chain.js';
 import { INVALID_REQUEST, PARSE_ERROR } from './errors.js';
 import { parseJSON, stringifyJSON } from './json.js';
 import { PubSub } from './pubsub.js';
@@ -23,6 +23,7 @@ const USAGE = `usage: node src/server.js [flags]
   --upgradeable-program ID PATH AUTHORITY
                                genesis program with an upgrade authority ("none" = none)
   --slot-ms N                  slot duration in milliseconds (default 400)
+  --slots-per-epoch N          epoch length at genesis (default 432000, min 32)
   --snapshot-interval-ms N     snapshot interval while state changes (default 500)
   --max-tx-records N           transactions kept for queries (default 200000)
   --persist-tx-records N       newest transactions kept across restarts (default 5000)
@@ -48,7 +49,7 @@ class UsageError extends Error {}
 function parseFlags(argv) {
   const o = {
     host: '127.0.0.1', rpcPort: 8899, wsPort: null, ledger: null, reset: false, programs: [], slotMs: 400,
-    snapshotMs: 500, maxRecords: 200_000, persistRecords: 5000, maxBody: 51_200, logLevel: 'info', readyFile: null,
+    slotsPerEpoch: null, snapshotMs: 500, maxRecords: 200_000, persistRecords: 5000, maxBody: 51_200, logLevel: 'info', readyFile: null,
     perfSampleSecs: 60,
   };
   const take = (i, n, flag) => {
@@ -86,6 +87,7 @@ function parseFlags(argv) {
         break;
       }
       case '--slot-ms': o.slotMs = num(take(i, 1, flag)[0], flag, 1, 60_000); i++; break;
+      case '--slots-per-epoch': o.slotsPerEpoch = int(take(i, 1, flag)[0], flag, MIN_SLOTS_PER_EPOCH, 1e12); i++; break;
       case '--snapshot-interval-ms': o.snapshotMs = int(take(i, 1, flag)[0], flag, 10, 60_000); i++; break;
       case '--max-tx-records': o.maxRecords = int(take(i, 1, flag)[0], flag, 1000, 1e9); i++; break;
       case '--persist-tx-records': o.persistRecords = int(take(i, 1, flag)[0], flag, 0, 1e7); i++; break;
@@ -181,7 +183,7 @@ async function main() {
   const log = makeLogger(flags.logLevel);
   const started = performance.now();
   const chain = new Chain({
-    ledgerDir: flags.ledger ? path.resolve(flags.ledger) : null, reset: flags.reset, slotMs: flags.slotMs,
+    ledgerDir: flags.ledger ? path.resolve(flags.ledger) : null, reset: flags.reset, slotMs: flags.slotMs, slotsPerEpoch: flags.slotsPerEpoch,
     snapshotMs: flags.snapshotMs, programs: flags.programs, maxRecords: flags.maxRecords,
     persistRecords: flags.persistRecords, perfSampleSecs: flags.perfSampleSecs, log,
   });

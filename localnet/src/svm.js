@@ -6,7 +6,7 @@ const require = createRequire(import.meta.url);
 const native = require('litesvm/dist/internal.js');
 
 export const {
-  Account, Clock, EpochSchedule, LiteSvm, FailedTransactionMetadata, SimulatedTransactionInfo,
+  Account, Clock, EpochSchedule, LiteSvm, FailedTransactionMetadata, SimulatedTransactionInfo, SlotHistory,
   InstructionErrorBorshIo, InstructionErrorCustom, TransactionErrorDuplicateInstruction,
   TransactionErrorInstructionError, TransactionErrorInsufficientFundsForRent,
   TransactionErrorProgramExecutionTemporarilyRestricted,

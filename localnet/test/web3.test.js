@@ -427,6 +427,30 @@ test('getEpochSchedule, getInflationRate, getStakeMinimumDelegation, getRecentPe
   assert.equal((await call('getRecentPerformanceSamples', [721])).error?.code, -32602);
 });
 
+test('getBlockProduction, getLargestAccounts, getInflationReward and getHighestSnapshotSlot', async () => {
+  const identity = (await call('getIdentity', [])).result.identity;
+  const production = await conn.getBlockProduction();
+  const { firstSlot, lastSlot } = production.value.range;
+  assert.equal(firstSlot, 0); // epoch 0
+  assert.equal(lastSlot, production.context.slot);
+  assert.deepEqual(production.value.byIdentity, { [identity]: [lastSlot + 1, lastSlot + 1] });
+
+  const largest = await conn.getLargestAccounts({ filter: 'circulating' });
+  assert.equal(largest.value.length, 20);
+  assert.ok(largest.value.every((a, i) => a.lamports > 0 && (i === 0 || a.lamports <= largest.value[i - 1].lamports)));
+  assert.deepEqual((await conn.getLargestAccounts({ filter: 'nonCirculating' })).value, []);
+
+  // Epoch 0's rewards would be paid in the first block of epoch 1.
+  await assert.rejects(conn.getInflationReward([payer.publicKey]), /Block not available for slot 432000/);
+  assert.equal((await call('getInflationReward', ['nope'])).error?.code, -32602);
+
+  // This server runs without --ledger: it keeps no snapshot.
+  assert.deepEqual((await call('getHighestSnapshotSlot', [])).error, { code: -32008, message: 'No snapshot' });
+  const commitment = (await call('getBlockCommitment', [0])).result;
+  assert.equal(commitment.totalStake, BigInt((await conn.getVoteAccounts()).current[0].activatedStake));
+  assert.equal((await call('getMaxShredInsertSlot', [])).result >= lastSlot, true);
+});
+
 test('onSlotUpdate: slotsUpdatesSubscribe notifications', async () => {
   const seen = [];
   const id = conn.onSlotUpdate((u) => seen.push(u));
