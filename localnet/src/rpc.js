@@ -731,7 +731,7 @@ export class Rpc {
       if (epoch > 0n) epoch -= 1n;
     }
     const next = epoch < U64_MAX ? epoch + 1n : epoch;
-    const firstSlot = BigInt.asUintN(64, next * spe); // u64 arithmetic, as Agave's
+    const firstSlot = next * spe < U64_MAX ? next * spe : U64_MAX; // a u64, saturating
     const firstAvailable = chain.firstAvailableBlock;
     if (firstSlot < BigInt(firstAvailable)) {
       throw new RpcError(BLOCK_CLEANED_UP, `Block ${firstSlot} cleaned up, does not exist on node. First available block: ${firstAvailable}`);
