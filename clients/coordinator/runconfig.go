@@ -25,6 +25,13 @@ type RunConfig struct {
 	Config   *ConfigTOML   `toml:"config"`
 	Model    *ModelTOML    `toml:"model"`
 	Progress *ProgressTOML `toml:"progress"`
+
+	// configGiven holds the [config] keys the file sets: a section that
+	// leaves out required ones is merged over the run's config (ParamsOver).
+	configGiven map[string]bool
+	// name and data are the file's, for the lines of errors found later.
+	name string
+	data []byte
 }
 
 type MetadataTOML struct {
@@ -215,6 +222,19 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 	if err := dec.Decode(&rc); err != nil {
 		return nil, describe(name, data, err)
 	}
+	rc.name, rc.data = name, data
+	if rc.Config != nil {
+		var doc struct {
+			Config map[string]any `toml:"config"`
+		}
+		if err := toml.Unmarshal(data, &doc); err != nil {
+			return nil, describe(name, data, err)
+		}
+		rc.configGiven = map[string]bool{}
+		for k := range doc.Config {
+			rc.configGiven[k] = true
+		}
+	}
 	if rc.Metadata == nil && rc.Config == nil && rc.Model == nil && rc.Progress == nil {
 		return nil, fmt.Errorf("%w: %s sets none of [metadata], [config], [model], [progress]", ErrRunConfig, name)
 	}
@@ -266,7 +286,7 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 			}
 		}
 	}
-	if _, err := rc.Params(); err != nil {
+	if _, err := rc.params(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrRunConfig, name, err)
 	}
 	return &rc, nil
@@ -380,8 +400,106 @@ func keyLine(data []byte, dotted string) int {
 	return 0
 }
 
-// Params converts the file into update parameters (absent sections stay nil).
+// configKeys are the [config] keys, each with the Config field it sets.
+// Optional ones have a documented default (config/README.md); the others are
+// required in a section that replaces a run's config.
+var configKeys = []struct {
+	key      string
+	optional bool
+	keep     func(dst, src *Config)
+}{
+	{"warmup_time", false, func(d, s *Config) { d.WarmupTime = s.WarmupTime }},
+	{"cooldown_time", false, func(d, s *Config) { d.CooldownTime = s.CooldownTime }},
+	{"max_round_train_time", false, func(d, s *Config) { d.MaxRoundTrainTime = s.MaxRoundTrainTime }},
+	{"round_witness_time", false, func(d, s *Config) { d.RoundWitnessTime = s.RoundWitnessTime }},
+	{"epoch_time", false, func(d, s *Config) { d.EpochTime = s.EpochTime }},
+	{"waiting_for_members_extra_time", false, func(d, s *Config) { d.WaitingForMembersExtraTime = s.WaitingForMembersExtraTime }},
+	{"total_steps", false, func(d, s *Config) { d.TotalSteps = s.TotalSteps }},
+	{"init_min_clients", false, func(d, s *Config) { d.InitMinClients = s.InitMinClients }},
+	{"min_clients", false, func(d, s *Config) { d.MinClients = s.MinClients }},
+	{"witness_nodes", false, func(d, s *Config) { d.WitnessNodes = s.WitnessNodes }},
+	{"global_batch_size_start", false, func(d, s *Config) { d.GlobalBatchSizeStart = s.GlobalBatchSizeStart }},
+	{"global_batch_size_end", false, func(d, s *Config) { d.GlobalBatchSizeEnd = s.GlobalBatchSizeEnd }},
+	{"global_batch_size_warmup_tokens", false, func(d, s *Config) { d.GlobalBatchSizeWarmupTokens = s.GlobalBatchSizeWarmupTokens }},
+	{"verification_percent", true, func(d, s *Config) { d.VerificationPercent = s.VerificationPercent }},
+	{"forgive_per_epoch", true, func(d, s *Config) { d.ForgivePerEpoch = s.ForgivePerEpoch }},
+	{"vesting_epochs", true, func(d, s *Config) { d.VestingEpochs = s.VestingEpochs }},
+	{"overlap", true, func(d, s *Config) { d.Overlap = s.Overlap }},
+}
+
+// MissingConfigKeys lists the required [config] keys the file leaves out
+// (none when it has no [config] section).
+func (rc *RunConfig) MissingConfigKeys() []string {
+	if rc.Config == nil {
+		return nil
+	}
+	var missing []string
+	for _, k := range configKeys {
+		if !k.optional && !rc.configGiven[k.key] {
+			missing = append(missing, k.key)
+		}
+	}
+	return missing
+}
+
+// Params converts the file into update parameters (absent sections stay
+// nil). A [config] section must then be complete: one that leaves out
+// required keys is only meaningful over a run's config (ParamsOver).
 func (rc *RunConfig) Params() (UpdateParams, error) {
+	p, _, err := rc.ParamsOver(nil)
+	return p, err
+}
+
+// ParamsOver is Params for a run whose config is current. A [config]
+// section with every required key replaces the run's config, its left-out
+// optional keys taking their defaults. One that leaves out required keys
+// edits it: every key it leaves out keeps its value in current, and kept
+// names them. That needs a valid current config (a run configured before);
+// without one (nil, or a run never configured) the missing keys are an error.
+func (rc *RunConfig) ParamsOver(current *Config) (p UpdateParams, kept []string, err error) {
+	if p, err = rc.params(); err != nil {
+		return p, nil, err
+	}
+	missing := rc.MissingConfigKeys()
+	if len(missing) == 0 {
+		return p, nil, nil
+	}
+	switch {
+	case current == nil:
+		return p, nil, fmt.Errorf("[config] leaves out %s: give every key (config/README.md), or apply the file with update-config, which keeps them from the run's config",
+			strings.Join(missing, ", "))
+	case ValidateConfig(current) != nil:
+		return p, nil, fmt.Errorf("[config] leaves out %s, and the run has no config yet to keep them from: give every key (config/README.md)",
+			strings.Join(missing, ", "))
+	}
+	for _, k := range configKeys {
+		if !rc.configGiven[k.key] {
+			k.keep(p.Config, current)
+			kept = append(kept, k.key)
+		}
+	}
+	return p, kept, nil
+}
+
+// CheckUpdate is ValidateUpdate of p, the file's parameters, against the
+// run's state s; an error names the file and the line of the offending key.
+func (rc *RunConfig) CheckUpdate(s *State, p UpdateParams) error {
+	err := ValidateUpdate(s, p)
+	var rule *RuleError
+	if !errors.As(err, &rule) {
+		return err
+	}
+	if line := keyLine(rc.data, rule.Key); line > 0 {
+		return fmt.Errorf("%w: %s:%d: %v", ErrRunConfig, rc.name, line, err)
+	}
+	if strings.HasPrefix(rule.Key, "config.") {
+		return fmt.Errorf("%w: %s: %v, as the run's current config has it", ErrRunConfig, rc.name, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrRunConfig, rc.name, err)
+}
+
+// params converts the file's values, with the defaults of left-out keys.
+func (rc *RunConfig) params() (UpdateParams, error) {
 	var p UpdateParams
 	if m := rc.Metadata; m != nil {
 		var meta RunMetadata

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,7 +93,8 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = rc.Params()
+	current := testConfig(t)
+	p, _, err = rc.ParamsOver(&current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +116,7 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := rc.Params()
+		p, _, err := rc.ParamsOver(&current)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +128,7 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := rc.Params(); p.Config.Overlap != 0 {
+	if p, _, err := rc.ParamsOver(&current); err != nil || p.Config.Overlap != 0 {
 		t.Errorf("overlap = false gave %d", p.Config.Overlap)
 	}
 	for _, c := range []struct {
@@ -159,7 +162,8 @@ func TestVerificationKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := rc.Params()
+	current := testConfig(t)
+	p, _, err := rc.ParamsOver(&current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,4 +345,88 @@ func TestTokenizerJSONRunConfig(t *testing.T) {
 			t.Errorf("%q: %v", c.value, err)
 		}
 	}
+}
+
+// testConfig is config/test.toml's [config]: a run's valid current config.
+func testConfig(t *testing.T) coordinator.Config {
+	t.Helper()
+	rc, err := coordinator.LoadRunConfig("../../config/test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *p.Config
+}
+
+// A [config] section that leaves out required keys keeps them from the
+// run's current config, and says which; with no config on chain yet, or
+// through Params (no run to keep them from), it names the missing keys
+// instead of zeroing them (the program then refused the zero epoch_time
+// with a misleading ConfigEpochTime).
+func TestPartialConfigMerges(t *testing.T) {
+	rc, err := coordinator.ParseRunConfig("p.toml", []byte("[config]\nverification_percent = 50\nepoch_time = 40\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rc.MissingConfigKeys(), ","); !strings.HasPrefix(got, "warmup_time,cooldown_time,") || strings.Contains(got, "epoch_time,") {
+		t.Fatalf("missing keys %q", got)
+	}
+	current := testConfig(t)
+	current.VestingEpochs = 3
+	p, kept, err := rc.ParamsOver(&current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := current
+	want.VerificationPercent, want.EpochTime = 50, 40
+	if *p.Config != want {
+		t.Fatalf("merged %+v, want %+v", *p.Config, want)
+	}
+	if k := strings.Join(kept, ","); strings.Contains(k, "verification_percent") || strings.Contains(k, ",epoch_time") ||
+		!strings.Contains(k, "vesting_epochs") || !strings.Contains(k, "warmup_time") {
+		t.Fatalf("kept %q", k)
+	}
+	if _, _, err := rc.ParamsOver(&coordinator.Config{}); err == nil || !strings.Contains(err.Error(), "leaves out warmup_time, cooldown_time") ||
+		!strings.Contains(err.Error(), "no config yet") {
+		t.Errorf("over a run never configured: %v, want the missing keys named", err)
+	}
+	if _, err := rc.Params(); err == nil || !strings.Contains(err.Error(), "leaves out warmup_time, cooldown_time") {
+		t.Errorf("Params of a partial [config]: %v, want the missing keys named", err)
+	}
+	// A complete section replaces: left-out optional keys take their defaults.
+	full, err := coordinator.LoadRunConfig("../../config/test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, kept, err = full.ParamsOver(&current)
+	if err != nil || len(kept) != 0 || p.Config.VestingEpochs != 0 || *p.Config != testConfig(t) {
+		t.Errorf("complete [config] over a run's: %+v kept %v err %v", p.Config, kept, err)
+	}
+}
+
+// Every [config] key of the file format is one ParamsOver can keep.
+func TestEveryConfigKeyMerges(t *testing.T) {
+	base := testConfig(t)
+	for _, key := range configTOMLKeys() {
+		rc, err := coordinator.ParseRunConfig("k.toml", []byte("[config]\n"+key+" = "+map[bool]string{true: "true", false: "1"}[key == "overlap"]+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, kept, err := rc.ParamsOver(&base)
+		if err != nil || len(kept) != len(configTOMLKeys())-1 || slices.Contains(kept, key) {
+			t.Errorf("%s: kept %v, err %v", key, kept, err)
+		}
+	}
+}
+
+func configTOMLKeys() []string {
+	var keys []string
+	t := reflect.TypeFor[coordinator.ConfigTOML]()
+	for i := range t.NumField() {
+		keys = append(keys, t.Field(i).Tag.Get("toml"))
+	}
+	return keys
 }

@@ -171,3 +171,15 @@ func disputeSummary(s *State, d *Dispute) map[string]any {
 		"claimed_payload": h(d.ClaimedPayload), "claimed_after": h(d.ClaimedAfter),
 	}
 }
+
+// EpochLastStep is the last step the current epoch trains, as a user counts
+// steps: once the epoch's time is up, the program sets epoch.last_step to
+// the step after the two drain rounds (programs/coordinator/README.md,
+// "Drain"), which can lie past the run's end; this is the step before it,
+// clamped to total_steps. 0 while the epoch's time is not up.
+func EpochLastStep(s *State) uint32 {
+	if s.Epoch.LastStep == 0 {
+		return 0
+	}
+	return min(s.Epoch.LastStep-1, s.Config.TotalSteps)
+}

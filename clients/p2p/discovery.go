@@ -121,7 +121,7 @@ func (n *Node) triggerDiscovery() {
 func (n *Node) discoverLoop() {
 	defer n.wg.Done()
 	if n.cfg.RendezvousDir != "" {
-		defer n.removeOwnRecord()
+		defer n.removeRendezvous()
 	}
 	ticker := time.NewTicker(n.cfg.DiscoveryInterval)
 	defer ticker.Stop()
@@ -361,6 +361,11 @@ func (n *Node) writeOwnRecord() error {
 	if err != nil {
 		return err
 	}
+	// Again here: a client that left may have removed the directories while
+	// they were empty.
+	if err := os.MkdirAll(n.rendezvousDir(), 0o755); err != nil {
+		return err
+	}
 	if err := atomicfile.Write(filepath.Join(n.rendezvousDir(), n.host.ID().String()+recordSuffix), data, 0o644); err != nil {
 		return err
 	}
@@ -370,8 +375,15 @@ func (n *Node) writeOwnRecord() error {
 	return nil
 }
 
-func (n *Node) removeOwnRecord() {
+// removeRendezvous removes our record, then the run's directory and (with
+// RemoveRendezvousDir) the rendezvous directory if nothing else is left in
+// them: os.Remove refuses a directory that is not empty.
+func (n *Node) removeRendezvous() {
 	_ = os.Remove(filepath.Join(n.rendezvousDir(), n.host.ID().String()+recordSuffix))
+	_ = os.Remove(n.rendezvousDir())
+	if n.cfg.RemoveRendezvousDir {
+		_ = os.Remove(n.cfg.RendezvousDir)
+	}
 }
 
 // readRecords loads the records of participants we are not connected to.

@@ -96,3 +96,36 @@ func TestPeerRecordsAreVerified(t *testing.T) {
 		t.Errorf("record not removed on close: %v", err)
 	}
 }
+
+// The rendezvous directory a client chose for itself (RemoveRendezvousDir)
+// goes when its last node leaves it; the run's subdirectory goes when empty
+// in any case; a directory the user named stays.
+func TestRendezvousDirRemovedByLastNode(t *testing.T) {
+	for _, own := range []bool{true, false} {
+		base := filepath.Join(t.TempDir(), "rendezvous")
+		nodes := make([]*Node, 2)
+		for i := range nodes {
+			cfg := testConfig(t, "cleanup", base)
+			cfg.RemoveRendezvousDir = own
+			nodes[i] = startNode(t, cfg)
+		}
+		setParticipants(nodes, nodes)
+		waitMeshed(t, nodes)
+		tagDir := nodes[0].rendezvousDir()
+		if err := nodes[0].Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(tagDir, nodes[1].ID().String()+recordSuffix)); err != nil {
+			t.Fatalf("own %v: the first node to leave removed the other's record: %v", own, err)
+		}
+		if err := nodes[1].Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(tagDir); !os.IsNotExist(err) {
+			t.Errorf("own %v: the run's rendezvous directory is left behind (%v)", own, err)
+		}
+		if _, err := os.Stat(base); os.IsNotExist(err) == !own {
+			t.Errorf("own %v: the rendezvous directory exists: %v", own, err == nil)
+		}
+	}
+}

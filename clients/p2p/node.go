@@ -59,6 +59,11 @@ type Config struct {
 	// RendezvousDir, when set, is a directory shared by clients on one machine
 	// where each writes its signed peer record and reads the others'.
 	RendezvousDir string
+	// RemoveRendezvousDir removes RendezvousDir on close when no other
+	// client's records are left in it (a default directory the client chose;
+	// one the user named is left in place). The run's subdirectory goes
+	// when empty either way.
+	RemoveRendezvousDir bool
 	// DisableRunDHT turns off the run's private Kademlia DHT, which resolves the
 	// addresses of participants we are not connected to.
 	DisableRunDHT bool

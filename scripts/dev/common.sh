@@ -20,6 +20,18 @@ wallet=${WALLET_FILE:-$HOME/.config/solana/id.json}
 case "$wallet" in /*) ;; *) wallet=${INVOCATION_DIR:-$PWD}/$wallet ;; esac
 
 say() { printf '%s\n' "$@" >&2; }
+
+# on_interrupt is the scripts' INT trap. A Ctrl-C that ends what a script
+# runs until Ctrl-C (it sets clean_stop=1 first: the log follower, the
+# training client), when that exits 0, is the clean way to stop: exit 0, and
+# just reports nothing (dev.just). Any other Ctrl-C cuts a step short: 130.
+# $? is the interrupted command's status: the trap runs once it has exited.
+clean_stop=0
+on_interrupt() {
+  local rc=$?
+  if ((clean_stop && rc == 0)); then exit 0; fi
+  exit 130
+}
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # show prints a command as it would be typed, paths under the repo relative to it.

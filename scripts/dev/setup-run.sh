@@ -118,7 +118,7 @@ stop_validator() {
   validator_pid=""
 }
 trap stop_validator EXIT
-trap 'exit 130' INT
+trap on_interrupt INT
 trap 'exit 143' TERM
 
 if [ "$cluster" = localnet ]; then
@@ -194,6 +194,7 @@ fi
 
 if [ "$cluster" = localnet ]; then
   ((dry_run)) || say "" "run \"$run_id\" is ready on $rpc; following the programs' logs, Ctrl-C stops them and the validator"
+  clean_stop=1
   pc logs --rpc "$rpc" --ws-rpc "$ws" || say "the log stream ended"
 elif ((!dry_run)); then
   say "" "run \"$run_id\" is ready on $rpc; follow its logs with: $(show "$psyche_client" logs --rpc "$rpc" --ws-rpc "$ws" | cut -c3-)"

@@ -6,7 +6,11 @@
 # under .localnet/data/), then `psyche-client train` until Ctrl-C, which
 # leaves the run.
 #
-# Usage: scripts/dev/train.sh --cluster localnet|devnet [--light] [RUN_ID | run_id=RUN_ID]
+# Usage: scripts/dev/train.sh --cluster localnet|devnet [--light] [--] [RUN_ID | run_id=RUN_ID] [TRAIN_FLAGS...]
+#
+# After the script's own flags (or --), the first argument is the run id
+# unless it starts with "-"; every argument after it is passed on to
+# `psyche-client train` (e.g. --metrics-local-port 9100).
 #
 # Environment (besides DRY_RUN, PSYCHE_CLIENT and WALLET_FILE, see common.sh):
 #   AUTHORIZER=11111111111111111111111111111111   the grantee of the join
@@ -27,11 +31,17 @@ while (($#)); do
     --cluster) cluster=${2:-}; shift ;;
     --light) light=1 ;;
     -h | --help) usage ;;
+    --) shift; break ;;
     -*) say "unknown flag $1"; usage ;;
-    *) [ -z "$run_arg" ] || { say "more than one run id given: $run_arg, $1"; usage; }; run_arg=$1 ;;
+    *) break ;;
   esac
   shift
 done
+if (($#)) && [[ "$1" != -* ]]; then
+  run_arg=$1
+  shift
+fi
+train_args=("$@")
 run_id=$(parse_run_id "$run_arg")
 case "$cluster" in
   localnet)
@@ -80,7 +90,7 @@ remove_key() {
   say "removed the client's keypair $key"
 }
 trap remove_key EXIT
-trap 'exit 130' INT
+trap on_interrupt INT
 trap 'exit 143' TERM
 if ((ephemeral)); then
   ((dry_run)) || { mkdir -p "$keys"; key=$client_wallet; }
@@ -92,5 +102,7 @@ net=(--rpc "$rpc" --ws-rpc "$ws" -w "$client_wallet")
 args=(train "${net[@]}" --run-id "$run_id" --authorizer "$authorizer" --data-dir "$data_dir")
 # The light client trains one sequence per pass: the least memory.
 ((light)) && args+=(--micro-batch-size 1)
+args+=("${train_args[@]}")
 ((dry_run)) || say "training in run \"$run_id\" on $rpc; Ctrl-C leaves the run"
+clean_stop=1
 pc "${args[@]}"

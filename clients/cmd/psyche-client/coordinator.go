@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/urfave/cli/v2"
@@ -92,7 +94,10 @@ func joinAuthority(c *cli.Context, me solana.PublicKey) (solana.PublicKey, error
 
 // permissionlessGrant follows a run's creation, with --permissionless, with
 // the wallet's active permissionless join authorization (grantee = everyone,
-// the join scope).
+// the join scope). One such grant covers every run of the join authority, so
+// an active one that exists already is success; an inactive one is an error
+// (re-activating it would open every run of the authority, which its owner
+// switched off).
 func permissionlessGrant(c *cli.Context, client *chain.Client, wallet solana.PrivateKey) error {
 	if !c.Bool(permissionlessFlag.Name) {
 		return nil
@@ -105,6 +110,23 @@ func permissionlessGrant(c *cli.Context, client *chain.Client, wallet solana.Pri
 	create, addr, err := auth.Create(me, me, authorizer.Everyone, authorizer.JoinRunScope)
 	if err != nil {
 		return err
+	}
+	existing, err := auth.Fetch(c.Context, client, addr)
+	switch {
+	case err == nil:
+		if !existing.Grantor.Equals(me) || !existing.Grantee.Equals(authorizer.Everyone) || !bytes.Equal(existing.Scope, authorizer.JoinRunScope) {
+			return fmt.Errorf("the run exists, but the account %s at the address of the wallet's permissionless authorization grants %s to %s from %s, not the join scope to everyone from the wallet",
+				addr, existing.Scope, existing.Grantee, existing.Grantor)
+		}
+		if !existing.Active {
+			return fmt.Errorf("the run exists, but the wallet's permissionless authorization %s is inactive, so nobody may join without a grant of their own; "+
+				"to open the run, delete it (join-authorization-delete --authorizer %s) and create it again (join-authorization-create --authorizer %s)",
+				addr, authorizer.Everyone, authorizer.Everyone)
+		}
+		fmt.Fprintf(c.App.Writer, "permissionless authorization: %s (exists already and is active: it lets everyone join every run of this join authority)\n", addr)
+		return nil
+	case !errors.Is(err, chain.ErrAccountNotFound):
+		return fmt.Errorf("the run exists, but reading the permissionless authorization %s failed: %w", addr, err)
 	}
 	activate, err := auth.SetActive(me, addr, true)
 	if err != nil {
@@ -120,8 +142,9 @@ func permissionlessGrant(c *cli.Context, client *chain.Client, wallet solana.Pri
 
 func updateConfigCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "update-config",
-		Usage:  "apply a run config TOML file (metadata, config, model, progress); config/README.md documents the format",
+		Name: "update-config",
+		Usage: "apply a run config TOML file (metadata, config, model, progress; config/README.md documents the format). " +
+			"Every rule of the program is checked against the run before anything is sent; a [config] section that leaves out required keys keeps their current values",
 		Flags:  append([]cli.Flag{&cli.StringFlag{Name: "config-path", Usage: "the run config TOML file (required)"}}, coordinatorRunFlags()...),
 		Action: updateConfig,
 	}
@@ -135,10 +158,6 @@ func updateConfig(c *cli.Context) error {
 	if err != nil {
 		return badInput(err)
 	}
-	params, err := rc.Params()
-	if err != nil {
-		return badInput(err)
-	}
 	a, err := newCoordinatorCtx(c)
 	if err != nil {
 		return err
@@ -147,23 +166,53 @@ func updateConfig(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	s, err := run.FetchState(c.Context, a.client)
+	if err != nil {
+		return err
+	}
+	params, kept, err := rc.ParamsOver(&s.Config)
+	if err != nil {
+		return badInputf("%w: %s: %w", coordinator.ErrRunConfig, c.String("config-path"), err)
+	}
+	if err := rc.CheckUpdate(s, params); err != nil {
+		return badInputf("%w; nothing was sent", err)
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(c.App.Writer, "[config] kept from the run's current config: %s\n", strings.Join(kept, ", "))
+	}
+	return sendUpdate(c, a, run, params)
+}
+
+// sendUpdate sends a checked update in two transactions: together the
+// sections exceed the 1,232-byte limit. [config], [model] and [progress] go
+// first: only they depend on the run's phase, so when they are refused
+// nothing has changed, and the metadata that follows can only fail on the
+// way (then the error says that the rest was applied).
+func sendUpdate(c *cli.Context, a *coordinatorCtx, run coordinator.Run, params coordinator.UpdateParams) error {
 	me := a.wallet.PublicKey()
-	// Metadata goes alone: with the model it would not fit one transaction.
-	var parts []coordinator.UpdateParams
-	if params.Metadata != nil {
-		parts = append(parts, coordinator.UpdateParams{Metadata: params.Metadata})
-	}
+	applied := ""
 	if params.Config != nil || params.Model != nil || params.Progress != nil {
-		parts = append(parts, coordinator.UpdateParams{Config: params.Config, Model: params.Model, Progress: params.Progress})
-	}
-	for _, p := range parts {
-		ix, err := run.Update(me, p)
+		ix, err := run.Update(me, coordinator.UpdateParams{Config: params.Config, Model: params.Model, Progress: params.Progress})
 		if err != nil {
 			return err
 		}
 		if err := a.send(c, ix); err != nil {
 			return err
 		}
+		applied = "[config], [model] and [progress] were applied (signature above)"
+	}
+	if params.Metadata == nil {
+		return nil
+	}
+	ix, err := run.Update(me, coordinator.UpdateParams{Metadata: params.Metadata})
+	if err != nil {
+		return err
+	}
+	if err := a.send(c, ix); err != nil {
+		if applied != "" {
+			return fmt.Errorf("%s, but [metadata] was not: %w; run update-config again", applied, err)
+		}
+		return err
 	}
 	return nil
 }
@@ -316,8 +365,9 @@ func closeRun(c *cli.Context) error {
 
 func jsonDumpRunCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "json-dump-run",
-		Usage:  "print a run's state as JSON",
+		Name: "json-dump-run",
+		Usage: "print a run's state as JSON: every config key as a run config file names it; progress.step is the next step to train; " +
+			"epoch.last_step is the epoch's last step once its time is up (0 before), drain_end_step the program's raw epoch.last_step (the step that ends the drain, possibly past total_steps)",
 		Flags:  append([]cli.Flag{runIDFlag}, coordinatorReadFlags()...),
 		Action: jsonDumpRun,
 	}
@@ -635,7 +685,8 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 		"current_rates": ratesJSON(s.CurrentRates),
 		"future_rates":  ratesJSON(s.FutureRates),
 		"epoch": map[string]any{
-			"start_timestamp": s.Epoch.StartTimestamp, "start_step": s.Epoch.StartStep, "last_step": s.Epoch.LastStep,
+			"start_timestamp": s.Epoch.StartTimestamp, "start_step": s.Epoch.StartStep,
+			"last_step": coordinator.EpochLastStep(s), "drain_end_step": s.Epoch.LastStep,
 			"cold_start": s.Epoch.ColdStart != 0, "quorum_failed": s.Epoch.QuorumFailed != 0, "members": members,
 		},
 	}
@@ -658,6 +709,7 @@ func configJSON(c coordinator.Config) map[string]any {
 		"init_min_clients": c.InitMinClients, "min_clients": c.MinClients, "witness_nodes": c.WitnessNodes,
 		"global_batch_size_start": c.GlobalBatchSizeStart, "global_batch_size_end": c.GlobalBatchSizeEnd,
 		"global_batch_size_warmup_tokens": c.GlobalBatchSizeWarmupTokens, "overlap": c.Overlap != 0,
+		"verification_percent": c.VerificationPercent, "forgive_per_epoch": c.ForgivePerEpoch, "vesting_epochs": c.VestingEpochs,
 	}
 }
 

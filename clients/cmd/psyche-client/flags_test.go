@@ -103,3 +103,24 @@ func TestRequiredFlagsFromEnvironment(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want the required flags taken from RUN_ID and AUTHORIZER, then an unreachable endpoint", code, errOut)
 	}
 }
+
+// Flag mistakes name the flag as it is typed (Go's flag package writes
+// -run-idd) and suggest the command's nearest flag when one is close.
+func TestFlagMistakesSpelledAsTyped(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"json-dump-run", "--run-idd", "x"}, "unknown flag --run-idd; did you mean --run-id?"},
+		{[]string{"data", "prepare", "--outt", "x"}, "unknown flag --outt; did you mean --out?"},
+		{[]string{"json-dump-run", "--zzzz"}, "unknown flag --zzzz"},
+		{[]string{"balance", "-x"}, "unknown flag -x"},
+		{[]string{"json-dump-run", "--rpc"}, "flag --rpc needs a value"},
+		{[]string{"train", "--threads", "many"}, `invalid value "many" for flag --threads: parse error`},
+	} {
+		_, errOut, code := runCLI(t, nil, tc.args...)
+		if want := "psyche-client: " + tc.want + "\n"; code != exitBadInput || errOut != want {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d, %q", tc.args, code, errOut, exitBadInput, want)
+		}
+	}
+}

@@ -53,7 +53,7 @@ func newApp() *cli.App {
 		Usage:                "train in, and administer, Psyche runs on Solana",
 		EnableBashCompletion: true,
 		Commands:             commands(),
-		OnUsageError:         usageError,
+		OnUsageError:         usageErrorFor(nil),
 		ExitErrHandler:       func(*cli.Context, error) {},
 	}
 	app.Commands = append(app.Commands, &cli.Command{
@@ -61,7 +61,9 @@ func newApp() *cli.App {
 		Usage:  "print the help of every command as Markdown (docs/cli.md is generated with it)",
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			md, err := newApp().ToMarkdown()
+			doc := newApp()
+			documentEnvVars(doc.Commands)
+			md, err := doc.ToMarkdown()
 			if err != nil {
 				return err
 			}
@@ -73,13 +75,112 @@ func newApp() *cli.App {
 	return app
 }
 
-// usageError reports flag and argument mistakes, once, as bad input.
-func usageError(_ *cli.Context, err error, _ bool) error { return badInput(err) }
+// documentEnvVars makes the Markdown reference name each flag's environment
+// variables, as --help does (urfave/cli's Markdown leaves them out).
+func documentEnvVars(cmds []*cli.Command) {
+	for _, c := range cmds {
+		for i, f := range c.Flags {
+			if d, ok := f.(cli.DocGenerationFlag); ok && len(d.GetEnvVars()) > 0 {
+				c.Flags[i] = envDocFlag{d}
+			}
+		}
+		documentEnvVars(c.Subcommands)
+	}
+}
+
+// envDocFlag is a flag whose documented usage names its environment variables.
+type envDocFlag struct{ cli.DocGenerationFlag }
+
+func (f envDocFlag) GetUsage() string {
+	return f.DocGenerationFlag.GetUsage() + " (environment: $" + strings.Join(f.GetEnvVars(), ", $") + ")"
+}
+
+func (f envDocFlag) IsVisible() bool {
+	v, ok := f.DocGenerationFlag.(cli.VisibleFlag)
+	return !ok || v.IsVisible()
+}
+
+// usageErrorFor reports the flag and argument mistakes of a command (nil:
+// the app), once, as bad input. Go's flag package spells flags with one dash
+// (-run-idd); the message spells them as they are typed and suggests the
+// command's nearest flag for an unknown one.
+func usageErrorFor(cmd *cli.Command) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		var flags []cli.Flag
+		if cmd != nil {
+			flags = cmd.Flags
+		}
+		return badInput(errors.New(usageMessage(err.Error(), flags)))
+	}
+}
+
+// usageMessage rewrites the flag package's messages about a flag.
+func usageMessage(msg string, flags []cli.Flag) string {
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		out := "unknown flag " + dashed(name)
+		if s := nearestFlag(name, flags); s != "" {
+			out += "; did you mean " + dashed(s) + "?"
+		}
+		return out
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "flag " + dashed(name) + " needs a value"
+	}
+	// invalid value "x" for flag -name: why
+	if before, after, ok := strings.Cut(msg, " for flag -"); ok {
+		name, why, _ := strings.Cut(after, ": ")
+		return before + " for flag " + dashed(name) + ": " + why
+	}
+	return msg
+}
+
+// dashed spells a flag name as typed: -w, --run-id.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// nearestFlag is the name of flags closest to name (urfave/cli's
+// suggestion), when it is close enough to be a typo: at most a third of the
+// name's letters (and at least 2) edited.
+func nearestFlag(name string, flags []cli.Flag) string {
+	if cli.SuggestFlag == nil || len(flags) == 0 {
+		return ""
+	}
+	s := strings.TrimLeft(cli.SuggestFlag(flags, name, true), "-")
+	if s == "" || editDistance(name, s) > max(2, len(name)/3) {
+		return ""
+	}
+	return s
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
 
 func setUsageErrors(cmds []*cli.Command) {
 	for _, c := range cmds {
 		if c.OnUsageError == nil {
-			c.OnUsageError = usageError
+			c.OnUsageError = usageErrorFor(c)
 		}
 		if c.Action != nil && !strings.HasPrefix(c.ArgsUsage, "-- ") { // "-- ARGS": passed on, flags included
 			c.Action = rejectLateFlags(c.Action)

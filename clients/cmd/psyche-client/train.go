@@ -154,6 +154,10 @@ func train(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	primary, err := reachableChain(c.Context, chains)
+	if err != nil {
+		return badInput(err)
+	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -184,7 +188,7 @@ func train(c *cli.Context) error {
 			pcfg.NATTraversal = false
 		}
 	}
-	run, inst, err := program.Open(ctx, chains[0], runID)
+	run, inst, err := program.Open(ctx, primary, runID)
 	if err != nil {
 		return err
 	}
@@ -197,7 +201,7 @@ func train(c *cli.Context) error {
 		return err
 	}
 
-	s, err := run.FetchState(ctx, chains[0])
+	s, err := run.FetchState(ctx, primary)
 	if err != nil {
 		return err
 	}
@@ -305,6 +309,22 @@ func trainChains(c *cli.Context) ([]*chain.Client, bool, error) {
 	host := u.Hostname()
 	ip := net.ParseIP(host)
 	return out, host == "localhost" || (ip != nil && ip.IsLoopback()), nil
+}
+
+// reachableChain is the first of chains whose endpoint answers, for the
+// reads before the client starts (it fails over by itself later). None
+// answering is bad input, as for every other command: the endpoints are the
+// user's.
+func reachableChain(ctx context.Context, chains []*chain.Client) (*chain.Client, error) {
+	var errs []string
+	for _, cl := range chains {
+		err := cl.Ping(ctx)
+		if err == nil {
+			return cl, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return nil, errors.New(strings.Join(errs, "; "))
 }
 
 // parseDevice reads --device.

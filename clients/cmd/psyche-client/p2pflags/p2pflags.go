@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -45,7 +46,8 @@ func Flags() []cli.Flag {
 		&cli.IntFlag{Name: MaxConcurrentDownloads, Value: p2p.DefaultMaxConcurrentDownloads, Usage: "concurrent downloads from any one peer"},
 		&cli.IntFlag{Name: MaxConcurrentRequests, Value: p2p.DefaultMaxUploadsPerPeer, Usage: "concurrent blob and model requests served to any one peer"},
 		&cli.StringSliceFlag{Name: Bootstrap, Usage: "multiaddr with /p2p/ id of a peer to dial at start (repeatable)"},
-		&cli.StringFlag{Name: RendezvousDir, Value: filepath.Join(os.TempDir(), "psyche-p2p"), Usage: "directory where clients on this machine exchange signed address records; empty disables"},
+		&cli.StringFlag{Name: RendezvousDir, DefaultText: "$TMPDIR/psyche-p2p-$UID, one per user, removed when its last client leaves",
+			Usage: "directory where clients on this machine exchange signed address records; empty disables"},
 		&cli.BoolFlag{Name: PublicDHT, Value: true, Usage: "find other participants through the public libp2p DHT"},
 		&cli.BoolFlag{Name: NATTraversal, Value: true, Usage: "port mapping, relays through other participants and hole punching"},
 		&cli.BoolFlag{Name: MDNS, Usage: "find participants on the local network by multicast DNS"},
@@ -83,13 +85,18 @@ func Config(c *cli.Context, runID string, logger *slog.Logger) (p2p.Config, erro
 		}
 		bootstrap = append(bootstrap, *ai)
 	}
+	rendezvous, ownRendezvous := c.String(RendezvousDir), false
+	if !c.IsSet(RendezvousDir) {
+		rendezvous, ownRendezvous = DefaultRendezvousDir(), true
+	}
 	return p2p.Config{
 		RunID:                  runID,
 		Identity:               key,
 		ListenInterface:        c.String(BindInterface),
 		ListenPort:             port,
 		BootstrapPeers:         bootstrap,
-		RendezvousDir:          c.String(RendezvousDir),
+		RendezvousDir:          rendezvous,
+		RemoveRendezvousDir:    ownRendezvous,
 		PublicDHT:              c.Bool(PublicDHT),
 		NATTraversal:           c.Bool(NATTraversal),
 		MDNS:                   c.Bool(MDNS),
@@ -98,6 +105,13 @@ func Config(c *cli.Context, runID string, logger *slog.Logger) (p2p.Config, erro
 		MaxModelUploadRate:     uploadRate,
 		Logger:                 logger,
 	}, nil
+}
+
+// DefaultRendezvousDir is the rendezvous directory when --p2p-rendezvous-dir
+// is not given: one per user (a directory shared by all users was left
+// behind, owned by whoever came first).
+func DefaultRendezvousDir() string {
+	return filepath.Join(os.TempDir(), "psyche-p2p-"+strconv.Itoa(os.Getuid()))
 }
 
 func loadIdentity(path string) (crypto.PrivKey, error) {

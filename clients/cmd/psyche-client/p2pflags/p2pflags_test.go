@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -57,8 +58,15 @@ func TestFlagsBuildConfig(t *testing.T) {
 	if len(cfg.BootstrapPeers) != 1 || cfg.BootstrapPeers[0].ID != want.ID {
 		t.Errorf("bootstrap peers %v", cfg.BootstrapPeers)
 	}
-	if cfg.RendezvousDir != filepath.Join(os.TempDir(), "psyche-p2p") {
-		t.Errorf("rendezvous dir %q", cfg.RendezvousDir)
+	// The default rendezvous directory is the user's own, and the client's
+	// to remove; one given (empty: off) is the user's.
+	if want := filepath.Join(os.TempDir(), "psyche-p2p-"+strconv.Itoa(os.Getuid())); cfg.RendezvousDir != want || !cfg.RemoveRendezvousDir {
+		t.Errorf("rendezvous dir %q (remove %v), want %q", cfg.RendezvousDir, cfg.RemoveRendezvousDir, want)
+	}
+	for _, dir := range []string{"", "/srv/rendezvous"} {
+		if cfg, err := parse(t, "--"+RendezvousDir, dir); err != nil || cfg.RendezvousDir != dir || cfg.RemoveRendezvousDir {
+			t.Errorf("--%s %q: dir %q, remove %v, err %v", RendezvousDir, dir, cfg.RendezvousDir, cfg.RemoveRendezvousDir, err)
+		}
 	}
 	// Without a path or the environment variable, the identity is random.
 	a, err := parse(t)
