@@ -154,10 +154,6 @@ func train(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	primary, err := reachableChain(c.Context, chains)
-	if err != nil {
-		return badInput(err)
-	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -187,6 +183,11 @@ func train(c *cli.Context) error {
 		if !c.IsSet(p2pflags.NATTraversal) {
 			pcfg.NATTraversal = false
 		}
+	}
+	// After every check of the flags: the endpoints' answers come last.
+	primary, err := reachableChain(ctx, chains)
+	if err != nil {
+		return badInput(err)
 	}
 	run, inst, err := program.Open(ctx, primary, runID)
 	if err != nil {
