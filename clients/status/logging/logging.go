@@ -1,5 +1,5 @@
 // Package logging builds the client's *slog.Logger for --logs
-// tui|console|json|none.
+// tui|console|json|none; every mode feeds the status Recorder.
 package logging
 
 import (
@@ -19,7 +19,7 @@ import (
 type Mode string
 
 const (
-	// TUI sends log lines to the Recorder's log panel, leaving the terminal to the UI.
+	// TUI sends log lines only to the Recorder's log panel, leaving the terminal to the UI.
 	TUI Mode = "tui"
 	// Console writes human-readable key=value lines.
 	Console Mode = "console"
@@ -43,24 +43,36 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // New returns the logger for mode. Console and JSON write to w (normally
-// stderr); TUI needs rec, whose log panel receives the lines.
+// stderr), None nowhere. In every mode each record at level also goes to
+// rec (the TUI's log panel, and the log lines and warning and error
+// counters of /status and /metrics), so they count what was logged
+// whatever --logs says.
 func New(mode Mode, w io.Writer, rec *status.Recorder, level slog.Leveler) (*slog.Logger, error) {
+	if _, err := ParseMode(string(mode)); err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, errors.New("logging: a status recorder is required")
+	}
 	opts := &slog.HandlerOptions{Level: level}
+	var out slog.Handler // what the mode writes besides rec; nil: nothing
 	switch mode {
 	case Console:
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		out = slog.NewTextHandler(w, opts)
 	case JSON:
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case None:
-		return slog.New(slog.DiscardHandler), nil
-	case TUI:
-		if rec == nil {
-			return nil, errors.New("--logs tui needs a status recorder")
-		}
-		return slog.New(NewRecorderHandler(rec, level)), nil
+		out = slog.NewJSONHandler(w, opts)
 	}
-	_, err := ParseMode(string(mode))
-	return nil, err
+	return slog.New(teeRecorder(out, rec, level)), nil
+}
+
+// teeRecorder returns a handler that gives each record to h (nil: none)
+// and to rec, at level or above.
+func teeRecorder(h slog.Handler, rec *status.Recorder, level slog.Leveler) slog.Handler {
+	r := NewRecorderHandler(rec, level)
+	if h == nil {
+		return r
+	}
+	return slog.NewMultiHandler(h, r)
 }
 
 // RecorderHandler is a slog.Handler that appends each record, as one

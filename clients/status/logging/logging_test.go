@@ -35,9 +35,9 @@ func TestParseMode(t *testing.T) {
 func TestNewWritesWhereAsked(t *testing.T) {
 	for _, tc := range []struct {
 		mode  Mode
-		check func(t *testing.T, out string, s status.Snapshot)
+		check func(t *testing.T, out string)
 	}{
-		{Console, func(t *testing.T, out string, s status.Snapshot) {
+		{Console, func(t *testing.T, out string) {
 			if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "msg=\"peer slow\"") || !strings.Contains(out, "peer=abc") {
 				t.Errorf("console output %q", out)
 			}
@@ -45,7 +45,7 @@ func TestNewWritesWhereAsked(t *testing.T) {
 				t.Error("debug line shown at info level")
 			}
 		}},
-		{JSON, func(t *testing.T, out string, s status.Snapshot) {
+		{JSON, func(t *testing.T, out string) {
 			var m map[string]any
 			if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &m); err != nil {
 				t.Fatalf("json output %q: %v", out, err)
@@ -54,17 +54,14 @@ func TestNewWritesWhereAsked(t *testing.T) {
 				t.Errorf("json record %v", m)
 			}
 		}},
-		{None, func(t *testing.T, out string, s status.Snapshot) {
-			if out != "" || len(s.Log) != 0 {
-				t.Errorf("none wrote %q, %d panel lines", out, len(s.Log))
+		{None, func(t *testing.T, out string) {
+			if out != "" {
+				t.Errorf("none wrote %q", out)
 			}
 		}},
-		{TUI, func(t *testing.T, out string, s status.Snapshot) {
+		{TUI, func(t *testing.T, out string) {
 			if out != "" {
 				t.Errorf("tui mode wrote to the terminal: %q", out)
-			}
-			if len(s.Log) != 1 || s.Log[0].Message != "peer slow peer=abc" || s.Log[0].Level != "WARN" || s.WarningsTotal != 1 {
-				t.Errorf("panel %+v", s.Log)
 			}
 		}},
 	} {
@@ -77,17 +74,30 @@ func TestNewWritesWhereAsked(t *testing.T) {
 			}
 			log.Debug("hidden")
 			log.Warn("peer slow", "peer", "abc")
-			tc.check(t, buf.String(), rec.Snapshot())
+			log.With("step", 3).Error("step failed")
+			tc.check(t, buf.String())
+			// Every mode feeds the recorder: the panel, /status and /metrics
+			// count warnings and errors whatever --logs says.
+			s := rec.Snapshot()
+			if len(s.Log) != 2 || s.Log[0].Message != "peer slow peer=abc" || s.Log[0].Level != "WARN" || s.Log[1].Message != "step failed step=3" {
+				t.Errorf("recorder lines %+v", s.Log)
+			}
+			if s.WarningsTotal != 1 || s.ErrorsTotal != 1 || s.LastWarning == nil || s.LastWarning.Message != "peer slow peer=abc" || s.LastError == nil {
+				t.Errorf("counters: %d warnings (last %+v), %d errors (last %+v)", s.WarningsTotal, s.LastWarning, s.ErrorsTotal, s.LastError)
+			}
 		})
 	}
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
-	if _, err := New("fancy", &bytes.Buffer{}, nil, nil); err == nil {
+	rec := status.NewRecorder("r", status.Options{})
+	if _, err := New("fancy", &bytes.Buffer{}, rec, nil); err == nil {
 		t.Error("unknown mode accepted")
 	}
-	if _, err := New(TUI, &bytes.Buffer{}, nil, nil); err == nil {
-		t.Error("tui without a recorder accepted")
+	for _, m := range Modes() {
+		if _, err := New(m, &bytes.Buffer{}, nil, nil); err == nil {
+			t.Errorf("%s without a recorder accepted", m)
+		}
 	}
 }
 

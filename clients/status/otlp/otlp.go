@@ -74,17 +74,18 @@ type Resource struct {
 	Version string // the client version
 }
 
-// Attributes are the resource attributes of r.
+// Attributes are the resource attributes of r, valid UTF-8 (the version
+// comes from the environment).
 func (r Resource) Attributes() []attribute.KeyValue {
 	kv := []attribute.KeyValue{attribute.String("service.name", ServiceName)}
-	if r.Version != "" {
-		kv = append(kv, attribute.String("service.version", r.Version), attribute.String("client.version", r.Version))
+	if v := validUTF8(r.Version); v != "" {
+		kv = append(kv, attribute.String("service.version", v), attribute.String("client.version", v))
 	}
-	if r.Wallet != "" {
-		kv = append(kv, attribute.String("service.instance.id", r.Wallet), attribute.String("client.pubkey", r.Wallet))
+	if w := validUTF8(r.Wallet); w != "" {
+		kv = append(kv, attribute.String("service.instance.id", w), attribute.String("client.pubkey", w))
 	}
-	if r.RunID != "" {
-		kv = append(kv, attribute.String("run.id", r.RunID))
+	if id := validUTF8(r.RunID); id != "" {
+		kv = append(kv, attribute.String("run.id", id))
 	}
 	return kv
 }
@@ -286,7 +287,10 @@ func (e *Exporter) Rounds() *Rounds { return e.rounds }
 
 // LogHandler is a slog handler that exports the records at level or above
 // (nil: Info); nil when logs are off. Tee it with the local handler
-// (slog.NewMultiHandler).
+// (slog.NewMultiHandler). Values are exported as the text the local
+// handlers write for them (a peer ID's or a multiaddr's String), and any
+// string that is not valid UTF-8 has its invalid bytes escaped (\xNN) on
+// the way out, so that no record can stop a batch from being sent.
 func (e *Exporter) LogHandler(level slog.Leveler) slog.Handler {
 	if e.logs == nil {
 		return nil
@@ -294,7 +298,7 @@ func (e *Exporter) LogHandler(level slog.Leveler) slog.Handler {
 	if level == nil {
 		level = slog.LevelInfo
 	}
-	return leveled{otelslog.NewHandler(ScopeName, otelslog.WithLoggerProvider(e.logs)), level}
+	return leveled{textValues{otelslog.NewHandler(ScopeName, otelslog.WithLoggerProvider(e.logs))}, level}
 }
 
 // Shutdown sends what is queued, within ctx's deadline, and stops the

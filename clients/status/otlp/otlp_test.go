@@ -2,6 +2,7 @@ package otlp_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/status/metrics"
@@ -335,4 +340,49 @@ func TestOTLPNilRounds(t *testing.T) {
 		t.Error("signals on without URLs")
 	}
 	exp.Shutdown(context.Background())
+}
+
+// Log records reach the collector whatever their values hold. A libp2p
+// peer ID and multiaddrs are raw bytes underneath: they are exported as
+// the text the local logs show, and any string left that is not valid
+// UTF-8 (a message, a key, a value, nested in a group) has its invalid
+// bytes escaped as \xNN, since one such string made the whole batch fail
+// to encode ("string field contains invalid UTF-8") and nothing was sent.
+func TestOTLPLogsAreValidUTF8(t *testing.T) {
+	r := otlptest.New(t)
+	var warnings syncbuf.Buffer
+	exp, err := otlp.New(otlp.Config{LogsURL: r.URL + "/v1/logs", Resource: testResource, Warn: slog.New(slog.NewTextHandler(&warnings, nil))}, nil)
+	must(t, err)
+	key, _, err := crypto.GenerateEd25519Key(crand.Reader)
+	must(t, err)
+	id, err := peer.IDFromPrivateKey(key)
+	must(t, err)
+	addrs := []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/4001"), ma.StringCast("/ip4/127.0.0.1/udp/4001/quic-v1")}
+
+	log := slog.New(exp.LogHandler(nil))
+	log.Info("before")
+	log.With("node", id).WithGroup("p2p").Info("p2p node started", "peer", id, "addrs", addrs, slog.Group("raw", "blob", "\xffab\xfe"))
+	log.Warn("bad \xc3 message", "k\xff", "v", "err", errors.New("read \xff"))
+	log.Info("after")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	exp.Shutdown(ctx)
+
+	if warnings.String() != "" {
+		t.Errorf("export failed: %s", warnings.String())
+	}
+	got := map[string]otlptest.Log{}
+	for _, l := range r.Logs() {
+		got[l.Body] = l
+	}
+	if len(got) != 4 {
+		t.Fatalf("received %d records: %+v", len(got), r.Logs())
+	}
+	want := "{addrs=[/ip4/127.0.0.1/tcp/4001 /ip4/127.0.0.1/udp/4001/quic-v1] peer=" + id.String() + " raw={blob=\\xffab\\xfe}}"
+	if l := got["p2p node started"]; l.Attrs["node"] != id.String() || l.Attrs["p2p"] != want {
+		t.Errorf("p2p node started: %v\nwant node=%s p2p=%s", l.Attrs, id, want)
+	}
+	if l, ok := got[`bad \xc3 message`]; !ok || l.Attrs[`k\xff`] != "v" || l.Attrs["exception.message"] != `read \xff` {
+		t.Errorf("escaped record: %+v (%v)", l, keys(got))
+	}
 }

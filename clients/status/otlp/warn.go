@@ -93,6 +93,6 @@ type logExporter struct {
 }
 
 func (e logExporter) Export(ctx context.Context, records []sdklog.Record) error {
-	e.w.fail(e.Exporter.Export(ctx, records))
+	e.w.fail(e.Exporter.Export(ctx, validRecords(records)))
 	return nil
 }

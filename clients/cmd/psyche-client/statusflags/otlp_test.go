@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/psyche-go/psyche/clients/p2p"
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/status/otlp/otlptest"
 	"github.com/psyche-go/psyche/internal/syncbuf"
@@ -117,5 +118,53 @@ func TestOTLPBadFlags(t *testing.T) {
 		if stdout != "" || stderr != "" {
 			t.Errorf("%q: printed %q / %q", tc.args, stdout, stderr)
 		}
+	}
+}
+
+// A real p2p node logs its start (its peer ID and multiaddrs, raw bytes
+// underneath) through the logger Start returns, as train does: with
+// --oltp-logs-url the record reaches the collector with the IDs and
+// addresses as text, and so do the records around it. Each export used to
+// fail ("string field contains invalid UTF-8") and no log ever arrived.
+func TestOTLPExportsP2PNodeLogs(t *testing.T) {
+	r := otlptest.New(t)
+	var id, addrs string
+	_, stderr, err := start(t, []string{"--logs", "json", "--oltp-logs-url", r.URL}, func(s *Started, _ *status.Recorder) {
+		node, err := p2p.New(context.Background(), p2p.Config{RunID: "run-p2p-logs", ListenInterface: "127.0.0.1", DisableRunDHT: true, Logger: s.Log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = node.ID().String()
+		var as []string
+		for _, a := range node.Addrs() { // the host's addresses and its ID
+			as = append(as, strings.TrimSuffix(a.String(), "/p2p/"+id))
+		}
+		addrs = "[" + strings.Join(as, " ") + "]"
+		s.Log.Info("after the node")
+		node.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stderr, "OpenTelemetry export failed") {
+		t.Errorf("export failed: %s", stderr)
+	}
+	var started, after int
+	for _, l := range r.Logs() {
+		switch l.Body {
+		case "p2p node started":
+			started++
+			if l.Attrs["peer"] != id || l.Attrs["addrs"] != addrs || l.Attrs["run"] != "run-p2p-logs" {
+				t.Errorf("p2p node started: %v; want peer=%s addrs=%s", l.Attrs, id, addrs)
+			}
+		case "after the node":
+			after++
+		}
+	}
+	if started != 1 || after != 1 {
+		t.Errorf("received %d p2p node started and %d later records: %+v", started, after, r.Logs())
+	}
+	if n := strings.Count(stderr, `"msg":"p2p node started"`); n != 1 {
+		t.Errorf("p2p node started logged %d times locally: %s", n, stderr)
 	}
 }

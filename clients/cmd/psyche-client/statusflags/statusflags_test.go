@@ -1,16 +1,20 @@
 package statusflags
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/urfave/cli/v2"
 
 	"github.com/psyche-go/psyche/clients/status"
@@ -153,4 +157,62 @@ func TestBadFlagsStartNothing(t *testing.T) {
 			t.Errorf("%q: printed %q", tc.args, stdout)
 		}
 	}
+}
+
+// Whatever --logs says (the default tui falls back to console here: stdin
+// and stdout are not terminals), a warning and an error count in /status
+// (warnings_total, errors_total, log, last_warning) and /metrics
+// (psyche_log_warnings_total, psyche_log_errors_total), read over HTTP.
+func TestEveryModeCountsWarnings(t *testing.T) {
+	for _, args := range [][]string{{"--logs", "console"}, {"--logs", "json"}, {"--logs", "none"}, nil} {
+		t.Run(strings.Join(append([]string{"logs"}, args...), " "), func(t *testing.T) {
+			_, _, err := start(t, append(args, "--metrics-local-port", "0"), func(s *Started, rec *status.Recorder) {
+				s.Log.Warn("peer slow", "peer", "p1")
+				s.Log.Error("step failed", "step", 4)
+				var st struct {
+					Warnings    uint64           `json:"warnings_total"`
+					Errors      uint64           `json:"errors_total"`
+					Log         []status.LogLine `json:"log"`
+					LastWarning *status.LogLine  `json:"last_warning"`
+				}
+				if err := json.Unmarshal(httpGet(t, "http://"+s.MetricsAddr+"/status"), &st); err != nil {
+					t.Fatal(err)
+				}
+				if st.Warnings != 1 || st.Errors != 1 || st.LastWarning == nil || st.LastWarning.Message != "peer slow peer=p1" {
+					t.Errorf("/status: %d warnings (last %+v), %d errors", st.Warnings, st.LastWarning, st.Errors)
+				}
+				if !slices.ContainsFunc(st.Log, func(l status.LogLine) bool { return l.Message == "step failed step=4" && l.Level == "ERROR" }) {
+					t.Errorf("/status log %+v", st.Log)
+				}
+				p := expfmt.NewTextParser(model.UTF8Validation)
+				fams, err := p.TextToMetricFamilies(bytes.NewReader(httpGet(t, "http://"+s.MetricsAddr+"/metrics")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, name := range []string{"psyche_log_warnings_total", "psyche_log_errors_total"} {
+					f := fams[name]
+					if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetCounter().GetValue() != 1 {
+						t.Errorf("/metrics %s: %v", name, f)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func httpGet(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
+	}
+	return b
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -246,6 +247,8 @@ func attrs(kvs []*commonpb.KeyValue) map[string]string {
 	return m
 }
 
+// value flattens a value: arrays as "[a b]", maps as "{k=v k2=v2}", bytes
+// in hex.
 func value(v *commonpb.AnyValue) string {
 	switch x := v.GetValue().(type) {
 	case *commonpb.AnyValue_StringValue:
@@ -256,6 +259,20 @@ func value(v *commonpb.AnyValue) string {
 		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
 	case *commonpb.AnyValue_BoolValue:
 		return strconv.FormatBool(x.BoolValue)
+	case *commonpb.AnyValue_BytesValue:
+		return hex.EncodeToString(x.BytesValue)
+	case *commonpb.AnyValue_ArrayValue:
+		vs := make([]string, len(x.ArrayValue.GetValues()))
+		for i, e := range x.ArrayValue.GetValues() {
+			vs[i] = value(e)
+		}
+		return "[" + strings.Join(vs, " ") + "]"
+	case *commonpb.AnyValue_KvlistValue:
+		kvs := make([]string, len(x.KvlistValue.GetValues()))
+		for i, kv := range x.KvlistValue.GetValues() {
+			kvs[i] = kv.GetKey() + "=" + value(kv.GetValue())
+		}
+		return "{" + strings.Join(kvs, " ") + "}"
 	case nil:
 		return ""
 	}
