@@ -189,6 +189,8 @@ type Client struct {
 	snapshots map[uint32][]float32
 	vstats    verifyStats
 	faults    faultLog
+	// sharingLogged: "sharing the model with joiners" was said at Info.
+	sharingLogged bool
 	// onApply, when set (tests), sees every applied step's payloads and digest.
 	onApply func(step uint32, payloads [][]byte, digest string)
 }
@@ -244,6 +246,10 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if err := trainer.GPUAvailable(); cfg.Device == DeviceAuto && err != nil {
+		// Said once, here: the model is built again after a reload.
+		cfg.Log.Info("training on the CPU", "why", err)
 	}
 	rng := cfg.Rand
 	if rng == nil {
@@ -430,6 +436,8 @@ func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action
 			c.warmup(ctx, v)
 		case loadModelAction:
 			c.loadModel(a)
+		case restoreAction:
+			err = c.restore(ctx, v, a)
 		case roleAction:
 			c.setRole(a)
 		case trainAction:

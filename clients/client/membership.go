@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/psyche-go/psyche/clients/chain"
 	"github.com/psyche-go/psyche/clients/coordinator"
@@ -20,7 +21,7 @@ import (
 func (e *engine) membership(v *coordinator.View, current bool) (action, bool) {
 	member := v.Member()
 	switch {
-	case member && !current && pastGrace(v):
+	case member && !current && pastGrace(v) && e.mayLoadInTime(v):
 		return stepAsideAction{}, true
 	case v.Pending() || member || v.Phase == coordinator.Paused || v.Phase == coordinator.Uninitialized:
 		return nil, false
@@ -30,6 +31,15 @@ func (e *engine) membership(v *coordinator.View, current bool) (action, bool) {
 		return nil, false // joined; the state does not show it yet
 	}
 	return joinAction{first: !e.dataOpen}, true
+}
+
+// mayLoadInTime says whether stepping aside can help a member that does
+// not hold the model: it is still to be built (a restarted client first
+// looks for a checkpoint), or a peer may send it. With no other holder on
+// chain (every one crashed) nobody can, nor can anybody health-check this
+// member: it resumes from a checkpoint instead (restoreDue).
+func (e *engine) mayLoadInTime(v *coordinator.View) bool {
+	return e.model != modelNone && len(e.modelHolders(v)) > 0
 }
 
 // pastGrace says whether a member that has not trained yet would be
@@ -100,7 +110,13 @@ func (c *Client) stepAside(ctx context.Context, v *coordinator.View) {
 // warmup reports ready (the client holds the model), once per epoch.
 func (c *Client) warmup(ctx context.Context, v *coordinator.View) {
 	if err := c.chain.Submit(ctx, op{kind: opWarmup}, false); err != nil {
-		c.log.Warn("warmup_witness failed", "err", err)
+		level := slog.LevelWarn
+		if te := (*chain.TxError)(nil); errors.As(err, &te) && te.Name == "WrongPhase" {
+			// The Warmup ended before it landed (a late joiner's race):
+			// the client trains from the next epoch, nothing to act on.
+			level = slog.LevelDebug
+		}
+		c.log.Log(ctx, level, "warmup_witness failed", "err", err)
 		return
 	}
 	c.e.warmedEpoch = int64(v.Epoch)

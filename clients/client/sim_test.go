@@ -157,6 +157,8 @@ type simClient struct {
 	honest bool
 	// dummy: it trains with Config.DummyTraining.
 	dummy bool
+	// config, when set, changes its Config last (its logger, its device).
+	config func(*Config)
 }
 
 var (
@@ -283,6 +285,9 @@ func (r *simRun) start(sc *simClient) {
 		Clock: func() time.Time { return r.now.Add(sc.skew) }}
 	if testing.Verbose() {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("client", sc.name)
+	}
+	if sc.config != nil {
+		sc.config(&cfg)
 	}
 	c, err := newClient(cfg, &simChain{r: r, sc: sc}, node)
 	if err != nil {

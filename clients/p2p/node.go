@@ -292,7 +292,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.log.Info("p2p node started", "peer", h.ID(), "run", cfg.RunID, "addrs", h.Addrs())
+	n.log.Info("p2p node started", "peer", h.ID().String(), "run", cfg.RunID, "addrs", h.Addrs())
 	return n, nil
 }
 

@@ -13,10 +13,7 @@ int tr_eval_device(tr_model *m, trg_model *g, const int32_t *tokens, const int32
 */
 import "C"
 
-import (
-	"fmt"
-	"log/slog"
-)
+import "fmt"
 
 // backend holds the GPU model when a device was found; nil g means CPU.
 type backend struct {
@@ -57,10 +54,9 @@ func (t *Trainer) SetGPU(on bool) error {
 }
 
 // initBackend opens the GPU when there is one; without a device or driver
-// the trainer runs on the CPU.
+// the trainer runs on the CPU (the caller says so: GPUAvailable).
 func (t *Trainer) initBackend() error {
 	if C.trg_device_count() < 1 {
-		slog.Info("no CUDA device found, training on the CPU")
 		return nil
 	}
 	cc := t.cfg.c()

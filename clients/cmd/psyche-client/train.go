@@ -234,7 +234,6 @@ func train(c *cli.Context) error {
 		return fmt.Errorf("start p2p: %w", err)
 	}
 	defer node.Close()
-	log.Info("p2p node started", "peer_id", node.ID(), "addrs", node.Addrs())
 
 	ccfg := client.Config{
 		RunID: runID, Program: program, Chains: chains, Wallet: key, Authorization: authAddr,
