@@ -436,8 +436,6 @@ func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action
 			c.warmup(ctx, v)
 		case loadModelAction:
 			c.loadModel(a)
-		case restoreAction:
-			err = c.restore(ctx, v, a)
 		case roleAction:
 			c.setRole(a)
 		case trainAction:

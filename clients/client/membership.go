@@ -21,7 +21,7 @@ import (
 func (e *engine) membership(v *coordinator.View, current bool) (action, bool) {
 	member := v.Member()
 	switch {
-	case member && !current && pastGrace(v) && e.mayLoadInTime(v):
+	case member && !current && pastGrace(v):
 		return stepAsideAction{}, true
 	case v.Pending() || member || v.Phase == coordinator.Paused || v.Phase == coordinator.Uninitialized:
 		return nil, false
@@ -31,15 +31,6 @@ func (e *engine) membership(v *coordinator.View, current bool) (action, bool) {
 		return nil, false // joined; the state does not show it yet
 	}
 	return joinAction{first: !e.dataOpen}, true
-}
-
-// mayLoadInTime says whether stepping aside can help a member that does
-// not hold the model: it is still to be built (a restarted client first
-// looks for a checkpoint), or a peer may send it. With no other holder on
-// chain (every one crashed) nobody can, nor can anybody health-check this
-// member: it resumes from a checkpoint instead (restoreDue).
-func (e *engine) mayLoadInTime(v *coordinator.View) bool {
-	return e.model != modelNone && len(e.modelHolders(v)) > 0
 }
 
 // pastGrace says whether a member that has not trained yet would be
