@@ -63,29 +63,128 @@ func (c *Client) saveCheckpoint(step uint32) {
 
 // deleteOldCheckpoints keeps the newest KeepSteps checkpoints of this run.
 func (c *Client) deleteOldCheckpoints() {
+	cks := c.ownCheckpoints()
+	for _, k := range cks[min(c.cfg.KeepSteps, len(cks)):] {
+		_ = os.Remove(k.path)
+	}
+}
+
+// ownCheckpoint is one of this client's checkpoints of this run.
+type ownCheckpoint struct {
+	step uint32
+	path string
+}
+
+// ownCheckpoints lists this client's checkpoints of this run in
+// CheckpointDir, newest step first.
+func (c *Client) ownCheckpoints() []ownCheckpoint {
+	if c.cfg.CheckpointDir == "" {
+		return nil
+	}
 	prefix := c.cfg.RunID + "-step"
 	entries, err := os.ReadDir(c.cfg.CheckpointDir)
 	if err != nil {
-		return
+		return nil
 	}
-	type ck struct {
-		step int
-		name string
-	}
-	var cks []ck
+	var cks []ownCheckpoint
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ".safetensors") {
 			continue
 		}
-		if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, prefix), ".safetensors")); err == nil {
-			cks = append(cks, ck{n, name})
+		if n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, prefix), ".safetensors"), 10, 32); err == nil {
+			cks = append(cks, ownCheckpoint{uint32(n), filepath.Join(c.cfg.CheckpointDir, name)})
 		}
 	}
 	sort.Slice(cks, func(i, j int) bool { return cks[i].step > cks[j].step })
-	for _, k := range cks[min(c.cfg.KeepSteps, len(cks)):] {
-		_ = os.Remove(filepath.Join(c.cfg.CheckpointDir, k.name))
+	return cks
+}
+
+// restore resumes, when no peer holds the model of a.step, from the newest
+// checkpoint of this run at or before it: this client's own (momentum
+// included) or the run's hub checkpoint, whichever is newer. Its weights
+// become the model of a.step; the run's rounds after the checkpoint are
+// lost. With neither, it says what is missing and what to do, at WARN at
+// most every restoreWarnEvery, and keeps waiting.
+func (c *Client) restore(ctx context.Context, v *coordinator.View, a restoreAction) error {
+	nobody := "no client holds the model of step " + strconv.FormatUint(uint64(a.step), 10)
+	if a.holders > 0 {
+		nobody = fmt.Sprintf("none of the %d clients that finished the last epoch announced the model of step %d (each restarted without it?)", a.holders, a.step)
 	}
+	var from ownCheckpoint
+	for _, ck := range c.ownCheckpoints() {
+		if ck.step <= a.step {
+			from = ck
+			break
+		}
+	}
+	where := "this client's checkpoint"
+	if h, ok := c.hubFallback(ctx, v, a.step); ok && h.step > from.step {
+		from, where = h, "the run's hub checkpoint"
+	}
+	if from.path == "" {
+		c.noCheckpoint(nobody, a.step)
+		return nil
+	}
+	if err := c.tr.LoadCheckpoint(from.path); err != nil {
+		c.log.Warn(where+" is unusable; looking again later", "path", from.path, "err", err)
+		return nil
+	}
+	c.e.loadedFrom(a.step)
+	c.inbox.prune(a.step)
+	if from.step == a.step {
+		c.log.Info(nobody+": resuming from "+where, "step", a.step, "path", from.path)
+	} else {
+		c.log.Info(fmt.Sprintf("%s: resuming from %s of step %d; the run's steps %d-%d are lost", nobody, where, from.step, from.step+1, a.step),
+			"step", a.step, "checkpoint_step", from.step, "path", from.path)
+	}
+	return c.ready(ctx)
+}
+
+// noCheckpoint says that nothing can be resumed from, and what would help.
+func (c *Client) noCheckpoint(nobody string, step uint32) {
+	now := c.now()
+	log := c.log.Debug
+	if c.e.recovery.warned.IsZero() || now.Sub(c.e.recovery.warned) >= restoreWarnEvery {
+		log, c.e.recovery.warned = c.log.Warn, now
+	}
+	file := c.cfg.RunID + "-stepN.safetensors, as train --checkpoint-dir writes"
+	var msg string
+	if c.cfg.CheckpointDir == "" {
+		msg = fmt.Sprintf("%s, this client keeps no checkpoints (train has no --checkpoint-dir), and the run's hub has none of it: "+
+			"to resume, restart train with --checkpoint-dir DIR holding a checkpoint of this run at or before step %d (%s), "+
+			"or start a client that holds the model; waiting", nobody, step, file)
+	} else {
+		msg = fmt.Sprintf("%s, %s holds no checkpoint of this run at or before it, and the run's hub has none of it: "+
+			"to resume, put one there (%s), or start a client that holds the model; waiting", nobody, c.cfg.CheckpointDir, file)
+	}
+	log(msg, "run_step", step+1, "retry_seconds", restoreRetry.Seconds())
+}
+
+// hubFallback is the run's hub checkpoint when it is this run's model of a
+// step at or before step (an older one than loadHubCheckpoint takes).
+func (c *Client) hubFallback(ctx context.Context, v *coordinator.View, step uint32) (ownCheckpoint, bool) {
+	repo, rev, ok := hubCheckpoint(v.State)
+	if !ok {
+		return ownCheckpoint{}, false
+	}
+	path, err := hub.Fetch(ctx, repo, rev, c.modelDir(), hub.FetchOptions{Log: c.log})
+	if err != nil {
+		c.log.Info("hub checkpoint unavailable", "repo", repo, "revision", rev, "err", err)
+		return ownCheckpoint{}, false
+	}
+	if trainer.IsHFWeights(path) {
+		return ownCheckpoint{}, false // the run's starting weights
+	}
+	md, err := trainer.CheckpointMetadata(path)
+	if err != nil {
+		return ownCheckpoint{}, false
+	}
+	n, err := strconv.ParseUint(md["step"], 10, 32)
+	if err != nil || md["run_id"] != c.cfg.RunID || uint32(n) > step {
+		return ownCheckpoint{}, false
+	}
+	return ownCheckpoint{uint32(n), path}, true
 }
 
 // modelDir holds model files fetched from or uploaded to the hub: the

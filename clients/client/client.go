@@ -436,6 +436,8 @@ func (c *Client) execute(ctx context.Context, v *coordinator.View, acts []action
 			c.warmup(ctx, v)
 		case loadModelAction:
 			c.loadModel(a)
+		case restoreAction:
+			err = c.restore(ctx, v, a)
 		case roleAction:
 			c.setRole(a)
 		case trainAction:
@@ -507,6 +509,10 @@ func (c *Client) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := c.chain.Submit(ctx, op{kind: opLeave}, false); err != nil {
+		if notAClient(err) { // neither pending nor in the epoch: nothing to leave
+			c.log.Info("left the run", "note", "it was neither pending nor in the epoch")
+			return
+		}
 		c.log.Warn("leave_run failed", "err", err)
 		return
 	}

@@ -57,6 +57,7 @@ type engine struct {
 	followFrom, loadFrom uint32
 	fetching             bool      // a model download runs
 	retryLoad            time.Time // no new download before then
+	recovery             recovery  // resuming from a checkpoint when no peer holds the model (lifecycle.go)
 
 	joinedEpoch, warmedEpoch int64 // -1: none
 	holdJoin                 bool  // left the epoch without the model; join again once it is here

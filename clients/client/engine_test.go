@@ -126,10 +126,16 @@ func TestMembershipDecisions(t *testing.T) {
 	}
 
 	m := memberEngine(s, 1)
+	m.model = modelLoading
 	if _, ok := m.membership(at(m, s, time.Time{}), false); ok {
 		t.Error("a member loading the model left in the epoch's first round")
 	}
 	startRound(s, 7, 2)
+	m.model = modelNone // restarted: it looks for a checkpoint before anything else
+	if a, ok := m.membership(at(m, s, time.Time{}), false); ok {
+		t.Errorf("a member stepped aside before building its model: %v", a)
+	}
+	m.model = modelLoading
 	if a, ok := m.membership(at(m, s, time.Time{}), false); !ok || a.String() != (stepAsideAction{}).String() {
 		t.Fatalf("a member without the model in round 2: %v %v, want to step aside", a, ok)
 	}

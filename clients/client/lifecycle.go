@@ -269,11 +269,19 @@ type loadedModel struct {
 // startLoad decides downloading the newest model a quorum of holders
 // announced for a step this client can catch up from: one whose following
 // rounds it saw whole (from followFrom on), and no older than loadFrom.
+// When no peer can give the model, it decides resuming from a checkpoint
+// instead (restoreDue).
 func (e *engine) startLoad(v *coordinator.View, in *inputs, now time.Time) (action, bool) {
-	if e.model != modelLoading || e.fetching || e.followFrom == 0 || now.Before(e.retryLoad) {
+	if e.model != modelLoading || e.fetching || now.Before(e.retryLoad) {
 		return nil, false
 	}
 	holders := e.modelHolders(v)
+	if a, ok := e.restoreDue(v, in, holders, now); ok {
+		return a, true
+	}
+	if e.followFrom == 0 {
+		return nil, false
+	}
 	minStep := max(e.loadFrom, e.followFrom-1, 1)
 	var step uint32
 	var root p2p.Hash
@@ -290,6 +298,77 @@ func (e *engine) startLoad(v *coordinator.View, in *inputs, now time.Time) (acti
 	}
 	e.fetching = true
 	return loadModelAction{step, root}, true
+}
+
+// Resuming when no peer holds the model. A run whose every holder of the
+// model crashed (a one-client run killed mid-epoch, or all its members) has
+// nobody to load it from: the restarted clients resume from the newest
+// checkpoint of the run they or the hub have, as the model of the step
+// before the current one; the rounds after that checkpoint are lost.
+const (
+	// holderSilence is how long a client waits for a root from any model
+	// holder, while holders would be sharing the model (modelWanted),
+	// before it concludes that none holds it (each restarted too): they
+	// announce every shareEvery.
+	holderSilence = 30 * time.Second
+	// restoreRetry is how often a client that found no checkpoint to
+	// resume from looks again; restoreWarnEvery how often it says so at WARN.
+	restoreRetry     = 30 * time.Second
+	restoreWarnEvery = 10 * time.Minute
+)
+
+// recovery is the engine's state for resuming from a checkpoint.
+type recovery struct {
+	silentSince time.Time // since when no holder announced a root while the model may be wanted
+	next        time.Time // no attempt before then
+	warned      time.Time // the last WARN that nothing can be resumed from
+}
+
+// restoreAction resumes from the newest checkpoint as the model of step.
+type restoreAction struct {
+	step    uint32
+	holders int // model holders on chain, none of which announced the model
+}
+
+func (restoreAction) replans() {}
+func (a restoreAction) String() string {
+	return fmt.Sprintf("resume from the newest checkpoint as the model of step %d", a.step)
+}
+
+// restoreDue decides resuming from a checkpoint: at once when the chain
+// names no model holder but this client (every member that held it
+// crashed), or after holderSilence without a root from any holder while
+// they would be sharing it. At step 1 the seed weights are the model.
+func (e *engine) restoreDue(v *coordinator.View, in *inputs, holders map[peer.ID]bool, now time.Time) (action, bool) {
+	if v.Step <= 1 || now.Before(e.recovery.next) {
+		return nil, false
+	}
+	if len(holders) > 0 {
+		if !modelWanted(v) || anyRoot(holders, in.roots) {
+			e.recovery.silentSince = time.Time{}
+			return nil, false
+		}
+		if e.recovery.silentSince.IsZero() {
+			e.recovery.silentSince = now
+		}
+		if now.Sub(e.recovery.silentSince) < holderSilence {
+			return nil, false
+		}
+	}
+	e.recovery.next = now.Add(restoreRetry)
+	return restoreAction{step: v.Step - 1, holders: len(holders)}, true
+}
+
+// anyRoot says whether any holder announced a model root, of any step.
+func anyRoot(holders map[peer.ID]bool, roots map[uint32]map[peer.ID]p2p.Hash) bool {
+	for _, byPeer := range roots {
+		for id := range byPeer {
+			if holders[id] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // quorumRoot is the root that a quorum of the model holders announced for
@@ -359,6 +438,7 @@ func (c *Client) fetchModel(ctx context.Context, root p2p.Hash, step uint32, n i
 // loadedFrom records that the model now holds the weights of step.
 func (e *engine) loadedFrom(step uint32) {
 	e.model, e.lastStep = modelReady, step
+	e.recovery = recovery{}
 	for st := range e.rounds {
 		if st <= step {
 			delete(e.rounds, st)
@@ -388,7 +468,7 @@ func (c *Client) takeModel(ctx context.Context, l *loadedModel) error {
 // from what this client has at hand: its own checkpoint of the step before
 // the current one (momentum included), the run's hub checkpoint, or at
 // step 1 the seed weights. Otherwise the model waits for weights from
-// peers (startLoad).
+// peers, or resumes from an older checkpoint when none holds it (startLoad).
 func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 	model := v.State.Model
 	cfg, err := TrainerConfig(&model, c.cfg.MicroBatch)
@@ -427,7 +507,9 @@ func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 		c.e.loadedFrom(0)
 		return c.ready(ctx)
 	}
-	c.log.Info("waiting for the model from peers", "run_step", v.Step)
+	if len(c.e.modelHolders(v)) > 0 {
+		c.log.Info("waiting for the model from peers", "run_step", v.Step)
+	} // else nobody can send it: the engine resumes from a checkpoint next (restoreDue)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/p2p"
+	"github.com/psyche-go/psyche/clients/p2p/identity"
 )
 
 func TestModelWanted(t *testing.T) {
@@ -133,6 +134,107 @@ func TestQuorumRoot(t *testing.T) {
 	} {
 		if got, ok := quorumRoot(holders, c.roots); got != c.want || ok != c.ok {
 			t.Errorf("%s: %v %v, want %v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// peerOf is the p2p identity of client slot i of s.
+func peerOf(t *testing.T, s *coordinator.State, i int) peer.ID {
+	t.Helper()
+	id, err := identity.PeerIDFromPublicKey(s.Clients[i].P2PIdentity[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// The only member of a run, restarted mid-epoch without the model: the
+// chain names no other holder, so nobody can send it. It resumes from a
+// checkpoint at once (as the model of the step before the current one),
+// looks again only after restoreRetry, and does not step aside (which
+// would end the epoch for nothing). At step 1 the seed weights are the model.
+func TestRestoreWhenNoPeerHoldsTheModel(t *testing.T) {
+	s := testState(t, 1)
+	startRound(s, 13, 2)
+	e := memberEngine(s, 0)
+	e.self, e.model = peerOf(t, s, 0), modelLoading
+	now := time.Unix(1000, 0)
+	v := at(e, s, now)
+	if a, ok := e.membership(v, false); ok {
+		t.Errorf("the only member stepped aside or joined: %v", a)
+	}
+	a, ok := e.startLoad(v, noInputs(), now)
+	if r, _ := a.(restoreAction); !ok || r.step != 12 || r.holders != 0 {
+		t.Fatalf("%v %v, want to resume from a checkpoint as the model of step 12", a, ok)
+	}
+	if a, ok := e.startLoad(v, noInputs(), now.Add(restoreRetry/2)); ok {
+		t.Errorf("looked for a checkpoint again at once: %v", a)
+	}
+	if _, ok := e.startLoad(v, noInputs(), now.Add(restoreRetry)); !ok {
+		t.Error("did not look again after restoreRetry")
+	}
+	e.loadedFrom(12)
+	if a, ok := e.startLoad(v, noInputs(), now.Add(2*restoreRetry)); ok {
+		t.Errorf("resumed again with the model loaded: %v", a)
+	}
+
+	e.model, e.recovery = modelLoading, recovery{}
+	startRound(s, 1, 0)
+	if a, ok := e.startLoad(at(e, s, now), noInputs(), now); ok {
+		t.Errorf("resumed from a checkpoint at step 1: %v", a)
+	}
+}
+
+// Every member of the last epoch crashed and restarted: the chain still
+// names the others as holders, but none announces a root. After
+// holderSilence of silence while holders would share the model, the client
+// resumes from a checkpoint; a root from any holder restarts the wait, and
+// while holders do not share (rounds run, every member ready, nobody
+// pending) silence means nothing.
+func TestRestoreAfterHoldersStaySilent(t *testing.T) {
+	s := testState(t, 3)
+	s.RunState = uint8(coordinator.WaitingForMembers)
+	s.Progress.Epoch, s.Progress.Step = 2, 13
+	for i := range 3 {
+		s.Clients[i].InEpoch, s.Clients[i].HasFinished, s.Clients[i].LastFinishedEpoch = 0, 1, 1
+	}
+	s.Epoch.ClientsLen = 0
+	e := memberEngine(s, 0)
+	e.self, e.model = peerOf(t, s, 0), modelLoading
+	now := time.Unix(1000, 0)
+	v := at(e, s, now)
+	in := noInputs()
+	for _, d := range []time.Duration{0, holderSilence / 2} {
+		if a, ok := e.startLoad(v, in, now.Add(d)); ok {
+			t.Fatalf("after %v of silence: %v", d, a)
+		}
+	}
+	in.roots = map[uint32]map[peer.ID]p2p.Hash{5: {peerOf(t, s, 1): {1}}} // a holder of an older model speaks
+	if a, ok := e.startLoad(v, in, now.Add(holderSilence)); ok {
+		t.Fatalf("resumed while a holder announces a model: %v", a)
+	}
+	in.roots = nil
+	later := now.Add(holderSilence + time.Second)
+	if a, ok := e.startLoad(v, in, later); ok {
+		t.Fatalf("resumed before holderSilence since the last root: %v", a)
+	}
+	a, ok := e.startLoad(v, in, later.Add(holderSilence))
+	if r, _ := a.(restoreAction); !ok || r.step != 12 || r.holders != 2 {
+		t.Fatalf("%v %v, want to resume as the model of step 12 with 2 silent holders", a, ok)
+	}
+
+	// Rounds run with every member ready: holders do not share, so their
+	// silence says nothing.
+	s = testState(t, 3)
+	startRound(s, 9, 3)
+	for i := range 3 {
+		s.Epoch.Clients[i].WarmupWitnessed = 1
+	}
+	e = memberEngine(s, 0)
+	e.self, e.model = peerOf(t, s, 0), modelLoading
+	for _, d := range []time.Duration{0, 10 * holderSilence} {
+		if a, ok := e.startLoad(at(e, s, now.Add(d)), noInputs(), now.Add(d)); ok {
+			t.Fatalf("resumed while holders train: %v", a)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 func (e *engine) membership(v *coordinator.View, current bool) (action, bool) {
 	member := v.Member()
 	switch {
-	case member && !current && pastGrace(v):
+	case member && !current && pastGrace(v) && e.mayLoadInTime(v):
 		return stepAsideAction{}, true
 	case v.Pending() || member || v.Phase == coordinator.Paused || v.Phase == coordinator.Uninitialized:
 		return nil, false
@@ -31,6 +31,15 @@ func (e *engine) membership(v *coordinator.View, current bool) (action, bool) {
 		return nil, false // joined; the state does not show it yet
 	}
 	return joinAction{first: !e.dataOpen}, true
+}
+
+// mayLoadInTime says whether stepping aside can help a member that does
+// not hold the model: it is still to be built (a restarted client first
+// looks for a checkpoint), or a peer may send it. With no other holder on
+// chain (every one crashed) nobody can, nor can anybody health-check this
+// member: it resumes from a checkpoint instead (restoreDue).
+func (e *engine) mayLoadInTime(v *coordinator.View) bool {
+	return e.model != modelNone && len(e.modelHolders(v)) > 0
 }
 
 // pastGrace says whether a member that has not trained yet would be
@@ -86,14 +95,35 @@ func (c *Client) joinFailed(err error) error {
 	return nil
 }
 
+// notAClient says whether the program refused an instruction because this
+// client is neither pending nor in the epoch.
+func notAClient(err error) bool {
+	var te *chain.TxError
+	return errors.As(err, &te) && te.Name == "NotAClient"
+}
+
 // stepAside leaves the epoch while this client still loads the model; it
 // joins again once it holds it.
 func (c *Client) stepAside(ctx context.Context, v *coordinator.View) {
 	if err := c.chain.Submit(ctx, op{kind: opLeave}, false); err != nil {
+		if notAClient(err) {
+			// The state acted on was stale: the epoch ended or dropped
+			// this client meanwhile, so there is nothing to leave.
+			c.log.Debug("leave_run: already out of the epoch", "err", err)
+			c.e.holdJoin = true
+			return
+		}
 		c.log.Warn("leaving the epoch failed; retrying", "err", err)
 		return
 	}
 	c.e.holdJoin = true
+	if c.e.joinedEpoch < 0 {
+		// A member from before a restart (this process never joined):
+		// the crash is the news, not this.
+		c.log.Info("left the epoch this client was a member of before it restarted: it holds no model to train with yet; joining again once it does",
+			"epoch", v.Epoch, "run_step", v.Step)
+		return
+	}
 	c.log.Warn("left the epoch: the model from peers did not arrive in time to train; joining again once loaded",
 		"epoch", v.Epoch, "run_step", v.Step, "have_step", c.e.lastStep)
 }
