@@ -119,11 +119,12 @@ func (c *Client) restore(ctx context.Context, v *coordinator.View, a restoreActi
 		}
 	}
 	where := "this client's checkpoint"
-	if h, ok := c.hubFallback(ctx, v, a.step); ok && h.step > from.step {
+	h, hubWhy := c.hubFallback(ctx, v, a.step)
+	if hubWhy == "" && h.step > from.step {
 		from, where = h, "the run's hub checkpoint"
 	}
 	if from.path == "" {
-		c.noCheckpoint(nobody, a.step)
+		c.noCheckpoint(nobody, a.step, hubWhy)
 		return nil
 	}
 	if err := c.tr.LoadCheckpoint(from.path); err != nil {
@@ -141,8 +142,9 @@ func (c *Client) restore(ctx context.Context, v *coordinator.View, a restoreActi
 	return c.ready(ctx)
 }
 
-// noCheckpoint says that nothing can be resumed from, and what would help.
-func (c *Client) noCheckpoint(nobody string, step uint32) {
+// noCheckpoint says that nothing can be resumed from (hubWhy: why not the
+// hub's checkpoint), and what would help.
+func (c *Client) noCheckpoint(nobody string, step uint32, hubWhy string) {
 	now := c.now()
 	log := c.log.Debug
 	if c.e.recovery.warned.IsZero() || now.Sub(c.e.recovery.warned) >= restoreWarnEvery {
@@ -151,40 +153,40 @@ func (c *Client) noCheckpoint(nobody string, step uint32) {
 	file := c.cfg.RunID + "-stepN.safetensors, as train --checkpoint-dir writes"
 	var msg string
 	if c.cfg.CheckpointDir == "" {
-		msg = fmt.Sprintf("%s, this client keeps no checkpoints (train has no --checkpoint-dir), and the run's hub has none of it: "+
+		msg = fmt.Sprintf("%s, this client keeps no checkpoints (train has no --checkpoint-dir), and %s: "+
 			"to resume, restart train with --checkpoint-dir DIR holding a checkpoint of this run at or before step %d (%s), "+
-			"or start a client that holds the model; waiting", nobody, step, file)
+			"or start a client that holds the model; waiting", nobody, hubWhy, step, file)
 	} else {
-		msg = fmt.Sprintf("%s, %s holds no checkpoint of this run at or before it, and the run's hub has none of it: "+
-			"to resume, put one there (%s), or start a client that holds the model; waiting", nobody, c.cfg.CheckpointDir, file)
+		msg = fmt.Sprintf("%s, %s holds no checkpoint of this run at or before it, and %s: "+
+			"to resume, put one there (%s), or start a client that holds the model; waiting", nobody, c.cfg.CheckpointDir, hubWhy, file)
 	}
 	log(msg, "run_step", step+1, "retry_seconds", restoreRetry.Seconds())
 }
 
 // hubFallback is the run's hub checkpoint when it is this run's model of a
-// step at or before step (an older one than loadHubCheckpoint takes).
-func (c *Client) hubFallback(ctx context.Context, v *coordinator.View, step uint32) (ownCheckpoint, bool) {
+// step at or before step (an older one than loadHubCheckpoint takes);
+// otherwise why not, as the end of a sentence.
+func (c *Client) hubFallback(ctx context.Context, v *coordinator.View, step uint32) (ownCheckpoint, string) {
 	repo, rev, ok := hubCheckpoint(v.State)
 	if !ok {
-		return ownCheckpoint{}, false
+		return ownCheckpoint{}, "the run has no hub checkpoint"
 	}
 	path, err := hub.Fetch(ctx, repo, rev, c.modelDir(), hub.FetchOptions{Log: c.log})
 	if err != nil {
-		c.log.Info("hub checkpoint unavailable", "repo", repo, "revision", rev, "err", err)
-		return ownCheckpoint{}, false
+		return ownCheckpoint{}, fmt.Sprintf("the run's hub checkpoint %s of %s could not be fetched (%v)", rev, repo, err)
 	}
 	if trainer.IsHFWeights(path) {
-		return ownCheckpoint{}, false // the run's starting weights
+		return ownCheckpoint{}, "the run's hub checkpoint is the model it started from"
 	}
 	md, err := trainer.CheckpointMetadata(path)
 	if err != nil {
-		return ownCheckpoint{}, false
+		return ownCheckpoint{}, fmt.Sprintf("the run's hub checkpoint %s is unreadable (%v)", rev, err)
 	}
 	n, err := strconv.ParseUint(md["step"], 10, 32)
 	if err != nil || md["run_id"] != c.cfg.RunID || uint32(n) > step {
-		return ownCheckpoint{}, false
+		return ownCheckpoint{}, fmt.Sprintf("the run's hub checkpoint %s is of run %q, step %q", rev, md["run_id"], md["step"])
 	}
-	return ownCheckpoint{uint32(n), path}, true
+	return ownCheckpoint{uint32(n), path}, ""
 }
 
 // modelDir holds model files fetched from or uploaded to the hub: the

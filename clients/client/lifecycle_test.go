@@ -1,8 +1,12 @@
 package client
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,8 +14,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/hub"
 	"github.com/psyche-go/psyche/clients/p2p"
 	"github.com/psyche-go/psyche/clients/p2p/identity"
+	"github.com/psyche-go/psyche/clients/trainer"
 )
 
 func TestModelWanted(t *testing.T) {
@@ -235,6 +241,63 @@ func TestRestoreAfterHoldersStaySilent(t *testing.T) {
 	for _, d := range []time.Duration{0, 10 * holderSilence} {
 		if a, ok := e.startLoad(at(e, s, now.Add(d)), noInputs(), now.Add(d)); ok {
 			t.Fatalf("resumed while holders train: %v", a)
+		}
+	}
+}
+
+// When no peer holds the model, the run's hub checkpoint is resumed from
+// if it is this run's model of a step at or before the one wanted (an
+// older one than a joiner takes); otherwise the reason ends the WARN line.
+// A real file:// hub repo.
+func TestHubFallback(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := trainer.ConfigByName("light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trainer.New(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	repo := "file://" + t.TempDir()
+	upload := func(md map[string]string) string {
+		path := filepath.Join(t.TempDir(), "model.safetensors")
+		if err := tr.SaveModel(path, md); err != nil {
+			t.Fatal(err)
+		}
+		rev, err := hub.Upload(ctx, repo, path, hub.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	ours := upload(map[string]string{"run_id": "r", "step": "10"})
+	theirs := upload(map[string]string{"run_id": "other", "step": "10"})
+	c := &Client{cfg: Config{RunID: "r", CheckpointDir: t.TempDir()}, log: slog.New(slog.DiscardHandler)}
+	s := testState(t, 1)
+	at := func(rev string) *coordinator.View {
+		s.Model.CheckpointKind = coordinator.CheckpointHub
+		copy(s.Model.CheckpointRepo[:], repo)
+		s.Model.CheckpointRevision = [len(s.Model.CheckpointRevision)]byte{}
+		copy(s.Model.CheckpointRevision[:], rev)
+		return coordinator.NewView(s, solana.PublicKey{}, time.Time{})
+	}
+	if ck, why := c.hubFallback(ctx, at(ours), 12); why != "" || ck.step != 10 || ck.path == "" {
+		t.Errorf("this run's step-10 checkpoint for step 12: %+v %q", ck, why)
+	}
+	for _, tc := range []struct {
+		rev  string
+		step uint32
+		want string
+	}{
+		{ours, 9, `is of run "r", step "10"`},
+		{theirs, 12, `is of run "other"`},
+		{"", 12, "the run has no hub checkpoint"},
+		{"00" + ours[2:], 12, "could not be fetched"},
+	} {
+		if ck, why := c.hubFallback(ctx, at(tc.rev), tc.step); !strings.Contains(why, tc.want) || ck.path != "" {
+			t.Errorf("revision %.8s for step %d: %+v %q, want a reason with %q", tc.rev, tc.step, ck, why, tc.want)
 		}
 	}
 }
