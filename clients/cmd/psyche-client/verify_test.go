@@ -581,7 +581,7 @@ func TestVerifyBadInput(t *testing.T) {
 		{"no flags", []string{"verify"}, "verify: --run-id, --step, --client, --model, --state are required"},
 		{"no model", append(base, "--step", "5"), "verify: --model is required"},
 		{"step 0", append(base, "--step", "0", "--model", shared), "--step must be between 1"},
-		{"step not a number", append(base, "--step", "x", "--model", shared), "invalid value \"x\" for flag -step"},
+		{"step not a number", append(base, "--step", "x", "--model", shared), "invalid value \"x\" for flag --step"},
 		{"bad client", []string{"verify", "--run-id", "r", "--step", "5", "--client", "nope", "--state", state, "--model", shared}, "--client"},
 		{"index too large", append(base, "--step", "5", "--model", shared, "--index", "256"), "--index must be below 256"},
 		{"bad device", append(base, "--step", "5", "--model", shared, "--device", "tpu"), "--device"},

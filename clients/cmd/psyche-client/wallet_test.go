@@ -138,7 +138,7 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{"bad pubkey", []string{"balance", "not-a-key"}, "not a base58 public key"},
 		{"bad amount", []string{"airdrop", "1.2.3", "11111111111111111111111111111111"}, "not a number"},
 		{"unreachable rpc", []string{"balance", "--rpc", "http://127.0.0.1:1", "11111111111111111111111111111111"}, "cannot reach the RPC endpoint"},
-		{"unknown flag", []string{"balance", "--nope"}, "flag provided but not defined"},
+		{"unknown flag", []string{"balance", "--nope"}, "unknown flag --nope"},
 		{"flag after an argument", []string{"balance", "11111111111111111111111111111111", "--rpc", "http://127.0.0.1:1"}, "put flags before arguments"},
 		{"missing required flag", []string{"join-authorization-read", "--authorizer", "11111111111111111111111111111111"}, "join-authorization-read: --join-authority is required"},
 		{"unknown command", []string{"nosuch"}, "no command \"nosuch\""},
