@@ -61,7 +61,7 @@ func TestSimLogNoise(t *testing.T) {
 	add("a")
 	add("b")
 	if !r.runUntil(simLimit, func() bool { return r.sim.State().Progress.Step >= 6 }) {
-		t.Fatal("the run did not reach step 6")
+		r.stuck("the run did not reach step 6")
 	}
 	add("late")
 	r.finish()
@@ -102,7 +102,7 @@ func TestSimLateWarmupWitnessIsQuiet(t *testing.T) {
 	r.add("b", true)
 	c := r.add("c", true, l.capture)
 	if !r.runUntil(simLimit, func() bool { return r.phase() == coordinator.RoundTrain }) {
-		t.Fatal("the run did not reach RoundTrain")
+		r.stuck("the run did not reach RoundTrain")
 	}
 	c.c.warmup(r.ctx, coordinator.NewView(r.sim.State(), c.wallet.PublicKey(), r.now))
 	if n := l.levels(t, "warmup_witness failed"); n["DEBUG"] != 1 || len(n) != 1 {

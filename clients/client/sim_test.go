@@ -375,6 +375,22 @@ func (r *simRun) runUntil(limit time.Duration, cond func() bool) bool {
 
 func (r *simRun) phase() coordinator.RunState { return coordinator.Phase(r.sim.State()) }
 
+// stuck fails the test for a run that did not get where it should, with
+// what a reader needs to tell why: the run's phase, step and epoch, the
+// members, the instructions refused and each client's own state.
+func (r *simRun) stuck(what string) {
+	r.t.Helper()
+	s := r.sim.State()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s at step %d, epoch %d, %d members, refused %v, accused %d", what, r.phase(), s.Progress.Step,
+		s.Progress.Epoch, s.Epoch.ClientsLen, r.refused, len(r.accused))
+	for _, sc := range r.clients {
+		fmt.Fprintf(&b, "\n  %s: done %v, err %v, model %v, last step %d, warmed epoch %d", sc.name, sc.done, sc.err,
+			sc.c.e.model, sc.c.e.lastStep, sc.c.e.warmedEpoch)
+	}
+	r.t.Fatal(b.String())
+}
+
 // finished says whether the run is Finished and every live client saw it.
 func (r *simRun) finished() bool {
 	if r.phase() != coordinator.Finished {
@@ -709,7 +725,7 @@ func (r *simRun) finish() {
 	r.t.Helper()
 	start := r.now
 	if !r.runUntil(simLimit, r.finished) {
-		r.t.Fatalf("not finished after %v of chain time: %s at step %d", simLimit, r.phase(), r.sim.State().Progress.Step)
+		r.stuck(fmt.Sprintf("not finished after %v of chain time", simLimit))
 	}
 	r.t.Logf("finished after %d epochs, %v of chain time", r.sim.State().Progress.Epoch, r.now.Sub(start))
 	r.check()
@@ -787,7 +803,7 @@ func TestSimLateJoin(t *testing.T) {
 	r.add("a", true)
 	r.add("b", true)
 	if !r.runUntil(simLimit, func() bool { return r.sim.State().Progress.Step >= 6 }) {
-		t.Fatal("the run did not reach step 6")
+		r.stuck("the run did not reach step 6")
 	}
 	late := r.add("late", true)
 	r.finish()
@@ -814,7 +830,7 @@ func TestSimDeadWebsocket(t *testing.T) {
 	r.add("c", true)
 	cut := r.add("cut", false)
 	if !r.runUntil(simLimit, func() bool { return r.sim.State().Progress.Step >= 3 }) {
-		t.Fatal("the run did not reach step 3")
+		r.stuck("the run did not reach step 3")
 	}
 	cut.down = r.now.Add(15 * time.Second)
 	r.finish()
@@ -861,7 +877,7 @@ func TestSimRestartMidEpoch(t *testing.T) {
 		s := r.sim.State()
 		return coordinator.Phase(s) == coordinator.RoundTrain && coordinator.CurrentRound(s).Height == 1 && s.Progress.Epoch == 1
 	}) {
-		t.Fatal("the run did not reach the second round of its second epoch")
+		r.stuck("the run did not reach the second round of its second epoch")
 	}
 	before := r.appliedBy(x)
 	r.restart(x)
@@ -920,7 +936,7 @@ func TestSimPauseAndResume(t *testing.T) {
 	r.add("b", true)
 	r.add("c", true)
 	if !r.runUntil(simLimit, func() bool { return r.sim.State().Progress.Step >= 5 }) {
-		t.Fatal("the run did not reach step 5")
+		r.stuck("the run did not reach step 5")
 	}
 	if err := r.sim.SetPaused(true, r.now.Unix()); err != nil {
 		t.Fatal(err)

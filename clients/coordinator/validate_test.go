@@ -147,9 +147,12 @@ func TestValidateUpdateMatchesProgram(t *testing.T) {
 		{"final above peak", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.FinalLearningRate = 0.01 }, "ModelLearningRate"},
 		{"cosine without decay steps", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.LrDecaySteps = 0 }, "ModelLearningRate"},
 		{"wsd longer than the run", "cm", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.LrSchedule = 4 }, "ModelLearningRate"},
-		{"wsd fits", "cm", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
-			m.LrSchedule, m.LrDecaySteps = 4, 90
+		{"wsd fits exactly", "cm", func(c *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.LrSchedule, m.LrDecaySteps = 4, c.TotalSteps-m.LrWarmupSteps
 		}, ""},
+		{"wsd one step too long", "cm", func(c *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.LrSchedule, m.LrDecaySteps = 4, c.TotalSteps-m.LrWarmupSteps+1
+		}, "ModelLearningRate"},
 		{"chunk not pow2", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.CompressionChunk = 48 }, "ModelOptimizer"},
 		{"topk > chunk", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.CompressionTopk = 65 }, "ModelOptimizer"},
 		{"decay > 1", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
