@@ -28,7 +28,20 @@ type Config struct {
 	Hidden    int     `json:"hidden,omitempty"`     // SwiGLU intermediate size
 	Untied    bool    `json:"untied,omitempty"`     // a separate lm-head instead of wte
 	RopeTheta float32 `json:"rope_theta,omitempty"` // rotary base, e.g. 10000
+	// Arith is the numeric contract of the model's matrix products (README
+	// "Numeric contract"): "fp32" (v2, also when empty) or "mx8" (v3,
+	// block-scaled int8 operands). Replicas of one run must agree on it.
+	Arith string `json:"arith,omitempty"`
 }
+
+// Numeric contracts (Config.Arith).
+const (
+	ArithFP32 = "fp32"
+	ArithMX8  = "mx8"
+)
+
+// IsMX8 reports whether c's matrix products follow contract v3 (mx8).
+func (c Config) IsMX8() bool { return c.Arith == ArithMX8 }
 
 // Architectures.
 const (
@@ -89,6 +102,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model config: seq_len %d out of range [1, 65536]", c.SeqLen)
 	case c.MicroBatch < 1 || c.MicroBatch > 65536:
 		return fmt.Errorf("model config: micro_batch %d out of range [1, 65536]", c.MicroBatch)
+	}
+	switch c.Arith {
+	case "", ArithFP32, ArithMX8:
+	default:
+		return fmt.Errorf("model config: unknown numeric contract %q (known: fp32, mx8)", c.Arith)
 	}
 	switch c.Arch {
 	case "", ArchGPT2:
