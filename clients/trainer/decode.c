@@ -33,7 +33,7 @@ int tr_decode_reset(tr_model *m) {
 // out(1, OC) = x(1, IC) w(OC, IC)^T + bias, the forward pass's GEMM chains.
 static void tr_decode_linear(tr_model *m, float *out, const float *x, const float *w, const float *bias, int IC, int OC) {
     tr_gemm_args g = {1, OC, IC, x, IC, w, IC, out, OC, bias, 0, 0, 0};
-    tr_gemm_run(&g, m->isa, 1, m->pack_buf);
+    tr_matmul(m, &g, IC, 1);
 }
 
 int tr_decode_next(tr_model *m, int32_t token, float *logits) {

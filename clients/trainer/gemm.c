@@ -86,7 +86,9 @@ typedef struct {
 static const tr_gemm_kernel tr_kernels[] = {
     [TR_ISA_BASE] = {uk_base, 4, 8},
     [TR_ISA_AVX2] = {uk_avx2, 6, 16},
+    [TR_ISA_AVXVNNI] = {uk_avx2, 6, 16},
     [TR_ISA_AVX512] = {uk_avx512, 12, 32},
+    [TR_ISA_AVX512VNNI] = {uk_avx512, 12, 32},
 };
 
 // dst rows i (stride ds) = src column i (src rows of stride ss), 8 x 8.
@@ -176,23 +178,28 @@ static void tr_gemm_task(const tr_gemm_args *g, const tr_gemm_kernel *kn, int m0
     }
 }
 
-void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack) {
-    if (isa < TR_ISA_BASE || isa > TR_ISA_AVX512) isa = TR_ISA_BASE;
-    const tr_gemm_kernel *kn = &tr_kernels[isa];
-    // One task per thread: mt row ranges x nt column ranges, the split that
-    // packs least (each task packs its rows of A once per column block and
-    // its columns of B once per k block).
-    int mt = 1, nt = 1;
+// One task per thread: mt row ranges (mb rows each) x nt column ranges (nb
+// columns), the split that packs least (each task packs its rows of A once
+// per column block and its columns of B once per k block).
+void tr_gemm_split(const tr_gemm_args *g, int mr, int nr, int nthreads, int *mt, int *nt, int *mb, int *nb) {
+    *mt = 1, *nt = 1;
     long long best = -1;
     for (int r = 1; r <= nthreads; r++) {
         int c = nthreads / r;
-        if (nthreads % r || (g->M + kn->mr - 1) / kn->mr < r || (g->N + kn->nr - 1) / kn->nr < c) continue;
+        if (nthreads % r || (g->M + mr - 1) / mr < r || (g->N + nr - 1) / nr < c) continue;
         long long cost = (long long)g->M * c + (long long)g->N * r;
-        if (best < 0 || cost < best) best = cost, mt = r, nt = c;
+        if (best < 0 || cost < best) best = cost, *mt = r, *nt = c;
     }
-    int mb = (g->M + mt - 1) / mt, nb = (g->N + nt - 1) / nt;
-    mb += (kn->mr - mb % kn->mr) % kn->mr;
-    nb += (kn->nr - nb % kn->nr) % kn->nr;
+    *mb = (g->M + *mt - 1) / *mt, *nb = (g->N + *nt - 1) / *nt;
+    *mb += (mr - *mb % mr) % mr;
+    *nb += (nr - *nb % nr) % nr;
+}
+
+void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack) {
+    if (isa < TR_ISA_BASE || isa > TR_ISA_AVX512VNNI) isa = TR_ISA_BASE;
+    const tr_gemm_kernel *kn = &tr_kernels[isa];
+    int mt, nt, mb, nb;
+    tr_gemm_split(g, kn->mr, kn->nr, nthreads, &mt, &nt, &mb, &nb);
     if (mt * nt == 1) {
         tr_gemm_task(g, kn, 0, g->M, 0, g->N, pack);
         return;
@@ -206,11 +213,21 @@ void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack) {
 }
 
 // Highest level the CPU supports, capped at want (TR_ISA_AUTO: no cap).
+// The levels are not nested (AMD's AVX-512 parts lack AVX-VNNI): each needs
+// its own features.
 int tr_isa_pick(int want) {
     __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    int ok[TR_ISA_AVX512VNNI + 1] = {
+        [TR_ISA_BASE] = 1,
+        [TR_ISA_AVX2] = avx2,
+        [TR_ISA_AVXVNNI] = avx2 && __builtin_cpu_supports("avxvnni"),
+        [TR_ISA_AVX512] = avx512,
+        [TR_ISA_AVX512VNNI] = avx512 && __builtin_cpu_supports("avx512vnni"),
+    };
     int best = TR_ISA_BASE;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = TR_ISA_AVX2;
-    if (best == TR_ISA_AVX2 && __builtin_cpu_supports("avx512f")) best = TR_ISA_AVX512;
-    if (want != TR_ISA_AUTO && want < best) best = want;
+    for (int l = TR_ISA_BASE; l <= TR_ISA_AVX512VNNI; l++)
+        if (ok[l] && (want == TR_ISA_AUTO || l <= want)) best = l;
     return best;
 }

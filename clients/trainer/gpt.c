@@ -44,7 +44,7 @@ static void gpt_backward(tr_model *m, float *w, float *gw, const int32_t *tok, c
     tr_act_layout(&m->cfg, B, T, m->act_mem, a);
     tr_dact_layout(&m->cfg, B, T, m->dact_mem, d);
     tr_crossentropy_backward(m, d->dlogits, a->probs, tgt, dloss, BT);
-    tr_linear_backward(m, d->dln, 0, g->wte, NULL, d->dlogits, Vp, a->lnf, C, p->wte, BT, C, Vp);
+    tr_linear_backward(m, d->dln, 0, g->wte, NULL, d->dlogits, Vp, a->lnf, C, p->wte, BT, T, C, Vp);
     memset(d->dres, 0, sizeof(float) * BT * C);
     tr_layernorm_backward(m, d->dres, g->lnfw, g->lnfb, d->dln, a->residual3 + (L - 1) * BT * C, p->lnfw,
                           a->lnf_mean, a->lnf_rstd, BT, C);
@@ -55,18 +55,18 @@ static void gpt_backward(tr_model *m, float *w, float *gw, const int32_t *tok, c
         const float *ln2 = a->ln2 + l * BT * C, *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C;
         // dres = d residual3 = d fcproj (and d residual2 through the skip connection)
         tr_linear_backward(m, d->dfch_gelu, 0, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + l * C, d->dres, C, fchg, 4 * C,
-                           p->fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
+                           p->fcprojw + (size_t)l * C * 4 * C, BT, T, 4 * C, C);
         tr_gelu_backward(m, d->dfch, fch, d->dfch_gelu, BT * 4 * C);
         tr_linear_backward(m, d->dln, 0, g->fcw + (size_t)l * 4 * C * C, g->fcb + l * 4 * C, d->dfch, 4 * C, ln2, C,
-                           p->fcw + (size_t)l * 4 * C * C, BT, C, 4 * C);
+                           p->fcw + (size_t)l * 4 * C * C, BT, T, C, 4 * C);
         tr_layernorm_backward(m, d->dres, g->ln2w + l * C, g->ln2b + l * C, d->dln, res2, p->ln2w + l * C,
                               a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C);
         // dres = d residual2 = d attproj (and d residual)
         tr_linear_backward(m, d->datty, 0, g->attprojw + (size_t)l * C * C, g->attprojb + l * C, d->dres, C, atty, C,
-                           p->attprojw + (size_t)l * C * C, BT, C, C);
+                           p->attprojw + (size_t)l * C * C, BT, T, C, C);
         tr_attention_backward(m, d->dqkv, d->datty, qkv, att, B, T, NH);
         tr_linear_backward(m, d->dln, 0, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
-                           p->qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
+                           p->qkvw + (size_t)l * 3 * C * C, BT, T, C, 3 * C);
         tr_layernorm_backward(m, d->dres, g->ln1w + l * C, g->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
                               a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C);
     }

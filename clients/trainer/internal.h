@@ -45,7 +45,7 @@ typedef struct {
 struct tr_model {
     tr_config cfg;
     int nthreads;
-    int isa;                 // TR_ISA_BASE..TR_ISA_AVX512, never AUTO
+    int isa;                 // TR_ISA_BASE..TR_ISA_AVX512VNNI, never AUTO
     const tr_layers *layers; // of that level
     const struct tr_arch *arch;     // the model's forward, backward and init
     int ntensors;                   // tr_tensor_count (layout.h)
@@ -94,6 +94,10 @@ struct tr_model {
 #define TR_GEMM_NC 1536 // columns per packed B block: kc x NC floats in L2/L3
 #define TR_GEMM_PACK (TR_GEMM_KC * (TR_GEMM_MC + TR_GEMM_NC))
 void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack);
+void tr_gemm_split(const tr_gemm_args *g, int mr, int nr, int nthreads, int *mt, int *nt, int *mb, int *nb);
+// mxgemm.c: g in numeric contract v3 (mx8), blocks restarting every kseg
+// along K (g->K or more: no segments); same pack buffer.
+void tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, float *pack);
 int tr_isa_pick(int want);
 // layers.c
 const tr_layers *tr_layers_for(int isa);
@@ -126,7 +130,8 @@ void tr_rmsnorm_backward(const tr_model *m, float *dinp, float *dw, const float 
 void tr_linear_forward(const tr_model *m, float *out, int ldo, const float *inp, int ldi, const float *w,
                        const float *bias, int BT, int IC, int OC);
 void tr_linear_backward(const tr_model *m, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
-                        const float *inp, int ldi, const float *w, int BT, int IC, int OC);
+                        const float *inp, int ldi, const float *w, int BT, int T, int IC, int OC);
+void tr_matmul(const tr_model *m, const tr_gemm_args *g, int kseg, int nthreads);
 void tr_attention_forward(const tr_model *m, float *out, float *att, const float *qkv, int B, int T, int KV);
 void tr_attention_backward(const tr_model *m, float *dqkv, const float *dout, const float *qkv, const float *att, int B,
                            int T, int KV);

@@ -137,6 +137,106 @@ TRK void trk_gemm_element(const tr_gemm_args *g, int m, int n) {
 }
 
 // ----------------------------------------------------------------------------
+// Numeric contract v3 ("mx8", README.md): the same GEMMs with block-scaled
+// int8 operands. Along K, each row of A and each row of B (as trk_gemm_a
+// and trk_gemm_b read them) is cut into blocks of 32; a block that would
+// cross a segment boundary (a multiple of kseg: one sequence's tokens, for
+// weight gradients) ends there and is padded with zeros, so micro-batches of
+// whole sequences never split a block. A block is stored as q[32] in
+// [-127, 127] and a scale 2^e (trk_mx_scale); element x is q * 2^e with
+//   q = round half to even (clamp(x * 2^-e, -127, 127)).
+// Then out = base; for each block in order:
+//   out = fma((float)(sum of qa*qb, exact in int32: < 2^24), sa * sb, out).
+// sa * sb is exact (e in [-63, 63]), so each block is one rounding, and
+// every chip with an int8 dot product (VNNI, AMX, dp4a, mma s8) gives the
+// same bits.
+
+#define TRK_MX_BLOCK 32
+#define TRK_MX_EMIN (-63)
+#define TRK_MX_EMAX 63
+
+// The exponent e of a block whose largest |x| has the bits amax (sign
+// cleared): the least e in [EMIN, EMAX] with amax * 2^-e <= 127 (at EMAX the
+// codes saturate instead), or TRK_MX_NONFINITE when the block holds a NaN or
+// an infinity (its scale is then NaN, its codes 0). The integer max of the
+// |x| bits is the float max, and puts NaN and inf on top.
+#define TRK_MX_NONFINITE 1000
+TRK int trk_mx_exp(uint32_t amax) {
+    if (amax >= 0x7f800000u) return TRK_MX_NONFINITE;
+    int e = (int)(amax >> 23) - 127 - 6; // floor(log2 amax) - 6: amax * 2^-e in [64, 128)
+    e = e < TRK_MX_EMIN ? TRK_MX_EMIN : e > TRK_MX_EMAX ? TRK_MX_EMAX : e;
+    if (e < TRK_MX_EMAX && tr_bits2f(amax) * tr_pow2i(-e) > 127.0f) e++;
+    return e;
+}
+
+TRK float trk_mx_scale(int e) { return e == TRK_MX_NONFINITE ? tr_bits2f(0x7fc00000u) : tr_pow2i(e); }
+
+// The code of x in a block of exponent e (finite): round half to even of
+// the clamped x * 2^-e. Both steps are exact but the rounding, done by
+// adding and subtracting 1.5 * 2^23 (|y| <= 127).
+TRK int trk_mx_code(float x, int e) {
+#ifdef __CUDA_ARCH__
+    float y = __fmul_rn(x, tr_pow2i(-e));
+    y = y > 127.0f ? 127.0f : y < -127.0f ? -127.0f : y;
+    return (int)__fadd_rn(__fadd_rn(y, 12582912.0f), -12582912.0f);
+#else
+    float y = x * tr_pow2i(-e);
+    y = y > 127.0f ? 127.0f : y < -127.0f ? -127.0f : y;
+    return (int)((y + 12582912.0f) - 12582912.0f);
+#endif
+}
+
+// One block step of an output chain.
+TRK float trk_mx_step(float acc, int32_t dot, float sa, float sb) { return trk_fma((float)dot, sa * sb, acc); }
+
+// Blocks of a K-long row in segments of kseg: each segment has
+// ceil(kseg/32) blocks, the last segment ceil((K % kseg)/32) when partial.
+TRK int trk_mx_seg_blocks(int kseg) { return (kseg + TRK_MX_BLOCK - 1) / TRK_MX_BLOCK; }
+TRK int trk_mx_blocks(int K, int kseg) {
+    int full = K / kseg, rest = K % kseg;
+    return full * trk_mx_seg_blocks(kseg) + trk_mx_seg_blocks(rest);
+}
+
+// Block b of a row as [k0, k1).
+TRK void trk_mx_block_range(int b, int K, int kseg, int *k0, int *k1) {
+    int per = trk_mx_seg_blocks(kseg), seg = b / per;
+    *k0 = seg * kseg + (b % per) * TRK_MX_BLOCK;
+    int end = (seg + 1) * kseg < K ? (seg + 1) * kseg : K;
+    *k1 = *k0 + TRK_MX_BLOCK < end ? *k0 + TRK_MX_BLOCK : end;
+}
+
+// Quantizes block b of row m of A (b_side 0) or row n of B (b_side 1):
+// codes into q[0..32) (zeros past the block's end), returns the scale.
+TRK float trk_mx_quant_block(const tr_gemm_args *g, int b_side, int row, int b, int kseg, int8_t *q) {
+    int k0, k1;
+    trk_mx_block_range(b, g->K, kseg, &k0, &k1);
+    uint32_t amax = 0;
+    for (int k = k0; k < k1; k++) {
+        uint32_t u = tr_f2bits(b_side ? trk_gemm_b(g, row, k) : trk_gemm_a(g, row, k)) & 0x7fffffffu;
+        amax = u > amax ? u : amax;
+    }
+    int e = trk_mx_exp(amax);
+    for (int k = 0; k < TRK_MX_BLOCK; k++) {
+        float x = k0 + k < k1 ? (b_side ? trk_gemm_b(g, row, k0 + k) : trk_gemm_a(g, row, k0 + k)) : 0.0f;
+        q[k] = (int8_t)(e == TRK_MX_NONFINITE ? 0 : trk_mx_code(x, e));
+    }
+    return trk_mx_scale(e);
+}
+
+// One element of the mx8 GEMM: the reference every mx8 kernel must equal.
+TRK void trk_mx_gemm_element(const tr_gemm_args *g, int kseg, int m, int n) {
+    float acc = trk_gemm_base(g, m, n);
+    int8_t qa[TRK_MX_BLOCK], qb[TRK_MX_BLOCK];
+    for (int b = 0; b < trk_mx_blocks(g->K, kseg); b++) {
+        float sa = trk_mx_quant_block(g, 0, m, b, kseg, qa), sb = trk_mx_quant_block(g, 1, n, b, kseg, qb);
+        int32_t dot = 0;
+        for (int k = 0; k < TRK_MX_BLOCK; k++) dot += (int32_t)qa[k] * qb[k];
+        acc = trk_mx_step(acc, dot, sa, sb);
+    }
+    g->out[(size_t)m * g->ldo + n] = acc;
+}
+
+// ----------------------------------------------------------------------------
 // Layers, per row or per element (shapes as in gpt.c).
 
 #define TRK_LN_EPS 1e-5f

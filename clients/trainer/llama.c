@@ -52,7 +52,7 @@ static void llama_backward(tr_model *m, float *w, float *gw, const int32_t *tok,
     tr_llama_act_layout(c, B, T, m->act_mem, &a);
     tr_llama_dact_layout(c, B, T, m->dact_mem, &d);
     tr_crossentropy_backward(m, d.dlogits, a.probs, tgt, dloss, BT);
-    tr_linear_backward(m, d.dln, 0, g.lmhead, NULL, d.dlogits, Vp, a.rmsf, C, p.lmhead, BT, C, Vp);
+    tr_linear_backward(m, d.dln, 0, g.lmhead, NULL, d.dlogits, Vp, a.rmsf, C, p.lmhead, BT, T, C, Vp);
     memset(d.dres, 0, sizeof(float) * BT * C);
     tr_rmsnorm_backward(m, d.dres, g.rmsfw, d.dln, a.residual3 + (L - 1) * BT * C, p.rmsfw, a.rmsf_rstd, BT, C);
     for (int l = L - 1; l >= 0; l--) {
@@ -61,20 +61,20 @@ static void llama_backward(tr_model *m, float *w, float *gw, const int32_t *tok,
         const float *att = a.att + (size_t)l * B * NH * T * T, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
         const float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H;
         // dres = d residual3: the MLP, then the skip connection
-        tr_linear_backward(m, d.dhmid, 0, g.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, BT, H, C);
+        tr_linear_backward(m, d.dhmid, 0, g.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, BT, T, H, C);
         tr_swiglu_backward(m, d.dgate, d.dup, gate, up, d.dhmid, BT * H);
-        tr_linear_backward(m, d.dln, 0, g.wup + (size_t)l * H * C, NULL, d.dup, H, rms2, C, p.wup + (size_t)l * H * C, BT, C, H);
-        tr_linear_backward(m, d.dln, 1, g.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, BT, C, H);
+        tr_linear_backward(m, d.dln, 0, g.wup + (size_t)l * H * C, NULL, d.dup, H, rms2, C, p.wup + (size_t)l * H * C, BT, T, C, H);
+        tr_linear_backward(m, d.dln, 1, g.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, BT, T, C, H);
         tr_rmsnorm_backward(m, d.dres, g.rms2w + l * C, d.dln, res2, p.rms2w + l * C, a.rms2_rstd + l * BT, BT, C);
         // dres = d residual2: attention, then the skip connection
-        tr_linear_backward(m, d.datty, 0, g.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, BT, C, C);
+        tr_linear_backward(m, d.datty, 0, g.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, BT, T, C, C);
         tr_attention_backward(m, d.dqkv, d.datty, qkv, att, B, T, KV);
         tr_rope(m, d.dqkv, BT, T, KV, 1);
-        tr_linear_backward(m, d.dln, 0, g.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, BT, C, C);
+        tr_linear_backward(m, d.dln, 0, g.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, BT, T, C, C);
         tr_linear_backward(m, d.dln, 1, g.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C,
-                           BT, C, KVD);
+                           BT, T, C, KVD);
         tr_linear_backward(m, d.dln, 1, g.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C,
-                           p.wv + (size_t)l * KVD * C, BT, C, KVD);
+                           p.wv + (size_t)l * KVD * C, BT, T, C, KVD);
         tr_rmsnorm_backward(m, d.dres, g.rms1w + l * C, d.dln, residual, p.rms1w + l * C, a.rms1_rstd + l * BT, BT, C);
     }
     tr_encoder_backward(m, m->dwte_emb, NULL, d.dres, tok, B, T);

@@ -27,6 +27,7 @@ static int tr_config_check(const tr_config *c) {
     if (c->vocab > (1 << 24) || c->padded_vocab > (1 << 24) || c->layers > 1024 || c->channels > 65536 ||
         c->seq_len > 65536 || c->micro_batch > 65536)
         return TR_EINVAL;
+    if (c->arith != TR_ARITH_FP32 && c->arith != TR_ARITH_MX8) return TR_EINVAL;
     if (c->arch == TR_ARCH_GPT2) // the Llama fields must be unset
         return c->kv_heads || c->hidden || c->untied || c->rope_theta != 0.0f ? TR_EINVAL : TR_OK;
     if (c->arch != TR_ARCH_LLAMA) return TR_EINVAL;
@@ -93,7 +94,7 @@ int tr_set_threads(tr_model *m, int n) {
 }
 
 int tr_set_isa(tr_model *m, int isa) {
-    if (!m || isa < TR_ISA_AUTO || isa > TR_ISA_AVX512) return TR_EINVAL;
+    if (!m || isa < TR_ISA_AUTO || isa > TR_ISA_AVX512VNNI) return TR_EINVAL;
     m->isa = tr_isa_pick(isa);
     m->layers = tr_layers_for(m->isa);
     return m->isa;
@@ -241,9 +242,11 @@ int tr_activations(const tr_model *m, float *out, size_t len) {
     return TR_OK;
 }
 
-int tr_gemm(tr_model *m, int M, int N, int K, const float *a, const float *b, float *out) {
-    if (!m || !a || !b || !out || M < 1 || N < 1 || K < 1) return TR_EINVAL;
+int tr_gemm(tr_model *m, int arith, int M, int N, int K, const float *a, const float *b, float *out) {
+    if (!m || !a || !b || !out || M < 1 || N < 1 || K < 1 || (arith != TR_ARITH_FP32 && arith != TR_ARITH_MX8))
+        return TR_EINVAL;
     tr_gemm_args g = {M, N, K, a, K, b, K, out, N, NULL, 0, 0, 0};
-    tr_gemm_run(&g, m->isa, m->nthreads, m->pack_buf);
+    if (arith == TR_ARITH_MX8) tr_mx_gemm_run(&g, K, m->isa, m->nthreads, m->pack_buf);
+    else tr_gemm_run(&g, m->isa, m->nthreads, m->pack_buf);
     return TR_OK;
 }

@@ -156,22 +156,30 @@ void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int
 }
 
 
+// A matrix product of the model in its numeric contract, on nthreads;
+// mx8 blocks restart every kseg along K.
+void tr_matmul(const tr_model *m, const tr_gemm_args *g, int kseg, int nthreads) {
+    if (m->cfg.arith == TR_ARITH_MX8) tr_mx_gemm_run(g, kseg, m->isa, nthreads, m->pack_buf);
+    else tr_gemm_run(g, m->isa, nthreads, m->pack_buf);
+}
+
 // out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC)
 void tr_linear_forward(const tr_model *m, float *out, int ldo, const float *inp, int ldi, const float *w,
                        const float *bias, int BT, int IC, int OC) {
     tr_gemm_args g = {BT, OC, IC, inp, ldi, w, IC, out, ldo, bias, 0, 0, 0};
-    tr_gemm_run(&g, m->isa, m->nthreads, m->pack_buf);
+    tr_matmul(m, &g, IC, m->nthreads);
 }
 
 // dinp(BT, IC) = dout w (accumulate: chains on from dinp's values), dw(OC, IC)
 // += dout^T inp and dbias(OC) += column sums of dout (ldd: its row stride),
-// chains over the rows in order.
+// chains over the rows in order. The rows are sequences of T tokens: mx8
+// blocks of dw's K (the tokens) stay within a sequence.
 void tr_linear_backward(const tr_model *m, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
-                        const float *inp, int ldi, const float *w, int BT, int IC, int OC) {
+                        const float *inp, int ldi, const float *w, int BT, int T, int IC, int OC) {
     tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1};
     tr_gemm_args gw = {OC, IC, BT, dout, ldd, inp, ldi, dw, IC, NULL, 1, 1, 1};
-    tr_gemm_run(&gi, m->isa, m->nthreads, m->pack_buf);
-    tr_gemm_run(&gw, m->isa, m->nthreads, m->pack_buf);
+    tr_matmul(m, &gi, OC, m->nthreads);
+    tr_matmul(m, &gw, T, m->nthreads);
     if (!dbias) return;
     int cblocks = (OC + TR_COL_BLOCK - 1) / TR_COL_BLOCK;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)

@@ -4,7 +4,7 @@
 // Format, little-endian (version 1 for GPT-2, 2 for Llama):
 //   "PSYS" | u32 version | u32 vocab, padded_vocab, layers, channels, heads, seq_len
 //   | u64 step | u64 adam_t | f32 demo_lr | u32 flags (bit 0: AdamW m,v; bit 1: DeMo delta;
-//   bit 2: DeMo lookahead on) | version 2 only: u32 arch=1, kv_heads, hidden, untied,
+//   bit 2: DeMo lookahead on; bit 3: numeric contract v3, mx8, which the model must match) | version 2 only: u32 arch=1, kv_heads, hidden, untied,
 //   f32 rope_theta | f32 params[N] | [f32 m[N], f32 v[N]] | [f32 delta[N]]
 
 #include "internal.h"
@@ -15,9 +15,11 @@
 #define TR_STATE_ADAM 1u
 #define TR_STATE_DELTA 2u
 #define TR_STATE_LOOKAHEAD 4u
+#define TR_STATE_MX8 8u
 
 static uint32_t tr_state_flags(const tr_model *m) {
-    return (m->adam_m ? TR_STATE_ADAM : 0) | (m->delta ? TR_STATE_DELTA : 0) | (m->lookahead_on ? TR_STATE_LOOKAHEAD : 0);
+    return (m->adam_m ? TR_STATE_ADAM : 0) | (m->delta ? TR_STATE_DELTA : 0) | (m->lookahead_on ? TR_STATE_LOOKAHEAD : 0) |
+           (m->cfg.arith == TR_ARITH_MX8 ? TR_STATE_MX8 : 0);
 }
 
 static uint32_t tr_state_version(const tr_model *m) { return tr_is_llama(&m->cfg) ? 2 : 1; }
@@ -129,7 +131,8 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
         for (int i = 6; i < 11; i++)
             if (tr_get_u32(in + TR_STATE_HEADER_V1 + 4 * (i - 6)) != v[i]) return TR_ESTATE;
     uint32_t flags = tr_get_u32(in + 52);
-    if (flags & ~(TR_STATE_ADAM | TR_STATE_DELTA | TR_STATE_LOOKAHEAD)) return TR_ESTATE;
+    if (flags & ~(TR_STATE_ADAM | TR_STATE_DELTA | TR_STATE_LOOKAHEAD | TR_STATE_MX8)) return TR_ESTATE;
+    if ((flags & TR_STATE_MX8) != (tr_state_flags(m) & TR_STATE_MX8)) return TR_ESTATE;
     if ((flags & TR_STATE_LOOKAHEAD) && !(flags & TR_STATE_DELTA)) return TR_ESTATE;
     if (len != tr_state_bytes(m, flags)) return TR_ESTATE;
     float demo_lr = tr_get_f32(in + 48);

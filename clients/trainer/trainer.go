@@ -77,6 +77,9 @@ func (cfg Config) c() C.tr_config {
 		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
 		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
 	}
+	if cfg.IsMX8() {
+		cc.arith = C.TR_ARITH_MX8
+	}
 	if cfg.IsLlama() {
 		cc.arch = C.TR_ARCH_LLAMA
 		cc.kv_heads, cc.hidden, cc.rope_theta = C.int(cfg.KVHeads), C.int(cfg.Hidden), C.float(cfg.RopeTheta)
@@ -85,6 +88,17 @@ func (cfg Config) c() C.tr_config {
 		}
 	}
 	return cc
+}
+
+// arithCode is a numeric contract's C code.
+func arithCode(arith string) (C.int, error) {
+	switch arith {
+	case "", ArithFP32:
+		return C.TR_ARITH_FP32, nil
+	case ArithMX8:
+		return C.TR_ARITH_MX8, nil
+	}
+	return 0, fmt.Errorf("unknown numeric contract %q (known: fp32, mx8): %w", arith, ErrInvalid)
 }
 
 // shapes lists the parameter tensors' shapes of a model of cfg (layout.h).
@@ -170,13 +184,20 @@ func (t *Trainer) SetThreads(n int) error {
 // ISA selects the GEMM kernel's instruction set; all levels give the same bits.
 type ISA int
 
-// ISA levels.
+// ISA levels, in order; a cap picks the highest one the CPU has at or
+// below it. The VNNI levels add int8 dot products for mx8; fp32 runs the
+// AVX2 or AVX-512 kernels on them.
 const (
-	ISAAuto   ISA = C.TR_ISA_AUTO
-	ISABase   ISA = C.TR_ISA_BASE // x86-64 baseline (SSE2)
-	ISAAVX2   ISA = C.TR_ISA_AVX2
-	ISAAVX512 ISA = C.TR_ISA_AVX512
+	ISAAuto       ISA = C.TR_ISA_AUTO
+	ISABase       ISA = C.TR_ISA_BASE // x86-64 baseline (SSE2)
+	ISAAVX2       ISA = C.TR_ISA_AVX2
+	ISAAVXVNNI    ISA = C.TR_ISA_AVXVNNI
+	ISAAVX512     ISA = C.TR_ISA_AVX512
+	ISAAVX512VNNI ISA = C.TR_ISA_AVX512VNNI
 )
+
+// ISALevels lists the levels from the lowest.
+var ISALevels = []ISA{ISABase, ISAAVX2, ISAAVXVNNI, ISAAVX512, ISAAVX512VNNI}
 
 func (i ISA) String() string {
 	switch i {
@@ -186,8 +207,12 @@ func (i ISA) String() string {
 		return "x86-64"
 	case ISAAVX2:
 		return "avx2"
+	case ISAAVXVNNI:
+		return "avx-vnni"
 	case ISAAVX512:
 		return "avx512"
+	case ISAAVX512VNNI:
+		return "avx512-vnni"
 	}
 	return fmt.Sprintf("isa(%d)", int(i))
 }
@@ -630,8 +655,13 @@ func (t *Trainer) Activations(n int) ([]float32, error) {
 	return out, codeErr(C.tr_activations(t.m, (*C.float)(&out[0]), C.size_t(n)), "activations")
 }
 
-// GEMM computes out(M,N) = a(M,K) * b(N,K)^T with the model's kernel (for benchmarks).
-func (t *Trainer) GEMM(m, n, k int, a, b, out []float32) error {
+// GEMM computes out(M,N) = a(M,K) * b(N,K)^T with the model's kernel in
+// the numeric contract arith (ArithFP32 or ArithMX8), for benchmarks and tests.
+func (t *Trainer) GEMM(arith string, m, n, k int, a, b, out []float32) error {
+	ca, err := arithCode(arith)
+	if err != nil {
+		return err
+	}
 	if m < 1 || n < 1 || k < 1 || len(a) != m*k || len(b) != n*k || len(out) != m*n {
 		return fmt.Errorf("GEMM shapes (%d,%d,%d) do not match buffers: %w", m, n, k, ErrInvalid)
 	}
@@ -639,7 +669,7 @@ func (t *Trainer) GEMM(m, n, k int, a, b, out []float32) error {
 		return err
 	}
 	defer t.mu.Unlock()
-	return codeErr(C.tr_gemm(t.m, C.int(m), C.int(n), C.int(k), (*C.float)(&a[0]), (*C.float)(&b[0]), (*C.float)(&out[0])), "GEMM")
+	return codeErr(C.tr_gemm(t.m, ca, C.int(m), C.int(n), C.int(k), (*C.float)(&a[0]), (*C.float)(&b[0]), (*C.float)(&out[0])), "GEMM")
 }
 
 // ChunkedDCT returns the chunked orthonormal 2-D DCT-II that DeMo applies to

@@ -36,7 +36,10 @@ typedef struct {
     int hidden;       // llama: SwiGLU intermediate size
     int untied;       // llama: 1 for a separate lm-head, 0 to share wte
     float rope_theta; // llama: base of the rotary position embedding, e.g. 10000
+    int arith;        // numeric contract of the matrix products: TR_ARITH_FP32 (v2) or TR_ARITH_MX8 (v3)
 } tr_config;
+
+enum { TR_ARITH_FP32 = 0, TR_ARITH_MX8 = 1 };
 
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
@@ -67,8 +70,16 @@ typedef struct {
 
 typedef struct tr_model tr_model;
 
-// ISA levels for the GEMM kernels; all give identical bits.
-enum { TR_ISA_AUTO = 0, TR_ISA_BASE = 1, TR_ISA_AVX2 = 2, TR_ISA_AVX512 = 3 };
+// ISA levels for the GEMM kernels; all give identical bits. The VNNI levels
+// matter to mx8 (int8 dot products); fp32 runs their AVX2 or AVX-512 kernels.
+enum {
+    TR_ISA_AUTO = 0,
+    TR_ISA_BASE = 1,
+    TR_ISA_AVX2 = 2,
+    TR_ISA_AVXVNNI = 3,
+    TR_ISA_AVX512 = 4,
+    TR_ISA_AVX512VNNI = 5,
+};
 
 int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out);
 void tr_destroy(tr_model *m);
@@ -151,7 +162,8 @@ int tr_decode_next(tr_model *m, int32_t token, float *logits);
 // activations, in layout.h's order (tr_act_layout), to compare with the GPU path.
 int tr_activations(const tr_model *m, float *out, size_t len);
 
-// GEMM benchmark hook: out(M,N) = A(M,K) * B(N,K)^T with the model's kernel.
-int tr_gemm(tr_model *m, int M, int N, int K, const float *a, const float *b, float *out);
+// GEMM hook (benchmarks, tests): out(M,N) = A(M,K) * B(N,K)^T with the
+// model's kernel, in contract arith (TR_ARITH_*).
+int tr_gemm(tr_model *m, int arith, int M, int N, int K, const float *a, const float *b, float *out);
 
 #endif

@@ -1,7 +1,8 @@
 // Command trainer-bench prints the native trainer's throughput figures:
-// GEMM GFLOP/s per kernel ISA level and thread count, training tokens/s for
-// the light and small configs (AdamW and DeMo steps), and DeMo payload bytes
-// per step with the ratio to dense fp32 gradients.
+// GEMM GFLOP/s per numeric contract (arith=fp32 or mx8), kernel ISA level
+// and thread count, training tokens/s for the light and small configs
+// (AdamW and DeMo steps) per contract, and DeMo payload bytes per step with
+// the ratio to dense fp32 gradients.
 package main
 
 import (
@@ -35,8 +36,17 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	gemmThreads := fs.String("gemm-threads", "1,2", "comma-separated thread counts for the GEMM benchmark")
 	topk := fs.Int("topk", 8, "DeMo top-k per chunk for the payload figures")
 	microBatch := fs.Int("microbatch", 0, "sequences per forward/backward pass (0: the config's)")
+	ariths := fs.String("arith", "fp32,mx8", "comma-separated numeric contracts to measure: fp32 (v2), mx8 (v3)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var arith []string
+	for _, a := range strings.Split(*ariths, ",") {
+		a = strings.TrimSpace(a)
+		if a != trainer.ArithFP32 && a != trainer.ArithMX8 {
+			return fmt.Errorf("-arith %q: want fp32, mx8 or both, separated by commas", *ariths)
+		}
+		arith = append(arith, a)
 	}
 	if *steps < 1 || *batch < 1 {
 		return fmt.Errorf("-steps and -batch must be positive")
@@ -50,24 +60,29 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 			}
 			ths = append(ths, n)
 		}
-		if err := benchGEMM(w, ths); err != nil {
-			return err
+		for _, a := range arith {
+			if err := benchGEMM(w, a, ths); err != nil {
+				return err
+			}
 		}
 	}
 	for _, name := range strings.Split(*configs, ",") {
 		if strings.TrimSpace(name) == "" {
 			continue
 		}
-		if err := benchTrain(ctx, w, strings.TrimSpace(name), *steps, *batch, *threads, *topk, *microBatch); err != nil {
-			return err
+		for _, a := range arith {
+			if err := benchTrain(ctx, w, strings.TrimSpace(name), a, *steps, *batch, *threads, *topk, *microBatch); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// benchGEMM times out(M,N) = A(M,K) B(N,K)^T at the shapes of the small
-// config's MLP (B*T=2048 rows) for every kernel level and the given thread counts.
-func benchGEMM(w io.Writer, threads []int) error {
+// benchGEMM times out(M,N) = A(M,K) B(N,K)^T in contract arith at the
+// shapes of the small config's MLP (B*T=2048 rows) for every kernel level
+// and the given thread counts.
+func benchGEMM(w io.Writer, arith string, threads []int) error {
 	cfg, err := trainer.ConfigByName("light")
 	if err != nil {
 		return err
@@ -90,7 +105,7 @@ func benchGEMM(w io.Writer, threads []int) error {
 			b[i] = r.Float32() - 0.5
 		}
 		var ref []float32
-		for _, level := range []trainer.ISA{trainer.ISABase, trainer.ISAAVX2, trainer.ISAAVX512} {
+		for _, level := range trainer.ISALevels {
 			got, err := tr.SetISA(level)
 			if err != nil {
 				return err
@@ -102,13 +117,13 @@ func benchGEMM(w io.Writer, threads []int) error {
 				if err := tr.SetThreads(th); err != nil {
 					return err
 				}
-				if err := tr.GEMM(m, n, k, a, b, out); err != nil { // warm-up
+				if err := tr.GEMM(arith, m, n, k, a, b, out); err != nil { // warm-up
 					return err
 				}
 				reps := 0
 				start := time.Now()
 				for time.Since(start) < 700*time.Millisecond {
-					if err := tr.GEMM(m, n, k, a, b, out); err != nil {
+					if err := tr.GEMM(arith, m, n, k, a, b, out); err != nil {
 						return err
 					}
 					reps++
@@ -126,19 +141,20 @@ func benchGEMM(w io.Writer, threads []int) error {
 						}
 					}
 				}
-				fmt.Fprintf(w, "gemm M=%d N=%d K=%d isa=%-7s threads=%d  %6.1f GFLOP/s  bits=%s\n",
-					m, n, k, level, th, 2*float64(m)*float64(n)*float64(k)*float64(reps)/sec/1e9, same)
+				fmt.Fprintf(w, "gemm arith=%-4s M=%d N=%d K=%d isa=%-11s threads=%d  %6.1f GFLOP/s  bits=%s\n",
+					arith, m, n, k, level, th, 2*float64(m)*float64(n)*float64(k)*float64(reps)/sec/1e9, same)
 			}
 		}
 	}
 	return nil
 }
 
-func benchTrain(ctx context.Context, w io.Writer, name string, steps, batch, threads, topk, microBatch int) error {
+func benchTrain(ctx context.Context, w io.Writer, name, arith string, steps, batch, threads, topk, microBatch int) error {
 	cfg, err := trainer.ConfigByName(name)
 	if err != nil {
 		return err
 	}
+	cfg.Arith = arith
 	if microBatch > 0 {
 		cfg.MicroBatch = microBatch
 	}
@@ -183,9 +199,9 @@ func benchTrain(ctx context.Context, w io.Writer, name string, steps, batch, thr
 		opt += time.Since(t1)
 	}
 	tokens := float64(steps * batch * T)
-	fmt.Fprintf(w, "train %-6s on %s\n", name, tr.Backend())
-	fmt.Fprintf(w, "train %-6s params=%d B=%d T=%d adamw: %7.0f tok/s (fwd+bwd %.0f ms/step, adamw %.1f ms/step, loss %.3f)\n",
-		name, tr.NumParams(), batch, T, tokens/(fwdbwd+opt).Seconds(),
+	fmt.Fprintf(w, "train %-6s arith=%-4s on %s\n", name, arith, tr.Backend())
+	fmt.Fprintf(w, "train %-6s arith=%-4s params=%d B=%d T=%d adamw: %7.0f tok/s (fwd+bwd %.0f ms/step, adamw %.1f ms/step, loss %.3f)\n",
+		name, arith, tr.NumParams(), batch, T, tokens/(fwdbwd+opt).Seconds(),
 		float64(fwdbwd.Milliseconds())/float64(steps), float64(opt.Microseconds())/1e3/float64(steps), loss)
 	var gen, apply time.Duration
 	var size int
@@ -209,8 +225,8 @@ func benchTrain(ctx context.Context, w io.Writer, name string, steps, batch, thr
 		apply += time.Since(t2)
 		size = len(p)
 	}
-	fmt.Fprintf(w, "train %-6s params=%d B=%d T=%d demo:  %7.0f tok/s (generate %.1f ms/step, apply %.1f ms/step, loss %.3f)\n",
-		name, tr.NumParams(), batch, T, tokens/(fwdbwd+gen+apply).Seconds(),
+	fmt.Fprintf(w, "train %-6s arith=%-4s params=%d B=%d T=%d demo:  %7.0f tok/s (generate %.1f ms/step, apply %.1f ms/step, loss %.3f)\n",
+		name, arith, tr.NumParams(), batch, T, tokens/(fwdbwd+gen+apply).Seconds(),
 		float64(gen.Microseconds())/1e3/float64(steps), float64(apply.Microseconds())/1e3/float64(steps), loss)
 	dense := 4 * tr.NumParams()
 	fmt.Fprintf(w, "payload %-6s top-k=%d one-bit: %d bytes/step, dense fp32 gradients %d bytes: %.1fx smaller\n",

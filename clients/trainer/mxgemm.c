@@ -1,0 +1,276 @@
+// mxgemm.c: the GEMM of numeric contract v3 ("mx8"), one kernel per ISA
+// level, all equal to trk_mx_gemm_element (kernels.h) bit for bit.
+//
+// gemm.c's blocking, with quantizing packs: a panel of B (NR rows of B, a
+// run of 32-code blocks) and a panel of A (MR rows) are quantized into
+// int8 codes laid out for the int8 dot-product instructions, [group of 4
+// codes][row][4], with one scale per row and block. A register tile runs,
+// for each block, the int32 dot products of its MR x NR elements (exact in
+// any order), then one fma per element into its fp32 chain; between k steps
+// the chains wait in the output, so blocking, tiles and threads change no
+// bit. VNNI's vpdpbusd multiplies unsigned by signed bytes: its kernels take
+// A's codes as q + 128 and subtract 128 * (the block's sum of B's codes),
+// which each B panel carries. Every sum stays exact in int32.
+
+#include <immintrin.h>
+
+#include "internal.h"
+
+#define MX_BLK TRK_MX_BLOCK
+#define MX_KB 16     // blocks per k step: 512 codes
+#define MX_MAXR 6    // largest MR
+#define MX_MAXN 32   // largest NR
+
+// nb blocks of an MR x NR tile: ap codes [nb][8][MR][4] and as scales
+// [nb][MR]; bp codes [nb][8][NR][4], bs scales and bc corrections [nb][NR].
+typedef void (*tr_mx_ukernel)(int nb, const int8_t *ap, const float *as, const int8_t *bp, const float *bs,
+                              const int32_t *bc, float *c, int ldc);
+
+typedef struct {
+    tr_mx_ukernel uk;
+    int mr, nr;
+    int a_u8; // A's codes stored as q + 128 (for vpdpbusd), with B's corrections
+} tr_mx_kernel;
+
+static inline int32_t mx_word(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+// Plain C: the reference order written out.
+static void mxk_base(int nb, const int8_t *ap, const float *as, const int8_t *bp, const float *bs, const int32_t *bc,
+                     float *c, int ldc) {
+    enum { MR = 4, NR = 8 };
+    (void)bc;
+    float acc[MR][NR];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = c[(size_t)r * ldc + j];
+    for (int b = 0; b < nb; b++, ap += MX_BLK * MR, bp += MX_BLK * NR, as += MR, bs += NR) {
+        int32_t d[MR][NR] = {{0}};
+        for (int g = 0; g < MX_BLK / 4; g++)
+            for (int r = 0; r < MR; r++)
+                for (int j = 0; j < NR; j++)
+                    for (int t = 0; t < 4; t++) d[r][j] += (int32_t)ap[(g * MR + r) * 4 + t] * bp[(g * NR + j) * 4 + t];
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) acc[r][j] = trk_mx_step(acc[r][j], d[r][j], as[r], bs[j]);
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) c[(size_t)r * ldc + j] = acc[r][j];
+}
+
+// The vector kernels name each accumulator, as gemm.c's do.
+#define MX_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+// AVX2 without VNNI, 6 x 8: |a| times b with a's sign (vpmaddubsw: each
+// pair of products is at most 2 * 127 * 127, no saturation), pairs summed
+// into int32 lanes (vpmaddwd by ones).
+#define MXA2_LOAD(r) __m256 f##r = _mm256_loadu_ps(c + r * (size_t)ldc); __m256i i##r;
+#define MXA2_ZERO(r) i##r = _mm256_setzero_si256();
+#define MXA2_DOT(r)                                                                              \
+    {                                                                                            \
+        __m256i a = _mm256_set1_epi32(mx_word(ap + (g * 6 + r) * 4));                            \
+        __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b0, a));        \
+        i##r = _mm256_add_epi32(i##r, _mm256_madd_epi16(p, ones));                               \
+    }
+#define MXA2_STEP(r) f##r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i##r), _mm256_mul_ps(_mm256_set1_ps(as[r]), s0), f##r);
+#define MXA2_STORE(r) _mm256_storeu_ps(c + r * (size_t)ldc, f##r);
+__attribute__((target("avx2,fma"))) static void mxk_avx2(int nb, const int8_t *ap, const float *as, const int8_t *bp,
+                                                         const float *bs, const int32_t *bc, float *c, int ldc) {
+    (void)bc;
+    const __m256i ones = _mm256_set1_epi16(1);
+    MX_ROWS6(MXA2_LOAD)
+    for (int b = 0; b < nb; b++, ap += MX_BLK * 6, bp += MX_BLK * 8, as += 6, bs += 8) {
+        MX_ROWS6(MXA2_ZERO)
+        for (int g = 0; g < MX_BLK / 4; g++) {
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(bp + g * 32));
+            MX_ROWS6(MXA2_DOT)
+        }
+        __m256 s0 = _mm256_loadu_ps(bs);
+        MX_ROWS6(MXA2_STEP)
+    }
+    MX_ROWS6(MXA2_STORE)
+}
+
+// AVX-VNNI, 6 x 8: vpdpbusd on 256-bit registers.
+#define MXV2_DOT(r) i##r = _mm256_dpbusd_avx_epi32(i##r, _mm256_set1_epi32(mx_word(ap + (g * 6 + r) * 4)), b0);
+#define MXV2_STEP(r)                                                                                          \
+    f##r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i##r, c0)), _mm256_mul_ps(_mm256_set1_ps(as[r]), s0), \
+                           f##r);
+__attribute__((target("avx2,fma,avxvnni"))) static void mxk_avxvnni(int nb, const int8_t *ap, const float *as,
+                                                                    const int8_t *bp, const float *bs,
+                                                                    const int32_t *bc, float *c, int ldc) {
+    MX_ROWS6(MXA2_LOAD)
+    for (int b = 0; b < nb; b++, ap += MX_BLK * 6, bp += MX_BLK * 8, as += 6, bs += 8, bc += 8) {
+        MX_ROWS6(MXA2_ZERO)
+        for (int g = 0; g < MX_BLK / 4; g++) {
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(bp + g * 32));
+            MX_ROWS6(MXV2_DOT)
+        }
+        __m256 s0 = _mm256_loadu_ps(bs);
+        __m256i c0 = _mm256_loadu_si256((const __m256i *)bc);
+        MX_ROWS6(MXV2_STEP)
+    }
+    MX_ROWS6(MXA2_STORE)
+}
+
+// AVX-512 VNNI, 6 x 32: twelve int32 and twelve fp32 accumulators.
+#define MXV5_LOAD(r) \
+    __m512 f##r##a = _mm512_loadu_ps(c + r * (size_t)ldc), f##r##b = _mm512_loadu_ps(c + r * (size_t)ldc + 16); __m512i i##r##a, i##r##b;
+#define MXV5_ZERO(r) i##r##a = _mm512_setzero_si512(); i##r##b = _mm512_setzero_si512();
+#define MXV5_DOT(r)                                                   \
+    {                                                                 \
+        __m512i a = _mm512_set1_epi32(mx_word(ap + (g * 6 + r) * 4)); \
+        i##r##a = _mm512_dpbusd_epi32(i##r##a, a, b0);                \
+        i##r##b = _mm512_dpbusd_epi32(i##r##b, a, b1);                \
+    }
+#define MXV5_STEP(r)                                                                                   \
+    {                                                                                                  \
+        __m512 sa = _mm512_set1_ps(as[r]);                                                             \
+        f##r##a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i##r##a, c0)), _mm512_mul_ps(sa, s0), f##r##a); \
+        f##r##b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i##r##b, c1)), _mm512_mul_ps(sa, s1), f##r##b); \
+    }
+#define MXV5_STORE(r) _mm512_storeu_ps(c + r * (size_t)ldc, f##r##a); _mm512_storeu_ps(c + r * (size_t)ldc + 16, f##r##b);
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma"))) static void
+mxk_avx512vnni(int nb, const int8_t *ap, const float *as, const int8_t *bp, const float *bs, const int32_t *bc, float *c,
+               int ldc) {
+    MX_ROWS6(MXV5_LOAD)
+    for (int b = 0; b < nb; b++, ap += MX_BLK * 6, bp += MX_BLK * 32, as += 6, bs += 32, bc += 32) {
+        MX_ROWS6(MXV5_ZERO)
+        for (int g = 0; g < MX_BLK / 4; g++) {
+            __m512i b0 = _mm512_loadu_si512(bp + g * 128), b1 = _mm512_loadu_si512(bp + g * 128 + 64);
+            MX_ROWS6(MXV5_DOT)
+        }
+        __m512 s0 = _mm512_loadu_ps(bs), s1 = _mm512_loadu_ps(bs + 16);
+        __m512i c0 = _mm512_loadu_si512(bc), c1 = _mm512_loadu_si512(bc + 16);
+        MX_ROWS6(MXV5_STEP)
+    }
+    MX_ROWS6(MXV5_STORE)
+}
+
+static const tr_mx_kernel tr_mx_kernels[] = {
+    [TR_ISA_BASE] = {mxk_base, 4, 8, 0},
+    [TR_ISA_AVX2] = {mxk_avx2, 6, 8, 0},
+    [TR_ISA_AVXVNNI] = {mxk_avxvnni, 6, 8, 1},
+    [TR_ISA_AVX512] = {mxk_avx2, 6, 8, 0}, // AVX-512 without VNNI: the AVX2 kernel
+    [TR_ISA_AVX512VNNI] = {mxk_avx512vnni, 6, 32, 1},
+};
+
+// Quantizes blocks [b0, b0+nb) of rows [p0, p0+w) of an operand X into a
+// panel: codes [nb][8][w][4] (q, or q + 128 when u8), scales [nb][w], and
+// when corr is set 128 * the sum of each row's codes in a block, [nb][w].
+// X(p, k) is x[p*ld + k], or x[k*ld + p] when trans; rows from n on and
+// codes past a block's end are 0.
+static void mx_pack(const float *x, int ld, int trans, int n, int p0, int w, int K, int kseg, int b0, int nb, int u8,
+                    int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
+    int rows = n - p0 < w ? n - p0 : w;
+    float v[MX_MAXN][MX_BLK];
+    for (int bi = 0; bi < nb; bi++) {
+        int k0, k1;
+        trk_mx_block_range(b0 + bi, K, kseg, &k0, &k1);
+        int len = k1 - k0;
+        if (trans) {
+            for (int t = 0; t < len; t++) {
+                const float *src = x + (size_t)(k0 + t) * ld + p0;
+                for (int r = 0; r < rows; r++) v[r][t] = src[r];
+            }
+        } else {
+            for (int r = 0; r < rows; r++) memcpy(v[r], x + (size_t)(p0 + r) * ld + k0, sizeof(float) * len);
+        }
+        int8_t *d = dst + (size_t)bi * MX_BLK * w;
+        for (int r = 0; r < w; r++) {
+            int8_t q[MX_BLK];
+            int e = TRK_MX_EMIN, sum = 0;
+            if (r < rows) {
+                uint32_t amax = 0;
+                for (int t = 0; t < len; t++) {
+                    uint32_t u = tr_f2bits(v[r][t]) & 0x7fffffffu;
+                    amax = u > amax ? u : amax;
+                }
+                e = trk_mx_exp(amax);
+            }
+            for (int t = 0; t < MX_BLK; t++) {
+                int code = r < rows && t < len && e != TRK_MX_NONFINITE ? trk_mx_code(v[r][t], e) : 0;
+                q[t] = (int8_t)code;
+                sum += code;
+            }
+            for (int g = 0; g < MX_BLK / 4; g++)
+                for (int t = 0; t < 4; t++) d[(g * w + r) * 4 + t] = (int8_t)(u8 ? (uint8_t)q[g * 4 + t] ^ 0x80 : q[g * 4 + t]);
+            scale[bi * w + r] = trk_mx_scale(e);
+            if (corr) corr[bi * w + r] = 128 * sum;
+        }
+    }
+}
+
+static inline int mx_min(int a, int b) { return a < b ? a : b; }
+
+// The pack buffer of one task: A panels for MC rows, B panels for NC
+// columns, MX_KB blocks each.
+#define MX_A_CODES ((size_t)TR_GEMM_MC * MX_KB * MX_BLK)
+#define MX_B_CODES ((size_t)TR_GEMM_NC * MX_KB * MX_BLK)
+_Static_assert(MX_A_CODES + MX_B_CODES + 4 * ((size_t)TR_GEMM_MC * MX_KB + 2 * (size_t)TR_GEMM_NC * MX_KB) <=
+                   sizeof(float) * TR_GEMM_PACK,
+               "the mx8 panels fit in a thread's GEMM pack buffer");
+
+// Rows [m0, m1) x columns [n0, n1) of the output: one task.
+static void tr_mx_task(const tr_gemm_args *g, int kseg, const tr_mx_kernel *kn, int m0, int m1, int n0, int n1,
+                       float *buf) {
+    const int mr = kn->mr, nr = kn->nr, nblocks = trk_mx_blocks(g->K, kseg);
+    const int nc = TR_GEMM_NC - TR_GEMM_NC % nr;
+    int8_t *pa = (int8_t *)buf, *pb = pa + MX_A_CODES;
+    float *sa = (float *)(pb + MX_B_CODES), *sb = sa + (size_t)TR_GEMM_MC * MX_KB;
+    int32_t *cb = (int32_t *)(sb + (size_t)TR_GEMM_NC * MX_KB);
+    if (!g->accumulate)
+        for (int i = m0; i < m1; i++)
+            for (int j = n0; j < n1; j++) g->out[(size_t)i * g->ldo + j] = g->bias ? g->bias[j] : 0.0f;
+    for (int b0 = 0; b0 < nblocks; b0 += MX_KB) {
+        int nb = mx_min(MX_KB, nblocks - b0);
+        for (int j0 = n0; j0 < n1; j0 += nc) {
+            int j1 = mx_min(j0 + nc, n1);
+            for (int j = j0; j < j1; j += nr)
+                mx_pack(g->b, g->ldb, g->tb, g->N, j, nr, g->K, kseg, b0, nb, 0, pb + (size_t)(j - j0) * nb * MX_BLK,
+                        sb + (size_t)(j - j0) * nb, kn->a_u8 ? cb + (size_t)(j - j0) * nb : NULL);
+            for (int i0 = m0; i0 < m1; i0 += TR_GEMM_MC) {
+                int i1 = mx_min(i0 + TR_GEMM_MC, m1);
+                for (int i = i0; i < i1; i += mr)
+                    mx_pack(g->a, g->lda, g->ta, g->M, i, mr, g->K, kseg, b0, nb, kn->a_u8,
+                            pa + (size_t)(i - i0) * nb * MX_BLK, sa + (size_t)(i - i0) * nb, NULL);
+                for (int j = j0; j < j1; j += nr)
+                    for (int i = i0; i < i1; i += mr) {
+                        const int8_t *ap = pa + (size_t)(i - i0) * nb * MX_BLK, *bp = pb + (size_t)(j - j0) * nb * MX_BLK;
+                        const float *as = sa + (size_t)(i - i0) * nb, *bs = sb + (size_t)(j - j0) * nb;
+                        const int32_t *bc = cb + (size_t)(j - j0) * nb;
+                        float *c = g->out + (size_t)i * g->ldo + j;
+                        if (i + mr <= i1 && j + nr <= j1) {
+                            kn->uk(nb, ap, as, bp, bs, bc, c, g->ldo);
+                            continue;
+                        }
+                        // Edge tile: the chains of the real elements in a padded copy.
+                        float t[MX_MAXR * MX_MAXN] = {0};
+                        int rows = mx_min(i1 - i, mr), cols = mx_min(j1 - j, nr);
+                        for (int r = 0; r < rows; r++) memcpy(t + r * nr, c + (size_t)r * g->ldo, sizeof(float) * cols);
+                        kn->uk(nb, ap, as, bp, bs, bc, t, nr);
+                        for (int r = 0; r < rows; r++) memcpy(c + (size_t)r * g->ldo, t + r * nr, sizeof(float) * cols);
+                    }
+            }
+        }
+    }
+}
+
+void tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, float *pack) {
+    if (isa < TR_ISA_BASE || isa > TR_ISA_AVX512VNNI) isa = TR_ISA_BASE;
+    if (kseg < 1 || kseg > g->K) kseg = g->K;
+    const tr_mx_kernel *kn = &tr_mx_kernels[isa];
+    int mt, nt, mb, nb;
+    tr_gemm_split(g, kn->mr, kn->nr, nthreads, &mt, &nt, &mb, &nb);
+    if (mt * nt == 1) {
+        tr_mx_task(g, kseg, kn, 0, g->M, 0, g->N, pack);
+        return;
+    }
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(mt * nt)
+    for (int it = 0; it < mt; it++)
+        for (int jt = 0; jt < nt; jt++)
+            if (it * mb < g->M && jt * nb < g->N)
+                tr_mx_task(g, kseg, kn, it * mb, mx_min(g->M, (it + 1) * mb), jt * nb, mx_min(g->N, (jt + 1) * nb),
+                           pack + (size_t)omp_get_thread_num() * TR_GEMM_PACK);
+}
