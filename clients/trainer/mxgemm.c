@@ -9,8 +9,9 @@
 // any order), then one fma per element into its fp32 chain; between k steps
 // the chains wait in the output, so blocking, tiles and threads change no
 // bit. VNNI's vpdpbusd multiplies unsigned by signed bytes: its kernels take
-// A's codes as q + 128 and subtract 128 * (the block's sum of B's codes),
-// which each B panel carries. Every sum stays exact in int32.
+// A's codes as q + 128 and start each block's sums at -128 * (the block's
+// sum of B's codes), which each B panel carries. Every sum stays exact in
+// int32.
 
 #include <immintrin.h>
 
@@ -26,10 +27,13 @@
 typedef void (*tr_mx_ukernel)(int nb, const int8_t *ap, const float *as, const int8_t *bp, const float *bs,
                               const int32_t *bc, float *c, int ldc);
 
+typedef int (*tr_mx_quant)(const float *v, int8_t *q, int *sum);
+
 typedef struct {
     tr_mx_ukernel uk;
     int mr, nr;
     int a_u8; // A's codes stored as q + 128 (for vpdpbusd), with B's corrections
+    tr_mx_quant quant;
 } tr_mx_kernel;
 
 static inline int32_t mx_word(const int8_t *p) {
@@ -93,23 +97,21 @@ __attribute__((target("avx2,fma"))) static void mxk_avx2(int nb, const int8_t *a
 }
 
 // AVX-VNNI, 6 x 8: vpdpbusd on 256-bit registers.
+#define MXV2_INIT(r) i##r = c0;
 #define MXV2_DOT(r) i##r = _mm256_dpbusd_avx_epi32(i##r, _mm256_set1_epi32(mx_word(ap + (g * 6 + r) * 4)), b0);
-#define MXV2_STEP(r)                                                                                          \
-    f##r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i##r, c0)), _mm256_mul_ps(_mm256_set1_ps(as[r]), s0), \
-                           f##r);
 __attribute__((target("avx2,fma,avxvnni"))) static void mxk_avxvnni(int nb, const int8_t *ap, const float *as,
                                                                     const int8_t *bp, const float *bs,
                                                                     const int32_t *bc, float *c, int ldc) {
     MX_ROWS6(MXA2_LOAD)
     for (int b = 0; b < nb; b++, ap += MX_BLK * 6, bp += MX_BLK * 8, as += 6, bs += 8, bc += 8) {
-        MX_ROWS6(MXA2_ZERO)
+        __m256i c0 = _mm256_loadu_si256((const __m256i *)bc);
+        MX_ROWS6(MXV2_INIT)
         for (int g = 0; g < MX_BLK / 4; g++) {
             __m256i b0 = _mm256_loadu_si256((const __m256i *)(bp + g * 32));
             MX_ROWS6(MXV2_DOT)
         }
         __m256 s0 = _mm256_loadu_ps(bs);
-        __m256i c0 = _mm256_loadu_si256((const __m256i *)bc);
-        MX_ROWS6(MXV2_STEP)
+        MX_ROWS6(MXA2_STEP)
     }
     MX_ROWS6(MXA2_STORE)
 }
@@ -117,7 +119,7 @@ __attribute__((target("avx2,fma,avxvnni"))) static void mxk_avxvnni(int nb, cons
 // AVX-512 VNNI, 6 x 32: twelve int32 and twelve fp32 accumulators.
 #define MXV5_LOAD(r) \
     __m512 f##r##a = _mm512_loadu_ps(c + r * (size_t)ldc), f##r##b = _mm512_loadu_ps(c + r * (size_t)ldc + 16); __m512i i##r##a, i##r##b;
-#define MXV5_ZERO(r) i##r##a = _mm512_setzero_si512(); i##r##b = _mm512_setzero_si512();
+#define MXV5_INIT(r) i##r##a = c0; i##r##b = c1;
 #define MXV5_DOT(r)                                                   \
     {                                                                 \
         __m512i a = _mm512_set1_epi32(mx_word(ap + (g * 6 + r) * 4)); \
@@ -127,8 +129,8 @@ __attribute__((target("avx2,fma,avxvnni"))) static void mxk_avxvnni(int nb, cons
 #define MXV5_STEP(r)                                                                                   \
     {                                                                                                  \
         __m512 sa = _mm512_set1_ps(as[r]);                                                             \
-        f##r##a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i##r##a, c0)), _mm512_mul_ps(sa, s0), f##r##a); \
-        f##r##b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i##r##b, c1)), _mm512_mul_ps(sa, s1), f##r##b); \
+        f##r##a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i##r##a), _mm512_mul_ps(sa, s0), f##r##a);       \
+        f##r##b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i##r##b), _mm512_mul_ps(sa, s1), f##r##b);       \
     }
 #define MXV5_STORE(r) _mm512_storeu_ps(c + r * (size_t)ldc, f##r##a); _mm512_storeu_ps(c + r * (size_t)ldc + 16, f##r##b);
 __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma"))) static void
@@ -136,33 +138,101 @@ mxk_avx512vnni(int nb, const int8_t *ap, const float *as, const int8_t *bp, cons
                int ldc) {
     MX_ROWS6(MXV5_LOAD)
     for (int b = 0; b < nb; b++, ap += MX_BLK * 6, bp += MX_BLK * 32, as += 6, bs += 32, bc += 32) {
-        MX_ROWS6(MXV5_ZERO)
+        __m512i c0 = _mm512_loadu_si512(bc), c1 = _mm512_loadu_si512(bc + 16);
+        MX_ROWS6(MXV5_INIT)
         for (int g = 0; g < MX_BLK / 4; g++) {
             __m512i b0 = _mm512_loadu_si512(bp + g * 128), b1 = _mm512_loadu_si512(bp + g * 128 + 64);
             MX_ROWS6(MXV5_DOT)
         }
         __m512 s0 = _mm512_loadu_ps(bs), s1 = _mm512_loadu_ps(bs + 16);
-        __m512i c0 = _mm512_loadu_si512(bc), c1 = _mm512_loadu_si512(bc + 16);
         MX_ROWS6(MXV5_STEP)
     }
     MX_ROWS6(MXV5_STORE)
 }
 
-static const tr_mx_kernel tr_mx_kernels[] = {
-    [TR_ISA_BASE] = {mxk_base, 4, 8, 0},
-    [TR_ISA_AVX2] = {mxk_avx2, 6, 8, 0},
-    [TR_ISA_AVXVNNI] = {mxk_avxvnni, 6, 8, 1},
-    [TR_ISA_AVX512] = {mxk_avx2, 6, 8, 0}, // AVX-512 without VNNI: the AVX2 kernel
-    [TR_ISA_AVX512VNNI] = {mxk_avx512vnni, 6, 32, 1},
-};
+
+
+// Quantizes one block of 32 values (zeros past its end): codes, returns
+// the exponent (trk_mx_exp) and sets *sum to the codes' sum. One per ISA:
+// the vector ones round with the instruction's round-to-nearest-even.
+static int mxq_base(const float *v, int8_t *q, int *sum) {
+    uint32_t amax = 0;
+    for (int t = 0; t < MX_BLK; t++) {
+        uint32_t u = tr_f2bits(v[t]) & 0x7fffffffu;
+        amax = u > amax ? u : amax;
+    }
+    int e = trk_mx_exp(amax), s = 0;
+    for (int t = 0; t < MX_BLK; t++) {
+        q[t] = (int8_t)(e == TRK_MX_NONFINITE ? 0 : trk_mx_code(v[t], e));
+        s += q[t];
+    }
+    *sum = s;
+    return e;
+}
+
+__attribute__((target("avx2,fma"))) static int mxq_avx2(const float *v, int8_t *q, int *sum) {
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+    __m256 x[4];
+    __m256i m = _mm256_setzero_si256();
+    for (int i = 0; i < 4; i++) {
+        x[i] = _mm256_loadu_ps(v + 8 * i);
+        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(x[i]), abs));
+    }
+    m = _mm256_max_epu32(m, _mm256_permute2x128_si256(m, m, 1));
+    m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0x4e));
+    m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0xb1));
+    int e = trk_mx_exp((uint32_t)_mm256_cvtsi256_si32(m));
+    if (e == TRK_MX_NONFINITE) {
+        memset(q, 0, MX_BLK);
+        *sum = 0;
+        return e;
+    }
+    const __m256 inv = _mm256_set1_ps(tr_pow2i(-e)), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    __m256i c[4], acc = _mm256_setzero_si256();
+    for (int i = 0; i < 4; i++) {
+        __m256 y = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x[i], inv), lo), hi);
+        c[i] = _mm256_cvtps_epi32(_mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        acc = _mm256_add_epi32(acc, c[i]);
+    }
+    // int32 -> int8, in order: packs work within 128-bit lanes, the permute restores it.
+    __m256i w16 = _mm256_packs_epi32(c[0], c[1]), x16 = _mm256_packs_epi32(c[2], c[3]);
+    __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16, x16), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)q, b8);
+    acc = _mm256_add_epi32(acc, _mm256_permute2x128_si256(acc, acc, 1));
+    acc = _mm256_add_epi32(acc, _mm256_shuffle_epi32(acc, 0x4e));
+    acc = _mm256_add_epi32(acc, _mm256_shuffle_epi32(acc, 0xb1));
+    *sum = _mm256_cvtsi256_si32(acc);
+    return e;
+}
+
+__attribute__((target("avx512f,avx512bw,avx2,fma"))) static int mxq_avx512(const float *v, int8_t *q, int *sum) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+    __m512 x0 = _mm512_loadu_ps(v), x1 = _mm512_loadu_ps(v + 16);
+    __m512i m = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x0), abs), _mm512_and_si512(_mm512_castps_si512(x1), abs));
+    int e = trk_mx_exp(_mm512_reduce_max_epu32(m));
+    if (e == TRK_MX_NONFINITE) {
+        memset(q, 0, MX_BLK);
+        *sum = 0;
+        return e;
+    }
+    const __m512 inv = _mm512_set1_ps(tr_pow2i(-e)), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    __m512i c0 = _mm512_cvt_roundps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i c1 = _mm512_cvt_roundps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(c0));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(c1));
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+    return e;
+}
 
 // Quantizes blocks [b0, b0+nb) of rows [p0, p0+w) of an operand X into a
 // panel: codes [nb][8][w][4] (q, or q + 128 when u8), scales [nb][w], and
-// when corr is set 128 * the sum of each row's codes in a block, [nb][w].
+// when corr is set -128 * the sum of each row's codes in a block, [nb][w].
 // X(p, k) is x[p*ld + k], or x[k*ld + p] when trans; rows from n on and
 // codes past a block's end are 0.
-static void mx_pack(const float *x, int ld, int trans, int n, int p0, int w, int K, int kseg, int b0, int nb, int u8,
-                    int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
+static void mx_pack(tr_mx_quant quant, const float *x, int ld, int trans, int n, int p0, int w, int K, int kseg, int b0,
+                    int nb, int u8, int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
     int rows = n - p0 < w ? n - p0 : w;
     float v[MX_MAXN][MX_BLK];
     for (int bi = 0; bi < nb; bi++) {
@@ -174,33 +244,39 @@ static void mx_pack(const float *x, int ld, int trans, int n, int p0, int w, int
                 const float *src = x + (size_t)(k0 + t) * ld + p0;
                 for (int r = 0; r < rows; r++) v[r][t] = src[r];
             }
+            if (len < MX_BLK)
+                for (int r = 0; r < rows; r++) memset(v[r] + len, 0, sizeof(float) * (MX_BLK - len));
         } else {
-            for (int r = 0; r < rows; r++) memcpy(v[r], x + (size_t)(p0 + r) * ld + k0, sizeof(float) * len);
+            for (int r = 0; r < rows; r++) {
+                memcpy(v[r], x + (size_t)(p0 + r) * ld + k0, sizeof(float) * len);
+                memset(v[r] + len, 0, sizeof(float) * (MX_BLK - len));
+            }
         }
         int8_t *d = dst + (size_t)bi * MX_BLK * w;
+        const uint32_t flip = u8 ? 0x80808080u : 0;
         for (int r = 0; r < w; r++) {
-            int8_t q[MX_BLK];
+            int8_t q[MX_BLK] = {0};
             int e = TRK_MX_EMIN, sum = 0;
-            if (r < rows) {
-                uint32_t amax = 0;
-                for (int t = 0; t < len; t++) {
-                    uint32_t u = tr_f2bits(v[r][t]) & 0x7fffffffu;
-                    amax = u > amax ? u : amax;
-                }
-                e = trk_mx_exp(amax);
+            if (r < rows) e = quant(v[r], q, &sum);
+            for (int g = 0; g < MX_BLK / 4; g++) {
+                uint32_t word;
+                memcpy(&word, q + 4 * g, 4);
+                word ^= flip;
+                memcpy(d + (g * w + r) * 4, &word, 4);
             }
-            for (int t = 0; t < MX_BLK; t++) {
-                int code = r < rows && t < len && e != TRK_MX_NONFINITE ? trk_mx_code(v[r][t], e) : 0;
-                q[t] = (int8_t)code;
-                sum += code;
-            }
-            for (int g = 0; g < MX_BLK / 4; g++)
-                for (int t = 0; t < 4; t++) d[(g * w + r) * 4 + t] = (int8_t)(u8 ? (uint8_t)q[g * 4 + t] ^ 0x80 : q[g * 4 + t]);
             scale[bi * w + r] = trk_mx_scale(e);
-            if (corr) corr[bi * w + r] = 128 * sum;
+            if (corr) corr[bi * w + r] = -128 * sum;
         }
     }
 }
+
+static const tr_mx_kernel tr_mx_kernels[] = {
+    [TR_ISA_BASE] = {mxk_base, 4, 8, 0, mxq_base},
+    [TR_ISA_AVX2] = {mxk_avx2, 6, 8, 0, mxq_avx2},
+    [TR_ISA_AVXVNNI] = {mxk_avxvnni, 6, 8, 1, mxq_avx2},
+    [TR_ISA_AVX512] = {mxk_avx2, 6, 8, 0, mxq_avx512}, // AVX-512 without VNNI: the AVX2 kernel
+    [TR_ISA_AVX512VNNI] = {mxk_avx512vnni, 6, 32, 1, mxq_avx512},
+};
 
 static inline int mx_min(int a, int b) { return a < b ? a : b; }
 
@@ -228,12 +304,12 @@ static void tr_mx_task(const tr_gemm_args *g, int kseg, const tr_mx_kernel *kn, 
         for (int j0 = n0; j0 < n1; j0 += nc) {
             int j1 = mx_min(j0 + nc, n1);
             for (int j = j0; j < j1; j += nr)
-                mx_pack(g->b, g->ldb, g->tb, g->N, j, nr, g->K, kseg, b0, nb, 0, pb + (size_t)(j - j0) * nb * MX_BLK,
+                mx_pack(kn->quant, g->b, g->ldb, g->tb, g->N, j, nr, g->K, kseg, b0, nb, 0, pb + (size_t)(j - j0) * nb * MX_BLK,
                         sb + (size_t)(j - j0) * nb, kn->a_u8 ? cb + (size_t)(j - j0) * nb : NULL);
             for (int i0 = m0; i0 < m1; i0 += TR_GEMM_MC) {
                 int i1 = mx_min(i0 + TR_GEMM_MC, m1);
                 for (int i = i0; i < i1; i += mr)
-                    mx_pack(g->a, g->lda, g->ta, g->M, i, mr, g->K, kseg, b0, nb, kn->a_u8,
+                    mx_pack(kn->quant, g->a, g->lda, g->ta, g->M, i, mr, g->K, kseg, b0, nb, kn->a_u8,
                             pa + (size_t)(i - i0) * nb * MX_BLK, sa + (size_t)(i - i0) * nb, NULL);
                 for (int j = j0; j < j1; j += nr)
                     for (int i = i0; i < i1; i += mr) {
