@@ -46,9 +46,6 @@ func (t *Trainer) SetGPU(on bool) error {
 		return err
 	}
 	defer t.mu.Unlock()
-	if on && t.cfg.IsMX8() {
-		return fmt.Errorf("GPU requested: %w (numeric contract mx8 has no GPU kernels yet; it trains on the CPU)", ErrDevice)
-	}
 	if on && t.be.g == nil {
 		return fmt.Errorf("GPU requested: %w (no CUDA device found)", ErrDevice)
 	}
@@ -57,10 +54,9 @@ func (t *Trainer) SetGPU(on bool) error {
 }
 
 // initBackend opens the GPU when there is one; without a device or driver
-// the trainer runs on the CPU (the caller says so: GPUAvailable), as an mx8
-// model does until the GPU has mx8 kernels (SetGPU(true) says so).
+// the trainer runs on the CPU (the caller says so: GPUAvailable).
 func (t *Trainer) initBackend() error {
-	if C.trg_device_count() < 1 || t.cfg.IsMX8() {
+	if C.trg_device_count() < 1 {
 		return nil
 	}
 	cc := t.cfg.c()

@@ -323,6 +323,40 @@ __global__ void __launch_bounds__(GT_THREADS, 2) gemm_kernel(tr_gemm_args g, trg
             if (mr[r] < g.M && n0 + tn + c < g.N) g.out[(size_t)mr[r] * g.ldo + n0 + tn + c] = acc[r][c];
 }
 
+// Numeric contract v3 (mx8): an operand quantized, one thread per row and
+// block (trk_mx_quant_block, as the CPU's packs), into codes [row][block][32]
+// and scales [row][block]; X(p, k) is as trk_gemm_a reads A.
+__global__ void mx_quant_kernel(int8_t *codes, float *scales, const float *x, int ld, int trans, int rows, int K, int kseg,
+                                int nblocks) {
+    size_t i = trg_thread();
+    if (i >= (size_t)rows * nblocks) return;
+    int p = (int)(i / nblocks), b = (int)(i % nblocks);
+    tr_gemm_args q = {rows, 0, K, x, ld, NULL, 0, NULL, 0, NULL, 0, trans, 0};
+    scales[i] = trk_mx_quant_block(&q, 0, p, b, kseg, codes + i * TRK_MX_BLOCK);
+}
+
+// The mx8 GEMM from quantized operands, one thread per output element: its
+// chain over the blocks in order (trk_mx_gemm_element), each block's dot
+// from 8 dp4a on 4 codes at a time (exact).
+__global__ void mx_gemm_kernel(tr_gemm_args g, int nblocks, const int8_t *qa, const float *sa, const int8_t *qb,
+                               const float *sb) {
+    int n = blockIdx.x * 16 + threadIdx.x % 16, m = blockIdx.y * 16 + threadIdx.x / 16;
+    if (m >= g.M || n >= g.N) return;
+    float acc = trk_gemm_base(&g, m, n);
+    const int8_t *a = qa + (size_t)m * nblocks * TRK_MX_BLOCK, *b = qb + (size_t)n * nblocks * TRK_MX_BLOCK;
+    for (int k = 0; k < nblocks; k++) {
+        int dot = 0;
+        for (int w = 0; w < TRK_MX_BLOCK / 4; w++) {
+            int aw, bw;
+            memcpy(&aw, a + k * TRK_MX_BLOCK + 4 * w, 4);
+            memcpy(&bw, b + k * TRK_MX_BLOCK + 4 * w, 4);
+            dot = __dp4a(aw, bw, dot);
+        }
+        acc = trk_mx_step(acc, dot, sa[(size_t)m * nblocks + k], sb[(size_t)n * nblocks + k]);
+    }
+    g.out[(size_t)m * g.ldo + n] = acc;
+}
+
 // dbias(OC) += column sums of dout(BT, row stride ld), rows in order.
 __global__ void bias_backward_kernel(float *dbias, const float *dout, int ld, int BT, int OC) {
     __shared__ float sd[CH_ROWS][CH_COLS];
@@ -551,20 +585,42 @@ static void gemm(const tr_gemm_args &g) {
     gemm_batched(g, one, 1);
 }
 
+// mx8 scratch: both operands of the largest linear GEMM, quantized.
+typedef struct {
+    int8_t *qa, *qb;
+    float *sa, *sb;
+} trg_mx;
+
+// The model's matrix products in its contract (mx8 when mx is set); mx8
+// blocks restart every kseg along K.
+static void matmul(const trg_mx *mx, const tr_gemm_args &g, int kseg) {
+    if (!mx->qa) {
+        gemm(g);
+        return;
+    }
+    int nb = trk_mx_blocks(g.K, kseg);
+    TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.M * nb), THREADS, mx->qa, mx->sa, g.a, g.lda, g.ta, g.M, g.K, kseg, nb);
+    TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.N * nb), THREADS, mx->qb, mx->sb, g.b, g.ldb, g.tb, g.N, g.K, kseg, nb);
+    dim3 grid((g.N + 15) / 16, (g.M + 15) / 16);
+    TRG_LAUNCH(mx_gemm_kernel, grid, THREADS, g, nb, mx->qa, mx->sa, mx->qb, mx->sb);
+}
+
 // out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC)
-static void linear_forward(float *out, int ldo, const float *inp, int ldi, const float *w, const float *bias, int BT, int IC, int OC) {
+static void linear_forward(const trg_mx *mx, float *out, int ldo, const float *inp, int ldi, const float *w, const float *bias,
+                           int BT, int IC, int OC) {
     tr_gemm_args g = {BT, OC, IC, inp, ldi, w, IC, out, ldo, bias, 0, 0, 0};
-    gemm(g);
+    matmul(mx, g, IC);
 }
 
 // dinp(BT, IC) = dout w (accumulate: on from dinp), dw(OC, IC) += dout^T inp,
-// dbias(OC) += column sums of dout (row stride ldd).
-static void linear_backward(float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd, const float *inp,
-                            int ldi, const float *w, int BT, int IC, int OC) {
+// dbias(OC) += column sums of dout (row stride ldd); rows are sequences of
+// T tokens (mx8 blocks of dw's K stay within one).
+static void linear_backward(const trg_mx *mx, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
+                            const float *inp, int ldi, const float *w, int BT, int T, int IC, int OC) {
     tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1};
     tr_gemm_args gw = {OC, IC, BT, dout, ldd, inp, ldi, dw, IC, NULL, 1, 1, 1};
-    gemm(gi);
-    gemm(gw);
+    matmul(mx, gi, OC);
+    matmul(mx, gw, T);
     if (dbias) TRG_LAUNCH_SYNC(bias_backward_kernel, (OC + CH_COLS - 1) / CH_COLS, CH_THREADS, dbias, dout, ldd, BT, OC);
 }
 
@@ -666,6 +722,7 @@ struct trg_model {
     int pinned_ok[4];
     float *rope_cos, *rope_sin; // llama: (T, hs/2) device
     int32_t *tokens, *targets; // (B*T) device
+    trg_mx mx;              // mx8: quantized operands (mx_codes), else all NULL
     float *h_losses;        // (B*T) host
     cudaError_t err;
     char name[256];
@@ -687,18 +744,18 @@ static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
         float *att = a->att + l * att_n, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
         float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C, *res3 = a->residual3 + l * BT * C;
         layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual, p->ln1w + l * C, p->ln1b + l * C, (int)BT, C);
-        linear_forward(qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
+        linear_forward(&g->mx, qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
         attention_forward(atty, att, g->rows, qkv, B, T, C, NH, NH);
-        linear_forward(res3, C, atty, C, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
+        linear_forward(&g->mx, res3, C, atty, C, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
         layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2, p->ln2w + l * C, p->ln2b + l * C, (int)BT, C);
-        linear_forward(fch, 4 * C, ln2, C, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, (int)BT, C, 4 * C);
+        linear_forward(&g->mx, fch, 4 * C, ln2, C, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, (int)BT, C, 4 * C);
         TRG_LAUNCH(gelu_forward_kernel, blocks_for(BT * 4 * C), THREADS, fchg, fch, BT * 4 * C);
-        linear_forward(res3, C, fchg, 4 * C, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, (int)BT, 4 * C, C);
+        linear_forward(&g->mx, res3, C, fchg, 4 * C, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, (int)BT, 4 * C, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
     }
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BT * C, p->lnfw, p->lnfb, (int)BT, C);
-    linear_forward(a->logits, Vp, a->lnf, C, p->wte, NULL, (int)BT, C, Vp);
+    linear_forward(&g->mx, a->logits, Vp, a->lnf, C, p->wte, NULL, (int)BT, C, Vp);
     crossentropy_forward(a->probs, a->losses, g->rows, a->logits, g->targets, (int)BT, V, Vp);
     return a->losses;
 }
@@ -712,7 +769,7 @@ static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, 
     tr_act_layout(&g->cfg, B, T, g->acts, a);
     tr_dact_layout(&g->cfg, B, T, g->dacts, d);
     TRG_LAUNCH(crossentropy_backward_kernel, blocks_for(BT * Vp), THREADS, d->dlogits, a->probs, g->targets, dloss, (int)BT, V, Vp);
-    linear_backward(d->dln, 0, gr->wte, NULL, d->dlogits, Vp, a->lnf, C, p->wte, (int)BT, C, Vp);
+    linear_backward(&g->mx, d->dln, 0, gr->wte, NULL, d->dlogits, Vp, a->lnf, C, p->wte, (int)BT, T, C, Vp);
     cudaMemsetAsync(d->dres, 0, sizeof(float) * BT * C);
     layernorm_backward(d->dres, gr->lnfw, gr->lnfb, d->dln, a->residual3 + (L - 1) * BT * C, p->lnfw, a->lnf_mean, a->lnf_rstd, (int)BT, C);
     for (int l = L - 1; l >= 0; l--) {
@@ -720,18 +777,18 @@ static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, 
         const float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
         const float *att = a->att + l * att_n, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
         const float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C;
-        linear_backward(d->dfch_gelu, 0, gr->fcprojw + (size_t)l * C * 4 * C, gr->fcprojb + l * C, d->dres, C, fchg, 4 * C,
-                        p->fcprojw + (size_t)l * C * 4 * C, (int)BT, 4 * C, C);
+        linear_backward(&g->mx, d->dfch_gelu, 0, gr->fcprojw + (size_t)l * C * 4 * C, gr->fcprojb + l * C, d->dres, C, fchg, 4 * C,
+                        p->fcprojw + (size_t)l * C * 4 * C, (int)BT, T, 4 * C, C);
         TRG_LAUNCH(gelu_backward_kernel, blocks_for(BT * 4 * C), THREADS, d->dfch, fch, d->dfch_gelu, BT * 4 * C);
-        linear_backward(d->dln, 0, gr->fcw + (size_t)l * 4 * C * C, gr->fcb + l * 4 * C, d->dfch, 4 * C, ln2, C,
-                        p->fcw + (size_t)l * 4 * C * C, (int)BT, C, 4 * C);
+        linear_backward(&g->mx, d->dln, 0, gr->fcw + (size_t)l * 4 * C * C, gr->fcb + l * 4 * C, d->dfch, 4 * C, ln2, C,
+                        p->fcw + (size_t)l * 4 * C * C, (int)BT, T, C, 4 * C);
         layernorm_backward(d->dres, gr->ln2w + l * C, gr->ln2b + l * C, d->dln, res2, p->ln2w + l * C,
                            a->ln2_mean + l * BT, a->ln2_rstd + l * BT, (int)BT, C);
-        linear_backward(d->datty, 0, gr->attprojw + (size_t)l * C * C, gr->attprojb + l * C, d->dres, C, atty, C,
-                        p->attprojw + (size_t)l * C * C, (int)BT, C, C);
+        linear_backward(&g->mx, d->datty, 0, gr->attprojw + (size_t)l * C * C, gr->attprojb + l * C, d->dres, C, atty, C,
+                        p->attprojw + (size_t)l * C * C, (int)BT, T, C, C);
         attention_backward(d->dqkv, g->dpre, g->rows, d->datty, att, qkv, B, T, C, NH, NH);
-        linear_backward(d->dln, 0, gr->qkvw + (size_t)l * 3 * C * C, gr->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
-                        p->qkvw + (size_t)l * 3 * C * C, (int)BT, C, 3 * C);
+        linear_backward(&g->mx, d->dln, 0, gr->qkvw + (size_t)l * 3 * C * C, gr->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
+                        p->qkvw + (size_t)l * 3 * C * C, (int)BT, T, C, 3 * C);
         layernorm_backward(d->dres, gr->ln1w + l * C, gr->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
                            a->ln1_mean + l * BT, a->ln1_rstd + l * BT, (int)BT, C);
     }
@@ -753,22 +810,22 @@ static const float *llama_forward(trg_model *g, float *w, int B, int T) {
         float *att = a.att + l * att_n, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
         float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H, *res3 = a.residual3 + l * BT * C;
         rmsnorm_forward(rms1, a.rms1_rstd + l * BT, residual, p.rms1w + l * C, (int)BT, C);
-        linear_forward(qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, NULL, (int)BT, C, C);
-        linear_forward(qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
-        linear_forward(qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+        linear_forward(&g->mx, qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, NULL, (int)BT, C, C);
+        linear_forward(&g->mx, qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+        linear_forward(&g->mx, qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, qkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 0);
         attention_forward(atty, att, g->rows, qkv, B, T, C, NH, KV);
-        linear_forward(res3, C, atty, C, p.wo + (size_t)l * C * C, NULL, (int)BT, C, C);
+        linear_forward(&g->mx, res3, C, atty, C, p.wo + (size_t)l * C * C, NULL, (int)BT, C, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
         rmsnorm_forward(rms2, a.rms2_rstd + l * BT, res2, p.rms2w + l * C, (int)BT, C);
-        linear_forward(gate, H, rms2, C, p.wgate + (size_t)l * H * C, NULL, (int)BT, C, H);
-        linear_forward(up, H, rms2, C, p.wup + (size_t)l * H * C, NULL, (int)BT, C, H);
+        linear_forward(&g->mx, gate, H, rms2, C, p.wgate + (size_t)l * H * C, NULL, (int)BT, C, H);
+        linear_forward(&g->mx, up, H, rms2, C, p.wup + (size_t)l * H * C, NULL, (int)BT, C, H);
         TRG_LAUNCH(swiglu_forward_kernel, blocks_for(BT * H), THREADS, hmid, gate, up, BT * H);
-        linear_forward(res3, C, hmid, H, p.wdown + (size_t)l * C * H, NULL, (int)BT, H, C);
+        linear_forward(&g->mx, res3, C, hmid, H, p.wdown + (size_t)l * C * H, NULL, (int)BT, H, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
     }
     rmsnorm_forward(a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * BT * C, p.rmsfw, (int)BT, C);
-    linear_forward(a.logits, Vp, a.rmsf, C, p.lmhead, NULL, (int)BT, C, Vp);
+    linear_forward(&g->mx, a.logits, Vp, a.rmsf, C, p.lmhead, NULL, (int)BT, C, Vp);
     crossentropy_forward(a.probs, a.losses, g->rows, a.logits, g->targets, (int)BT, V, Vp);
     return a.losses;
 }
@@ -784,7 +841,7 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
     tr_llama_act_layout(c, B, T, g->acts, &a);
     tr_llama_dact_layout(c, B, T, g->dacts, &d);
     TRG_LAUNCH(crossentropy_backward_kernel, blocks_for(BT * Vp), THREADS, d.dlogits, a.probs, g->targets, dloss, (int)BT, V, Vp);
-    linear_backward(d.dln, 0, gr.lmhead, NULL, d.dlogits, Vp, a.rmsf, C, p.lmhead, (int)BT, C, Vp);
+    linear_backward(&g->mx, d.dln, 0, gr.lmhead, NULL, d.dlogits, Vp, a.rmsf, C, p.lmhead, (int)BT, T, C, Vp);
     cudaMemsetAsync(d.dres, 0, sizeof(float) * BT * C);
     rmsnorm_backward(d.dres, gr.rmsfw, d.dln, a.residual3 + (L - 1) * BT * C, p.rmsfw, a.rmsf_rstd, (int)BT, C);
     for (int l = L - 1; l >= 0; l--) {
@@ -792,18 +849,18 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
         const float *rms1 = a.rms1 + l * BT * C, *qkv = a.qkv + l * BT * QKVD, *atty = a.atty + l * BT * C;
         const float *att = a.att + l * att_n, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
         const float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H;
-        linear_backward(d.dhmid, 0, gr.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, (int)BT, H, C);
+        linear_backward(&g->mx, d.dhmid, 0, gr.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, (int)BT, T, H, C);
         TRG_LAUNCH(swiglu_backward_kernel, blocks_for(BT * H), THREADS, d.dgate, d.dup, gate, up, d.dhmid, BT * H);
-        linear_backward(d.dln, 0, gr.wup + (size_t)l * H * C, NULL, d.dup, H, rms2, C, p.wup + (size_t)l * H * C, (int)BT, C, H);
-        linear_backward(d.dln, 1, gr.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, (int)BT, C, H);
+        linear_backward(&g->mx, d.dln, 0, gr.wup + (size_t)l * H * C, NULL, d.dup, H, rms2, C, p.wup + (size_t)l * H * C, (int)BT, T, C, H);
+        linear_backward(&g->mx, d.dln, 1, gr.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, (int)BT, T, C, H);
         rmsnorm_backward(d.dres, gr.rms2w + l * C, d.dln, res2, p.rms2w + l * C, a.rms2_rstd + l * BT, (int)BT, C);
-        linear_backward(d.datty, 0, gr.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, (int)BT, C, C);
+        linear_backward(&g->mx, d.datty, 0, gr.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, (int)BT, T, C, C);
         attention_backward(d.dqkv, g->dpre, g->rows, d.datty, att, qkv, B, T, C, NH, KV);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, d.dqkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 1);
-        linear_backward(d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, C, C);
-        linear_backward(d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, C, KVD);
-        linear_backward(d.dln, 1, gr.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C,
-                        (int)BT, C, KVD);
+        linear_backward(&g->mx, d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, T, C, C);
+        linear_backward(&g->mx, d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, T, C, KVD);
+        linear_backward(&g->mx, d.dln, 1, gr.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C,
+                        (int)BT, T, C, KVD);
         rmsnorm_backward(d.dres, gr.rms1w + l * C, d.dln, residual, p.rms1w + l * C, a.rms1_rstd + l * BT, (int)BT, C);
     }
     TRG_LAUNCH(encoder_backward_kernel, blocks_for(C), THREADS, g->dwte_emb, (float *)NULL, d.dres, g->tokens, (int)BT, T, C);
@@ -834,8 +891,30 @@ extern "C" void trg_destroy(trg_model *g) {
         if (g->pinned_ok[i]) cudaHostUnregister((void *)g->pinned[i]);
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
     cudaFree(g->dpre); cudaFree(g->rows.max); cudaFree(g->rows.val); cudaFree(g->rows.lanes); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
+    cudaFree(g->mx.qa); cudaFree(g->mx.qb); cudaFree(g->mx.sa); cudaFree(g->mx.sb);
     cudaFreeHost(g->h_losses);
     free(g);
+}
+
+// Codes of the largest A and B operands among the model's linear GEMMs
+// (forward, input gradient, weight gradient: its K the tokens, each
+// sequence padded to whole blocks), for mx8's scratch.
+static void mx_scratch_codes(const tr_config *c, size_t *a, size_t *b) {
+    size_t B = c->micro_batch, BT = B * c->seq_len, C = c->channels, Vp = c->padded_vocab;
+    size_t tok = B * ((c->seq_len + TRK_MX_BLOCK - 1) / TRK_MX_BLOCK * TRK_MX_BLOCK);
+    size_t kvd = tr_is_llama(c) ? (size_t)c->kv_heads * (C / c->heads) : 0, H = c->hidden;
+    size_t gpt[][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    size_t llama[][2] = {{C, C}, {C, kvd}, {C, H}, {H, C}, {C, Vp}};
+    size_t (*dims)[2] = tr_is_llama(c) ? llama : gpt;
+    *a = *b = 0;
+    for (int i = 0; i < 5; i++) {
+        size_t ic = dims[i][0], oc = dims[i][1], icp = (ic + 31) / 32 * 32, ocp = (oc + 31) / 32 * 32;
+        size_t as[3] = {BT * icp, BT * ocp, oc * tok}, bs[3] = {oc * icp, ic * ocp, ic * tok};
+        for (int j = 0; j < 3; j++) {
+            if (as[j] > *a) *a = as[j];
+            if (bs[j] > *b) *b = bs[j];
+        }
+    }
 }
 
 extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
@@ -867,6 +946,14 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     GALLOC(g->rows.lanes, sizeof(float) * B * NH * T * TRK_LANES);
     GALLOC(g->tokens, sizeof(int32_t) * BT);
     GALLOC(g->targets, sizeof(int32_t) * BT);
+    if (cfg->arith == TR_ARITH_MX8) {
+        size_t qa, qb;
+        mx_scratch_codes(cfg, &qa, &qb);
+        GALLOC(g->mx.qa, qa);
+        GALLOC(g->mx.qb, qb);
+        GALLOC(g->mx.sa, sizeof(float) * qa / TRK_MX_BLOCK);
+        GALLOC(g->mx.sb, sizeof(float) * qb / TRK_MX_BLOCK);
+    }
     if ((g->err = cudaMallocHost((void **)&g->h_losses, sizeof(float) * BT)) != cudaSuccess) goto fail;
     if (tr_is_llama(cfg)) { // the rotary tables, built on the host as the CPU path builds them
         GALLOC(g->rope_cos, sizeof(float) * T * half);

@@ -47,6 +47,9 @@ func cConfig(cfg trainer.Config) C.tr_config {
 		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
 		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
 	}
+	if cfg.IsMX8() {
+		cc.arith = C.TR_ARITH_MX8
+	}
 	if cfg.IsLlama() {
 		cc.arch = C.TR_ARCH_LLAMA
 		cc.kv_heads, cc.hidden, cc.rope_theta = C.int(cfg.KVHeads), C.int(cfg.Hidden), C.float(cfg.RopeTheta)

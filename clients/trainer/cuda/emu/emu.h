@@ -24,6 +24,12 @@
 #define __forceinline__ inline
 #define __align__(n) __attribute__((aligned(n)))
 
+// dp4a: c plus the products of the four signed bytes of a and b.
+static int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; i++) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+    return c;
+}
+
 struct dim3 {
     unsigned x, y, z;
     dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}

@@ -41,6 +41,38 @@ func TestGPUKernelsMatchCPU(t *testing.T) {
 	}
 }
 
+// The same in numeric contract v3 (mx8): the GPU's quantize and int8 GEMM
+// kernels against the CPU's packs and VNNI kernels, with sequences that cut
+// blocks (19, 291 tokens) and several micro-batches.
+func TestMXGPUKernelsMatchCPU(t *testing.T) {
+	mx := func(cfg trainer.Config) trainer.Config {
+		cfg.Arith = trainer.ArithMX8
+		return cfg
+	}
+	light, err := trainer.ConfigByName("light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	light.MicroBatch = 2
+	llama, err := trainer.ConfigByName("llama-light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	llama.MicroBatch = 2
+	odd := trainer.Config{Name: "odd", Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 40, Heads: 5, SeqLen: 24, MicroBatch: 2}
+	oddLlama := trainer.Config{Name: "odd-llama", Arch: trainer.ArchLlama, Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 48,
+		Heads: 6, KVHeads: 2, Hidden: 72, Untied: true, RopeTheta: 500, SeqLen: 24, MicroBatch: 2}
+	long := trainer.Config{Name: "long", Vocab: 61, PaddedVocab: 64, Layers: 1, Channels: 40, Heads: 5, SeqLen: 300, MicroBatch: 1}
+	for _, c := range []struct {
+		cfg    trainer.Config
+		n, seq int
+	}{{mx(light), 3, 48}, {mx(odd), 5, 19}, {mx(llama), 3, 48}, {mx(oddLlama), 5, 19}, {mx(long), 2, 291}} {
+		t.Run(c.cfg.Name, func(t *testing.T) {
+			compareStep(t, c.cfg, c.n, c.seq)
+		})
+	}
+}
+
 func compareStep(t *testing.T, cfg trainer.Config, n, seq int) {
 	cpu, err := trainer.New(cfg, 7)
 	if err != nil {
