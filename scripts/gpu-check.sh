@@ -2,12 +2,13 @@
 # The trainer's check for a machine with an NVIDIA GPU, in one go:
 #   1. builds the CUDA path and the cuda-tagged test and benchmark binaries
 #      into .cache/gpu (scripts/build-cuda.sh, go test -c, go build),
-#   2. runs the GPU tests: the GPU gives the CPU's bits (numeric contract v2):
-#      every gradient entry of a step, and the state digests over four
-#      training steps (DeMo, then AdamW),
-#   3. prints training tokens/s for the small and gpt2-124m configs with the
-#      time per kernel (TRG_PROFILE=1), next to PyTorch training the same
-#      model on the same GPU when PyTorch is installed.
+#   2. runs the GPU tests: the GPU gives the CPU's bits (numeric contracts
+#      v2, fp32, and v3, mx8): every gradient entry of a step, and the state
+#      digests over four training steps (DeMo, then AdamW),
+#   3. prints training tokens/s for the small and gpt2-124m configs in fp32
+#      and mx8 with the time per kernel (TRG_PROFILE=1), next to PyTorch
+#      training the same model on the same GPU in fp32 and bf16 autocast
+#      when PyTorch is installed.
 #
 # A GPU machine without Go runs binaries built elsewhere: build them with
 # `scripts/gpu-check.sh --build` on any x86-64 machine with Go, copy the
@@ -44,7 +45,7 @@ if ldd "$bin/trainer.test" | grep -q 'not found'; then export LD_LIBRARY_PATH=$b
 command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "gpu-check: nvidia-smi not found"
 
 echo "=== GPU tests"
-(cd clients/trainer && PSYCHE_GPU_TEST_CONFIGS=light,small,gpt2-124m "$bin/trainer.test" -test.count=1 -test.timeout 20m -test.run GPU -test.v)
+(cd clients/trainer && PSYCHE_GPU_TEST_CONFIGS=light,small,gpt2-124m,light:mx8,gpt2-124m:mx8 "$bin/trainer.test" -test.count=1 -test.timeout 20m -test.run GPU -test.v)
 
 echo "=== trainer tokens/s (GPU forward/backward, host optimizers), time per kernel"
 TRG_PROFILE=1 "$bin/trainer-bench" -gemm=false -configs small -steps 1 -batch 16 -microbatch 16
@@ -52,10 +53,12 @@ TRG_PROFILE=1 "$bin/trainer-bench" -gemm=false -configs small -steps 1 -batch 16
 TRG_PROFILE=1 "$bin/trainer-bench" -gemm=false -configs gpt2-124m -steps 1 -batch 8 -microbatch 8
 "$bin/trainer-bench" -gemm=false -configs gpt2-124m -steps "$steps" -batch 8 -microbatch 8
 
-echo "=== PyTorch on the same GPU (fp32, AdamW)"
+echo "=== PyTorch on the same GPU (AdamW; fp32, then bf16 autocast)"
 if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   echo "gpu-check: PyTorch with CUDA not available, skipping the comparison"
   exit 0
 fi
-python3 scripts/torch/gpt.py train small 256 6 384 6 256 16 "$steps" cuda 1
-python3 scripts/torch/gpt.py train gpt2-124m 50304 12 768 12 1024 8 "$steps" cuda 1
+for p in fp32 bf16; do
+  python3 scripts/torch/gpt.py train small 256 6 384 6 256 16 "$steps" cuda 1 $p
+  python3 scripts/torch/gpt.py train gpt2-124m 50304 12 768 12 1024 8 "$steps" cuda 1 $p
+done

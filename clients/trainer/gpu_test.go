@@ -19,21 +19,22 @@ func gpuTrainer(t *testing.T, cfg Config, seed uint64) *Trainer {
 	return tr
 }
 
-// The GPU computes the CPU's bits (numeric contract v2): the loss and every
-// gradient entry of a step over several micro-batches, the last partial.
-// PSYCHE_GPU_TEST_CONFIGS (comma-separated) replaces the configs compared;
-// scripts/gpu-check.sh adds gpt2-124m.
+// The GPU computes the CPU's bits (numeric contracts v2 and v3): the loss
+// and every gradient entry of a step over several micro-batches, the last
+// partial. PSYCHE_GPU_TEST_CONFIGS (comma-separated; NAME:mx8 for contract
+// v3) replaces the configs compared; scripts/gpu-check.sh adds gpt2-124m.
 func TestGPUGradientsMatchCPU(t *testing.T) {
-	names := []string{"light", "small"}
+	names := []string{"light", "small", "light:mx8"}
 	if s := os.Getenv("PSYCHE_GPU_TEST_CONFIGS"); s != "" {
 		names = strings.Split(s, ",")
 	}
 	for _, name := range names {
-		cfg, err := ConfigByName(name)
+		base, arith, _ := strings.Cut(name, ":")
+		cfg, err := ConfigByName(base)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.MicroBatch = 2
+		cfg.MicroBatch, cfg.Arith = 2, arith
 		gpu := gpuTrainer(t, cfg, 3)
 		cpu := newTrainer(t, cfg, 3)
 		if err := cpu.SetGPU(false); err != nil {
@@ -64,21 +65,24 @@ func TestGPUGradientsMatchCPU(t *testing.T) {
 }
 
 // Training on the GPU and on the CPU gives the same state digests, step
-// after step, with DeMo and with AdamW.
+// after step, with DeMo and with AdamW, in fp32 and in mx8.
 func TestGPUDigestsMatchCPU(t *testing.T) {
-	cfg := lightConfig(t)
-	text := MarkovText(5, 4*2*64+1)
-	gpu := gpuTrainer(t, cfg, 11)
-	cpu := newTrainer(t, cfg, 11)
-	if err := cpu.SetGPU(false); err != nil {
-		t.Fatal(err)
-	}
-	dg := append(runSteps(t, gpu, "demo", text, 0, 2, 2, 64), runSteps(t, gpu, "adamw", text, 2, 2, 2, 64)...)
-	dc := append(runSteps(t, cpu, "demo", text, 0, 2, 2, 64), runSteps(t, cpu, "adamw", text, 2, 2, 2, 64)...)
-	for i := range dg {
-		if dg[i] != dc[i] {
-			t.Fatalf("step %d: GPU digest %x, CPU digest %x", i, dg[i][:8], dc[i][:8])
+	for _, arith := range []string{ArithFP32, ArithMX8} {
+		cfg := lightConfig(t)
+		cfg.Arith = arith
+		text := MarkovText(5, 4*2*64+1)
+		gpu := gpuTrainer(t, cfg, 11)
+		cpu := newTrainer(t, cfg, 11)
+		if err := cpu.SetGPU(false); err != nil {
+			t.Fatal(err)
 		}
+		dg := append(runSteps(t, gpu, "demo", text, 0, 2, 2, 64), runSteps(t, gpu, "adamw", text, 2, 2, 2, 64)...)
+		dc := append(runSteps(t, cpu, "demo", text, 0, 2, 2, 64), runSteps(t, cpu, "adamw", text, 2, 2, 2, 64)...)
+		for i := range dg {
+			if dg[i] != dc[i] {
+				t.Fatalf("%s step %d: GPU digest %x, CPU digest %x", arith, i, dg[i][:8], dc[i][:8])
+			}
+		}
+		t.Logf("%s, %d steps: GPU digests equal CPU digests", arith, len(dg))
 	}
-	t.Logf("%d steps: GPU digests equal CPU digests", len(dg))
 }

@@ -1,11 +1,12 @@
 """The PyTorch twin of clients/trainer's model, for benchmarks only (never CI).
 
-Same architecture (pre-LayerNorm, tanh GELU, tied lm-head), fp32 weights and
-math (TF32 off), AdamW. Prints one line per figure:
+Same architecture (pre-LayerNorm, tanh GELU, tied lm-head), fp32 weights,
+fp32 math (TF32 off) or bf16 autocast, AdamW. Prints one line per figure:
 
-  python gpt.py train NAME V L C H T B STEPS DEVICE THREADS  -> training tokens/s
-  python gpt.py gemm M N K THREADS                            -> sgemm GFLOP/s, out = A(M,K) B(N,K)^T
+  python gpt.py train NAME V L C H T B STEPS DEVICE THREADS [fp32|bf16]  -> training tokens/s
+  python gpt.py gemm M N K THREADS [fp32|bf16]                            -> GEMM GFLOP/s, out = A(M,K) B(N,K)^T
 """
+import contextlib
 import sys
 import time
 
@@ -52,8 +53,9 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def train(name, V, L, C, H, T, B, steps, device, threads):
+def train(name, V, L, C, H, T, B, steps, device, threads, precision="fp32"):
     torch.set_num_threads(threads)
+    cast = torch.autocast(device, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
     m = gpt(V, L, C, H, T).to(device)
     opt = torch.optim.AdamW(m.parameters(), lr=3e-4, weight_decay=0.1)
     x = torch.randint(0, min(V, 256), (B, T), device=device)
@@ -61,7 +63,9 @@ def train(name, V, L, C, H, T, B, steps, device, threads):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        m(x, y).backward()
+        with cast:
+            loss = m(x, y)
+        loss.backward()
         opt.step()
 
     step()
@@ -72,27 +76,29 @@ def train(name, V, L, C, H, T, B, steps, device, threads):
     sync(device)
     dt = time.time() - t0
     where = torch.cuda.get_device_name() if device == "cuda" else f"cpu, {threads} threads"
-    print(f"pytorch {torch.__version__} train {name:10s} B={B} T={T} fp32 adamw: {B * T * steps / dt:9.0f} tok/s on {where}")
+    label = "bf16-autocast" if precision == "bf16" else "fp32"
+    print(f"pytorch {torch.__version__} train {name:10s} B={B} T={T} {label} adamw: {B * T * steps / dt:9.0f} tok/s on {where}")
 
 
-def gemm(M, N, K, threads):
+def gemm(M, N, K, threads, precision="fp32"):
     torch.set_num_threads(threads)
-    a, b = torch.rand(M, K) - 0.5, torch.rand(N, K) - 0.5
-    out = torch.empty(M, N)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = (torch.rand(M, K) - 0.5).to(dtype), (torch.rand(N, K) - 0.5).to(dtype)
+    out = torch.empty(M, N, dtype=dtype)
     torch.mm(a, b.t(), out=out)
     reps, t0 = 0, time.time()
     while time.time() - t0 < 0.7:
         torch.mm(a, b.t(), out=out)
         reps += 1
     dt = time.time() - t0
-    print(f"pytorch {torch.__version__} gemm M={M} N={N} K={K} threads={threads}  {2 * M * N * K * reps / dt / 1e9:6.1f} GFLOP/s")
+    print(f"pytorch {torch.__version__} gemm {precision} M={M} N={N} K={K} threads={threads}  {2 * M * N * K * reps / dt / 1e9:6.1f} GFLOP/s")
 
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "train":
-        train(args[0], *map(int, args[1:8]), args[8], int(args[9]))
+        train(args[0], *map(int, args[1:8]), args[8], int(args[9]), *args[10:11])
     elif cmd == "gemm":
-        gemm(*map(int, args[:4]))
+        gemm(*map(int, args[:4]), *args[4:5])
     else:
         sys.exit(f"unknown command {cmd!r}: train or gemm")
