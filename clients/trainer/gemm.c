@@ -92,7 +92,7 @@ static const tr_gemm_kernel tr_kernels[] = {
 };
 
 // dst rows i (stride ds) = src column i (src rows of stride ss), 8 x 8.
-__attribute__((target("avx2"))) static void t8x8(const float *src, size_t ss, float *dst, size_t ds) {
+__attribute__((target("avx2"))) void tr_t8x8(const float *src, size_t ss, float *dst, size_t ds) {
     __m256 r[8], t[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ss);
     for (int i = 0; i < 8; i += 2) {
@@ -129,7 +129,7 @@ static void pack(const float *x, int ld, int trans, int n, int p0, int w, int k0
         for (; r + 8 <= rows; r += 8) {
             const float *src = x + (size_t)(p0 + r) * ld + k0;
             int k = 0;
-            for (; k + 8 <= kc; k += 8) t8x8(src + k, (size_t)ld, dst + k * w + r, (size_t)w);
+            for (; k + 8 <= kc; k += 8) tr_t8x8(src + k, (size_t)ld, dst + k * w + r, (size_t)w);
             for (; k < kc; k++)
                 for (int i = 0; i < 8; i++) dst[k * w + r + i] = src[(size_t)i * ld + k];
         }

@@ -94,6 +94,7 @@ struct tr_model {
 #define TR_GEMM_NC 1536 // columns per packed B block: kc x NC floats in L2/L3
 #define TR_GEMM_PACK (TR_GEMM_KC * (TR_GEMM_MC + TR_GEMM_NC))
 void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack);
+void tr_t8x8(const float *src, size_t ss, float *dst, size_t ds); // AVX2: dst row i = src column i, 8 x 8
 void tr_gemm_split(const tr_gemm_args *g, int mr, int nr, int nthreads, int *mt, int *nt, int *mb, int *nb);
 // mxgemm.c: g in numeric contract v3 (mx8), blocks restarting every kseg
 // along K (g->K or more: no segments); same pack buffer.

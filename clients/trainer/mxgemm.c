@@ -36,6 +36,8 @@ typedef struct {
     tr_mx_quant quant;
 } tr_mx_kernel;
 
+static inline int mx_min(int a, int b) { return a < b ? a : b; }
+
 static inline int32_t mx_word(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -226,46 +228,56 @@ __attribute__((target("avx512f,avx512bw,avx2,fma"))) static int mxq_avx512(const
     return e;
 }
 
-// Quantizes blocks [b0, b0+nb) of rows [p0, p0+w) of an operand X into a
-// panel: codes [nb][8][w][4] (q, or q + 128 when u8), scales [nb][w], and
-// when corr is set -128 * the sum of each row's codes in a block, [nb][w].
-// X(p, k) is x[p*ld + k], or x[k*ld + p] when trans; rows from n on and
-// codes past a block's end are 0.
-static void mx_pack(tr_mx_quant quant, const float *x, int ld, int trans, int n, int p0, int w, int K, int kseg, int b0,
-                    int nb, int u8, int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
-    int rows = n - p0 < w ? n - p0 : w;
-    float v[MX_MAXN][MX_BLK];
-    for (int bi = 0; bi < nb; bi++) {
-        int k0, k1;
-        trk_mx_block_range(b0 + bi, K, kseg, &k0, &k1);
-        int len = k1 - k0;
-        if (trans) {
-            for (int t = 0; t < len; t++) {
-                const float *src = x + (size_t)(k0 + t) * ld + p0;
-                for (int r = 0; r < rows; r++) v[r][t] = src[r];
+// Quantizes blocks [b0, b0+nb) of rows [p0, p0+np) of an operand X into
+// panels of w rows (np a multiple of w): a panel's codes [nb][8][w][4] (q,
+// or q + 128 when u8), scales [nb][w], and when corr is set -128 * the sum
+// of each row's codes in a block, [nb][w]. X(p, k) is x[p*ld + k], or
+// x[k*ld + p] when trans (gathered 8 x 8 through registers when avx); rows
+// from n on and codes past a block's end are 0. Rows go 32 at a time.
+static void mx_pack(tr_mx_quant quant, int u8, int avx, const float *x, int ld, int trans, int n, int p0, int np, int w, int K,
+                    int kseg, int b0, int nb, int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
+    float v[MX_BLK][MX_BLK];
+    const uint32_t flip = u8 ? 0x80808080u : 0;
+    for (int c0 = 0; c0 < np; c0 += MX_BLK) {
+        int cw = mx_min(MX_BLK, np - c0), rows = mx_min(cw, n - (p0 + c0));
+        const float *xc = trans ? x + p0 + c0 : x + (size_t)(p0 + c0) * ld;
+        for (int bi = 0; bi < nb; bi++) {
+            int k0, k1;
+            trk_mx_block_range(b0 + bi, K, kseg, &k0, &k1);
+            int len = k1 - k0;
+            if (trans) {
+                int r = 0;
+                if (avx && len == MX_BLK)
+                    for (; r + 8 <= rows; r += 8)
+                        for (int t = 0; t < MX_BLK; t += 8) tr_t8x8(xc + (size_t)(k0 + t) * ld + r, (size_t)ld, &v[r][t], MX_BLK);
+                for (int t = 0; t < len; t++) {
+                    const float *src = xc + (size_t)(k0 + t) * ld;
+                    for (int rr = r; rr < rows; rr++) v[rr][t] = src[rr];
+                }
+                if (len < MX_BLK)
+                    for (int rr = 0; rr < rows; rr++) memset(v[rr] + len, 0, sizeof(float) * (MX_BLK - len));
+            } else {
+                for (int r = 0; r < rows; r++) {
+                    memcpy(v[r], xc + (size_t)r * ld + k0, sizeof(float) * len);
+                    memset(v[r] + len, 0, sizeof(float) * (MX_BLK - len));
+                }
             }
-            if (len < MX_BLK)
-                for (int r = 0; r < rows; r++) memset(v[r] + len, 0, sizeof(float) * (MX_BLK - len));
-        } else {
-            for (int r = 0; r < rows; r++) {
-                memcpy(v[r], x + (size_t)(p0 + r) * ld + k0, sizeof(float) * len);
-                memset(v[r] + len, 0, sizeof(float) * (MX_BLK - len));
+            for (int r = 0; r < cw; r++) {
+                int pr = c0 + r, panel = pr / w, in = pr % w;
+                int8_t q[MX_BLK] = {0};
+                int e = TRK_MX_EMIN, sum = 0;
+                if (r < rows) e = quant(v[r], q, &sum);
+                int8_t *d = dst + ((size_t)panel * nb + bi) * MX_BLK * w;
+                for (int g = 0; g < MX_BLK / 4; g++) {
+                    uint32_t word;
+                    memcpy(&word, q + 4 * g, 4);
+                    word ^= flip;
+                    memcpy(d + (g * w + in) * 4, &word, 4);
+                }
+                size_t si = ((size_t)panel * nb + bi) * w + in;
+                scale[si] = trk_mx_scale(e);
+                if (corr) corr[si] = -128 * sum;
             }
-        }
-        int8_t *d = dst + (size_t)bi * MX_BLK * w;
-        const uint32_t flip = u8 ? 0x80808080u : 0;
-        for (int r = 0; r < w; r++) {
-            int8_t q[MX_BLK] = {0};
-            int e = TRK_MX_EMIN, sum = 0;
-            if (r < rows) e = quant(v[r], q, &sum);
-            for (int g = 0; g < MX_BLK / 4; g++) {
-                uint32_t word;
-                memcpy(&word, q + 4 * g, 4);
-                word ^= flip;
-                memcpy(d + (g * w + r) * 4, &word, 4);
-            }
-            scale[bi * w + r] = trk_mx_scale(e);
-            if (corr) corr[bi * w + r] = -128 * sum;
         }
     }
 }
@@ -278,7 +290,6 @@ static const tr_mx_kernel tr_mx_kernels[] = {
     [TR_ISA_AVX512VNNI] = {mxk_avx512vnni, 6, 32, 1, mxq_avx512},
 };
 
-static inline int mx_min(int a, int b) { return a < b ? a : b; }
 
 // The pack buffer of one task: A panels for MC rows, B panels for NC
 // columns, MX_KB blocks each.
@@ -291,7 +302,7 @@ _Static_assert(MX_A_CODES + MX_B_CODES + 4 * ((size_t)TR_GEMM_MC * MX_KB + 2 * (
 // Rows [m0, m1) x columns [n0, n1) of the output: one task.
 static void tr_mx_task(const tr_gemm_args *g, int kseg, const tr_mx_kernel *kn, int m0, int m1, int n0, int n1,
                        float *buf) {
-    const int mr = kn->mr, nr = kn->nr, nblocks = trk_mx_blocks(g->K, kseg);
+    const int mr = kn->mr, nr = kn->nr, nblocks = trk_mx_blocks(g->K, kseg), avx = kn->quant != mxq_base;
     const int nc = TR_GEMM_NC - TR_GEMM_NC % nr;
     int8_t *pa = (int8_t *)buf, *pb = pa + MX_A_CODES;
     float *sa = (float *)(pb + MX_B_CODES), *sb = sa + (size_t)TR_GEMM_MC * MX_KB;
@@ -302,15 +313,12 @@ static void tr_mx_task(const tr_gemm_args *g, int kseg, const tr_mx_kernel *kn, 
     for (int b0 = 0; b0 < nblocks; b0 += MX_KB) {
         int nb = mx_min(MX_KB, nblocks - b0);
         for (int j0 = n0; j0 < n1; j0 += nc) {
-            int j1 = mx_min(j0 + nc, n1);
-            for (int j = j0; j < j1; j += nr)
-                mx_pack(kn->quant, g->b, g->ldb, g->tb, g->N, j, nr, g->K, kseg, b0, nb, 0, pb + (size_t)(j - j0) * nb * MX_BLK,
-                        sb + (size_t)(j - j0) * nb, kn->a_u8 ? cb + (size_t)(j - j0) * nb : NULL);
+            int j1 = mx_min(j0 + nc, n1), nj = (j1 - j0 + nr - 1) / nr * nr;
+            mx_pack(kn->quant, 0, avx, g->b, g->ldb, g->tb, g->N, j0, nj, nr, g->K, kseg, b0, nb, pb, sb,
+                    kn->a_u8 ? cb : NULL);
             for (int i0 = m0; i0 < m1; i0 += TR_GEMM_MC) {
-                int i1 = mx_min(i0 + TR_GEMM_MC, m1);
-                for (int i = i0; i < i1; i += mr)
-                    mx_pack(kn->quant, g->a, g->lda, g->ta, g->M, i, mr, g->K, kseg, b0, nb, kn->a_u8,
-                            pa + (size_t)(i - i0) * nb * MX_BLK, sa + (size_t)(i - i0) * nb, NULL);
+                int i1 = mx_min(i0 + TR_GEMM_MC, m1), ni = (i1 - i0 + mr - 1) / mr * mr;
+                mx_pack(kn->quant, kn->a_u8, avx, g->a, g->lda, g->ta, g->M, i0, ni, mr, g->K, kseg, b0, nb, pa, sa, NULL);
                 for (int j = j0; j < j1; j += nr)
                     for (int i = i0; i < i1; i += mr) {
                         const int8_t *ap = pa + (size_t)(i - i0) * nb * MX_BLK, *bp = pb + (size_t)(j - j0) * nb * MX_BLK;
