@@ -45,7 +45,22 @@ static void TRL(gelu_backward)(float *restrict dinp, const float *restrict x, co
 
 // Attention of sequence b, head h, every query t (trk_attention_row's
 // chains): scores run over the keys transposed into kt (hs, T), so that the
-// chains of all keys advance together.
+// chains of all keys advance together. Queries go 4 at a time with their
+// chains in registers (2 vectors each), so one load of a key or value row
+// serves all 4: their scores for the keys up to the block's last query (a
+// query's scores past its own t are junk that the softmax overwrites with
+// zeros), and their weighted sums over the values up to the block's first
+// query. Each query then runs the rest of its chains alone, in order.
+#define TRL_QB 4
+#define TRL_ROWS(X) X(0) X(1) X(2) X(3)
+#define TRL_ZERO2(r) trl_v c##r##0 = trl_set1(0.0f), c##r##1 = c##r##0;
+#define TRL_FMA2(r, x)                         \
+    {                                          \
+        trl_v w = trl_set1(x);                 \
+        c##r##0 = trl_fma(w, v0, c##r##0);     \
+        c##r##1 = trl_fma(w, v1, c##r##1);     \
+    }
+#define TRL_STORE2(r, p) trl_store(p, c##r##0); trl_store((p) + TRL_VL, c##r##1);
 static void TRL(attention_forward)(float *out, float *att, const float *qkv, float *restrict kt, int b, int h, int T,
                                    int C, int NH, int KV) {
     trk_heads o = trk_head_offsets(h, C, NH, KV);
@@ -54,23 +69,64 @@ static void TRL(attention_forward)(float *out, float *att, const float *qkv, flo
     const float *seq = qkv + (size_t)b * T * o.stride;
     for (int t2 = 0; t2 < T; t2++)
         for (int i = 0; i < hs; i++) kt[(size_t)i * T + t2] = seq[(size_t)t2 * o.stride + o.k + i];
-    for (int t = 0; t < T; t++) {
-        const float *q = seq + (size_t)t * o.stride + o.q;
-        float *restrict a = att + (((size_t)b * NH + h) * T + t) * T;
-        for (int t2 = 0; t2 <= t; t2++) a[t2] = 0.0f;
-        for (int i = 0; i < hs; i++) {
-            float qi = q[i];
-            const float *restrict row = kt + (size_t)i * T;
-            for (int t2 = 0; t2 <= t; t2++) a[t2] = trk_fma(qi, row[t2], a[t2]);
+    for (int t0 = 0; t0 < T; t0 += TRL_QB) {
+        int nq = T - t0 < TRL_QB ? T - t0 : TRL_QB, kd = 0, vd = 0;
+        float *ab = att + (((size_t)b * NH + h) * T + t0) * T;
+        const float *qb = seq + (size_t)t0 * o.stride + o.q;
+        if (nq == TRL_QB)
+            for (; kd + 2 * TRL_VL <= t0 + TRL_QB; kd += 2 * TRL_VL) {
+                TRL_ROWS(TRL_ZERO2)
+                for (int i = 0; i < hs; i++) {
+                    const float *row = kt + (size_t)i * T + kd;
+                    trl_v v0 = trl_load(row), v1 = trl_load(row + TRL_VL);
+#define TRL_SCORE(r) TRL_FMA2(r, qb[(size_t)(r) * o.stride + i])
+                    TRL_ROWS(TRL_SCORE)
+#undef TRL_SCORE
+                }
+#define TRL_SCORE_STORE(r) TRL_STORE2(r, ab + (size_t)(r) * T + kd)
+                TRL_ROWS(TRL_SCORE_STORE)
+#undef TRL_SCORE_STORE
+            }
+        for (int r = 0; r < nq; r++) {
+            int t = t0 + r;
+            const float *q = qb + (size_t)r * o.stride;
+            float *restrict a = ab + (size_t)r * T;
+            for (int t2 = kd; t2 <= t; t2++) a[t2] = 0.0f;
+            for (int i = 0; i < hs; i++) {
+                float qi = q[i];
+                const float *restrict row = kt + (size_t)i * T;
+                for (int t2 = kd; t2 <= t; t2++) a[t2] = trk_fma(qi, row[t2], a[t2]);
+            }
+            for (int t2 = 0; t2 <= t; t2++) a[t2] = a[t2] * scale;
+            trk_softmax_causal(a, t, T);
         }
-        for (int t2 = 0; t2 <= t; t2++) a[t2] = a[t2] * scale;
-        trk_softmax_causal(a, t, T);
-        float *restrict y = out + ((size_t)b * T + t) * C + o.q;
-        for (int i = 0; i < hs; i++) y[i] = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float *restrict v = seq + (size_t)t2 * o.stride + o.v;
-            float w = a[t2];
-            for (int i = 0; i < hs; i++) y[i] = trk_fma(w, v[i], y[i]);
+        float *yb = out + ((size_t)b * T + t0) * C + o.q;
+        if (nq == TRL_QB && hs % (2 * TRL_VL) == 0) {
+            vd = t0 + 1; // the values every query of the block weighs
+            for (int i0 = 0; i0 < hs; i0 += 2 * TRL_VL) {
+                TRL_ROWS(TRL_ZERO2)
+                for (int t2 = 0; t2 < vd; t2++) {
+                    const float *v = seq + (size_t)t2 * o.stride + o.v + i0;
+                    trl_v v0 = trl_load(v), v1 = trl_load(v + TRL_VL);
+#define TRL_WSUM(r) TRL_FMA2(r, ab[(size_t)(r) * T + t2])
+                    TRL_ROWS(TRL_WSUM)
+#undef TRL_WSUM
+                }
+#define TRL_WSUM_STORE(r) TRL_STORE2(r, yb + (size_t)(r) * C + i0)
+                TRL_ROWS(TRL_WSUM_STORE)
+#undef TRL_WSUM_STORE
+            }
+        }
+        for (int r = 0; r < nq; r++) {
+            const float *restrict a = ab + (size_t)r * T;
+            float *restrict y = yb + (size_t)r * C;
+            if (vd == 0)
+                for (int i = 0; i < hs; i++) y[i] = 0.0f;
+            for (int t2 = vd; t2 <= t0 + r; t2++) {
+                const float *restrict v = seq + (size_t)t2 * o.stride + o.v;
+                float w = a[t2];
+                for (int i = 0; i < hs; i++) y[i] = trk_fma(w, v[i], y[i]);
+            }
         }
     }
 }
