@@ -73,7 +73,7 @@ struct tr_model {
     float *act_mem;   // activations for micro_batch x seq_len (tr_act_layout)
     float *dact_mem;  // (tr_dact_layout)
     // Per-thread scratch for scratch_threads threads (tr_thread_scratch).
-    float *attn_buf;  // (hs+1)*T each: transposed keys or values and a row
+    float *attn_buf;  // (hs+4)*T each: transposed keys or values and 4 rows
     float *pack_buf;  // TR_GEMM_PACK each: packed GEMM panels
     int scratch_threads;
     float *dct[257];  // DCT-II matrices (D then D^T) by size, built on first use

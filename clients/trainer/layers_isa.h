@@ -135,9 +135,15 @@ static void TRL(attention_forward)(float *out, float *att, const float *qkv, flo
 // (zeroed by the caller): for each query head of the group in order,
 // the chains of kernels.h (after trk_attention_row) for datt, dpre and dq, while dk and dv
 // chain over the heads in order and within a head over the queries t in
-// order. vt (hs, T) and dp (T): scratch.
+// order. vt (hs, T) and dp (4 rows of T): scratch. Queries go 4 at a time
+// as in attention_forward: datt over the values up to the block's last
+// query, dq over the keys up to its first, and dk, dv of the keys up to its
+// first taking the four queries' terms in order; each query then runs the
+// rest of its chains alone (dk and dv of the block's own keys in query
+// order), so every chain keeps its order.
+#define TRL_FMA1(r, x, v, c) c##r = trl_fma(trl_set1(x), v, c##r);
 static void TRL(attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att,
-                                    float *restrict vt, float *restrict dp, int b, int kvh, int T, int C, int NH, int KV) {
+                                    float *restrict vt, float *restrict dpb, int b, int kvh, int T, int C, int NH, int KV) {
     int group = NH / KV;
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
         trk_heads o = trk_head_offsets(h, C, NH, KV);
@@ -147,30 +153,89 @@ static void TRL(attention_backward)(float *dqkv, const float *dout, const float 
         float *dseq = dqkv + (size_t)b * T * o.stride;
         for (int t2 = 0; t2 < T; t2++)
             for (int i = 0; i < hs; i++) vt[(size_t)i * T + t2] = seq[(size_t)t2 * o.stride + o.v + i];
-        for (int t = 0; t < T; t++) {
-            const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-            const float *dy = dout + ((size_t)b * T + t) * C + o.q;
-            const float *q = seq + (size_t)t * o.stride + o.q;
-            for (int t2 = 0; t2 <= t; t2++) dp[t2] = 0.0f;
-            for (int i = 0; i < hs; i++) {
-                float dyi = dy[i];
-                const float *restrict row = vt + (size_t)i * T;
-                for (int t2 = 0; t2 <= t; t2++) dp[t2] = trk_fma(dyi, row[t2], dp[t2]);
-            }
-            float s = trk_sum_products(a, dp, t + 1);
-            for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (dp[t2] - s) * scale;
-            float *restrict dq = dseq + (size_t)t * o.stride + o.q;
-            for (int t2 = 0; t2 <= t; t2++) {
-                const float *restrict k = seq + (size_t)t2 * o.stride + o.k;
-                float g = dp[t2];
-                for (int i = 0; i < hs; i++) dq[i] = trk_fma(g, k[i], dq[i]);
-            }
-            for (int t2 = 0; t2 <= t; t2++) {
-                float *restrict dk = dseq + (size_t)t2 * o.stride + o.k, *restrict dv = dseq + (size_t)t2 * o.stride + o.v;
-                float g = dp[t2], w = a[t2];
+        for (int t0 = 0; t0 < T; t0 += TRL_QB) {
+            int nq = T - t0 < TRL_QB ? T - t0 : TRL_QB, pd = 0, kd = 0;
+            const float *ab = att + (((size_t)b * NH + h) * T + t0) * T;
+            const float *dyb = dout + ((size_t)b * T + t0) * C + o.q, *qb = seq + (size_t)t0 * o.stride + o.q;
+            float *dqb = dseq + (size_t)t0 * o.stride + o.q;
+            if (nq == TRL_QB)
+                for (; pd + 2 * TRL_VL <= t0 + TRL_QB; pd += 2 * TRL_VL) {
+                    TRL_ROWS(TRL_ZERO2)
+                    for (int i = 0; i < hs; i++) {
+                        const float *row = vt + (size_t)i * T + pd;
+                        trl_v v0 = trl_load(row), v1 = trl_load(row + TRL_VL);
+#define TRL_DATT(r) TRL_FMA2(r, dyb[(size_t)(r) * C + i])
+                        TRL_ROWS(TRL_DATT)
+#undef TRL_DATT
+                    }
+#define TRL_DATT_STORE(r) TRL_STORE2(r, dpb + (size_t)(r) * T + pd)
+                    TRL_ROWS(TRL_DATT_STORE)
+#undef TRL_DATT_STORE
+                }
+            for (int r = 0; r < nq; r++) {
+                int t = t0 + r;
+                const float *a = ab + (size_t)r * T, *dy = dyb + (size_t)r * C;
+                float *restrict dp = dpb + (size_t)r * T;
+                for (int t2 = pd; t2 <= t; t2++) dp[t2] = 0.0f;
                 for (int i = 0; i < hs; i++) {
-                    dk[i] = trk_fma(g, q[i], dk[i]);
-                    dv[i] = trk_fma(w, dy[i], dv[i]);
+                    float dyi = dy[i];
+                    const float *restrict row = vt + (size_t)i * T;
+                    for (int t2 = pd; t2 <= t; t2++) dp[t2] = trk_fma(dyi, row[t2], dp[t2]);
+                }
+                float s = trk_sum_products(a, dp, t + 1);
+                for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (dp[t2] - s) * scale;
+            }
+            if (nq == TRL_QB && hs % (2 * TRL_VL) == 0) {
+                kd = t0 + 1; // the keys every query of the block reaches
+                for (int i0 = 0; i0 < hs; i0 += 2 * TRL_VL) {
+#define TRL_DQ_LOAD(r) trl_v c##r##0 = trl_load(dqb + (size_t)(r) * o.stride + i0), c##r##1 = trl_load(dqb + (size_t)(r) * o.stride + i0 + TRL_VL);
+                    TRL_ROWS(TRL_DQ_LOAD)
+#undef TRL_DQ_LOAD
+                    for (int t2 = 0; t2 < kd; t2++) {
+                        const float *k = seq + (size_t)t2 * o.stride + o.k + i0;
+                        trl_v v0 = trl_load(k), v1 = trl_load(k + TRL_VL);
+#define TRL_DQ(r) TRL_FMA2(r, dpb[(size_t)(r) * T + t2])
+                        TRL_ROWS(TRL_DQ)
+#undef TRL_DQ
+                    }
+#define TRL_DQ_STORE(r) TRL_STORE2(r, dqb + (size_t)(r) * o.stride + i0)
+                    TRL_ROWS(TRL_DQ_STORE)
+#undef TRL_DQ_STORE
+                }
+                for (int i0 = 0; i0 < hs; i0 += TRL_VL) {
+#define TRL_QDY_LOAD(r) trl_v q##r = trl_load(qb + (size_t)(r) * o.stride + i0), y##r = trl_load(dyb + (size_t)(r) * C + i0);
+                    TRL_ROWS(TRL_QDY_LOAD)
+#undef TRL_QDY_LOAD
+                    for (int t2 = 0; t2 < kd; t2++) {
+                        float *dk = dseq + (size_t)t2 * o.stride + o.k + i0, *dv = dseq + (size_t)t2 * o.stride + o.v + i0;
+                        trl_v ck = trl_load(dk), cv = trl_load(dv);
+#define TRL_DKV(r)                                                          \
+                        ck = trl_fma(trl_set1(dpb[(size_t)(r) * T + t2]), q##r, ck); \
+                        cv = trl_fma(trl_set1(ab[(size_t)(r) * T + t2]), y##r, cv);
+                        TRL_ROWS(TRL_DKV)
+#undef TRL_DKV
+                        trl_store(dk, ck);
+                        trl_store(dv, cv);
+                    }
+                }
+            }
+            for (int r = 0; r < nq; r++) {
+                int t = t0 + r;
+                const float *a = ab + (size_t)r * T, *dy = dyb + (size_t)r * C, *q = qb + (size_t)r * o.stride;
+                const float *dp = dpb + (size_t)r * T;
+                float *restrict dq = dqb + (size_t)r * o.stride;
+                for (int t2 = kd; t2 <= t; t2++) {
+                    const float *restrict k = seq + (size_t)t2 * o.stride + o.k;
+                    float g = dp[t2];
+                    for (int i = 0; i < hs; i++) dq[i] = trk_fma(g, k[i], dq[i]);
+                }
+                for (int t2 = kd; t2 <= t; t2++) {
+                    float *restrict dk = dseq + (size_t)t2 * o.stride + o.k, *restrict dv = dseq + (size_t)t2 * o.stride + o.v;
+                    float g = dp[t2], w = a[t2];
+                    for (int i = 0; i < hs; i++) {
+                        dk[i] = trk_fma(g, q[i], dk[i]);
+                        dv[i] = trk_fma(w, dy[i], dv[i]);
+                    }
                 }
             }
         }
