@@ -75,6 +75,8 @@ struct tr_model {
     // Per-thread scratch for scratch_threads threads (tr_thread_scratch).
     float *attn_buf;  // (hs+4)*T each: transposed keys or values and 4 rows
     float *pack_buf;  // TR_GEMM_PACK each: packed GEMM panels
+    void *mx_scratch; // mx8: both operands of the largest linear GEMM, quantized (tr_mx_operand_codes)
+    size_t mx_scratch_bytes;
     int scratch_threads;
     float *dct[257];  // DCT-II matrices (D then D^T) by size, built on first use
     float *demo_buf;  // (4, demo_buf_len) tensor-sized DeMo buffers
@@ -97,8 +99,10 @@ void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack);
 void tr_t8x8(const float *src, size_t ss, float *dst, size_t ds); // AVX2: dst row i = src column i, 8 x 8
 void tr_gemm_split(const tr_gemm_args *g, int mr, int nr, int nthreads, int *mt, int *nt, int *mb, int *nb);
 // mxgemm.c: g in numeric contract v3 (mx8), blocks restarting every kseg
-// along K (g->K or more: no segments); same pack buffer.
-void tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, float *pack);
+// along K (g->K or more: no segments), both operands quantized into scratch
+// (cap bytes; TR_ESHORT when short of tr_mx_scratch_bytes of their codes).
+int tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, void *scratch, size_t cap);
+size_t tr_mx_scratch_bytes(size_t a_codes, size_t b_codes);
 int tr_isa_pick(int want);
 // layers.c
 const tr_layers *tr_layers_for(int isa);

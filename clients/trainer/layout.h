@@ -159,6 +159,30 @@ static inline size_t tr_param_layout(const tr_config *c, size_t *sizes, size_t *
 }
 
 // Views of the tensors in the flat array at base (host or device memory).
+// Numeric contract v3 (mx8): the codes of the largest A and of the largest
+// B operand among the model's linear GEMMs (forward; input gradient; weight
+// gradient, whose K is the tokens, each sequence padded to whole blocks of
+// 32), with a panel's worth of padding rows (tr_mx_rows): the scratch both
+// backends quantize into.
+static inline size_t tr_mx_rows(size_t rows) { return (rows + 31) / 32 * 32 + 32; }
+static inline size_t tr_mx_kpad(size_t k) { return (k + 31) / 32 * 32; }
+static inline void tr_mx_operand_codes(const tr_config *c, size_t *a, size_t *b) {
+    size_t B = c->micro_batch, BT = B * c->seq_len, C = c->channels, Vp = c->padded_vocab, H = c->hidden;
+    size_t tok = B * tr_mx_kpad(c->seq_len), kvd = tr_is_llama(c) ? (size_t)tr_kv_dim(c) : 0;
+    size_t gpt[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    size_t llama[5][2] = {{C, C}, {C, kvd}, {C, H}, {H, C}, {C, Vp}};
+    *a = *b = 0;
+    for (int i = 0; i < 5; i++) {
+        size_t ic = tr_is_llama(c) ? llama[i][0] : gpt[i][0], oc = tr_is_llama(c) ? llama[i][1] : gpt[i][1];
+        size_t as[3] = {tr_mx_rows(BT) * tr_mx_kpad(ic), tr_mx_rows(BT) * tr_mx_kpad(oc), tr_mx_rows(oc) * tok};
+        size_t bs[3] = {tr_mx_rows(oc) * tr_mx_kpad(ic), tr_mx_rows(ic) * tr_mx_kpad(oc), tr_mx_rows(ic) * tok};
+        for (int j = 0; j < 3; j++) {
+            if (as[j] > *a) *a = as[j];
+            if (bs[j] > *b) *b = bs[j];
+        }
+    }
+}
+
 static inline tr_params tr_param_views(float *base, const size_t *offsets) {
     tr_params p;
 #define TR_X_(name, nd, d0, d1, d2) p.name = base + offsets[TR_P_##name];

@@ -58,11 +58,18 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     m->dwte_emb = malloc(sizeof(float) * m->sizes[TR_P_wte]);
     m->act_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T, 0));
     m->dact_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T, 1));
+    if (cfg->arith == TR_ARITH_MX8) {
+        size_t qa, qb;
+        tr_mx_operand_codes(cfg, &qa, &qb);
+        m->mx_scratch_bytes = tr_mx_scratch_bytes(qa, qb);
+        m->mx_scratch = malloc(m->mx_scratch_bytes);
+    }
     if (tr_is_llama(cfg)) {
         m->rope_cos = malloc(sizeof(float) * (size_t)T * half);
         m->rope_sin = malloc(sizeof(float) * (size_t)T * half);
     }
     if (!m->params || !m->grads || !m->dwte_emb || !m->act_mem || !m->dact_mem || tr_thread_scratch(m, m->nthreads) ||
+        (cfg->arith == TR_ARITH_MX8 && !m->mx_scratch) ||
         (tr_is_llama(cfg) && (!m->rope_cos || !m->rope_sin))) {
         tr_destroy(m);
         return TR_ENOMEM;
@@ -81,7 +88,7 @@ void tr_destroy(tr_model *m) {
     free(m->adam_m); free(m->adam_v); free(m->delta);
     free(m->anchor); free(m->anchor_m); free(m->anchor_v);
     free(m->act_mem); free(m->dact_mem); free(m->rope_cos); free(m->rope_sin); free(m->kv_cache); free(m->decode_buf);
-    free(m->attn_buf); free(m->pack_buf); free(m->demo_buf);
+    free(m->attn_buf); free(m->pack_buf); free(m->demo_buf); free(m->mx_scratch);
     for (int i = 0; i < 257; i++) free(m->dct[i]);
     free(m);
 }
@@ -246,7 +253,16 @@ int tr_gemm(tr_model *m, int arith, int M, int N, int K, const float *a, const f
     if (!m || !a || !b || !out || M < 1 || N < 1 || K < 1 || (arith != TR_ARITH_FP32 && arith != TR_ARITH_MX8))
         return TR_EINVAL;
     tr_gemm_args g = {M, N, K, a, K, b, K, out, N, NULL, 0, 0, 0};
-    if (arith == TR_ARITH_MX8) tr_mx_gemm_run(&g, K, m->isa, m->nthreads, m->pack_buf);
-    else tr_gemm_run(&g, m->isa, m->nthreads, m->pack_buf);
-    return TR_OK;
+    if (arith == TR_ARITH_FP32) {
+        tr_gemm_run(&g, m->isa, m->nthreads, m->pack_buf);
+        return TR_OK;
+    }
+    size_t kp = tr_mx_kpad((size_t)K), need = tr_mx_scratch_bytes(tr_mx_rows((size_t)M) * kp, tr_mx_rows((size_t)N) * kp);
+    if (need > m->mx_scratch_bytes) { // an fp32 model's, or shapes beyond the model's
+        void *p = realloc(m->mx_scratch, need);
+        if (!p) return TR_ENOMEM;
+        m->mx_scratch = p;
+        m->mx_scratch_bytes = need;
+    }
+    return tr_mx_gemm_run(&g, K, m->isa, m->nthreads, m->mx_scratch, m->mx_scratch_bytes);
 }

@@ -1,17 +1,17 @@
 // mxgemm.c: the GEMM of numeric contract v3 ("mx8"), one kernel per ISA
 // level, all equal to trk_mx_gemm_element (kernels.h) bit for bit.
 //
-// gemm.c's blocking, with quantizing packs: a panel of B (NR rows of B, a
-// run of 32-code blocks) and a panel of A (MR rows) are quantized into
-// int8 codes laid out for the int8 dot-product instructions, [group of 4
-// codes][row][4], with one scale per row and block. A register tile runs,
-// for each block, the int32 dot products of its MR x NR elements (exact in
-// any order), then one fma per element into its fp32 chain; between k steps
-// the chains wait in the output, so blocking, tiles and threads change no
-// bit. VNNI's vpdpbusd multiplies unsigned by signed bytes: its kernels take
-// A's codes as q + 128 and start each block's sums at -128 * (the block's
-// sum of B's codes), which each B panel carries. Every sum stays exact in
-// int32.
+// Both operands are quantized once per GEMM (the threads sharing rows) into
+// panels of NR rows of B and MR rows of A, their int8 codes laid out for
+// the int8 dot-product instructions, [block][group of 4 codes][row][4],
+// with one scale per row and block. A register tile runs, for each block,
+// the int32 dot products of its MR x NR elements (exact in any order), then
+// one fma per element into its fp32 chain; between k steps (gemm.c's
+// blocking) the chains wait in the output, so blocking, tiles and threads
+// change no bit. VNNI's vpdpbusd multiplies unsigned by signed bytes: its
+// kernels take A's codes as q + 128 and start each block's sums at -128 *
+// (the block's sum of B's codes), which B's panels carry. Every sum stays
+// exact in int32.
 
 #include <immintrin.h>
 
@@ -20,7 +20,7 @@
 #define MX_BLK TRK_MX_BLOCK
 #define MX_KB 16     // blocks per k step: 512 codes
 #define MX_MAXR 6    // largest MR
-#define MX_MAXN 32   // largest NR
+#define MX_MAXN 32   // largest NR (also the rows mx_pack gathers at a time)
 
 // nb blocks of an MR x NR tile: ap codes [nb][8][MR][4] and as scales
 // [nb][MR]; bp codes [nb][8][NR][4], bs scales and bc corrections [nb][NR].
@@ -228,14 +228,14 @@ __attribute__((target("avx512f,avx512bw,avx2,fma"))) static int mxq_avx512(const
     return e;
 }
 
-// Quantizes blocks [b0, b0+nb) of rows [p0, p0+np) of an operand X into
-// panels of w rows (np a multiple of w): a panel's codes [nb][8][w][4] (q,
+// Quantizes the nb blocks of rows [p0, p0+np) of an operand X into panels
+// of w rows (np a multiple of w): a panel's codes [nb][8][w][4] (q,
 // or q + 128 when u8), scales [nb][w], and when corr is set -128 * the sum
 // of each row's codes in a block, [nb][w]. X(p, k) is x[p*ld + k], or
 // x[k*ld + p] when trans (gathered 8 x 8 through registers when avx); rows
 // from n on and codes past a block's end are 0. Rows go 32 at a time.
 static void mx_pack(tr_mx_quant quant, int u8, int avx, const float *x, int ld, int trans, int n, int p0, int np, int w, int K,
-                    int kseg, int b0, int nb, int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
+                    int kseg, int nb, int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
     float v[MX_BLK][MX_BLK];
     const uint32_t flip = u8 ? 0x80808080u : 0;
     for (int c0 = 0; c0 < np; c0 += MX_BLK) {
@@ -243,7 +243,7 @@ static void mx_pack(tr_mx_quant quant, int u8, int avx, const float *x, int ld, 
         const float *xc = trans ? x + p0 + c0 : x + (size_t)(p0 + c0) * ld;
         for (int bi = 0; bi < nb; bi++) {
             int k0, k1;
-            trk_mx_block_range(b0 + bi, K, kseg, &k0, &k1);
+            trk_mx_block_range(bi, K, kseg, &k0, &k1);
             int len = k1 - k0;
             if (trans) {
                 int r = 0;
@@ -291,70 +291,89 @@ static const tr_mx_kernel tr_mx_kernels[] = {
 };
 
 
-// The pack buffer of one task: A panels for MC rows, B panels for NC
-// columns, MX_KB blocks each.
-#define MX_A_CODES ((size_t)TR_GEMM_MC * MX_KB * MX_BLK)
-#define MX_B_CODES ((size_t)TR_GEMM_NC * MX_KB * MX_BLK)
-_Static_assert(MX_A_CODES + MX_B_CODES + 4 * ((size_t)TR_GEMM_MC * MX_KB + 2 * (size_t)TR_GEMM_NC * MX_KB) <=
-                   sizeof(float) * TR_GEMM_PACK,
-               "the mx8 panels fit in a thread's GEMM pack buffer");
+// Panels of one operand in the scratch: codes [panel][block][8][w][4],
+// scales [panel][block][w] (and B's corrections likewise).
+typedef struct {
+    int8_t *codes;
+    float *scales;
+    int32_t *corr;
+} mx_panels;
 
-// Rows [m0, m1) x columns [n0, n1) of the output: one task.
-static void tr_mx_task(const tr_gemm_args *g, int kseg, const tr_mx_kernel *kn, int m0, int m1, int n0, int n1,
-                       float *buf) {
-    const int mr = kn->mr, nr = kn->nr, nblocks = trk_mx_blocks(g->K, kseg), avx = kn->quant != mxq_base;
-    const int nc = TR_GEMM_NC - TR_GEMM_NC % nr;
-    int8_t *pa = (int8_t *)buf, *pb = pa + MX_A_CODES;
-    float *sa = (float *)(pb + MX_B_CODES), *sb = sa + (size_t)TR_GEMM_MC * MX_KB;
-    int32_t *cb = (int32_t *)(sb + (size_t)TR_GEMM_NC * MX_KB);
+// Bytes of the scratch for operands of a and b codes (tr_mx_operand_codes).
+size_t tr_mx_scratch_bytes(size_t a, size_t b) { return a + b + 4 * (a / MX_BLK) + 8 * (b / MX_BLK) + 64; }
+
+// Quantizes rows [0, n) of an operand into panels of w rows, nthreads at a
+// time (8 panels per share).
+static void mx_quantize(const tr_mx_kernel *kn, int u8, const float *x, int ld, int trans, int n, int w, int K, int kseg,
+                        int nblocks, const mx_panels *p, int nthreads) {
+    int group = 8 * w, groups = (n + group - 1) / group, avx = kn->quant != mxq_base;
+    #pragma omp parallel for schedule(static) num_threads(nthreads)
+    for (int gi = 0; gi < groups; gi++) {
+        int p0 = gi * group, np = mx_min(group, (n - p0 + w - 1) / w * w);
+        size_t panel = (size_t)p0 / w;
+        mx_pack(kn->quant, u8, avx, x, ld, trans, n, p0, np, w, K, kseg, nblocks, p->codes + panel * nblocks * MX_BLK * w,
+                p->scales + panel * nblocks * w, p->corr ? p->corr + panel * nblocks * w : NULL);
+    }
+}
+
+// Rows [m0, m1) x columns [n0, n1) of the output (whole panels): one task,
+// MX_KB blocks at a time, each B panel's blocks staying in L1 while MC rows
+// of A panels (in L2) pass it.
+static void tr_mx_task(const tr_gemm_args *g, int nblocks, const tr_mx_kernel *kn, const mx_panels *pa, const mx_panels *pb,
+                       int m0, int m1, int n0, int n1) {
+    const int mr = kn->mr, nr = kn->nr;
     if (!g->accumulate)
         for (int i = m0; i < m1; i++)
             for (int j = n0; j < n1; j++) g->out[(size_t)i * g->ldo + j] = g->bias ? g->bias[j] : 0.0f;
     for (int b0 = 0; b0 < nblocks; b0 += MX_KB) {
         int nb = mx_min(MX_KB, nblocks - b0);
-        for (int j0 = n0; j0 < n1; j0 += nc) {
-            int j1 = mx_min(j0 + nc, n1), nj = (j1 - j0 + nr - 1) / nr * nr;
-            mx_pack(kn->quant, 0, avx, g->b, g->ldb, g->tb, g->N, j0, nj, nr, g->K, kseg, b0, nb, pb, sb,
-                    kn->a_u8 ? cb : NULL);
-            for (int i0 = m0; i0 < m1; i0 += TR_GEMM_MC) {
-                int i1 = mx_min(i0 + TR_GEMM_MC, m1), ni = (i1 - i0 + mr - 1) / mr * mr;
-                mx_pack(kn->quant, kn->a_u8, avx, g->a, g->lda, g->ta, g->M, i0, ni, mr, g->K, kseg, b0, nb, pa, sa, NULL);
-                for (int j = j0; j < j1; j += nr)
-                    for (int i = i0; i < i1; i += mr) {
-                        const int8_t *ap = pa + (size_t)(i - i0) * nb * MX_BLK, *bp = pb + (size_t)(j - j0) * nb * MX_BLK;
-                        const float *as = sa + (size_t)(i - i0) * nb, *bs = sb + (size_t)(j - j0) * nb;
-                        const int32_t *bc = cb + (size_t)(j - j0) * nb;
-                        float *c = g->out + (size_t)i * g->ldo + j;
-                        if (i + mr <= i1 && j + nr <= j1) {
-                            kn->uk(nb, ap, as, bp, bs, bc, c, g->ldo);
-                            continue;
-                        }
-                        // Edge tile: the chains of the real elements in a padded copy.
-                        float t[MX_MAXR * MX_MAXN] = {0};
-                        int rows = mx_min(i1 - i, mr), cols = mx_min(j1 - j, nr);
-                        for (int r = 0; r < rows; r++) memcpy(t + r * nr, c + (size_t)r * g->ldo, sizeof(float) * cols);
-                        kn->uk(nb, ap, as, bp, bs, bc, t, nr);
-                        for (int r = 0; r < rows; r++) memcpy(c + (size_t)r * g->ldo, t + r * nr, sizeof(float) * cols);
+        for (int i0 = m0; i0 < m1; i0 += TR_GEMM_MC) {
+            for (int j = n0; j < n1; j += nr) {
+                size_t bo = ((size_t)(j / nr) * nblocks + b0) * nr;
+                const int8_t *bp = pb->codes + bo * MX_BLK;
+                const float *bs = pb->scales + bo;
+                const int32_t *bc = pb->corr ? pb->corr + bo : NULL;
+                for (int i = i0; i < mx_min(i0 + TR_GEMM_MC, m1); i += mr) {
+                    size_t ao = ((size_t)(i / mr) * nblocks + b0) * mr;
+                    const int8_t *ap = pa->codes + ao * MX_BLK;
+                    const float *as = pa->scales + ao;
+                    float *c = g->out + (size_t)i * g->ldo + j;
+                    if (i + mr <= m1 && j + nr <= n1) {
+                        kn->uk(nb, ap, as, bp, bs, bc, c, g->ldo);
+                        continue;
                     }
+                    // Edge tile: the chains of the real elements in a padded copy.
+                    float t[MX_MAXR * MX_MAXN] = {0};
+                    int rows = mx_min(m1 - i, mr), cols = mx_min(n1 - j, nr);
+                    for (int r = 0; r < rows; r++) memcpy(t + r * nr, c + (size_t)r * g->ldo, sizeof(float) * cols);
+                    kn->uk(nb, ap, as, bp, bs, bc, t, nr);
+                    for (int r = 0; r < rows; r++) memcpy(c + (size_t)r * g->ldo, t + r * nr, sizeof(float) * cols);
+                }
             }
         }
     }
 }
 
-void tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, float *pack) {
+int tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, void *scratch, size_t cap) {
     if (isa < TR_ISA_BASE || isa > TR_ISA_AVX512VNNI) isa = TR_ISA_BASE;
     if (kseg < 1 || kseg > g->K) kseg = g->K;
     const tr_mx_kernel *kn = &tr_mx_kernels[isa];
-    int mt, nt, mb, nb;
-    tr_gemm_split(g, kn->mr, kn->nr, nthreads, &mt, &nt, &mb, &nb);
-    if (mt * nt == 1) {
-        tr_mx_task(g, kseg, kn, 0, g->M, 0, g->N, pack);
-        return;
-    }
-    #pragma omp parallel for collapse(2) schedule(static) num_threads(mt * nt)
+    const int mr = kn->mr, nr = kn->nr, nblocks = trk_mx_blocks(g->K, kseg);
+    size_t ma = (size_t)(g->M + mr - 1) / mr * mr * nblocks, nbr = (size_t)(g->N + nr - 1) / nr * nr * nblocks;
+    if (tr_mx_scratch_bytes(ma * MX_BLK, nbr * MX_BLK) > cap) return TR_ESHORT;
+    // Both operands quantized once, every thread sharing them.
+    int8_t *base = (int8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    mx_panels pa = {base, (float *)(base + (ma + nbr) * MX_BLK), NULL};
+    mx_panels pb = {base + ma * MX_BLK, pa.scales + ma, NULL};
+    pb.corr = kn->a_u8 ? (int32_t *)(pb.scales + nbr) : NULL;
+    mx_quantize(kn, kn->a_u8, g->a, g->lda, g->ta, g->M, mr, g->K, kseg, nblocks, &pa, nthreads);
+    mx_quantize(kn, 0, g->b, g->ldb, g->tb, g->N, nr, g->K, kseg, nblocks, &pb, nthreads);
+    int mt, nt, mb, nbk;
+    tr_gemm_split(g, mr, nr, nthreads, &mt, &nt, &mb, &nbk);
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(mt * nt) if (mt * nt > 1)
     for (int it = 0; it < mt; it++)
         for (int jt = 0; jt < nt; jt++)
-            if (it * mb < g->M && jt * nb < g->N)
-                tr_mx_task(g, kseg, kn, it * mb, mx_min(g->M, (it + 1) * mb), jt * nb, mx_min(g->N, (jt + 1) * nb),
-                           pack + (size_t)omp_get_thread_num() * TR_GEMM_PACK);
+            if (it * mb < g->M && jt * nbk < g->N)
+                tr_mx_task(g, nblocks, kn, &pa, &pb, it * mb, mx_min(g->M, (it + 1) * mb), jt * nbk, mx_min(g->N, (jt + 1) * nbk));
+    return TR_OK;
 }

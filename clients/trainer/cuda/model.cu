@@ -896,27 +896,6 @@ extern "C" void trg_destroy(trg_model *g) {
     free(g);
 }
 
-// Codes of the largest A and B operands among the model's linear GEMMs
-// (forward, input gradient, weight gradient: its K the tokens, each
-// sequence padded to whole blocks), for mx8's scratch.
-static void mx_scratch_codes(const tr_config *c, size_t *a, size_t *b) {
-    size_t B = c->micro_batch, BT = B * c->seq_len, C = c->channels, Vp = c->padded_vocab;
-    size_t tok = B * ((c->seq_len + TRK_MX_BLOCK - 1) / TRK_MX_BLOCK * TRK_MX_BLOCK);
-    size_t kvd = tr_is_llama(c) ? (size_t)c->kv_heads * (C / c->heads) : 0, H = c->hidden;
-    size_t gpt[][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
-    size_t llama[][2] = {{C, C}, {C, kvd}, {C, H}, {H, C}, {C, Vp}};
-    size_t (*dims)[2] = tr_is_llama(c) ? llama : gpt;
-    *a = *b = 0;
-    for (int i = 0; i < 5; i++) {
-        size_t ic = dims[i][0], oc = dims[i][1], icp = (ic + 31) / 32 * 32, ocp = (oc + 31) / 32 * 32;
-        size_t as[3] = {BT * icp, BT * ocp, oc * tok}, bs[3] = {oc * icp, ic * ocp, ic * tok};
-        for (int j = 0; j < 3; j++) {
-            if (as[j] > *a) *a = as[j];
-            if (bs[j] > *b) *b = bs[j];
-        }
-    }
-}
-
 extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     if (!cfg || !out) return TR_EINVAL;
     *out = NULL;
@@ -948,7 +927,7 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     GALLOC(g->targets, sizeof(int32_t) * BT);
     if (cfg->arith == TR_ARITH_MX8) {
         size_t qa, qb;
-        mx_scratch_codes(cfg, &qa, &qb);
+        tr_mx_operand_codes(cfg, &qa, &qb);
         GALLOC(g->mx.qa, qa);
         GALLOC(g->mx.qb, qb);
         GALLOC(g->mx.sa, sizeof(float) * qa / TRK_MX_BLOCK);
