@@ -722,7 +722,7 @@ struct trg_model {
     int pinned_ok[4];
     float *rope_cos, *rope_sin; // llama: (T, hs/2) device
     int32_t *tokens, *targets; // (B*T) device
-    trg_mx mx;              // mx8: quantized operands (mx_codes), else all NULL
+    trg_mx mx;              // mx8: quantized operands (tr_mx_operand_codes), else all NULL
     float *h_losses;        // (B*T) host
     cudaError_t err;
     char name[256];
