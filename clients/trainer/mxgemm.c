@@ -152,8 +152,6 @@ mxk_avx512vnni(int nb, const int8_t *ap, const float *as, const int8_t *bp, cons
     MX_ROWS6(MXV5_STORE)
 }
 
-
-
 // Quantizes one block of 32 values (zeros past its end): codes, returns
 // the exponent (trk_mx_exp) and sets *sum to the codes' sum. One per ISA:
 // the vector ones round with the instruction's round-to-nearest-even.
@@ -289,7 +287,6 @@ static const tr_mx_kernel tr_mx_kernels[] = {
     [TR_ISA_AVX512] = {mxk_avx2, 6, 8, 0, mxq_avx512}, // AVX-512 without VNNI: the AVX2 kernel
     [TR_ISA_AVX512VNNI] = {mxk_avx512vnni, 6, 32, 1, mxq_avx512},
 };
-
 
 // Panels of one operand in the scratch: codes [panel][block][8][w][4],
 // scales [panel][block][w] (and B's corrections likewise).
