@@ -78,6 +78,11 @@ type Config struct {
 	Threads    int
 	// Device selects the trainer backend.
 	Device Device
+	// Precisions are the numeric contracts (Model.precision, by name:
+	// "fp32", "mx8") this client accepts to train under; a run under
+	// another is refused before joining (ErrPrecision). nil: every one this
+	// build trains (Precisions).
+	Precisions []string
 	// TrainingDelay is added to every training step, to simulate a slow device.
 	TrainingDelay time.Duration
 	// DummyTraining skips the model's compute in this member's own steps
@@ -220,6 +225,16 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	case cfg.MicroBatch < 0 || cfg.Threads < 0 || cfg.EvalEvery < 0 || cfg.EvalSequences < 0 || cfg.KeepSteps < 0 || cfg.GradientsKeep < 0:
 		return nil, errors.New("client: sizes and counts cannot be negative")
 	}
+	precisionsGiven := cfg.Precisions != nil
+	if precisionsGiven {
+		p, err := ParsePrecisions(cfg.Precisions)
+		if err != nil {
+			return nil, fmt.Errorf("client: Precisions: %w", err)
+		}
+		cfg.Precisions = p
+	} else {
+		cfg.Precisions = Precisions
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -273,6 +288,7 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	c := &Client{cfg: cfg, log: cfg.Log, now: cfg.Clock, chain: ch, node: node, inbox: newInbox(node, cfg.Log),
 		e: newEngine(cfg.Wallet.PublicKey(), node.ID(), cfg.Version, salt, rng), snapshots: map[uint32][]float32{}}
 	c.e.checkpoints, c.e.hubUpload, c.e.benchmarks = cfg.CheckpointDir != "", cfg.HubUpload, len(cfg.EvalTasks) > 0
+	c.e.precisions, c.e.precisionsGiven = cfg.Precisions, precisionsGiven
 	copy(c.p2pKey[:], raw)
 	c.workDir = cfg.WorkDir
 	if c.workDir == "" {

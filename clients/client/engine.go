@@ -46,6 +46,10 @@ type engine struct {
 	// checkpoints, hubUpload and benchmarks are the Config's
 	// CheckpointDir != "", HubUpload and EvalTasks != nil.
 	checkpoints, hubUpload, benchmarks bool
+	// precisions are the numeric contracts the client accepts (nil: every
+	// one it trains); precisionsGiven: the Config named them.
+	precisions      []string
+	precisionsGiven bool
 	// benchmarked is the last step whose model was benchmarked.
 	benchmarked uint32
 
@@ -243,6 +247,15 @@ func (a unshareAction) String() string {
 func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]action, error) {
 	if ver := coordinator.FixedString(v.State.ClientVersion[:]); ver != e.version && ver != "test" {
 		return nil, fmt.Errorf("%w: the run wants %q, this is %q", ErrVersionMismatch, ver, e.version)
+	}
+	// Before joining, and before the model is built: a run under a numeric
+	// contract this client does not accept is refused.
+	accepted := e.precisions
+	if accepted == nil {
+		accepted = Precisions
+	}
+	if err := acceptsPrecision(v, accepted, e.precisionsGiven); err != nil {
+		return nil, err
 	}
 	if v.Me >= 0 {
 		e.everMember = true

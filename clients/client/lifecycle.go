@@ -530,7 +530,8 @@ func (c *Client) ready(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.log.Info("model ready", "step", c.e.lastStep, "parameters", c.tr.NumParams(), "backend", c.tr.Backend(), "digest", hex.EncodeToString(d[:]))
+	c.log.Info("model ready", "step", c.e.lastStep, "parameters", c.tr.NumParams(), "backend", c.tr.Backend(),
+		"precision", coordinator.PrecisionName(c.model.Precision), "digest", hex.EncodeToString(d[:]))
 	return c.eval(ctx, c.e.lastStep)
 }
 

@@ -3,8 +3,11 @@ package client
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -45,10 +48,83 @@ func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error)
 		cfg.Arch, cfg.KVHeads, cfg.Hidden = trainer.ArchLlama, int(m.NKvHead), int(m.IntermediateSize)
 		cfg.RopeTheta, cfg.Untied = m.RopeTheta, m.Untied == 1
 	}
+	arith, ok := arithOf(m.Precision)
+	if !ok {
+		return trainer.Config{}, fmt.Errorf("the run's numeric contract tag %d is neither fp32 nor mx8, the ones this client trains", m.Precision)
+	}
+	cfg.Arith = arith
 	if err := cfg.Validate(); err != nil {
 		return trainer.Config{}, fmt.Errorf("the run's model: %w", err)
 	}
 	return cfg, nil
+}
+
+// Precisions are the numeric contracts this build trains, by their run
+// config names (the trainer's Config.Arith): what a client accepts when its
+// Config.Precisions is nil.
+var Precisions = []string{trainer.ArithFP32, trainer.ArithMX8}
+
+// arithOf is the trainer's numeric contract for the run's Model.precision.
+func arithOf(tag uint8) (string, bool) {
+	switch tag {
+	case coordinator.PrecisionFP32:
+		return trainer.ArithFP32, true
+	case coordinator.PrecisionMX8:
+		return trainer.ArithMX8, true
+	}
+	return "", false
+}
+
+// ErrPrecision means the run trains under a numeric contract this client
+// does not accept (Config.Precisions, train --precision), or does not know;
+// the client refuses it before joining.
+var ErrPrecision = errors.New("the run's numeric contract is not one this client accepts")
+
+// precisionError is ErrPrecision with its one line.
+type precisionError struct{ msg string }
+
+func (e *precisionError) Error() string        { return e.msg }
+func (e *precisionError) Is(target error) bool { return target == ErrPrecision }
+
+// ParsePrecisions checks a list of numeric contract names (train
+// --precision): each must be one this build trains; duplicates are dropped.
+func ParsePrecisions(names []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(Precisions, n) {
+			return nil, fmt.Errorf("unknown numeric contract %q (this client trains %s)", n, strings.Join(Precisions, ", "))
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no numeric contract given (this client trains %s)", strings.Join(Precisions, ", "))
+	}
+	return out, nil
+}
+
+// acceptsPrecision refuses a run whose numeric contract (Model.precision)
+// is not in accepted (nil: Precisions); explicit says the list was given
+// (train --precision). A run still Uninitialized has no model yet.
+func acceptsPrecision(v *coordinator.View, accepted []string, explicit bool) error {
+	if v.Phase == coordinator.Uninitialized {
+		return nil
+	}
+	tag := v.State.Model.Precision
+	if arith, ok := arithOf(tag); ok && slices.Contains(accepted, arith) {
+		return nil
+	}
+	name, list := coordinator.PrecisionName(tag), strings.Join(accepted, ",")
+	if _, known := arithOf(tag); !known {
+		return &precisionError{fmt.Sprintf("the run trains with numeric contract %s (tag %d), which this client does not know (it trains %s): update the client",
+			name, tag, strings.Join(Precisions, ", "))}
+	}
+	if explicit {
+		return &precisionError{fmt.Sprintf("the run trains with numeric contract %s, and this client was started with --precision %s (accepts: %s)", name, list, list)}
+	}
+	return &precisionError{fmt.Sprintf("the run trains with numeric contract %s, which this client does not accept (accepts: %s)", name, list)}
 }
 
 // InitSeed is the seed of the initial weights: every client derives the same

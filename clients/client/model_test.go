@@ -2,11 +2,16 @@ package client
 
 import (
 	"crypto/sha256"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gagliardetto/solana-go"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -36,6 +41,7 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		got.Name = want.Name
+		want.Arith = trainer.ArithFP32 // the run config leaves precision out
 		if got != want {
 			t.Errorf("%s: trainer config %+v, want %+v", c.file, got, want)
 		}
@@ -62,6 +68,107 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 	m.Architecture = 3
 	if _, err := TrainerConfig(&m, 8); err == nil {
 		t.Error("architecture tag 3 accepted")
+	}
+}
+
+// The run's numeric contract becomes the trainer's: tag 0 fp32, 1 mx8; a
+// tag this client does not know is refused with one line that names it.
+func TestTrainerConfigPrecision(t *testing.T) {
+	rc, err := coordinator.LoadRunConfig("../../config/llama-light.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := *p.Model
+	for tag, want := range map[uint8]string{coordinator.PrecisionFP32: trainer.ArithFP32, coordinator.PrecisionMX8: trainer.ArithMX8} {
+		m.Precision = tag
+		cfg, err := TrainerConfig(&m, 8)
+		if err != nil || cfg.Arith != want {
+			t.Errorf("precision tag %d: arith %q, %v; want %q", tag, cfg.Arith, err, want)
+		}
+	}
+	m.Precision = 2
+	_, err = TrainerConfig(&m, 8)
+	if err == nil || !strings.Contains(err.Error(), "numeric contract tag 2") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("precision tag 2: %v, want one line naming the tag", err)
+	}
+}
+
+func TestParsePrecisions(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want []string
+		err  string
+	}{
+		{[]string{"fp32"}, []string{"fp32"}, ""},
+		{[]string{"mx8", " fp32", "mx8"}, []string{"mx8", "fp32"}, ""},
+		{[]string{"fp16"}, nil, `unknown numeric contract "fp16" (this client trains fp32, mx8)`},
+		{[]string{}, nil, "no numeric contract given"},
+		{[]string{""}, nil, `unknown numeric contract ""`},
+	} {
+		got, err := ParsePrecisions(c.in)
+		switch {
+		case c.err == "" && (err != nil || !slices.Equal(got, c.want)):
+			t.Errorf("%q: %q, %v; want %q", c.in, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: %v, want an error with %q", c.in, err, c.err)
+		}
+	}
+}
+
+// A client refuses, before anything else, a configured run whose numeric
+// contract it does not accept, with one line that says which and why; an
+// unconfigured run is not judged.
+func TestAcceptsPrecision(t *testing.T) {
+	view := func(phase coordinator.RunState, tag uint8) *coordinator.View {
+		s := &coordinator.State{}
+		s.RunState, s.Model.Precision = uint8(phase), tag
+		return coordinator.NewView(s, solana.PublicKey{}, time.Unix(1000, 0))
+	}
+	for _, c := range []struct {
+		phase    coordinator.RunState
+		tag      uint8
+		accepted []string
+		explicit bool
+		want     string // "" accepted
+	}{
+		{coordinator.WaitingForMembers, coordinator.PrecisionFP32, Precisions, false, ""},
+		{coordinator.WaitingForMembers, coordinator.PrecisionMX8, Precisions, false, ""},
+		{coordinator.RoundTrain, coordinator.PrecisionMX8, []string{"mx8"}, true, ""},
+		{coordinator.Uninitialized, coordinator.PrecisionMX8, []string{"fp32"}, true, ""},
+		{coordinator.WaitingForMembers, coordinator.PrecisionMX8, []string{"fp32"}, true,
+			"the run trains with numeric contract mx8, and this client was started with --precision fp32 (accepts: fp32)"},
+		{coordinator.Paused, coordinator.PrecisionFP32, []string{"mx8"}, true,
+			"the run trains with numeric contract fp32, and this client was started with --precision mx8 (accepts: mx8)"},
+		{coordinator.WaitingForMembers, coordinator.PrecisionFP32, []string{"mx8"}, false,
+			"the run trains with numeric contract fp32, which this client does not accept (accepts: mx8)"},
+		{coordinator.WaitingForMembers, 7, Precisions, false,
+			"the run trains with numeric contract unknown(7) (tag 7), which this client does not know (it trains fp32, mx8): update the client"},
+	} {
+		err := acceptsPrecision(view(c.phase, c.tag), c.accepted, c.explicit)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v, tag %d, accepting %v: refused: %v", c.phase, c.tag, c.accepted, err)
+		case c.want != "" && (!errors.Is(err, ErrPrecision) || err.Error() != c.want):
+			t.Errorf("%v, tag %d, accepting %v: %v; want %q", c.phase, c.tag, c.accepted, err, c.want)
+		}
+	}
+	// The engine says so before it would join, and does not join.
+	s := &coordinator.State{}
+	s.RunState, s.Model.Precision = uint8(coordinator.WaitingForMembers), coordinator.PrecisionMX8
+	copy(s.ClientVersion[:], "test")
+	e := testEngine()
+	e.precisions, e.precisionsGiven = []string{"fp32"}, true
+	if acts, err := e.decide(at(e, s, time.Unix(1000, 0)), &inputs{}, time.Unix(1000, 0)); !errors.Is(err, ErrPrecision) || len(acts) != 0 {
+		t.Errorf("fp32-only engine on an mx8 run: %v, %v; want ErrPrecision and nothing done", kinds(acts), err)
+	}
+	e = testEngine()
+	acts, err := e.decide(at(e, s, time.Unix(1000, 0)), &inputs{}, time.Unix(1000, 0))
+	if err != nil || len(acts) == 0 || acts[0].String() != (joinAction{first: true}).String() {
+		t.Errorf("engine accepting every contract on an mx8 run: %v, %v; want to join", kinds(acts), err)
 	}
 }
 

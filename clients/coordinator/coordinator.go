@@ -168,6 +168,23 @@ const (
 	MaxInnerSteps = 1000
 )
 
+// Numeric contracts (Model.precision): how every replica of the run
+// computes (clients/trainer/README.md, "Numeric contract"). Accounts written
+// before the field existed hold 0 there: fp32.
+const (
+	// PrecisionFP32: numeric contract v2, every operation in fp32.
+	PrecisionFP32 uint8 = 0
+	// PrecisionMX8: numeric contract v3, each matrix product's operands
+	// quantized along K in blocks of 32 to int8 with a power-of-two scale,
+	// exact int32 block dot products, fp32 accumulation across blocks in
+	// order; everything else as in v2.
+	PrecisionMX8 uint8 = 1
+)
+
+// PrecisionName names a numeric contract as a run config does ("fp32",
+// "mx8"), or "unknown(N)".
+func PrecisionName(tag uint8) string { return EnumName("precision", tag) }
+
 // FirstHealthCheckHeight is the height of the first round of an epoch that
 // accepts health checks: 2, or 3 with overlapped rounds (Config.Overlap = 1:
 // round r's witness reports attest round r-1's payloads).

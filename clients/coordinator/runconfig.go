@@ -91,6 +91,9 @@ type ModelTOML struct {
 	// TieEmbeddings shares the token embedding with the lm-head; nil (the
 	// key left out) means true.
 	TieEmbeddings *bool `toml:"tie_embeddings"`
+	// Precision is the run's numeric contract, "fp32" or "mx8"; nil (the key
+	// left out) means "fp32".
+	Precision *Enum `toml:"precision"`
 }
 
 type CheckpointTOML struct {
@@ -167,6 +170,7 @@ var enums = map[string]map[string]uint8{
 	"data":         {"local": 1, "http": 2},
 	"schedule":     {"constant": 1, "linear": 2, "cosine": 3, "wsd": 4},
 	"optimizer":    {"distro": OptimizerDistro, "sparseloco": OptimizerSparseLoCo},
+	"precision":    {"fp32": PrecisionFP32, "mx8": PrecisionMX8},
 }
 
 // tokenizerJSONPrefix starts the name of a tokenizer.json tokenizer: then
@@ -239,6 +243,10 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 		return nil, fmt.Errorf("%w: %s sets none of [metadata], [config], [model], [progress]", ErrRunConfig, name)
 	}
 	if m := rc.Model; m != nil {
+		precision := &Enum{Name: "fp32"} // the key left out
+		if m.Precision != nil {
+			precision = m.Precision
+		}
 		for _, f := range []struct {
 			key, kind string
 			e         *Enum
@@ -249,6 +257,7 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 			{"model.data.kind", "data", &m.Data.Kind},
 			{"model.lr.schedule", "schedule", &m.LR.Schedule},
 			{"model.optimizer.kind", "optimizer", &m.Optimizer.Kind},
+			{"model.precision", "precision", precision},
 		} {
 			tag, ok := enums[f.kind][f.e.Name]
 			if !ok {
@@ -552,6 +561,9 @@ func (rc *RunConfig) params() (UpdateParams, error) {
 		}
 		if m.TieEmbeddings != nil && !*m.TieEmbeddings {
 			model.Untied = 1
+		}
+		if m.Precision != nil {
+			model.Precision = m.Precision.Tag
 		}
 		if m.Optimizer.InnerSteps != nil {
 			model.InnerSteps = *m.Optimizer.InnerSteps

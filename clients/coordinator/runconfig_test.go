@@ -297,6 +297,70 @@ func TestWSDRunConfig(t *testing.T) {
 	}
 }
 
+// precision names the run's numeric contract: "fp32" (tag 0, also when
+// the key is left out) or "mx8" (tag 1); other names are refused with the
+// key and line, and the names print back as they are read.
+func TestPrecisionRunConfig(t *testing.T) {
+	base, err := os.ReadFile("../../config/light.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(base), "precision") {
+		t.Fatal("light.toml sets precision; this test adds it")
+	}
+	withPrecision := func(v string) string {
+		return strings.Replace(string(base), "[model]\n", "[model]\nprecision = "+v+"\n", 1)
+	}
+	for _, c := range []struct {
+		doc  string
+		want uint8
+	}{
+		{string(base), coordinator.PrecisionFP32},
+		{withPrecision(`"fp32"`), coordinator.PrecisionFP32},
+		{withPrecision(`"mx8"`), coordinator.PrecisionMX8},
+	} {
+		rc, err := coordinator.ParseRunConfig("p.toml", []byte(c.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rc.Params()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Model.Precision != c.want || coordinator.ValidateModel(p.Model) != nil {
+			t.Errorf("precision tag %d (%v), want %d", p.Model.Precision, coordinator.ValidateModel(p.Model), c.want)
+		}
+	}
+	line := strings.Count(string(base[:strings.Index(string(base), "[model]\n")]), "\n") + 2
+	for _, v := range []string{`"fp16"`, `""`, `"MX8"`, "8"} {
+		_, err := coordinator.ParseRunConfig("p.toml", []byte(withPrecision(v)))
+		if !errors.Is(err, coordinator.ErrRunConfig) || !strings.Contains(err.Error(), fmt.Sprintf("p.toml:%d: model.precision", line)) ||
+			!strings.Contains(err.Error(), `"fp32", "mx8"`) {
+			t.Errorf("precision = %s: %v", v, err)
+		}
+	}
+	for tag, name := range map[uint8]string{coordinator.PrecisionFP32: "fp32", coordinator.PrecisionMX8: "mx8", 2: "unknown(2)"} {
+		if got := coordinator.PrecisionName(tag); got != name {
+			t.Errorf("PrecisionName(%d) = %q, want %q", tag, got, name)
+		}
+	}
+	// The program's rule, as update-config checks it before sending.
+	rc, err := coordinator.ParseRunConfig("p.toml", []byte(withPrecision(`"mx8"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := *p.Model
+	m.Precision = 2
+	var rule *coordinator.RuleError
+	if err := coordinator.ValidateModel(&m); !errors.As(err, &rule) || rule.Code != "ModelPrecision" || rule.Key != "model.precision" {
+		t.Errorf("precision tag 2: %v, want ModelPrecision on model.precision", err)
+	}
+}
+
 // tokenizer = "json:<sha256>" pins a tokenizer.json file by its hash; the
 // names print back as a run config spells them.
 func TestTokenizerJSONRunConfig(t *testing.T) {

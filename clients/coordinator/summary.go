@@ -47,7 +47,7 @@ func DisputeStateName(v uint8) string {
 
 // EnumName is the run config's name for a tag of one of its enum keys
 // ("architecture", "optimizer", "checkpoint", "data", "schedule",
-// "data_type"), as update-config reads it.
+// "data_type", "precision"), as update-config reads it.
 func EnumName(key string, tag uint8) string {
 	for name, t := range enums[key] {
 		if t == tag {

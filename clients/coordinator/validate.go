@@ -232,7 +232,13 @@ func ValidateModel(m *Model) error {
 	if err := validateLR(m); err != nil {
 		return err
 	}
-	return validateOptimizer(m)
+	if err := validateOptimizer(m); err != nil {
+		return err
+	}
+	if m.Precision != PrecisionFP32 && m.Precision != PrecisionMX8 {
+		return ruleErr("model.precision", "ModelPrecision", "= %d: must be \"fp32\" (0) or \"mx8\" (1)", m.Precision)
+	}
+	return nil
 }
 
 func validateLlama(m *Model) error {

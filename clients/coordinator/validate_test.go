@@ -171,6 +171,19 @@ func TestValidateUpdateMatchesProgram(t *testing.T) {
 			m.OuterLearningRate = 0
 		}, "ModelOptimizer"},
 		{"optimizer 3", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.Optimizer = 3 }, "ModelOptimizer"},
+		{"precision mx8", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.Precision = coordinator.PrecisionMX8
+		}, ""},
+		{"llama mx8", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama(m)
+			m.Precision = coordinator.PrecisionMX8
+		}, ""},
+		{"precision 2", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.Precision = 2 }, "ModelPrecision"},
+		{"precision 255", "cm", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.Precision = 255 }, "ModelPrecision"},
+		// The optimizer's rules come first.
+		{"optimizer 3, precision 2", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.Optimizer, m.Precision = 3, 2
+		}, "ModelOptimizer"},
 		{"progress last step", "cp", func(_ *coordinator.Config, _ *coordinator.Model, p *coordinator.Progress) { p.Step = 100 }, ""},
 		{"progress past the run", "cp", func(_ *coordinator.Config, _ *coordinator.Model, p *coordinator.Progress) { p.Step = 101 }, "InvalidProgress"},
 		{"progress data index", "p", func(_ *coordinator.Config, _ *coordinator.Model, p *coordinator.Progress) {

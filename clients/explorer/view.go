@@ -47,13 +47,15 @@ type RunSummary struct {
 type ConfigSummary struct {
 	Name         string `json:"name"`
 	Architecture string `json:"architecture"`
-	Parameters   uint64 `json:"parameters"` // 0: not given in the run's metadata
-	Layers       uint16 `json:"layers"`
-	Width        uint32 `json:"width"`
-	SeqLen       uint32 `json:"seq_len"`
-	BatchStart   uint16 `json:"batch_start"`
-	BatchEnd     uint16 `json:"batch_end"`
-	TotalSteps   uint32 `json:"total_steps"`
+	// Precision is the run's numeric contract: "fp32" or "mx8".
+	Precision  string `json:"precision"`
+	Parameters uint64 `json:"parameters"` // 0: not given in the run's metadata
+	Layers     uint16 `json:"layers"`
+	Width      uint32 `json:"width"`
+	SeqLen     uint32 `json:"seq_len"`
+	BatchStart uint16 `json:"batch_start"`
+	BatchEnd   uint16 `json:"batch_end"`
+	TotalSteps uint32 `json:"total_steps"`
 	// Mode is the optimizer ("distro", "sparseloco"), with its inner steps
 	// per round and whether rounds overlap.
 	Mode         string `json:"mode"`
@@ -297,6 +299,7 @@ func (rd *runData) summary() RunSummary {
 	}
 	out.Config = &ConfigSummary{
 		Name: coordinator.FixedString(s.Metadata.Name[:]), Architecture: coordinator.EnumName("architecture", m.Architecture),
+		Precision:  coordinator.PrecisionName(m.Precision),
 		Parameters: s.Metadata.NumParameters, Layers: m.NLayer, Width: m.NEmbd, SeqLen: m.MaxSeqLen,
 		BatchStart: c.GlobalBatchSizeStart, BatchEnd: c.GlobalBatchSizeEnd, TotalSteps: c.TotalSteps,
 		Mode: coordinator.EnumName("optimizer", m.Optimizer), InnerSteps: m.InnerSteps, Overlap: c.Overlap != 0,

@@ -453,7 +453,8 @@ type Model struct {
 	NKvHead              uint16     `json:"nKvHead"`
 	IntermediateSize     uint32     `json:"intermediateSize"`
 	RopeTheta            float32    `json:"ropeTheta"`
-	Padding              [4]uint8   `json:"padding"`
+	Precision            uint8      `json:"precision"`
+	Padding              [3]uint8   `json:"padding"`
 	CheckpointRepo       [192]uint8 `json:"checkpointRepo"`
 	CheckpointRevision   [64]uint8  `json:"checkpointRevision"`
 	DataLocation         [192]uint8 `json:"dataLocation"`
@@ -611,6 +612,11 @@ func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.RopeTheta)
 	if err != nil {
 		return errors.NewField("RopeTheta", err)
+	}
+	// Serialize `Precision`:
+	err = encoder.Encode(obj.Precision)
+	if err != nil {
+		return errors.NewField("Precision", err)
 	}
 	// Serialize `Padding`:
 	err = encoder.Encode(obj.Padding)
@@ -805,6 +811,11 @@ func (obj *Model) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.RopeTheta)
 	if err != nil {
 		return errors.NewField("RopeTheta", err)
+	}
+	// Deserialize `Precision`:
+	err = decoder.Decode(&obj.Precision)
+	if err != nil {
+		return errors.NewField("Precision", err)
 	}
 	// Deserialize `Padding`:
 	err = decoder.Decode(&obj.Padding)

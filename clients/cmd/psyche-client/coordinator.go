@@ -679,7 +679,7 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 			"compression_topk": m.CompressionTopk, "compression_chunk": m.CompressionChunk,
 			"quantize_1bit": m.Quantize1bit != 0, "cold_start_warmup_steps": m.ColdStartWarmupSteps,
 			"optimizer": m.Optimizer, "inner_steps": m.InnerSteps, "outer_learning_rate": f32(m.OuterLearningRate),
-			"value_bits": m.ValueBits,
+			"value_bits": m.ValueBits, "precision": m.Precision,
 		},
 		"verification":  coordinator.VerificationSummary(s),
 		"current_rates": ratesJSON(s.CurrentRates),
@@ -774,6 +774,9 @@ func fetchRuns(c *cli.Context, a *coordinatorCtx) ([]map[string]any, error) {
 		if s, err := l.Run.FetchState(c.Context, a.client); err == nil {
 			entry["run_state"] = coordinator.Phase(s).String()
 			entry["epoch"], entry["step"] = s.Progress.Epoch, s.Progress.Step
+			if coordinator.Phase(s) != coordinator.Uninitialized {
+				entry["precision"] = coordinator.PrecisionName(s.Model.Precision)
+			}
 		}
 		runs = append(runs, entry)
 	}

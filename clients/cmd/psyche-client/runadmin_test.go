@@ -141,6 +141,40 @@ func TestUpdateConfigChecksFirst(t *testing.T) {
 	}
 }
 
+// A run's numeric contract is set by its config (precision = "mx8") and
+// shown by json-dump-run; train --precision fp32 refuses to join it with one
+// line and exit 2 (restarting would not help), and leaves no slot behind.
+func TestTrainRefusesPrecision(t *testing.T) {
+	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
+	programtest.Deploy(t, v, "psyche_authorizer")
+	programtest.Deploy(t, v, "psyche_coordinator")
+	adminPath, _ := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
+	userPath, user := keyFile(t, v, solana.LAMPORTS_PER_SOL)
+	ok, fails := cliWith(t, nil, "--rpc", v.RPCURL, "--ws-rpc", v.WSURL)
+	test, err := os.ReadFile("../../../config/test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mx8 := filepath.Join(t.TempDir(), "mx8.toml")
+	if err := os.WriteFile(mx8, []byte(strings.Replace(string(test), "[model]\n", "[model]\nprecision = \"mx8\"\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	as := func(args ...string) []string { return append(args, "--run-id", "mx", "-w", adminPath) }
+	ok(as("create-run", "--permissionless")...)
+	ok(as("update-config", "--config-path", mx8)...)
+	ok(as("set-paused", "--resume")...)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(ok("json-dump-run", "--run-id", "mx")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if p := m["model"].(map[string]any)["precision"]; p != 1.0 {
+		t.Fatalf("json-dump-run: precision %v, want 1 (mx8)", p)
+	}
+	fails(exitBadInput, "the run trains with numeric contract mx8, and this client was started with --precision fp32 (accepts: fp32)",
+		"train", "--run-id", "mx", "-w", userPath, "--logs", "none", "--precision", "fp32", "--bind-p2p-interface", "127.0.0.1", "--p2p-rendezvous-dir", t.TempDir())
+	fails(exitFailure, "is not registered in this run", "json-dump-user", "--run-id", "mx", "--address", user.PublicKey().String())
+}
+
 // train checks its endpoints first, as every command does: none answering
 // is bad input (exit 2, "cannot reach the RPC endpoint"); it was a raw
 // getAccountInfo error and exit 1. A fallback that answers is used.

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/psyche-go/psyche/clients/authorizer"
+	"github.com/psyche-go/psyche/clients/client"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/runmanager"
 )
@@ -182,6 +183,12 @@ func pickRun(c *cli.Context, logf func(string, ...any)) (string, error) {
 			return "", err
 		}
 	}
+	accepted := client.Precisions // what train accepts: --precision, else every contract it trains
+	if c.IsSet("precision") {
+		if accepted, err = client.ParsePrecisions(c.StringSlice("precision")); err != nil {
+			return "", badInputf("--precision: %w", err)
+		}
+	}
 	runs, err := fetchRuns(c, a)
 	if err != nil {
 		return "", err
@@ -192,6 +199,10 @@ func pickRun(c *cli.Context, logf func(string, ...any)) (string, error) {
 		case nil, coordinator.Uninitialized.String(), coordinator.Finished.String():
 			// unreadable, never configured, or over
 		default:
+			if p, _ := r["precision"].(string); !slices.Contains(accepted, p) {
+				logf("run %q: trains with numeric contract %s; the client accepts %s (--precision)", id, p, strings.Join(accepted, ","))
+				continue
+			}
 			ids = append(ids, id)
 		}
 	}

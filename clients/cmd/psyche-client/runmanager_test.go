@@ -268,7 +268,8 @@ exit 2
 }
 
 // Without --run-id, run-manager picks the first run the wallet may join as
-// list-runs and can-join see it, and runs the real train in it: the run
+// list-runs and can-join see it (under a numeric contract train's
+// --precision accepts), and runs the real train in it: the run
 // wants v2, the client is v1 (its env file), so train exits 10, the update
 // command moves the env file to v2, and the restarted train joins; Ctrl-C
 // makes it leave and run-manager exit 0.
@@ -279,7 +280,7 @@ func TestRunManagerPicksRunAndUpdatesRealClient(t *testing.T) {
 	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
 	programtest.Deploy(t, v, "psyche_authorizer")
 	programtest.Deploy(t, v, "psyche_coordinator")
-	adminPath, _ := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
+	adminPath, _ := keyFile(t, v, 10*solana.LAMPORTS_PER_SOL) // four runs of about 1.4 SOL of rent each
 	userPath, user := keyFile(t, v, solana.LAMPORTS_PER_SOL)
 	net := []string{"--rpc", v.RPCURL, "--ws-rpc", v.WSURL}
 	ok, _ := cliWith(t, nil, net...)
@@ -290,6 +291,16 @@ func TestRunManagerPicksRunAndUpdatesRealClient(t *testing.T) {
 	ok("create-run", "--run-id", "a-closed", "--join-authority", solana.NewWallet().PublicKey().String(), "-w", adminPath)
 	ok("update-config", "--run-id", "a-closed", "--config-path", "../../../config/test.toml", "-w", adminPath)
 	ok("set-paused", "--run-id", "a-closed", "--resume", "-w", adminPath)
+	// "a-mx8" lets everyone in too, but trains under mx8, which the client's
+	// --precision fp32 leaves out.
+	test, err := os.ReadFile("../../../config/test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mx8 := writeFile(t, filepath.Join(t.TempDir(), "mx8.toml"), strings.Replace(string(test), "[model]\n", "[model]\nprecision = \"mx8\"\n", 1))
+	ok("create-run", "--run-id", "a-mx8", "-w", adminPath)
+	ok("update-config", "--run-id", "a-mx8", "--config-path", mx8, "-w", adminPath)
+	ok("set-paused", "--run-id", "a-mx8", "--resume", "-w", adminPath)
 	ok("create-run", "--run-id", "b-open", "--client-version", "v2", "-w", adminPath)
 	ok("update-config", "--run-id", "b-open", "--config-path", "../../../config/test.toml", "-w", adminPath)
 	ok("set-paused", "--run-id", "b-open", "--resume", "-w", adminPath)
@@ -313,7 +324,7 @@ func TestRunManagerPicksRunAndUpdatesRealClient(t *testing.T) {
 	os.Unsetenv("RUN_ID")
 	p := startRunManager(t, []string{"TMPDIR=" + tmp, "WALLET_FILE=" + filepath.Join(dir, "absent.json")},
 		"--env-file", env, "--update-command", update, "--restart-delay", "100ms", "--",
-		"-w", userPath, "--logs", "json", "--threads", "1", "--bind-p2p-interface", "127.0.0.1",
+		"-w", userPath, "--logs", "json", "--threads", "1", "--precision", "fp32", "--bind-p2p-interface", "127.0.0.1",
 		"--p2p-rendezvous-dir", filepath.Join(dir, "rendezvous"), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
 		"--data-dir", data, "--rpc", v.RPCURL, "--ws-rpc", v.WSURL)
 	p.waitFile(t, filepath.Join(dir, "updates"), "v2\n", 2*time.Minute)
@@ -335,7 +346,8 @@ func TestRunManagerPicksRunAndUpdatesRealClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, errOut := p.wait(t, 2*time.Minute)
-	for _, want := range []string{`run "a-closed": no such authorization`, `chose run "b-open" (the first of 2 configured runs`, "--run-id b-open", "exit status 10",
+	for _, want := range []string{`run "a-closed": no such authorization`, `run "a-mx8": trains with numeric contract mx8; the client accepts fp32 (--precision)`,
+		`chose run "b-open" (the first of 2 configured runs`, "--run-id b-open", "exit status 10",
 		`the run requires client version "v2": running the update command`, "start 2:", "the client left (exit status 0)"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q", want)

@@ -48,6 +48,8 @@ func trainCommand() *cli.Command {
 		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass: bounds memory and changes no bit of the result", Value: client.DefaultMicroBatch},
 		&cli.IntFlag{Name: "threads", Usage: "trainer threads (0: all cores; results do not depend on it)"},
 		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda or cuda:0 (every backend computes the same bits)", Value: "auto"},
+		&cli.StringSliceFlag{Name: "precision", Usage: "the numeric contracts this client accepts to train under, comma-separated: fp32 (contract v2) and mx8 (contract v3: " +
+			"block-scaled int8 matrix products); a run under another is refused before joining, with exit code 2 (default: every one this build trains, fp32,mx8)"},
 		&cli.StringFlag{Name: "data-url", Usage: "data server to train from instead of the run's data location (the run's pinned root still applies)"},
 		&cli.StringFlag{Name: "data-dir", Usage: "local dataset directory to train from instead of the run's data location (the run's pinned root still applies)"},
 		&cli.StringFlag{Name: "eval-data", Usage: "dataset directory or data server URL of held-out data: reports held-out loss"},
@@ -122,6 +124,12 @@ func train(c *cli.Context) error {
 	}
 	if err := trainer.GPUAvailable(); device == client.DeviceCUDA && err != nil {
 		return badInputf("--device %s: %v; use --device cpu or auto", c.String("device"), err)
+	}
+	var precisions []string // nil: every contract this build trains
+	if c.IsSet("precision") {
+		if precisions, err = client.ParsePrecisions(c.StringSlice("precision")); err != nil {
+			return badInputf("--precision: %w", err)
+		}
 	}
 	for _, name := range []string{"micro-batch-size", "eval-every", "eval-sequences", "keep-steps", "keep-gradients-steps"} {
 		if c.Int(name) < 1 {
@@ -239,7 +247,7 @@ func train(c *cli.Context) error {
 		RunID: runID, Program: program, Chains: chains, Wallet: key, Authorization: authAddr,
 		Node: node, Recorder: rec, Log: log, Version: os.Getenv("CLIENT_VERSION"),
 		Data: data, Eval: eval, EvalEvery: c.Int("eval-every"), EvalSequences: c.Int("eval-sequences"),
-		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device,
+		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device, Precisions: precisions,
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
 		DummyTraining: c.Bool("dummy-training"),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
@@ -266,6 +274,9 @@ func train(c *cli.Context) error {
 	switch {
 	case errors.Is(runErr, client.ErrVersionMismatch):
 		return cli.Exit(runErr.Error(), exitVersionMismatch)
+	case errors.Is(runErr, client.ErrPrecision):
+		// The run and --precision disagree: restarting will not help.
+		return badInput(runErr)
 	case errors.Is(runErr, context.Canceled):
 		return waitErr
 	case runErr != nil:

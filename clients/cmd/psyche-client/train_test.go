@@ -25,6 +25,8 @@ func TestTrainBadInput(t *testing.T) {
 		{"missing wallet", []string{"train", "--run-id", "r", "-w", filepath.Join(dir, "none.json")}, "none.json"},
 		{"bad device", append(base, "--device", "tpu"), "--device"},
 		{"cuda index", append(base, "--device", "cuda:1"), "cuda:0"},
+		{"unknown precision", append(base, "--precision", "fp32,fp16"), `--precision: unknown numeric contract "fp16"`},
+		{"empty precision", append(base, "--precision", ""), "--precision"},
 		{"zero micro-batch", append(base, "--micro-batch-size", "0"), "--micro-batch-size"},
 		{"negative delay", append(base, "--dummy-training-delay-secs", "-1"), "--dummy-training-delay-secs"},
 		{"two data sources", append(base, "--data-url", "http://127.0.0.1:1/", "--data-dir", dir), "not both"},

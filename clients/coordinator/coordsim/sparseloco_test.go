@@ -138,3 +138,30 @@ func TestSparseLoCoConfigFile(t *testing.T) {
 		t.Fatalf("sparseloco.toml: optimizer %d inner %d overlap %d", p.Model.Optimizer, p.Model.InnerSteps, p.Config.Overlap)
 	}
 }
+
+// TestPrecisionRoundTrips: the run's numeric contract (Model.precision, a
+// former padding byte) goes through the program's decoder and the account
+// as set, a run created without it reads fp32, and the program refuses a
+// contract it does not know.
+func TestPrecisionRoundTrips(t *testing.T) {
+	s := startSim(t, 7)
+	p := paramsOf(t, testConfig)
+	must(t, s.Create("run", "v1", p, t0))
+	if got := s.State().Model.Precision; got != coordinator.PrecisionFP32 {
+		t.Fatalf("precision left out: tag %d, want fp32", got)
+	}
+	must(t, s.SetPaused(true, t0))
+	mx8 := paramsOf(t, strings.Replace(testConfig, "[model]\n", "[model]\nprecision = \"mx8\"\n", 1))
+	must(t, s.Update(coordinator.UpdateParams{Model: mx8.Model}, t0))
+	if got := s.State().Model; got.Precision != coordinator.PrecisionMX8 || got.Padding != [3]uint8{} || got != *mx8.Model {
+		t.Fatalf("mx8 model read back as precision %d, padding %v", got.Precision, got.Padding)
+	}
+	bad := *mx8.Model
+	bad.Precision = 2
+	wantErr(t, s.Update(coordinator.UpdateParams{Model: &bad}, t0), "ModelPrecision")
+	must(t, s.SetPaused(false, t0))
+	wantPhase(t, s, coordinator.WaitingForMembers)
+	if got := s.State().Model.Precision; got != coordinator.PrecisionMX8 {
+		t.Fatalf("after the refused update: precision %d", got)
+	}
+}

@@ -59,7 +59,8 @@ const timeEl = (t) => (t ? el('time', { datetime: new Date(t * 1000).toISOString
 const activity = (a) => (a ? [timeEl(a.time), el('span', { class: 'muted' }, ' slot ' + num(a.slot))] : dash);
 function model(c) {
   if (!c || !c.architecture || c.architecture.startsWith('unknown')) return dash;
-  return c.architecture + ' ' + (c.parameters ? params(c.parameters) : c.layers + '×' + c.width);
+  return c.architecture + ' ' + (c.parameters ? params(c.parameters) : c.layers + '×' + c.width) +
+    (c.precision && c.precision !== 'fp32' ? ', ' + c.precision : '');
 }
 const batch = (c) => (!c ? dash : c.batch_start === c.batch_end ? num(c.batch_start) : num(c.batch_start) + '→' + num(c.batch_end));
 function mode(c) {

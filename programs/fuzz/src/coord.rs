@@ -118,7 +118,7 @@ pub fn edgy_config(rng: &mut Rng, c: CoordinatorConfig) -> CoordinatorConfig {
 pub fn edgy_model(rng: &mut Rng, m: Model) -> Model {
     let mut m = m;
     let v = rng.interesting_u64();
-    match rng.below(16) {
+    match rng.below(17) {
         0 => m.architecture = v as u8,
         1 => m.tokenizer = v as u8,
         2 => m.optimizer = v as u8,
@@ -134,6 +134,7 @@ pub fn edgy_model(rng: &mut Rng, m: Model) -> Model {
         12 => m.checkpoint_kind = v as u8,
         13 => m.cold_start_warmup_steps = v as u32,
         14 => m.tokenizer_hash = [v as u8; 32],
+        15 => m.precision = v as u8,
         _ => m.checkpoint_repo = [v as u8; URL_LEN],
     }
     m

@@ -188,6 +188,9 @@ impl Model {
         if !common_ok || !optimizer_ok {
             return Err(E::ModelOptimizer);
         }
+        if self.precision > PRECISION_MX8 {
+            return Err(E::ModelPrecision);
+        }
         Ok(())
     }
 
@@ -469,7 +472,7 @@ mod tests {
             ("distro inner steps 2", |m| m.inner_steps = 2, Err(E::ModelOptimizer)),
             ("distro outer lr", |m| m.outer_learning_rate = F32_ONE, Err(E::ModelOptimizer)),
             ("distro value bits", |m| m.value_bits = 2, Err(E::ModelOptimizer)),
-            ("distro padding ignored", |m| m._padding = [0xff; 4], Ok(())),
+            ("distro padding ignored", |m| m._padding = [0xff; 3], Ok(())),
             ("chunk not pow2", |m| m.compression_chunk = 48, Err(E::ModelOptimizer)),
             ("topk 0", |m| m.compression_topk = 0, Err(E::ModelOptimizer)),
             ("topk > chunk", |m| m.compression_topk = 65, Err(E::ModelOptimizer)),
@@ -478,6 +481,19 @@ mod tests {
             ("weight decay negative", |m| m.weight_decay = 0xbdcccccd, Err(E::ModelOptimizer)),
             ("clip nan", |m| m.clip_grad_norm = 0x7fc00000, Err(E::ModelOptimizer)),
             ("quantize flag 2", |m| m.quantize_1bit = 2, Err(E::ModelOptimizer)),
+            ("precision fp32", |m| m.precision = PRECISION_FP32, Ok(())),
+            ("precision mx8", |m| m.precision = PRECISION_MX8, Ok(())),
+            ("llama mx8", |m| {
+                llama(m);
+                m.precision = PRECISION_MX8;
+            }, Ok(())),
+            ("precision 2", |m| m.precision = 2, Err(E::ModelPrecision)),
+            ("precision 255", |m| m.precision = 255, Err(E::ModelPrecision)),
+            // The optimizer's rules come first.
+            ("bad optimizer and precision", |m| {
+                m.optimizer = 3;
+                m.precision = 2;
+            }, Err(E::ModelOptimizer)),
         ];
         for (name, edit, want) in cases {
             let mut m = valid_model();

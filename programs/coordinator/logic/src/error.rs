@@ -129,6 +129,8 @@ errors! {
     VerifySeedPending = 6081: "the round's verify seed is not drawn yet: it comes from the first slot after RoundTrain ended (a tick draws it)",
     AccuserDisputesFull = 6082: "this verifier already holds 4 open disputes as the accuser: the verdict must wait until one is settled",
     AlreadyAnswered = 6083: "the trainer has already answered this dispute",
+    // Numeric contracts (issue 34).
+    ModelPrecision = 6084: "model: precision must be fp32 (0) or mx8 (1)",
 }
 
 #[cfg(test)]

@@ -823,6 +823,28 @@ fn overlap_and_optimizer_updates_are_validated_and_rejections_change_nothing() {
 }
 
 #[test]
+fn precision_is_stored_and_unknown_contracts_are_refused() {
+    let mut sim = Sim::uninitialized();
+    let config = valid_config();
+    for bad in [2u8, 255] {
+        let model = Model { precision: bad, ..valid_model() };
+        sim.rejects(E::ModelPrecision, |s, _| s.update(&Update { config: Some(&config), model: Some(&model), ..Default::default() }));
+    }
+    let mx8 = Model { precision: PRECISION_MX8, ..valid_model() };
+    sim.s.update(&Update { config: Some(&config), model: Some(&mx8), ..Default::default() }).unwrap();
+    assert_eq!(sim.s.model.precision, PRECISION_MX8);
+    // The byte sits where the padding was: fp32 in an account written before it.
+    let fp32 = Model { precision: PRECISION_FP32, ..valid_model() };
+    sim.s.update(&Update { model: Some(&fp32), ..Default::default() }).unwrap();
+    assert_eq!(sim.s.model.precision, PRECISION_FP32);
+    // A stored contract this program does not know is refused when the run resumes.
+    sim.s.model.precision = 2;
+    sim.rejects(E::ModelPrecision, |s, c| s.set_paused(false, c));
+    sim.s.model.precision = PRECISION_MX8;
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+}
+
+#[test]
 fn joins_leaves_and_slot_reuse() {
     let mut sim = Sim::new();
     sim.join(1).unwrap();

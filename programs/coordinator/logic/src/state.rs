@@ -175,6 +175,13 @@ pub const LR_WSD: u8 = 4;
 /// top-k, quantized pseudo-gradient with error feedback and an outer step).
 pub const OPTIMIZER_DISTRO: u8 = 1;
 pub const OPTIMIZER_SPARSELOCO: u8 = 2;
+/// `Model::precision`: the numeric contract of the model's arithmetic.
+/// fp32 (contract v2): every operation in fp32. mx8 (contract v3): each
+/// matrix product's operands quantized along K in blocks of 32 to int8 with a
+/// power-of-two scale, exact int32 block dot products, fp32 accumulation
+/// across blocks in order; everything else as in v2.
+pub const PRECISION_FP32: u8 = 0;
+pub const PRECISION_MX8: u8 = 1;
 /// Largest `Model::inner_steps` (local steps per round with SparseLoCo).
 pub const MAX_INNER_STEPS: u32 = 1000;
 /// `CoordinatorConfig::overlap`: 0 (a round's payloads are applied in the
@@ -269,7 +276,11 @@ pub struct Model {
     pub intermediate_size: u32,
     /// Llama: the rotary embedding's base (f32 bits), in [1, 1e12]. 0 for GPT-2.
     pub rope_theta: u32,
-    pub _padding: [u8; 4],
+    /// The numeric contract every replica trains under: PRECISION_FP32 (0,
+    /// contract v2) or PRECISION_MX8 (1, contract v3). A former padding byte,
+    /// so accounts written before it read fp32.
+    pub precision: u8,
+    pub _padding: [u8; 3],
     pub checkpoint_repo: [u8; URL_LEN],
     pub checkpoint_revision: [u8; REVISION_LEN],
     pub data_location: [u8; URL_LEN],
@@ -604,7 +615,7 @@ mod tests {
             lr_warmup_steps: u32, lr_decay_steps: u32, learning_rate: u32, final_learning_rate: u32,
             weight_decay: u32, clip_grad_norm: u32, compression_decay: u32, compression_topk: u32,
             compression_chunk: u32, outer_learning_rate: u32, inner_steps: u32, value_bits: u8, untied: u8,
-            n_kv_head: u16, intermediate_size: u32, rope_theta: u32, _padding: [u8; 4],
+            n_kv_head: u16, intermediate_size: u32, rope_theta: u32, precision: u8, _padding: [u8; 3],
             checkpoint_repo: [u8; URL_LEN], checkpoint_revision: [u8; REVISION_LEN],
             data_location: [u8; URL_LEN], data_root: [u8; 32], tokenizer_hash: [u8; 32]);
         assert_tiled!(Progress, epoch: u32, step: u32, data_index: u64);
