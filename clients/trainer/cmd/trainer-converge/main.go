@@ -13,10 +13,14 @@
 //     r-1's aggregate, which is applied right after round r's generate (and
 //     the last pending round at the end).
 //
-// For every client count and method it prints the held-out loss, the bytes a
-// client sends per token it trains, how many times fewer that is than fp32
-// DDP (4 bytes per parameter per client per step) and the wall time, as one
-// table, and with -plot draws held-out loss against bytes per token.
+// For every model config (-configs), client count, method and numeric
+// contract (-arith: fp32, the trainer's contract v2, and mx8, contract v3
+// with block-scaled int8 matrix products) it prints the held-out loss, the
+// bytes a client sends per token it trains, how many times fewer that is than
+// fp32 DDP (4 bytes per parameter per client per step) and the wall time, as
+// one table; with both contracts, the mx8 loss of every run against the same
+// run in fp32. With -plot it draws held-out loss against bytes per token, and
+// with -plot-steps held-out loss (and the mx8 gap) against training steps.
 package main
 
 import (
@@ -100,6 +104,8 @@ func parseMethods(s string) ([]method, error) {
 
 type options struct {
 	steps, perClient, seqLen, every, evalSeqs, warmup, threads int
+	seed                                                       uint64
+	models, ariths                                             []string
 	clients                                                    []int
 	methods                                                    []method
 	cosine, trace                                              bool
@@ -113,10 +119,19 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, w, progress io.Writer) error {
+	_, err := measure(ctx, args, w, progress)
+	return err
+}
+
+// measure parses args, trains every run, prints the table (and plots) to w
+// and returns the rows.
+func measure(ctx context.Context, args []string, w, progress io.Writer) ([]result, error) {
 	fs := flag.NewFlagSet("trainer-converge", flag.ContinueOnError)
 	fs.SetOutput(progress)
 	var o options
 	fs.IntVar(&o.steps, "steps", 900, "global steps (each: clients x per-client sequences); a multiple of every locoH's H")
+	models := fs.String("configs", "light", "comma-separated model configs (light, llama-light, small, ...)")
+	ariths := fs.String("arith", trainer.ArithFP32, "comma-separated numeric contracts: fp32 (v2), mx8 (v3, block-scaled int8 matrix products); each run once per contract")
 	clients := fs.String("clients", "4,8", "comma-separated client counts")
 	methods := fs.String("methods", "ddp,demo,demo+delay,loco10,loco10+delay,loco30,loco100",
 		"comma-separated methods: ddp (alias adamw), demo, locoH (H inner steps a round), demo+delay, locoH+delay (one round stale)")
@@ -127,10 +142,13 @@ func run(ctx context.Context, args []string, w, progress io.Writer) error {
 	fs.IntVar(&o.warmup, "warmup", 10, "linear learning-rate warmup steps")
 	fs.BoolVar(&o.cosine, "cosine", true, "cosine learning-rate decay to -min-frac of the peak at the last step")
 	fs.Float64Var(&o.minFrac, "min-frac", 0.1, "final learning rate as a fraction of the peak with -cosine")
+	fs.Uint64Var(&o.seed, "seed", 31, "initialization seed of every run (the batches do not depend on it)")
 	fs.IntVar(&o.threads, "threads", 0, "threads in all (0: all processors); clients run concurrently on them, one trainer a thread")
 	fs.BoolVar(&o.trace, "trace", false, "print every step's training loss (mean over clients) to the progress output")
 	data := fs.String("data", "sotu", "training text: sotu (the State of the Union corpus) or markov (synthetic, for tests)")
 	plotPath := fs.String("plot", "", "write a PNG plot of held-out loss against bytes per client per token to this file")
+	stepsPlot := fs.String("plot-steps", "", "write a PNG plot of held-out loss against global steps (every -every steps), "+
+		"with the mx8 runs' gap to fp32 when both contracts run, to this file")
 	adamLRs := fs.String("adam-lr", "1e-3,2e-3", "comma-separated ddp (AdamW) peak learning rates (empty: skip ddp); the best is the baseline")
 	adamWD := fs.Float64("adam-wd", 0, "AdamW weight decay (ddp and SparseLoCo's inner steps)")
 	clip := fs.Float64("clip", 1, "gradient clipping norm for every optimizer (0: none)")
@@ -151,80 +169,69 @@ func run(ctx context.Context, args []string, w, progress io.Writer) error {
 	fs.IntVar(&o.loco.TopK, "loco-topk", 6, "SparseLoCo top-k per chunk")
 	fs.IntVar(&o.loco.ValueBits, "loco-bits", 2, "SparseLoCo value bits (1, 2, 4, 8 or 32)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if o.steps < 1 || o.perClient < 1 || o.seqLen < 2 || o.every < 1 || o.evalSeqs < 1 || o.warmup < 0 || o.threads < 0 {
-		return fmt.Errorf("-steps, -per-client, -every and -eval-seqs must be positive, -seq at least 2, -warmup and -threads not negative")
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
+	if o.models, err = parseModels(*models); err != nil {
+		return nil, err
+	}
+	if o.ariths, err = parseAriths(*ariths); err != nil {
+		return nil, err
+	}
+	if o.steps < 1 || o.perClient < 1 || o.seqLen < 2 || o.every < 1 || o.evalSeqs < 1 || o.warmup < 0 || o.threads < 0 {
+		return nil, fmt.Errorf("-steps, -per-client, -every and -eval-seqs must be positive, -seq at least 2, -warmup and -threads not negative")
+	}
 	if o.clients, err = splitInts("clients", *clients); err != nil {
-		return err
+		return nil, err
 	}
 	if o.methods, err = parseMethods(*methods); err != nil {
-		return err
+		return nil, err
 	}
 	if o.demoTopKs, err = splitInts("topk", *demoTopKs); err != nil {
-		return err
+		return nil, err
 	}
 	for _, m := range o.methods {
 		if m.kind == kindLoCo && o.steps%m.h != 0 {
-			return fmt.Errorf("-steps %d is not a multiple of %s's %d inner steps", o.steps, m, m.h)
+			return nil, fmt.Errorf("-steps %d is not a multiple of %s's %d inner steps", o.steps, m, m.h)
 		}
 	}
 	o.demo.Decay, o.demo.WeightDecay, o.demo.ClipNorm = float32(*decay), float32(*demoWD), float32(*clip)
 	o.adam = trainer.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*adamWD), ClipNorm: float32(*clip)}
 	o.loco.Decay = float32(*locoDecay)
 	if o.ddpLRs, err = splitFloats("adam-lr", *adamLRs, 1); err != nil {
-		return err
+		return nil, err
 	}
 	if o.demoLRs, err = splitFloats("demo-lr", *demoLRs, 1); err != nil {
-		return err
+		return nil, err
 	}
 	if o.locoLRs, err = splitFloats("loco-lr", *locoLRs, 1); err != nil {
-		return err
+		return nil, err
 	}
 	if o.outerLRs, err = splitFloats("loco-outer-lr", *outerLRs, 1e6); err != nil {
-		return err
+		return nil, err
 	}
 	if len(o.outerLRs) == 0 {
-		return fmt.Errorf("-loco-outer-lr: no learning rate")
+		return nil, fmt.Errorf("-loco-outer-lr: no learning rate")
 	}
 	train, held, err := loadText(ctx, *data)
 	if err != nil {
-		return err
-	}
-	cfg, err := trainer.ConfigByName("light")
-	if err != nil {
-		return err
+		return nil, err
 	}
 	// Settings are checked (and payload sizes taken) before any training.
-	probe, err := trainer.New(cfg, 31)
-	if err != nil {
-		return err
-	}
-	sz := sizes{params: probe.NumParams(), demo: map[int]int{}}
-	for _, k := range o.demoTopKs {
-		hp := o.demo
-		hp.TopK = k
-		if sz.demo[k], err = probe.PayloadSize(hp); err != nil {
-			break
+	sz := map[string]sizes{}
+	var described []string
+	for _, model := range o.models {
+		if sz[model], err = o.sizes(model); err != nil {
+			return nil, err
 		}
-	}
-	if err == nil {
-		hp := o.loco
-		hp.OuterLR = o.outerLRs[0]
-		sz.loco, err = probe.LoCoPayloadSize(hp)
-	}
-	probe.Close()
-	if err != nil {
-		return fmt.Errorf("DeMo or SparseLoCo settings: %w", err)
+		described = append(described, fmt.Sprintf("%s model (%d parameters)", model, sz[model].params))
 	}
 
-	fmt.Fprintf(w, "text: %s, %d training bytes, %d held-out bytes; light model (%d parameters); %d global steps of clients x %d x %d tokens\n",
-		*data, len(train), len(held), sz.params, o.steps, o.perClient, o.seqLen)
+	fmt.Fprintf(w, "text: %s, %d training bytes, %d held-out bytes; %s; %d global steps of clients x %d x %d tokens\n",
+		*data, len(train), len(held), strings.Join(described, ", "), o.steps, o.perClient, o.seqLen)
 	outer := "outer lr per client times the client count"
 	if o.outerAbsolute {
 		outer = "outer lr as given"
@@ -235,27 +242,101 @@ func run(ctx context.Context, args []string, w, progress io.Writer) error {
 		o.loco.Chunk, o.loco.TopK, o.loco.ValueBits, o.loco.Decay, outer, o.warmup, o.cosine, o.minFrac)
 	ev := evalSet(held, o.evalSeqs, o.seqLen)
 	var results []result
-	for _, n := range o.clients {
-		for _, m := range o.methods {
-			for _, c := range o.configs(m, n) {
-				r, err := o.train(ctx, progress, train, ev, c)
-				if err != nil {
-					return fmt.Errorf("%s, %d clients: %w", m, n, err)
+	for _, model := range o.models {
+		for _, n := range o.clients {
+			for _, m := range o.methods {
+				for _, c := range o.configs(model, m, n) {
+					r, err := o.train(ctx, progress, train, ev, c)
+					if err != nil {
+						return nil, fmt.Errorf("%s %s, %s, %d clients: %w", model, m, c.arith, n, err)
+					}
+					r.bytesPerToken = sz[model].perToken(o, c)
+					r.ratio = sz[model].perToken(o, config{}) / r.bytesPerToken
+					results = append(results, r)
 				}
-				r.bytesPerToken = sz.perToken(o, c)
-				r.ratio = sz.perToken(o, config{}) / r.bytesPerToken
-				results = append(results, r)
 			}
 		}
 	}
 	writeTable(w, results)
 	if *plotPath != "" {
-		if err := writePlot(*plotPath, results, sz.perToken(o, config{})); err != nil {
-			return err
+		// fp32 ddp's bytes per token marks the ratio lines: with several
+		// models, the first model's.
+		if err := writePlot(*plotPath, results, sz[o.models[0]].perToken(o, config{})); err != nil {
+			return nil, err
 		}
 		fmt.Fprintf(w, "plot: %s\n", *plotPath)
 	}
-	return nil
+	if *stepsPlot != "" {
+		if err := writeStepsPlot(*stepsPlot, results); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(w, "plot: %s\n", *stepsPlot)
+	}
+	return results, nil
+}
+
+// sizes checks the DeMo and SparseLoCo settings against model and returns
+// its parameter count and payload sizes.
+func (o options) sizes(model string) (sizes, error) {
+	cfg, err := trainer.ConfigByName(model)
+	if err != nil {
+		return sizes{}, err
+	}
+	probe, err := trainer.New(cfg, 31)
+	if err != nil {
+		return sizes{}, err
+	}
+	defer probe.Close()
+	sz := sizes{params: probe.NumParams(), demo: map[int]int{}}
+	for _, k := range o.demoTopKs {
+		hp := o.demo
+		hp.TopK = k
+		if sz.demo[k], err = probe.PayloadSize(hp); err != nil {
+			return sizes{}, fmt.Errorf("DeMo settings (%s): %w", model, err)
+		}
+	}
+	hp := o.loco
+	hp.OuterLR = o.outerLRs[0]
+	if sz.loco, err = probe.LoCoPayloadSize(hp); err != nil {
+		return sizes{}, fmt.Errorf("SparseLoCo settings (%s): %w", model, err)
+	}
+	return sz, nil
+}
+
+// parseModels parses -configs: named model configs, each at most once.
+func parseModels(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if _, err := trainer.ConfigByName(f); err != nil {
+			return nil, fmt.Errorf("-configs: %w", err)
+		}
+		if seen[f] {
+			return nil, fmt.Errorf("-configs: %q given twice", f)
+		}
+		seen[f] = true
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// parseAriths parses -arith: numeric contracts, each at most once.
+func parseAriths(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f != trainer.ArithFP32 && f != trainer.ArithMX8 {
+			return nil, fmt.Errorf("-arith: unknown numeric contract %q (want fp32, mx8 or both, separated by commas)", f)
+		}
+		if seen[f] {
+			return nil, fmt.Errorf("-arith: %q given twice", f)
+		}
+		seen[f] = true
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // sizes holds what the byte columns derive from.
@@ -278,24 +359,27 @@ func (s sizes) perToken(o options, c config) float64 {
 
 // config is one training run.
 type config struct {
+	model     string // model config name
+	arith     string // numeric contract: fp32 or mx8
 	m         method
 	clients   int
 	topk      int     // top-k per chunk (DeMo, SparseLoCo)
 	lr, outer float32 // peak (inner) learning rate; SparseLoCo's outer lr as applied
 }
 
-// configs returns m's runs with n clients.
-func (o options) configs(m method, n int) []config {
-	var out []config
+// configs returns m's runs of model with n clients, each once per numeric
+// contract (adjacent, so a run's contracts finish together).
+func (o options) configs(model string, m method, n int) []config {
+	var base []config
 	switch m.kind {
 	case kindDDP:
 		for _, lr := range o.ddpLRs {
-			out = append(out, config{m: m, clients: n, lr: lr})
+			base = append(base, config{m: m, clients: n, lr: lr})
 		}
 	case kindDeMo:
 		for _, k := range o.demoTopKs {
 			for _, lr := range o.demoLRs {
-				out = append(out, config{m: m, clients: n, topk: k, lr: lr})
+				base = append(base, config{m: m, clients: n, topk: k, lr: lr})
 			}
 		}
 	case kindLoCo:
@@ -304,8 +388,15 @@ func (o options) configs(m method, n int) []config {
 				if !o.outerAbsolute {
 					outer *= float32(n)
 				}
-				out = append(out, config{m: m, clients: n, topk: o.loco.TopK, lr: lr, outer: outer})
+				base = append(base, config{m: m, clients: n, topk: o.loco.TopK, lr: lr, outer: outer})
 			}
+		}
+	}
+	var out []config
+	for _, c := range base {
+		for _, a := range o.ariths {
+			c.model, c.arith = model, a
+			out = append(out, c)
 		}
 	}
 	return out
@@ -318,6 +409,13 @@ type result struct {
 	bytesPerToken   float64
 	ratio           float64 // fp32 DDP bytes over these
 	wall            time.Duration
+	curve           []point // held-out loss every -every steps, and at the end
+}
+
+// point is a held-out loss after a number of global steps.
+type point struct {
+	step int
+	loss float64
 }
 
 func splitInts(flag, s string) ([]int, error) {

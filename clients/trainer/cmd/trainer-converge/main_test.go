@@ -10,7 +10,8 @@ import (
 )
 
 // table runs the command on synthetic text and returns its output and the
-// held-out loss column by "method clients".
+// held-out loss column by "method clients", followed by " model" for other
+// models than light and " mx8" for mx8 runs.
 func table(t *testing.T, args ...string) (string, map[string]string) {
 	t.Helper()
 	var out, progress bytes.Buffer
@@ -19,13 +20,40 @@ func table(t *testing.T, args ...string) (string, map[string]string) {
 		t.Fatalf("run %q: %v\nprogress:\n%s", args, err, progress.String())
 	}
 	loss := map[string]string{}
-	for _, line := range strings.Split(out.String(), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 11 && strings.HasSuffix(f[8], "x") {
-			loss[f[0]+" "+f[1]] = f[5]
+	for _, f := range rows(out.String()) {
+		key := f[colMethod] + " " + f[colClients]
+		if f[colModel] != "light" {
+			key += " " + f[colModel]
 		}
+		if f[colArith] != "fp32" {
+			key += " " + f[colArith]
+		}
+		loss[key] = f[colLoss]
 	}
 	return out.String(), loss
+}
+
+// Columns of a row of the table as split by rows.
+const (
+	colMethod  = 0
+	colModel   = 1
+	colClients = 2
+	colArith   = 3
+	colOuter   = 6
+	colLoss    = 7
+	colRatio   = 10
+)
+
+// rows returns the table's rows, each split into fields ("12 s", the wall
+// time, is two).
+func rows(out string) [][]string {
+	var rs [][]string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 13 && strings.HasSuffix(f[colRatio], "x") {
+			rs = append(rs, f)
+		}
+	}
+	return rs
 }
 
 // Every method runs for every client count, the table and the plot come out,
@@ -41,7 +69,7 @@ func TestEveryMethodRuns(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"fp32 ddp / this", "staleness", "loco5, 2 clients:", "demo top-8, 2 clients:", "targets", "SparseLoCo, 2 clients, >= 10,000x"} {
+	for _, want := range []string{"fp32 ddp / this", "staleness", "loco5, 2 clients, fp32:", "demo top-8, 2 clients, fp32:", "targets", "SparseLoCo, 2 clients, fp32, >= 10,000x"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -79,6 +107,8 @@ func TestBadFlags(t *testing.T) {
 		{"-topk", "0", "-methods", "demo"},
 		{"-topk", "99999", "-methods", "demo"},
 		{"-loco-bits", "3", "-methods", "loco5", "-steps", "10"},
+		{"-arith", "bf16"},
+		{"-configs", "huge"},
 	} {
 		var out, progress bytes.Buffer
 		if err := run(context.Background(), append([]string{"-data", "markov"}, args...), &out, &progress); err == nil {
@@ -97,13 +127,70 @@ func TestOuterLRPerClient(t *testing.T) {
 		args := append([]string{"-steps", "2", "-clients", "3", "-methods", "loco2", "-adam-lr", "", "-loco-outer-lr", "0.5"}, c.extra...)
 		out, _ := table(t, args...)
 		var got string
-		for _, line := range strings.Split(out, "\n") {
-			if f := strings.Fields(line); len(f) == 11 && f[0] == "loco2" {
-				got = f[4]
+		for _, f := range rows(out) {
+			if f[colMethod] == "loco2" {
+				got = f[colOuter]
 			}
 		}
 		if got != c.want {
 			t.Errorf("%q: outer lr %q, want %s in:\n%s", c.extra, got, c.want, out)
+		}
+	}
+}
+
+// -arith runs every method once per numeric contract, names the contract in
+// every row and compares each mx8 run with the same run in fp32; the default
+// is fp32 alone. Bad lists fail with a line naming the flag and the value.
+func TestArithFlag(t *testing.T) {
+	common := []string{"-steps", "6", "-every", "3", "-clients", "2", "-methods", "ddp,demo,loco3", "-topk", "8", "-adam-lr", "2e-3"}
+	out, loss := table(t, common...)
+	for _, f := range rows(out) {
+		if f[colArith] != "fp32" || f[colModel] != "light" {
+			t.Errorf("default run: row %q, want model light and contract fp32", f)
+		}
+	}
+	if strings.Contains(out, "mx8") {
+		t.Errorf("default run mentions mx8:\n%s", out)
+	}
+	plot := filepath.Join(t.TempDir(), "steps.png")
+	both, bothLoss := table(t, append(common, "-arith", "fp32,mx8", "-configs", "light,llama-light", "-plot-steps", plot)...)
+	if n := len(rows(both)); n != 12 {
+		t.Errorf("-arith fp32,mx8 with 2 configs and 3 methods: %d rows, want 12:\n%s", n, both)
+	}
+	for _, m := range []string{"ddp 2", "demo 2", "loco3 2", "ddp 2 llama-light", "demo 2 llama-light", "loco3 2 llama-light"} {
+		if bothLoss[m] == "" || bothLoss[m+" mx8"] == "" {
+			t.Errorf("no fp32 or mx8 row for %s in:\n%s", m, both)
+		} else if bothLoss[m] == bothLoss[m+" mx8"] {
+			t.Errorf("%s: mx8 and fp32 both %s: the contract had no effect", m, bothLoss[m])
+		}
+	}
+	// The light fp32 rows are the default run's, bit for bit.
+	for _, m := range []string{"ddp 2", "demo 2", "loco3 2"} {
+		if bothLoss[m] != loss[m] {
+			t.Errorf("%s: %s with -arith fp32,mx8, %s by default", m, bothLoss[m], loss[m])
+		}
+	}
+	for _, want := range []string{"mx8 against fp32", "largest gap", "DeMo, llama-light, 2 clients, mx8, >= 1,000x"} {
+		if !strings.Contains(both, want) {
+			t.Errorf("output lacks %q:\n%s", want, both)
+		}
+	}
+	if img, err := os.ReadFile(plot); err != nil || !bytes.HasPrefix(img, []byte("\x89PNG")) {
+		t.Errorf("steps plot: %v, %d bytes", err, len(img))
+	}
+
+	for _, c := range []struct{ arith, want string }{
+		{"bf16", `-arith: unknown numeric contract "bf16" (want fp32, mx8 or both, separated by commas)`},
+		{"fp32,", `-arith: unknown numeric contract ""`},
+		{"mx8,mx8", `-arith: "mx8" given twice`},
+	} {
+		var o, progress bytes.Buffer
+		err := run(context.Background(), []string{"-data", "markov", "-arith", c.arith}, &o, &progress)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("-arith %q: error %v, want one containing %q", c.arith, err, c.want)
+		}
+		if o.Len() > 0 {
+			t.Errorf("-arith %q: printed %q before failing", c.arith, o.String())
 		}
 	}
 }

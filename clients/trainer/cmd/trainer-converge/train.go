@@ -24,15 +24,17 @@ type runner struct {
 	text     []byte
 	ev       evalData
 	w        io.Writer
-	lastSync int // global steps the replicas had synced at the last report
+	lastSync int     // global steps the replicas had synced at the last report
+	curve    []point // the held-out losses reported
 }
 
 // train runs c and returns its row without the byte columns.
 func (o options) train(ctx context.Context, progress io.Writer, text []byte, ev evalData, c config) (result, error) {
-	cfg, err := trainer.ConfigByName("light")
+	cfg, err := trainer.ConfigByName(c.model)
 	if err != nil {
 		return result{}, err
 	}
+	cfg.Arith = c.arith
 	total := o.threads
 	if total == 0 {
 		total = runtime.NumCPU()
@@ -46,7 +48,7 @@ func (o options) train(ctx context.Context, progress io.Writer, text []byte, ev 
 	// side on one thread each give the same numbers as one after the other.
 	threads := max(1, total/r.workers)
 	for i := range r.reps {
-		if r.reps[i], err = trainer.New(cfg, 31); err != nil {
+		if r.reps[i], err = trainer.New(cfg, o.seed); err != nil {
 			return result{}, err
 		}
 		defer r.reps[i].Close()
@@ -54,7 +56,7 @@ func (o options) train(ctx context.Context, progress io.Writer, text []byte, ev 
 			return result{}, err
 		}
 	}
-	fmt.Fprintf(progress, "%-13s %d clients, lr %g", c.m, c.clients, c.lr)
+	fmt.Fprintf(progress, "%-13s %s %s, %d clients, lr %g", c.m, c.model, c.arith, c.clients, c.lr)
 	if c.m.kind == kindDeMo {
 		fmt.Fprintf(progress, ", top-%d", c.topk)
 	}
@@ -85,7 +87,8 @@ func (o options) train(ctx context.Context, progress io.Writer, text []byte, ev 
 		return result{}, err
 	}
 	fmt.Fprintf(progress, " final %.4f (last train loss %.3f, %.0f s)\n", loss, train, wall.Seconds())
-	return result{config: c, loss: loss, trainLoss: train, wall: wall}, nil
+	curve := append(r.curve, point{o.steps, loss})
+	return result{config: c, loss: loss, trainLoss: train, wall: wall, curve: curve}, nil
 }
 
 func (r *runner) eval() (float64, error) {
@@ -106,6 +109,7 @@ func (r *runner) synced(done int) error {
 		return err
 	}
 	fmt.Fprintf(r.w, " %d:%.3f", done, l)
+	r.curve = append(r.curve, point{done, l})
 	return nil
 }
 
