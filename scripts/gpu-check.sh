@@ -5,7 +5,12 @@
 #   2. runs the GPU tests: the GPU gives the CPU's bits (numeric contracts
 #      v2, fp32, and v3, mx8): every gradient entry of a step, and the state
 #      digests over four training steps (DeMo, then AdamW),
-#   3. prints training tokens/s for the small and gpt2-124m configs in fp32
+#   3. runs the host CPU's mx8 kernels: TestMXBitsAcrossISAs (every ISA
+#      level the CPU has, bit for bit against the reference) and the mx8
+#      GEMM lines of trainer-bench, which on a host with AMX-INT8 (Sapphire
+#      Rapids or later) are the only check of the AMX kernel's real bits
+#      and speed,
+#   4. prints training tokens/s for the small and gpt2-124m configs in fp32
 #      and mx8 with the time per kernel (TRG_PROFILE=1), next to PyTorch
 #      training the same model on the same GPU in fp32 and bf16 autocast
 #      when PyTorch is installed.
@@ -46,6 +51,15 @@ command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "gpu-check: nvidia-smi
 
 echo "=== GPU tests"
 (cd clients/trainer && PSYCHE_GPU_TEST_CONFIGS=light,small,gpt2-124m,light:mx8,gpt2-124m:mx8 "$bin/trainer.test" -test.count=1 -test.timeout 20m -test.run GPU -test.v)
+
+echo "=== mx8 kernels of the host CPU ($(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
+if grep -qw amx_int8 /proc/cpuinfo; then
+  echo "gpu-check: the host CPU has AMX-INT8: the amx-int8 level runs with the real instructions"
+else
+  echo "gpu-check: the host CPU has no AMX-INT8: only its emulation runs"
+fi
+(cd clients/trainer && "$bin/trainer.test" -test.count=1 -test.timeout 10m -test.run 'TestMXBitsAcrossISAs' -test.v)
+"$bin/trainer-bench" -configs '' -arith mx8 -gemm-threads "1,$(nproc)"
 
 echo "=== trainer tokens/s (GPU forward/backward, host optimizers), time per kernel"
 TRG_PROFILE=1 "$bin/trainer-bench" -gemm=false -configs small -steps 1 -batch 16 -microbatch 16

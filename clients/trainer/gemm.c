@@ -10,7 +10,12 @@
 // (a float is a float), so the blocking, tile shapes and thread count change
 // no bit; edge tiles run on a padded copy.
 
+#define _DEFAULT_SOURCE // syscall
+#include <cpuid.h>
 #include <immintrin.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -89,6 +94,7 @@ static const tr_gemm_kernel tr_kernels[] = {
     [TR_ISA_AVXVNNI] = {uk_avx2, 6, 16},
     [TR_ISA_AVX512] = {uk_avx512, 12, 32},
     [TR_ISA_AVX512VNNI] = {uk_avx512, 12, 32},
+    [TR_ISA_AMX] = {uk_avx512, 12, 32},
 };
 
 // dst rows i (stride ds) = src column i (src rows of stride ss), 8 x 8.
@@ -196,7 +202,7 @@ void tr_gemm_split(const tr_gemm_args *g, int mr, int nr, int nthreads, int *mt,
 }
 
 void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack) {
-    if (isa < TR_ISA_BASE || isa > TR_ISA_AVX512VNNI) isa = TR_ISA_BASE;
+    if (isa < TR_ISA_BASE || isa > TR_ISA_AMX) isa = TR_ISA_BASE; // the emulated AMX level too
     const tr_gemm_kernel *kn = &tr_kernels[isa];
     int mt, nt, mb, nb;
     tr_gemm_split(g, kn->mr, kn->nr, nthreads, &mt, &nt, &mb, &nb);
@@ -212,22 +218,49 @@ void tr_gemm_run(const tr_gemm_args *g, int isa, int nthreads, float *pack) {
                              pack + (size_t)omp_get_thread_num() * TR_GEMM_PACK);
 }
 
-// Highest level the CPU supports, capped at want (TR_ISA_AUTO: no cap).
-// The levels are not nested (AMD's AVX-512 parts lack AVX-VNNI): each needs
-// its own features.
+// AMX-INT8 is usable when the CPU has AMX-TILE and AMX-INT8 (CPUID leaf 7:
+// EDX bits 24, 25), the OS enables the tile state (XCR0 bits 17 XTILECFG
+// and 18 XTILEDATA) and Linux grants this process XTILEDATA (component 18)
+// on request, which it refuses while a thread's signal stack is too small
+// for the tiles (Go's are 32 KiB, enough). The grant is per process, so
+// every thread, OpenMP's started later included, may use the tiles: asked
+// once, and only by a pick that could choose AMX.
+static int tr_amx_usable;
+static void tr_amx_probe(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 25 & 1)) return;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) return; // OSXSAVE: XGETBV readable
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo >> 17 & 3) != 3) return;
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    tr_amx_usable = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+// Highest level the CPU supports, capped at want (TR_ISA_AUTO: no cap);
+// TR_ISA_AMX_EMULATED runs anywhere. The levels are not nested (AMD's
+// AVX-512 parts lack AVX-VNNI): each needs its own features.
 int tr_isa_pick(int want) {
+    if (want == TR_ISA_AMX_EMULATED) return want;
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    int ok[TR_ISA_AVX512VNNI + 1] = {
+    int amx = 0;
+    if (avx512 && (want == TR_ISA_AUTO || want >= TR_ISA_AMX)) {
+        static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+        pthread_once(&amx_once, tr_amx_probe);
+        amx = tr_amx_usable;
+    }
+    int ok[TR_ISA_AMX + 1] = {
         [TR_ISA_BASE] = 1,
         [TR_ISA_AVX2] = avx2,
         [TR_ISA_AVXVNNI] = avx2 && __builtin_cpu_supports("avxvnni"),
         [TR_ISA_AVX512] = avx512,
         [TR_ISA_AVX512VNNI] = avx512 && __builtin_cpu_supports("avx512vnni"),
+        [TR_ISA_AMX] = amx,
     };
     int best = TR_ISA_BASE;
-    for (int l = TR_ISA_BASE; l <= TR_ISA_AVX512VNNI; l++)
+    for (int l = TR_ISA_BASE; l <= TR_ISA_AMX; l++)
         if (ok[l] && (want == TR_ISA_AUTO || l <= want)) best = l;
     return best;
 }

@@ -45,7 +45,7 @@ typedef struct {
 struct tr_model {
     tr_config cfg;
     int nthreads;
-    int isa;                 // TR_ISA_BASE..TR_ISA_AVX512VNNI, never AUTO
+    int isa;                 // TR_ISA_BASE..TR_ISA_AMX_EMULATED, never AUTO
     const tr_layers *layers; // of that level
     const struct tr_arch *arch;     // the model's forward, backward and init
     int ntensors;                   // tr_tensor_count (layout.h)

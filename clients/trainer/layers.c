@@ -70,7 +70,8 @@
 const tr_layers *tr_layers_for(int isa) {
     switch (isa) {
     case TR_ISA_AVX512:
-    case TR_ISA_AVX512VNNI: return &layers_avx512;
+    case TR_ISA_AVX512VNNI:
+    case TR_ISA_AMX: return &layers_avx512;
     case TR_ISA_AVX2:
     case TR_ISA_AVXVNNI: return &layers_avx2;
     default: return &layers_base;

@@ -101,7 +101,7 @@ int tr_set_threads(tr_model *m, int n) {
 }
 
 int tr_set_isa(tr_model *m, int isa) {
-    if (!m || isa < TR_ISA_AUTO || isa > TR_ISA_AVX512VNNI) return TR_EINVAL;
+    if (!m || isa < TR_ISA_AUTO || isa > TR_ISA_AMX_EMULATED) return TR_EINVAL;
     m->isa = tr_isa_pick(isa);
     m->layers = tr_layers_for(m->isa);
     return m->isa;

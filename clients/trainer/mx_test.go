@@ -3,6 +3,7 @@ package trainer
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -93,27 +94,37 @@ func mxOperand(r *rand.Rand, rows, k int) []float32 {
 	return x
 }
 
-// Every mx8 kernel (each ISA level the CPU has, 1 to 3 threads) gives the
-// bits of the Go reference, at shapes that cut every tile, panel and k step
-// short; whole training steps give the same digests at every level, thread
+// Every mx8 kernel (each ISA level the CPU has, and the AMX kernel with
+// emulated tiles on any CPU; 1 to 3 threads) gives the bits of the Go
+// reference, at shapes that cut every tile, panel and k step short; whole
+// training steps on the CPU give the same digests at every level, thread
 // count and micro-batch, with sequences that split blocks (T = 40).
 func TestMXBitsAcrossISAs(t *testing.T) {
 	cfg := lightConfig(t)
 	cfg.Arith = ArithMX8
 	tr := newTrainer(t, cfg, 1)
 	r := rand.New(rand.NewPCG(34, 1))
-	levels := 0
+	var levels []ISA
+	for _, level := range append(slices.Clone(ISALevels), isaAMXEmulated) {
+		if got, _ := tr.SetISA(level); got != level {
+			t.Logf("%v: not on this CPU", level)
+			continue
+		}
+		levels = append(levels, level)
+	}
+	if len(levels) < 2 {
+		t.Fatal("no ISA level of the CPU runs")
+	}
+	t.Logf("levels checked: %v", levels)
 	for _, s := range [][3]int{{1, 1, 1}, {5, 9, 31}, {7, 13, 33}, {37, 53, 301}, {13, 70, 64}, {200, 1600, 545}} {
 		m, n, k := s[0], s[1], s[2]
 		a, b := mxOperand(r, m, k), mxOperand(r, n, k)
 		want := mxGEMM(m, n, k, a, b)
 		out := make([]float32, m*n)
-		for _, level := range ISALevels {
-			if got, _ := tr.SetISA(level); got != level {
-				t.Logf("%v: not on this CPU", level)
-				continue
+		for _, level := range levels {
+			if _, err := tr.SetISA(level); err != nil {
+				t.Fatal(err)
 			}
-			levels++
 			for _, threads := range []int{1, 2, 3} {
 				if err := tr.SetThreads(threads); err != nil {
 					t.Fatal(err)
@@ -130,9 +141,6 @@ func TestMXBitsAcrossISAs(t *testing.T) {
 				}
 			}
 		}
-	}
-	if levels == 0 {
-		t.Fatal("no ISA level ran")
 	}
 
 	// A NaN or an infinity in a block makes every output it reaches NaN.
@@ -159,6 +167,9 @@ func TestMXBitsAcrossISAs(t *testing.T) {
 		c := cfg
 		c.MicroBatch = micro
 		tr := newTrainer(t, c, 7)
+		if err := tr.SetGPU(false); err != nil { // the CPU's kernels, also in a cuda build on a GPU machine
+			t.Fatal(err)
+		}
 		if _, err := tr.SetISA(level); err != nil {
 			t.Fatal(err)
 		}
@@ -169,10 +180,7 @@ func TestMXBitsAcrossISAs(t *testing.T) {
 		return d[len(d)-1]
 	}
 	ref := train(ISABase, 1, n)
-	for _, level := range ISALevels {
-		if got, _ := tr.SetISA(level); got != level {
-			continue
-		}
+	for _, level := range levels {
 		for _, run := range [][2]int{{1, 1}, {2, 3}, {2, 4}} {
 			if d := train(level, run[0], run[1]); d != ref {
 				t.Errorf("%v threads=%d micro-batch=%d: digest %x, the baseline level's is %x", level, run[0], run[1], d[:6], ref[:6])

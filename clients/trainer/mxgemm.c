@@ -10,20 +10,23 @@
 // blocking) the chains wait in the output, so blocking, tiles and threads
 // change no bit. VNNI's vpdpbusd multiplies unsigned by signed bytes: its
 // kernels take A's codes as q + 128 and start each block's sums at -128 *
-// (the block's sum of B's codes), which B's panels carry. Every sum stays
-// exact in int32.
+// (the block's sum of B's codes), which B's panels carry. AMX's TDPBSSD
+// multiplies signed bytes, one block per instruction (mxgemm_amx.h), and
+// takes A's codes row by row. Every sum stays exact in int32.
 
 #include <immintrin.h>
+#include <stdio.h>
 
 #include "internal.h"
 
 #define MX_BLK TRK_MX_BLOCK
 #define MX_KB 16     // blocks per k step: 512 codes
-#define MX_MAXR 6    // largest MR
+#define MX_MAXR 32   // largest MR
 #define MX_MAXN 32   // largest NR (also the rows mx_pack gathers at a time)
 
-// nb blocks of an MR x NR tile: ap codes [nb][8][MR][4] and as scales
-// [nb][MR]; bp codes [nb][8][NR][4], bs scales and bc corrections [nb][NR].
+// nb blocks of an MR x NR tile: ap codes [nb][8][MR][4] (or [nb][MR][32]
+// when a_rows) and as scales [nb][MR]; bp codes [nb][8][NR][4], bs scales
+// and bc corrections [nb][NR].
 typedef void (*tr_mx_ukernel)(int nb, const int8_t *ap, const float *as, const int8_t *bp, const float *bs,
                               const int32_t *bc, float *c, int ldc);
 
@@ -34,6 +37,8 @@ typedef struct {
     int mr, nr;
     int a_u8; // A's codes stored as q + 128 (for vpdpbusd), with B's corrections
     tr_mx_quant quant;
+    int a_rows;                   // A's codes row by row per block (AMX's A tiles)
+    void (*enter)(void), (*leave)(void); // per task and thread: AMX's tile configuration
 } tr_mx_kernel;
 
 static inline int mx_min(int a, int b) { return a < b ? a : b; }
@@ -152,6 +157,131 @@ mxk_avx512vnni(int nb, const int8_t *ap, const float *as, const int8_t *bp, cons
     MX_ROWS6(MXV5_STORE)
 }
 
+// AMX-INT8 (mxgemm_amx.h): palette 1 with C tiles 0-3 of 16 rows x 16
+// int32, A tiles 4-5 of 16 rows x 32 codes, B tiles 6-7 of 8 rows x 64
+// codes; the layout LDTILECFG reads: palette, start row, 14 reserved
+// bytes, then bytes per row (16 x uint16) and rows (16 x uint8) per tile.
+_Alignas(64) static const uint8_t mx_amx_config[64] = {
+    1, [16] = 64, 0, 64, 0, 64, 0, 64, 0, 32, 0, 32, 0, 64, 0, 64, 0, [48] = 16, 16, 16, 16, 16, 16, 8, 8,
+};
+
+#define MXT_NAME(x) mxk_amx_##x
+#define MXT_TARGET __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx2,fma")))
+#define MXT_CONFIG(cfg) _tile_loadconfig(cfg)
+#define MXT_RELEASE() _tile_release()
+#define MXT_ZERO(t) _tile_zero(t)
+#define MXT_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define MXT_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define MXT_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#include "mxgemm_amx.h"
+#undef MXT_NAME
+#undef MXT_TARGET
+#undef MXT_CONFIG
+#undef MXT_RELEASE
+#undef MXT_ZERO
+#undef MXT_LOAD
+#undef MXT_STORE
+#undef MXT_DPBSSD
+
+// The tile instructions emulated in C from Intel's definitions, for the
+// tests: a thread's configuration and eight tiles of at most 16 rows x 64
+// bytes, and the faults (#GP, #UD) of bad uses as aborts.
+typedef struct {
+    int configured, rows[8], colsb[8];
+    uint8_t t[8][16][64];
+} mxe_state;
+static _Thread_local mxe_state mxe;
+
+static void mxe_fault(const char *what) {
+    fprintf(stderr, "mxgemm: emulated AMX: %s\n", what);
+    abort();
+}
+
+// TILERELEASE: back to the init state, unconfigured.
+static void mxe_release(void) { memset(&mxe, 0, sizeof mxe); }
+
+// LDTILECFG: palette 0 releases; palette 1 checks the shapes and zeroes the tiles.
+static void mxe_config(const void *p) {
+    const uint8_t *cfg = p;
+    mxe_release();
+    if (cfg[0] == 0) return;
+    if (cfg[0] != 1 || cfg[1] != 0) mxe_fault("LDTILECFG: palette or start row");
+    for (int i = 2; i < 16; i++)
+        if (cfg[i]) mxe_fault("LDTILECFG: reserved byte set");
+    for (int t = 0; t < 16; t++) {
+        int colsb = cfg[16 + 2 * t] | cfg[17 + 2 * t] << 8, rows = cfg[48 + t];
+        if (t >= 8 ? colsb || rows : colsb > 64 || rows > 16 || (colsb == 0) != (rows == 0))
+            mxe_fault("LDTILECFG: tile shape");
+        if (t < 8) mxe.rows[t] = rows, mxe.colsb[t] = colsb;
+    }
+    mxe.configured = 1;
+}
+
+static uint8_t (*mxe_tile(int t))[64] {
+    if (!mxe.configured || !mxe.rows[t]) mxe_fault("tile not configured");
+    return mxe.t[t];
+}
+
+// TILELOADD: rows x colsb bytes, the rest of the tile zeroed.
+static void mxe_load(int t, const int8_t *p, long stride) {
+    uint8_t(*x)[64] = mxe_tile(t);
+    memset(x, 0, sizeof mxe.t[t]);
+    for (int r = 0; r < mxe.rows[t]; r++) memcpy(x[r], p + r * stride, mxe.colsb[t]);
+}
+
+static void mxe_store(int t, void *p, long stride) {
+    uint8_t(*x)[64] = mxe_tile(t);
+    for (int r = 0; r < mxe.rows[t]; r++) memcpy((uint8_t *)p + r * stride, x[r], mxe.colsb[t]);
+}
+
+static void mxe_zero(int t) { memset(mxe_tile(t), 0, sizeof mxe.t[t]); }
+
+static int32_t mxe_dword(const uint8_t *row, int i) {
+    int32_t v;
+    memcpy(&v, row + 4 * i, 4);
+    return v;
+}
+
+// TDPBSSD: for m < c.rows, k < a.colsb / 4, n < c.colsb / 4: c[m].dword[n]
+// += the four products of signed bytes a[m].byte[4k + i] * b[k].byte[4n + i]
+// (wrapping int32); the rest of c zeroed.
+static void mxe_dpbssd(int tc, int ta, int tb) {
+    uint8_t(*c)[64] = mxe_tile(tc), (*a)[64] = mxe_tile(ta), (*b)[64] = mxe_tile(tb);
+    if (tc == ta || tc == tb || ta == tb) mxe_fault("TDPBSSD: tiles not distinct");
+    if (mxe.colsb[ta] % 4 || mxe.colsb[ta] / 4 != mxe.rows[tb] || mxe.colsb[tc] != mxe.colsb[tb] ||
+        mxe.rows[tc] != mxe.rows[ta])
+        mxe_fault("TDPBSSD: tile shapes do not match");
+    for (int m = 0; m < mxe.rows[tc]; m++) {
+        uint8_t row[64] = {0};
+        for (int n = 0; n < mxe.colsb[tc] / 4; n++) {
+            uint32_t acc = (uint32_t)mxe_dword(c[m], n);
+            for (int k = 0; k < mxe.colsb[ta] / 4; k++)
+                for (int i = 0; i < 4; i++) acc += (uint32_t)((int32_t)(int8_t)a[m][4 * k + i] * (int8_t)b[k][4 * n + i]);
+            memcpy(row + 4 * n, &acc, 4);
+        }
+        memcpy(c[m], row, 64);
+    }
+    for (int m = mxe.rows[tc]; m < 16; m++) memset(c[m], 0, 64);
+}
+
+#define MXT_NAME(x) mxk_amx_emulated_##x
+#define MXT_TARGET
+#define MXT_CONFIG(cfg) mxe_config(cfg)
+#define MXT_RELEASE() mxe_release()
+#define MXT_ZERO(t) mxe_zero(t)
+#define MXT_LOAD(t, p, stride) mxe_load(t, p, stride)
+#define MXT_STORE(t, p, stride) mxe_store(t, p, stride)
+#define MXT_DPBSSD(c, a, b) mxe_dpbssd(c, a, b)
+#include "mxgemm_amx.h"
+#undef MXT_NAME
+#undef MXT_TARGET
+#undef MXT_CONFIG
+#undef MXT_RELEASE
+#undef MXT_ZERO
+#undef MXT_LOAD
+#undef MXT_STORE
+#undef MXT_DPBSSD
+
 // Quantizes one block of 32 values (zeros past its end): codes, returns
 // the exponent (trk_mx_exp) and sets *sum to the codes' sum. One per ISA:
 // the vector ones round with the instruction's round-to-nearest-even.
@@ -227,13 +357,14 @@ __attribute__((target("avx512f,avx512bw,avx2,fma"))) static int mxq_avx512(const
 }
 
 // Quantizes the nb blocks of rows [p0, p0+np) of an operand X into panels
-// of w rows (np a multiple of w): a panel's codes [nb][8][w][4] (q,
-// or q + 128 when u8), scales [nb][w], and when corr is set -128 * the sum
-// of each row's codes in a block, [nb][w]. X(p, k) is x[p*ld + k], or
-// x[k*ld + p] when trans (gathered 8 x 8 through registers when avx); rows
-// from n on and codes past a block's end are 0. Rows go 32 at a time.
-static void mx_pack(tr_mx_quant quant, int u8, int avx, const float *x, int ld, int trans, int n, int p0, int np, int w, int K,
-                    int kseg, int nb, int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
+// of w rows (np a multiple of w): a panel's codes [nb][8][w][4] (q, or q +
+// 128 when u8), or [nb][w][32] when by_row, scales [nb][w], and when corr
+// is set -128 * the sum of each row's codes in a block, [nb][w]. X(p, k)
+// is x[p*ld + k], or x[k*ld + p] when trans (gathered 8 x 8 through
+// registers when avx); rows from n on and codes past a block's end are 0.
+// Rows go 32 at a time.
+static void mx_pack(tr_mx_quant quant, int u8, int by_row, int avx, const float *x, int ld, int trans, int n, int p0, int np,
+                    int w, int K, int kseg, int nb, int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
     float v[MX_BLK][MX_BLK];
     const uint32_t flip = u8 ? 0x80808080u : 0;
     for (int c0 = 0; c0 < np; c0 += MX_BLK) {
@@ -266,12 +397,15 @@ static void mx_pack(tr_mx_quant quant, int u8, int avx, const float *x, int ld, 
                 int e = TRK_MX_EMIN, sum = 0;
                 if (r < rows) e = quant(v[r], q, &sum);
                 int8_t *d = dst + ((size_t)panel * nb + bi) * MX_BLK * w;
-                for (int g = 0; g < MX_BLK / 4; g++) {
-                    uint32_t word;
-                    memcpy(&word, q + 4 * g, 4);
-                    word ^= flip;
-                    memcpy(d + (g * w + in) * 4, &word, 4);
-                }
+                if (by_row)
+                    memcpy(d + in * MX_BLK, q, MX_BLK);
+                else
+                    for (int g = 0; g < MX_BLK / 4; g++) {
+                        uint32_t word;
+                        memcpy(&word, q + 4 * g, 4);
+                        word ^= flip;
+                        memcpy(d + (g * w + in) * 4, &word, 4);
+                    }
                 size_t si = ((size_t)panel * nb + bi) * w + in;
                 scale[si] = trk_mx_scale(e);
                 if (corr) corr[si] = -128 * sum;
@@ -286,10 +420,13 @@ static const tr_mx_kernel tr_mx_kernels[] = {
     [TR_ISA_AVXVNNI] = {mxk_avxvnni, 6, 8, 1, mxq_avx2},
     [TR_ISA_AVX512] = {mxk_avx2, 6, 8, 0, mxq_avx512}, // AVX-512 without VNNI: the AVX2 kernel
     [TR_ISA_AVX512VNNI] = {mxk_avx512vnni, 6, 32, 1, mxq_avx512},
+    [TR_ISA_AMX] = {mxk_amx_kernel, 32, 32, 0, mxq_avx512, 1, mxk_amx_enter, mxk_amx_leave},
+    [TR_ISA_AMX_EMULATED] = {mxk_amx_emulated_kernel, 32, 32, 0, mxq_base, 1, mxk_amx_emulated_enter, mxk_amx_emulated_leave},
 };
 
-// Panels of one operand in the scratch: codes [panel][block][8][w][4],
-// scales [panel][block][w] (and B's corrections likewise).
+// Panels of one operand in the scratch: codes [panel][block][8][w][4] (or
+// [panel][block][w][32]), scales [panel][block][w] (and B's corrections
+// likewise).
 typedef struct {
     int8_t *codes;
     float *scales;
@@ -299,29 +436,32 @@ typedef struct {
 // Bytes of the scratch for operands of a and b codes (tr_mx_operand_codes).
 size_t tr_mx_scratch_bytes(size_t a, size_t b) { return a + b + 4 * (a / MX_BLK) + 8 * (b / MX_BLK) + 64; }
 
-// Quantizes rows [0, n) of an operand into panels of w rows, nthreads at a
-// time (8 panels per share).
-static void mx_quantize(const tr_mx_kernel *kn, int u8, const float *x, int ld, int trans, int n, int w, int K, int kseg,
+// Quantizes rows [0, n) of operand A (a_side) or B into panels of w rows,
+// as kernel kn takes them, nthreads at a time (8 panels per share).
+static void mx_quantize(const tr_mx_kernel *kn, int a_side, const float *x, int ld, int trans, int n, int w, int K, int kseg,
                         int nblocks, const mx_panels *p, int nthreads) {
     int group = 8 * w, groups = (n + group - 1) / group, avx = kn->quant != mxq_base;
     #pragma omp parallel for schedule(static) num_threads(nthreads)
     for (int gi = 0; gi < groups; gi++) {
         int p0 = gi * group, np = mx_min(group, (n - p0 + w - 1) / w * w);
         size_t panel = (size_t)p0 / w;
-        mx_pack(kn->quant, u8, avx, x, ld, trans, n, p0, np, w, K, kseg, nblocks, p->codes + panel * nblocks * MX_BLK * w,
-                p->scales + panel * nblocks * w, p->corr ? p->corr + panel * nblocks * w : NULL);
+        mx_pack(kn->quant, a_side && kn->a_u8, a_side && kn->a_rows, avx, x, ld, trans, n, p0, np, w, K, kseg, nblocks,
+                p->codes + panel * nblocks * MX_BLK * w, p->scales + panel * nblocks * w,
+                p->corr ? p->corr + panel * nblocks * w : NULL);
     }
 }
 
 // Rows [m0, m1) x columns [n0, n1) of the output (whole panels): one task,
 // MX_KB blocks at a time, each B panel's blocks staying in L1 while MC rows
-// of A panels (in L2) pass it.
+// of A panels (in L2) pass it. The thread's AMX tiles, if any, are
+// configured for the task (kn->enter) and released after it.
 static void tr_mx_task(const tr_gemm_args *g, int nblocks, const tr_mx_kernel *kn, const mx_panels *pa, const mx_panels *pb,
                        int m0, int m1, int n0, int n1) {
     const int mr = kn->mr, nr = kn->nr;
     if (!g->accumulate)
         for (int i = m0; i < m1; i++)
             for (int j = n0; j < n1; j++) g->out[(size_t)i * g->ldo + j] = g->bias ? g->bias[j] : 0.0f;
+    if (kn->enter) kn->enter();
     for (int b0 = 0; b0 < nblocks; b0 += MX_KB) {
         int nb = mx_min(MX_KB, nblocks - b0);
         for (int i0 = m0; i0 < m1; i0 += TR_GEMM_MC) {
@@ -340,8 +480,9 @@ static void tr_mx_task(const tr_gemm_args *g, int nblocks, const tr_mx_kernel *k
                         continue;
                     }
                     // Edge tile: the chains of the real elements in a padded copy.
-                    float t[MX_MAXR * MX_MAXN] = {0};
+                    float t[MX_MAXR * MX_MAXN];
                     int rows = mx_min(m1 - i, mr), cols = mx_min(n1 - j, nr);
+                    memset(t, 0, sizeof(float) * mr * nr);
                     for (int r = 0; r < rows; r++) memcpy(t + r * nr, c + (size_t)r * g->ldo, sizeof(float) * cols);
                     kn->uk(nb, ap, as, bp, bs, bc, t, nr);
                     for (int r = 0; r < rows; r++) memcpy(c + (size_t)r * g->ldo, t + r * nr, sizeof(float) * cols);
@@ -349,10 +490,11 @@ static void tr_mx_task(const tr_gemm_args *g, int nblocks, const tr_mx_kernel *k
             }
         }
     }
+    if (kn->leave) kn->leave();
 }
 
 int tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, void *scratch, size_t cap) {
-    if (isa < TR_ISA_BASE || isa > TR_ISA_AVX512VNNI) isa = TR_ISA_BASE;
+    if (isa < TR_ISA_BASE || isa > TR_ISA_AMX_EMULATED) isa = TR_ISA_BASE;
     if (kseg < 1 || kseg > g->K) kseg = g->K;
     const tr_mx_kernel *kn = &tr_mx_kernels[isa];
     const int mr = kn->mr, nr = kn->nr, nblocks = trk_mx_blocks(g->K, kseg);
@@ -363,7 +505,7 @@ int tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, void 
     mx_panels pa = {base, (float *)(base + (ma + nbr) * MX_BLK), NULL};
     mx_panels pb = {base + ma * MX_BLK, pa.scales + ma, NULL};
     pb.corr = kn->a_u8 ? (int32_t *)(pb.scales + nbr) : NULL;
-    mx_quantize(kn, kn->a_u8, g->a, g->lda, g->ta, g->M, mr, g->K, kseg, nblocks, &pa, nthreads);
+    mx_quantize(kn, 1, g->a, g->lda, g->ta, g->M, mr, g->K, kseg, nblocks, &pa, nthreads);
     mx_quantize(kn, 0, g->b, g->ldb, g->tb, g->N, nr, g->K, kseg, nblocks, &pb, nthreads);
     int mt, nt, mb, nbk;
     tr_gemm_split(g, mr, nr, nthreads, &mt, &nt, &mb, &nbk);

@@ -145,7 +145,7 @@ TR_TRANSPOSE_TILE(tr_transpose_avx2, __attribute__((target("avx2"))))
 
 void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int cols) {
     const int TB = 64;
-    int rb = (rows + TB - 1) / TB, cb = (cols + TB - 1) / TB, avx2 = m->isa >= TR_ISA_AVX2;
+    int rb = (rows + TB - 1) / TB, cb = (cols + TB - 1) / TB, avx2 = m->isa >= TR_ISA_AVX2 && m->isa <= TR_ISA_AMX;
     #pragma omp parallel for collapse(2) schedule(static) num_threads(m->nthreads)
     for (int i = 0; i < rb; i++)
         for (int j = 0; j < cb; j++) {

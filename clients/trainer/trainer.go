@@ -185,8 +185,8 @@ func (t *Trainer) SetThreads(n int) error {
 type ISA int
 
 // ISA levels, in order; a cap picks the highest one the CPU has at or
-// below it. The VNNI levels add int8 dot products for mx8; fp32 runs the
-// AVX2 or AVX-512 kernels on them.
+// below it. The VNNI and AMX levels add int8 dot products for mx8; fp32
+// runs the AVX2 or AVX-512 kernels on them.
 const (
 	ISAAuto       ISA = C.TR_ISA_AUTO
 	ISABase       ISA = C.TR_ISA_BASE // x86-64 baseline (SSE2)
@@ -194,10 +194,16 @@ const (
 	ISAAVXVNNI    ISA = C.TR_ISA_AVXVNNI
 	ISAAVX512     ISA = C.TR_ISA_AVX512
 	ISAAVX512VNNI ISA = C.TR_ISA_AVX512VNNI
+	ISAAMX        ISA = C.TR_ISA_AMX // AMX-INT8 tiles; on Linux only once the kernel grants them
+
+	// isaAMXEmulated runs the AMX kernel with its tile instructions
+	// emulated in C (everything else at x86-64) on any CPU: the tests'
+	// check of that kernel where the CPU has no AMX. Not in ISALevels.
+	isaAMXEmulated ISA = C.TR_ISA_AMX_EMULATED
 )
 
 // ISALevels lists the levels from the lowest.
-var ISALevels = []ISA{ISABase, ISAAVX2, ISAAVXVNNI, ISAAVX512, ISAAVX512VNNI}
+var ISALevels = []ISA{ISABase, ISAAVX2, ISAAVXVNNI, ISAAVX512, ISAAVX512VNNI, ISAAMX}
 
 func (i ISA) String() string {
 	switch i {
@@ -213,6 +219,10 @@ func (i ISA) String() string {
 		return "avx512"
 	case ISAAVX512VNNI:
 		return "avx512-vnni"
+	case ISAAMX:
+		return "amx-int8"
+	case isaAMXEmulated:
+		return "amx-int8-emulated"
 	}
 	return fmt.Sprintf("isa(%d)", int(i))
 }

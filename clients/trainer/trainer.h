@@ -70,8 +70,9 @@ typedef struct {
 
 typedef struct tr_model tr_model;
 
-// ISA levels for the GEMM kernels; all give identical bits. The VNNI levels
-// matter to mx8 (int8 dot products); fp32 runs their AVX2 or AVX-512 kernels.
+// ISA levels for the GEMM kernels; all give identical bits. The VNNI and
+// AMX levels matter to mx8 (int8 dot products); fp32 runs their AVX2 or
+// AVX-512 kernels.
 enum {
     TR_ISA_AUTO = 0,
     TR_ISA_BASE = 1,
@@ -79,7 +80,11 @@ enum {
     TR_ISA_AVXVNNI = 3,
     TR_ISA_AVX512 = 4,
     TR_ISA_AVX512VNNI = 5,
+    TR_ISA_AMX = 6, // AMX-INT8 tiles (Linux: granted by arch_prctl), with AVX-512
 };
+// Not a level to choose: the AMX mx8 kernel with its tile instructions
+// emulated in C and everything else at x86-64, on any CPU, for the tests.
+#define TR_ISA_AMX_EMULATED 7
 
 int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out);
 void tr_destroy(tr_model *m);

@@ -81,7 +81,8 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 
 // benchGEMM times out(M,N) = A(M,K) B(N,K)^T in contract arith at the
 // shapes of the small config's MLP (B*T=2048 rows) for every kernel level
-// and the given thread counts.
+// the CPU has (amx-int8 where it has AMX and Linux grants it) and the given
+// thread counts, checking each level's bits against the first's.
 func benchGEMM(w io.Writer, arith string, threads []int) error {
 	cfg, err := trainer.ConfigByName("light")
 	if err != nil {

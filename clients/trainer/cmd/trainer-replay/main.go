@@ -33,7 +33,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	seq := fs.Int("seq", 32, "tokens per sequence")
 	opt := fs.String("optimizer", "demo", "demo or adamw")
 	threads := fs.Int("threads", 0, "OpenMP threads (0: all processors)")
-	isa := fs.Int("isa", 0, "GEMM kernel cap: 0 auto, 1 x86-64, 2 avx2, 3 avx512")
+	isa := fs.Int("isa", 0, "GEMM kernel cap: 0 auto, 1 x86-64, 2 avx2, 3 avx-vnni, 4 avx512, 5 avx512-vnni, 6 amx-int8")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
