@@ -5,7 +5,8 @@
 //
 // A thread computes its output elements alone (no shuffles or atomics),
 // reading only what no thread of the same launch writes, or what its block
-// wrote to shared memory before a __syncthreads (the GEMM's tiles). That is
+// wrote to shared memory before a __syncthreads (the GEMMs' tiles), or what
+// its warp's lanes hold in an mma's fragments (the mx8 GEMM). That is
 // what lets cuda/emu compile this file for the host and run each launch
 // thread by thread (as fibers between barriers), which is how the CPU = GPU
 // contract is tested on machines without a GPU. Kernels that use
@@ -335,26 +336,182 @@ __global__ void mx_quant_kernel(int8_t *codes, float *scales, const float *x, in
     scales[i] = trk_mx_quant_block(&q, 0, p, b, kseg, codes + i * TRK_MX_BLOCK);
 }
 
-// The mx8 GEMM from quantized operands, one thread per output element: its
-// chain over the blocks in order (trk_mx_gemm_element), each block's dot
-// from 8 dp4a on 4 codes at a time (exact).
-__global__ void mx_gemm_kernel(tr_gemm_args g, int nblocks, const int8_t *qa, const float *sa, const int8_t *qb,
-                               const float *sb) {
-    int n = blockIdx.x * 16 + threadIdx.x % 16, m = blockIdx.y * 16 + threadIdx.x / 16;
-    if (m >= g.M || n >= g.N) return;
-    float acc = trk_gemm_base(&g, m, n);
-    const int8_t *a = qa + (size_t)m * nblocks * TRK_MX_BLOCK, *b = qb + (size_t)n * nblocks * TRK_MX_BLOCK;
-    for (int k = 0; k < nblocks; k++) {
-        int dot = 0;
-        for (int w = 0; w < TRK_MX_BLOCK / 4; w++) {
-            int aw, bw;
-            memcpy(&aw, a + k * TRK_MX_BLOCK + 4 * w, 4);
-            memcpy(&bw, b + k * TRK_MX_BLOCK + 4 * w, 4);
-            dot = __dp4a(aw, bw, dot);
-        }
-        acc = trk_mx_step(acc, dot, sa[(size_t)m * nblocks + k], sb[(size_t)n * nblocks + k]);
+// The mx8 GEMM from quantized operands on tensor cores (sm_80 on):
+// mma.sync m16n8k32 s8 takes exactly one block of K, so each block's int32
+// dots of a 16x8 tile come from one mma, and each lane then runs its outputs'
+// chains one block step further, blocks in order (trk_mx_gemm_element).
+//
+// A block of 256 threads computes 128x128 outputs; its 8 warps are 2 along m
+// by 4 along n, each 64x32 outputs (4 x 4 tiles of 16x8, 64 fp32 chains per
+// lane). Codes and scales of MX_KB blocks of k pass through shared memory in
+// two stages: cp.async fills one while the warps compute from the other.
+// Rows and blocks past the operands' ends are filled with zeros.
+#define MX_TILE 128 // output rows and columns per block
+#define MX_KB 2
+#define MX_THREADS 256 // = MX_TILE * MX_KB: one scale of each operand per thread and stage
+#define MX_WM 64
+#define MX_WN 32
+// Bytes per staged row: 64 of codes and 16 of padding, so that a fragment
+// load (8 rows x 4 words) falls on 32 different banks.
+#define MX_ROW (MX_KB * TRK_MX_BLOCK + 16)
+// The mma's C input: a dot d comes out as the bits of the float 1.5 * 2^23 + d
+// (|d| <= 32 * 127^2 < 2^22), read without an int-to-float conversion, which
+// runs at a fraction of the fma rate.
+#define MX_MAGIC 0x4b400000
+#define MX_MAGIC_F 12582912.0f
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define MX_NO_MMA 1 // mma.sync m16n8k32 s8 and cp.async need sm_80: trg_create marks mx8 refused, trg_run fails
+#else
+
+// D = A B + C on one warp's 16x8x32 tile, in the PTX ISA's fragment layout
+// (lane 4 g + t: a[0..3] hold A's rows g, g+8, g, g+8 at k 4t..4t+3, 4t..,
+// 16+4t.., 16+4t..; b[0..1] column g of B at k 4t.. and 16+4t..; c and d
+// rows g, g, g+8, g+8 at columns 2t, 2t+1, 2t, 2t+1). emu.h emulates it
+// from that layout.
+__device__ static __forceinline__ void mma_s8_16832(int d[4], const unsigned a[4], const unsigned b[2], const int c[4]) {
+#ifdef TRG_EMULATE
+    trg_emu_mma_s8_16832(d, a, b, c);
+#else
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+#endif
+}
+
+// cp.async of n (4 or 16) bytes from global to shared memory, or n zeros
+// when !valid (src is then not read). Visible after mx_wait and a barrier.
+__device__ static __forceinline__ void mx_copy(void *dst, const void *src, int n, bool valid) {
+#ifdef TRG_EMULATE
+    if (valid) memcpy(dst, src, n);
+    else memset(dst, 0, n);
+#else
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    if (n == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 4 : 0) : "memory");
+#endif
+}
+
+__device__ static __forceinline__ void mx_commit(void) {
+#ifndef TRG_EMULATE
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most `pending` committed groups of this thread are in flight.
+template <int pending> __device__ static __forceinline__ void mx_wait(void) {
+#ifndef TRG_EMULATE
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+#endif
+}
+
+// One stage: blocks [b0, b0 + MX_KB) of rows [r0, r0 + MX_TILE) of an operand
+// (codes [row][block][32], scales [row][block]) into shared memory; each of
+// the 256 threads copies two 16-byte pieces of codes and one scale.
+__device__ static __forceinline__ void mx_stage(int8_t *codes, float *scales, const int8_t *q, const float *sc, int rows,
+                                                int nblocks, int r0, int b0) {
+    for (int c = threadIdx.x; c < MX_TILE * MX_KB * 2; c += MX_THREADS) {
+        int r = c / (MX_KB * 2), part = c % (MX_KB * 2), b = b0 + part / 2;
+        bool valid = r0 + r < rows && b < nblocks;
+        const int8_t *src = valid ? q + ((size_t)(r0 + r) * nblocks + b) * TRK_MX_BLOCK + part % 2 * 16 : q;
+        mx_copy(codes + r * MX_ROW + part * 16, src, 16, valid);
     }
-    g.out[(size_t)m * g.ldo + n] = acc;
+    int r = threadIdx.x / MX_KB, b = b0 + threadIdx.x % MX_KB;
+    bool valid = r0 + r < rows && b < nblocks;
+    mx_copy(scales + threadIdx.x, valid ? sc + (size_t)(r0 + r) * nblocks + b : sc, 4, valid);
+}
+
+// trk_mx_step(acc, dot, sa, sb) from the mma's bits u = MX_MAGIC + dot and
+// nsa = -MX_MAGIC_F * sa: fma(float(u), sa, nsa) is dot * sa exactly (sa is
+// 2^e, |e| <= 63, or NaN), and fma(dot * sa, sb, acc) rounds the same real
+// number as fma((float)dot, sa * sb, acc) once, so the bits are the same.
+__device__ static __forceinline__ float mx_step(float acc, int u, float sa, float nsa, float sb) {
+    return trk_fma(trk_fma(tr_bits2f((uint32_t)u), sa, nsa), sb, acc);
+}
+
+__device__ static __forceinline__ unsigned mx_word(const int8_t *p) { return *(const unsigned *)p; }
+#endif
+
+// One block per multiprocessor: its 64 chains and the fragments take about
+// 200 registers a thread (capped at 128 for two blocks, they spilled).
+__global__ void __launch_bounds__(MX_THREADS) mx_gemm_kernel(tr_gemm_args g, int nblocks, const int8_t *qa, const float *sa,
+                                                             const int8_t *qb, const float *sb) {
+#ifdef MX_NO_MMA
+    __trap();
+#else
+    __shared__ __align__(16) int8_t As[2][MX_TILE * MX_ROW], Bs[2][MX_TILE * MX_ROW];
+    __shared__ float Sa[2][MX_TILE * MX_KB], Sb[2][MX_TILE * MX_KB]; // [row][block]
+    int m0 = blockIdx.y * MX_TILE, n0 = blockIdx.x * MX_TILE;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+    int wm = warp / (MX_TILE / MX_WN) * MX_WM, wn = warp % (MX_TILE / MX_WN) * MX_WN;
+    float acc[MX_WM / 16][MX_WN / 8][4]; // registers: every index below is a constant after unrolling
+#pragma unroll
+    for (int i = 0; i < MX_WM / 16; i++)
+#pragma unroll
+        for (int j = 0; j < MX_WN / 8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                int m = m0 + wm + 16 * i + gq + 8 * (r / 2), n = n0 + wn + 8 * j + 2 * tq + r % 2;
+                acc[i][j][r] = m < g.M && n < g.N ? trk_gemm_base(&g, m, n) : 0.0f;
+            }
+    const int magic[4] = {MX_MAGIC, MX_MAGIC, MX_MAGIC, MX_MAGIC};
+    int stages = (nblocks + MX_KB - 1) / MX_KB;
+    mx_stage(As[0], Sa[0], qa, sa, g.M, nblocks, m0, 0);
+    mx_stage(Bs[0], Sb[0], qb, sb, g.N, nblocks, n0, 0);
+    mx_commit();
+    for (int s = 0; s < stages; s++) {
+        int buf = s % 2;
+        if (s + 1 < stages) { // the next stage loads while this one is used
+            mx_stage(As[buf ^ 1], Sa[buf ^ 1], qa, sa, g.M, nblocks, m0, (s + 1) * MX_KB);
+            mx_stage(Bs[buf ^ 1], Sb[buf ^ 1], qb, sb, g.N, nblocks, n0, (s + 1) * MX_KB);
+            mx_commit();
+            mx_wait<1>();
+        } else {
+            mx_wait<0>();
+        }
+        __syncthreads();
+        int nkb = nblocks - s * MX_KB < MX_KB ? nblocks - s * MX_KB : MX_KB; // no step for blocks past the end
+        for (int kb = 0; kb < nkb; kb++) {
+            unsigned bf[MX_WN / 8][2];
+            float cb[MX_WN / 8][2];
+#pragma unroll
+            for (int j = 0; j < MX_WN / 8; j++) {
+                const int8_t *p = Bs[buf] + (wn + 8 * j + gq) * MX_ROW + kb * TRK_MX_BLOCK + 4 * tq;
+                bf[j][0] = mx_word(p), bf[j][1] = mx_word(p + 16);
+#pragma unroll
+                for (int h = 0; h < 2; h++) cb[j][h] = Sb[buf][(wn + 8 * j + 2 * tq + h) * MX_KB + kb];
+            }
+#pragma unroll
+            for (int i = 0; i < MX_WM / 16; i++) { // A's fragment and row scales one tile at a time: fewer live registers
+                int row = wm + 16 * i + gq;
+                const int8_t *p = As[buf] + row * MX_ROW + kb * TRK_MX_BLOCK + 4 * tq;
+                unsigned af[4] = {mx_word(p), mx_word(p + 8 * MX_ROW), mx_word(p + 16), mx_word(p + 8 * MX_ROW + 16)};
+                float ra[2], rn[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) ra[h] = Sa[buf][(row + 8 * h) * MX_KB + kb], rn[h] = -MX_MAGIC_F * ra[h];
+#pragma unroll
+                for (int j = 0; j < MX_WN / 8; j++) {
+                    int d[4];
+                    mma_s8_16832(d, af, bf[j], magic);
+#pragma unroll
+                    for (int r = 0; r < 4; r++) acc[i][j][r] = mx_step(acc[i][j][r], d[r], ra[r / 2], rn[r / 2], cb[j][r % 2]);
+                }
+            }
+        }
+        __syncthreads(); // before the next stage's copies overwrite this buffer
+    }
+#pragma unroll
+    for (int i = 0; i < MX_WM / 16; i++)
+#pragma unroll
+        for (int j = 0; j < MX_WN / 8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                int m = m0 + wm + 16 * i + gq + 8 * (r / 2), n = n0 + wn + 8 * j + 2 * tq + r % 2;
+                if (m < g.M && n < g.N) g.out[(size_t)m * g.ldo + n] = acc[i][j][r];
+            }
+#endif
 }
 
 // dbias(OC) += column sums of dout(BT, row stride ld), rows in order.
@@ -589,6 +746,7 @@ static void gemm(const tr_gemm_args &g) {
 typedef struct {
     int8_t *qa, *qb;
     float *sa, *sb;
+    char refused[128]; // why this build cannot run mx8 (trg_run then fails), else empty
 } trg_mx;
 
 // The model's matrix products in its contract (mx8 when mx is set); mx8
@@ -601,8 +759,8 @@ static void matmul(const trg_mx *mx, const tr_gemm_args &g, int kseg) {
     int nb = trk_mx_blocks(g.K, kseg);
     TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.M * nb), THREADS, mx->qa, mx->sa, g.a, g.lda, g.ta, g.M, g.K, kseg, nb);
     TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.N * nb), THREADS, mx->qb, mx->sb, g.b, g.ldb, g.tb, g.N, g.K, kseg, nb);
-    dim3 grid((g.N + 15) / 16, (g.M + 15) / 16);
-    TRG_LAUNCH(mx_gemm_kernel, grid, THREADS, g, nb, mx->qa, mx->sa, mx->qb, mx->sb);
+    dim3 grid((g.N + MX_TILE - 1) / MX_TILE, (g.M + MX_TILE - 1) / MX_TILE);
+    TRG_LAUNCH_SYNC(mx_gemm_kernel, grid, MX_THREADS, g, nb, mx->qa, mx->sa, mx->qb, mx->sb);
 }
 
 // out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC)
@@ -882,7 +1040,9 @@ extern "C" int trg_device_count(void) {
 }
 
 extern "C" const char *trg_device_name(const trg_model *g) { return g ? g->name : ""; }
-extern "C" const char *trg_last_error(const trg_model *g) { return g ? cudaGetErrorString(g->err) : ""; }
+extern "C" const char *trg_last_error(const trg_model *g) {
+    return !g ? "" : g->mx.refused[0] ? g->mx.refused : cudaGetErrorString(g->err);
+}
 
 extern "C" void trg_destroy(trg_model *g) {
     if (!g) return;
@@ -932,6 +1092,11 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
         GALLOC(g->mx.qb, qb);
         GALLOC(g->mx.sa, sizeof(float) * qa / TRK_MX_BLOCK);
         GALLOC(g->mx.sb, sizeof(float) * qb / TRK_MX_BLOCK);
+        cudaFuncAttributes fa; // the architecture mx_gemm_kernel was compiled for (a failure is left to the launches)
+        if (cudaFuncGetAttributes(&fa, mx_gemm_kernel) != cudaSuccess) cudaGetLastError();
+        else if (fa.ptxVersion < 80)
+            snprintf(g->mx.refused, sizeof g->mx.refused, "mx8 needs sm_80 or newer (mma.sync s8); this library was built for compute_%d",
+                     fa.ptxVersion);
     }
     if ((g->err = cudaMallocHost((void **)&g->h_losses, sizeof(float) * BT)) != cudaSuccess) goto fail;
     if (tr_is_llama(cfg)) { // the rotary tables, built on the host as the CPU path builds them
@@ -976,6 +1141,7 @@ static int trg_run(trg_model *g, const float *weights, size_t nparams, const int
                    int n, int t, float *grads, float *loss) {
     if (!g || !weights || !tokens || !targets || !loss || nparams != g->num_params || n < 1 || t < 1 || t > g->cfg.seq_len)
         return TR_EINVAL;
+    if (g->mx.refused[0]) return TR_EDEVICE;
     size_t wte_n = (size_t)g->cfg.padded_vocab * g->cfg.channels; // wte is tensor 0 in both layouts
     trg_pin(g, weights, sizeof(float) * nparams);
     if (grads) trg_pin(g, grads, sizeof(float) * nparams);

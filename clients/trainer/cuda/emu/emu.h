@@ -24,12 +24,6 @@
 #define __forceinline__ inline
 #define __align__(n) __attribute__((aligned(n)))
 
-// dp4a: c plus the products of the four signed bytes of a and b.
-static int __dp4a(int a, int b, int c) {
-    for (int i = 0; i < 4; i++) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
-    return c;
-}
-
 struct dim3 {
     unsigned x, y, z;
     dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
@@ -114,6 +108,41 @@ static void trg_run_block(const std::function<void()> &body) {
                 for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) trg_run_block(body_); \
     } while (0)
 
+// mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 of the calling thread's
+// warp: D (16x8) = A (16x32) B (32x8) + C. Each lane gives its fragments in
+// the PTX ISA's layout ("Matrix Fragments for mma.m16n8k32", .s8), where
+// lane = 4 g + t and byte i of a (a[i / 4] >> (8 * (i % 4))) is A's element
+//   row g for i in [0, 4) and [8, 12), g + 8 otherwise;
+//   column 4 t + i % 4, plus 16 for i >= 8;
+// byte i of b is B's element at row (k) 4 t + i % 4, plus 16 for i >= 4, and
+// column g; c[i] and d[i] are at row g (i < 2) or g + 8, column 2 t + i % 2.
+// The lanes put their pieces into the warp's whole matrices, meet at a
+// barrier, each computes its D from the whole matrices, and a second barrier
+// lets the matrices be reused. So the kernel must launch with
+// TRG_LAUNCH_SYNC, and every thread of the block must call it the same
+// number of times between its own barriers (as the hardware requires of a
+// warp).
+static void trg_emu_mma_s8_16832(int d[4], const unsigned a[4], const unsigned b[2], const int c[4]) {
+    static signed char A[TRG_MAX_THREADS / 32][16][32], B[TRG_MAX_THREADS / 32][32][8];
+    static int C[TRG_MAX_THREADS / 32][16][8];
+    unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned w = tid / 32, lane = tid % 32, g = lane >> 2, t = lane % 4;
+    for (unsigned i = 0; i < 16; i++) {
+        unsigned row = i < 4 || (i >= 8 && i < 12) ? g : g + 8, col = t * 4 + (i & 3) + (i >= 8 ? 16 : 0);
+        A[w][row][col] = (signed char)(a[i / 4] >> (8 * (i % 4)));
+    }
+    for (unsigned i = 0; i < 8; i++) B[w][t * 4 + (i & 3) + (i >= 4 ? 16 : 0)][g] = (signed char)(b[i / 4] >> (8 * (i % 4)));
+    for (unsigned i = 0; i < 4; i++) C[w][i < 2 ? g : g + 8][t * 2 + (i & 1)] = c[i];
+    __syncthreads();
+    for (unsigned i = 0; i < 4; i++) {
+        unsigned row = i < 2 ? g : g + 8, col = t * 2 + (i & 1);
+        unsigned acc = (unsigned)C[w][row][col]; // s32 wraps
+        for (int k = 0; k < 32; k++) acc += (unsigned)(A[w][row][k] * B[w][k][col]);
+        d[i] = (int)acc;
+    }
+    __syncthreads();
+}
+
 typedef int cudaError_t;
 enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost };
@@ -136,6 +165,14 @@ static cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 static cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 static cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     strcpy(p->name, "host emulation");
+    return cudaSuccess;
+}
+// The emulated mma is sm_80's.
+struct cudaFuncAttributes {
+    int ptxVersion;
+};
+template <class F> static cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, F) {
+    a->ptxVersion = 80;
     return cudaSuccess;
 }
 static const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "out of memory"; }

@@ -42,8 +42,13 @@ func TestGPUKernelsMatchCPU(t *testing.T) {
 }
 
 // The same in numeric contract v3 (mx8): the GPU's quantize and int8 GEMM
-// kernels against the CPU's packs and VNNI kernels, with sequences that cut
-// blocks (19, 291 tokens) and several micro-batches.
+// kernels (tensor-core mma, emu.h's stand-in) against the CPU's packs and
+// VNNI kernels, with sequences that cut blocks (19, 291 tokens) and several
+// micro-batches. The long cases cross the GEMM's 128x128 output tiles in
+// both directions with partial edge tiles (291 rows by 160 or 136 columns),
+// with K of 40 and 136 (2 and 5 blocks, the last one partial), 160 (5
+// blocks: the last alone in its stage of 2) and, for the weight gradients,
+// 291 tokens (10 blocks, the last partial).
 func TestMXGPUKernelsMatchCPU(t *testing.T) {
 	mx := func(cfg trainer.Config) trainer.Config {
 		cfg.Arith = trainer.ArithMX8
@@ -63,10 +68,12 @@ func TestMXGPUKernelsMatchCPU(t *testing.T) {
 	oddLlama := trainer.Config{Name: "odd-llama", Arch: trainer.ArchLlama, Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 48,
 		Heads: 6, KVHeads: 2, Hidden: 72, Untied: true, RopeTheta: 500, SeqLen: 24, MicroBatch: 2}
 	long := trainer.Config{Name: "long", Vocab: 61, PaddedVocab: 64, Layers: 1, Channels: 40, Heads: 5, SeqLen: 300, MicroBatch: 1}
+	longLlama := oddLlama
+	longLlama.Name, longLlama.Layers, longLlama.Hidden, longLlama.SeqLen, longLlama.MicroBatch = "long-llama", 1, 136, 300, 1
 	for _, c := range []struct {
 		cfg    trainer.Config
 		n, seq int
-	}{{mx(light), 3, 48}, {mx(odd), 5, 19}, {mx(llama), 3, 48}, {mx(oddLlama), 5, 19}, {mx(long), 2, 291}} {
+	}{{mx(light), 3, 48}, {mx(odd), 5, 19}, {mx(llama), 3, 48}, {mx(oddLlama), 5, 19}, {mx(long), 2, 291}, {mx(longLlama), 2, 291}} {
 		t.Run(c.cfg.Name, func(t *testing.T) {
 			compareStep(t, c.cfg, c.n, c.seq)
 		})
