@@ -9,16 +9,6 @@ import (
 	"testing"
 )
 
-// gpuTrainer returns a trainer on the GPU, or skips when there is none.
-func gpuTrainer(t *testing.T, cfg Config, seed uint64) *Trainer {
-	t.Helper()
-	tr := newTrainer(t, cfg, seed)
-	if err := tr.SetGPU(true); err != nil {
-		t.Skipf("no GPU: %v", err)
-	}
-	return tr
-}
-
 // The GPU computes the CPU's bits (numeric contracts v2 and v3): the loss
 // and every gradient entry of a step over several micro-batches, the last
 // partial. PSYCHE_GPU_TEST_CONFIGS (comma-separated; NAME:mx8 for contract
