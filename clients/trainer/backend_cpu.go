@@ -1,4 +1,4 @@
-//go:build !cuda
+//go:build !cuda && !cudaemu
 
 package trainer
 
@@ -43,3 +43,5 @@ func (t *Trainer) stepBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss 
 func (t *Trainer) evalBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss *C.float) C.int {
 	return C.tr_eval(t.m, tokens, targets, n, seqLen, loss)
 }
+
+func (t *Trainer) adamwBackend(hp *C.tr_adamw) C.int { return C.tr_adamw_step(t.m, hp) }

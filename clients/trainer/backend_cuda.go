@@ -1,24 +1,28 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package trainer
 
 /*
-#cgo LDFLAGS: ${SRCDIR}/cuda/build/libtrainer_cuda.a -lcudart_static -ldl -lrt -lpthread -lstdc++
 #include <stdlib.h>
 #include "trainer.h"
 #include "cuda/trainer_cuda.h"
 
-int tr_step_device(tr_model *m, trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
-int tr_eval_device(tr_model *m, trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+int tr_device_attach(tr_model *m, trg_model *g);
+int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+int tr_eval_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+int tr_adamw_step_device(tr_model *m, const tr_adamw *hp);
 */
 import "C"
 
 import "fmt"
 
 // backend holds the GPU model when a device was found; nil g means CPU.
+// The C model knows g too (tr_device_attach) and moves the weights,
+// gradients and AdamW moments between host and device as its entry points
+// need them, whichever path runs.
 type backend struct {
 	g   *C.trg_model
-	gpu bool // forward/backward on the GPU
+	gpu bool // forward/backward and AdamW on the GPU
 }
 
 // Backend names the compute path in use: "cuda:<device>" or "cpu".
@@ -39,8 +43,8 @@ func GPUAvailable() error {
 	return nil
 }
 
-// SetGPU switches forward/backward between the GPU (the default when one was
-// found) and the CPU.
+// SetGPU switches forward/backward and AdamW between the GPU (the default
+// when one was found) and the CPU. The state moves with them as needed.
 func (t *Trainer) SetGPU(on bool) error {
 	if err := t.lock(); err != nil {
 		return err
@@ -64,7 +68,11 @@ func (t *Trainer) initBackend() error {
 	if err := codeErr(C.trg_create(&cc, &g), "create GPU model"); err != nil {
 		return err
 	}
-	t.be = backend{g: g, gpu: true}
+	if err := codeErr(C.tr_device_attach(t.m, g), "attach GPU model"); err != nil {
+		C.trg_destroy(g)
+		return err
+	}
+	t.be = backend{g: g, gpu: !emulatedGPU}
 	return nil
 }
 
@@ -88,12 +96,19 @@ func (t *Trainer) stepBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss 
 	if !t.be.gpu {
 		return C.tr_step(t.m, tokens, targets, n, seqLen, loss)
 	}
-	return C.tr_step_device(t.m, t.be.g, tokens, targets, n, seqLen, loss)
+	return C.tr_step_device(t.m, tokens, targets, n, seqLen, loss)
 }
 
 func (t *Trainer) evalBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss *C.float) C.int {
 	if !t.be.gpu {
 		return C.tr_eval(t.m, tokens, targets, n, seqLen, loss)
 	}
-	return C.tr_eval_device(t.m, t.be.g, tokens, targets, n, seqLen, loss)
+	return C.tr_eval_device(t.m, tokens, targets, n, seqLen, loss)
+}
+
+func (t *Trainer) adamwBackend(hp *C.tr_adamw) C.int {
+	if !t.be.gpu {
+		return C.tr_adamw_step(t.m, hp)
+	}
+	return C.tr_adamw_step_device(t.m, hp)
 }

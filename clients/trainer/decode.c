@@ -40,6 +40,8 @@ int tr_decode_next(tr_model *m, int32_t token, float *logits) {
     if (!m || !logits || !m->kv_cache) return TR_EINVAL;
     const tr_config *c = &m->cfg;
     if (token < 0 || token >= c->vocab || m->decode_pos >= c->seq_len) return TR_EINVAL;
+    int rc = tr_host_read(m, TR_BUF_PARAMS);
+    if (rc) return rc;
     int llama = tr_is_llama(c), L = c->layers, C = c->channels, NH = c->heads, T = c->seq_len, p = m->decode_pos;
     int KV = llama ? c->kv_heads : NH, hs = C / NH, KVD = tr_kv_dim(c), QKVD = C + 2 * KVD;
     int H = llama ? c->hidden : 4 * C;

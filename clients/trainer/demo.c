@@ -213,25 +213,20 @@ void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, ui
     memcpy(out, src, sizeof(uint32_t) * k);
 }
 
-// Sum of squares in fixed 4096-element blocks, blocks added in order.
+// Sum of squares in fixed TRK_NORM_BLOCK-element blocks, blocks added in
+// order (kernels.h, as the GPU's AdamW).
 static int tr_grad_norm(tr_model *m, float *norm) {
-    const size_t BS = 4096;
-    size_t nb = (m->num_params + BS - 1) / BS;
+    size_t nb = trk_norm_blocks(m->num_params);
     float *part = malloc(sizeof(float) * nb);
     if (!part) return TR_ENOMEM;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
     for (size_t b = 0; b < nb; b++) {
-        size_t end = (b + 1) * BS < m->num_params ? (b + 1) * BS : m->num_params;
-        float s = 0.0f;
-        for (size_t i = b * BS; i < end; i++) s += m->grads[i] * m->grads[i];
-        part[b] = s;
+        size_t i0 = b * TRK_NORM_BLOCK, n = m->num_params - i0;
+        part[b] = trk_sumsq(m->grads + i0, n < TRK_NORM_BLOCK ? n : TRK_NORM_BLOCK);
     }
-    float s = 0.0f;
-    for (size_t b = 0; b < nb; b++) s += part[b];
+    int ok = trk_norm_finish(part, nb, norm);
     free(part);
-    if (!(s - s == 0.0f)) return TR_EINVAL; // NaN or Inf gradients
-    *norm = __builtin_sqrtf(s);
-    return TR_OK;
+    return ok ? TR_OK : TR_EINVAL; // NaN or Inf gradients
 }
 
 // Multiplier for the gradients: 1, or clip/norm when the norm exceeds clip.
@@ -239,7 +234,7 @@ int tr_grad_scale(tr_model *m, float clip, float *scale) {
     float norm;
     int rc = tr_grad_norm(m, &norm);
     if (rc) return rc;
-    *scale = (clip > 0.0f && norm > clip) ? clip / norm : 1.0f;
+    *scale = trk_clip_scale(norm, clip);
     return TR_OK;
 }
 
@@ -296,8 +291,8 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
     tr_demo_payload_size(m, hp, &need);
     if (cap < need) return TR_ESHORT;
     float gscale;
-    int rc = tr_grad_scale(m, hp->clip_norm, &gscale);
-    if (rc) return rc;
+    int rc = tr_host_read(m, TR_BUF_GRADS);
+    if (rc || (rc = tr_grad_scale(m, hp->clip_norm, &gscale))) return rc;
     if (!m->delta) {
         m->delta = calloc(m->num_params, sizeof(float));
         if (!m->delta) return TR_ENOMEM;
@@ -482,6 +477,7 @@ int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const
     }
     if ((rc = tr_demo_scratch_alloc(m, t, &s))) goto done;
     if (hp->lookahead && (rc = tr_lookahead_alloc(m))) goto done;
+    if ((rc = tr_host_write(m, TR_BUF_PARAMS))) goto done;
     float wdf = 1.0f - hp->lr * hp->weight_decay, lr = hp->lr;
     float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *U = S2 + m->demo_buf_len;
     for (int ti = 0; ti < nt; ti++) {

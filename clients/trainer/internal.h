@@ -87,7 +87,25 @@ struct tr_model {
     int anchor_moments, anchor_lookahead;
     uint64_t anchor_step, anchor_adam_t;
     size_t demo_buf_len;
+    // Residency (below): the attached device, or NULL, and which buffers
+    // are out of date on the host and on the device.
+    void *dev;
+    int (*dev_download)(tr_model *m, unsigned bufs);
+    unsigned host_stale, dev_stale;
 };
+
+// Residency. With a device attached (device_cuda.c), params, grads and
+// adam_m/adam_v may be newer on the device than here: host_stale names
+// those, dev_stale the ones newer here than there; never both for one
+// buffer. The device side uploads what is dev_stale before using it and
+// marks what it changes host_stale. Every trainer.h entry point that reads
+// one of these host buffers calls tr_host_read first, one that changes part
+// of it tr_host_write, one that overwrites all of it tr_host_replace (the
+// list is in README.md, "CUDA path"). Without a device both stay 0.
+enum { TR_BUF_PARAMS = 1, TR_BUF_GRADS = 2, TR_BUF_ADAM = 4, TR_BUF_ALL = 7 };
+int tr_host_read(tr_model *m, unsigned bufs);
+int tr_host_write(tr_model *m, unsigned bufs);
+void tr_host_replace(tr_model *m, unsigned bufs);
 
 // gemm.c: runs g with the kernel of level isa on nthreads threads; pack
 // holds TR_GEMM_PACK floats per thread.
@@ -167,6 +185,10 @@ size_t tr_max_chunk(const tr_demo_tensor *t, int nt);
 void tr_topk_small(const float *y, int n, int k, uint32_t *out, float *best);
 void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out);
 int tr_grad_scale(tr_model *m, float clip, float *scale);
+// adamw.c, shared with device_cuda.c: the hyperparameter and gradient
+// checks, and the moments (zero) allocated on first use.
+int tr_adamw_check(const tr_model *m, const tr_adamw *hp);
+int tr_adam_alloc(tr_model *m);
 int tr_lookahead_alloc(tr_model *m);
 void tr_demo_refresh_lookahead(tr_model *m, int on);
 

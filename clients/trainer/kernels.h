@@ -434,4 +434,58 @@ TRK float trk_crossentropy_row(float *p, const float *l, int target, int V, int 
 
 TRK float trk_dlogit(float p, int is_target, float dloss) { return (p - (is_target ? 1.0f : 0.0f)) * dloss; }
 
+// ----------------------------------------------------------------------------
+// Optimizers: AdamW's arithmetic, for adamw.c on the host and the optimizer
+// kernels at the end of cuda/model.cu.
+
+// The gradient norm sums squares in blocks of this many entries, each block
+// one chain in order, then the blocks' sums in order (trk_norm_finish).
+#define TRK_NORM_BLOCK 4096
+
+TRK size_t trk_norm_blocks(size_t n) { return (n + TRK_NORM_BLOCK - 1) / TRK_NORM_BLOCK; }
+
+// Sum of squares of x[0..n), one chain.
+TRK float trk_sumsq(const float *x, size_t n) {
+    float s = 0.0f;
+    for (size_t i = 0; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+// The norm from the blocks' sums; 0 (and no *norm) for NaN or Inf gradients.
+TRK int trk_norm_finish(const float *part, size_t nb, float *norm) {
+    float s = 0.0f;
+    for (size_t b = 0; b < nb; b++) s += part[b];
+    if (!(s - s == 0.0f)) return 0;
+    *norm = trk_sqrt(s);
+    return 1;
+}
+
+// Multiplier for the gradients: 1, or clip/norm when the norm exceeds clip (> 0).
+TRK float trk_clip_scale(float norm, float clip) { return (clip > 0.0f && norm > clip) ? clip / norm : 1.0f; }
+
+// Step t's bias corrections 1 - beta^t, beta^t by repeated multiplication
+// (no pow() from a math library in the contract).
+TRK void trk_adamw_bias(float beta1, float beta2, uint64_t t, float *c1, float *c2) {
+    float b1t = 1.0f, b2t = 1.0f;
+    for (uint64_t i = 0; i < t && (b1t > 0.0f || b2t > 0.0f); i++) { b1t *= beta1; b2t *= beta2; }
+    *c1 = 1.0f - b1t;
+    *c2 = 1.0f - b2t;
+}
+
+// One AdamW step's constants: hyperparameters, bias corrections, clip scale.
+typedef struct {
+    float lr, b1, b2, eps, wd, c1, c2, gscale;
+} trk_adamw_args;
+
+// AdamW on one element: moments m, v and weight p from gradient g.
+TRK void trk_adamw(float *p, float *m, float *v, float g, const trk_adamw_args *a) {
+    g = g * a->gscale;
+    float mm = a->b1 * *m + (1.0f - a->b1) * g;
+    float vv = a->b2 * *v + (1.0f - a->b2) * g * g;
+    *m = mm;
+    *v = vv;
+    float mh = mm / a->c1, vh = vv / a->c2;
+    *p -= a->lr * (mh / (trk_sqrt(vh) + a->eps) + a->wd * *p);
+}
+
 #endif

@@ -85,6 +85,8 @@ static uint32_t tr_get_bits(const uint8_t *p, size_t *pos, int nb) {
 
 int tr_loco_begin(tr_model *m) {
     if (!m || m->in_round) return TR_EINVAL;
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
+    if (rc) return rc;
     size_t N = m->num_params;
     if (!m->anchor && !(m->anchor = malloc(sizeof(float) * N))) return TR_ENOMEM;
     if (m->adam_m) {
@@ -107,6 +109,7 @@ int tr_loco_begin(tr_model *m) {
 
 // The round-start weights and step counter back (generate and abort).
 static void tr_loco_end(tr_model *m) {
+    tr_host_replace(m, TR_BUF_PARAMS);
     memcpy(m->params, m->anchor, sizeof(float) * m->num_params);
     m->step = m->anchor_step;
     m->have_grads = 0;
@@ -116,6 +119,7 @@ static void tr_loco_end(tr_model *m) {
 
 int tr_loco_abort(tr_model *m) {
     if (!m || !m->in_round) return TR_EINVAL;
+    tr_host_replace(m, TR_BUF_ADAM);
     if (m->anchor_moments) {
         memcpy(m->adam_m, m->anchor_m, sizeof(float) * m->num_params);
         memcpy(m->adam_v, m->anchor_v, sizeof(float) * m->num_params);
@@ -149,6 +153,7 @@ int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, s
     uint32_t *u = malloc(sizeof(uint32_t) * 2 * per * m->nthreads), *sel = malloc(sizeof(uint32_t) * maxe),
              *code = malloc(sizeof(uint32_t) * maxe);
     if (!f || !scale || !u || !sel || !code) { rc = TR_ENOMEM; goto done; }
+    if ((rc = tr_host_read(m, TR_BUF_PARAMS))) goto done;
 
     // e = decay * e + (x0 - x), elementwise
     float decay = hp->decay, *e = m->delta;
@@ -282,6 +287,7 @@ int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const
         if ((rc = tr_loco_parse(t, nt, hp, payloads + off, lens[c], idx + (size_t)c * E, val + (size_t)c * E, seen))) goto done;
         off += lens[c];
     }
+    if ((rc = tr_host_write(m, TR_BUF_PARAMS))) goto done;
     if (n > 0) {
         size_t first = 0; // the tensor's first entry
         for (int ti = 0; ti < nt; ti++) {

@@ -140,6 +140,8 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     int rc = tr_check_batch(m, tokens, targets, n, t);
     if (rc) return rc;
     if (!loss) return TR_EINVAL;
+    if ((rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
+    tr_host_replace(m, TR_BUF_GRADS);
     float *w = tr_forward_weights(m);
     memset(m->grads, 0, sizeof(float) * m->num_params);
     memset(m->dwte_emb, 0, sizeof(float) * m->sizes[TR_P_wte]);
@@ -159,6 +161,7 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
 
 int tr_zero_step(tr_model *m) {
     if (!m) return TR_EINVAL;
+    tr_host_replace(m, TR_BUF_GRADS);
     memset(m->grads, 0, sizeof(float) * m->num_params);
     m->have_grads = 1;
     return TR_OK;
@@ -168,6 +171,7 @@ int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     int rc = tr_check_batch(m, tokens, targets, n, t);
     if (rc) return rc;
     if (!loss) return TR_EINVAL;
+    if ((rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
     float total = 0.0f;
     for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
         int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
@@ -182,6 +186,7 @@ int tr_logits(tr_model *m, const int32_t *tokens, int n, int t, float *out) {
     int rc = tr_check_batch(m, tokens, tokens, n, t);
     if (rc) return rc;
     if (!out) return TR_EINVAL;
+    if ((rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
     int V = m->cfg.vocab, Vp = m->cfg.padded_vocab;
     for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
         int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
@@ -204,15 +209,19 @@ int tr_logits(tr_model *m, const int32_t *tokens, int n, int t, float *out) {
     return TR_OK;
 }
 
-int tr_get_grads(const tr_model *m, float *out, size_t len) {
+int tr_get_grads(tr_model *m, float *out, size_t len) {
     if (!m || !out || len != m->num_params) return TR_EINVAL;
     if (!m->have_grads) return TR_ENOGRAD;
+    int rc = tr_host_read(m, TR_BUF_GRADS);
+    if (rc) return rc;
     memcpy(out, m->grads, sizeof(float) * len);
     return TR_OK;
 }
 
-int tr_get_params(const tr_model *m, float *out, size_t len) {
+int tr_get_params(tr_model *m, float *out, size_t len) {
     if (!m || !out || len != m->num_params) return TR_EINVAL;
+    int rc = tr_host_read(m, TR_BUF_PARAMS);
+    if (rc) return rc;
     memcpy(out, m->params, sizeof(float) * len);
     return TR_OK;
 }
@@ -221,11 +230,31 @@ int tr_set_params(tr_model *m, const float *in, size_t len) {
     if (!m || !in || len != m->num_params) return TR_EINVAL;
     for (size_t i = 0; i < len; i++)
         if (!(in[i] - in[i] == 0.0f)) return TR_EINVAL; // NaN or Inf
+    tr_host_replace(m, TR_BUF_PARAMS);
     memcpy(m->params, in, sizeof(float) * len);
     m->lookahead_on = 0;
     m->have_grads = 0;
     m->in_round = 0; // new weights end a SparseLoCo round
     return TR_OK;
+}
+
+int tr_host_read(tr_model *m, unsigned bufs) {
+    unsigned need = m->host_stale & bufs;
+    if (!need) return TR_OK;
+    int rc = m->dev_download(m, need);
+    if (rc == TR_OK) m->host_stale &= ~need;
+    return rc;
+}
+
+int tr_host_write(tr_model *m, unsigned bufs) {
+    int rc = tr_host_read(m, bufs);
+    if (rc == TR_OK) tr_host_replace(m, bufs);
+    return rc;
+}
+
+void tr_host_replace(tr_model *m, unsigned bufs) {
+    m->host_stale &= ~bufs;
+    if (m->dev) m->dev_stale |= bufs;
 }
 
 int tr_num_tensors(const tr_model *m) { return m ? m->ntensors : 0; }

@@ -71,10 +71,12 @@ static void tr_state_put_header(const tr_model *m, uint8_t *out) {
         for (int i = 6; i < 11; i++) tr_put_u32(out + TR_STATE_HEADER_V1 + 4 * (i - 6), v[i]);
 }
 
-int tr_state_export(const tr_model *m, uint8_t *out, size_t cap) {
+int tr_state_export(tr_model *m, uint8_t *out, size_t cap) {
     if (!m || !out) return TR_EINVAL;
     uint32_t flags = tr_state_flags(m);
     if (cap < tr_state_bytes(m, flags)) return TR_ESHORT;
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
+    if (rc) return rc;
     tr_state_put_header(m, out);
     uint8_t *p = tr_put_floats(out + tr_state_header_len(m), m->params, m->num_params);
     if (flags & TR_STATE_ADAM) {
@@ -94,11 +96,13 @@ int tr_state_header(const tr_model *m, uint8_t *out, size_t cap, size_t *len) {
 }
 
 // The float section is params, then [m, v], then [delta]: float i of it.
-int tr_state_floats(const tr_model *m, size_t first, size_t count, uint8_t *out) {
+int tr_state_floats(tr_model *m, size_t first, size_t count, uint8_t *out) {
     if (!m || !out) return TR_EINVAL;
     uint32_t flags = tr_state_flags(m);
     size_t N = m->num_params, total = (tr_state_bytes(m, flags) - tr_state_header_len(m)) / 4;
     if (first > total || count > total - first) return TR_EINVAL;
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
+    if (rc) return rc;
     const float *parts[4] = {m->params, NULL, NULL, NULL};
     int np = 1;
     if (flags & TR_STATE_ADAM) { parts[np++] = m->adam_m; parts[np++] = m->adam_v; }
@@ -158,6 +162,7 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     }
     if ((flags & TR_STATE_DELTA) && !m->delta && !(m->delta = malloc(sizeof(float) * N))) return TR_ENOMEM;
     if ((flags & TR_STATE_LOOKAHEAD) && tr_lookahead_alloc(m)) return TR_ENOMEM;
+    tr_host_replace(m, TR_BUF_PARAMS | TR_BUF_ADAM);
     tr_get_floats(m->params, p, N);
     if (flags & TR_STATE_ADAM) {
         tr_get_floats(m->adam_m, pa, N);

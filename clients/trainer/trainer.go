@@ -397,7 +397,7 @@ func (t *Trainer) AdamWStep(hp AdamW) error {
 	defer t.mu.Unlock()
 	c := C.tr_adamw{lr: C.float(hp.LR), beta1: C.float(hp.Beta1), beta2: C.float(hp.Beta2), eps: C.float(hp.Eps),
 		weight_decay: C.float(hp.WeightDecay), clip_norm: C.float(hp.ClipNorm)}
-	return codeErr(C.tr_adamw_step(t.m, &c), "AdamW step")
+	return t.backendErr(t.adamwBackend(&c), "AdamW step")
 }
 
 // DeMo holds the DeMo/DisTrO hyperparameters. Chunk, TopK and OneBit fix the

@@ -102,8 +102,8 @@ int tr_zero_step(tr_model *m);
 // Forward only: mean loss, parameters and gradients untouched.
 int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 // Copies the gradients (after tr_step) into out, which holds tr_num_params floats.
-int tr_get_grads(const tr_model *m, float *out, size_t len);
-int tr_get_params(const tr_model *m, float *out, size_t len);
+int tr_get_grads(tr_model *m, float *out, size_t len);
+int tr_get_params(tr_model *m, float *out, size_t len);
 int tr_set_params(tr_model *m, const float *in, size_t len);
 
 int tr_adamw_step(tr_model *m, const tr_adamw *hp);
@@ -136,13 +136,13 @@ int tr_dct_inverse(int rows, int cols, int chunk, const float *y, float *x);
 // Full state (parameters, optimizer buffers, counters) as a canonical,
 // versioned little-endian blob; see README.md.
 int tr_state_size(const tr_model *m, size_t *size);
-int tr_state_export(const tr_model *m, uint8_t *out, size_t cap);
+int tr_state_export(tr_model *m, uint8_t *out, size_t cap);
 int tr_state_import(tr_model *m, const uint8_t *in, size_t len);
 // The same blob in pieces, for hashing large states without a full copy: the
 // header (56 bytes for GPT-2, 76 for Llama; *len), and floats
 // [first, first+count) of the float section.
 int tr_state_header(const tr_model *m, uint8_t *out, size_t cap, size_t *len);
-int tr_state_floats(const tr_model *m, size_t first, size_t count, uint8_t *out);
+int tr_state_floats(tr_model *m, size_t first, size_t count, uint8_t *out);
 
 // Parameter tensors, for checkpoints: name, shape and offset into the flat
 // parameter array.

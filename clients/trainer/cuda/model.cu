@@ -871,7 +871,9 @@ struct trg_model {
     tr_config cfg;
     size_t num_params;
     size_t offsets[TR_MAX_TENSORS]; // tr_param_layout (../layout.h)
-    float *params, *grads;  // (N) device
+    float *params, *grads;  // (N) device: the weights the forward pass sees, the last step's gradients
+    float *adam_m, *adam_v; // (N) device AdamW moments, allocated on first upload
+    float *norm_part, *h_norm_part; // (TRK_NORM_BLOCK blocks of N) the gradient norm's block sums, device and host
     float *dwte_emb;        // (Vp*C) the embedding's share of wte's gradient (model.c)
     float *acts, *dacts;    // device, the architecture's activation layouts (../layout.h)
     float *dpre;            // (B, NH, T, T) attention backward
@@ -1052,7 +1054,8 @@ extern "C" void trg_destroy(trg_model *g) {
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
     cudaFree(g->dpre); cudaFree(g->rows.max); cudaFree(g->rows.val); cudaFree(g->rows.lanes); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
     cudaFree(g->mx.qa); cudaFree(g->mx.qb); cudaFree(g->mx.sa); cudaFree(g->mx.sb);
-    cudaFreeHost(g->h_losses);
+    cudaFree(g->adam_m); cudaFree(g->adam_v); cudaFree(g->norm_part);
+    cudaFreeHost(g->h_losses); cudaFreeHost(g->h_norm_part);
     free(g);
 }
 
@@ -1098,7 +1101,9 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
             snprintf(g->mx.refused, sizeof g->mx.refused, "mx8 needs sm_80 or newer (mma.sync s8); this library was built for compute_%d",
                      fa.ptxVersion);
     }
+    GALLOC(g->norm_part, sizeof(float) * trk_norm_blocks(off));
     if ((g->err = cudaMallocHost((void **)&g->h_losses, sizeof(float) * BT)) != cudaSuccess) goto fail;
+    if ((g->err = cudaMallocHost((void **)&g->h_norm_part, sizeof(float) * trk_norm_blocks(off))) != cudaSuccess) goto fail;
     if (tr_is_llama(cfg)) { // the rotary tables, built on the host as the CPU path builds them
         GALLOC(g->rope_cos, sizeof(float) * T * half);
         GALLOC(g->rope_sin, sizeof(float) * T * half);
@@ -1136,18 +1141,49 @@ static void trg_pin(trg_model *g, const void *p, size_t bytes) {
     }
 }
 
-// Runs the micro-batches; grads (host) receives the gradients when not NULL.
-static int trg_run(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
-                   int n, int t, float *grads, float *loss) {
-    if (!g || !weights || !tokens || !targets || !loss || nparams != g->num_params || n < 1 || t < 1 || t > g->cfg.seq_len)
-        return TR_EINVAL;
+// The device buffer buf (TRG_*) of nparams floats; the moments are
+// allocated on first use when alloc is set, else NULL until then.
+static int trg_buffer(trg_model *g, int buf, size_t nparams, int alloc, float **out) {
+    if (!g || nparams != g->num_params) return TR_EINVAL;
+    float **p = buf == TRG_PARAMS ? &g->params : buf == TRG_GRADS ? &g->grads : buf == TRG_ADAM_M ? &g->adam_m
+              : buf == TRG_ADAM_V ? &g->adam_v : NULL;
+    if (!p) return TR_EINVAL;
+    if (!*p && alloc) {
+        if ((g->err = cudaMalloc((void **)p, sizeof(float) * nparams)) != cudaSuccess) {
+            *p = NULL;
+            return g->err == cudaErrorMemoryAllocation ? TR_ENOMEM : TR_EDEVICE;
+        }
+    }
+    if (!*p) return TR_EINVAL;
+    *out = *p;
+    return TR_OK;
+}
+
+extern "C" int trg_upload(trg_model *g, int buf, const float *host, size_t nparams) {
+    float *d;
+    int rc = host ? trg_buffer(g, buf, nparams, 1, &d) : TR_EINVAL;
+    if (rc) return rc;
+    if (buf == TRG_PARAMS || buf == TRG_GRADS) trg_pin(g, host, sizeof(float) * nparams);
+    CK(TRG_TIMED_COPY("copy to device", d, host, sizeof(float) * nparams, cudaMemcpyHostToDevice));
+    return TR_OK;
+}
+
+extern "C" int trg_download(trg_model *g, int buf, float *host, size_t nparams) {
+    float *d;
+    int rc = host ? trg_buffer(g, buf, nparams, 0, &d) : TR_EINVAL;
+    if (rc) return rc;
+    if (buf == TRG_PARAMS || buf == TRG_GRADS) trg_pin(g, host, sizeof(float) * nparams);
+    CK(TRG_TIMED_COPY("copy to host", host, d, sizeof(float) * nparams, cudaMemcpyDeviceToHost));
+    return TR_OK;
+}
+
+// Runs the micro-batches at the device weights; into the device gradients when grads is set.
+static int trg_run(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, int grads, float *loss) {
+    if (!g || !tokens || !targets || !loss || n < 1 || t < 1 || t > g->cfg.seq_len) return TR_EINVAL;
     if (g->mx.refused[0]) return TR_EDEVICE;
     size_t wte_n = (size_t)g->cfg.padded_vocab * g->cfg.channels; // wte is tensor 0 in both layouts
-    trg_pin(g, weights, sizeof(float) * nparams);
-    if (grads) trg_pin(g, grads, sizeof(float) * nparams);
-    CK(TRG_TIMED_COPY("copy weights to device", g->params, weights, sizeof(float) * nparams, cudaMemcpyHostToDevice));
     if (grads) {
-        CK(cudaMemset(g->grads, 0, sizeof(float) * nparams));
+        CK(cudaMemset(g->grads, 0, sizeof(float) * g->num_params));
         CK(cudaMemset(g->dwte_emb, 0, sizeof(float) * wte_n));
     }
     int llama = tr_is_llama(&g->cfg);
@@ -1169,24 +1205,54 @@ static int trg_run(trg_model *g, const float *weights, size_t nparams, const int
     if (grads) {
         TRG_LAUNCH(add_kernel, blocks_for(wte_n), THREADS, g->grads, g->grads, g->dwte_emb, wte_n);
         CK(cudaGetLastError());
-        CK(TRG_TIMED_COPY("copy gradients to host", grads, g->grads, sizeof(float) * nparams, cudaMemcpyDeviceToHost));
     }
     *loss = total / ((float)n * (float)t);
     return TR_OK;
 }
 
-extern "C" int trg_step(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
-                        int n, int t, float *grads, float *loss) {
-    if (!grads) return TR_EINVAL;
-    return trg_run(g, weights, nparams, tokens, targets, n, t, grads, loss);
+extern "C" int trg_step(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+    return trg_run(g, tokens, targets, n, t, 1, loss);
 }
 
-extern "C" int trg_eval(trg_model *g, const float *weights, size_t nparams, const int32_t *tokens, const int32_t *targets,
-                        int n, int t, float *loss) {
-    return trg_run(g, weights, nparams, tokens, targets, n, t, NULL, loss);
+extern "C" int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+    return trg_run(g, tokens, targets, n, t, 0, loss);
 }
 
 extern "C" int trg_activations(const trg_model *g, float *out, size_t len) {
     if (!g || !out || len > tr_act_floats(&g->cfg, g->cfg.micro_batch, g->cfg.seq_len, 0)) return TR_EINVAL;
     return cudaMemcpy(out, g->acts, sizeof(float) * len, cudaMemcpyDeviceToHost) == cudaSuccess ? TR_OK : TR_EDEVICE;
+}
+
+// ----------------------------------------------------------------------------
+// Optimizers on the device: AdamW with adamw.c's arithmetic (kernels.h), on
+// the weights, gradients and moments that stay here across steps.
+
+// One thread per TRK_NORM_BLOCK block of the gradients: its sum of squares.
+__global__ void grad_sumsq_kernel(float *part, const float *g, size_t n, size_t nb) {
+    size_t b = trg_thread();
+    if (b >= nb) return;
+    size_t i0 = b * TRK_NORM_BLOCK;
+    part[b] = trk_sumsq(g + i0, n - i0 < TRK_NORM_BLOCK ? n - i0 : TRK_NORM_BLOCK);
+}
+
+__global__ void adamw_kernel(float *p, float *m, float *v, const float *g, size_t n, trk_adamw_args a) {
+    size_t i = trg_thread();
+    if (i < n) trk_adamw(p + i, m + i, v + i, g[i], &a);
+}
+
+extern "C" int trg_adamw(trg_model *g, const tr_adamw *hp, uint64_t t) {
+    if (!g || !hp || t < 1 || !g->adam_m || !g->adam_v) return TR_EINVAL;
+    size_t n = g->num_params, nb = trk_norm_blocks(n);
+    // The blocks' sums come to the host (4 bytes per 4096 gradients), which
+    // adds them in order as the CPU path does, and refuses NaN or Inf.
+    TRG_LAUNCH(grad_sumsq_kernel, blocks_for(nb), THREADS, g->norm_part, g->grads, n, nb);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(g->h_norm_part, g->norm_part, sizeof(float) * nb, cudaMemcpyDeviceToHost));
+    float norm;
+    if (!trk_norm_finish(g->h_norm_part, nb, &norm)) return TR_EINVAL;
+    trk_adamw_args a = {hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, 0.0f, 0.0f, trk_clip_scale(norm, hp->clip_norm)};
+    trk_adamw_bias(hp->beta1, hp->beta2, t, &a.c1, &a.c2);
+    TRG_LAUNCH(adamw_kernel, blocks_for(n), THREADS, g->params, g->adam_m, g->adam_v, g->grads, n, a);
+    CK(cudaGetLastError());
+    return TR_OK;
 }

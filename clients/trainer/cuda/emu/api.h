@@ -12,6 +12,9 @@
 #define trg_step trgemu_step
 #define trg_eval trgemu_eval
 #define trg_activations trgemu_activations
+#define trg_upload trgemu_upload
+#define trg_download trgemu_download
+#define trg_adamw trgemu_adamw
 
 #include "../trainer_cuda.h"
 

@@ -75,20 +75,71 @@ func New(cfg trainer.Config, params int) (*Model, error) {
 
 func (m *Model) Close() { C.trgemu_destroy(m.g) }
 
-// Step runs forward and backward over n sequences of length t (tokens and
-// targets hold n*t each) at weights and returns the gradients and the loss.
-func (m *Model) Step(weights []float32, tokens, targets []int32, n, t int) ([]float32, float32, error) {
-	if len(weights) != m.params || len(tokens) != n*t || len(targets) != n*t || n < 1 || t < 1 {
-		return nil, 0, fmt.Errorf("emulated step: bad sizes")
+// Device buffers (trainer_cuda.h's TRG_*).
+const (
+	Params = C.TRG_PARAMS
+	Grads  = C.TRG_GRADS
+	AdamM  = C.TRG_ADAM_M
+	AdamV  = C.TRG_ADAM_V
+)
+
+// Upload copies data (one float per parameter) into device buffer buf.
+func (m *Model) Upload(buf int, data []float32) error {
+	if len(data) != m.params {
+		return fmt.Errorf("emulated upload: %d floats, model has %d parameters", len(data), m.params)
 	}
-	grads := make([]float32, m.params)
+	if rc := C.trgemu_upload(m.g, C.int(buf), (*C.float)(&data[0]), C.size_t(len(data))); rc != 0 {
+		return fmt.Errorf("emulated upload of buffer %d: error %d", buf, int(rc))
+	}
+	return nil
+}
+
+// Download returns a copy of device buffer buf.
+func (m *Model) Download(buf int) ([]float32, error) {
+	out := make([]float32, m.params)
+	if rc := C.trgemu_download(m.g, C.int(buf), (*C.float)(&out[0]), C.size_t(len(out))); rc != 0 {
+		return nil, fmt.Errorf("emulated download of buffer %d: error %d", buf, int(rc))
+	}
+	return out, nil
+}
+
+// Train runs forward and backward over n sequences of length t (tokens and
+// targets hold n*t each) at the device weights, the gradients staying on
+// the device, and returns the loss.
+func (m *Model) Train(tokens, targets []int32, n, t int) (float32, error) {
+	if len(tokens) != n*t || len(targets) != n*t || n < 1 || t < 1 {
+		return 0, fmt.Errorf("emulated step: bad sizes")
+	}
 	var loss C.float
-	rc := C.trgemu_step(m.g, (*C.float)(&weights[0]), C.size_t(len(weights)), (*C.int32_t)(unsafe.Pointer(&tokens[0])),
-		(*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(t), (*C.float)(&grads[0]), &loss)
+	rc := C.trgemu_step(m.g, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(t), &loss)
 	if rc != 0 {
-		return nil, 0, fmt.Errorf("emulated step: error %d", int(rc))
+		return 0, fmt.Errorf("emulated step: error %d", int(rc))
 	}
-	return grads, float32(loss), nil
+	return float32(loss), nil
+}
+
+// Step uploads weights, trains (Train) and returns the gradients and the loss.
+func (m *Model) Step(weights []float32, tokens, targets []int32, n, t int) ([]float32, float32, error) {
+	if err := m.Upload(Params, weights); err != nil {
+		return nil, 0, err
+	}
+	loss, err := m.Train(tokens, targets, n, t)
+	if err != nil {
+		return nil, 0, err
+	}
+	grads, err := m.Download(Grads)
+	return grads, loss, err
+}
+
+// AdamW takes AdamW step t (1 for the first) on the device's weights and
+// moments (uploaded before the first) from its gradients.
+func (m *Model) AdamW(hp trainer.AdamW, t uint64) error {
+	c := C.tr_adamw{lr: C.float(hp.LR), beta1: C.float(hp.Beta1), beta2: C.float(hp.Beta2), eps: C.float(hp.Eps),
+		weight_decay: C.float(hp.WeightDecay), clip_norm: C.float(hp.ClipNorm)}
+	if rc := C.trgemu_adamw(m.g, &c, C.uint64_t(t)); rc != 0 {
+		return fmt.Errorf("emulated AdamW step %d: error %d", t, int(rc))
+	}
+	return nil
 }
 
 // Activations returns the first n floats of the last micro-batch's activations.

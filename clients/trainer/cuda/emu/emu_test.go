@@ -2,6 +2,8 @@ package emu
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"math"
 	"testing"
 
@@ -157,4 +159,109 @@ func differing(a, b []float32) int {
 		}
 	}
 	return n
+}
+
+// AdamW on the emulated device, its weights, gradients and moments staying
+// there across steps, gives the CPU's weights and moments bit for bit (and
+// the CPU's loss at every step, so the forward pass reads the updated
+// weights): GPT-2 and Llama, weight decay on, clipping active (the tiny
+// clip norm), inactive (0, and a norm never reached).
+func TestGPUAdamWMatchesCPU(t *testing.T) {
+	odd := trainer.Config{Name: "odd", Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 40, Heads: 5, SeqLen: 24, MicroBatch: 2}
+	oddLlama := trainer.Config{Name: "odd-llama", Arch: trainer.ArchLlama, Vocab: 61, PaddedVocab: 64, Layers: 2, Channels: 48,
+		Heads: 6, KVHeads: 2, Hidden: 72, Untied: true, RopeTheta: 500, SeqLen: 24, MicroBatch: 2}
+	hp := trainer.AdamW{LR: 3e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+	for _, cfg := range []trainer.Config{odd, oddLlama} {
+		var final [][]float32
+		for _, clip := range []float32{1e-3, 0, 1e6} {
+			hp.ClipNorm = clip
+			t.Run(fmt.Sprintf("%s/clip=%g", cfg.Name, clip), func(t *testing.T) {
+				final = append(final, compareAdamW(t, cfg, hp, 4, 3, 19))
+			})
+		}
+		// The clipped run must differ from the others, or clipping was not active.
+		if len(final) == 3 && (differing(final[0], final[1]) == 0 || differing(final[1], final[2]) != 0) {
+			t.Errorf("%s: clipping active in the wrong runs (%d, %d entries differ)", cfg.Name,
+				differing(final[0], final[1]), differing(final[1], final[2]))
+		}
+	}
+}
+
+// compareAdamW trains steps steps of n sequences of seq on the CPU and on
+// the emulated device and compares loss, weights and moments; it returns
+// the CPU's final weights.
+func compareAdamW(t *testing.T, cfg trainer.Config, hp trainer.AdamW, steps, n, seq int) []float32 {
+	cpu, err := trainer.New(cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	w, err := cpu.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := New(cfg, len(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.Close()
+	zero := make([]float32, len(w))
+	for _, up := range []struct {
+		buf  int
+		data []float32
+	}{{Params, w}, {AdamM, zero}, {AdamV, zero}} {
+		if err := gpu.Upload(up.buf, up.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := trainer.MarkovText(9, steps*n*seq+1)
+	for s := range steps {
+		tok, tgt := make([]int32, n*seq), make([]int32, n*seq)
+		for i := range tok {
+			j := s*n*seq + i
+			tok[i], tgt[i] = int32(text[j])%int32(cfg.Vocab), int32(text[j+1])%int32(cfg.Vocab)
+		}
+		lc, err := cpu.Step(context.Background(), tok, tgt, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cpu.AdamWStep(hp); err != nil {
+			t.Fatal(err)
+		}
+		lg, err := gpu.Train(tok, tgt, n, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.AdamW(hp, uint64(s+1)); err != nil {
+			t.Fatal(err)
+		}
+		if math.Float32bits(lc) != math.Float32bits(lg) {
+			t.Errorf("step %d: loss CPU %v, GPU %v", s, lc, lg)
+		}
+	}
+	state, err := cpu.ExportState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	N := len(w)
+	floats := state[len(state)-3*4*N:] // params, m, v
+	var final []float32
+	for i, buf := range []int{Params, AdamM, AdamV} {
+		got, err := gpu.Download(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, N)
+		for k := range want {
+			want[k] = math.Float32frombits(binary.LittleEndian.Uint32(floats[4*(i*N+k):]))
+		}
+		if d := differing(want, got); d > 0 {
+			t.Errorf("%s after %d AdamW steps: %d of %d entries differ between CPU and GPU", []string{"weights", "m", "v"}[i], steps, d, N)
+		}
+		if i == 0 {
+			final = want
+		}
+	}
+	t.Logf("%d AdamW steps: %d weights and both moments compared", steps, N)
+	return final
 }

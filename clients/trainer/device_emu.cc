@@ -1,0 +1,8 @@
+//go:build cudaemu && !cuda
+
+// device_emu.cc: cuda/model.cu for the host (cuda/emu/emu.h) under the
+// cudaemu build tag (device_emu.go). model_cu.h links to it: go's build
+// cache hashes the files in a package's directory, so an edit of model.cu
+// rebuilds this.
+#define TRG_EMULATE 1
+#include "model_cu.h"

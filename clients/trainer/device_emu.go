@@ -1,0 +1,17 @@
+//go:build cudaemu && !cuda
+
+package trainer
+
+// The cudaemu build tag (tests only) links cuda/model.cu compiled for the
+// host (device_emu.cc, cuda/emu) in place of libtrainer_cuda.a, so that the
+// GPU path's residency is tested without a GPU: go test -tags cudaemu -run
+// GPUResidency ./clients/trainer/. Stale host copies are filled with NaN
+// (TR_POISON_STALE), so that a missing download shows.
+
+// #cgo CXXFLAGS: -std=c++17 -O2 -I${SRCDIR}/cuda
+// #cgo CFLAGS: -DTR_POISON_STALE
+import "C"
+
+// emulatedGPU is true: the emulation runs each kernel thread by thread, so
+// a trainer uses it only after SetGPU(true) and the other tests stay fast.
+const emulatedGPU = true

@@ -1,0 +1,187 @@
+//go:build cuda || cudaemu
+
+package trainer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"math"
+	"path/filepath"
+	"testing"
+)
+
+// gpuTrainer returns a trainer on the GPU, or skips when there is none.
+func gpuTrainer(t *testing.T, cfg Config, seed uint64) *Trainer {
+	t.Helper()
+	tr := newTrainer(t, cfg, seed)
+	if err := tr.SetGPU(true); err != nil {
+		t.Skipf("no GPU: %v", err)
+	}
+	return tr
+}
+
+// The weights, gradients and AdamW moments living on the GPU between steps
+// change nothing a caller sees: every entry point that reads or changes them
+// on the host, between AdamW steps on the device, gives what the CPU path
+// gives. Under the cudaemu tag (no GPU needed) the host's stale copies hold
+// NaN, so a missing download fails this too.
+func TestGPUResidency(t *testing.T) {
+	for _, cfg := range []Config{tinyConfig, tinyLlama} {
+		t.Run(cfg.Name, func(t *testing.T) {
+			gpu := gpuTrainer(t, cfg, 21)
+			cpu := newTrainer(t, cfg, 21)
+			if err := cpu.SetGPU(false); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			got, want := residencyScript(t, gpu, true, dir), residencyScript(t, cpu, false, dir)
+			for i := range want {
+				if got[i].sum != want[i].sum {
+					t.Fatalf("%s after %q: GPU %x, CPU %x", cfg.Name, want[i].op, got[i].sum[:8], want[i].sum[:8])
+				}
+			}
+			t.Logf("%s: %d results of the GPU trainer equal the CPU's", cfg.Name, len(want))
+		})
+	}
+}
+
+type residencyResult struct {
+	op  string
+	sum [32]byte
+}
+
+// residencyScript runs a fixed sequence of operations on tr, switching to
+// the CPU and back on the way when gpu is set, and returns what each left:
+// the state digest, or the hash of the floats it returned.
+func residencyScript(t *testing.T, tr *Trainer, gpu bool, dir string) []residencyResult {
+	cfg := tr.Config()
+	text := textFor(cfg, 3, 64*2*cfg.SeqLen+1)
+	var out []residencyResult
+	s := 0
+	must := func(op string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+	}
+	record := func(op string) { out = append(out, residencyResult{op, digest(t, tr, nil)}) }
+	floats := func(op string, f []float32, err error) {
+		t.Helper()
+		must(op, err)
+		h := sha256.New()
+		for _, v := range f {
+			binary.Write(h, binary.LittleEndian, math.Float32bits(v))
+		}
+		out = append(out, residencyResult{op, [32]byte(h.Sum(nil))})
+	}
+	train := func() float32 { s++; return step(t, tr, text, s*2*cfg.SeqLen, 2, cfg.SeqLen) }
+	adamw := func(op string, hp AdamW) {
+		t.Helper()
+		loss := train()
+		floats(op+" loss", []float32{loss}, nil)
+		must(op, tr.AdamWStep(hp))
+		record(op)
+	}
+	// An AdamW step that records nothing: the Digest of record downloads
+	// everything, so each read below follows one of these.
+	update := func() {
+		t.Helper()
+		train()
+		must("AdamW", tr.AdamWStep(testAdamW))
+	}
+	setGPU := func(on bool) {
+		if gpu {
+			must("SetGPU", tr.SetGPU(on))
+		}
+	}
+	noClip := testAdamW
+	noClip.ClipNorm = 0
+	for range 3 {
+		adamw("AdamW, clipped", testAdamW)
+	}
+	adamw("AdamW, not clipped", noClip)
+	train()
+	g, err := tr.Grads()
+	floats("Grads", g, err)
+	must("AdamW after Grads", tr.AdamWStep(testAdamW))
+	p, err := tr.Params()
+	floats("Params", p, err)
+	tok, tgt := Window(text, 0, 2, cfg.SeqLen)
+	update()
+	loss, err := tr.Eval(context.Background(), tok, tgt, cfg.SeqLen)
+	floats("Eval", []float32{loss}, err)
+	update()
+	logits, err := tr.Logits(context.Background(), tok, cfg.SeqLen)
+	floats("Logits", logits, err)
+	must("DecodeReset", tr.DecodeReset())
+	update()
+	next, err := tr.DecodeNext(tok[0])
+	floats("DecodeNext", next, err)
+	update()
+	state, err := tr.ExportState()
+	floats("ExportState", []float32{float32(len(state))}, err)
+	out = append(out, residencyResult{"ExportState blob", sha256.Sum256(state)})
+
+	// DeMo with its lookahead on the host, then AdamW on the device again.
+	for range 2 {
+		train()
+		payload, err := tr.DeMoGenerate(testDeMo)
+		must("DeMo generate", err)
+		must("DeMo apply", tr.DeMoApply(testDeMo, [][]byte{payload}))
+		record("DeMo")
+	}
+	adamw("AdamW after DeMo's lookahead", testAdamW)
+
+	// The CPU and back.
+	setGPU(false)
+	adamw("AdamW on the CPU", testAdamW)
+	setGPU(true)
+	adamw("AdamW on the GPU again", testAdamW)
+	train()
+	setGPU(false)
+	must("CPU AdamW from GPU gradients", tr.AdamWStep(noClip))
+	record("CPU AdamW from GPU gradients")
+	setGPU(true)
+
+	// State and checkpoints.
+	update()
+	state, err = tr.ExportState()
+	must("ExportState", err)
+	adamw("AdamW before import", testAdamW)
+	must("ImportState", tr.ImportState(state))
+	record("ImportState")
+	adamw("AdamW after import", testAdamW)
+	path := filepath.Join(dir, "residency.safetensors")
+	update()
+	must("SaveCheckpoint", tr.SaveCheckpoint(path, nil))
+	adamw("AdamW after save", testAdamW)
+	must("LoadCheckpoint", tr.LoadCheckpoint(path))
+	record("LoadCheckpoint")
+	adamw("AdamW after load", testAdamW)
+	must("SetParams", tr.SetParams(p))
+	record("SetParams")
+	adamw("AdamW after SetParams", testAdamW)
+	must("ResetOptimizer", tr.ResetOptimizer())
+	adamw("AdamW after ResetOptimizer", testAdamW)
+	must("ZeroStep", tr.ZeroStep())
+	must("AdamW after ZeroStep", tr.AdamWStep(testAdamW))
+	record("AdamW after ZeroStep")
+
+	// SparseLoCo rounds with inner AdamW steps: one sent, one aborted.
+	update()
+	must("LoCoBegin", tr.LoCoBegin())
+	update()
+	update()
+	lp, err := tr.LoCoGenerate(tinyLoCo)
+	must("LoCoGenerate", err)
+	record("LoCoGenerate")
+	must("LoCoApply", tr.LoCoApply(tinyLoCo, [][]byte{lp}))
+	record("LoCoApply")
+	must("LoCoBegin", tr.LoCoBegin())
+	update()
+	must("LoCoAbort", tr.LoCoAbort())
+	record("LoCoAbort")
+	adamw("AdamW after the rounds", testAdamW)
+	return out
+}
