@@ -43,7 +43,8 @@ go vet ./... || status=1
 # the library, the client builds and vets with -tags cuda, and the trainer's
 # tests run in that build: on a machine without a GPU they exercise its CPU
 # fallback and the GPU kernels under the host emulator (cuda/emu), and the
-# GPU tests say that no GPU is present.
+# GPU tests say that no GPU is present; -tags cudaemu runs the trainer's
+# device path on the emulator.
 section "CUDA build (-tags cuda)"
 (
   set -e
@@ -55,6 +56,9 @@ section "CUDA build (-tags cuda)"
   go test -tags cuda -count=1 -short "$@" ./clients/trainer/ ./clients/trainer/cuda/emu/
   go test -tags cuda -count=1 -v -run GPU ./clients/trainer/ ./clients/cmd/psyche-client/ |
     grep -E '^(--- |ok|FAIL|panic)|no GPU|no CUDA'
+  # The trainer with model.cu emulated as its GPU: weights and optimizer
+  # state resident on the device, every entry point against the CPU.
+  go test -tags cudaemu -count=1 -run GPUResidency ./clients/trainer/
 ) || status=1
 
 # The packages with the client's concurrency (its loop, background fetches,
