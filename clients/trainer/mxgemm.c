@@ -174,14 +174,6 @@ _Alignas(64) static const uint8_t mx_amx_config[64] = {
 #define MXT_STORE(t, p, stride) _tile_stored(t, p, stride)
 #define MXT_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
 #include "mxgemm_amx.h"
-#undef MXT_NAME
-#undef MXT_TARGET
-#undef MXT_CONFIG
-#undef MXT_RELEASE
-#undef MXT_ZERO
-#undef MXT_LOAD
-#undef MXT_STORE
-#undef MXT_DPBSSD
 
 // The tile instructions emulated in C from Intel's definitions, for the
 // tests: a thread's configuration and eight tiles of at most 16 rows x 64
@@ -273,14 +265,6 @@ static void mxe_dpbssd(int tc, int ta, int tb) {
 #define MXT_STORE(t, p, stride) mxe_store(t, p, stride)
 #define MXT_DPBSSD(c, a, b) mxe_dpbssd(c, a, b)
 #include "mxgemm_amx.h"
-#undef MXT_NAME
-#undef MXT_TARGET
-#undef MXT_CONFIG
-#undef MXT_RELEASE
-#undef MXT_ZERO
-#undef MXT_LOAD
-#undef MXT_STORE
-#undef MXT_DPBSSD
 
 // Quantizes one block of 32 values (zeros past its end): codes, returns
 // the exponent (trk_mx_exp) and sets *sum to the codes' sum. One per ISA:

@@ -1,7 +1,8 @@
 // mxgemm_amx.h: mxgemm.c's AMX-INT8 kernel, included there twice: with
 // MXT_* as the tile instructions, and as their emulation in C (any CPU:
 // what the tests check where there is no AMX). MXT_NAME(x) names this
-// copy's functions, MXT_TARGET is their target attribute.
+// copy's functions, MXT_TARGET is their target attribute; the end of this
+// file undefines them all for the next copy.
 
 // A thread configures its tiles (the configuration is per thread) for each
 // task and releases them after it, back to the init state that context
@@ -45,3 +46,12 @@ MXT_TARGET static void MXT_NAME(kernel)(int nb, const int8_t *ap, const float *a
         }
     }
 }
+
+#undef MXT_NAME
+#undef MXT_TARGET
+#undef MXT_CONFIG
+#undef MXT_RELEASE
+#undef MXT_ZERO
+#undef MXT_LOAD
+#undef MXT_STORE
+#undef MXT_DPBSSD

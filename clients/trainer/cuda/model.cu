@@ -432,6 +432,11 @@ __device__ static __forceinline__ float mx_step(float acc, int u, float sa, floa
 }
 
 __device__ static __forceinline__ unsigned mx_word(const int8_t *p) { return *(const unsigned *)p; }
+
+// Output row and column of a lane's accumulator r of the warp's tile (i, j)
+// (the mma's C/D layout: rows g, g, g+8, g+8 at columns 2t, 2t+1, 2t, 2t+1).
+__device__ static __forceinline__ int mx_row(int base, int i, int gq, int r) { return base + 16 * i + gq + 8 * (r / 2); }
+__device__ static __forceinline__ int mx_col(int base, int j, int tq, int r) { return base + 8 * j + 2 * tq + r % 2; }
 #endif
 
 // One block per multiprocessor: its 64 chains and the fragments take about
@@ -453,7 +458,7 @@ __global__ void __launch_bounds__(MX_THREADS) mx_gemm_kernel(tr_gemm_args g, int
         for (int j = 0; j < MX_WN / 8; j++)
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                int m = m0 + wm + 16 * i + gq + 8 * (r / 2), n = n0 + wn + 8 * j + 2 * tq + r % 2;
+                int m = mx_row(m0 + wm, i, gq, r), n = mx_col(n0 + wn, j, tq, r);
                 acc[i][j][r] = m < g.M && n < g.N ? trk_gemm_base(&g, m, n) : 0.0f;
             }
     const int magic[4] = {MX_MAGIC, MX_MAGIC, MX_MAGIC, MX_MAGIC};
@@ -508,7 +513,7 @@ __global__ void __launch_bounds__(MX_THREADS) mx_gemm_kernel(tr_gemm_args g, int
         for (int j = 0; j < MX_WN / 8; j++)
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                int m = m0 + wm + 16 * i + gq + 8 * (r / 2), n = n0 + wn + 8 * j + 2 * tq + r % 2;
+                int m = mx_row(m0 + wm, i, gq, r), n = mx_col(n0 + wn, j, tq, r);
                 if (m < g.M && n < g.N) g.out[(size_t)m * g.ldo + n] = acc[i][j][r];
             }
 #endif
