@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The trainer against PyTorch on this machine's CPU, side by side in one run
 # (machines differ, so only the ratios carry over): GEMM GFLOP/s at the small
-# config's shapes (ours in fp32 and mx8 at every ISA level, PyTorch fp32 and
+# config's shapes (ours in fp32 and mx8 at every ISA level, mx8 also with the
+# input gradients' two slices as arith=mx8/A2; PyTorch fp32 and
 # bf16), and training tokens/s for light and small (AdamW, same model, batch
 # and threads: ours fp32 and mx8, PyTorch fp32 and bf16 autocast), the
 # training figures interleaved over several rounds, best of each. A
@@ -66,7 +67,7 @@ for s in "2048 1536 384" "2048 384 1536" "1024 1024 1024"; do
   grep "M=$m N=$n K=$k " "$bench/gemm.txt" | while read -r line; do
     ours=$(grep -o '[0-9.]* GFLOP' <<<"$line" | cut -d' ' -f1)
     isa=$(grep -o 'isa=[a-z0-9-]*' <<<"$line")
-    arith=$(grep -o 'arith=[a-z0-9]*' <<<"$line")
+    arith=$(grep -o 'arith=[a-zA-Z0-9/]*' <<<"$line")
     printf 'gemm %sx%sx%s %-10s %-16s %7.1f GFLOP/s  %5.2fx PyTorch fp32 (%s)  %5.2fx PyTorch bf16 (%s)\n' \
       "$m" "$n" "$k" "$arith" "$isa" "$ours" "$(ratio "$ours" "$tf")" "$tf" "$(ratio "$ours" "$tb")" "$tb"
   done

@@ -114,6 +114,7 @@ typedef struct {
     const float *bias;       // (N) or NULL: base = bias[n], else 0
     int accumulate;          // 1: base = out[m][n] (bias ignored)
     int ta, tb;
+    int mx_slices;           // mx8: TRK_MX_SLICE_A and/or TRK_MX_SLICE_B (two slices), else 0
 } tr_gemm_args;
 
 TRK float trk_gemm_a(const tr_gemm_args *g, int m, int k) {
@@ -147,7 +148,8 @@ TRK void trk_gemm_element(const tr_gemm_args *g, int m, int n) {
 //   q = round half to even (clamp(x * 2^-e, -127, 127)).
 // Then out = base; for each block in order:
 //   out = fma((float)(sum of qa*qb, exact in int32: < 2^24), sa * sb, out).
-// sa * sb is exact (e in [-63, 63]), so each block is one rounding, and
+// sa * sb is exact (e in [-63, 63], or down to -71 for second slices: a
+// power of two of at least 2^-134), so each block is one rounding, and
 // every chip with an int8 dot product (VNNI, AMX, dp4a, mma s8) gives the
 // same bits.
 
@@ -205,9 +207,42 @@ TRK void trk_mx_block_range(int b, int K, int kseg, int *k0, int *k1) {
     *k1 = *k0 + TRK_MX_BLOCK < end ? *k0 + TRK_MX_BLOCK : end;
 }
 
-// Quantizes block b of row m of A (b_side 0) or row n of B (b_side 1):
-// codes into q[0..32) (zeros past the block's end), returns the scale.
-TRK float trk_mx_quant_block(const tr_gemm_args *g, int b_side, int row, int b, int kseg, int8_t *q) {
+// Two slices, for the GEMMs that need more than 8 bits (README): a block of
+// exponent e also gets second codes q2 = code of the residual x - q1 * 2^e
+// at exponent e - 8 (the residual is exact, and at most 2^(e-1), so q2 uses
+// the whole range). A GEMM with an operand in two slices runs each block
+// as parts, in this order: (a1, b1), (a1, b2) when B has two slices, (a2,
+// b1) when A has; each part is one block step of an ordinary mx8 GEMM (its
+// own dot and fma), and a2 * b2 is left out. So every kernel runs it as an
+// mx8 GEMM of parts times the blocks.
+#define TRK_MX_SLICE_A 1
+#define TRK_MX_SLICE_B 2
+// The input-gradient GEMMs (dinp = dout W, tr_linear_backward) take dout,
+// their A, in two slices (README, "mx8 convergence"); every other operand
+// of every GEMM one.
+#define TRK_MX_DINP_SLICES TRK_MX_SLICE_A
+TRK int trk_mx_parts(int slices) { return 1 + (slices & TRK_MX_SLICE_A ? 1 : 0) + (slices & TRK_MX_SLICE_B ? 1 : 0); }
+
+// Which slice (0: first, 1: second) side b_side takes in part j.
+TRK int trk_mx_part_slice(int slices, int b_side, int j) {
+    if (j == 0) return 0;
+    if (j == 1 && slices & TRK_MX_SLICE_B) return b_side;
+    return !b_side;
+}
+
+// The second code of x, whose first is q1 in a block of exponent e (finite).
+TRK int trk_mx_code2(float x, int q1, int e) {
+#ifdef __CUDA_ARCH__
+    return trk_mx_code(__fsub_rn(x, __fmul_rn((float)q1, tr_pow2i(e))), e - 8);
+#else
+    return trk_mx_code(x - (float)q1 * tr_pow2i(e), e - 8);
+#endif
+}
+
+// Quantizes block b of row m of A (b_side 0) or row n of B (b_side 1),
+// slice 0 or 1: codes into q[0..32) (zeros past the block's end), returns
+// the scale.
+TRK float trk_mx_quant_block(const tr_gemm_args *g, int b_side, int row, int b, int kseg, int slice, int8_t *q) {
     int k0, k1;
     trk_mx_block_range(b, g->K, kseg, &k0, &k1);
     uint32_t amax = 0;
@@ -218,21 +253,24 @@ TRK float trk_mx_quant_block(const tr_gemm_args *g, int b_side, int row, int b, 
     int e = trk_mx_exp(amax);
     for (int k = 0; k < TRK_MX_BLOCK; k++) {
         float x = k0 + k < k1 ? (b_side ? trk_gemm_b(g, row, k0 + k) : trk_gemm_a(g, row, k0 + k)) : 0.0f;
-        q[k] = (int8_t)(e == TRK_MX_NONFINITE ? 0 : trk_mx_code(x, e));
+        int c = e == TRK_MX_NONFINITE ? 0 : trk_mx_code(x, e);
+        q[k] = (int8_t)(e == TRK_MX_NONFINITE || !slice ? c : trk_mx_code2(x, c, e));
     }
-    return trk_mx_scale(e);
+    return trk_mx_scale(e == TRK_MX_NONFINITE || !slice ? e : e - 8);
 }
 
 // One element of the mx8 GEMM: the reference every mx8 kernel must equal.
 TRK void trk_mx_gemm_element(const tr_gemm_args *g, int kseg, int m, int n) {
     float acc = trk_gemm_base(g, m, n);
     int8_t qa[TRK_MX_BLOCK], qb[TRK_MX_BLOCK];
-    for (int b = 0; b < trk_mx_blocks(g->K, kseg); b++) {
-        float sa = trk_mx_quant_block(g, 0, m, b, kseg, qa), sb = trk_mx_quant_block(g, 1, n, b, kseg, qb);
-        int32_t dot = 0;
-        for (int k = 0; k < TRK_MX_BLOCK; k++) dot += (int32_t)qa[k] * qb[k];
-        acc = trk_mx_step(acc, dot, sa, sb);
-    }
+    for (int b = 0; b < trk_mx_blocks(g->K, kseg); b++)
+        for (int j = 0; j < trk_mx_parts(g->mx_slices); j++) {
+            float sa = trk_mx_quant_block(g, 0, m, b, kseg, trk_mx_part_slice(g->mx_slices, 0, j), qa);
+            float sb = trk_mx_quant_block(g, 1, n, b, kseg, trk_mx_part_slice(g->mx_slices, 1, j), qb);
+            int32_t dot = 0;
+            for (int k = 0; k < TRK_MX_BLOCK; k++) dot += (int32_t)qa[k] * qb[k];
+            acc = trk_mx_step(acc, dot, sa, sb);
+        }
     g->out[(size_t)m * g->ldo + n] = acc;
 }
 

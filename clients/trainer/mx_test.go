@@ -27,38 +27,55 @@ func mxExp(amax uint32) (e int, ok bool) {
 
 func pow2(e int) float32 { return math.Float32frombits(uint32(e+127) << 23) }
 
-// mxQuant quantizes one block (at most 32 values): codes and scale.
-func mxQuant(x []float32) (q [mxBlock]int32, scale float32) {
+func mxCode(x float32, e int) int32 {
+	return int32(math.RoundToEven(float64(min(max(x*pow2(-e), -127), 127))))
+}
+
+// mxQuant quantizes one block (at most 32 values): codes and scale of its
+// first slice, and of its second (the residual's codes at e - 8).
+func mxQuant(x []float32) (q, q2 [mxBlock]int32, scale, scale2 float32) {
 	var amax uint32
 	for _, v := range x {
 		amax = max(amax, math.Float32bits(v)&0x7fffffff)
 	}
 	e, ok := mxExp(amax)
 	if !ok {
-		return q, float32(math.NaN())
+		nan := float32(math.NaN())
+		return q, q2, nan, nan
 	}
 	for i, v := range x {
-		y := min(max(v*pow2(-e), -127), 127)
-		q[i] = int32(math.RoundToEven(float64(y)))
+		q[i] = mxCode(v, e)
+		q2[i] = mxCode(v-float32(float32(q[i])*pow2(e)), e-8)
 	}
-	return q, pow2(e)
+	return q, q2, pow2(e), pow2(e - 8)
 }
 
-// mxGEMM is out(M,N) = A(M,K) B(N,K)^T in contract v3, blocks of the whole K.
-func mxGEMM(m, n, k int, a, b []float32) []float32 {
+// mxGEMM is out(M,N) = A(M,K) B(N,K)^T in contract v3, blocks of the whole
+// K; slices puts A, B or both in two slices: each block's parts are (a1,
+// b1), then (a1, b2) when B has two, then (a2, b1) when A has.
+func mxGEMM(slices MXSlices, m, n, k int, a, b []float32) []float32 {
 	out := make([]float32, m*n)
 	for i := range m {
 		for j := range n {
 			var acc float32
 			for k0 := 0; k0 < k; k0 += mxBlock {
 				k1 := min(k0+mxBlock, k)
-				qa, sa := mxQuant(a[i*k+k0 : i*k+k1])
-				qb, sb := mxQuant(b[j*k+k0 : j*k+k1])
-				var dot int32
-				for t := range mxBlock {
-					dot += qa[t] * qb[t]
+				qa, qa2, sa, sa2 := mxQuant(a[i*k+k0 : i*k+k1])
+				qb, qb2, sb, sb2 := mxQuant(b[j*k+k0 : j*k+k1])
+				step := func(qa, qb *[mxBlock]int32, sa, sb float32) {
+					var dot int32
+					for t := range mxBlock {
+						dot += qa[t] * qb[t]
+					}
+					acc = fma32(float32(dot), sa*sb, acc)
 				}
-				acc = fma32(float32(dot), sa*sb, acc)
+				step(&qa, &qb, sa, sb)
+				if slices&MXSliceB != 0 {
+					step(&qa, &qb2, sa, sb2)
+				}
+				if slices&MXSliceA != 0 {
+					step(&qa2, &qb, sa2, sb)
+				}
 			}
 			out[i*n+j] = acc
 		}
@@ -119,28 +136,69 @@ func TestMXBitsAcrossISAs(t *testing.T) {
 	for _, s := range [][3]int{{1, 1, 1}, {5, 9, 31}, {7, 13, 33}, {37, 53, 301}, {13, 70, 64}, {200, 1600, 545}} {
 		m, n, k := s[0], s[1], s[2]
 		a, b := mxOperand(r, m, k), mxOperand(r, n, k)
-		want := mxGEMM(m, n, k, a, b)
-		out := make([]float32, m*n)
-		for _, level := range levels {
-			if _, err := tr.SetISA(level); err != nil {
-				t.Fatal(err)
-			}
-			for _, threads := range []int{1, 2, 3} {
-				if err := tr.SetThreads(threads); err != nil {
+		for _, slices := range []MXSlices{0, MXSliceA, MXSliceB, MXSliceA | MXSliceB} {
+			want := mxGEMM(slices, m, n, k, a, b)
+			out := make([]float32, m*n)
+			for _, level := range levels {
+				if _, err := tr.SetISA(level); err != nil {
 					t.Fatal(err)
 				}
-				clear(out)
-				if err := tr.GEMM(ArithMX8, m, n, k, a, b, out); err != nil {
-					t.Fatal(err)
-				}
-				for i := range out {
-					if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%v threads=%d (%d,%d,%d) out[%d][%d] = %v, the contract gives %v",
-							level, threads, m, n, k, i/n, i%n, out[i], want[i])
+				for _, threads := range []int{1, 2, 3} {
+					if err := tr.SetThreads(threads); err != nil {
+						t.Fatal(err)
+					}
+					clear(out)
+					if err := tr.GEMM(ArithMX8, slices, m, n, k, a, b, out); err != nil {
+						t.Fatal(err)
+					}
+					for i := range out {
+						if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v threads=%d slices=%d (%d,%d,%d) out[%d][%d] = %v, the contract gives %v",
+								level, threads, slices, m, n, k, i/n, i%n, out[i], want[i])
+						}
 					}
 				}
 			}
 		}
+	}
+
+	// Two slices are about 2^7 times closer to the exact product than one
+	// (and to each other, one slice per side about as close).
+	{
+		const m, n, k = 16, 16, 256
+		a, b := make([]float32, m*k), make([]float32, n*k)
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+		}
+		for i := range b {
+			b[i] = float32(r.NormFloat64())
+		}
+		errOf := func(slices MXSlices) float64 {
+			out := make([]float32, m*n)
+			if err := tr.GEMM(ArithMX8, slices, m, n, k, a, b, out); err != nil {
+				t.Fatal(err)
+			}
+			var e, norm float64
+			for i := range m {
+				for j := range n {
+					var exact float64
+					for t := range k {
+						exact += float64(a[i*k+t]) * float64(b[j*k+t])
+					}
+					e += (float64(out[i*n+j]) - exact) * (float64(out[i*n+j]) - exact)
+					norm += exact * exact
+				}
+			}
+			return math.Sqrt(e / norm)
+		}
+		one, ea, eb, both := errOf(0), errOf(MXSliceA), errOf(MXSliceB), errOf(MXSliceA|MXSliceB)
+		t.Logf("relative error: one slice %.2e, A in two %.2e, B in two %.2e, both %.2e", one, ea, eb, both)
+		if !(both < one/40 && ea < one/1.2 && eb < one/1.2 && both < ea && both < eb) {
+			t.Errorf("two slices do not gain precision: one %.2e, A %.2e, B %.2e, both %.2e", one, ea, eb, both)
+		}
+	}
+	if err := tr.GEMM(ArithFP32, MXSliceA, 2, 2, 2, make([]float32, 4), make([]float32, 4), make([]float32, 4)); err == nil {
+		t.Error("fp32 GEMM with slices: no error")
 	}
 
 	// A NaN or an infinity in a block makes every output it reaches NaN.
@@ -153,7 +211,7 @@ func TestMXBitsAcrossISAs(t *testing.T) {
 	}
 	a[64+40] = float32(math.Inf(1))
 	out := make([]float32, 6)
-	if err := tr.GEMM(ArithMX8, 3, 2, 64, a, b, out); err != nil {
+	if err := tr.GEMM(ArithMX8, 0, 3, 2, 64, a, b, out); err != nil {
 		t.Fatal(err)
 	}
 	if !math.IsNaN(float64(out[2])) || !math.IsNaN(float64(out[3])) || math.IsNaN(float64(out[0])) {

@@ -30,7 +30,7 @@
 typedef void (*tr_mx_ukernel)(int nb, const int8_t *ap, const float *as, const int8_t *bp, const float *bs,
                               const int32_t *bc, float *c, int ldc);
 
-typedef int (*tr_mx_quant)(const float *v, int8_t *q, int *sum);
+typedef int (*tr_mx_quant)(const float *v, int8_t *q, int *sum, int8_t *q2, int *sum2);
 
 typedef struct {
     tr_mx_ukernel uk;
@@ -267,24 +267,43 @@ static void mxe_dpbssd(int tc, int ta, int tb) {
 #include "mxgemm_amx.h"
 
 // Quantizes one block of 32 values (zeros past its end): codes, returns
-// the exponent (trk_mx_exp) and sets *sum to the codes' sum. One per ISA:
-// the vector ones round with the instruction's round-to-nearest-even.
-static int mxq_base(const float *v, int8_t *q, int *sum) {
+// the exponent (trk_mx_exp) and sets *sum to the codes' sum; when q2 is
+// set, the second slice's codes (trk_mx_code2) and their sum too. One per
+// ISA: the vector ones do the reference's operations in the same order and
+// round with the instruction's round-to-nearest-even.
+static int mxq_base(const float *v, int8_t *q, int *sum, int8_t *q2, int *sum2) {
     uint32_t amax = 0;
     for (int t = 0; t < MX_BLK; t++) {
         uint32_t u = tr_f2bits(v[t]) & 0x7fffffffu;
         amax = u > amax ? u : amax;
     }
-    int e = trk_mx_exp(amax), s = 0;
+    int e = trk_mx_exp(amax), s = 0, s2 = 0;
     for (int t = 0; t < MX_BLK; t++) {
         q[t] = (int8_t)(e == TRK_MX_NONFINITE ? 0 : trk_mx_code(v[t], e));
         s += q[t];
+        if (!q2) continue;
+        q2[t] = (int8_t)(e == TRK_MX_NONFINITE ? 0 : trk_mx_code2(v[t], q[t], e));
+        s2 += q2[t];
     }
     *sum = s;
+    if (q2) *sum2 = s2;
     return e;
 }
 
-__attribute__((target("avx2,fma"))) static int mxq_avx2(const float *v, int8_t *q, int *sum) {
+// 32 int32 codes (in four or two registers) to int8, in order.
+__attribute__((target("avx2,fma"))) static int mxq_store8_avx2(const __m256i c[4], int8_t *q) {
+    // packs work within 128-bit lanes, the permute restores the order.
+    __m256i w16 = _mm256_packs_epi32(c[0], c[1]), x16 = _mm256_packs_epi32(c[2], c[3]);
+    __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16, x16), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)q, b8);
+    __m256i acc = _mm256_add_epi32(_mm256_add_epi32(c[0], c[1]), _mm256_add_epi32(c[2], c[3]));
+    acc = _mm256_add_epi32(acc, _mm256_permute2x128_si256(acc, acc, 1));
+    acc = _mm256_add_epi32(acc, _mm256_shuffle_epi32(acc, 0x4e));
+    acc = _mm256_add_epi32(acc, _mm256_shuffle_epi32(acc, 0xb1));
+    return _mm256_cvtsi256_si32(acc);
+}
+
+__attribute__((target("avx2,fma"))) static int mxq_avx2(const float *v, int8_t *q, int *sum, int8_t *q2, int *sum2) {
     const __m256i abs = _mm256_set1_epi32(0x7fffffff);
     __m256 x[4];
     __m256i m = _mm256_setzero_si256();
@@ -299,27 +318,28 @@ __attribute__((target("avx2,fma"))) static int mxq_avx2(const float *v, int8_t *
     if (e == TRK_MX_NONFINITE) {
         memset(q, 0, MX_BLK);
         *sum = 0;
+        if (q2) memset(q2, 0, MX_BLK), *sum2 = 0;
         return e;
     }
     const __m256 inv = _mm256_set1_ps(tr_pow2i(-e)), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-    __m256i c[4], acc = _mm256_setzero_si256();
+    const int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m256i c[4];
+    for (int i = 0; i < 4; i++)
+        c[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x[i], inv), lo), hi), rn));
+    *sum = mxq_store8_avx2(c, q);
+    if (!q2) return e;
+    const __m256 s = _mm256_set1_ps(tr_pow2i(e)), inv2 = _mm256_set1_ps(tr_pow2i(8 - e));
+    __m256i c2[4];
     for (int i = 0; i < 4; i++) {
-        __m256 y = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x[i], inv), lo), hi);
-        c[i] = _mm256_cvtps_epi32(_mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        acc = _mm256_add_epi32(acc, c[i]);
+        __m256 r = _mm256_sub_ps(x[i], _mm256_mul_ps(_mm256_cvtepi32_ps(c[i]), s));
+        c2[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(r, inv2), lo), hi), rn));
     }
-    // int32 -> int8, in order: packs work within 128-bit lanes, the permute restores it.
-    __m256i w16 = _mm256_packs_epi32(c[0], c[1]), x16 = _mm256_packs_epi32(c[2], c[3]);
-    __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16, x16), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256((__m256i *)q, b8);
-    acc = _mm256_add_epi32(acc, _mm256_permute2x128_si256(acc, acc, 1));
-    acc = _mm256_add_epi32(acc, _mm256_shuffle_epi32(acc, 0x4e));
-    acc = _mm256_add_epi32(acc, _mm256_shuffle_epi32(acc, 0xb1));
-    *sum = _mm256_cvtsi256_si32(acc);
+    *sum2 = mxq_store8_avx2(c2, q2);
     return e;
 }
 
-__attribute__((target("avx512f,avx512bw,avx2,fma"))) static int mxq_avx512(const float *v, int8_t *q, int *sum) {
+__attribute__((target("avx512f,avx512bw,avx2,fma"))) static int mxq_avx512(const float *v, int8_t *q, int *sum, int8_t *q2,
+                                                                          int *sum2) {
     const __m512i abs = _mm512_set1_epi32(0x7fffffff);
     __m512 x0 = _mm512_loadu_ps(v), x1 = _mm512_loadu_ps(v + 16);
     __m512i m = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x0), abs), _mm512_and_si512(_mm512_castps_si512(x1), abs));
@@ -327,28 +347,39 @@ __attribute__((target("avx512f,avx512bw,avx2,fma"))) static int mxq_avx512(const
     if (e == TRK_MX_NONFINITE) {
         memset(q, 0, MX_BLK);
         *sum = 0;
+        if (q2) memset(q2, 0, MX_BLK), *sum2 = 0;
         return e;
     }
     const __m512 inv = _mm512_set1_ps(tr_pow2i(-e)), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
-    __m512i c0 = _mm512_cvt_roundps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512i c1 = _mm512_cvt_roundps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m512i c0 = _mm512_cvt_roundps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi), rn);
+    __m512i c1 = _mm512_cvt_roundps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi), rn);
     _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(c0));
     _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(c1));
     *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+    if (!q2) return e;
+    const __m512 s = _mm512_set1_ps(tr_pow2i(e)), inv2 = _mm512_set1_ps(tr_pow2i(8 - e));
+    __m512 r0 = _mm512_sub_ps(x0, _mm512_mul_ps(_mm512_cvtepi32_ps(c0), s));
+    __m512 r1 = _mm512_sub_ps(x1, _mm512_mul_ps(_mm512_cvtepi32_ps(c1), s));
+    __m512i d0 = _mm512_cvt_roundps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(r0, inv2), lo), hi), rn);
+    __m512i d1 = _mm512_cvt_roundps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(r1, inv2), lo), hi), rn);
+    _mm_storeu_si128((__m128i *)q2, _mm512_cvtepi32_epi8(d0));
+    _mm_storeu_si128((__m128i *)(q2 + 16), _mm512_cvtepi32_epi8(d1));
+    *sum2 = _mm512_reduce_add_epi32(_mm512_add_epi32(d0, d1));
     return e;
 }
 
 // Quantizes the nb blocks of rows [p0, p0+np) of an operand X into panels
-// of w rows (np a multiple of w): a panel's codes [nb][8][w][4] (q, or q +
-// 128 when u8), or [nb][w][32] when by_row, scales [nb][w], and when corr
-// is set -128 * the sum of each row's codes in a block, [nb][w]. X(p, k)
-// is x[p*ld + k], or x[k*ld + p] when trans (gathered 8 x 8 through
-// registers when avx); rows from n on and codes past a block's end are 0.
-// Rows go 32 at a time.
+// of w rows (np a multiple of w), each block as its parts (trk_mx_parts:
+// part j is the slice slice[j]), nbl = nb * parts blocks in all: a panel's
+// codes [nbl][8][w][4] (q, or q + 128 when u8), or [nbl][w][32] when
+// by_row, scales [nbl][w], and when corr is set -128 * the sum of each
+// row's codes in a block, [nbl][w]. X(p, k) is x[p*ld + k], or x[k*ld + p]
+// when trans (gathered 8 x 8 through registers when avx); rows from n on
+// and codes past a block's end are 0. Rows go 32 at a time.
 static void mx_pack(tr_mx_quant quant, int u8, int by_row, int avx, const float *x, int ld, int trans, int n, int p0, int np,
-                    int w, int K, int kseg, int nb, int8_t *restrict dst, float *restrict scale, int32_t *restrict corr) {
+                    int w, int K, int kseg, int nb, int parts, const int *slice, int8_t *restrict dst, float *restrict scale,
+                    int32_t *restrict corr) {
     float v[MX_BLK][MX_BLK];
     const uint32_t flip = u8 ? 0x80808080u : 0;
     for (int c0 = 0; c0 < np; c0 += MX_BLK) {
@@ -377,22 +408,25 @@ static void mx_pack(tr_mx_quant quant, int u8, int by_row, int avx, const float 
             }
             for (int r = 0; r < cw; r++) {
                 int pr = c0 + r, panel = pr / w, in = pr % w;
-                int8_t q[MX_BLK] = {0};
-                int e = TRK_MX_EMIN, sum = 0;
-                if (r < rows) e = quant(v[r], q, &sum);
-                int8_t *d = dst + ((size_t)panel * nb + bi) * MX_BLK * w;
-                if (by_row)
-                    memcpy(d + in * MX_BLK, q, MX_BLK);
-                else
-                    for (int g = 0; g < MX_BLK / 4; g++) {
-                        uint32_t word;
-                        memcpy(&word, q + 4 * g, 4);
-                        word ^= flip;
-                        memcpy(d + (g * w + in) * 4, &word, 4);
-                    }
-                size_t si = ((size_t)panel * nb + bi) * w + in;
-                scale[si] = trk_mx_scale(e);
-                if (corr) corr[si] = -128 * sum;
+                int8_t q[2][MX_BLK] = {{0}};
+                int e = TRK_MX_EMIN, sum[2] = {0, 0};
+                if (r < rows) e = quant(v[r], q[0], &sum[0], parts > 1 ? q[1] : NULL, &sum[1]);
+                for (int j = 0; j < parts; j++) {
+                    size_t lb = (size_t)panel * nb * parts + (size_t)bi * parts + j;
+                    int sl = slice[j];
+                    int8_t *d = dst + lb * MX_BLK * w;
+                    if (by_row)
+                        memcpy(d + in * MX_BLK, q[sl], MX_BLK);
+                    else
+                        for (int g = 0; g < MX_BLK / 4; g++) {
+                            uint32_t word;
+                            memcpy(&word, q[sl] + 4 * g, 4);
+                            word ^= flip;
+                            memcpy(d + (g * w + in) * 4, &word, 4);
+                        }
+                    scale[lb * w + in] = trk_mx_scale(sl && e != TRK_MX_NONFINITE ? e - 8 : e);
+                    if (corr) corr[lb * w + in] = -128 * sum[sl];
+                }
             }
         }
     }
@@ -421,17 +455,19 @@ typedef struct {
 size_t tr_mx_scratch_bytes(size_t a, size_t b) { return a + b + 4 * (a / MX_BLK) + 8 * (b / MX_BLK) + 64; }
 
 // Quantizes rows [0, n) of operand A (a_side) or B into panels of w rows,
-// as kernel kn takes them, nthreads at a time (8 panels per share).
+// nblocks blocks in parts for the slices (trk_mx_parts), as kernel kn
+// takes them, nthreads at a time (8 panels per share).
 static void mx_quantize(const tr_mx_kernel *kn, int a_side, const float *x, int ld, int trans, int n, int w, int K, int kseg,
-                        int nblocks, const mx_panels *p, int nthreads) {
-    int group = 8 * w, groups = (n + group - 1) / group, avx = kn->quant != mxq_base;
+                        int nblocks, int slices, const mx_panels *p, int nthreads) {
+    int group = 8 * w, groups = (n + group - 1) / group, avx = kn->quant != mxq_base, parts = trk_mx_parts(slices), slice[3];
+    for (int j = 0; j < parts; j++) slice[j] = trk_mx_part_slice(slices, !a_side, j);
+    size_t nbl = (size_t)nblocks * parts;
     #pragma omp parallel for schedule(static) num_threads(nthreads)
     for (int gi = 0; gi < groups; gi++) {
         int p0 = gi * group, np = mx_min(group, (n - p0 + w - 1) / w * w);
         size_t panel = (size_t)p0 / w;
-        mx_pack(kn->quant, a_side && kn->a_u8, a_side && kn->a_rows, avx, x, ld, trans, n, p0, np, w, K, kseg, nblocks,
-                p->codes + panel * nblocks * MX_BLK * w, p->scales + panel * nblocks * w,
-                p->corr ? p->corr + panel * nblocks * w : NULL);
+        mx_pack(kn->quant, a_side && kn->a_u8, a_side && kn->a_rows, avx, x, ld, trans, n, p0, np, w, K, kseg, nblocks, parts,
+                slice, p->codes + panel * nbl * MX_BLK * w, p->scales + panel * nbl * w, p->corr ? p->corr + panel * nbl * w : NULL);
     }
 }
 
@@ -481,7 +517,7 @@ int tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, void 
     if (isa < TR_ISA_BASE || isa > TR_ISA_AMX_EMULATED) isa = TR_ISA_BASE;
     if (kseg < 1 || kseg > g->K) kseg = g->K;
     const tr_mx_kernel *kn = &tr_mx_kernels[isa];
-    const int mr = kn->mr, nr = kn->nr, nblocks = trk_mx_blocks(g->K, kseg);
+    const int mr = kn->mr, nr = kn->nr, kblocks = trk_mx_blocks(g->K, kseg), nblocks = kblocks * trk_mx_parts(g->mx_slices);
     size_t ma = (size_t)(g->M + mr - 1) / mr * mr * nblocks, nbr = (size_t)(g->N + nr - 1) / nr * nr * nblocks;
     if (tr_mx_scratch_bytes(ma * MX_BLK, nbr * MX_BLK) > cap) return TR_ESHORT;
     // Both operands quantized once, every thread sharing them.
@@ -489,8 +525,8 @@ int tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, void 
     mx_panels pa = {base, (float *)(base + (ma + nbr) * MX_BLK), NULL};
     mx_panels pb = {base + ma * MX_BLK, pa.scales + ma, NULL};
     pb.corr = kn->a_u8 ? (int32_t *)(pb.scales + nbr) : NULL;
-    mx_quantize(kn, 1, g->a, g->lda, g->ta, g->M, mr, g->K, kseg, nblocks, &pa, nthreads);
-    mx_quantize(kn, 0, g->b, g->ldb, g->tb, g->N, nr, g->K, kseg, nblocks, &pb, nthreads);
+    mx_quantize(kn, 1, g->a, g->lda, g->ta, g->M, mr, g->K, kseg, kblocks, g->mx_slices, &pa, nthreads);
+    mx_quantize(kn, 0, g->b, g->ldb, g->tb, g->N, nr, g->K, kseg, kblocks, g->mx_slices, &pb, nthreads);
     int mt, nt, mb, nbk;
     tr_gemm_split(g, mr, nr, nthreads, &mt, &nt, &mb, &nbk);
     #pragma omp parallel for collapse(2) schedule(static) num_threads(mt * nt) if (mt * nt > 1)

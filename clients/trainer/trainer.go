@@ -10,6 +10,7 @@ package trainer
 #cgo LDFLAGS: -fopenmp -lm
 #include <stdlib.h>
 #include "trainer.h"
+#include "kernels.h"
 */
 import "C"
 
@@ -665,9 +666,34 @@ func (t *Trainer) Activations(n int) ([]float32, error) {
 	return out, codeErr(C.tr_activations(t.m, (*C.float)(&out[0]), C.size_t(n)), "activations")
 }
 
+// MXSlices says which operands of an mx8 GEMM take two int8 slices
+// (README, "Two slices"): MXSliceA, MXSliceB, both or neither.
+type MXSlices int
+
+const (
+	MXSliceA MXSlices = 1
+	MXSliceB MXSlices = 2
+
+	// MXInputGradSlices are the slices of the model's input-gradient GEMMs.
+	MXInputGradSlices = MXSlices(C.TRK_MX_DINP_SLICES)
+)
+
+// String names the operands in two slices: "", "A2", "B2" or "A2B2".
+func (s MXSlices) String() string {
+	var out string
+	if s&MXSliceA != 0 {
+		out += "A2"
+	}
+	if s&MXSliceB != 0 {
+		out += "B2"
+	}
+	return out
+}
+
 // GEMM computes out(M,N) = a(M,K) * b(N,K)^T with the model's kernel in
-// the numeric contract arith (ArithFP32 or ArithMX8), for benchmarks and tests.
-func (t *Trainer) GEMM(arith string, m, n, k int, a, b, out []float32) error {
+// the numeric contract arith (ArithFP32 or ArithMX8; slices only with
+// mx8), for benchmarks and tests.
+func (t *Trainer) GEMM(arith string, slices MXSlices, m, n, k int, a, b, out []float32) error {
 	ca, err := arithCode(arith)
 	if err != nil {
 		return err
@@ -675,11 +701,14 @@ func (t *Trainer) GEMM(arith string, m, n, k int, a, b, out []float32) error {
 	if m < 1 || n < 1 || k < 1 || len(a) != m*k || len(b) != n*k || len(out) != m*n {
 		return fmt.Errorf("GEMM shapes (%d,%d,%d) do not match buffers: %w", m, n, k, ErrInvalid)
 	}
+	if slices < 0 || slices > MXSliceA|MXSliceB || (slices != 0 && arith != ArithMX8) {
+		return fmt.Errorf("GEMM slices %d with arith %s: %w", slices, arith, ErrInvalid)
+	}
 	if err := t.lock(); err != nil {
 		return err
 	}
 	defer t.mu.Unlock()
-	return codeErr(C.tr_gemm(t.m, ca, C.int(m), C.int(n), C.int(k), (*C.float)(&a[0]), (*C.float)(&b[0]), (*C.float)(&out[0])), "GEMM")
+	return codeErr(C.tr_gemm(t.m, ca, C.int(slices), C.int(m), C.int(n), C.int(k), (*C.float)(&a[0]), (*C.float)(&b[0]), (*C.float)(&out[0])), "GEMM")
 }
 
 // ChunkedDCT returns the chunked orthonormal 2-D DCT-II that DeMo applies to

@@ -168,7 +168,8 @@ int tr_decode_next(tr_model *m, int32_t token, float *logits);
 int tr_activations(const tr_model *m, float *out, size_t len);
 
 // GEMM hook (benchmarks, tests): out(M,N) = A(M,K) * B(N,K)^T with the
-// model's kernel, in contract arith (TR_ARITH_*).
-int tr_gemm(tr_model *m, int arith, int M, int N, int K, const float *a, const float *b, float *out);
+// model's kernel, in contract arith (TR_ARITH_*); for mx8, mx_slices bit 0
+// puts A and bit 1 puts B in two slices (README).
+int tr_gemm(tr_model *m, int arith, int mx_slices, int M, int N, int K, const float *a, const float *b, float *out);
 
 #endif

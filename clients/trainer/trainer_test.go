@@ -432,7 +432,7 @@ func TestGEMMMatchesReference(t *testing.T) {
 					t.Fatal(err)
 				}
 				clear(out)
-				if err := tr.GEMM(ArithFP32, m, n, k, a, b, out); err != nil {
+				if err := tr.GEMM(ArithFP32, 0, m, n, k, a, b, out); err != nil {
 					t.Fatal(err)
 				}
 				for i := range out {

@@ -325,15 +325,17 @@ __global__ void __launch_bounds__(GT_THREADS, 2) gemm_kernel(tr_gemm_args g, trg
 }
 
 // Numeric contract v3 (mx8): an operand quantized, one thread per row and
-// block (trk_mx_quant_block, as the CPU's packs), into codes [row][block][32]
-// and scales [row][block]; X(p, k) is as trk_gemm_a reads A.
+// block part (trk_mx_quant_block, as the CPU's packs), into codes
+// [row][block][part][32] and scales [row][block][part]; X(p, k) is as
+// trk_gemm_a reads A; b_side and slices pick each part's slice.
 __global__ void mx_quant_kernel(int8_t *codes, float *scales, const float *x, int ld, int trans, int rows, int K, int kseg,
-                                int nblocks) {
+                                int nblocks, int slices, int b_side) {
     size_t i = trg_thread();
-    if (i >= (size_t)rows * nblocks) return;
-    int p = (int)(i / nblocks), b = (int)(i % nblocks);
+    int parts = trk_mx_parts(slices);
+    if (i >= (size_t)rows * nblocks * parts) return;
+    int p = (int)(i / ((size_t)nblocks * parts)), b = (int)(i / parts % nblocks), j = (int)(i % parts);
     tr_gemm_args q = {rows, 0, K, x, ld, NULL, 0, NULL, 0, NULL, 0, trans, 0};
-    scales[i] = trk_mx_quant_block(&q, 0, p, b, kseg, codes + i * TRK_MX_BLOCK);
+    scales[i] = trk_mx_quant_block(&q, 0, p, b, kseg, trk_mx_part_slice(slices, b_side, j), codes + i * TRK_MX_BLOCK);
 }
 
 // The mx8 GEMM from quantized operands on tensor cores (sm_80 on):
@@ -761,11 +763,13 @@ static void matmul(const trg_mx *mx, const tr_gemm_args &g, int kseg) {
         gemm(g);
         return;
     }
-    int nb = trk_mx_blocks(g.K, kseg);
-    TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.M * nb), THREADS, mx->qa, mx->sa, g.a, g.lda, g.ta, g.M, g.K, kseg, nb);
-    TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.N * nb), THREADS, mx->qb, mx->sb, g.b, g.ldb, g.tb, g.N, g.K, kseg, nb);
+    int nb = trk_mx_blocks(g.K, kseg), parts = trk_mx_parts(g.mx_slices);
+    TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.M * nb * parts), THREADS, mx->qa, mx->sa, g.a, g.lda, g.ta, g.M, g.K, kseg, nb,
+               g.mx_slices, 0);
+    TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.N * nb * parts), THREADS, mx->qb, mx->sb, g.b, g.ldb, g.tb, g.N, g.K, kseg, nb,
+               g.mx_slices, 1);
     dim3 grid((g.N + MX_TILE - 1) / MX_TILE, (g.M + MX_TILE - 1) / MX_TILE);
-    TRG_LAUNCH_SYNC(mx_gemm_kernel, grid, MX_THREADS, g, nb, mx->qa, mx->sa, mx->qb, mx->sb);
+    TRG_LAUNCH_SYNC(mx_gemm_kernel, grid, MX_THREADS, g, nb * parts, mx->qa, mx->sa, mx->qb, mx->sb);
 }
 
 // out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC)
@@ -780,7 +784,7 @@ static void linear_forward(const trg_mx *mx, float *out, int ldo, const float *i
 // T tokens (mx8 blocks of dw's K stay within one).
 static void linear_backward(const trg_mx *mx, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
                             const float *inp, int ldi, const float *w, int BT, int T, int IC, int OC) {
-    tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1};
+    tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1, TRK_MX_DINP_SLICES};
     tr_gemm_args gw = {OC, IC, BT, dout, ldd, inp, ldi, dw, IC, NULL, 1, 1, 1};
     matmul(mx, gi, OC);
     matmul(mx, gw, T);

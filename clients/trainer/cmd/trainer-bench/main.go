@@ -82,7 +82,9 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 // benchGEMM times out(M,N) = A(M,K) B(N,K)^T in contract arith at the
 // shapes of the small config's MLP (B*T=2048 rows) for every kernel level
 // the CPU has (amx-int8 where it has AMX and Linux grants it) and the given
-// thread counts, checking each level's bits against the first's.
+// thread counts, checking each level's bits against the first's; mx8 also
+// with the input gradients' slices (trainer.MXInputGradSlices), its
+// GFLOP/s counting 2MNK as the others do.
 func benchGEMM(w io.Writer, arith string, threads []int) error {
 	cfg, err := trainer.ConfigByName("light")
 	if err != nil {
@@ -96,55 +98,72 @@ func benchGEMM(w io.Writer, arith string, threads []int) error {
 	defer tr.Close()
 	shapes := [][3]int{{2048, 1536, 384}, {2048, 384, 1536}, {1024, 1024, 1024}}
 	r := rand.New(rand.NewPCG(1, 2))
+	variants := []trainer.MXSlices{0}
+	if arith == trainer.ArithMX8 {
+		variants = append(variants, trainer.MXInputGradSlices)
+	}
 	for _, s := range shapes {
-		m, n, k := s[0], s[1], s[2]
-		a, b, out := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
-		for i := range a {
-			a[i] = r.Float32() - 0.5
-		}
-		for i := range b {
-			b[i] = r.Float32() - 0.5
-		}
-		var ref []float32
-		for _, level := range trainer.ISALevels {
-			got, err := tr.SetISA(level)
-			if err != nil {
+		for _, slices := range variants {
+			if err := benchGEMMShape(w, tr, arith, slices, s, r, threads); err != nil {
 				return err
 			}
-			if got != level {
-				continue // CPU lacks this level
+		}
+	}
+	return nil
+}
+
+func benchGEMMShape(w io.Writer, tr *trainer.Trainer, arith string, slices trainer.MXSlices, s [3]int, r *rand.Rand, threads []int) error {
+	m, n, k := s[0], s[1], s[2]
+	a, b, out := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+	for i := range a {
+		a[i] = r.Float32() - 0.5
+	}
+	for i := range b {
+		b[i] = r.Float32() - 0.5
+	}
+	var ref []float32
+	for _, level := range trainer.ISALevels {
+		got, err := tr.SetISA(level)
+		if err != nil {
+			return err
+		}
+		if got != level {
+			continue // CPU lacks this level
+		}
+		for _, th := range threads {
+			if err := tr.SetThreads(th); err != nil {
+				return err
 			}
-			for _, th := range threads {
-				if err := tr.SetThreads(th); err != nil {
+			if err := tr.GEMM(arith, slices, m, n, k, a, b, out); err != nil { // warm-up
+				return err
+			}
+			reps := 0
+			start := time.Now()
+			for time.Since(start) < 700*time.Millisecond {
+				if err := tr.GEMM(arith, slices, m, n, k, a, b, out); err != nil {
 					return err
 				}
-				if err := tr.GEMM(arith, m, n, k, a, b, out); err != nil { // warm-up
-					return err
-				}
-				reps := 0
-				start := time.Now()
-				for time.Since(start) < 700*time.Millisecond {
-					if err := tr.GEMM(arith, m, n, k, a, b, out); err != nil {
-						return err
-					}
-					reps++
-				}
-				sec := time.Since(start).Seconds()
-				same := "ref"
-				if ref == nil {
-					ref = append([]float32(nil), out...)
-				} else {
-					same = "identical"
-					for i := range out {
-						if out[i] != ref[i] {
-							same = "DIFFERENT"
-							break
-						}
-					}
-				}
-				fmt.Fprintf(w, "gemm arith=%-4s M=%d N=%d K=%d isa=%-11s threads=%d  %6.1f GFLOP/s  bits=%s\n",
-					arith, m, n, k, level, th, 2*float64(m)*float64(n)*float64(k)*float64(reps)/sec/1e9, same)
+				reps++
 			}
+			sec := time.Since(start).Seconds()
+			same := "ref"
+			if ref == nil {
+				ref = append([]float32(nil), out...)
+			} else {
+				same = "identical"
+				for i := range out {
+					if out[i] != ref[i] {
+						same = "DIFFERENT"
+						break
+					}
+				}
+			}
+			label := arith
+			if slices != 0 {
+				label += "/" + slices.String()
+			}
+			fmt.Fprintf(w, "gemm arith=%-6s M=%d N=%d K=%d isa=%-11s threads=%d  %6.1f GFLOP/s  bits=%s\n",
+				label, m, n, k, level, th, 2*float64(m)*float64(n)*float64(k)*float64(reps)/sec/1e9, same)
 		}
 	}
 	return nil
