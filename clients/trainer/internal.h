@@ -204,6 +204,7 @@ size_t tr_loco_pack(const tr_model *m, const tr_loco *hp, const uint32_t *sel, c
 int tr_anchor_alloc(tr_model *m);
 void tr_loco_started(tr_model *m);
 void tr_loco_ended(tr_model *m);
+void tr_loco_applied(tr_model *m);
 // adamw.c, shared with device_cuda.c: the hyperparameter and gradient
 // checks, and the moments (zero) allocated on first use or dropped.
 int tr_adamw_check(const tr_model *m, const tr_adamw *hp);

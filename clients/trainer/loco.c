@@ -97,6 +97,13 @@ void tr_loco_ended(tr_model *m) {
     m->in_round = 0;
 }
 
+// After an outer step (apply): the step counter advances, the lookahead is off.
+void tr_loco_applied(tr_model *m) {
+    m->step++;
+    m->have_grads = 0;
+    m->lookahead_on = 0;
+}
+
 int tr_loco_begin(tr_model *m) {
     if (!m || m->in_round) return TR_EINVAL;
     int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
@@ -327,9 +334,7 @@ int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t i = 0; i < N; i++) m->params[i] = trk_loco_outer(m->params[i], acc[i], lr, nf);
     }
-    m->step++;
-    m->have_grads = 0;
-    m->lookahead_on = 0;
+    tr_loco_applied(m);
 done:
     free(idx); free(val); free(acc);
     return rc;
