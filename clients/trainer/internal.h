@@ -96,10 +96,9 @@ struct tr_model {
 
 // Residency. With a device attached (device_cuda.c), the model's weights,
 // gradients and optimizer buffers (TR_BUF_*) may be newer on the device
-// than here: host_stale names
-// those, dev_stale the ones newer here than there; never both for one
-// buffer. The device side uploads what is dev_stale before using it and
-// marks what it changes host_stale. Every trainer.h entry point that reads
+// than here: host_stale names those, dev_stale the ones newer here than
+// there; never both for one buffer. The device side uploads what is
+// dev_stale before using it and marks what it changes host_stale. Every trainer.h entry point that reads
 // one of these host buffers calls tr_host_read first, one that changes part
 // of it tr_host_write, one that overwrites all of it tr_host_replace (the
 // list is in README.md, "CUDA path"). Without a device both stay 0.
