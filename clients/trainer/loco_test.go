@@ -131,7 +131,7 @@ func sameBits(a, b []float32) int {
 	return -1
 }
 
-// chunkPos is tr_chunk_pos: the offset, inside the tensor, of in-chunk
+// chunkPos is trk_chunk_pos: the offset, inside the tensor, of in-chunk
 // index ix of chunk b (chunks row-major over the 2-D view).
 func chunkPos(pt *PayloadTensor, b int, ix uint32) int {
 	bcols := pt.Cols / pt.ChunkCols
