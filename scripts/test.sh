@@ -57,8 +57,9 @@ section "CUDA build (-tags cuda)"
   go test -tags cuda -count=1 -v -run GPU ./clients/trainer/ ./clients/cmd/psyche-client/ |
     grep -E '^(--- |ok|FAIL|panic)|no GPU|no CUDA'
   # The trainer with model.cu emulated as its GPU: weights and optimizer
-  # state resident on the device, every entry point against the CPU.
-  go test -tags cudaemu -count=1 -run GPUResidency ./clients/trainer/
+  # state resident on the device, every entry point and the device's
+  # DeMo and SparseLoCo against the CPU.
+  go test -tags cudaemu -count=1 -run 'GPU(Residency|OptimizersMatchCPU)' ./clients/trainer/
 ) || status=1
 
 # The packages with the client's concurrency (its loop, background fetches,

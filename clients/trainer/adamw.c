@@ -18,12 +18,18 @@ int tr_adam_alloc(tr_model *m) {
     m->adam_m = calloc(m->num_params, sizeof(float));
     m->adam_v = calloc(m->num_params, sizeof(float));
     if (!m->adam_m || !m->adam_v) {
-        free(m->adam_m); free(m->adam_v);
-        m->adam_m = m->adam_v = NULL;
+        tr_adam_free(m);
         return TR_ENOMEM;
     }
     tr_host_replace(m, TR_BUF_ADAM); // a device has yet to see these zeros
     return TR_OK;
+}
+
+// No moments on either side: the next AdamW step starts them from zero.
+void tr_adam_free(tr_model *m) {
+    tr_host_replace(m, TR_BUF_ADAM);
+    free(m->adam_m); free(m->adam_v);
+    m->adam_m = m->adam_v = NULL;
 }
 
 int tr_adamw_step(tr_model *m, const tr_adamw *hp) {

@@ -21,8 +21,9 @@ func GPUAvailable() error {
 	return fmt.Errorf("%w: this psyche-client was built without the cuda tag (scripts/build-cuda.sh, then go build -tags cuda)", ErrNoGPU)
 }
 
-// SetGPU selects the GPU for forward/backward. This build has no CUDA path
-// (build with -tags cuda after scripts/build-cuda.sh), so only false is valid.
+// SetGPU selects the GPU for forward/backward and the optimizers. This build
+// has no CUDA path (build with -tags cuda after scripts/build-cuda.sh), so
+// only false is valid.
 func (t *Trainer) SetGPU(on bool) error {
 	if on {
 		return fmt.Errorf("GPU requested: %w (built without the cuda tag)", ErrDevice)
@@ -45,3 +46,23 @@ func (t *Trainer) evalBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss 
 }
 
 func (t *Trainer) adamwBackend(hp *C.tr_adamw) C.int { return C.tr_adamw_step(t.m, hp) }
+
+func (t *Trainer) demoGenerateBackend(hp *C.tr_demo, out *C.uint8_t, size C.size_t, n *C.size_t) C.int {
+	return C.tr_demo_generate(t.m, hp, out, size, n)
+}
+
+func (t *Trainer) demoApplyBackend(hp *C.tr_demo, buf *C.uint8_t, lens *C.size_t, n C.int) C.int {
+	return C.tr_demo_apply(t.m, hp, buf, lens, n)
+}
+
+func (t *Trainer) locoBeginBackend() C.int { return C.tr_loco_begin(t.m) }
+
+func (t *Trainer) locoAbortBackend() C.int { return C.tr_loco_abort(t.m) }
+
+func (t *Trainer) locoGenerateBackend(hp *C.tr_loco, out *C.uint8_t, size C.size_t, n *C.size_t) C.int {
+	return C.tr_loco_generate(t.m, hp, out, size, n)
+}
+
+func (t *Trainer) locoApplyBackend(hp *C.tr_loco, buf *C.uint8_t, lens *C.size_t, n C.int) C.int {
+	return C.tr_loco_apply(t.m, hp, buf, lens, n)
+}

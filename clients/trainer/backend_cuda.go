@@ -11,6 +11,12 @@ int tr_device_attach(tr_model *m, trg_model *g);
 int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 int tr_eval_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 int tr_adamw_step_device(tr_model *m, const tr_adamw *hp);
+int tr_demo_generate_device(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, size_t *len);
+int tr_demo_apply_device(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n);
+int tr_loco_begin_device(tr_model *m);
+int tr_loco_abort_device(tr_model *m);
+int tr_loco_generate_device(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, size_t *len);
+int tr_loco_apply_device(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n);
 */
 import "C"
 
@@ -18,11 +24,11 @@ import "fmt"
 
 // backend holds the GPU model when a device was found; nil g means CPU.
 // The C model knows g too (tr_device_attach) and moves the weights,
-// gradients and AdamW moments between host and device as its entry points
-// need them, whichever path runs.
+// gradients and optimizer state between host and device as its entry
+// points need them, whichever path runs.
 type backend struct {
 	g   *C.trg_model
-	gpu bool // forward/backward and AdamW on the GPU
+	gpu bool // forward/backward and the optimizers on the GPU
 }
 
 // Backend names the compute path in use: "cuda:<device>" or "cpu".
@@ -43,8 +49,9 @@ func GPUAvailable() error {
 	return nil
 }
 
-// SetGPU switches forward/backward and AdamW between the GPU (the default
-// when one was found) and the CPU. The state moves with them as needed.
+// SetGPU switches forward/backward and the optimizers (AdamW, DeMo,
+// SparseLoCo) between the GPU (the default when one was found) and the CPU.
+// The state moves with them as needed.
 func (t *Trainer) SetGPU(on bool) error {
 	if err := t.lock(); err != nil {
 		return err
@@ -111,4 +118,46 @@ func (t *Trainer) adamwBackend(hp *C.tr_adamw) C.int {
 		return C.tr_adamw_step(t.m, hp)
 	}
 	return C.tr_adamw_step_device(t.m, hp)
+}
+
+func (t *Trainer) demoGenerateBackend(hp *C.tr_demo, out *C.uint8_t, size C.size_t, n *C.size_t) C.int {
+	if !t.be.gpu {
+		return C.tr_demo_generate(t.m, hp, out, size, n)
+	}
+	return C.tr_demo_generate_device(t.m, hp, out, size, n)
+}
+
+func (t *Trainer) demoApplyBackend(hp *C.tr_demo, buf *C.uint8_t, lens *C.size_t, n C.int) C.int {
+	if !t.be.gpu {
+		return C.tr_demo_apply(t.m, hp, buf, lens, n)
+	}
+	return C.tr_demo_apply_device(t.m, hp, buf, lens, n)
+}
+
+func (t *Trainer) locoBeginBackend() C.int {
+	if !t.be.gpu {
+		return C.tr_loco_begin(t.m)
+	}
+	return C.tr_loco_begin_device(t.m)
+}
+
+func (t *Trainer) locoAbortBackend() C.int {
+	if !t.be.gpu {
+		return C.tr_loco_abort(t.m)
+	}
+	return C.tr_loco_abort_device(t.m)
+}
+
+func (t *Trainer) locoGenerateBackend(hp *C.tr_loco, out *C.uint8_t, size C.size_t, n *C.size_t) C.int {
+	if !t.be.gpu {
+		return C.tr_loco_generate(t.m, hp, out, size, n)
+	}
+	return C.tr_loco_generate_device(t.m, hp, out, size, n)
+}
+
+func (t *Trainer) locoApplyBackend(hp *C.tr_loco, buf *C.uint8_t, lens *C.size_t, n C.int) C.int {
+	if !t.be.gpu {
+		return C.tr_loco_apply(t.m, hp, buf, lens, n)
+	}
+	return C.tr_loco_apply_device(t.m, hp, buf, lens, n)
 }

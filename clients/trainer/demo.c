@@ -19,13 +19,7 @@
 #define TR_DEMO_MAX_CHUNK 256
 
 
-int tr_largest_divisor(int n, int cap) {
-    for (int d = cap < n ? cap : n; d > 1; d--)
-        if (n % d == 0) return d;
-    return 1;
-}
-
-static int tr_demo_check(const tr_demo *hp) {
+int tr_demo_check(const tr_demo *hp) {
     if (!hp) return TR_EINVAL;
     if (hp->chunk < 1 || hp->chunk > TR_DEMO_MAX_CHUNK || hp->topk < 1 || hp->topk > 65535 || (hp->one_bit != 0 && hp->one_bit != 1) ||
         (hp->lookahead != 0 && hp->lookahead != 1))
@@ -37,28 +31,6 @@ static int tr_demo_check(const tr_demo *hp) {
     return TR_OK;
 }
 
-// 2-D views of the shapes in layout.h: stacked per-layer matrices (L, OC, IC)
-// are (L*OC, IC) with row chunks dividing OC so no chunk spans two layers;
-// 2-D tensors (stacked vectors (L, n), wte, wpe) stay as they are, row chunks
-// dividing their row count; the final LayerNorm vectors (C) are (1, C).
-void tr_chunk_layout(const tr_model *m, int chunk, int topk, tr_demo_tensor t[TR_MAX_TENSORS]) {
-    for (int i = 0; i < m->ntensors; i++) {
-        tr_demo_tensor *x = &t[i];
-        int s[3], nd = tr_param_shape(&m->cfg, i, s);
-        int rpl; // row chunks divide this
-        if (nd == 3) { x->rows = s[0] * s[1]; x->cols = s[2]; rpl = s[1]; }
-        else if (nd == 2) { x->rows = s[0]; x->cols = s[1]; rpl = s[0]; }
-        else { x->rows = 1; x->cols = s[0]; rpl = 1; }
-        x->cr = tr_largest_divisor(rpl, chunk);
-        x->cc = tr_largest_divisor(x->cols, chunk);
-        int n = x->cr * x->cc;
-        x->k = topk < n ? topk : n;
-        x->width = n <= 256 ? 1 : n <= 65536 ? 2 : 4;
-        x->nchunks = (size_t)(x->rows / x->cr) * (size_t)(x->cols / x->cc);
-        x->offset = m->offsets[i];
-    }
-}
-
 static size_t tr_demo_tensor_bytes(const tr_demo_tensor *t, int one_bit) {
     size_t e = t->nchunks * (size_t)t->k;
     return (one_bit ? (e + 7) / 8 : 4 * e) + e * (size_t)t->width;
@@ -67,8 +39,7 @@ static size_t tr_demo_tensor_bytes(const tr_demo_tensor *t, int one_bit) {
 int tr_demo_payload_size(const tr_model *m, const tr_demo *hp, size_t *size) {
     if (!m || !size || tr_demo_check(hp)) return TR_EINVAL;
     tr_demo_tensor t[TR_MAX_TENSORS];
-    const int nt = m->ntensors;
-    tr_chunk_layout(m, hp->chunk, hp->topk, t);
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
     size_t s = TR_DEMO_HEADER;
     for (int i = 0; i < nt; i++) s += tr_demo_tensor_bytes(&t[i], hp->one_bit);
     *size = s;
@@ -82,19 +53,10 @@ int tr_demo_payload_size(const tr_model *m, const tr_demo *hp, size_t *size) {
 // tensors: first along the columns of every chunk, then (on the transpose)
 // along the rows, so the order of every sum is the GEMM's fixed order.
 
-// D (n, n) followed by D^T (n, n).
+// trk_dct_table's D then D^T.
 static float *tr_dct_build(int n) {
     float *d = malloc(sizeof(float) * 2 * (size_t)n * n);
-    if (!d) return NULL;
-    const double pi = 3.14159265358979323846;
-    for (int i = 0; i < n; i++) {
-        double s = __builtin_sqrt((i == 0 ? 1.0 : 2.0) / n);
-        for (int j = 0; j < n; j++) {
-            float v = (float)(s * tr_cos(pi * (2 * j + 1) * i / (2.0 * n)));
-            d[(size_t)i * n + j] = v;
-            d[(size_t)n * n + (size_t)j * n + i] = v;
-        }
-    }
+    if (d) trk_dct_table(d, n);
     return d;
 }
 
@@ -176,43 +138,6 @@ int tr_dct_forward(int rows, int cols, int chunk, const float *x, float *y) { re
 int tr_dct_inverse(int rows, int cols, int chunk, const float *y, float *x) { return tr_dct_hook(rows, cols, chunk, y, x, 1); }
 
 // ---------------------------------------------------------------------------
-// Top-k of one chunk: indices ordered by |y| descending, ties by lower index.
-
-// k small: keep a sorted list; an element must beat the current k-th strictly.
-void tr_topk_small(const float *y, int n, int k, uint32_t *out, float *best) {
-    int cnt = 0;
-    for (int i = 0; i < n; i++) {
-        float a = y[i] < 0 ? -y[i] : y[i];
-        if (cnt == k && !(a > best[k - 1])) continue;
-        int pos = cnt < k ? cnt++ : k - 1;
-        while (pos > 0 && a > best[pos - 1]) { best[pos] = best[pos - 1]; out[pos] = out[pos - 1]; pos--; }
-        best[pos] = a;
-        out[pos] = (uint32_t)i;
-    }
-}
-
-// k large: stable bottom-up merge sort of all indices, same order.
-void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out) {
-    for (int i = 0; i < n; i++) idx[i] = (uint32_t)i;
-    uint32_t *src = idx, *dst = tmp;
-    for (int w = 1; w < n; w *= 2) {
-        for (int lo = 0; lo < n; lo += 2 * w) {
-            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) {
-                float fa = y[src[a]], fb = y[src[b]];
-                fa = fa < 0 ? -fa : fa;
-                fb = fb < 0 ? -fb : fb;
-                dst[o++] = fb > fa ? src[b++] : src[a++]; // stable: equal keys keep index order
-            }
-            while (a < mid) dst[o++] = src[a++];
-            while (b < hi) dst[o++] = src[b++];
-        }
-        uint32_t *t = src; src = dst; dst = t;
-    }
-    memcpy(out, src, sizeof(uint32_t) * k);
-}
-
 // Sum of squares in fixed TRK_NORM_BLOCK-element blocks, blocks added in
 // order (kernels.h, as the GPU's AdamW).
 static int tr_grad_norm(tr_model *m, float *norm) {
@@ -248,32 +173,27 @@ static uint32_t tr_get_index(const uint8_t *p, int width) {
     return width == 1 ? p[0] : width == 2 ? tr_get_u16(p) : tr_get_u32(p);
 }
 
-// Per-thread scratch for one chunk (f: values and top-k magnitudes, u: sort
-// indices or counts), plus tensor-sized buffers kept in the model.
+// Per-thread scratch for one chunk (f: trk_chunk_topk's blk and best; u:
+// its ia, or trk_chunk_sum's counts), plus tensor-sized buffers kept in the
+// model.
 typedef struct {
     float *f;
     uint32_t *u;
     size_t per; // largest chunk
 } tr_demo_scratch;
 
-static int tr_demo_scratch_alloc(tr_model *m, const tr_demo_tensor *t, tr_demo_scratch *s) {
-    const int nt = m->ntensors;
-    size_t per = 0, big = 0;
-    for (int i = 0; i < nt; i++) {
-        size_t n = (size_t)t[i].cr * t[i].cc, sz = (size_t)t[i].rows * t[i].cols;
-        if (n > per) per = n;
-        if (sz > big) big = sz;
-    }
-    s->per = per;
-    s->f = malloc(sizeof(float) * 2 * per * m->nthreads);
-    s->u = malloc(sizeof(uint32_t) * 2 * per * m->nthreads);
+static int tr_demo_scratch_alloc(tr_model *m, const tr_demo_tensor *t, int nt, tr_demo_scratch *s) {
+    tr_chunk_sizes z = tr_chunk_totals(t, nt);
+    s->per = z.max_chunk;
+    s->f = malloc(sizeof(float) * 2 * s->per * m->nthreads);
+    s->u = malloc(sizeof(uint32_t) * 2 * s->per * m->nthreads);
     if (!s->f || !s->u) goto fail;
-    if (m->demo_buf_len < big) {
-        float *b = malloc(sizeof(float) * 4 * big);
+    if (m->demo_buf_len < z.max_tensor) {
+        float *b = malloc(sizeof(float) * 4 * z.max_tensor);
         if (!b) goto fail;
         free(m->demo_buf);
         m->demo_buf = b;
-        m->demo_buf_len = big;
+        m->demo_buf_len = z.max_tensor;
     }
     for (int i = 0; i < nt; i++)
         if (!tr_dct_get(m, t[i].cr) || !tr_dct_get(m, t[i].cc)) goto fail;
@@ -284,58 +204,85 @@ fail:
     return TR_ENOMEM;
 }
 
-int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, size_t *len) {
+int tr_demo_generate_check(const tr_model *m, const tr_demo *hp, const uint8_t *out, size_t cap, const size_t *len) {
     if (!m || !out || !len || tr_demo_check(hp)) return TR_EINVAL;
     if (!m->have_grads) return TR_ENOGRAD;
     size_t need;
     tr_demo_payload_size(m, hp, &need);
-    if (cap < need) return TR_ESHORT;
-    float gscale;
-    int rc = tr_host_read(m, TR_BUF_GRADS);
-    if (rc || (rc = tr_grad_scale(m, hp->clip_norm, &gscale))) return rc;
-    if (!m->delta) {
-        m->delta = calloc(m->num_params, sizeof(float));
-        if (!m->delta) return TR_ENOMEM;
-    }
+    return cap < need ? TR_ESHORT : TR_OK;
+}
+
+int tr_delta_alloc(tr_model *m) {
+    if (m->delta) return TR_OK;
+    if (!(m->delta = calloc(m->num_params, sizeof(float)))) return TR_ENOMEM;
+    tr_host_replace(m, TR_BUF_DELTA); // a device has yet to see these zeros
+    return TR_OK;
+}
+
+// The payload from the selected entries: per tensor the indices, then the
+// signs or the values.
+size_t tr_demo_pack(const tr_model *m, const tr_demo *hp, const uint32_t *idx, const float *val, uint8_t *out) {
     tr_demo_tensor t[TR_MAX_TENSORS];
-    const int nt = m->ntensors;
-    tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    tr_demo_scratch s;
-    if ((rc = tr_demo_scratch_alloc(m, t, &s))) return rc;
-    size_t maxe = 0;
-    for (int i = 0; i < nt; i++)
-        if (t[i].nchunks * t[i].k > maxe) maxe = t[i].nchunks * t[i].k;
-    uint32_t *sel_idx = malloc(sizeof(uint32_t) * maxe);
-    float *sel_val = malloc(sizeof(float) * maxe);
-    if (!sel_idx || !sel_val) { rc = TR_ENOMEM; goto done; }
-    float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *E = S2 + m->demo_buf_len;
-
-    // delta = decay * delta + lr * g (elementwise, so no order question)
-    float decay = hp->decay, lrs = hp->lr * gscale;
-    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-    for (size_t i = 0; i < m->num_params; i++) m->delta[i] = decay * m->delta[i] + lrs * m->grads[i];
-
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
     memcpy(out, TR_DEMO_MAGIC, 2);
     out[2] = TR_DEMO_VERSION;
     out[3] = hp->one_bit ? 1 : 0;
     uint8_t *p = out + TR_DEMO_HEADER;
     for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
+        size_t e = x->nchunks * x->k;
+        for (size_t i = 0; i < e; i++, p += x->width) tr_put_index(p, x->width, idx[i]);
+        if (hp->one_bit) {
+            size_t nb = (e + 7) / 8;
+            memset(p, 0, nb);
+            for (size_t i = 0; i < e; i++)
+                if (val[i] < 0) p[i / 8] |= (uint8_t)(1u << (i % 8));
+            p += nb;
+        } else {
+            for (size_t i = 0; i < e; i++, p += 4) tr_put_f32(p, val[i]);
+        }
+        idx += e;
+        val += e;
+    }
+    return (size_t)(p - out);
+}
+
+int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, size_t *len) {
+    int rc = tr_demo_generate_check(m, hp, out, cap, len);
+    if (rc) return rc;
+    float gscale;
+    if ((rc = tr_host_read(m, TR_BUF_GRADS)) || (rc = tr_grad_scale(m, hp->clip_norm, &gscale))) return rc;
+    if ((rc = tr_delta_alloc(m)) || (rc = tr_host_write(m, TR_BUF_DELTA))) return rc;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+    tr_demo_scratch s;
+    if ((rc = tr_demo_scratch_alloc(m, t, nt, &s))) return rc;
+    size_t entries = tr_chunk_totals(t, nt).entries;
+    uint32_t *sel_idx = malloc(sizeof(uint32_t) * entries);
+    float *sel_val = malloc(sizeof(float) * entries);
+    if (!sel_idx || !sel_val) { rc = TR_ENOMEM; goto done; }
+    float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *E = S2 + m->demo_buf_len;
+
+    // elementwise, so no order question
+    float decay = hp->decay, lrs = hp->lr * gscale;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < m->num_params; i++) m->delta[i] = trk_demo_momentum(m->delta[i], m->grads[i], decay, lrs);
+
+    size_t first = 0; // the tensor's first entry
+    for (int ti = 0; ti < nt; ti++) {
+        const tr_demo_tensor *x = &t[ti];
         float *delta = m->delta + x->offset;
+        uint32_t *si = sel_idx + first;
+        float *sv = sel_val + first;
         size_t numel = (size_t)x->rows * x->cols;
-        int n = x->cr * x->cc, k = x->k;
+        int k = x->k;
         // 1. transform, then select each chunk's top-k
         tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, delta, Y, S1, S2, 0);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t b = 0; b < x->nchunks; b++) {
             int tid = omp_get_thread_num();
-            float *blk = s.f + 2 * s.per * tid, *best = blk + s.per;
-            uint32_t *ia = s.u + 2 * s.per * tid;
-            const float *src = Y + tr_chunk_pos(x, b, 0);
-            for (int i = 0; i < x->cr; i++) memcpy(blk + i * x->cc, src + (size_t)i * x->cols, sizeof(float) * x->cc);
-            if (k <= TR_TOPK_SMALL) tr_topk_small(blk, n, k, sel_idx + b * k, best);
-            else tr_topk_sort(blk, n, k, ia, ia + s.per, sel_idx + b * k);
-            for (int e = 0; e < k; e++) sel_val[b * k + e] = blk[sel_idx[b * k + e]];
+            float *blk = s.f + 2 * s.per * tid;
+            trk_demo_select(x, Y, b, blk, blk + s.per, s.u + 2 * s.per * tid, si + b * k, sv + b * k);
         }
         // 2. error feedback: remove the selected coefficients at full precision,
         //    as the reference does. (Removing the quantised values instead,
@@ -343,41 +290,25 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
         //    light, 4 clients, top-8, 150 steps: loss 3.12 against 1.38.)
         memset(Y, 0, sizeof(float) * numel);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (size_t b = 0; b < x->nchunks; b++)
-            for (int e = 0; e < k; e++) Y[tr_chunk_pos(x, b, sel_idx[b * k + e])] = sel_val[b * k + e];
+        for (size_t b = 0; b < x->nchunks; b++) trk_chunk_put(Y, x, b, si + b * k, sv + b * k);
         tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, Y, E, S1, S2, 1);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t i = 0; i < numel; i++) delta[i] -= E[i];
-        // 3. serialise
-        size_t e = x->nchunks * k;
-        for (size_t i = 0; i < e; i++, p += x->width) tr_put_index(p, x->width, sel_idx[i]);
-        if (hp->one_bit) {
-            size_t nb = (e + 7) / 8;
-            memset(p, 0, nb);
-            for (size_t i = 0; i < e; i++)
-                if (sel_val[i] < 0) p[i / 8] |= (uint8_t)(1u << (i % 8));
-            p += nb;
-        } else {
-            for (size_t i = 0; i < e; i++, p += 4) tr_put_f32(p, sel_val[i]);
-        }
+        first += x->nchunks * k;
     }
-    *len = (size_t)(p - out);
+    *len = tr_demo_pack(m, hp, sel_idx, sel_val, out);
     m->have_grads = 0;
 done:
     free(s.f); free(s.u); free(sel_idx); free(sel_val);
     return rc;
 }
 
-// Where each tensor's parts start inside one validated payload.
-typedef struct {
-    const uint8_t *idx, *val;
-} tr_demo_view;
-
 // Checks one payload against this model and hp without touching any state;
-// fills v[nt] when v is not NULL. seen: scratch of the largest
-// chunk's size, all zero on entry (it is left dirty).
-static int tr_demo_parse(const tr_demo_tensor *t, int nt, const tr_demo *hp, const uint8_t *p, size_t len,
-                         tr_demo_view *v, uint32_t *seen) {
+// its entries go to idx and val (payload order) when they are not NULL.
+// seen: scratch of the largest chunk's size, all zero on entry (it is left
+// dirty).
+static int tr_demo_parse(const tr_demo_tensor *t, int nt, const tr_demo *hp, const uint8_t *p, size_t len, uint32_t *idx,
+                         float *val, uint32_t *seen) {
     if (!p || len < TR_DEMO_HEADER || memcmp(p, TR_DEMO_MAGIC, 2) != 0 || p[2] != TR_DEMO_VERSION) return TR_EPAYLOAD;
     if (p[3] != (hp->one_bit ? 1 : 0)) return TR_EPAYLOAD;
     // The length is fixed by the model and hp: check it before reading entries.
@@ -389,68 +320,93 @@ static int tr_demo_parse(const tr_demo_tensor *t, int nt, const tr_demo *hp, con
     for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
         size_t e = x->nchunks * x->k;
-        size_t body = tr_demo_tensor_bytes(x, hp->one_bit);
-        const uint8_t *idx = p + off;
+        const uint8_t *ip = p + off;
         uint32_t n = (uint32_t)x->cr * (uint32_t)x->cc;
         // Indices in range and distinct within each chunk (stamp per chunk).
         for (size_t b = 0; b < x->nchunks; b++) {
             stamp++;
             if (stamp == 0) { memset(seen, 0, sizeof(uint32_t) * n); stamp = 1; }
             for (int j = 0; j < x->k; j++) {
-                uint32_t ix = tr_get_index(idx + (b * x->k + j) * x->width, x->width);
+                size_t ei = b * x->k + j;
+                uint32_t ix = tr_get_index(ip + ei * x->width, x->width);
                 if (ix >= n || seen[ix] == stamp) return TR_EPAYLOAD;
                 seen[ix] = stamp;
+                if (idx) idx[ei] = ix;
             }
         }
-        const uint8_t *val = idx + e * x->width;
+        const uint8_t *vp = ip + e * x->width;
         if (hp->one_bit) {
             size_t nb = (e + 7) / 8;
-            if (e % 8 && (val[nb - 1] >> (e % 8)) != 0) return TR_EPAYLOAD; // padding bits must be 0
+            if (e % 8 && (vp[nb - 1] >> (e % 8)) != 0) return TR_EPAYLOAD; // padding bits must be 0
+            // 1 - 2*bit, as the reference decodes, no scale
+            for (size_t i = 0; val && i < e; i++) val[i] = (vp[i / 8] >> (i % 8)) & 1 ? -1.0f : 1.0f;
         } else {
             for (size_t i = 0; i < e; i++) {
-                float f = tr_get_f32(val + 4 * i);
+                float f = tr_get_f32(vp + 4 * i);
                 if (!(f - f == 0.0f) || f > 1e30f || f < -1e30f) return TR_EPAYLOAD;
+                if (val) val[i] = f;
             }
         }
-        if (v) { v[ti].idx = idx; v[ti].val = val; }
-        off += body;
+        if (idx) { idx += e; val += e; }
+        off += tr_demo_tensor_bytes(x, hp->one_bit);
     }
     return TR_OK;
 }
 
-size_t tr_max_chunk(const tr_demo_tensor *t, int nt) {
-    size_t n = 0;
-    for (int i = 0; i < nt; i++)
-        if ((size_t)t[i].cr * t[i].cc > n) n = (size_t)t[i].cr * t[i].cc;
-    return n;
-}
-
-static uint32_t *tr_seen_alloc(const tr_demo_tensor *t, int nt) { return calloc(tr_max_chunk(t, nt), sizeof(uint32_t)); }
-
 int tr_demo_validate(const tr_model *m, const tr_demo *hp, const uint8_t *p, size_t len) {
     if (!m || tr_demo_check(hp)) return TR_EINVAL;
     tr_demo_tensor t[TR_MAX_TENSORS];
-    const int nt = m->ntensors;
-    tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    uint32_t *seen = tr_seen_alloc(t, nt);
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+    uint32_t *seen = calloc(tr_chunk_totals(t, nt).max_chunk, sizeof(uint32_t));
     if (!seen) return TR_ENOMEM;
-    int rc = tr_demo_parse(t, nt, hp, p, len, NULL, seen);
+    int rc = tr_demo_parse(t, nt, hp, p, len, NULL, NULL, seen);
     free(seen);
     return rc;
 }
 
+int tr_demo_decode(const tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n, uint32_t **idx,
+                   float **val) {
+    *idx = NULL;
+    *val = NULL;
+    if (!m || tr_demo_check(hp) || n < 0 || (n > 0 && (!payloads || !lens))) return TR_EINVAL;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+    tr_chunk_sizes z = tr_chunk_totals(t, nt);
+    size_t cnt = n > 0 ? (size_t)n : 1;
+    uint32_t *seen = calloc(z.max_chunk, sizeof(uint32_t));
+    *idx = malloc(sizeof(uint32_t) * z.entries * cnt);
+    *val = malloc(sizeof(float) * z.entries * cnt);
+    int rc = seen && *idx && *val ? TR_OK : TR_ENOMEM;
+    size_t off = 0;
+    for (int c = 0; c < n && rc == TR_OK; c++) {
+        if (c > 0) memset(seen, 0, sizeof(uint32_t) * z.max_chunk);
+        rc = tr_demo_parse(t, nt, hp, payloads + off, lens[c], *idx + (size_t)c * z.entries, *val + (size_t)c * z.entries, seen);
+        off += lens[c];
+    }
+    free(seen);
+    if (rc) {
+        free(*idx); free(*val);
+        *idx = NULL;
+        *val = NULL;
+    }
+    return rc;
+}
+
+int tr_lookahead_wanted(const tr_model *m, int on) { return on && m->delta && m->lookahead; }
+
 // The forward point of the next step: x - lr*sign(delta), where this client's
 // own pending update leads. Derived state: recomputed, never exported.
-void tr_demo_refresh_lookahead(tr_model *m, int on) {
-    m->lookahead_on = on && m->delta && m->lookahead;
-    if (!m->lookahead_on) return;
+int tr_demo_refresh_lookahead(tr_model *m, int on) {
+    m->lookahead_on = 0;
+    if (!tr_lookahead_wanted(m, on)) return TR_OK;
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_DELTA);
+    if (rc) return rc;
+    tr_host_replace(m, TR_BUF_LOOKAHEAD);
     float lr = m->demo_lr;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-    for (size_t i = 0; i < m->num_params; i++) {
-        float d = m->delta[i];
-        float sg = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
-        m->lookahead[i] = m->params[i] - lr * sg;
-    }
+    for (size_t i = 0; i < m->num_params; i++) m->lookahead[i] = trk_lookahead(m->params[i], m->delta[i], lr);
+    m->lookahead_on = 1;
+    return TR_OK;
 }
 
 int tr_lookahead_alloc(tr_model *m) {
@@ -459,70 +415,39 @@ int tr_lookahead_alloc(tr_model *m) {
 }
 
 int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n) {
-    if (!m || tr_demo_check(hp) || n < 0 || (n > 0 && (!payloads || !lens))) return TR_EINVAL;
-    tr_demo_tensor t[TR_MAX_TENSORS];
-    const int nt = m->ntensors;
-    tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    tr_demo_view *views = malloc(sizeof(tr_demo_view) * nt * (n > 0 ? n : 1));
-    uint32_t *seen = tr_seen_alloc(t, nt);
+    uint32_t *idx;
+    float *val;
     tr_demo_scratch s = {0};
-    int rc = TR_OK;
-    if (!views || !seen) { rc = TR_ENOMEM; goto done; }
     // All payloads are checked before anything changes.
-    size_t off = 0;
-    for (int c = 0; c < n; c++) {
-        if (c > 0) memset(seen, 0, sizeof(uint32_t) * tr_max_chunk(t, nt));
-        if ((rc = tr_demo_parse(t, nt, hp, payloads + off, lens[c], views + (size_t)c * nt, seen))) goto done;
-        off += lens[c];
-    }
-    if ((rc = tr_demo_scratch_alloc(m, t, &s))) goto done;
+    int rc = tr_demo_decode(m, hp, payloads, lens, n, &idx, &val);
+    if (rc) goto done;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+    size_t entries = tr_chunk_totals(t, nt).entries;
+    if ((rc = tr_demo_scratch_alloc(m, t, nt, &s))) goto done;
     if (hp->lookahead && (rc = tr_lookahead_alloc(m))) goto done;
     if ((rc = tr_host_write(m, TR_BUF_PARAMS))) goto done;
     float wdf = 1.0f - hp->lr * hp->weight_decay, lr = hp->lr;
     float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *U = S2 + m->demo_buf_len;
+    size_t first = 0;
     for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
         float *param = m->params + x->offset;
         size_t numel = (size_t)x->rows * x->cols;
-        int nn = x->cr * x->cc, k = x->k;
         memset(Y, 0, sizeof(float) * numel);
-        // scatter-mean: clients in the given order, entries in payload order;
-        // chunks are disjoint, so they can go to different threads.
+        // chunks are disjoint, so they can go to different threads
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (size_t b = 0; b < x->nchunks; b++) {
-            uint32_t *cnt = s.u + 2 * s.per * omp_get_thread_num();
-            memset(cnt, 0, sizeof(uint32_t) * nn);
-            for (int c = 0; c < n; c++) {
-                const tr_demo_view *v = &views[(size_t)c * nt + ti];
-                for (int e = 0; e < k; e++) {
-                    size_t ei = b * k + e;
-                    uint32_t ix = tr_get_index(v->idx + ei * x->width, x->width);
-                    // one-bit: 1 - 2*bit, as the reference decodes, no scale
-                    float val = hp->one_bit ? ((v->val[ei / 8] >> (ei % 8)) & 1 ? -1.0f : 1.0f)
-                                            : tr_get_f32(v->val + 4 * ei);
-                    size_t pos = tr_chunk_pos(x, b, ix);
-                    Y[pos] = Y[pos] + val;
-                    cnt[ix]++;
-                }
-            }
-            for (int ix = 0; ix < nn; ix++)
-                if (cnt[ix] > 1) {
-                    size_t pos = tr_chunk_pos(x, b, (uint32_t)ix);
-                    Y[pos] = Y[pos] / (float)cnt[ix];
-                }
-        }
+        for (size_t b = 0; b < x->nchunks; b++)
+            trk_chunk_sum(Y, x, b, n, idx + first, val + first, entries, s.u + 2 * s.per * omp_get_thread_num());
         tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, Y, U, S1, S2, 1);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (size_t i = 0; i < numel; i++) {
-            float u = U[i];
-            float sg = u > 0.0f ? 1.0f : u < 0.0f ? -1.0f : 0.0f;
-            param[i] = param[i] * wdf - lr * sg;
-        }
+        for (size_t i = 0; i < numel; i++) param[i] = trk_demo_step(param[i], U[i], wdf, lr);
+        first += x->nchunks * x->k;
     }
     m->demo_lr = lr;
     m->step++;
-    tr_demo_refresh_lookahead(m, hp->lookahead);
+    rc = tr_demo_refresh_lookahead(m, hp->lookahead);
 done:
-    free(views); free(seen); free(s.f); free(s.u);
+    free(idx); free(val); free(s.f); free(s.u);
     return rc;
 }

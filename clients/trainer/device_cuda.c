@@ -1,24 +1,45 @@
 //go:build cuda || cudaemu
 
-// device_cuda.c: a tr_model's GPU (cuda/model.cu): forward/backward and
-// AdamW run there, and the weights, gradients and AdamW moments stay there
-// across steps. The residency flags (internal.h) say which side is newer;
-// the host's entry points download what they need through tr_dev_download.
+// device_cuda.c: a tr_model's GPU (cuda/model.cu): forward/backward and the
+// optimizers (AdamW, DeMo, SparseLoCo) run there, and the weights, gradients
+// and optimizer state stay there across steps. The residency flags
+// (internal.h) say which side is newer; the host's entry points download
+// what they need through tr_dev_download. DeMo's and SparseLoCo's payloads
+// stay on the host: it writes the entries the device selected into them,
+// and decodes the clients' payloads into entries for the device.
 
 #include "internal.h"
 #include "cuda/trainer_cuda.h"
 
-// The device buffers of each TR_BUF_* bit (ADAM: both moments).
-static int tr_dev_copy(tr_model *m, unsigned bufs, int up) {
-    trg_model *g = m->dev;
-    size_t n = m->num_params;
-    struct { unsigned bit; int buf; float *host; } b[] = {
-        {TR_BUF_PARAMS, TRG_PARAMS, m->params}, {TR_BUF_GRADS, TRG_GRADS, m->grads},
-        {TR_BUF_ADAM, TRG_ADAM_M, m->adam_m}, {TR_BUF_ADAM, TRG_ADAM_V, m->adam_v},
+// The host and device buffers of each TR_BUF_* bit (ADAM: both moments;
+// ANCHOR: the weights, and the moments when the round began with some). A
+// buffer the host does not hold has nothing to copy.
+typedef struct {
+    unsigned bit;
+    int buf;
+    float *host;
+} tr_dev_buf;
+
+enum { TR_DEV_BUFS = 9 };
+
+static void tr_dev_bufs(tr_model *m, tr_dev_buf b[TR_DEV_BUFS]) {
+    float *am = m->anchor_moments ? m->anchor_m : NULL, *av = m->anchor_moments ? m->anchor_v : NULL;
+    tr_dev_buf all[TR_DEV_BUFS] = {
+        {TR_BUF_PARAMS, TRG_PARAMS, m->params},     {TR_BUF_GRADS, TRG_GRADS, m->grads},
+        {TR_BUF_ADAM, TRG_ADAM_M, m->adam_m},       {TR_BUF_ADAM, TRG_ADAM_V, m->adam_v},
+        {TR_BUF_DELTA, TRG_DELTA, m->delta},        {TR_BUF_LOOKAHEAD, TRG_LOOKAHEAD, m->lookahead},
+        {TR_BUF_ANCHOR, TRG_ANCHOR, m->anchor},     {TR_BUF_ANCHOR, TRG_ANCHOR_M, am},
+        {TR_BUF_ANCHOR, TRG_ANCHOR_V, av},
     };
-    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
-        if (!(bufs & b[i].bit)) continue;
-        int rc = up ? trg_upload(g, b[i].buf, b[i].host, n) : trg_download(g, b[i].buf, b[i].host, n);
+    memcpy(b, all, sizeof all);
+}
+
+static int tr_dev_copy(tr_model *m, unsigned bufs, int up) {
+    tr_dev_buf b[TR_DEV_BUFS];
+    tr_dev_bufs(m, b);
+    for (int i = 0; i < TR_DEV_BUFS; i++) {
+        if (!(bufs & b[i].bit) || !b[i].host) continue;
+        int rc = up ? trg_upload(m->dev, b[i].buf, b[i].host, m->num_params) : trg_download(m->dev, b[i].buf, b[i].host, m->num_params);
         if (rc) return rc;
     }
     return TR_OK;
@@ -38,10 +59,10 @@ static int tr_dev_use(tr_model *m, unsigned bufs) {
 // Under the cudaemu tag (tests): stale host copies hold NaN, so that an entry
 // point reading one without tr_host_read shows in its results.
 static void tr_poison(tr_model *m, unsigned bufs) {
-    float *p[4] = {bufs & TR_BUF_PARAMS ? m->params : NULL, bufs & TR_BUF_GRADS ? m->grads : NULL,
-                   bufs & TR_BUF_ADAM ? m->adam_m : NULL, bufs & TR_BUF_ADAM ? m->adam_v : NULL};
-    for (int b = 0; b < 4; b++)
-        for (size_t i = 0; p[b] && i < m->num_params; i++) p[b][i] = tr_bits2f(0x7fc00000u);
+    tr_dev_buf b[TR_DEV_BUFS];
+    tr_dev_bufs(m, b);
+    for (int i = 0; i < TR_DEV_BUFS; i++)
+        for (size_t j = 0; (bufs & b[i].bit) && b[i].host && j < m->num_params; j++) b[i].host[j] = tr_bits2f(0x7fc00000u);
 }
 #endif
 
@@ -66,17 +87,9 @@ int tr_device_attach(tr_model *m, trg_model *g) {
 
 int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
     if (!m || !m->dev) return TR_EINVAL;
-    int rc;
-    if (m->lookahead_on) {
-        // The device's weights buffer takes the DeMo lookahead point, so
-        // the host's params must be current before it is overwritten.
-        if ((rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
-        m->dev_stale |= TR_BUF_PARAMS;
-        rc = trg_upload(m->dev, TRG_PARAMS, m->lookahead, m->num_params);
-    } else {
-        rc = tr_dev_use(m, TR_BUF_PARAMS);
-    }
-    if (rc == TR_OK) rc = trg_step(m->dev, tokens, targets, n, t, loss);
+    int la = m->lookahead_on; // the forward point: DeMo's lookahead when it is on
+    int rc = tr_dev_use(m, la ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS);
+    if (rc == TR_OK) rc = trg_step(m->dev, la ? TRG_LOOKAHEAD : TRG_PARAMS, tokens, targets, n, t, loss);
     m->have_grads = rc == TR_OK;
     if (rc == TR_OK) tr_dev_wrote(m, TR_BUF_GRADS);
     return rc;
@@ -101,4 +114,130 @@ int tr_adamw_step_device(tr_model *m, const tr_adamw *hp) {
     m->have_grads = 0;
     m->lookahead_on = 0;
     return TR_OK;
+}
+
+// The entries of a payload of this chunk layout, and its chunks.
+static tr_chunk_sizes tr_dev_sizes(const tr_model *m, int chunk, int topk) {
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    return tr_chunk_totals(t, tr_chunk_layout(&m->cfg, chunk, topk, t));
+}
+
+// tr_demo_refresh_lookahead on the device.
+static int tr_lookahead_device(tr_model *m, int on) {
+    m->lookahead_on = 0;
+    if (!tr_lookahead_wanted(m, on)) return TR_OK;
+    int rc = tr_dev_use(m, TR_BUF_PARAMS | TR_BUF_DELTA);
+    if (rc || (rc = trg_lookahead(m->dev, m->demo_lr))) return rc;
+    tr_dev_wrote(m, TR_BUF_LOOKAHEAD);
+    m->lookahead_on = 1;
+    return TR_OK;
+}
+
+// tr_demo_generate on the device: the momentum stays there, the selected
+// entries come back for the payload.
+int tr_demo_generate_device(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, size_t *len) {
+    int rc = tr_demo_generate_check(m, hp, out, cap, len);
+    if (rc == TR_OK && !m->dev) rc = TR_EINVAL;
+    if (rc) return rc;
+    size_t e = tr_dev_sizes(m, hp->chunk, hp->topk).entries;
+    uint32_t *idx = malloc(sizeof(uint32_t) * e);
+    float *val = malloc(sizeof(float) * e);
+    if (!idx || !val) { rc = TR_ENOMEM; goto done; }
+    if ((rc = tr_delta_alloc(m)) || (rc = tr_dev_use(m, TR_BUF_GRADS | TR_BUF_DELTA)) || (rc = trg_demo_generate(m->dev, hp, idx, val)))
+        goto done;
+    tr_dev_wrote(m, TR_BUF_DELTA);
+    *len = tr_demo_pack(m, hp, idx, val, out);
+    m->have_grads = 0;
+done:
+    free(idx); free(val);
+    return rc;
+}
+
+int tr_demo_apply_device(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n) {
+    uint32_t *idx;
+    float *val;
+    // All payloads are checked before anything changes.
+    int rc = tr_demo_decode(m, hp, payloads, lens, n, &idx, &val);
+    if (rc == TR_OK && !m->dev) rc = TR_EINVAL;
+    if (rc || (hp->lookahead && (rc = tr_lookahead_alloc(m))) || (rc = tr_dev_use(m, TR_BUF_PARAMS)) ||
+        (rc = trg_demo_apply(m->dev, hp, n, idx, val)))
+        goto done;
+    tr_dev_wrote(m, TR_BUF_PARAMS);
+    m->demo_lr = hp->lr;
+    m->step++;
+    rc = tr_lookahead_device(m, hp->lookahead);
+done:
+    free(idx); free(val);
+    return rc;
+}
+
+// tr_loco_begin on the device: the round's start is copied there.
+int tr_loco_begin_device(tr_model *m) {
+    if (!m || !m->dev || m->in_round) return TR_EINVAL;
+    int rc = tr_anchor_alloc(m);
+    if (rc || (rc = tr_dev_use(m, TR_BUF_PARAMS | (m->adam_m ? TR_BUF_ADAM : 0))) || (rc = trg_copy(m->dev, TRG_ANCHOR, TRG_PARAMS)))
+        return rc;
+    if (m->adam_m && ((rc = trg_copy(m->dev, TRG_ANCHOR_M, TRG_ADAM_M)) || (rc = trg_copy(m->dev, TRG_ANCHOR_V, TRG_ADAM_V))))
+        return rc;
+    tr_loco_started(m);
+    tr_dev_wrote(m, TR_BUF_ANCHOR);
+    return TR_OK;
+}
+
+// The round-start weights and step counter back (generate and abort).
+static int tr_loco_end_device(tr_model *m) {
+    int rc = tr_dev_use(m, TR_BUF_ANCHOR);
+    if (rc || (rc = trg_copy(m->dev, TRG_PARAMS, TRG_ANCHOR))) return rc;
+    tr_dev_wrote(m, TR_BUF_PARAMS);
+    tr_loco_ended(m);
+    return TR_OK;
+}
+
+int tr_loco_abort_device(tr_model *m) {
+    if (!m || !m->dev || !m->in_round) return TR_EINVAL;
+    int rc = tr_dev_use(m, TR_BUF_ANCHOR);
+    if (rc) return rc;
+    if (m->anchor_moments) {
+        if ((rc = trg_copy(m->dev, TRG_ADAM_M, TRG_ANCHOR_M)) || (rc = trg_copy(m->dev, TRG_ADAM_V, TRG_ANCHOR_V))) return rc;
+        tr_dev_wrote(m, TR_BUF_ADAM);
+    } else {
+        tr_adam_free(m);
+    }
+    m->adam_t = m->anchor_adam_t;
+    if ((rc = tr_loco_end_device(m))) return rc;
+    return tr_lookahead_device(m, m->anchor_lookahead);
+}
+
+// tr_loco_generate on the device: the error feedback stays there, the
+// selected entries' indices, codes and scales come back for the payload.
+int tr_loco_generate_device(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, size_t *len) {
+    int rc = tr_loco_generate_check(m, hp, out, cap, len);
+    if (rc == TR_OK && !m->dev) rc = TR_EINVAL;
+    if (rc) return rc;
+    tr_chunk_sizes z = tr_dev_sizes(m, hp->chunk, hp->topk);
+    uint32_t *sel = malloc(sizeof(uint32_t) * z.entries), *code = malloc(sizeof(uint32_t) * z.entries);
+    float *scale = malloc(sizeof(float) * z.chunks);
+    if (!sel || !code || !scale) { rc = TR_ENOMEM; goto done; }
+    if ((rc = tr_delta_alloc(m)) || (rc = tr_dev_use(m, TR_BUF_PARAMS | TR_BUF_ANCHOR | TR_BUF_DELTA)) ||
+        (rc = trg_loco_generate(m->dev, hp, sel, code, scale)))
+        goto done;
+    tr_dev_wrote(m, TR_BUF_DELTA);
+    *len = tr_loco_pack(m, hp, sel, code, scale, out);
+    rc = tr_loco_end_device(m);
+done:
+    free(sel); free(code); free(scale);
+    return rc;
+}
+
+int tr_loco_apply_device(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n) {
+    if (!m || !m->dev || m->in_round) return TR_EINVAL;
+    uint32_t *idx;
+    float *val;
+    // All payloads are checked before anything changes.
+    int rc = tr_loco_decode(m, hp, payloads, lens, n, &idx, &val);
+    if (rc == TR_OK && n > 0 && !(rc = tr_dev_use(m, TR_BUF_PARAMS)) && !(rc = trg_loco_apply(m->dev, hp, n, idx, val)))
+        tr_dev_wrote(m, TR_BUF_PARAMS);
+    if (rc == TR_OK) tr_loco_applied(m);
+    free(idx); free(val);
+    return rc;
 }

@@ -55,8 +55,8 @@ func TestGPUGradientsMatchCPU(t *testing.T) {
 }
 
 // Training on the GPU and on the CPU gives the same state digests, step
-// after step, with DeMo and with AdamW (on the device, its weights and
-// moments staying there between steps), in fp32 and in mx8.
+// after step, with DeMo and with AdamW (both on the device, the weights and
+// optimizer state staying there between steps), in fp32 and in mx8.
 func TestGPUDigestsMatchCPU(t *testing.T) {
 	for _, arith := range []string{ArithFP32, ArithMX8} {
 		cfg := lightConfig(t)

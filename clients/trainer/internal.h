@@ -83,7 +83,7 @@ struct tr_model {
     // A SparseLoCo round in progress (tr_loco_begin): the weights, AdamW
     // moments and counters at its start.
     int in_round;
-    float *anchor, *anchor_m, *anchor_v; // (N) each; moments NULL when there were none
+    float *anchor, *anchor_m, *anchor_v; // (N) each; the moments only when anchor_moments
     int anchor_moments, anchor_lookahead;
     uint64_t anchor_step, anchor_adam_t;
     size_t demo_buf_len;
@@ -94,15 +94,23 @@ struct tr_model {
     unsigned host_stale, dev_stale;
 };
 
-// Residency. With a device attached (device_cuda.c), params, grads and
-// adam_m/adam_v may be newer on the device than here: host_stale names
-// those, dev_stale the ones newer here than there; never both for one
-// buffer. The device side uploads what is dev_stale before using it and
-// marks what it changes host_stale. Every trainer.h entry point that reads
+// Residency. With a device attached (device_cuda.c), the model's weights,
+// gradients and optimizer buffers (TR_BUF_*) may be newer on the device
+// than here: host_stale names those, dev_stale the ones newer here than
+// there; never both for one buffer. The device side uploads what is
+// dev_stale before using it and marks what it changes host_stale. Every trainer.h entry point that reads
 // one of these host buffers calls tr_host_read first, one that changes part
 // of it tr_host_write, one that overwrites all of it tr_host_replace (the
 // list is in README.md, "CUDA path"). Without a device both stay 0.
-enum { TR_BUF_PARAMS = 1, TR_BUF_GRADS = 2, TR_BUF_ADAM = 4, TR_BUF_ALL = 7 };
+enum {
+    TR_BUF_PARAMS = 1,
+    TR_BUF_GRADS = 2,
+    TR_BUF_ADAM = 4,      // adam_m and adam_v
+    TR_BUF_DELTA = 8,     // DeMo momentum or SparseLoCo error feedback
+    TR_BUF_LOOKAHEAD = 16,
+    TR_BUF_ANCHOR = 32,   // a SparseLoCo round's start: anchor, and anchor_m/anchor_v when anchor_moments
+    TR_BUF_ALL = 63
+};
 int tr_host_read(tr_model *m, unsigned bufs);
 int tr_host_write(tr_model *m, unsigned bufs);
 void tr_host_replace(tr_model *m, unsigned bufs);
@@ -166,38 +174,41 @@ void tr_swiglu_backward(const tr_model *m, float *dg, float *du, const float *g,
 void tr_residual_forward(const tr_model *m, float *out, const float *a, const float *b, size_t n);
 void tr_crossentropy_forward(const tr_model *m, float *probs, float *losses, const float *logits, const int32_t *targets, int BT);
 void tr_crossentropy_backward(const tr_model *m, float *dlogits, const float *probs, const int32_t *targets, float dloss, int BT);
-// demo.c, shared with loco.c: the chunked 2-D views of the parameter tensors
-// (tr_chunk_layout), top-k selection and the grad clipping scale.
-typedef struct {
-    int rows, cols;  // 2-D view of the parameter tensor
-    int cr, cc;      // chunk edges
-    int k;           // coefficients per chunk
-    int width;       // index bytes: 1, 2 or 4
-    size_t nchunks;
-    size_t offset;   // into the flat parameter array
-} tr_demo_tensor;
-int tr_largest_divisor(int n, int cap);
-void tr_chunk_layout(const tr_model *m, int chunk, int topk, tr_demo_tensor t[TR_MAX_TENSORS]);
-size_t tr_max_chunk(const tr_demo_tensor *t, int nt);
-// Top-k of one chunk by |y|, ties by lower index: a sorted list for small k,
-// a stable merge sort (idx, tmp: n scratch each) otherwise.
-#define TR_TOPK_SMALL 64
-void tr_topk_small(const float *y, int n, int k, uint32_t *out, float *best);
-void tr_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out);
+// demo.c, shared with loco.c and device_cuda.c: the gradient clipping
+// scale, the momentum (zero) and lookahead buffers allocated on first use,
+// and the lookahead point refreshed on the host.
 int tr_grad_scale(tr_model *m, float clip, float *scale);
+int tr_delta_alloc(tr_model *m);
+int tr_lookahead_alloc(tr_model *m);
+int tr_lookahead_wanted(const tr_model *m, int on);
+int tr_demo_refresh_lookahead(tr_model *m, int on);
+// The parts of DeMo's entry points that run on the host whichever side
+// computes: argument checks, payloads decoded into in-chunk indices and
+// values (all n or none: client c's E entries at idx, val + c*E, E = the
+// layout's entries; free both) and the payload written from the selected
+// entries (returns its length).
+int tr_demo_check(const tr_demo *hp);
+int tr_demo_generate_check(const tr_model *m, const tr_demo *hp, const uint8_t *out, size_t cap, const size_t *len);
+int tr_demo_decode(const tr_model *m, const tr_demo *hp, const uint8_t *payloads, const size_t *lens, int n, uint32_t **idx,
+                   float **val);
+size_t tr_demo_pack(const tr_model *m, const tr_demo *hp, const uint32_t *idx, const float *val, uint8_t *out);
+// loco.c, the same for SparseLoCo (scale: one per chunk of all tensors), and
+// the bookkeeping of a round that both sides share.
+int tr_loco_check(const tr_loco *hp);
+int tr_loco_generate_check(const tr_model *m, const tr_loco *hp, const uint8_t *out, size_t cap, const size_t *len);
+int tr_loco_decode(const tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n, uint32_t **idx,
+                   float **val);
+size_t tr_loco_pack(const tr_model *m, const tr_loco *hp, const uint32_t *sel, const uint32_t *code, const float *scale,
+                    uint8_t *out);
+int tr_anchor_alloc(tr_model *m);
+void tr_loco_started(tr_model *m);
+void tr_loco_ended(tr_model *m);
+void tr_loco_applied(tr_model *m);
 // adamw.c, shared with device_cuda.c: the hyperparameter and gradient
-// checks, and the moments (zero) allocated on first use.
+// checks, and the moments (zero) allocated on first use or dropped.
 int tr_adamw_check(const tr_model *m, const tr_adamw *hp);
 int tr_adam_alloc(tr_model *m);
-int tr_lookahead_alloc(tr_model *m);
-void tr_demo_refresh_lookahead(tr_model *m, int on);
-
-// Offset of in-chunk index ix of chunk b inside the (rows, cols) tensor.
-static inline size_t tr_chunk_pos(const tr_demo_tensor *x, size_t b, uint32_t ix) {
-    size_t bcols = (size_t)(x->cols / x->cc);
-    size_t r = (b / bcols) * x->cr + ix / x->cc, c = (b % bcols) * x->cc + ix % x->cc;
-    return r * x->cols + c;
-}
+void tr_adam_free(tr_model *m);
 
 // Little-endian byte helpers for the payload and state formats.
 static inline void tr_put_u16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layout.h"
 #include "mathfn.h"
 
 #ifdef __CUDACC__
@@ -525,5 +526,185 @@ TRK void trk_adamw(float *p, float *m, float *v, float g, const trk_adamw_args *
     float mh = mm / a->c1, vh = vv / a->c2;
     *p -= a->lr * (mh / (trk_sqrt(vh) + a->eps) + a->wd * *p);
 }
+
+// ----------------------------------------------------------------------------
+// DeMo and SparseLoCo: their arithmetic per element, or per chunk of the
+// 2-D views (layout.h's tr_chunk_layout), for demo.c and loco.c on the host
+// and the optimizer kernels at the end of cuda/model.cu. A chunked DCT is
+// two products with the DCT matrix (trk_dct_table), each element one GEMM
+// chain from 0 (trk_dot): through the GEMM kernels on the host, one thread
+// per element on the GPU.
+
+// Offset of in-chunk index ix of chunk b inside the (rows, cols) view.
+TRK size_t trk_chunk_pos(const tr_demo_tensor *x, size_t b, uint32_t ix) {
+    size_t bcols = (size_t)(x->cols / x->cc);
+    size_t r = (b / bcols) * x->cr + ix / x->cc, c = (b % bcols) * x->cc + ix % x->cc;
+    return r * x->cols + c;
+}
+
+// The orthonormal DCT-II of size n, D[i][j] = s_i cos(pi (2j+1) i / 2n),
+// s_0 = sqrt(1/n), s_i = sqrt(2/n), into d (n*n), followed by D^T (n*n);
+// built in double with mathfn.h's cosine, on the host.
+TRK void trk_dct_table(float *d, int n) {
+    const double pi = 3.14159265358979323846;
+    for (int i = 0; i < n; i++) {
+        double q = (i == 0 ? 1.0 : 2.0) / n;
+#ifdef __CUDA_ARCH__
+        double s = __dsqrt_rn(q);
+#else
+        double s = __builtin_sqrt(q);
+#endif
+        for (int j = 0; j < n; j++) {
+            float v = (float)(s * tr_cos(pi * (2 * j + 1) * i / (2.0 * n)));
+            d[(size_t)i * n + j] = v;
+            d[(size_t)n * n + (size_t)j * n + i] = v;
+        }
+    }
+}
+
+// Top-k of one chunk y (n entries): indices ordered by |y| descending, ties
+// by lower index. k small: a sorted list (best: k floats), where an element
+// must beat the current k-th strictly.
+#define TRK_TOPK_SMALL 64
+TRK void trk_topk_small(const float *y, int n, int k, uint32_t *out, float *best) {
+    int cnt = 0;
+    for (int i = 0; i < n; i++) {
+        float a = y[i] < 0 ? -y[i] : y[i];
+        if (cnt == k && !(a > best[k - 1])) continue;
+        int pos = cnt < k ? cnt++ : k - 1;
+        while (pos > 0 && a > best[pos - 1]) { best[pos] = best[pos - 1]; out[pos] = out[pos - 1]; pos--; }
+        best[pos] = a;
+        out[pos] = (uint32_t)i;
+    }
+}
+
+// k large: a stable bottom-up merge sort of all indices (idx, tmp: n each).
+TRK void trk_topk_sort(const float *y, int n, int k, uint32_t *idx, uint32_t *tmp, uint32_t *out) {
+    for (int i = 0; i < n; i++) idx[i] = (uint32_t)i;
+    uint32_t *src = idx, *dst = tmp;
+    for (int w = 1; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) {
+                float fa = y[src[a]], fb = y[src[b]];
+                fa = fa < 0 ? -fa : fa;
+                fb = fb < 0 ? -fb : fb;
+                dst[o++] = fb > fa ? src[b++] : src[a++]; // stable: equal keys keep index order
+            }
+            while (a < mid) dst[o++] = src[a++];
+            while (b < hi) dst[o++] = src[b++];
+        }
+        uint32_t *t = src; src = dst; dst = t;
+    }
+    for (int i = 0; i < k; i++) out[i] = src[i];
+}
+
+// Chunk b of the view y copied to blk (cr*cc, row-major), and its top-k
+// in-chunk indices into sel (k). Scratch: best (k floats) for a small k, ia
+// (2*cr*cc) otherwise.
+TRK void trk_chunk_topk(const tr_demo_tensor *x, const float *y, size_t b, float *blk, float *best, uint32_t *ia,
+                        uint32_t *sel) {
+    const float *src = y + trk_chunk_pos(x, b, 0);
+    for (int i = 0; i < x->cr; i++)
+        for (int j = 0; j < x->cc; j++) blk[i * x->cc + j] = src[(size_t)i * x->cols + j];
+    int n = x->cr * x->cc;
+    if (x->k <= TRK_TOPK_SMALL) trk_topk_small(blk, n, x->k, sel, best);
+    else trk_topk_sort(blk, n, x->k, ia, ia + n, sel);
+}
+
+TRK float trk_sign(float v) { return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : 0.0f; }
+
+// DeMo's momentum: delta = decay * delta + lrs * g, lrs the lr times the
+// clip scale.
+TRK float trk_demo_momentum(float d, float g, float decay, float lrs) { return decay * d + lrs * g; }
+
+// DeMo's selection in chunk b of the transformed momentum y: in-chunk
+// indices sel and coefficients val (k each); scratch as trk_chunk_topk's.
+TRK void trk_demo_select(const tr_demo_tensor *x, const float *y, size_t b, float *blk, float *best, uint32_t *ia,
+                         uint32_t *sel, float *val) {
+    trk_chunk_topk(x, y, b, blk, best, ia, sel);
+    for (int e = 0; e < x->k; e++) val[e] = blk[sel[e]];
+}
+
+// The selected coefficients of chunk b written into the zeroed y (DeMo's
+// error feedback transforms them back).
+TRK void trk_chunk_put(float *y, const tr_demo_tensor *x, size_t b, const uint32_t *sel, const float *val) {
+    for (int e = 0; e < x->k; e++) y[trk_chunk_pos(x, b, sel[e])] = val[e];
+}
+
+// The entries of n clients in chunk b added into the zeroed y, clients in
+// the given order (client c's k entries of this chunk at idx, val + c *
+// stride). With cnt (cr*cc scratch), DeMo's scatter-mean: each position is
+// then divided by the number of clients that sent it.
+TRK void trk_chunk_sum(float *y, const tr_demo_tensor *x, size_t b, int n, const uint32_t *idx, const float *val,
+                       size_t stride, uint32_t *cnt) {
+    int nn = x->cr * x->cc;
+    if (cnt)
+        for (int ix = 0; ix < nn; ix++) cnt[ix] = 0;
+    for (int c = 0; c < n; c++)
+        for (int e = 0; e < x->k; e++) {
+            size_t ei = (size_t)c * stride + b * x->k + e, pos = trk_chunk_pos(x, b, idx[ei]);
+            y[pos] = y[pos] + val[ei];
+            if (cnt) cnt[idx[ei]]++;
+        }
+    if (cnt)
+        for (int ix = 0; ix < nn; ix++)
+            if (cnt[ix] > 1) {
+                size_t pos = trk_chunk_pos(x, b, (uint32_t)ix);
+                y[pos] = y[pos] / (float)cnt[ix];
+            }
+}
+
+// DeMo's sign-SGD step from the transformed-back update u, wdf = 1 - lr*wd.
+TRK float trk_demo_step(float p, float u, float wdf, float lr) { return p * wdf - lr * trk_sign(u); }
+
+// The DeMo lookahead point: this client's own pending update leads.
+TRK float trk_lookahead(float p, float d, float lr) { return p - lr * trk_sign(d); }
+
+// SparseLoCo's code of v against the chunk scale s in vb bits (32: the f32
+// itself). |v| <= s, so v/s is in [-1, 1] exactly (correct rounding cannot
+// pass 1) and t in [0, L].
+TRK uint32_t trk_loco_code(float v, float s, int vb) {
+    if (vb == 32) return tr_f2bits(v);
+    uint32_t L = (1u << vb) - 1;
+    if (!(s > 0.0f)) return 0;
+    float t = (v / s + 1.0f) * 0.5f * (float)L + 0.5f;
+    return t >= (float)L ? L : (uint32_t)t;
+}
+
+// The value a code decodes to: s * (2q - L) / L.
+TRK float trk_loco_value(uint32_t q, float s, int vb) {
+    if (vb == 32) return tr_bits2f(q);
+    float L = (float)((1u << vb) - 1);
+    return s * (((float)(2 * q) - L) / L);
+}
+
+// SparseLoCo's error feedback takes the pseudo-gradient: e = decay * e + (x0 - x).
+TRK float trk_loco_feedback(float e, float x0, float x, float decay) { return decay * e + (x0 - x); }
+
+// SparseLoCo's selection in chunk b of the error feedback e (the tensor's
+// view): in-chunk indices sel and codes code (k each) against the returned
+// scale, max |selected|; e keeps what the decoded values miss. Scratch as
+// trk_chunk_topk's.
+TRK float trk_loco_select(const tr_demo_tensor *x, float *e, size_t b, int vb, float *blk, float *best, uint32_t *ia,
+                          uint32_t *sel, uint32_t *code) {
+    trk_chunk_topk(x, e, b, blk, best, ia, sel);
+    float s = 0.0f;
+    for (int j = 0; j < x->k; j++) {
+        float a = blk[sel[j]] < 0 ? -blk[sel[j]] : blk[sel[j]];
+        if (a > s) s = a;
+    }
+    for (int j = 0; j < x->k; j++) {
+        uint32_t q = trk_loco_code(blk[sel[j]], s, vb);
+        code[j] = q;
+        size_t pos = trk_chunk_pos(x, b, sel[j]);
+        e[pos] = e[pos] - trk_loco_value(q, s, vb);
+    }
+    return s;
+}
+
+// SparseLoCo's outer step from the sum acc of n clients' decoded entries.
+TRK float trk_loco_outer(float p, float acc, float lr, float nf) { return p - lr * (acc / nf); }
 
 #endif

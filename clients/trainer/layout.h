@@ -158,6 +158,70 @@ static inline size_t tr_param_layout(const tr_config *c, size_t *sizes, size_t *
     return off;
 }
 
+// The chunked 2-D views of the parameter tensors that DeMo and SparseLoCo
+// select from: stacked per-layer matrices (L, OC, IC) are (L*OC, IC) with row
+// chunks dividing OC, so that no chunk spans two layers; 2-D tensors
+// (stacked vectors (L, n), wte, wpe) stay as they are, row chunks dividing
+// their row count; 1-D tensors (C) are (1, C). Chunk edges are the largest
+// divisors <= chunk of those row counts and of the columns.
+typedef struct {
+    int rows, cols;  // 2-D view of the parameter tensor
+    int cr, cc;      // chunk edges
+    int k;           // entries kept per chunk
+    int width;       // DeMo index bytes: 1, 2 or 4
+    size_t nchunks;
+    size_t offset;   // into the flat parameter array
+} tr_demo_tensor;
+
+static inline int tr_largest_divisor(int n, int cap) {
+    for (int d = cap < n ? cap : n; d > 1; d--)
+        if (n % d == 0) return d;
+    return 1;
+}
+
+// Fills t (room for TR_MAX_TENSORS) for chunk edge chunk and top-k topk;
+// returns the number of tensors.
+static inline int tr_chunk_layout(const tr_config *c, int chunk, int topk, tr_demo_tensor *t) {
+    size_t offsets[TR_MAX_TENSORS];
+    tr_param_layout(c, NULL, offsets);
+    int nt = tr_tensor_count(c);
+    for (int i = 0; i < nt; i++) {
+        tr_demo_tensor *x = &t[i];
+        int s[3], nd = tr_param_shape(c, i, s);
+        int rpl; // row chunks divide this
+        if (nd == 3) { x->rows = s[0] * s[1]; x->cols = s[2]; rpl = s[1]; }
+        else if (nd == 2) { x->rows = s[0]; x->cols = s[1]; rpl = s[0]; }
+        else { x->rows = 1; x->cols = s[0]; rpl = 1; }
+        x->cr = tr_largest_divisor(rpl, chunk);
+        x->cc = tr_largest_divisor(x->cols, chunk);
+        int n = x->cr * x->cc;
+        x->k = topk < n ? topk : n;
+        x->width = n <= 256 ? 1 : n <= 65536 ? 2 : 4;
+        x->nchunks = (size_t)(x->rows / x->cr) * (size_t)(x->cols / x->cc);
+        x->offset = offsets[i];
+    }
+    return nt;
+}
+
+// Entries of all tensors (sum of nchunks * k), largest tensor and largest
+// chunk (elements), and chunks of all tensors: the sizes of the buffers
+// that hold a payload's entries or one tensor's work.
+typedef struct {
+    size_t entries, max_tensor, max_chunk, chunks;
+} tr_chunk_sizes;
+
+static inline tr_chunk_sizes tr_chunk_totals(const tr_demo_tensor *t, int nt) {
+    tr_chunk_sizes z = {0, 0, 0, 0};
+    for (int i = 0; i < nt; i++) {
+        size_t numel = (size_t)t[i].rows * t[i].cols, n = (size_t)t[i].cr * t[i].cc;
+        z.entries += t[i].nchunks * t[i].k;
+        z.chunks += t[i].nchunks;
+        if (numel > z.max_tensor) z.max_tensor = numel;
+        if (n > z.max_chunk) z.max_chunk = n;
+    }
+    return z;
+}
+
 // Views of the tensors in the flat array at base (host or device memory).
 // Numeric contract v3 (mx8): the codes of the largest A and of the largest
 // B operand among the model's linear GEMMs (forward; input gradient; weight

@@ -21,7 +21,7 @@
 #define TR_LOCO_VERSION 1
 #define TR_LOCO_HEADER 4
 
-static int tr_loco_check(const tr_loco *hp) {
+int tr_loco_check(const tr_loco *hp) {
     if (!hp) return TR_EINVAL;
     int b = hp->value_bits;
     if (hp->chunk < 1 || hp->chunk > 256 || hp->topk < 1 || hp->topk > 65535 || !(b == 1 || b == 2 || b == 4 || b == 8 || b == 32))
@@ -48,28 +48,11 @@ static size_t tr_loco_tensor_bytes(const tr_demo_tensor *x, int vb) {
 int tr_loco_payload_size(const tr_model *m, const tr_loco *hp, size_t *size) {
     if (!m || !size || tr_loco_check(hp)) return TR_EINVAL;
     tr_demo_tensor t[TR_MAX_TENSORS];
-    const int nt = m->ntensors;
-    tr_chunk_layout(m, hp->chunk, hp->topk, t);
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
     size_t s = TR_LOCO_HEADER;
     for (int i = 0; i < nt; i++) s += tr_loco_tensor_bytes(&t[i], hp->value_bits);
     *size = s;
     return TR_OK;
-}
-
-// Quantisation: |v| <= s, so v/s is in [-1, 1] exactly (correct rounding
-// cannot pass 1) and t in [0, L].
-static inline uint32_t tr_loco_code(float v, float s, int vb) {
-    if (vb == 32) return tr_f2bits(v);
-    uint32_t L = (1u << vb) - 1;
-    if (!(s > 0.0f)) return 0;
-    float t = (v / s + 1.0f) * 0.5f * (float)L + 0.5f;
-    return t >= (float)L ? L : (uint32_t)t;
-}
-
-static inline float tr_loco_value(uint32_t q, float s, int vb) {
-    if (vb == 32) return tr_bits2f(q);
-    float L = (float)((1u << vb) - 1);
-    return s * (((float)(2 * q) - L) / L);
 }
 
 static void tr_put_bits(uint8_t *p, size_t *pos, uint32_t v, int nb) {
@@ -83,20 +66,21 @@ static uint32_t tr_get_bits(const uint8_t *p, size_t *pos, int nb) {
     return v;
 }
 
-int tr_loco_begin(tr_model *m) {
-    if (!m || m->in_round) return TR_EINVAL;
-    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
-    if (rc) return rc;
+// The host's copies of the round-start buffers, allocated before either
+// side fills them.
+int tr_anchor_alloc(tr_model *m) {
     size_t N = m->num_params;
     if (!m->anchor && !(m->anchor = malloc(sizeof(float) * N))) return TR_ENOMEM;
     if (m->adam_m) {
         if (!m->anchor_m) m->anchor_m = malloc(sizeof(float) * N);
         if (!m->anchor_v) m->anchor_v = malloc(sizeof(float) * N);
         if (!m->anchor_m || !m->anchor_v) return TR_ENOMEM;
-        memcpy(m->anchor_m, m->adam_m, sizeof(float) * N);
-        memcpy(m->anchor_v, m->adam_v, sizeof(float) * N);
     }
-    memcpy(m->anchor, m->params, sizeof(float) * N);
+    return TR_OK;
+}
+
+// The counters a round starts from and ends with (begin; generate and abort).
+void tr_loco_started(tr_model *m) {
     m->anchor_moments = m->adam_m != NULL;
     // Inner steps train at the weights themselves, not at a DeMo lookahead.
     m->anchor_lookahead = m->lookahead_on;
@@ -104,63 +88,79 @@ int tr_loco_begin(tr_model *m) {
     m->anchor_step = m->step;
     m->anchor_adam_t = m->adam_t;
     m->in_round = 1;
-    return TR_OK;
 }
 
-// The round-start weights and step counter back (generate and abort).
-static void tr_loco_end(tr_model *m) {
-    tr_host_replace(m, TR_BUF_PARAMS);
-    memcpy(m->params, m->anchor, sizeof(float) * m->num_params);
+void tr_loco_ended(tr_model *m) {
     m->step = m->anchor_step;
     m->have_grads = 0;
     m->lookahead_on = 0;
     m->in_round = 0;
 }
 
-int tr_loco_abort(tr_model *m) {
-    if (!m || !m->in_round) return TR_EINVAL;
-    tr_host_replace(m, TR_BUF_ADAM);
+// After an outer step (apply): the step counter advances, the lookahead is off.
+void tr_loco_applied(tr_model *m) {
+    m->step++;
+    m->have_grads = 0;
+    m->lookahead_on = 0;
+}
+
+int tr_loco_begin(tr_model *m) {
+    if (!m || m->in_round) return TR_EINVAL;
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
+    if (rc || (rc = tr_anchor_alloc(m))) return rc;
+    size_t N = m->num_params;
+    tr_loco_started(m);
+    tr_host_replace(m, TR_BUF_ANCHOR);
+    memcpy(m->anchor, m->params, sizeof(float) * N);
     if (m->anchor_moments) {
-        memcpy(m->adam_m, m->anchor_m, sizeof(float) * m->num_params);
-        memcpy(m->adam_v, m->anchor_v, sizeof(float) * m->num_params);
-    } else {
-        free(m->adam_m); free(m->adam_v);
-        m->adam_m = m->adam_v = NULL;
+        memcpy(m->anchor_m, m->adam_m, sizeof(float) * N);
+        memcpy(m->anchor_v, m->adam_v, sizeof(float) * N);
     }
-    m->adam_t = m->anchor_adam_t;
-    tr_loco_end(m);
-    tr_demo_refresh_lookahead(m, m->anchor_lookahead);
     return TR_OK;
 }
 
-int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, size_t *len) {
+// The round-start weights and step counter back (generate and abort).
+static int tr_loco_end(tr_model *m) {
+    int rc = tr_host_read(m, TR_BUF_ANCHOR);
+    if (rc) return rc;
+    tr_host_replace(m, TR_BUF_PARAMS);
+    memcpy(m->params, m->anchor, sizeof(float) * m->num_params);
+    tr_loco_ended(m);
+    return TR_OK;
+}
+
+int tr_loco_abort(tr_model *m) {
+    if (!m || !m->in_round) return TR_EINVAL;
+    int rc = tr_host_read(m, TR_BUF_ANCHOR);
+    if (rc) return rc;
+    if (m->anchor_moments) {
+        tr_host_replace(m, TR_BUF_ADAM);
+        memcpy(m->adam_m, m->anchor_m, sizeof(float) * m->num_params);
+        memcpy(m->adam_v, m->anchor_v, sizeof(float) * m->num_params);
+    } else {
+        tr_adam_free(m);
+    }
+    m->adam_t = m->anchor_adam_t;
+    if ((rc = tr_loco_end(m))) return rc;
+    return tr_demo_refresh_lookahead(m, m->anchor_lookahead);
+}
+
+int tr_loco_generate_check(const tr_model *m, const tr_loco *hp, const uint8_t *out, size_t cap, const size_t *len) {
     if (!m || !out || !len || tr_loco_check(hp) || !m->in_round) return TR_EINVAL;
     size_t need;
     tr_loco_payload_size(m, hp, &need);
-    if (cap < need) return TR_ESHORT;
-    size_t N = m->num_params;
-    if (!m->delta && !(m->delta = calloc(N, sizeof(float)))) return TR_ENOMEM;
+    return cap < need ? TR_ESHORT : TR_OK;
+}
+
+// The payload from the selected entries: per tensor the chunks' scales, then
+// each entry's index and code.
+size_t tr_loco_pack(const tr_model *m, const tr_loco *hp, const uint32_t *sel, const uint32_t *code, const float *scale,
+                    uint8_t *out) {
     tr_demo_tensor t[TR_MAX_TENSORS];
-    const int nt = m->ntensors;
-    tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    size_t per = tr_max_chunk(t, nt), maxe = 0, maxc = 0;
-    for (int i = 0; i < nt; i++) {
-        if (t[i].nchunks * t[i].k > maxe) maxe = t[i].nchunks * t[i].k;
-        if (t[i].nchunks > maxc) maxc = t[i].nchunks;
-    }
-    int rc = TR_OK;
-    float *f = malloc(sizeof(float) * 2 * per * m->nthreads), *scale = malloc(sizeof(float) * maxc);
-    uint32_t *u = malloc(sizeof(uint32_t) * 2 * per * m->nthreads), *sel = malloc(sizeof(uint32_t) * maxe),
-             *code = malloc(sizeof(uint32_t) * maxe);
-    if (!f || !scale || !u || !sel || !code) { rc = TR_ENOMEM; goto done; }
-    if ((rc = tr_host_read(m, TR_BUF_PARAMS))) goto done;
-
-    // e = decay * e + (x0 - x), elementwise
-    float decay = hp->decay, *e = m->delta;
-    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-    for (size_t i = 0; i < N; i++) e[i] = decay * e[i] + (m->anchor[i] - m->params[i]);
-
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
     int vb = hp->value_bits;
+    size_t need;
+    tr_loco_payload_size(m, hp, &need);
     memset(out, 0, need);
     memcpy(out, TR_LOCO_MAGIC, 2);
     out[2] = TR_LOCO_VERSION;
@@ -168,44 +168,59 @@ int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, s
     uint8_t *p = out + TR_LOCO_HEADER;
     for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
-        float *ex = e + x->offset;
-        int n = x->cr * x->cc, k = x->k;
-        // Select, quantise, and leave in e what the decoded entries miss;
-        // chunks are disjoint, so they can go to different threads.
-        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (size_t b = 0; b < x->nchunks; b++) {
-            int tid = omp_get_thread_num();
-            float *blk = f + 2 * per * tid, *best = blk + per;
-            uint32_t *ia = u + 2 * per * tid, *si = sel + b * k;
-            const float *src = ex + tr_chunk_pos(x, b, 0);
-            for (int i = 0; i < x->cr; i++) memcpy(blk + i * x->cc, src + (size_t)i * x->cols, sizeof(float) * x->cc);
-            if (k <= TR_TOPK_SMALL) tr_topk_small(blk, n, k, si, best);
-            else tr_topk_sort(blk, n, k, ia, ia + per, si);
-            float s = 0.0f;
-            for (int j = 0; j < k; j++) {
-                float a = blk[si[j]] < 0 ? -blk[si[j]] : blk[si[j]];
-                if (a > s) s = a;
-            }
-            scale[b] = s;
-            for (int j = 0; j < k; j++) {
-                uint32_t q = tr_loco_code(blk[si[j]], s, vb);
-                code[b * k + j] = q;
-                size_t pos = tr_chunk_pos(x, b, si[j]);
-                ex[pos] = ex[pos] - tr_loco_value(q, s, vb);
-            }
-        }
         if (vb < 32)
             for (size_t b = 0; b < x->nchunks; b++, p += 4) tr_put_f32(p, scale[b]);
         int ib = tr_index_bits(x);
-        size_t pos = 0, ne = x->nchunks * (size_t)k;
+        size_t pos = 0, ne = x->nchunks * (size_t)x->k;
         for (size_t i = 0; i < ne; i++) {
             tr_put_bits(p, &pos, sel[i], ib);
             tr_put_bits(p, &pos, code[i], vb);
         }
         p += (pos + 7) / 8;
+        sel += ne;
+        code += ne;
+        scale += x->nchunks;
     }
-    *len = (size_t)(p - out);
-    tr_loco_end(m);
+    return (size_t)(p - out);
+}
+
+int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, size_t *len) {
+    int rc = tr_loco_generate_check(m, hp, out, cap, len);
+    if (rc) return rc;
+    size_t N = m->num_params;
+    if ((rc = tr_delta_alloc(m)) || (rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ANCHOR)) || (rc = tr_host_write(m, TR_BUF_DELTA)))
+        return rc;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+    tr_chunk_sizes z = tr_chunk_totals(t, nt);
+    size_t per = z.max_chunk;
+    float *f = malloc(sizeof(float) * 2 * per * m->nthreads), *scale = malloc(sizeof(float) * z.chunks);
+    uint32_t *u = malloc(sizeof(uint32_t) * 2 * per * m->nthreads), *sel = malloc(sizeof(uint32_t) * z.entries),
+             *code = malloc(sizeof(uint32_t) * z.entries);
+    if (!f || !scale || !u || !sel || !code) { rc = TR_ENOMEM; goto done; }
+
+    // elementwise, so no order question
+    float decay = hp->decay, *e = m->delta;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < N; i++) e[i] = trk_loco_feedback(e[i], m->anchor[i], m->params[i], decay);
+
+    size_t first = 0, cfirst = 0; // the tensor's first entry and first chunk
+    for (int ti = 0; ti < nt; ti++) {
+        const tr_demo_tensor *x = &t[ti];
+        int k = x->k;
+        // chunks are disjoint, so they can go to different threads
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t b = 0; b < x->nchunks; b++) {
+            int tid = omp_get_thread_num();
+            float *blk = f + 2 * per * tid;
+            scale[cfirst + b] = trk_loco_select(x, e + x->offset, b, hp->value_bits, blk, blk + per, u + 2 * per * tid,
+                                                sel + first + b * k, code + first + b * k);
+        }
+        first += x->nchunks * k;
+        cfirst += x->nchunks;
+    }
+    *len = tr_loco_pack(m, hp, sel, code, scale, out);
+    rc = tr_loco_end(m);
 done:
     free(f); free(scale); free(u); free(sel); free(code);
     return rc;
@@ -244,7 +259,7 @@ static int tr_loco_parse(const tr_demo_tensor *t, int nt, const tr_loco *hp, con
                 uint32_t ix = tr_get_bits(bits, &pos, ib), c = tr_get_bits(bits, &pos, vb);
                 if (ix >= n || seen[ix] == stamp) return TR_EPAYLOAD;
                 seen[ix] = stamp;
-                float v = tr_loco_value(c, s, vb);
+                float v = trk_loco_value(c, s, vb);
                 if (!(v - v == 0.0f) || v > 1e30f || v < -1e30f) return TR_EPAYLOAD;
                 if (idx) { idx[at] = ix; val[at] = v; }
             }
@@ -259,59 +274,68 @@ static int tr_loco_parse(const tr_demo_tensor *t, int nt, const tr_loco *hp, con
 int tr_loco_validate(const tr_model *m, const tr_loco *hp, const uint8_t *p, size_t len) {
     if (!m || tr_loco_check(hp)) return TR_EINVAL;
     tr_demo_tensor t[TR_MAX_TENSORS];
-    const int nt = m->ntensors;
-    tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    uint32_t *seen = calloc(tr_max_chunk(t, nt), sizeof(uint32_t));
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+    uint32_t *seen = calloc(tr_chunk_totals(t, nt).max_chunk, sizeof(uint32_t));
     if (!seen) return TR_ENOMEM;
     int rc = tr_loco_parse(t, nt, hp, p, len, NULL, NULL, seen);
     free(seen);
     return rc;
 }
 
-int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n) {
-    if (!m || tr_loco_check(hp) || n < 0 || (n > 0 && (!payloads || !lens)) || m->in_round) return TR_EINVAL;
+int tr_loco_decode(const tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n, uint32_t **idx,
+                   float **val) {
+    *idx = NULL;
+    *val = NULL;
+    if (!m || tr_loco_check(hp) || n < 0 || (n > 0 && (!payloads || !lens))) return TR_EINVAL;
     tr_demo_tensor t[TR_MAX_TENSORS];
-    const int nt = m->ntensors;
-    tr_chunk_layout(m, hp->chunk, hp->topk, t);
-    size_t E = 0, N = m->num_params, per = tr_max_chunk(t, nt);
-    for (int i = 0; i < nt; i++) E += t[i].nchunks * t[i].k;
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+    tr_chunk_sizes z = tr_chunk_totals(t, nt);
     size_t cnt = n > 0 ? (size_t)n : 1;
-    uint32_t *idx = malloc(sizeof(uint32_t) * E * cnt), *seen = malloc(sizeof(uint32_t) * per);
-    float *val = malloc(sizeof(float) * E * cnt), *acc = calloc(N, sizeof(float));
-    int rc = TR_OK;
-    if (!idx || !seen || !val || !acc) { rc = TR_ENOMEM; goto done; }
-    // All payloads are checked before anything changes.
+    uint32_t *seen = malloc(sizeof(uint32_t) * z.max_chunk);
+    *idx = malloc(sizeof(uint32_t) * z.entries * cnt);
+    *val = malloc(sizeof(float) * z.entries * cnt);
+    int rc = seen && *idx && *val ? TR_OK : TR_ENOMEM;
     size_t off = 0;
-    for (int c = 0; c < n; c++) {
-        memset(seen, 0, sizeof(uint32_t) * per);
-        if ((rc = tr_loco_parse(t, nt, hp, payloads + off, lens[c], idx + (size_t)c * E, val + (size_t)c * E, seen))) goto done;
+    for (int c = 0; c < n && rc == TR_OK; c++) {
+        memset(seen, 0, sizeof(uint32_t) * z.max_chunk);
+        rc = tr_loco_parse(t, nt, hp, payloads + off, lens[c], *idx + (size_t)c * z.entries, *val + (size_t)c * z.entries, seen);
         off += lens[c];
     }
-    if ((rc = tr_host_write(m, TR_BUF_PARAMS))) goto done;
+    free(seen);
+    if (rc) {
+        free(*idx); free(*val);
+        *idx = NULL;
+        *val = NULL;
+    }
+    return rc;
+}
+
+int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n) {
+    if (!m || m->in_round) return TR_EINVAL;
+    uint32_t *idx;
+    float *val, *acc = NULL;
+    // All payloads are checked before anything changes.
+    int rc = tr_loco_decode(m, hp, payloads, lens, n, &idx, &val);
+    if (rc || (rc = tr_host_write(m, TR_BUF_PARAMS))) goto done;
     if (n > 0) {
-        size_t first = 0; // the tensor's first entry
+        tr_demo_tensor t[TR_MAX_TENSORS];
+        const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+        size_t entries = tr_chunk_totals(t, nt).entries, N = m->num_params, first = 0;
+        if (!(acc = calloc(N, sizeof(float)))) { rc = TR_ENOMEM; goto done; }
         for (int ti = 0; ti < nt; ti++) {
             const tr_demo_tensor *x = &t[ti];
-            float *a = acc + x->offset;
-            int k = x->k;
             // Clients in the given order within each chunk; chunks are disjoint.
             #pragma omp parallel for schedule(static) num_threads(m->nthreads)
             for (size_t b = 0; b < x->nchunks; b++)
-                for (int c = 0; c < n; c++)
-                    for (int j = 0; j < k; j++) {
-                        size_t ei = (size_t)c * E + first + b * k + j, pos = tr_chunk_pos(x, b, idx[ei]);
-                        a[pos] = a[pos] + val[ei];
-                    }
-            first += x->nchunks * k;
+                trk_chunk_sum(acc + x->offset, x, b, n, idx + first, val + first, entries, NULL);
+            first += x->nchunks * x->k;
         }
         float lr = hp->outer_lr, nf = (float)n;
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (size_t i = 0; i < N; i++) m->params[i] = m->params[i] - lr * (acc[i] / nf);
+        for (size_t i = 0; i < N; i++) m->params[i] = trk_loco_outer(m->params[i], acc[i], lr, nf);
     }
-    m->step++;
-    m->have_grads = 0;
-    tr_demo_refresh_lookahead(m, 0);
+    tr_loco_applied(m);
 done:
-    free(idx); free(seen); free(val); free(acc);
+    free(idx); free(val); free(acc);
     return rc;
 }

@@ -48,7 +48,7 @@ func (t *Trainer) LoCoBegin() error {
 		return err
 	}
 	defer t.mu.Unlock()
-	return codeErr(C.tr_loco_begin(t.m), "begin SparseLoCo round")
+	return t.backendErr(t.locoBeginBackend(), "begin SparseLoCo round")
 }
 
 // LoCoAbort ends a round without a payload: weights, AdamW moments and
@@ -58,7 +58,7 @@ func (t *Trainer) LoCoAbort() error {
 		return err
 	}
 	defer t.mu.Unlock()
-	return codeErr(C.tr_loco_abort(t.m), "abort SparseLoCo round")
+	return t.backendErr(t.locoAbortBackend(), "abort SparseLoCo round")
 }
 
 // LoCoGenerate ends a round: it folds the pseudo-gradient (the weights at
@@ -77,7 +77,7 @@ func (t *Trainer) LoCoGenerate(hp SparseLoCo) ([]byte, error) {
 	out := make([]byte, size)
 	c := hp.c()
 	var n C.size_t
-	if err := codeErr(C.tr_loco_generate(t.m, &c, (*C.uint8_t)(&out[0]), C.size_t(size), &n), "SparseLoCo generate"); err != nil {
+	if err := t.backendErr(t.locoGenerateBackend(&c, (*C.uint8_t)(&out[0]), C.size_t(size), &n), "SparseLoCo generate"); err != nil {
 		return nil, err
 	}
 	return out[:n], nil
@@ -109,6 +109,5 @@ func (t *Trainer) LoCoApply(hp SparseLoCo, payloads [][]byte) error {
 	}
 	defer t.mu.Unlock()
 	c := hp.c()
-	rc := C.tr_loco_apply(t.m, &c, (*C.uint8_t)(&buf[0]), &lens[0], C.int(len(payloads)))
-	return codeErr(rc, "SparseLoCo apply")
+	return t.backendErr(t.locoApplyBackend(&c, (*C.uint8_t)(&buf[0]), &lens[0], C.int(len(payloads))), "SparseLoCo apply")
 }

@@ -131,7 +131,7 @@ func sameBits(a, b []float32) int {
 	return -1
 }
 
-// chunkPos is tr_chunk_pos: the offset, inside the tensor, of in-chunk
+// chunkPos is trk_chunk_pos: the offset, inside the tensor, of in-chunk
 // index ix of chunk b (chunks row-major over the 2-D view).
 func chunkPos(pt *PayloadTensor, b int, ix uint32) int {
 	bcols := pt.Cols / pt.ChunkCols
@@ -140,7 +140,7 @@ func chunkPos(pt *PayloadTensor, b int, ix uint32) int {
 	return r*pt.Cols + c
 }
 
-// refCode is tr_loco_code in float32, one rounding per operation.
+// refCode is trk_loco_code in float32, one rounding per operation.
 func refCode(v, s float32, vb int) uint32 {
 	if vb == 32 {
 		return math.Float32bits(v)
@@ -172,7 +172,7 @@ func decodeLoCo(t testing.TB, hp SparseLoCo, p []byte) *Payload {
 // checkErrorFeedback checks one generate bit for bit against a float32
 // reference: e_pre = decay*e_old + (x0 - x) elementwise; per chunk the
 // payload holds the top-k of |e_pre| (descending, ties to the lower index)
-// with scale max|selected| and codes as tr_loco_code; e_new is e_pre minus
+// with scale max|selected| and codes as trk_loco_code; e_new is e_pre minus
 // the decoded value at the selected positions and e_pre elsewhere.
 func checkErrorFeedback(t *testing.T, tr *Trainer, hp SparseLoCo, eOld, x0, x, eNew []float32, payload []byte) {
 	t.Helper()

@@ -140,7 +140,7 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     int rc = tr_check_batch(m, tokens, targets, n, t);
     if (rc) return rc;
     if (!loss) return TR_EINVAL;
-    if ((rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
+    if ((rc = tr_host_read(m, m->lookahead_on ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS))) return rc;
     tr_host_replace(m, TR_BUF_GRADS);
     float *w = tr_forward_weights(m);
     memset(m->grads, 0, sizeof(float) * m->num_params);

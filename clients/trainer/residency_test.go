@@ -21,10 +21,11 @@ func gpuTrainer(t *testing.T, cfg Config, seed uint64) *Trainer {
 	return tr
 }
 
-// The weights, gradients and AdamW moments living on the GPU between steps
-// change nothing a caller sees: every entry point that reads or changes them
-// on the host, between AdamW steps on the device, gives what the CPU path
-// gives. Under the cudaemu tag (no GPU needed) the host's stale copies hold
+// The weights, gradients and optimizer state living on the GPU between
+// steps change nothing a caller sees: every entry point that reads or
+// changes them on the host, between AdamW steps on the device, gives what
+// the CPU path gives, as do DeMo and SparseLoCo begun on one side and ended
+// on the other. Under the cudaemu tag (no GPU needed) the host's stale copies hold
 // NaN, so a missing download fails this too.
 func TestGPUResidency(t *testing.T) {
 	for _, cfg := range []Config{tinyConfig, tinyLlama} {
@@ -44,6 +45,105 @@ func TestGPUResidency(t *testing.T) {
 			t.Logf("%s: %d results of the GPU trainer equal the CPU's", cfg.Name, len(want))
 		})
 	}
+}
+
+// DeMo and SparseLoCo on the device (generate and apply, with the
+// momentum, error feedback and round start resident there) give the CPU's
+// payload bytes and state digests, step after step: GPT-2 and Llama light,
+// clipping active, one-bit and f32 DeMo values, a small k and the merge
+// sort's large k, lookahead on and off, rounds with and without AdamW
+// moments at their start, and applies of two clients' payloads. The first
+// two forward/backward passes run on the device, the later ones on the CPU
+// (the emulated device runs a step thread by thread), so that gradients
+// cross to the device and lookahead points and weights back.
+func TestGPUOptimizersMatchCPU(t *testing.T) {
+	for _, name := range []string{"light", "llama-light"} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := ConfigByName(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gpu := gpuTrainer(t, cfg, 31)
+			cpu := newTrainer(t, cfg, 31)
+			if err := cpu.SetGPU(false); err != nil {
+				t.Fatal(err)
+			}
+			got, want := optimizerScript(t, gpu, true), optimizerScript(t, cpu, false)
+			for i := range want {
+				if got[i].sum != want[i].sum {
+					t.Fatalf("%s after %q: GPU %x, CPU %x", name, want[i].op, got[i].sum[:8], want[i].sum[:8])
+				}
+			}
+			t.Logf("%s: %d losses, payloads and digests of the GPU trainer equal the CPU's", name, len(want))
+		})
+	}
+}
+
+func optimizerScript(t *testing.T, tr *Trainer, gpu bool) []residencyResult {
+	cfg := tr.Config()
+	text := textFor(cfg, 5, 64*16+1)
+	var out []residencyResult
+	must := func(op string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+	}
+	record := func(op string) { out = append(out, residencyResult{op, digest(t, tr, nil)}) }
+	s := 0
+	train := func() {
+		t.Helper()
+		onCPU := gpu && s >= 2
+		if onCPU {
+			must("SetGPU", tr.SetGPU(false))
+		}
+		loss := step(t, tr, text, s*16, 1, 16)
+		if onCPU {
+			must("SetGPU", tr.SetGPU(true))
+		}
+		s++
+		out = append(out, residencyResult{"loss", sha256.Sum256(binary.LittleEndian.AppendUint32(nil, math.Float32bits(loss)))})
+	}
+	payload := func(op string, p []byte, err error) {
+		t.Helper()
+		must(op, err)
+		out = append(out, residencyResult{op + " payload", sha256.Sum256(p)})
+		record(op)
+	}
+	clipped := DeMo{LR: 1e-3, Decay: 0.999, WeightDecay: 0.1, ClipNorm: 1e-3, Chunk: 64, TopK: 8, OneBit: true, Lookahead: true}
+	wide := DeMo{LR: 2e-3, Decay: 0.9, ClipNorm: 1e-3, Chunk: 16, TopK: 100}
+	var prev []byte
+	for i, hp := range []DeMo{clipped, clipped, wide, wide} {
+		train()
+		p, err := tr.DeMoGenerate(hp)
+		payload("DeMoGenerate", p, err)
+		ps := [][]byte{p}
+		if i%2 == 1 {
+			ps = append(ps, prev)
+		}
+		must("DeMoApply", tr.DeMoApply(hp, ps))
+		record("DeMoApply")
+		prev = p
+	}
+	small := SparseLoCo{OuterLR: 0.7, Decay: 0.95, Chunk: 64, TopK: 8, ValueBits: 2}
+	large := SparseLoCo{OuterLR: 1, Decay: 0.9, Chunk: 12, TopK: 80, ValueBits: 32}
+	for i, hp := range []SparseLoCo{small, small, large} {
+		must("LoCoBegin", tr.LoCoBegin())
+		for range 2 {
+			train()
+			must("AdamW", tr.AdamWStep(testAdamW))
+		}
+		p, err := tr.LoCoGenerate(hp)
+		payload("LoCoGenerate", p, err)
+		ps := [][]byte{p}
+		if i == 1 {
+			ps = append(ps, prev)
+		}
+		must("LoCoApply", tr.LoCoApply(hp, ps))
+		record("LoCoApply")
+		prev = p
+	}
+	return out
 }
 
 type residencyResult struct {
@@ -123,7 +223,7 @@ func residencyScript(t *testing.T, tr *Trainer, gpu bool, dir string) []residenc
 	floats("ExportState", []float32{float32(len(state))}, err)
 	out = append(out, residencyResult{"ExportState blob", sha256.Sum256(state)})
 
-	// DeMo with its lookahead on the host, then AdamW on the device again.
+	// DeMo on the device, a step at its lookahead, then AdamW on the device again.
 	for range 2 {
 		train()
 		payload, err := tr.DeMoGenerate(testDeMo)
@@ -132,6 +232,22 @@ func residencyScript(t *testing.T, tr *Trainer, gpu bool, dir string) []residenc
 		record("DeMo")
 	}
 	adamw("AdamW after DeMo's lookahead", testAdamW)
+
+	// DeMo across the switch: generated on the GPU and applied on the CPU,
+	// a step at the CPU's lookahead, then the other way round.
+	train()
+	payload, err := tr.DeMoGenerate(testDeMo)
+	must("DeMo generate", err)
+	setGPU(false)
+	must("DeMo apply", tr.DeMoApply(testDeMo, [][]byte{payload}))
+	record("DeMo generated on the GPU, applied on the CPU")
+	train()
+	payload, err = tr.DeMoGenerate(testDeMo)
+	must("DeMo generate", err)
+	setGPU(true)
+	must("DeMo apply", tr.DeMoApply(testDeMo, [][]byte{payload}))
+	record("DeMo generated on the CPU, applied on the GPU")
+	adamw("AdamW after the switches", testAdamW)
 
 	// The CPU and back.
 	setGPU(false)
@@ -182,6 +298,38 @@ func residencyScript(t *testing.T, tr *Trainer, gpu bool, dir string) []residenc
 	update()
 	must("LoCoAbort", tr.LoCoAbort())
 	record("LoCoAbort")
+
+	// Rounds across the switch: begun on the GPU and ended on the CPU, and
+	// the other way round, with AdamW moments at their start.
+	must("LoCoBegin", tr.LoCoBegin())
+	update()
+	setGPU(false)
+	update()
+	lp, err = tr.LoCoGenerate(tinyLoCo)
+	must("LoCoGenerate", err)
+	record("LoCoGenerate on the CPU")
+	setGPU(true)
+	must("LoCoApply", tr.LoCoApply(tinyLoCo, [][]byte{lp}))
+	record("LoCoApply on the GPU")
+	setGPU(false)
+	must("LoCoBegin", tr.LoCoBegin())
+	setGPU(true)
+	update()
+	lp, err = tr.LoCoGenerate(tinyLoCo)
+	must("LoCoGenerate", err)
+	record("LoCoGenerate on the GPU")
+	must("LoCoBegin", tr.LoCoBegin())
+	update()
+	setGPU(false)
+	must("LoCoAbort", tr.LoCoAbort())
+	record("LoCoAbort on the CPU")
+	setGPU(true)
+	must("LoCoBegin", tr.LoCoBegin())
+	setGPU(false)
+	update()
+	setGPU(true)
+	must("LoCoAbort", tr.LoCoAbort())
+	record("LoCoAbort on the GPU")
 	adamw("AdamW after the rounds", testAdamW)
 	return out
 }

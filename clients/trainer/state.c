@@ -75,7 +75,7 @@ int tr_state_export(tr_model *m, uint8_t *out, size_t cap) {
     if (!m || !out) return TR_EINVAL;
     uint32_t flags = tr_state_flags(m);
     if (cap < tr_state_bytes(m, flags)) return TR_ESHORT;
-    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA);
     if (rc) return rc;
     tr_state_put_header(m, out);
     uint8_t *p = tr_put_floats(out + tr_state_header_len(m), m->params, m->num_params);
@@ -101,7 +101,7 @@ int tr_state_floats(tr_model *m, size_t first, size_t count, uint8_t *out) {
     uint32_t flags = tr_state_flags(m);
     size_t N = m->num_params, total = (tr_state_bytes(m, flags) - tr_state_header_len(m)) / 4;
     if (first > total || count > total - first) return TR_EINVAL;
-    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA);
     if (rc) return rc;
     const float *parts[4] = {m->params, NULL, NULL, NULL};
     int np = 1;
@@ -162,14 +162,13 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     }
     if ((flags & TR_STATE_DELTA) && !m->delta && !(m->delta = malloc(sizeof(float) * N))) return TR_ENOMEM;
     if ((flags & TR_STATE_LOOKAHEAD) && tr_lookahead_alloc(m)) return TR_ENOMEM;
-    tr_host_replace(m, TR_BUF_PARAMS | TR_BUF_ADAM);
+    tr_host_replace(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA);
     tr_get_floats(m->params, p, N);
     if (flags & TR_STATE_ADAM) {
         tr_get_floats(m->adam_m, pa, N);
         tr_get_floats(m->adam_v, pa + 4 * N, N);
     } else {
-        free(m->adam_m); free(m->adam_v);
-        m->adam_m = m->adam_v = NULL;
+        tr_adam_free(m);
     }
     if (flags & TR_STATE_DELTA) tr_get_floats(m->delta, pd, N);
     else { free(m->delta); m->delta = NULL; }
@@ -178,6 +177,5 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     m->demo_lr = demo_lr;
     m->have_grads = 0;
     m->in_round = 0;
-    tr_demo_refresh_lookahead(m, (flags & TR_STATE_LOOKAHEAD) != 0);
-    return TR_OK;
+    return tr_demo_refresh_lookahead(m, (flags & TR_STATE_LOOKAHEAD) != 0);
 }

@@ -467,7 +467,7 @@ func (t *Trainer) DeMoGenerate(hp DeMo) ([]byte, error) {
 	out := make([]byte, size)
 	c := hp.c()
 	var n C.size_t
-	if err := codeErr(C.tr_demo_generate(t.m, &c, (*C.uint8_t)(&out[0]), C.size_t(size), &n), "DeMo generate"); err != nil {
+	if err := t.backendErr(t.demoGenerateBackend(&c, (*C.uint8_t)(&out[0]), C.size_t(size), &n), "DeMo generate"); err != nil {
 		return nil, err
 	}
 	return out[:n], nil
@@ -498,8 +498,7 @@ func (t *Trainer) DeMoApply(hp DeMo, payloads [][]byte) error {
 	}
 	defer t.mu.Unlock()
 	c := hp.c()
-	rc := C.tr_demo_apply(t.m, &c, (*C.uint8_t)(&buf[0]), &lens[0], C.int(len(payloads)))
-	return codeErr(rc, "DeMo apply")
+	return t.backendErr(t.demoApplyBackend(&c, (*C.uint8_t)(&buf[0]), &lens[0], C.int(len(payloads))), "DeMo apply")
 }
 
 // concat copies payloads into one buffer with their lengths: C may not

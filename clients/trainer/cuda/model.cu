@@ -876,19 +876,29 @@ static void crossentropy_forward(float *probs, float *losses, trg_rows sc, const
     TRG_LAUNCH(crossentropy_norm_kernel, blocks_for((size_t)BT * Vp), THREADS, probs, sc.val, BT, V, Vp);
 }
 
+// Device scratch that grows on demand, its contents dropped (trg_grow).
+typedef struct {
+    void *p;
+    size_t bytes;
+} trg_scratch;
+
 struct trg_model {
     tr_config cfg;
     size_t num_params;
     size_t offsets[TR_MAX_TENSORS]; // tr_param_layout (../layout.h)
     float *params, *grads;  // (N) device: the weights the forward pass sees, the last step's gradients
     float *adam_m, *adam_v; // (N) device AdamW moments, allocated on first upload
+    float *delta, *lookahead; // (N) DeMo momentum or SparseLoCo error feedback, DeMo lookahead point: on first use
+    float *anchor, *anchor_m, *anchor_v; // (N) a SparseLoCo round's start: on first use
+    float *dct[257];        // DCT-II matrices (D then D^T) by size, built on first use
+    trg_scratch work, work_u, ent; // DeMo and SparseLoCo: tensor-sized floats and indices, payload entries
     float *norm_part, *h_norm_part; // (TRK_NORM_BLOCK blocks of N) the gradient norm's block sums, device and host
     float *dwte_emb;        // (Vp*C) the embedding's share of wte's gradient (model.c)
     float *acts, *dacts;    // device, the architecture's activation layouts (../layout.h)
     float *dpre;            // (B, NH, T, T) attention backward
     trg_rows rows;          // (B*NH*T) rows of scratch
-    const void *pinned[4];  // host buffers page-locked by trg_pin
-    int pinned_ok[4];
+    const void *pinned[2];  // host buffers page-locked by trg_pin
+    int pinned_ok[2];
     float *rope_cos, *rope_sin; // llama: (T, hs/2) device
     int32_t *tokens, *targets; // (B*T) device
     trg_mx mx;              // mx8: quantized operands (tr_mx_operand_codes), else all NULL
@@ -1058,12 +1068,15 @@ extern "C" const char *trg_last_error(const trg_model *g) {
 extern "C" void trg_destroy(trg_model *g) {
     if (!g) return;
     trg_prof_print();
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 2; i++)
         if (g->pinned_ok[i]) cudaHostUnregister((void *)g->pinned[i]);
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
     cudaFree(g->dpre); cudaFree(g->rows.max); cudaFree(g->rows.val); cudaFree(g->rows.lanes); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
     cudaFree(g->mx.qa); cudaFree(g->mx.qb); cudaFree(g->mx.sa); cudaFree(g->mx.sb);
     cudaFree(g->adam_m); cudaFree(g->adam_v); cudaFree(g->norm_part);
+    cudaFree(g->delta); cudaFree(g->lookahead); cudaFree(g->anchor); cudaFree(g->anchor_m); cudaFree(g->anchor_v);
+    for (int i = 0; i < 257; i++) cudaFree(g->dct[i]);
+    cudaFree(g->work.p); cudaFree(g->work_u.p); cudaFree(g->ent.p);
     cudaFreeHost(g->h_losses); cudaFreeHost(g->h_norm_part);
     free(g);
 }
@@ -1135,11 +1148,11 @@ fail:
 }
 
 // Page-locks a host buffer on its first copy, so that copies run at the
-// bus's speed rather than through a staging buffer (the trainer's weights,
-// lookahead and gradients, which live until trg_destroy). A buffer that
-// cannot be locked is remembered and copied as before.
+// bus's speed rather than through a staging buffer (the trainer's weights
+// and gradients, which live until trg_destroy). A buffer that cannot be
+// locked is remembered and copied as before.
 static void trg_pin(trg_model *g, const void *p, size_t bytes) {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 2; i++) {
         if (g->pinned[i] == p) return;
         if (!g->pinned[i]) {
             g->pinned[i] = p;
@@ -1150,12 +1163,26 @@ static void trg_pin(trg_model *g, const void *p, size_t bytes) {
     }
 }
 
-// The device buffer buf (TRG_*) of nparams floats; the moments are
-// allocated on first use when alloc is set, else NULL until then.
+static float **trg_slot(trg_model *g, int buf) {
+    switch (buf) {
+    case TRG_PARAMS: return &g->params;
+    case TRG_GRADS: return &g->grads;
+    case TRG_ADAM_M: return &g->adam_m;
+    case TRG_ADAM_V: return &g->adam_v;
+    case TRG_DELTA: return &g->delta;
+    case TRG_LOOKAHEAD: return &g->lookahead;
+    case TRG_ANCHOR: return &g->anchor;
+    case TRG_ANCHOR_M: return &g->anchor_m;
+    case TRG_ANCHOR_V: return &g->anchor_v;
+    default: return NULL;
+    }
+}
+
+// The device buffer buf (TRG_*) of nparams floats; all but the weights and
+// gradients are allocated on first use when alloc is set, else NULL until then.
 static int trg_buffer(trg_model *g, int buf, size_t nparams, int alloc, float **out) {
     if (!g || nparams != g->num_params) return TR_EINVAL;
-    float **p = buf == TRG_PARAMS ? &g->params : buf == TRG_GRADS ? &g->grads : buf == TRG_ADAM_M ? &g->adam_m
-              : buf == TRG_ADAM_V ? &g->adam_v : NULL;
+    float **p = trg_slot(g, buf);
     if (!p) return TR_EINVAL;
     if (!*p && alloc) {
         if ((g->err = cudaMalloc((void **)p, sizeof(float) * nparams)) != cudaSuccess) {
@@ -1186,9 +1213,17 @@ extern "C" int trg_download(trg_model *g, int buf, float *host, size_t nparams) 
     return TR_OK;
 }
 
-// Runs the micro-batches at the device weights; into the device gradients when grads is set.
-static int trg_run(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, int grads, float *loss) {
-    if (!g || !tokens || !targets || !loss || n < 1 || t < 1 || t > g->cfg.seq_len) return TR_EINVAL;
+extern "C" int trg_copy(trg_model *g, int dst, int src) {
+    float *s, *d;
+    int rc = g ? trg_buffer(g, src, g->num_params, 0, &s) : TR_EINVAL;
+    if (rc || (rc = trg_buffer(g, dst, g->num_params, 1, &d))) return rc;
+    CK(TRG_TIMED_COPY("copy on device", d, s, sizeof(float) * g->num_params, cudaMemcpyDeviceToDevice));
+    return TR_OK;
+}
+
+// Runs the micro-batches at the device weights w; into the device gradients when grads is set.
+static int trg_run(trg_model *g, float *w, const int32_t *tokens, const int32_t *targets, int n, int t, int grads, float *loss) {
+    if (!tokens || !targets || !loss || n < 1 || t < 1 || t > g->cfg.seq_len) return TR_EINVAL;
     if (g->mx.refused[0]) return TR_EDEVICE;
     size_t wte_n = (size_t)g->cfg.padded_vocab * g->cfg.channels; // wte is tensor 0 in both layouts
     if (grads) {
@@ -1202,10 +1237,10 @@ static int trg_run(trg_model *g, const int32_t *tokens, const int32_t *targets, 
         size_t BT = (size_t)B * t;
         CK(cudaMemcpy(g->tokens, tokens + (size_t)b0 * t, sizeof(int32_t) * BT, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(g->targets, targets + (size_t)b0 * t, sizeof(int32_t) * BT, cudaMemcpyHostToDevice));
-        const float *losses = llama ? llama_forward(g, g->params, B, t) : gpt_forward(g, g->params, B, t);
+        const float *losses = llama ? llama_forward(g, w, B, t) : gpt_forward(g, w, B, t);
         if (grads) {
-            if (llama) llama_backward(g, g->params, g->grads, dloss, B, t);
-            else gpt_backward(g, g->params, g->grads, dloss, B, t);
+            if (llama) llama_backward(g, w, g->grads, dloss, B, t);
+            else gpt_backward(g, w, g->grads, dloss, B, t);
         }
         CK(cudaGetLastError());
         CK(cudaMemcpy(g->h_losses, losses, sizeof(float) * BT, cudaMemcpyDeviceToHost));
@@ -1219,12 +1254,14 @@ static int trg_run(trg_model *g, const int32_t *tokens, const int32_t *targets, 
     return TR_OK;
 }
 
-extern "C" int trg_step(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
-    return trg_run(g, tokens, targets, n, t, 1, loss);
+extern "C" int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+    float *wp;
+    int rc = g && (w == TRG_PARAMS || w == TRG_LOOKAHEAD) ? trg_buffer(g, w, g->num_params, 0, &wp) : TR_EINVAL;
+    return rc ? rc : trg_run(g, wp, tokens, targets, n, t, 1, loss);
 }
 
 extern "C" int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
-    return trg_run(g, tokens, targets, n, t, 0, loss);
+    return g ? trg_run(g, g->params, tokens, targets, n, t, 0, loss) : TR_EINVAL;
 }
 
 extern "C" int trg_activations(const trg_model *g, float *out, size_t len) {
@@ -1233,8 +1270,11 @@ extern "C" int trg_activations(const trg_model *g, float *out, size_t len) {
 }
 
 // ----------------------------------------------------------------------------
-// Optimizers on the device: AdamW with adamw.c's arithmetic (kernels.h), on
-// the weights, gradients and moments that stay here across steps.
+// Optimizers on the device: AdamW, DeMo and SparseLoCo with adamw.c's,
+// demo.c's and loco.c's arithmetic (kernels.h), on the weights, gradients
+// and optimizer state that stay here across steps. Of DeMo and SparseLoCo
+// only the selected entries leave the device, and only the clients'
+// decoded entries come in.
 
 // One thread per TRK_NORM_BLOCK block of the gradients: its sum of squares.
 __global__ void grad_sumsq_kernel(float *part, const float *g, size_t n, size_t nb) {
@@ -1249,19 +1289,322 @@ __global__ void adamw_kernel(float *p, float *m, float *v, const float *g, size_
     if (i < n) trk_adamw(p + i, m + i, v + i, g[i], &a);
 }
 
-extern "C" int trg_adamw(trg_model *g, const tr_adamw *hp, uint64_t t) {
-    if (!g || !hp || t < 1 || !g->adam_m || !g->adam_v) return TR_EINVAL;
+// The gradients' clip scale (demo.c's tr_grad_scale). The blocks' sums come
+// to the host (4 bytes per 4096 gradients), which adds them in order as the
+// CPU path does, and refuses NaN or Inf (TR_EINVAL).
+static int trg_grad_scale(trg_model *g, float clip, float *scale) {
     size_t n = g->num_params, nb = trk_norm_blocks(n);
-    // The blocks' sums come to the host (4 bytes per 4096 gradients), which
-    // adds them in order as the CPU path does, and refuses NaN or Inf.
     TRG_LAUNCH(grad_sumsq_kernel, blocks_for(nb), THREADS, g->norm_part, g->grads, n, nb);
     CK(cudaGetLastError());
     CK(cudaMemcpy(g->h_norm_part, g->norm_part, sizeof(float) * nb, cudaMemcpyDeviceToHost));
     float norm;
     if (!trk_norm_finish(g->h_norm_part, nb, &norm)) return TR_EINVAL;
-    trk_adamw_args a = {hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, 0.0f, 0.0f, trk_clip_scale(norm, hp->clip_norm)};
+    *scale = trk_clip_scale(norm, clip);
+    return TR_OK;
+}
+
+extern "C" int trg_adamw(trg_model *g, const tr_adamw *hp, uint64_t t) {
+    if (!g || !hp || t < 1 || !g->adam_m || !g->adam_v) return TR_EINVAL;
+    float gscale;
+    int rc = trg_grad_scale(g, hp->clip_norm, &gscale);
+    if (rc) return rc;
+    trk_adamw_args a = {hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, 0.0f, 0.0f, gscale};
     trk_adamw_bias(hp->beta1, hp->beta2, t, &a.c1, &a.c2);
-    TRG_LAUNCH(adamw_kernel, blocks_for(n), THREADS, g->params, g->adam_m, g->adam_v, g->grads, n, a);
+    TRG_LAUNCH(adamw_kernel, blocks_for(g->num_params), THREADS, g->params, g->adam_m, g->adam_v, g->grads, g->num_params, a);
+    CK(cudaGetLastError());
+    return TR_OK;
+}
+
+// DeMo and SparseLoCo: elementwise kernels over n entries, and per-chunk
+// kernels (one thread per chunk of a tensor's 2-D view, which reads and
+// writes only its chunk, its scratch and its entries).
+
+__global__ void demo_momentum_kernel(float *d, const float *gr, size_t n, float decay, float lrs) {
+    size_t i = trg_thread();
+    if (i < n) d[i] = trk_demo_momentum(d[i], gr[i], decay, lrs);
+}
+
+// One element of a chunked DCT stage (demo.c's tr_dct_tensor): the chain
+// with row i of the table over its chunk's column segment, or along_rows
+// over its chunk's row segment, i being its place in the chunk.
+__global__ void dct_kernel(float *out, const float *in, const float *tab, int rows, int cols, int n, int along_rows) {
+    size_t idx = trg_thread();
+    if (idx >= (size_t)rows * cols) return;
+    int r = (int)(idx / cols), c = (int)(idx % cols);
+    if (along_rows) {
+        int i = r % n;
+        out[idx] = trk_dot(0.0f, in + (size_t)(r - i) * cols + c, (size_t)cols, tab + (size_t)i * n, 1, n);
+    } else {
+        int i = c % n;
+        out[idx] = trk_dot(0.0f, in + (size_t)r * cols + (c - i), 1, tab + (size_t)i * n, 1, n);
+    }
+}
+
+// Chunk b's scratch: blk (cr*cc) and best (k) floats, ia (2*cr*cc) indices
+// when some k needs the merge sort, else NULL.
+__global__ void demo_select_kernel(tr_demo_tensor x, const float *y, float *blk, float *best, uint32_t *ia, uint32_t *sel,
+                                   float *val) {
+    size_t b = trg_thread();
+    if (b >= x.nchunks) return;
+    size_t n = (size_t)x.cr * x.cc, k = (size_t)x.k;
+    trk_demo_select(&x, y, b, blk + b * n, best + b * k, ia ? ia + 2 * b * n : NULL, sel + b * k, val + b * k);
+}
+
+__global__ void chunk_put_kernel(float *y, tr_demo_tensor x, const uint32_t *sel, const float *val) {
+    size_t b = trg_thread();
+    if (b < x.nchunks) trk_chunk_put(y, &x, b, sel + b * x.k, val + b * x.k);
+}
+
+// a -= b (DeMo's error feedback)
+__global__ void sub_kernel(float *a, const float *b, size_t n) {
+    size_t i = trg_thread();
+    if (i < n) a[i] -= b[i];
+}
+
+// cnt: cr*cc per chunk, or NULL (trk_chunk_sum).
+__global__ void chunk_sum_kernel(float *y, tr_demo_tensor x, int n, const uint32_t *idx, const float *val, size_t stride,
+                                 uint32_t *cnt) {
+    size_t b = trg_thread();
+    if (b < x.nchunks) trk_chunk_sum(y, &x, b, n, idx, val, stride, cnt ? cnt + b * x.cr * x.cc : NULL);
+}
+
+__global__ void demo_step_kernel(float *p, const float *u, size_t n, float wdf, float lr) {
+    size_t i = trg_thread();
+    if (i < n) p[i] = trk_demo_step(p[i], u[i], wdf, lr);
+}
+
+__global__ void lookahead_kernel(float *la, const float *p, const float *d, size_t n, float lr) {
+    size_t i = trg_thread();
+    if (i < n) la[i] = trk_lookahead(p[i], d[i], lr);
+}
+
+__global__ void loco_feedback_kernel(float *e, const float *x0, const float *x, size_t n, float decay) {
+    size_t i = trg_thread();
+    if (i < n) e[i] = trk_loco_feedback(e[i], x0[i], x[i], decay);
+}
+
+// Scratch as demo_select_kernel's; e is the tensor's view.
+__global__ void loco_select_kernel(tr_demo_tensor x, float *e, int vb, float *blk, float *best, uint32_t *ia, uint32_t *sel,
+                                   uint32_t *code, float *scale) {
+    size_t b = trg_thread();
+    if (b >= x.nchunks) return;
+    size_t n = (size_t)x.cr * x.cc, k = (size_t)x.k;
+    scale[b] = trk_loco_select(&x, e, b, vb, blk + b * n, best + b * k, ia ? ia + 2 * b * n : NULL, sel + b * k, code + b * k);
+}
+
+__global__ void loco_outer_kernel(float *p, const float *acc, size_t n, float lr, float nf) {
+    size_t i = trg_thread();
+    if (i < n) p[i] = trk_loco_outer(p[i], acc[i], lr, nf);
+}
+
+// s holds at least bytes (grown when short, its contents dropped).
+static int trg_grow(trg_model *g, trg_scratch *s, size_t bytes) {
+    if (s->bytes >= bytes) return TR_OK;
+    cudaFree(s->p);
+    s->p = NULL;
+    s->bytes = 0;
+    if ((g->err = cudaMalloc(&s->p, bytes)) != cudaSuccess) {
+        s->p = NULL;
+        return g->err == cudaErrorMemoryAllocation ? TR_ENOMEM : TR_EDEVICE;
+    }
+    s->bytes = bytes;
+    return TR_OK;
+}
+
+// The DCT matrices of size n (trk_dct_table), built on the host and
+// uploaded on first use.
+static int trg_dct_table(trg_model *g, int n, const float **out) {
+    if (!g->dct[n]) {
+        size_t bytes = sizeof(float) * 2 * (size_t)n * n;
+        float *h = (float *)malloc(bytes);
+        if (!h) return TR_ENOMEM;
+        trk_dct_table(h, n);
+        if ((g->err = cudaMalloc((void **)&g->dct[n], bytes)) == cudaSuccess)
+            g->err = cudaMemcpy(g->dct[n], h, bytes, cudaMemcpyHostToDevice);
+        free(h);
+        if (g->err != cudaSuccess) {
+            cudaFree(g->dct[n]);
+            g->dct[n] = NULL;
+            return g->err == cudaErrorMemoryAllocation ? TR_ENOMEM : TR_EDEVICE;
+        }
+    }
+    *out = g->dct[n];
+    return TR_OK;
+}
+
+// out = the chunked DCT of the tensor view in (inverse: its inverse) in
+// tr_dct_tensor's two stages, along the columns of every chunk, then along
+// the rows, each skipped for edge 1; s: scratch. out aliases neither.
+static int trg_dct(trg_model *g, const tr_demo_tensor *x, const float *in, float *out, float *s, int inverse) {
+    size_t numel = (size_t)x->rows * x->cols;
+    const float *z = in, *tab;
+    int rc;
+    if (x->cc > 1) {
+        if ((rc = trg_dct_table(g, x->cc, &tab))) return rc;
+        float *zb = x->cr > 1 ? s : out;
+        TRG_LAUNCH(dct_kernel, blocks_for(numel), THREADS, zb, in, tab + (inverse ? (size_t)x->cc * x->cc : 0), x->rows,
+                   x->cols, x->cc, 0);
+        z = zb;
+    }
+    if (x->cr == 1) {
+        if (z != out) CK(cudaMemcpy(out, z, sizeof(float) * numel, cudaMemcpyDeviceToDevice));
+        return TR_OK;
+    }
+    if ((rc = trg_dct_table(g, x->cr, &tab))) return rc;
+    TRG_LAUNCH(dct_kernel, blocks_for(numel), THREADS, out, z, tab + (inverse ? (size_t)x->cr * x->cr : 0), x->rows, x->cols,
+               x->cr, 1);
+    return TR_OK;
+}
+
+// The layout of hp's chunks, its sizes, and the selection's index scratch:
+// 2 per element of the largest tensor when some k needs the merge sort.
+static int trg_chunks(const trg_model *g, int chunk, int topk, tr_demo_tensor *t, tr_chunk_sizes *z, size_t *sort_u) {
+    int nt = tr_chunk_layout(&g->cfg, chunk, topk, t);
+    *z = tr_chunk_totals(t, nt);
+    *sort_u = 0;
+    for (int i = 0; i < nt; i++)
+        if (t[i].k > TRK_TOPK_SMALL) *sort_u = 2 * z->max_tensor;
+    return nt;
+}
+
+extern "C" int trg_demo_generate(trg_model *g, const tr_demo *hp, uint32_t *idx, float *val) {
+    if (!g || !hp || !idx || !val || !g->delta) return TR_EINVAL;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    tr_chunk_sizes z;
+    size_t sort_u, T;
+    int nt = trg_chunks(g, hp->chunk, hp->topk, t, &z, &sort_u);
+    T = z.max_tensor;
+    float gscale;
+    int rc = trg_grad_scale(g, hp->clip_norm, &gscale);
+    if (rc || (rc = trg_grow(g, &g->work, sizeof(float) * (3 * T + z.entries))) || (rc = trg_grow(g, &g->work_u, 4 * sort_u)) ||
+        (rc = trg_grow(g, &g->ent, 8 * z.entries)))
+        return rc;
+    float *Y = (float *)g->work.p, *S = Y + T, *E = S + T, *best = E + T;
+    uint32_t *ia = sort_u ? (uint32_t *)g->work_u.p : NULL, *sel = (uint32_t *)g->ent.p;
+    float *sv = (float *)(sel + z.entries);
+    TRG_LAUNCH(demo_momentum_kernel, blocks_for(g->num_params), THREADS, g->delta, g->grads, g->num_params, hp->decay,
+               hp->lr * gscale);
+    size_t first = 0;
+    for (int ti = 0; ti < nt; ti++) {
+        const tr_demo_tensor x = t[ti];
+        size_t numel = (size_t)x.rows * x.cols;
+        float *d = g->delta + x.offset;
+        // transform, select (the chunks copied to S), then the error feedback
+        if ((rc = trg_dct(g, &x, d, Y, S, 0))) return rc;
+        TRG_LAUNCH(demo_select_kernel, blocks_for(x.nchunks), THREADS, x, Y, S, best, ia, sel + first, sv + first);
+        CK(cudaMemset(Y, 0, sizeof(float) * numel));
+        TRG_LAUNCH(chunk_put_kernel, blocks_for(x.nchunks), THREADS, Y, x, sel + first, sv + first);
+        if ((rc = trg_dct(g, &x, Y, E, S, 1))) return rc;
+        TRG_LAUNCH(sub_kernel, blocks_for(numel), THREADS, d, E, numel);
+        first += x.nchunks * x.k;
+    }
+    CK(cudaGetLastError());
+    CK(TRG_TIMED_COPY("copy to host", idx, sel, sizeof(uint32_t) * z.entries, cudaMemcpyDeviceToHost));
+    CK(TRG_TIMED_COPY("copy to host", val, sv, sizeof(float) * z.entries, cudaMemcpyDeviceToHost));
+    return TR_OK;
+}
+
+// The n clients' entries (E each) into g->ent: indices, then values.
+static int trg_entries(trg_model *g, int n, size_t E, const uint32_t *idx, const float *val, uint32_t **di, float **dv) {
+    size_t all = (size_t)(n > 0 ? n : 1) * E;
+    int rc = trg_grow(g, &g->ent, 8 * all);
+    if (rc) return rc;
+    *di = (uint32_t *)g->ent.p;
+    *dv = (float *)(*di + all);
+    if (n > 0) {
+        CK(TRG_TIMED_COPY("copy to device", *di, idx, sizeof(uint32_t) * n * E, cudaMemcpyHostToDevice));
+        CK(TRG_TIMED_COPY("copy to device", *dv, val, sizeof(float) * n * E, cudaMemcpyHostToDevice));
+    }
+    return TR_OK;
+}
+
+extern "C" int trg_demo_apply(trg_model *g, const tr_demo *hp, int n, const uint32_t *idx, const float *val) {
+    if (!g || !hp || n < 0 || (n > 0 && (!idx || !val))) return TR_EINVAL;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    tr_chunk_sizes z;
+    size_t sort_u, T;
+    int nt = trg_chunks(g, hp->chunk, hp->topk, t, &z, &sort_u);
+    T = z.max_tensor;
+    uint32_t *di;
+    float *dv;
+    int rc = trg_grow(g, &g->work, sizeof(float) * 3 * T);
+    if (rc || (rc = trg_grow(g, &g->work_u, 4 * T)) || (rc = trg_entries(g, n, z.entries, idx, val, &di, &dv))) return rc;
+    float *Y = (float *)g->work.p, *S = Y + T, *U = S + T;
+    float wdf = 1.0f - hp->lr * hp->weight_decay;
+    size_t first = 0;
+    for (int ti = 0; ti < nt; ti++) {
+        const tr_demo_tensor x = t[ti];
+        size_t numel = (size_t)x.rows * x.cols;
+        CK(cudaMemset(Y, 0, sizeof(float) * numel));
+        TRG_LAUNCH(chunk_sum_kernel, blocks_for(x.nchunks), THREADS, Y, x, n, di + first, dv + first, z.entries,
+                   (uint32_t *)g->work_u.p);
+        if ((rc = trg_dct(g, &x, Y, U, S, 1))) return rc;
+        TRG_LAUNCH(demo_step_kernel, blocks_for(numel), THREADS, g->params + x.offset, U, numel, wdf, hp->lr);
+        first += x.nchunks * x.k;
+    }
+    CK(cudaGetLastError());
+    return TR_OK;
+}
+
+extern "C" int trg_lookahead(trg_model *g, float lr) {
+    float *la;
+    int rc = g && g->delta ? trg_buffer(g, TRG_LOOKAHEAD, g->num_params, 1, &la) : TR_EINVAL;
+    if (rc) return rc;
+    TRG_LAUNCH(lookahead_kernel, blocks_for(g->num_params), THREADS, la, g->params, g->delta, g->num_params, lr);
+    CK(cudaGetLastError());
+    return TR_OK;
+}
+
+extern "C" int trg_loco_generate(trg_model *g, const tr_loco *hp, uint32_t *sel, uint32_t *code, float *scale) {
+    if (!g || !hp || !sel || !code || !scale || !g->delta || !g->anchor) return TR_EINVAL;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    tr_chunk_sizes z;
+    size_t sort_u, T;
+    int nt = trg_chunks(g, hp->chunk, hp->topk, t, &z, &sort_u);
+    T = z.max_tensor;
+    int rc = trg_grow(g, &g->work, sizeof(float) * (T + z.entries));
+    if (rc || (rc = trg_grow(g, &g->work_u, 4 * sort_u)) || (rc = trg_grow(g, &g->ent, 8 * z.entries + 4 * z.chunks))) return rc;
+    float *blk = (float *)g->work.p, *best = blk + T;
+    uint32_t *ia = sort_u ? (uint32_t *)g->work_u.p : NULL, *dsel = (uint32_t *)g->ent.p, *dcode = dsel + z.entries;
+    float *dscale = (float *)(dcode + z.entries);
+    TRG_LAUNCH(loco_feedback_kernel, blocks_for(g->num_params), THREADS, g->delta, g->anchor, g->params, g->num_params,
+               hp->decay);
+    size_t first = 0, cfirst = 0; // the tensor's first entry and first chunk
+    for (int ti = 0; ti < nt; ti++) {
+        const tr_demo_tensor x = t[ti];
+        TRG_LAUNCH(loco_select_kernel, blocks_for(x.nchunks), THREADS, x, g->delta + x.offset, hp->value_bits, blk, best, ia,
+                   dsel + first, dcode + first, dscale + cfirst);
+        first += x.nchunks * x.k;
+        cfirst += x.nchunks;
+    }
+    CK(cudaGetLastError());
+    CK(TRG_TIMED_COPY("copy to host", sel, dsel, sizeof(uint32_t) * z.entries, cudaMemcpyDeviceToHost));
+    CK(TRG_TIMED_COPY("copy to host", code, dcode, sizeof(uint32_t) * z.entries, cudaMemcpyDeviceToHost));
+    CK(TRG_TIMED_COPY("copy to host", scale, dscale, sizeof(float) * z.chunks, cudaMemcpyDeviceToHost));
+    return TR_OK;
+}
+
+extern "C" int trg_loco_apply(trg_model *g, const tr_loco *hp, int n, const uint32_t *idx, const float *val) {
+    if (!g || !hp || n < 1 || !idx || !val) return TR_EINVAL;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    tr_chunk_sizes z;
+    size_t sort_u;
+    int nt = trg_chunks(g, hp->chunk, hp->topk, t, &z, &sort_u);
+    uint32_t *di;
+    float *dv;
+    int rc = trg_grow(g, &g->work, sizeof(float) * z.max_tensor);
+    if (rc || (rc = trg_entries(g, n, z.entries, idx, val, &di, &dv))) return rc;
+    float *acc = (float *)g->work.p;
+    size_t first = 0;
+    for (int ti = 0; ti < nt; ti++) {
+        const tr_demo_tensor x = t[ti];
+        size_t numel = (size_t)x.rows * x.cols;
+        CK(cudaMemset(acc, 0, sizeof(float) * numel));
+        TRG_LAUNCH(chunk_sum_kernel, blocks_for(x.nchunks), THREADS, acc, x, n, di + first, dv + first, z.entries,
+                   (uint32_t *)NULL);
+        TRG_LAUNCH(loco_outer_kernel, blocks_for(numel), THREADS, g->params + x.offset, acc, numel, hp->outer_lr, (float)n);
+        first += x.nchunks * x.k;
+    }
     CK(cudaGetLastError());
     return TR_OK;
 }

@@ -1,8 +1,9 @@
-// trainer_cuda.h: forward/backward of the GPT and AdamW on an NVIDIA GPU,
-// built by scripts/build-cuda.sh into libtrainer_cuda.a and linked under the
-// `cuda` build tag. Same model, layout and error codes as the CPU path
-// (trainer.h). The device keeps its own weights, gradients and AdamW
-// moments; device_cuda.c decides when they cross to or from the host.
+// trainer_cuda.h: forward/backward of the GPT and the optimizers (AdamW,
+// DeMo, SparseLoCo) on an NVIDIA GPU, built by scripts/build-cuda.sh into
+// libtrainer_cuda.a and linked under the `cuda` build tag. Same model,
+// layout and error codes as the CPU path (trainer.h). The device keeps its
+// own weights, gradients and optimizer state; device_cuda.c decides when
+// they cross to or from the host.
 #ifndef TRAINER_CUDA_H
 #define TRAINER_CUDA_H
 
@@ -26,24 +27,56 @@ void trg_destroy(trg_model *g);
 const char *trg_device_name(const trg_model *g);
 const char *trg_last_error(const trg_model *g);
 // The device buffers, nparams floats each in the flat layout of trainer.h:
-// the weights the forward pass sees, the last step's gradients, AdamW's moments.
-enum { TRG_PARAMS = 0, TRG_GRADS = 1, TRG_ADAM_M = 2, TRG_ADAM_V = 3 };
-// Copy buffer buf between host and device. The moments are allocated by
-// their first upload (downloading one before: TR_EINVAL). Host buffers of
-// TRG_PARAMS and TRG_GRADS are page-locked on first use, so they must stay
-// allocated until trg_destroy.
+// the weights, the last step's gradients, AdamW's moments, the DeMo momentum
+// or SparseLoCo error feedback, the DeMo lookahead point, and a SparseLoCo
+// round's start (weights and moments).
+enum {
+    TRG_PARAMS = 0,
+    TRG_GRADS = 1,
+    TRG_ADAM_M = 2,
+    TRG_ADAM_V = 3,
+    TRG_DELTA = 4,
+    TRG_LOOKAHEAD = 5,
+    TRG_ANCHOR = 6,
+    TRG_ANCHOR_M = 7,
+    TRG_ANCHOR_V = 8,
+};
+// Copy buffer buf between host and device. Buffers other than TRG_PARAMS
+// and TRG_GRADS are allocated by their first upload or trg_copy (downloading
+// one before: TR_EINVAL). Host buffers of TRG_PARAMS and TRG_GRADS are
+// page-locked on first use, so they must stay allocated until trg_destroy.
 int trg_upload(trg_model *g, int buf, const float *host, size_t nparams);
 int trg_download(trg_model *g, int buf, float *host, size_t nparams);
+// Device buffer src into dst (SparseLoCo's round start and its restores).
+int trg_copy(trg_model *g, int dst, int src);
 // Forward+backward over n sequences of length t in micro-batches at the
-// device weights; the gradients of the mean loss replace TRG_GRADS, the mean
-// loss goes to *loss.
-int trg_step(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
-// Forward only.
+// device weights in buffer w (TRG_PARAMS or TRG_LOOKAHEAD); the gradients of
+// the mean loss replace TRG_GRADS, the mean loss goes to *loss.
+int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+// Forward only, at TRG_PARAMS.
 int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 // AdamW step t (1 for the first) with adamw.c's arithmetic: the gradient
 // norm (clipping), then weights and moments updated from TRG_GRADS. hp must
 // pass tr_adamw_step's checks. NaN or Inf gradients: TR_EINVAL, nothing changed.
 int trg_adamw(trg_model *g, const tr_adamw *hp, uint64_t t);
+// DeMo with demo.c's arithmetic (hp passed its checks; entries in the order
+// of tr_chunk_layout's tensors, chunks and top-k, E = its entries). Generate
+// folds TRG_GRADS into TRG_DELTA, selects each chunk's top-k DCT
+// coefficients and removes them from TRG_DELTA; their in-chunk indices and
+// values come back in idx and val (E each). NaN or Inf gradients: TR_EINVAL,
+// nothing changed. Apply takes the step on TRG_PARAMS from n clients'
+// decoded entries (client c's at idx, val + c*E).
+int trg_demo_generate(trg_model *g, const tr_demo *hp, uint32_t *idx, float *val);
+int trg_demo_apply(trg_model *g, const tr_demo *hp, int n, const uint32_t *idx, const float *val);
+// TRG_LOOKAHEAD = TRG_PARAMS - lr * sign(TRG_DELTA).
+int trg_lookahead(trg_model *g, float lr);
+// SparseLoCo with loco.c's arithmetic, entries as DeMo's. Generate folds
+// TRG_ANCHOR - TRG_PARAMS into TRG_DELTA and selects and quantises each
+// chunk's top-k: indices sel and codes code (E each), one scale per chunk
+// (all tensors' chunks in order). Apply takes the outer step on TRG_PARAMS
+// from n >= 1 clients' decoded entries.
+int trg_loco_generate(trg_model *g, const tr_loco *hp, uint32_t *sel, uint32_t *code, float *scale);
+int trg_loco_apply(trg_model *g, const tr_loco *hp, int n, const uint32_t *idx, const float *val);
 // Copies the first len floats of the last micro-batch's activations
 // (tr_act_layout order) to out, for tests.
 int trg_activations(const trg_model *g, float *out, size_t len);

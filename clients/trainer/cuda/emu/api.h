@@ -15,6 +15,12 @@
 #define trg_upload trgemu_upload
 #define trg_download trgemu_download
 #define trg_adamw trgemu_adamw
+#define trg_copy trgemu_copy
+#define trg_demo_generate trgemu_demo_generate
+#define trg_demo_apply trgemu_demo_apply
+#define trg_lookahead trgemu_lookahead
+#define trg_loco_generate trgemu_loco_generate
+#define trg_loco_apply trgemu_loco_apply
 
 #include "../trainer_cuda.h"
 

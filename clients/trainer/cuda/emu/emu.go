@@ -113,7 +113,7 @@ func (m *Model) Train(tokens, targets []int32, n, t int) (float32, error) {
 		return 0, fmt.Errorf("emulated step: bad sizes")
 	}
 	var loss C.float
-	rc := C.trgemu_step(m.g, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(t), &loss)
+	rc := C.trgemu_step(m.g, C.TRG_PARAMS, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(t), &loss)
 	if rc != 0 {
 		return 0, fmt.Errorf("emulated step: error %d", int(rc))
 	}
