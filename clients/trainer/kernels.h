@@ -115,7 +115,7 @@ typedef struct {
     const float *bias;       // (N) or NULL: base = bias[n], else 0
     int accumulate;          // 1: base = out[m][n] (bias ignored)
     int ta, tb;
-    int mx_slices;           // mx8: TRK_MX_SLICE_A and/or TRK_MX_SLICE_B (two slices), else 0
+    int mx_slices;           // mx8: TR_MX_SLICE_A and/or TR_MX_SLICE_B (layout.h), else 0
 } tr_gemm_args;
 
 TRK float trk_gemm_a(const tr_gemm_args *g, int m, int k) {
@@ -215,19 +215,14 @@ TRK void trk_mx_block_range(int b, int K, int kseg, int *k0, int *k1) {
 // as parts, in this order: (a1, b1), (a1, b2) when B has two slices, (a2,
 // b1) when A has; each part is one block step of an ordinary mx8 GEMM (its
 // own dot and fma), and a2 * b2 is left out. So every kernel runs it as an
-// mx8 GEMM of parts times the blocks.
-#define TRK_MX_SLICE_A 1
-#define TRK_MX_SLICE_B 2
-// The input-gradient GEMMs (dinp = dout W, tr_linear_backward) take dout,
-// their A, in two slices (README, "mx8 convergence"); every other operand
-// of every GEMM one.
-#define TRK_MX_DINP_SLICES TRK_MX_SLICE_A
-TRK int trk_mx_parts(int slices) { return 1 + (slices & TRK_MX_SLICE_A ? 1 : 0) + (slices & TRK_MX_SLICE_B ? 1 : 0); }
+// mx8 GEMM of TR_MX_PARTS times the blocks. (The slices' names, the
+// parts and which GEMMs take two slices are in layout.h, which sizes the
+// scratch for them.)
 
 // Which slice (0: first, 1: second) side b_side takes in part j.
 TRK int trk_mx_part_slice(int slices, int b_side, int j) {
     if (j == 0) return 0;
-    if (j == 1 && slices & TRK_MX_SLICE_B) return b_side;
+    if (j == 1 && slices & TR_MX_SLICE_B) return b_side;
     return !b_side;
 }
 
@@ -265,7 +260,7 @@ TRK void trk_mx_gemm_element(const tr_gemm_args *g, int kseg, int m, int n) {
     float acc = trk_gemm_base(g, m, n);
     int8_t qa[TRK_MX_BLOCK], qb[TRK_MX_BLOCK];
     for (int b = 0; b < trk_mx_blocks(g->K, kseg); b++)
-        for (int j = 0; j < trk_mx_parts(g->mx_slices); j++) {
+        for (int j = 0; j < TR_MX_PARTS(g->mx_slices); j++) {
             float sa = trk_mx_quant_block(g, 0, m, b, kseg, trk_mx_part_slice(g->mx_slices, 0, j), qa);
             float sb = trk_mx_quant_block(g, 1, n, b, kseg, trk_mx_part_slice(g->mx_slices, 1, j), qb);
             int32_t dot = 0;

@@ -223,12 +223,21 @@ static inline tr_chunk_sizes tr_chunk_totals(const tr_demo_tensor *t, int nt) {
 }
 
 // Views of the tensors in the flat array at base (host or device memory).
+// mx8 operands in two int8 slices (kernels.h, trk_mx_code2): the bits of
+// tr_gemm_args.mx_slices, and the parts each block then runs as. The
+// input-gradient GEMMs (dinp = dout W) take dout, their A, in two slices
+// (README, "mx8 convergence"); every other operand takes one.
+#define TR_MX_SLICE_A 1
+#define TR_MX_SLICE_B 2
+#define TR_MX_PARTS(s) (1 + ((s) & TR_MX_SLICE_A ? 1 : 0) + ((s) & TR_MX_SLICE_B ? 1 : 0))
+#define TR_MX_DINP_SLICES TR_MX_SLICE_A
+
 // Numeric contract v3 (mx8): the codes of the largest A and of the largest
 // B operand among the model's linear GEMMs (forward; input gradient; weight
 // gradient, whose K is the tokens, each sequence padded to whole blocks of
-// 32; the input gradient's blocks in their parts, trk_mx_parts, so
-// kernels.h comes first), with a panel's worth of padding rows
-// (tr_mx_rows): the scratch both backends quantize into.
+// 32; the input gradient's blocks in their TR_MX_PARTS), with a panel's
+// worth of padding rows (tr_mx_rows): the scratch both backends quantize
+// into.
 static inline size_t tr_mx_rows(size_t rows) { return (rows + 31) / 32 * 32 + 32; }
 static inline size_t tr_mx_kpad(size_t k) { return (k + 31) / 32 * 32; }
 static inline void tr_mx_operand_codes(const tr_config *c, size_t *a, size_t *b) {
@@ -239,7 +248,7 @@ static inline void tr_mx_operand_codes(const tr_config *c, size_t *a, size_t *b)
     *a = *b = 0;
     for (int i = 0; i < 5; i++) {
         size_t ic = tr_is_llama(c) ? llama[i][0] : gpt[i][0], oc = tr_is_llama(c) ? llama[i][1] : gpt[i][1];
-        size_t kd = tr_mx_kpad(oc) * trk_mx_parts(TRK_MX_DINP_SLICES);
+        size_t kd = tr_mx_kpad(oc) * TR_MX_PARTS(TR_MX_DINP_SLICES);
         size_t as[3] = {tr_mx_rows(BT) * tr_mx_kpad(ic), tr_mx_rows(BT) * kd, tr_mx_rows(oc) * tok};
         size_t bs[3] = {tr_mx_rows(oc) * tr_mx_kpad(ic), tr_mx_rows(ic) * kd, tr_mx_rows(ic) * tok};
         for (int j = 0; j < 3; j++) {

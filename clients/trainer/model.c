@@ -280,14 +280,14 @@ int tr_activations(const tr_model *m, float *out, size_t len) {
 
 int tr_gemm(tr_model *m, int arith, int mx_slices, int M, int N, int K, const float *a, const float *b, float *out) {
     if (!m || !a || !b || !out || M < 1 || N < 1 || K < 1 || (arith != TR_ARITH_FP32 && arith != TR_ARITH_MX8) ||
-        mx_slices < 0 || mx_slices > (TRK_MX_SLICE_A | TRK_MX_SLICE_B) || (mx_slices && arith != TR_ARITH_MX8))
+        mx_slices < 0 || mx_slices > (TR_MX_SLICE_A | TR_MX_SLICE_B) || (mx_slices && arith != TR_ARITH_MX8))
         return TR_EINVAL;
     tr_gemm_args g = {M, N, K, a, K, b, K, out, N, NULL, 0, 0, 0, mx_slices};
     if (arith == TR_ARITH_FP32) {
         tr_gemm_run(&g, m->isa, m->nthreads, m->pack_buf);
         return TR_OK;
     }
-    size_t kp = tr_mx_kpad((size_t)K) * trk_mx_parts(mx_slices), need = tr_mx_scratch_bytes(tr_mx_rows((size_t)M) * kp, tr_mx_rows((size_t)N) * kp);
+    size_t kp = tr_mx_kpad((size_t)K) * TR_MX_PARTS(mx_slices), need = tr_mx_scratch_bytes(tr_mx_rows((size_t)M) * kp, tr_mx_rows((size_t)N) * kp);
     if (need > m->mx_scratch_bytes) { // an fp32 model's, or shapes beyond the model's
         void *p = realloc(m->mx_scratch, need);
         if (!p) return TR_ENOMEM;

@@ -370,7 +370,7 @@ __attribute__((target("avx512f,avx512bw,avx2,fma"))) static int mxq_avx512(const
 }
 
 // Quantizes the nb blocks of rows [p0, p0+np) of an operand X into panels
-// of w rows (np a multiple of w), each block as its parts (trk_mx_parts:
+// of w rows (np a multiple of w), each block as its parts (TR_MX_PARTS:
 // part j is the slice slice[j]), nbl = nb * parts blocks in all: a panel's
 // codes [nbl][8][w][4] (q, or q + 128 when u8), or [nbl][w][32] when
 // by_row, scales [nbl][w], and when corr is set -128 * the sum of each
@@ -455,11 +455,11 @@ typedef struct {
 size_t tr_mx_scratch_bytes(size_t a, size_t b) { return a + b + 4 * (a / MX_BLK) + 8 * (b / MX_BLK) + 64; }
 
 // Quantizes rows [0, n) of operand A (a_side) or B into panels of w rows,
-// nblocks blocks in parts for the slices (trk_mx_parts), as kernel kn
+// nblocks blocks in parts for the slices (TR_MX_PARTS), as kernel kn
 // takes them, nthreads at a time (8 panels per share).
 static void mx_quantize(const tr_mx_kernel *kn, int a_side, const float *x, int ld, int trans, int n, int w, int K, int kseg,
                         int nblocks, int slices, const mx_panels *p, int nthreads) {
-    int group = 8 * w, groups = (n + group - 1) / group, avx = kn->quant != mxq_base, parts = trk_mx_parts(slices), slice[3];
+    int group = 8 * w, groups = (n + group - 1) / group, avx = kn->quant != mxq_base, parts = TR_MX_PARTS(slices), slice[3];
     for (int j = 0; j < parts; j++) slice[j] = trk_mx_part_slice(slices, !a_side, j);
     size_t nbl = (size_t)nblocks * parts;
     #pragma omp parallel for schedule(static) num_threads(nthreads)
@@ -517,7 +517,7 @@ int tr_mx_gemm_run(const tr_gemm_args *g, int kseg, int isa, int nthreads, void 
     if (isa < TR_ISA_BASE || isa > TR_ISA_AMX_EMULATED) isa = TR_ISA_BASE;
     if (kseg < 1 || kseg > g->K) kseg = g->K;
     const tr_mx_kernel *kn = &tr_mx_kernels[isa];
-    const int mr = kn->mr, nr = kn->nr, kblocks = trk_mx_blocks(g->K, kseg), nblocks = kblocks * trk_mx_parts(g->mx_slices);
+    const int mr = kn->mr, nr = kn->nr, kblocks = trk_mx_blocks(g->K, kseg), nblocks = kblocks * TR_MX_PARTS(g->mx_slices);
     size_t ma = (size_t)(g->M + mr - 1) / mr * mr * nblocks, nbr = (size_t)(g->N + nr - 1) / nr * nr * nblocks;
     if (tr_mx_scratch_bytes(ma * MX_BLK, nbr * MX_BLK) > cap) return TR_ESHORT;
     // Both operands quantized once, every thread sharing them.

@@ -181,10 +181,10 @@ void tr_linear_forward(const tr_model *m, float *out, int ldo, const float *inp,
 // += dout^T inp and dbias(OC) += column sums of dout (ldd: its row stride),
 // chains over the rows in order. The rows are sequences of T tokens: mx8
 // blocks of dw's K (the tokens) stay within a sequence, and dinp takes its
-// slices (TRK_MX_DINP_SLICES).
+// slices (TR_MX_DINP_SLICES).
 void tr_linear_backward(const tr_model *m, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
                         const float *inp, int ldi, const float *w, int BT, int T, int IC, int OC) {
-    tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1, TRK_MX_DINP_SLICES};
+    tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1, TR_MX_DINP_SLICES};
     tr_gemm_args gw = {OC, IC, BT, dout, ldd, inp, ldi, dw, IC, NULL, 1, 1, 1};
     tr_matmul(m, &gi, OC, m->nthreads);
     tr_matmul(m, &gw, T, m->nthreads);

@@ -10,7 +10,7 @@ package trainer
 #cgo LDFLAGS: -fopenmp -lm
 #include <stdlib.h>
 #include "trainer.h"
-#include "kernels.h"
+#include "layout.h"
 */
 import "C"
 
@@ -674,7 +674,7 @@ const (
 	MXSliceB MXSlices = 2
 
 	// MXInputGradSlices are the slices of the model's input-gradient GEMMs.
-	MXInputGradSlices = MXSlices(C.TRK_MX_DINP_SLICES)
+	MXInputGradSlices = MXSlices(C.TR_MX_DINP_SLICES)
 )
 
 // String names the operands in two slices: "", "A2", "B2" or "A2B2".

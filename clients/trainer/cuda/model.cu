@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(GT_THREADS, 2) gemm_kernel(tr_gemm_args g, trg
 __global__ void mx_quant_kernel(int8_t *codes, float *scales, const float *x, int ld, int trans, int rows, int K, int kseg,
                                 int nblocks, int slices, int b_side) {
     size_t i = trg_thread();
-    int parts = trk_mx_parts(slices);
+    int parts = TR_MX_PARTS(slices);
     if (i >= (size_t)rows * nblocks * parts) return;
     int p = (int)(i / ((size_t)nblocks * parts)), b = (int)(i / parts % nblocks), j = (int)(i % parts);
     tr_gemm_args q = {rows, 0, K, x, ld, NULL, 0, NULL, 0, NULL, 0, trans, 0};
@@ -763,7 +763,7 @@ static void matmul(const trg_mx *mx, const tr_gemm_args &g, int kseg) {
         gemm(g);
         return;
     }
-    int nb = trk_mx_blocks(g.K, kseg), parts = trk_mx_parts(g.mx_slices);
+    int nb = trk_mx_blocks(g.K, kseg), parts = TR_MX_PARTS(g.mx_slices);
     TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.M * nb * parts), THREADS, mx->qa, mx->sa, g.a, g.lda, g.ta, g.M, g.K, kseg, nb,
                g.mx_slices, 0);
     TRG_LAUNCH(mx_quant_kernel, blocks_for((size_t)g.N * nb * parts), THREADS, mx->qb, mx->sb, g.b, g.ldb, g.tb, g.N, g.K, kseg, nb,
@@ -784,7 +784,7 @@ static void linear_forward(const trg_mx *mx, float *out, int ldo, const float *i
 // T tokens (mx8 blocks of dw's K stay within one).
 static void linear_backward(const trg_mx *mx, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
                             const float *inp, int ldi, const float *w, int BT, int T, int IC, int OC) {
-    tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1, TRK_MX_DINP_SLICES};
+    tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1, TR_MX_DINP_SLICES};
     tr_gemm_args gw = {OC, IC, BT, dout, ldd, inp, ldi, dw, IC, NULL, 1, 1, 1};
     matmul(mx, gi, OC);
     matmul(mx, gw, T);

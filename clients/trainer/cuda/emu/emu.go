@@ -6,10 +6,8 @@ package emu
 
 /*
 #cgo CXXFLAGS: -std=c++17 -O2 -I${SRCDIR}/..
-#cgo CFLAGS: -std=c11
 #include <stdlib.h>
 #include "api.h"
-#include "../../kernels.h" // before layout.h (tr_mx_operand_codes)
 #include "../../layout.h"
 
 // Name, offset and size of activation buffer i (TR_ACTS or TR_LLAMA_ACTS
