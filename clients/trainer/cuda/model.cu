@@ -186,142 +186,248 @@ typedef struct {
     int causal;
 } trg_batch;
 
+// GEMM (gemm_kernel): a block of 256 threads computes 128x128 outputs; its
+// 8 warps are 2 along m by 4 along n, each 64x32. A lane holds 8x8 outputs
+// as 2x2 sub-tiles of 4x4 at rows lm*4 and 32 + lm*4 of its warp's tile,
+// columns ln*4 and 16 + ln*4 (lane = 4 lm + ln): so the 8 (4) distinct
+// float4s that a warp's lanes read of A (B) at one k are contiguous in
+// shared memory, one conflict-free broadcast each.
 #define GT_M 128
 #define GT_N 128
-#define GT_K 8
-#define GT_R 8 // rows and columns per thread
+#define GT_K 16
 #define GT_THREADS 256
-#define GT_LOADS (GT_K * GT_M / GT_THREADS) // elements of each tile a thread loads
+#define GT_WM 64
+#define GT_WN 32
+#define GT_LD (GT_M + 4) // floats per k in shared memory: 16-byte rows; the padding spreads the transposing stores over the banks
+#define GT_R 8           // outputs per thread along m and n
 
-// One k of a thread's 8x8 outputs, for the rows in rowmask; a and b are the
-// thread's 8 values of the A and B tiles (16-byte aligned).
-__device__ static __forceinline__ void gemm_step(float acc[GT_R][GT_R], const float *a, const float *b, int rowmask) {
-    float av[GT_R], bv[GT_R];
-#ifdef __CUDA_ARCH__
-    *(float4 *)av = *(const float4 *)a, *(float4 *)(av + 4) = *(const float4 *)(a + 4);
-    *(float4 *)bv = *(const float4 *)b, *(float4 *)(bv + 4) = *(const float4 *)(b + 4);
+// 4 consecutive floats at p (16-byte aligned: the emulator checks).
+__device__ static __forceinline__ void ld4(float v[4], const float *p) {
+#ifdef TRG_EMULATE
+    trg_emu_vector_access(p);
+    for (int j = 0; j < 4; j++) v[j] = p[j];
 #else
-    for (int r = 0; r < GT_R; r++) av[r] = a[r], bv[r] = b[r];
+    float4 t = *(const float4 *)p;
+    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
 #endif
-#pragma unroll
-    for (int r = 0; r < GT_R; r++)
-        if (rowmask >> r & 1)
-#pragma unroll
-            for (int c = 0; c < GT_R; c++) acc[r][c] = trk_fma(av[r], bv[c], acc[r][c]);
 }
 
-// Where a thread's share of a tile lies: its element l sits at
-// base + l * step (+ k0 * kstep) in the operand and at sbase + l * sstep in
-// shared memory. Row-major operands are read along k, transposed ones along
-// m (or n), so that neighbouring threads read neighbouring addresses.
+__device__ static __forceinline__ void st4(float *p, const float v[4]) {
+#ifdef TRG_EMULATE
+    trg_emu_vector_access(p);
+    for (int j = 0; j < 4; j++) p[j] = v[j];
+#else
+    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+#endif
+}
+
+// A thread's share of an operand's 128x16 tile: two runs (l = 0, 1) of 4
+// floats consecutive in memory, from row (or column) x0 + share_i and k =
+// k0 + share_k + 8l. Row-major operands (x(i, k) at x[i*ld + k]) run along
+// k: a warp reads 16 rows of 32 bytes, and its stores into the k-major
+// shared tile hit 32 banks. Transposed ones (T: x(k, i) at x[k*ld + i]) run
+// along i: a warp reads 512 contiguous bytes and stores them as they are.
+template <bool T> __device__ static __forceinline__ int share_i(void) { return T ? threadIdx.x % 32 * 4 : threadIdx.x / 2; }
+template <bool T> __device__ static __forceinline__ int share_k(void) { return T ? threadIdx.x / 32 : threadIdx.x % 2 * 4; }
+
+// An operand as a thread loads it: x (rows or columns x0 + [0, 128) of n),
+// and for FAST p, the thread's run 0 of the tile it loads next.
 typedef struct {
-    const float *base;
-    size_t step, kstep;
-    int sbase, sstep;
-    int i0, istep, kk0, kkstep; // the element's row (or column) i and k in the tile, for edge tiles
-} trg_share;
+    const float *x, *p;
+    int ld, x0, n;
+} gemm_operand;
 
-__device__ static __forceinline__ trg_share gemm_share(const float *x, int ld, int transposed, int x0) {
-    trg_share s;
-    int tid = threadIdx.x;
-    if (transposed) { // x(k, i) at x[k * ld + i]
-        s.i0 = tid % GT_M, s.istep = 0, s.kk0 = tid / GT_M, s.kkstep = GT_THREADS / GT_M;
-        s.base = x + (size_t)s.kk0 * ld + x0 + s.i0, s.step = (size_t)s.kkstep * ld, s.kstep = ld;
-    } else { // x(i, k) at x[i * ld + k]
-        s.i0 = tid / GT_K, s.istep = GT_THREADS / GT_K, s.kk0 = tid % GT_K, s.kkstep = 0;
-        s.base = x + (size_t)(x0 + s.i0) * ld + s.kk0, s.step = (size_t)s.istep * ld, s.kstep = 1;
+template <bool T, bool FAST>
+__device__ static __forceinline__ gemm_operand gemm_operand_at(const float *x, int ld, int x0, int n, int kbeg) {
+    gemm_operand o = {x, NULL, ld, x0, n};
+    if (FAST) {
+        int i = x0 + share_i<T>(), k = kbeg + share_k<T>();
+        if (i >= n) i = T ? n - 4 : n - 1; // in the operand, in whole float4s
+        o.p = T ? x + (size_t)k * ld + i : x + (size_t)i * ld + k;
     }
-    s.sbase = s.kk0 * (GT_M + 4) + s.i0, s.sstep = s.kkstep * (GT_M + 4) + s.istep;
-    return s;
+    return o;
 }
 
-// The thread's share of a tile at k0 into registers: 0 outside the matrix
-// (rows or columns past n, k past kend) on edge tiles.
-__device__ static __forceinline__ void gemm_load(const trg_share &s, int x0, int n, int k0, int kend, bool inside, float r[GT_LOADS]) {
-    const float *p = s.base + (size_t)k0 * s.kstep;
-    if (inside) {
+// Run l of the share of the tile at k0 into r. FAST (gemm_fast): one
+// aligned float4, rows past n clamped once (gemm_operand_at). Otherwise runs
+// are clamped to the operand: past row n or column K an element reads the
+// operand's last one instead (no branch per element), which reaches only
+// outputs that are not stored, or k that no chain takes (the math stops at
+// kend <= K).
+template <bool T, bool FAST> __device__ static __forceinline__ void gemm_load(const gemm_operand &o, int K, int k0, int l, float r[4]) {
+    if (FAST) {
+        ld4(r, o.p + (size_t)8 * l * (T ? o.ld : 1));
+        return;
+    }
+    int i = o.x0 + share_i<T>(), k = k0 + share_k<T>() + 8 * l;
+    int ic = i < o.n ? i : o.n - 1, kc = k < K ? k : K - 1;
+    const float *p = T ? o.x + (size_t)kc * o.ld + ic : o.x + (size_t)ic * o.ld + kc;
+    int room = T ? o.n - 1 - ic : K - 1 - kc; // elements after p in the run's direction
+    r[0] = p[0];
 #pragma unroll
-        for (int l = 0; l < GT_LOADS; l++) r[l] = p[l * s.step];
-    } else {
+    for (int j = 1; j < 4; j++) r[j] = j <= room ? p[j] : r[0];
+}
+
+template <bool T> __device__ static __forceinline__ void gemm_store(float *tile, int l, const float r[4]) {
+    float *q = tile + (share_k<T>() + 8 * l) * GT_LD + share_i<T>();
+    if (T) st4(q, r);
+    else
 #pragma unroll
-        for (int l = 0; l < GT_LOADS; l++)
-            r[l] = x0 + s.i0 + l * s.istep < n && k0 + s.kk0 + l * s.kkstep < kend ? p[l * s.step] : 0.0f;
+        for (int j = 0; j < 4; j++) q[j * GT_LD] = r[j];
+}
+
+// One k of a thread's 8x8 outputs, for the rows in rowmask: a and b are the
+// k's row of the A and B tiles at the thread's rows and columns.
+__device__ static __forceinline__ void gemm_step(float acc[GT_R][GT_R], const float *a, const float *b, int rowmask) {
+    float av[4], bv[GT_R];
+    ld4(bv, b), ld4(bv + 4, b + 16);
+#pragma unroll
+    for (int h = 0; h < 2; h++) { // a's two float4s one after the other: fewer live registers
+        ld4(av, a + 32 * h);
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            if (rowmask >> (4 * h + r) & 1)
+#pragma unroll
+                for (int c = 0; c < GT_R; c++) acc[4 * h + r][c] = trk_fma(av[r], bv[c], acc[4 * h + r][c]);
     }
 }
 
-// GEMM: a 128x128 block of the output per 256 threads, each thread 8x8 of
-// it; A and B pass through shared memory 8 values of k at a time, the next
-// tile loading into registers while the current one is used. Every output
-// element is still one chain over k in order from its base
-// (trk_gemm_element), whatever the tiling. Batched: blockIdx.z picks the
-// matrices. Attention's products are causal: a row m takes only k <= m
-// (TRG_K_UPTO_M) or k >= m (TRG_K_FROM_M), and its scores need only n <= m
-// (TRG_N_UPTO_M: blocks wholly above the diagonal are skipped).
-// Two blocks per multiprocessor (at most 128 registers, a few spilled) ran
-// 11% faster on an H200 than one block with tiles of 16 k.
+// v, as a value that the compiler cannot know: so that the epilogue
+// recomputes its addresses instead of keeping the prologue's live (spilled)
+// through the k loop.
+__device__ static __forceinline__ int gemm_opaque(int v) {
+#ifndef TRG_EMULATE
+    asm("" : "+r"(v));
+#endif
+    return v;
+}
+
+__device__ static __forceinline__ float *gemm_opaque(float *v) {
+#ifndef TRG_EMULATE
+    asm("" : "+l"(v));
+#endif
+    return v;
+}
+
+// The thread's row r (of 8) and column group h (of 2, 4 columns each).
+#define GT_ROW(r) ((r) % 4 + (r) / 4 * 32)
+#define GT_COL(h) ((h) * 16)
+
+// Every output element is one chain over k in order from its base
+// (trk_gemm_element), whatever the tiling. A and B pass through shared
+// memory 16 values of k at a time, in two buffers: tile k+1 loads from
+// global memory into registers while the warps compute on tile k, then goes
+// to the other buffer, so one __syncthreads per tile. Batched: blockIdx.z
+// picks the matrices. Attention's products are causal: a row m takes only
+// k <= m (TRG_K_UPTO_M) or k >= m (TRG_K_FROM_M), and its scores need only
+// n <= m (TRG_N_UPTO_M: blocks and warps wholly above the diagonal skip it,
+// and leave their outputs, which nothing reads, unwritten).
+// TA, TB: the operands are transposed; FAST: gemm_fast. As constants they
+// let the loads' index arithmetic fold, and each variant gets its own
+// register allocation (one kernel with all of them spilled on sm_80).
+template <bool TA, bool TB, bool FAST>
 __global__ void __launch_bounds__(GT_THREADS, 2) gemm_kernel(tr_gemm_args g, trg_batch bt) {
-    // k-major, padded against bank conflicts (rows stay 16-byte aligned)
-    __shared__ __align__(16) float As[GT_K][GT_M + 4];
-    __shared__ __align__(16) float Bs[GT_K][GT_N + 4];
+    __shared__ __align__(16) float As[2][GT_K * GT_LD];
+    __shared__ __align__(16) float Bs[2][GT_K * GT_LD];
     int z = blockIdx.z, zo = z / bt.inner, zi = z % bt.inner;
     g.a += zo * bt.a_outer + zi * bt.a_inner;
     g.b += zo * bt.b_outer + (zi / bt.group) * bt.b_inner;
     g.out += zo * bt.o_outer + zi * bt.o_inner;
     int m0 = blockIdx.y * GT_M, n0 = blockIdx.x * GT_N;
     if (bt.causal == TRG_N_UPTO_M && n0 > m0 + GT_M - 1) return; // the whole block
-    int tid = threadIdx.x, tm = tid / (GT_N / GT_R) * GT_R, tn = tid % (GT_N / GT_R) * GT_R;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int wm = warp / (GT_N / GT_WN) * GT_WM, wn = warp % (GT_N / GT_WN) * GT_WN;
+    int tm = wm + lane / 4 * 4, tn = wn + lane % 4 * 4;
+    int mrow = m0 + tm, ncol = n0 + tn; // the thread's first output
+    bool idle = bt.causal == TRG_N_UPTO_M && n0 + wn > m0 + wm + GT_WM - 1; // the warp's tile
+    // Outputs as float4s where the rows allow it (the base of accumulating
+    // GEMMs, and the stores).
+    bool ovec = g.ldo % 4 == 0 && (uintptr_t)g.out % 16 == 0;
     float acc[GT_R][GT_R];
-    int mr[GT_R];
-    for (int r = 0; r < GT_R; r++) {
-        mr[r] = m0 + tm + r;
-        for (int c = 0; c < GT_R; c++) {
-            int m = mr[r], n = n0 + tn + c;
-            acc[r][c] = m < g.M && n < g.N ? trk_gemm_base(&g, m, n) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < GT_R; r++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int m = mrow + GT_ROW(r), n = ncol + GT_COL(h);
+            float *a4 = acc[r] + 4 * h;
+            if (g.accumulate && ovec && m < g.M && n + 3 < g.N) ld4(a4, g.out + (size_t)m * g.ldo + n);
+            else
+#pragma unroll
+                for (int j = 0; j < 4; j++) a4[j] = m < g.M && n + j < g.N ? trk_gemm_base(&g, m, n + j) : 0.0f;
         }
-    }
     int kbeg = bt.causal == TRG_K_FROM_M ? (m0 < g.K ? m0 : g.K) : 0;
     int kend = bt.causal == TRG_K_UPTO_M && m0 + GT_M < g.K ? m0 + GT_M : g.K;
-    trg_share sa = gemm_share(g.a, g.lda, g.ta, m0), sb = gemm_share(g.b, g.ldb, g.tb, n0);
-    bool rows_in = m0 + GT_M <= g.M && n0 + GT_N <= g.N;
-    float ra[GT_LOADS], rb[GT_LOADS];
-    if (kbeg < kend) {
-        bool in = rows_in && kbeg + GT_K <= kend;
-        gemm_load(sa, m0, g.M, kbeg, kend, in, ra);
-        gemm_load(sb, n0, g.N, kbeg, kend, in, rb);
+    gemm_operand oa = gemm_operand_at<TA, FAST>(g.a, g.lda, m0, g.M, kbeg), ob = gemm_operand_at<TB, FAST>(g.b, g.ldb, n0, g.N, kbeg);
+    for (int l = 0; l < 2 && kbeg < kend; l++) {
+        float ra[4], rb[4];
+        gemm_load<TA, FAST>(oa, g.K, kbeg, l, ra);
+        gemm_load<TB, FAST>(ob, g.K, kbeg, l, rb);
+        gemm_store<TA>(As[0], l, ra);
+        gemm_store<TB>(Bs[0], l, rb);
     }
-    for (int k0 = kbeg; k0 < kend; k0 += GT_K) {
-#pragma unroll
-        for (int l = 0; l < GT_LOADS; l++) {
-            (&As[0][0])[sa.sbase + l * sa.sstep] = ra[l];
-            (&Bs[0][0])[sb.sbase + l * sb.sstep] = rb[l];
-        }
-        __syncthreads();
-        if (k0 + GT_K < kend) {
-            bool in = rows_in && k0 + 2 * GT_K <= kend;
-            gemm_load(sa, m0, g.M, k0 + GT_K, kend, in, ra);
-            gemm_load(sb, n0, g.N, k0 + GT_K, kend, in, rb);
-        }
+    __syncthreads();
+    for (int k0 = kbeg, buf = 0; k0 < kend; k0 += GT_K, buf ^= 1) {
+        bool more = k0 + GT_K < kend;
+        if (FAST && more) oa.p += (size_t)GT_K * (TA ? g.lda : 1), ob.p += (size_t)GT_K * (TB ? g.ldb : 1);
+        const float *a = As[buf] + tm, *b = Bs[buf] + tn;
         int kn = kend - k0 < GT_K ? kend - k0 : GT_K;
-        // Whether every k of the tile is in every row's range: off the
-        // diagonal of a causal product, all but the last tile otherwise.
-        bool full = kn == GT_K && (bt.causal == TRG_K_UPTO_M ? k0 + GT_K - 1 <= mr[0]
-                                   : bt.causal == TRG_K_FROM_M ? k0 >= mr[GT_R - 1] : true);
-        if (full) {
+        // Whether every k of the tile is in each of the thread's rows' ranges
+        // (off the diagonal of a causal product, all but the last tile
+        // otherwise), or in none.
+        int mlast = mrow + GT_ROW(GT_R - 1);
+        bool full = kn == GT_K && (bt.causal == TRG_K_UPTO_M ? k0 + GT_K - 1 <= mrow
+                                   : bt.causal == TRG_K_FROM_M ? k0 >= mlast : true);
+        bool none = idle || (bt.causal == TRG_K_UPTO_M && k0 > mlast) || (bt.causal == TRG_K_FROM_M && k0 + kn - 1 < mrow);
+        // The next tile's runs load one at a time, each during a quarter of
+        // the math on this one: few registers in flight.
 #pragma unroll
-            for (int kk = 0; kk < GT_K; kk++) gemm_step(acc, As[kk] + tm, Bs[kk] + tn, (1 << GT_R) - 1);
-        } else {
-            for (int kk = 0; kk < kn; kk++) {
-                int k = k0 + kk, rowmask = 0;
-                for (int r = 0; r < GT_R; r++)
-                    if (!((bt.causal == TRG_K_UPTO_M && k > mr[r]) || (bt.causal == TRG_K_FROM_M && k < mr[r]))) rowmask |= 1 << r;
-                gemm_step(acc, As[kk] + tm, Bs[kk] + tn, rowmask);
+        for (int q = 0; q < 4; q++) {
+            float rx[4];
+            if (more) {
+                if (q % 2 == 0) gemm_load<TA, FAST>(oa, g.K, k0 + GT_K, q / 2, rx);
+                else gemm_load<TB, FAST>(ob, g.K, k0 + GT_K, q / 2, rx);
+            }
+            if (none) {
+            } else if (full) {
+#pragma unroll
+                for (int kk = 4 * q; kk < 4 * q + 4; kk++) gemm_step(acc, a + kk * GT_LD, b + kk * GT_LD, (1 << GT_R) - 1);
+            } else {
+#pragma unroll 1
+                for (int kk = 4 * q; kk < 4 * q + 4 && kk < kn; kk++) {
+                    int k = k0 + kk, rowmask = 0;
+#pragma unroll
+                    for (int r = 0; r < GT_R; r++) {
+                        int m = mrow + GT_ROW(r);
+                        if (!((bt.causal == TRG_K_UPTO_M && k > m) || (bt.causal == TRG_K_FROM_M && k < m))) rowmask |= 1 << r;
+                    }
+                    gemm_step(acc, a + kk * GT_LD, b + kk * GT_LD, rowmask);
+                }
+            }
+            if (more) {
+                if (q % 2 == 0) gemm_store<TA>(As[buf ^ 1], q / 2, rx);
+                else gemm_store<TB>(Bs[buf ^ 1], q / 2, rx);
             }
         }
         __syncthreads();
     }
-    for (int r = 0; r < GT_R; r++)
-        for (int c = 0; c < GT_R; c++)
-            if (mr[r] < g.M && n0 + tn + c < g.N) g.out[(size_t)mr[r] * g.ldo + n0 + tn + c] = acc[r][c];
+    if (idle) return;
+    float *out = gemm_opaque(g.out);
+    int ldo = gemm_opaque(g.ldo), mr0 = gemm_opaque(mrow);
+#pragma unroll
+    for (int r = 0; r < GT_R; r++) {
+        int m = mr0 + GT_ROW(r);
+        if (m >= g.M) continue;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int n = ncol + GT_COL(h);
+            float *o = out + (size_t)m * ldo + n;
+            if (ovec && n + 3 < g.N) st4(o, acc[r] + 4 * h);
+            else
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (n + j < g.N) o[j] = acc[r][4 * h + j];
+        }
+    }
 }
 
 // Numeric contract v3 (mx8): an operand quantized, one thread per row and
@@ -739,7 +845,20 @@ __global__ void crossentropy_backward_kernel(float *dlogits, const float *probs,
 #define THREADS 256
 static unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
 
+// Whether gemm_kernel can load every run of every tile as one aligned
+// float4 (FAST): K a multiple of its k tile, each batch's operands 16-byte
+// aligned with rows of a multiple of 4, and a transposed operand's n a
+// multiple of 4 (rows past n are then clamped in whole float4s).
+static bool gemm_fast(const tr_gemm_args &g, const trg_batch &bt) {
+    return g.K % GT_K == 0 && (uintptr_t)g.a % 16 == 0 && (uintptr_t)g.b % 16 == 0 && g.lda % 4 == 0 && g.ldb % 4 == 0 &&
+           (bt.a_outer | bt.a_inner | bt.b_outer | bt.b_inner) % 4 == 0 && (!g.ta || g.M % 4 == 0) && (!g.tb || g.N % 4 == 0);
+}
+
 static void gemm_batched(const tr_gemm_args &g, const trg_batch &bt, int count) {
+    static void (*const variants[8])(tr_gemm_args, trg_batch) = {
+        gemm_kernel<false, false, false>, gemm_kernel<false, false, true>, gemm_kernel<false, true, false>, gemm_kernel<false, true, true>,
+        gemm_kernel<true, false, false>,  gemm_kernel<true, false, true>,  gemm_kernel<true, true, false>,  gemm_kernel<true, true, true>};
+    void (*gemm_kernel)(tr_gemm_args, trg_batch) = variants[!!g.ta * 4 + !!g.tb * 2 + gemm_fast(g, bt)]; // its name for TRG_PROFILE
     dim3 grid((g.N + GT_N - 1) / GT_N, (g.M + GT_M - 1) / GT_M, count);
     TRG_LAUNCH_SYNC(gemm_kernel, grid, GT_THREADS, g, bt);
 }

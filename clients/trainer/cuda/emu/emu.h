@@ -8,6 +8,7 @@
 #define TRG_EMU_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,15 @@ static void trg_emu_mma_s8_16832(int d[4], const unsigned a[4], const unsigned b
         d[i] = (int)acc;
     }
     __syncthreads();
+}
+
+// A float4 load or store (ld4, st4 in model.cu): the GPU faults unless p is
+// 16-byte aligned.
+static void trg_emu_vector_access(const void *p) {
+    if ((uintptr_t)p % 16) {
+        fprintf(stderr, "emu: float4 access at %p, not 16-byte aligned\n", p);
+        abort();
+    }
 }
 
 typedef int cudaError_t;

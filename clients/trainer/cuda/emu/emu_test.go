@@ -33,10 +33,16 @@ func TestGPUKernelsMatchCPU(t *testing.T) {
 	long := trainer.Config{Name: "long", Vocab: 61, PaddedVocab: 64, Layers: 1, Channels: 40, Heads: 5, SeqLen: 300, MicroBatch: 1}
 	longLlama := oddLlama
 	longLlama.Name, longLlama.Layers, longLlama.SeqLen, longLlama.MicroBatch = "long-llama", 1, 300, 1
+	// 256 tokens: the attention products take the GEMM's float4 path
+	// (gemm_fast: K a multiple of its k tile, aligned rows) across the
+	// diagonal's tiles too.
+	aligned := long
+	aligned.Name = "long-aligned"
 	for _, c := range []struct {
 		cfg    trainer.Config
 		n, seq int
-	}{{named("light"), 3, 48}, {odd, 5, 19}, {named("llama-light"), 3, 48}, {oddLlama, 5, 19}, {long, 2, 291}, {longLlama, 2, 291}} {
+	}{{named("light"), 3, 48}, {odd, 5, 19}, {named("llama-light"), 3, 48}, {oddLlama, 5, 19}, {long, 2, 291}, {longLlama, 2, 291},
+		{aligned, 2, 256}} {
 		t.Run(c.cfg.Name, func(t *testing.T) {
 			compareStep(t, c.cfg, c.n, c.seq)
 		})
