@@ -290,7 +290,7 @@ static int mxq_base(const float *v, int8_t *q, int *sum, int8_t *q2, int *sum2) 
     return e;
 }
 
-// 32 int32 codes (in four or two registers) to int8, in order.
+// 32 int32 codes (four registers) stored as int8, in order; returns their sum.
 __attribute__((target("avx2,fma"))) static int mxq_store8_avx2(const __m256i c[4], int8_t *q) {
     // packs work within 128-bit lanes, the permute restores the order.
     __m256i w16 = _mm256_packs_epi32(c[0], c[1]), x16 = _mm256_packs_epi32(c[2], c[3]);
