@@ -175,6 +175,13 @@ func (c *Client) sendWitness(ctx context.Context, a witnessAction) {
 		if errors.As(err, &te) && (te.Name == "AlreadyWitnessed" || te.Name == "WrongRound") {
 			c.e.witnessed = a.report.Step
 		}
+		if te != nil && te.Name == "NotInEpoch" && c.e.holdJoin {
+			// Decided before this client's leave landed (a restart's
+			// step aside): it is no longer a witness of the epoch.
+			c.e.witnessed = a.report.Step
+			c.log.Debug("witness: this client left the epoch", "step", a.report.Step)
+			return
+		}
 		c.log.Warn("witness failed", "step", a.report.Step, "err", err)
 		return
 	}

@@ -117,7 +117,10 @@ func (n *Node) request(ctx context.Context, p peer.ID, proto protocol.ID, req []
 	s, err := n.host.NewStream(ctx, p, proto)
 	if err != nil {
 		n.countFailure(p)
-		if ctx.Err() == nil && n.host.Network().Connectedness(p) != network.Connected {
+		// The peer's close code says it too, when the close is not yet
+		// seen here (a loaded machine).
+		gated := errors.Is(err, &network.ConnError{Remote: true, ErrorCode: network.ConnGated})
+		if ctx.Err() == nil && (gated || n.host.Network().Connectedness(p) != network.Connected) {
 			err = fmt.Errorf("%w (it dropped the connection as soon as we made it: has it banned us?)", err)
 		}
 		return nil, fmt.Errorf("open stream to %s: %w", p, err)
