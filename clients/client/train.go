@@ -21,16 +21,19 @@ import (
 type Update struct {
 	model coordinator.Model
 	lrs   []float32 // the rate of each inner step (one for DeMo)
+	// overlap: the round is applied one round late (config overlap), so
+	// DeMo's next step is taken at its own pending update's lookahead.
+	overlap bool
 }
 
 // NewUpdate is the update of the round that trains step with h inner
 // steps (the round's; DeMo has one) in an epoch that began at
-// epochStartStep, in a run of total steps.
-func NewUpdate(m *coordinator.Model, total, step uint32, h int, epochStartStep uint32, coldStart bool) Update {
+// epochStartStep, in a run of total steps; overlap: the run overlaps rounds.
+func NewUpdate(m *coordinator.Model, total, step uint32, h int, epochStartStep uint32, coldStart, overlap bool) Update {
 	if !SparseLoCo(m) {
 		h = 1
 	}
-	u := Update{model: *m, lrs: make([]float32, max(h, 1))}
+	u := Update{model: *m, lrs: make([]float32, max(h, 1)), overlap: overlap}
 	for j := range u.lrs {
 		u.lrs[j] = InnerLearningRate(m, total, step, j, epochStartStep, coldStart)
 	}
@@ -41,7 +44,14 @@ func NewUpdate(m *coordinator.Model, total, step uint32, h int, epochStartStep u
 func (u *Update) LR() float32 { return u.lrs[0] }
 
 // DeMo is the round's DeMo hyperparameters; false in the multi-step mode.
-func (u *Update) DeMo() (trainer.DeMo, bool) { return DeMo(&u.model, u.LR()), !SparseLoCo(&u.model) }
+func (u *Update) DeMo() (trainer.DeMo, bool) { return u.demo(), !SparseLoCo(&u.model) }
+
+// demo is the round's DeMo hyperparameters, with Overlap when it overlaps.
+func (u *Update) demo() trainer.DeMo {
+	hp := DeMo(&u.model, u.LR())
+	hp.Overlap = u.overlap
+	return hp
+}
 
 // LoCo is the round's multi-step hyperparameters; false with DeMo.
 func (u *Update) LoCo() (trainer.SparseLoCo, bool) { return LoCo(&u.model), SparseLoCo(&u.model) }
@@ -89,7 +99,7 @@ func (u *Update) Run(ctx context.Context, tr Trainer, fetch FetchFunc, batch sch
 		if loss, err = tr.Step(ctx, in, tg, seqLen); err != nil {
 			return nil, 0, 0, err
 		}
-		payload, err = tr.DeMoGenerate(DeMo(&u.model, u.LR()))
+		payload, err = tr.DeMoGenerate(u.demo())
 		return payload, loss, uint64(len(in)), err
 	}
 	h := uint16(len(u.lrs))
@@ -134,7 +144,7 @@ func (u *Update) After(rs []byte) ([]byte, error) {
 	if SparseLoCo(&u.model) {
 		return trainer.AfterLoCoApply(rs)
 	}
-	return trainer.AfterApply(rs, DeMo(&u.model, u.LR()))
+	return trainer.AfterApply(rs, u.demo())
 }
 
 // validatePayload checks a payload's format against the run's model.
@@ -150,7 +160,7 @@ func applyPayloads(tr replica, u *Update, list [][]byte) error {
 	if SparseLoCo(&u.model) {
 		return tr.LoCoApply(LoCo(&u.model), list)
 	}
-	return tr.DeMoApply(DeMo(&u.model, u.LR()), list)
+	return tr.DeMoApply(u.demo(), list)
 }
 
 // train runs this client's share of a round: fetch the assigned sequences

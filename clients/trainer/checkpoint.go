@@ -21,8 +21,8 @@ import (
 // Checkpoints are safetensors files: a u64 little-endian header length, a
 // JSON header, then the raw little-endian tensor data. The data section is the
 // state blob's float section unchanged: the parameter tensors in storage
-// order, then optim.adamw.m and optim.adamw.v, then optim.demo.delta, each
-// present when the optimizer has run. The counters live in __metadata__.
+// order, then optim.adamw.m and optim.adamw.v, then optim.demo.delta, then
+// optim.demo.pending, each present when the optimizer has made it. The counters live in __metadata__.
 const (
 	checkpointFormat  = "psyche-trainer-checkpoint"
 	modelFormat       = "psyche-trainer-model"
@@ -66,6 +66,9 @@ func (t *Trainer) checkpointTensors(flags uint32) ([]string, map[string]stEntry,
 	}
 	if flags&stateFlagDelta != 0 {
 		add("optim.demo.delta", []int{t.n}, t.n)
+	}
+	if flags&flagPending != 0 {
+		add("optim.demo.pending", []int{t.n}, t.n)
 	}
 	return names, entries, nil
 }

@@ -22,7 +22,7 @@
 int tr_demo_check(const tr_demo *hp) {
     if (!hp) return TR_EINVAL;
     if (hp->chunk < 1 || hp->chunk > TR_DEMO_MAX_CHUNK || hp->topk < 1 || hp->topk > 65535 || (hp->one_bit != 0 && hp->one_bit != 1) ||
-        (hp->lookahead != 0 && hp->lookahead != 1))
+        (hp->lookahead != 0 && hp->lookahead != 1) || (hp->overlap != 0 && hp->overlap != 1) || (hp->lookahead && hp->overlap))
         return TR_EINVAL;
     // Written as negations so NaN fails too.
     if (!(hp->lr >= 0.0f && hp->lr < 1e6f) || !(hp->decay >= 0.0f && hp->decay <= 1.0f) ||
@@ -298,6 +298,9 @@ int tr_demo_generate(tr_model *m, const tr_demo *hp, uint8_t *out, size_t cap, s
     }
     *len = tr_demo_pack(m, hp, sel_idx, sel_val, out);
     m->have_grads = 0;
+    int had = m->pending != NULL;
+    if ((rc = tr_demo_pending(m, hp, out, *len)) == TR_OK && (had || m->pending))
+        rc = tr_demo_refresh_lookahead(m, m->pending != NULL);
 done:
     free(s.f); free(s.u); free(sel_idx); free(sel_val);
     return rc;
@@ -392,21 +395,64 @@ int tr_demo_decode(const tr_model *m, const tr_demo *hp, const uint8_t *payloads
     return rc;
 }
 
-int tr_lookahead_wanted(const tr_model *m, int on) { return on && m->delta && m->lookahead; }
+int tr_lookahead_wanted(const tr_model *m, int on) { return on && (m->pending || m->delta) && m->lookahead; }
 
-// The forward point of the next step: x - lr*sign(delta), where this client's
-// own pending update leads. Derived state: recomputed, never exported.
+// The forward point of the next step: x - lr*sign(src), where this client's
+// own pending update leads: the update its payload asks for while that
+// payload awaits its apply (overlap), else the momentum (lookahead). lr is
+// the last apply's. Derived state: recomputed, never exported.
 int tr_demo_refresh_lookahead(tr_model *m, int on) {
     m->lookahead_on = 0;
     if (!tr_lookahead_wanted(m, on)) return TR_OK;
-    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_DELTA);
+    int rc = tr_host_read(m, TR_BUF_PARAMS | (m->pending ? TR_BUF_PENDING : TR_BUF_DELTA));
     if (rc) return rc;
     tr_host_replace(m, TR_BUF_LOOKAHEAD);
     float lr = m->demo_lr;
+    const float *src = m->pending ? m->pending : m->delta;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-    for (size_t i = 0; i < m->num_params; i++) m->lookahead[i] = trk_lookahead(m->params[i], m->delta[i], lr);
+    for (size_t i = 0; i < m->num_params; i++) m->lookahead[i] = trk_lookahead(m->params[i], src[i], lr);
     m->lookahead_on = 1;
     return TR_OK;
+}
+
+// U of tensor x from n clients' decoded entries (client c's at idx, val +
+// c*entries): the scatter-mean, inverse-transformed; what apply steps by
+// the sign of. Uses the model's first three DeMo buffers; U must be none.
+static void tr_demo_update(tr_model *m, const tr_demo_tensor *x, int n, const uint32_t *idx, const float *val, size_t entries,
+                           const tr_demo_scratch *s, float *U) {
+    float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len;
+    memset(Y, 0, sizeof(float) * (size_t)x->rows * x->cols);
+    // chunks are disjoint, so they can go to different threads
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t b = 0; b < x->nchunks; b++)
+        trk_chunk_sum(Y, x, b, n, idx, val, entries, s->u + 2 * s->per * omp_get_thread_num());
+    tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, Y, U, S1, S2, 1);
+}
+
+int tr_demo_pending(tr_model *m, const tr_demo *hp, const uint8_t *own, size_t len) {
+    if (!hp->overlap) {
+        free(m->pending);
+        m->pending = NULL;
+        return TR_OK;
+    }
+    uint32_t *idx;
+    float *val;
+    tr_demo_scratch s = {0};
+    int rc = tr_demo_decode(m, hp, own, &len, 1, &idx, &val);
+    if (rc) goto done;
+    tr_demo_tensor t[TR_MAX_TENSORS];
+    const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+    size_t entries = tr_chunk_totals(t, nt).entries, first = 0;
+    if ((rc = tr_demo_scratch_alloc(m, t, nt, &s)) || (rc = tr_lookahead_alloc(m))) goto done;
+    if (!m->pending && !(m->pending = malloc(sizeof(float) * m->num_params))) { rc = TR_ENOMEM; goto done; }
+    tr_host_replace(m, TR_BUF_PENDING);
+    for (int ti = 0; ti < nt; ti++) {
+        tr_demo_update(m, &t[ti], 1, idx + first, val + first, entries, &s, m->pending + t[ti].offset);
+        first += t[ti].nchunks * t[ti].k;
+    }
+done:
+    free(idx); free(val); free(s.f); free(s.u);
+    return rc;
 }
 
 int tr_lookahead_alloc(tr_model *m) {
@@ -425,28 +471,22 @@ int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const
     const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
     size_t entries = tr_chunk_totals(t, nt).entries;
     if ((rc = tr_demo_scratch_alloc(m, t, nt, &s))) goto done;
-    if (hp->lookahead && (rc = tr_lookahead_alloc(m))) goto done;
+    if ((hp->lookahead || m->pending) && (rc = tr_lookahead_alloc(m))) goto done;
     if ((rc = tr_host_write(m, TR_BUF_PARAMS))) goto done;
-    float wdf = 1.0f - hp->lr * hp->weight_decay, lr = hp->lr;
-    float *Y = m->demo_buf, *S1 = Y + m->demo_buf_len, *S2 = S1 + m->demo_buf_len, *U = S2 + m->demo_buf_len;
+    float wdf = 1.0f - hp->lr * hp->weight_decay, lr = hp->lr, *U = m->demo_buf + 3 * m->demo_buf_len;
     size_t first = 0;
     for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor *x = &t[ti];
         float *param = m->params + x->offset;
         size_t numel = (size_t)x->rows * x->cols;
-        memset(Y, 0, sizeof(float) * numel);
-        // chunks are disjoint, so they can go to different threads
-        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (size_t b = 0; b < x->nchunks; b++)
-            trk_chunk_sum(Y, x, b, n, idx + first, val + first, entries, s.u + 2 * s.per * omp_get_thread_num());
-        tr_dct_tensor(m, x->rows, x->cols, x->cr, x->cc, Y, U, S1, S2, 1);
+        tr_demo_update(m, x, n, idx + first, val + first, entries, &s, U);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t i = 0; i < numel; i++) param[i] = trk_demo_step(param[i], U[i], wdf, lr);
         first += x->nchunks * x->k;
     }
     m->demo_lr = lr;
     m->step++;
-    rc = tr_demo_refresh_lookahead(m, hp->lookahead);
+    rc = tr_demo_refresh_lookahead(m, hp->lookahead || m->pending);
 done:
     free(idx); free(val); free(s.f); free(s.u);
     return rc;

@@ -369,3 +369,101 @@ func TestDeMoSettingsDoNotWrap(t *testing.T) {
 		}
 	}
 }
+
+// Overlapped steps: after a generate with Overlap, the trainer's next
+// gradients are those at x - lr*sign(U), U the update its own payload asks
+// for and x its weights once the previous step's payloads are applied: what
+// another trainer computes by applying that payload alone (no weight decay)
+// and stepping there. The pending update travels in the state (a restore
+// replays the step bit for bit) and a generate without Overlap drops it.
+func TestDeMoOverlapStepsAtPendingUpdate(t *testing.T) {
+	cfg := tinyConfig
+	text := textFor(cfg, 9, 4096)
+	hp := testDeMo
+	hp.Lookahead, hp.Overlap, hp.WeightDecay = false, true, 0
+	grads := func(tr *Trainer) []float32 {
+		t.Helper()
+		g, err := tr.Grads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	a, other := newTrainer(t, cfg, 3), newTrainer(t, cfg, 3)
+	// Step 1, applied late: a's payload and another client's.
+	step(t, a, text, 0, 4, cfg.SeqLen)
+	step(t, other, text, 64, 4, cfg.SeqLen)
+	p1, err := a.DeMoGenerate(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q1, err := other.DeMoGenerate(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeMoApply(hp, nil); err != nil { // step 0's (none): sets lr for the lookahead
+		t.Fatal(err)
+	}
+	// Step 2 at the lookahead; then its payload, then step 1's apply.
+	step(t, a, text, 128, 4, cfg.SeqLen)
+	p2, err := a.DeMoGenerate(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeMoApply(hp, [][]byte{p1, q1}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := a.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := mustState(t, a)
+	step(t, a, text, 192, 4, cfg.SeqLen)
+	got := grads(a)
+
+	ref := newTrainer(t, cfg, 3)
+	if err := ref.SetParams(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.DeMoApply(hp, [][]byte{p2}); err != nil {
+		t.Fatal(err)
+	}
+	step(t, ref, text, 192, 4, cfg.SeqLen)
+	want := grads(ref)
+	at := newTrainer(t, cfg, 3) // the same step at x itself
+	if err := at.SetParams(x); err != nil {
+		t.Fatal(err)
+	}
+	step(t, at, text, 192, 4, cfg.SeqLen)
+	if sameBits(grads(at), want) < 0 {
+		t.Fatal("the gradients at x equal those at the pending update's lookahead: the test shows nothing")
+	}
+	if sameBits(got, want) >= 0 {
+		t.Fatal("the step after an overlapped generate is not taken at x - lr*sign(U(own payload))")
+	}
+
+	// The state carries the pending update: a restored trainer takes the
+	// same step.
+	restored := newTrainer(t, cfg, 8)
+	if err := restored.ImportState(saved); err != nil {
+		t.Fatal(err)
+	}
+	step(t, restored, text, 192, 4, cfg.SeqLen)
+	if sameBits(grads(restored), got) >= 0 {
+		t.Fatal("a trainer restored from the state does not step at the pending update's lookahead")
+	}
+	plain := testDeMo
+	plain.Lookahead = false
+	if _, err := a.DeMoGenerate(plain); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(mustState(t, a)); n != len(saved)-4*a.NumParams() {
+		t.Fatalf("a generate without Overlap left a %d-byte state, want %d (no pending update)", n, len(saved)-4*a.NumParams())
+	}
+	both := hp
+	both.Lookahead = true
+	step(t, a, text, 0, 4, cfg.SeqLen)
+	if _, err := a.DeMoGenerate(both); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Overlap with Lookahead: %v, want ErrInvalid", err)
+	}
+}

@@ -20,7 +20,7 @@ typedef struct {
     float *host;
 } tr_dev_buf;
 
-enum { TR_DEV_BUFS = 9 };
+enum { TR_DEV_BUFS = 10 };
 
 static void tr_dev_bufs(tr_model *m, tr_dev_buf b[TR_DEV_BUFS]) {
     float *am = m->anchor_moments ? m->anchor_m : NULL, *av = m->anchor_moments ? m->anchor_v : NULL;
@@ -29,7 +29,7 @@ static void tr_dev_bufs(tr_model *m, tr_dev_buf b[TR_DEV_BUFS]) {
         {TR_BUF_ADAM, TRG_ADAM_M, m->adam_m},       {TR_BUF_ADAM, TRG_ADAM_V, m->adam_v},
         {TR_BUF_DELTA, TRG_DELTA, m->delta},        {TR_BUF_LOOKAHEAD, TRG_LOOKAHEAD, m->lookahead},
         {TR_BUF_ANCHOR, TRG_ANCHOR, m->anchor},     {TR_BUF_ANCHOR, TRG_ANCHOR_M, am},
-        {TR_BUF_ANCHOR, TRG_ANCHOR_V, av},
+        {TR_BUF_ANCHOR, TRG_ANCHOR_V, av},          {TR_BUF_PENDING, TRG_PENDING, m->pending},
     };
     memcpy(b, all, sizeof all);
 }
@@ -126,8 +126,9 @@ static tr_chunk_sizes tr_dev_sizes(const tr_model *m, int chunk, int topk) {
 static int tr_lookahead_device(tr_model *m, int on) {
     m->lookahead_on = 0;
     if (!tr_lookahead_wanted(m, on)) return TR_OK;
-    int rc = tr_dev_use(m, TR_BUF_PARAMS | TR_BUF_DELTA);
-    if (rc || (rc = trg_lookahead(m->dev, m->demo_lr))) return rc;
+    unsigned src = m->pending ? TR_BUF_PENDING : TR_BUF_DELTA;
+    int rc = tr_dev_use(m, TR_BUF_PARAMS | src);
+    if (rc || (rc = trg_lookahead(m->dev, m->pending ? TRG_PENDING : TRG_DELTA, m->demo_lr))) return rc;
     tr_dev_wrote(m, TR_BUF_LOOKAHEAD);
     m->lookahead_on = 1;
     return TR_OK;
@@ -148,6 +149,11 @@ int tr_demo_generate_device(tr_model *m, const tr_demo *hp, uint8_t *out, size_t
     tr_dev_wrote(m, TR_BUF_DELTA);
     *len = tr_demo_pack(m, hp, idx, val, out);
     m->have_grads = 0;
+    // The pending update is computed here (one more inverse transform) and
+    // goes up with the lookahead.
+    int had = m->pending != NULL;
+    if ((rc = tr_demo_pending(m, hp, out, *len)) == TR_OK && (had || m->pending))
+        rc = tr_lookahead_device(m, m->pending != NULL);
 done:
     free(idx); free(val);
     return rc;
@@ -159,13 +165,13 @@ int tr_demo_apply_device(tr_model *m, const tr_demo *hp, const uint8_t *payloads
     // All payloads are checked before anything changes.
     int rc = tr_demo_decode(m, hp, payloads, lens, n, &idx, &val);
     if (rc == TR_OK && !m->dev) rc = TR_EINVAL;
-    if (rc || (hp->lookahead && (rc = tr_lookahead_alloc(m))) || (rc = tr_dev_use(m, TR_BUF_PARAMS)) ||
+    if (rc || ((hp->lookahead || m->pending) && (rc = tr_lookahead_alloc(m))) || (rc = tr_dev_use(m, TR_BUF_PARAMS)) ||
         (rc = trg_demo_apply(m->dev, hp, n, idx, val)))
         goto done;
     tr_dev_wrote(m, TR_BUF_PARAMS);
     m->demo_lr = hp->lr;
     m->step++;
-    rc = tr_lookahead_device(m, hp->lookahead);
+    rc = tr_lookahead_device(m, hp->lookahead || m->pending);
 done:
     free(idx); free(val);
     return rc;

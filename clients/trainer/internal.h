@@ -57,12 +57,13 @@ struct tr_model {
     float *grads;     // (N) gradients of the last tr_step
     float *dwte_emb;  // (Vp*C) the token embedding's share of wte's gradient, during tr_step
     int have_grads;
-    float *lookahead; // (N) x - lr*sign(delta) when DeMo lookahead is on, else NULL
+    float *lookahead; // (N) x - lr*sign(pending, else delta) when the DeMo lookahead is on, else NULL
     int lookahead_on;
 
     float *adam_m, *adam_v; // (N) each, allocated on first AdamW step
     uint64_t adam_t;
     float *delta;           // (N) DeMo momentum or SparseLoCo error feedback, allocated on first generate
+    float *pending;         // (N) U of this client's own DeMo payload while it awaits its apply (overlap), else NULL
     float demo_lr;          // lr of the last DeMo apply (for the lookahead)
     uint64_t step;          // optimizer steps taken
 
@@ -109,7 +110,8 @@ enum {
     TR_BUF_DELTA = 8,     // DeMo momentum or SparseLoCo error feedback
     TR_BUF_LOOKAHEAD = 16,
     TR_BUF_ANCHOR = 32,   // a SparseLoCo round's start: anchor, and anchor_m/anchor_v when anchor_moments
-    TR_BUF_ALL = 63
+    TR_BUF_PENDING = 64,  // DeMo's pending update
+    TR_BUF_ALL = 127
 };
 int tr_host_read(tr_model *m, unsigned bufs);
 int tr_host_write(tr_model *m, unsigned bufs);
@@ -182,6 +184,9 @@ int tr_delta_alloc(tr_model *m);
 int tr_lookahead_alloc(tr_model *m);
 int tr_lookahead_wanted(const tr_model *m, int on);
 int tr_demo_refresh_lookahead(tr_model *m, int on);
+// With hp->overlap, m->pending becomes U of this client's own payload (len
+// bytes, just generated; the lookahead buffer allocated); without, it goes.
+int tr_demo_pending(tr_model *m, const tr_demo *hp, const uint8_t *own, size_t len);
 // The parts of DeMo's entry points that run on the host whichever side
 // computes: argument checks, payloads decoded into in-chunk indices and
 // values (all n or none: client c's E entries at idx, val + c*E, E = the

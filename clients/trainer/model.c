@@ -85,7 +85,7 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
 void tr_destroy(tr_model *m) {
     if (!m) return;
     free(m->params); free(m->grads); free(m->dwte_emb); free(m->lookahead);
-    free(m->adam_m); free(m->adam_v); free(m->delta);
+    free(m->adam_m); free(m->adam_v); free(m->delta); free(m->pending);
     free(m->anchor); free(m->anchor_m); free(m->anchor_v);
     free(m->act_mem); free(m->dact_mem); free(m->rope_cos); free(m->rope_sin); free(m->kv_cache); free(m->decode_buf);
     free(m->attn_buf); free(m->pack_buf); free(m->demo_buf); free(m->mx_scratch);

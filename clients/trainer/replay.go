@@ -90,12 +90,14 @@ const (
 	stateFlagsOff = 52
 	flagDelta     = 2
 	flagLookahead = 4
+	flagPending   = 16
 )
 
 // AfterApply is the replay state rs becomes when the round is applied
-// (DeMoApply at lr): the apply leaves the momentum as it is and sets the
-// header as tr_demo_apply does (last learning rate, step counter, the
-// lookahead on when hp asks for it and there is momentum). A trainer
+// (DeMoApply at lr): the apply leaves the momentum and the pending update
+// as they are and sets the header as tr_demo_apply does (last learning
+// rate, step counter, the lookahead on when there is a pending update, or
+// when hp asks for it and there is momentum). A trainer
 // commits to this state as its state after a step, so that its next
 // step's state before continues it exactly.
 func AfterApply(rs []byte, hp DeMo) ([]byte, error) {
@@ -106,7 +108,7 @@ func AfterApply(rs []byte, hp DeMo) ([]byte, error) {
 	binary.LittleEndian.PutUint64(out[stateStepOff:], binary.LittleEndian.Uint64(out[stateStepOff:])+1)
 	binary.LittleEndian.PutUint32(out[stateLROff:], math.Float32bits(hp.LR))
 	flags := binary.LittleEndian.Uint32(out[stateFlagsOff:]) &^ flagLookahead
-	if hp.Lookahead && flags&flagDelta != 0 {
+	if flags&flagPending != 0 || hp.Lookahead && flags&flagDelta != 0 {
 		flags |= flagLookahead
 	}
 	binary.LittleEndian.PutUint32(out[stateFlagsOff:], flags)

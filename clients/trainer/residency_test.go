@@ -51,7 +51,8 @@ func TestGPUResidency(t *testing.T) {
 // momentum, error feedback and round start resident there) give the CPU's
 // payload bytes and state digests, step after step: GPT-2 and Llama light,
 // clipping active, one-bit and f32 DeMo values, a small k and the merge
-// sort's large k, lookahead on and off, rounds with and without AdamW
+// sort's large k, lookahead on and off, overlapped steps (the pending
+// update's lookahead), rounds with and without AdamW
 // moments at their start, and applies of two clients' payloads. The first
 // two forward/backward passes run on the device, the later ones on the CPU
 // (the emulated device runs a step thread by thread), so that gradients
@@ -123,6 +124,21 @@ func optimizerScript(t *testing.T, tr *Trainer, gpu bool) []residencyResult {
 		}
 		must("DeMoApply", tr.DeMoApply(hp, ps))
 		record("DeMoApply")
+		prev = p
+	}
+	// Overlapped steps: each payload applied one step late, the step in
+	// between taken at the pending update's lookahead.
+	late := clipped
+	late.Lookahead, late.Overlap = false, true
+	prev = nil
+	for range 3 {
+		train()
+		p, err := tr.DeMoGenerate(late)
+		payload("DeMoGenerate, overlap", p, err)
+		if prev != nil {
+			must("DeMoApply, overlap", tr.DeMoApply(late, [][]byte{prev}))
+			record("DeMoApply, overlap")
+		}
 		prev = p
 	}
 	small := SparseLoCo{OuterLR: 0.7, Decay: 0.95, Chunk: 64, TopK: 8, ValueBits: 2}

@@ -4,8 +4,9 @@
 // Format, little-endian (version 1 for GPT-2, 2 for Llama):
 //   "PSYS" | u32 version | u32 vocab, padded_vocab, layers, channels, heads, seq_len
 //   | u64 step | u64 adam_t | f32 demo_lr | u32 flags (bit 0: AdamW m,v; bit 1: DeMo delta;
-//   bit 2: DeMo lookahead on; bit 3: numeric contract v3, mx8, which the model must match) | version 2 only: u32 arch=1, kv_heads, hidden, untied,
-//   f32 rope_theta | f32 params[N] | [f32 m[N], f32 v[N]] | [f32 delta[N]]
+//   bit 2: DeMo lookahead on; bit 3: numeric contract v3, mx8, which the model must match; bit 4: DeMo
+//   pending update) | version 2 only: u32 arch=1, kv_heads, hidden, untied,
+//   f32 rope_theta | f32 params[N] | [f32 m[N], f32 v[N]] | [f32 delta[N]] | [f32 pending[N]]
 
 #include "internal.h"
 
@@ -16,10 +17,11 @@
 #define TR_STATE_DELTA 2u
 #define TR_STATE_LOOKAHEAD 4u
 #define TR_STATE_MX8 8u
+#define TR_STATE_PENDING 16u
 
 static uint32_t tr_state_flags(const tr_model *m) {
     return (m->adam_m ? TR_STATE_ADAM : 0) | (m->delta ? TR_STATE_DELTA : 0) | (m->lookahead_on ? TR_STATE_LOOKAHEAD : 0) |
-           (m->cfg.arith == TR_ARITH_MX8 ? TR_STATE_MX8 : 0);
+           (m->cfg.arith == TR_ARITH_MX8 ? TR_STATE_MX8 : 0) | (m->pending ? TR_STATE_PENDING : 0);
 }
 
 static uint32_t tr_state_version(const tr_model *m) { return tr_is_llama(&m->cfg) ? 2 : 1; }
@@ -27,7 +29,7 @@ static uint32_t tr_state_version(const tr_model *m) { return tr_is_llama(&m->cfg
 static size_t tr_state_header_len(const tr_model *m) { return tr_is_llama(&m->cfg) ? TR_STATE_HEADER_V2 : TR_STATE_HEADER_V1; }
 
 static size_t tr_state_bytes(const tr_model *m, uint32_t flags) {
-    size_t n = 1 + ((flags & TR_STATE_ADAM) ? 2 : 0) + ((flags & TR_STATE_DELTA) ? 1 : 0);
+    size_t n = 1 + ((flags & TR_STATE_ADAM) ? 2 : 0) + ((flags & TR_STATE_DELTA) ? 1 : 0) + ((flags & TR_STATE_PENDING) ? 1 : 0);
     return tr_state_header_len(m) + 4 * n * m->num_params;
 }
 
@@ -75,7 +77,7 @@ int tr_state_export(tr_model *m, uint8_t *out, size_t cap) {
     if (!m || !out) return TR_EINVAL;
     uint32_t flags = tr_state_flags(m);
     if (cap < tr_state_bytes(m, flags)) return TR_ESHORT;
-    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA);
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA | TR_BUF_PENDING);
     if (rc) return rc;
     tr_state_put_header(m, out);
     uint8_t *p = tr_put_floats(out + tr_state_header_len(m), m->params, m->num_params);
@@ -83,7 +85,8 @@ int tr_state_export(tr_model *m, uint8_t *out, size_t cap) {
         p = tr_put_floats(p, m->adam_m, m->num_params);
         p = tr_put_floats(p, m->adam_v, m->num_params);
     }
-    if (flags & TR_STATE_DELTA) tr_put_floats(p, m->delta, m->num_params);
+    if (flags & TR_STATE_DELTA) p = tr_put_floats(p, m->delta, m->num_params);
+    if (flags & TR_STATE_PENDING) tr_put_floats(p, m->pending, m->num_params);
     return TR_OK;
 }
 
@@ -95,18 +98,19 @@ int tr_state_header(const tr_model *m, uint8_t *out, size_t cap, size_t *len) {
     return TR_OK;
 }
 
-// The float section is params, then [m, v], then [delta]: float i of it.
+// The float section is params, then [m, v], then [delta], then [pending]: float i of it.
 int tr_state_floats(tr_model *m, size_t first, size_t count, uint8_t *out) {
     if (!m || !out) return TR_EINVAL;
     uint32_t flags = tr_state_flags(m);
     size_t N = m->num_params, total = (tr_state_bytes(m, flags) - tr_state_header_len(m)) / 4;
     if (first > total || count > total - first) return TR_EINVAL;
-    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA);
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA | TR_BUF_PENDING);
     if (rc) return rc;
-    const float *parts[4] = {m->params, NULL, NULL, NULL};
+    const float *parts[5] = {m->params, NULL, NULL, NULL, NULL};
     int np = 1;
     if (flags & TR_STATE_ADAM) { parts[np++] = m->adam_m; parts[np++] = m->adam_v; }
     if (flags & TR_STATE_DELTA) parts[np++] = m->delta;
+    if (flags & TR_STATE_PENDING) parts[np++] = m->pending;
     for (size_t i = first; i < first + count; i++, out += 4) tr_put_f32(out, parts[i / N][i % N]);
     return TR_OK;
 }
@@ -135,9 +139,9 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
         for (int i = 6; i < 11; i++)
             if (tr_get_u32(in + TR_STATE_HEADER_V1 + 4 * (i - 6)) != v[i]) return TR_ESTATE;
     uint32_t flags = tr_get_u32(in + 52);
-    if (flags & ~(TR_STATE_ADAM | TR_STATE_DELTA | TR_STATE_LOOKAHEAD | TR_STATE_MX8)) return TR_ESTATE;
+    if (flags & ~(TR_STATE_ADAM | TR_STATE_DELTA | TR_STATE_LOOKAHEAD | TR_STATE_MX8 | TR_STATE_PENDING)) return TR_ESTATE;
     if ((flags & TR_STATE_MX8) != (tr_state_flags(m) & TR_STATE_MX8)) return TR_ESTATE;
-    if ((flags & TR_STATE_LOOKAHEAD) && !(flags & TR_STATE_DELTA)) return TR_ESTATE;
+    if ((flags & TR_STATE_LOOKAHEAD) && !(flags & (TR_STATE_DELTA | TR_STATE_PENDING))) return TR_ESTATE;
     if (len != tr_state_bytes(m, flags)) return TR_ESTATE;
     float demo_lr = tr_get_f32(in + 48);
     if (!(demo_lr >= 0.0f && demo_lr < 1e6f)) return TR_ESTATE;
@@ -149,7 +153,9 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
         if (!tr_floats_ok(pa, N, 0) || !tr_floats_ok(pa + 4 * N, N, 1)) return TR_ESTATE;
         pd = pa + 8 * N;
     }
+    const uint8_t *pp = (flags & TR_STATE_DELTA) ? pd + 4 * N : pd;
     if ((flags & TR_STATE_DELTA) && !tr_floats_ok(pd, N, 0)) return TR_ESTATE;
+    if ((flags & TR_STATE_PENDING) && !tr_floats_ok(pp, N, 0)) return TR_ESTATE;
     // Allocate everything first so a failure leaves the model unchanged.
     if ((flags & TR_STATE_ADAM) && !m->adam_m) {
         m->adam_m = malloc(sizeof(float) * N);
@@ -161,8 +167,9 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
         }
     }
     if ((flags & TR_STATE_DELTA) && !m->delta && !(m->delta = malloc(sizeof(float) * N))) return TR_ENOMEM;
-    if ((flags & TR_STATE_LOOKAHEAD) && tr_lookahead_alloc(m)) return TR_ENOMEM;
-    tr_host_replace(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA);
+    if ((flags & TR_STATE_PENDING) && !m->pending && !(m->pending = malloc(sizeof(float) * N))) return TR_ENOMEM;
+    if ((flags & (TR_STATE_LOOKAHEAD | TR_STATE_PENDING)) && tr_lookahead_alloc(m)) return TR_ENOMEM;
+    tr_host_replace(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA | TR_BUF_PENDING);
     tr_get_floats(m->params, p, N);
     if (flags & TR_STATE_ADAM) {
         tr_get_floats(m->adam_m, pa, N);
@@ -172,6 +179,8 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     }
     if (flags & TR_STATE_DELTA) tr_get_floats(m->delta, pd, N);
     else { free(m->delta); m->delta = NULL; }
+    if (flags & TR_STATE_PENDING) tr_get_floats(m->pending, pp, N);
+    else { free(m->pending); m->pending = NULL; }
     m->step = tr_get_u64(in + 32);
     m->adam_t = tr_get_u64(in + 40);
     m->demo_lr = demo_lr;

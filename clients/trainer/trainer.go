@@ -412,6 +412,11 @@ type DeMo struct {
 	TopK        int     // coefficients kept per chunk, 1..65535, e.g. 8
 	OneBit      bool    // send sign bits only, decoded as +1/-1
 	Lookahead   bool    // compute gradients at x - lr*sign(delta)
+	// Overlap (DeMoGenerate): the payload is applied one step late, after
+	// the next step's gradients, so those are taken at x - lr*sign(U),
+	// U the update this payload asks for (the pending update; see README.md,
+	// "Overlapped steps"). Not with Lookahead.
+	Overlap bool
 }
 
 func (hp DeMo) c() C.tr_demo {
@@ -422,7 +427,8 @@ func (hp DeMo) c() C.tr_demo {
 		return 0
 	}
 	return C.tr_demo{lr: C.float(hp.LR), decay: C.float(hp.Decay), weight_decay: C.float(hp.WeightDecay),
-		clip_norm: C.float(hp.ClipNorm), chunk: cInt(hp.Chunk), topk: cInt(hp.TopK), one_bit: b(hp.OneBit), lookahead: b(hp.Lookahead)}
+		clip_norm: C.float(hp.ClipNorm), chunk: cInt(hp.Chunk), topk: cInt(hp.TopK), one_bit: b(hp.OneBit), lookahead: b(hp.Lookahead),
+		overlap: b(hp.Overlap)}
 }
 
 // cInt converts a setting for C. Beyond C's int a value would wrap (2^32 +

@@ -55,6 +55,9 @@ typedef struct {
     int topk;           // coefficients kept per chunk
     int one_bit;        // 1: values sent as sign bits (decoded as +1/-1)
     int lookahead;      // 1: forward/backward at x - lr*sign(delta)
+    int overlap;        // 1 (generate): the payload is applied one step late, so until this
+                        // client's next generate its forward point is x - lr*sign(U), U the
+                        // update its own payload asks for (the pending update)
 } tr_demo;
 
 // SparseLoCo: H inner AdamW steps, then the pseudo-gradient (weights at the

@@ -128,7 +128,7 @@ func verify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	u := client.NewUpdate(&model, s.Config.TotalSteps, step, int(model.InnerSteps), com.epochStartStep, com.coldStart)
+	u := client.NewUpdate(&model, s.Config.TotalSteps, step, int(model.InnerSteps), com.epochStartStep, com.coldStart, s.Config.Overlap != 0)
 	lr := u.LR()
 	rep, err := replayContribution(c.Context, replayInput{
 		tr: tr, params: params, state: state, published: published,

@@ -1008,6 +1008,7 @@ struct trg_model {
     float *params, *grads;  // (N) device: the weights the forward pass sees, the last step's gradients
     float *adam_m, *adam_v; // (N) device AdamW moments, allocated on first upload
     float *delta, *lookahead; // (N) DeMo momentum or SparseLoCo error feedback, DeMo lookahead point: on first use
+    float *pending;           // (N) DeMo's pending update (overlap): on first upload
     float *anchor, *anchor_m, *anchor_v; // (N) a SparseLoCo round's start: on first use
     float *dct[257];        // DCT-II matrices (D then D^T) by size, built on first use
     trg_scratch work, work_u, ent; // DeMo and SparseLoCo: tensor-sized floats and indices, payload entries
@@ -1193,7 +1194,7 @@ extern "C" void trg_destroy(trg_model *g) {
     cudaFree(g->dpre); cudaFree(g->rows.max); cudaFree(g->rows.val); cudaFree(g->rows.lanes); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
     cudaFree(g->mx.qa); cudaFree(g->mx.qb); cudaFree(g->mx.sa); cudaFree(g->mx.sb);
     cudaFree(g->adam_m); cudaFree(g->adam_v); cudaFree(g->norm_part);
-    cudaFree(g->delta); cudaFree(g->lookahead); cudaFree(g->anchor); cudaFree(g->anchor_m); cudaFree(g->anchor_v);
+    cudaFree(g->delta); cudaFree(g->lookahead); cudaFree(g->anchor); cudaFree(g->anchor_m); cudaFree(g->anchor_v); cudaFree(g->pending);
     for (int i = 0; i < 257; i++) cudaFree(g->dct[i]);
     cudaFree(g->work.p); cudaFree(g->work_u.p); cudaFree(g->ent.p);
     cudaFreeHost(g->h_losses); cudaFreeHost(g->h_norm_part);
@@ -1293,6 +1294,7 @@ static float **trg_slot(trg_model *g, int buf) {
     case TRG_ANCHOR: return &g->anchor;
     case TRG_ANCHOR_M: return &g->anchor_m;
     case TRG_ANCHOR_V: return &g->anchor_v;
+    case TRG_PENDING: return &g->pending;
     default: return NULL;
     }
 }
@@ -1665,11 +1667,11 @@ extern "C" int trg_demo_apply(trg_model *g, const tr_demo *hp, int n, const uint
     return TR_OK;
 }
 
-extern "C" int trg_lookahead(trg_model *g, float lr) {
-    float *la;
-    int rc = g && g->delta ? trg_buffer(g, TRG_LOOKAHEAD, g->num_params, 1, &la) : TR_EINVAL;
+extern "C" int trg_lookahead(trg_model *g, int src, float lr) {
+    float *la, *d = g && (src == TRG_DELTA || src == TRG_PENDING) ? *trg_slot(g, src) : NULL;
+    int rc = d ? trg_buffer(g, TRG_LOOKAHEAD, g->num_params, 1, &la) : TR_EINVAL;
     if (rc) return rc;
-    TRG_LAUNCH(lookahead_kernel, blocks_for(g->num_params), THREADS, la, g->params, g->delta, g->num_params, lr);
+    TRG_LAUNCH(lookahead_kernel, blocks_for(g->num_params), THREADS, la, g->params, d, g->num_params, lr);
     CK(cudaGetLastError());
     return TR_OK;
 }

@@ -40,6 +40,7 @@ enum {
     TRG_ANCHOR = 6,
     TRG_ANCHOR_M = 7,
     TRG_ANCHOR_V = 8,
+    TRG_PENDING = 9,
 };
 // Copy buffer buf between host and device. Buffers other than TRG_PARAMS
 // and TRG_GRADS are allocated by their first upload or trg_copy (downloading
@@ -68,8 +69,8 @@ int trg_adamw(trg_model *g, const tr_adamw *hp, uint64_t t);
 // decoded entries (client c's at idx, val + c*E).
 int trg_demo_generate(trg_model *g, const tr_demo *hp, uint32_t *idx, float *val);
 int trg_demo_apply(trg_model *g, const tr_demo *hp, int n, const uint32_t *idx, const float *val);
-// TRG_LOOKAHEAD = TRG_PARAMS - lr * sign(TRG_DELTA).
-int trg_lookahead(trg_model *g, float lr);
+// TRG_LOOKAHEAD = TRG_PARAMS - lr * sign(src), src TRG_DELTA or TRG_PENDING.
+int trg_lookahead(trg_model *g, int src, float lr);
 // SparseLoCo with loco.c's arithmetic, entries as DeMo's. Generate folds
 // TRG_ANCHOR - TRG_PARAMS into TRG_DELTA and selects and quantises each
 // chunk's top-k: indices sel and codes code (E each), one scale per chunk

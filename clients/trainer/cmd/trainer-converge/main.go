@@ -109,6 +109,7 @@ type options struct {
 	clients                                                    []int
 	methods                                                    []method
 	cosine, trace                                              bool
+	staleLookahead                                             bool // DeMo +delay: steps at the pending update's lookahead
 	minFrac                                                    float64
 	demo                                                       trainer.DeMo
 	loco                                                       trainer.SparseLoCo
@@ -159,6 +160,8 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 	demoWD := fs.Float64("demo-wd", 0, "DeMo weight decay")
 	fs.BoolVar(&o.demo.OneBit, "one-bit", true, "DeMo one-bit values")
 	fs.BoolVar(&o.demo.Lookahead, "lookahead", false, "DeMo lookahead (the client does not use it)")
+	fs.BoolVar(&o.staleLookahead, "stale-lookahead", true, "demo+delay takes each step at x - lr*sign(U), U the update "+
+		"its own pending payload asks for, as an overlapping client does (false: at the stale weights)")
 	locoLRs := fs.String("loco-lr", "3e-3", "comma-separated SparseLoCo inner AdamW peak learning rates (empty: skip SparseLoCo)")
 	outerLRs := fs.String("loco-outer-lr", "2", "comma-separated SparseLoCo outer learning rates per client: "+
 		"the outer step uses this times the client count, since the mean over clients of sparse payloads that rarely overlap "+
@@ -196,6 +199,9 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 	for _, m := range o.methods {
 		if m.kind == kindLoCo && o.steps%m.h != 0 {
 			return nil, fmt.Errorf("-steps %d is not a multiple of %s's %d inner steps", o.steps, m, m.h)
+		}
+		if m.kind == kindDeMo && m.delay && o.demo.Lookahead && o.staleLookahead {
+			return nil, fmt.Errorf("-lookahead and demo+delay's pending-update lookahead exclude each other (add -stale-lookahead=false)")
 		}
 	}
 	o.demo.Decay, o.demo.WeightDecay, o.demo.ClipNorm = float32(*decay), float32(*demoWD), float32(*clip)
@@ -236,9 +242,9 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 	if o.outerAbsolute {
 		outer = "outer lr as given"
 	}
-	fmt.Fprintf(w, "ddp: AdamW (betas 0.9/0.95, wd %g, clip %g); demo: chunk %d, one-bit %v, decay %g; "+
+	fmt.Fprintf(w, "ddp: AdamW (betas 0.9/0.95, wd %g, clip %g); demo: chunk %d, one-bit %v, decay %g, +delay at the pending update's lookahead %v; "+
 		"loco: chunk %d, top-%d, %d-bit values, EF decay %g, %s, inner steps AdamW as ddp; lr warmup %d steps, cosine %v to %g\n",
-		*adamWD, *clip, o.demo.Chunk, o.demo.OneBit, o.demo.Decay,
+		*adamWD, *clip, o.demo.Chunk, o.demo.OneBit, o.demo.Decay, o.staleLookahead,
 		o.loco.Chunk, o.loco.TopK, o.loco.ValueBits, o.loco.Decay, outer, o.warmup, o.cosine, o.minFrac)
 	ev := evalSet(held, o.evalSeqs, o.seqLen)
 	var results []result

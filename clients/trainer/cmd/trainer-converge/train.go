@@ -186,7 +186,9 @@ func (r *runner) ddp() (float64, error) {
 
 // demo runs DeMo: every client trains its share of the step and generates a
 // payload; every client applies all payloads, in client order, in the same
-// step or (delay) right after generating the next step's payload.
+// step or (delay) right after generating the next step's payload, and then
+// (-stale-lookahead) takes the next step at its own pending update's
+// lookahead.
 func (r *runner) demo() (float64, error) {
 	o := r.o
 	losses := make([]float32, len(r.reps))
@@ -195,6 +197,7 @@ func (r *runner) demo() (float64, error) {
 	for s := range o.steps {
 		hp := o.demo
 		hp.TopK, hp.LR = r.c.topk, o.lr(r.c.lr, s)
+		hp.Overlap = r.c.m.delay && o.staleLookahead
 		payloads := make([][]byte, len(r.reps))
 		prev, prevHP := pending, pendingHP
 		if err := r.each(func(c int, tr *trainer.Trainer) error {
