@@ -412,6 +412,7 @@ func (o options) configs(model string, m method, n int) []config {
 type result struct {
 	config
 	loss, trainLoss float64
+	untrained       float64 // held-out loss of the model before training
 	bytesPerToken   float64
 	ratio           float64 // fp32 DDP bytes over these
 	wall            time.Duration

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,7 +70,8 @@ func TestEveryMethodRuns(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"fp32 ddp / this", "staleness", "loco5, 2 clients, fp32:", "demo top-8, 2 clients, fp32:", "targets", "SparseLoCo, 2 clients, fp32, >= 10,000x"} {
+	for _, want := range []string{"fp32 ddp / this", "staleness", "loco5, 2 clients, fp32:", "demo top-8, 2 clients, fp32:", "targets", "SparseLoCo, 2 clients, fp32, >= 10,000x",
+		"overlap target (with delay within +2.0% of without)", "stability (diverged: held-out loss above the untrained model's, or not finite), 14 runs at 1, 2 clients: none diverged"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -192,5 +194,26 @@ func TestArithFlag(t *testing.T) {
 		if o.Len() > 0 {
 			t.Errorf("-arith %q: printed %q before failing", c.arith, o.String())
 		}
+	}
+}
+
+// A run that ends above the untrained model's loss, or at NaN, is reported
+// as diverged; one below is not.
+func TestStabilityReportsDivergence(t *testing.T) {
+	run := func(clients int, loss float64) result {
+		return result{config: config{model: "light", arith: "fp32", m: method{kind: kindLoCo, h: 10, delay: true}, clients: clients, topk: 6},
+			loss: loss, untrained: 5.5}
+	}
+	var b bytes.Buffer
+	writeStability(&b, []result{run(2, 2.5), run(8, 12.1), run(16, math.NaN())}, 1)
+	want := "3 runs at 2, 8, 16 clients: 2 diverged: loco10+delay, 8 clients, fp32 (12.1000, untrained 5.5000); " +
+		"loco10+delay, 16 clients, fp32 (NaN, untrained 5.5000)\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("got %q, want it to end in %q", b.String(), want)
+	}
+	b.Reset()
+	writeStability(&b, []result{run(2, 2.5)}, 1)
+	if !strings.HasSuffix(b.String(), "1 runs at 2 clients: none diverged\n") {
+		t.Errorf("got %q", b.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -151,10 +152,15 @@ func writeRows(w io.Writer, rows [][]string) {
 	}
 }
 
+// diverged says whether r trained the model to worse than it started:
+// held-out loss not finite or above the untrained model's.
+func (r result) diverged() bool { return !(r.loss <= r.untrained) }
+
 // writeTable prints one row per run (its "vs ddp" against the best ddp run
 // of the same model, client count and contract), then the staleness cost of
-// every delayed run against the same run without delay, then mx8 against
-// fp32 for every run made in both, then the targets.
+// every delayed run against the same run without delay with the overlap
+// target, then the runs that diverged, then mx8 against fp32 for every run
+// made in both, then the compression targets.
 func writeTable(w io.Writer, results []result) {
 	base := baseline(results)
 	gs, models := groups(results)
@@ -176,7 +182,20 @@ func writeTable(w io.Writer, results []result) {
 	fmt.Fprintln(w)
 	writeRows(w, rows)
 
-	var stale []string
+	writeStaleness(w, results, models)
+	writeStability(w, results, models)
+	writeMX8(w, results)
+	if len(base) > 0 {
+		fmt.Fprintf(w, "\ntargets (held-out loss <= ddp %s):\n", pct(tolerance))
+		targets(w, results, base, gs, models, kindLoCo, "SparseLoCo", 10000)
+		targets(w, results, base, gs, models, kindDeMo, "DeMo", 1000)
+	}
+}
+
+// writeStaleness prints every delayed run against the same run without
+// delay, and which miss the overlap target (within tolerance of it).
+func writeStaleness(w io.Writer, results []result, models int) {
+	var stale, over []string
 	for _, d := range results {
 		if !d.m.delay {
 			continue
@@ -184,22 +203,55 @@ func writeTable(w io.Writer, results []result) {
 		undelayed := d.config
 		undelayed.m.delay = false
 		for _, r := range results {
-			if r.config == undelayed {
-				stale = append(stale, fmt.Sprintf("  %s, %s: %.4f -> %.4f (%s)", r.label(), r.group().name(models), r.loss, d.loss, pct(d.loss/r.loss-1)))
+			if r.config != undelayed {
+				continue
+			}
+			name := fmt.Sprintf("%s, %s", r.label(), r.group().name(models))
+			gap := d.loss/r.loss - 1
+			stale = append(stale, fmt.Sprintf("  %s: %.4f -> %.4f (%s)", name, r.loss, d.loss, pct(gap)))
+			if !(gap <= tolerance) {
+				over = append(over, fmt.Sprintf("%s (%s)", name, pct(gap)))
 			}
 		}
 	}
-	if len(stale) > 0 {
-		fmt.Fprintln(w, "\nstaleness (payload one round late, as the overlapping client), held-out loss without -> with delay:")
-		for _, s := range stale {
-			fmt.Fprintln(w, s)
+	if len(stale) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nstaleness (payload one round late, as the overlapping client), held-out loss without -> with delay:")
+	for _, s := range stale {
+		fmt.Fprintln(w, s)
+	}
+	if len(over) == 0 {
+		fmt.Fprintf(w, "overlap target (with delay within %s of without): met by all %d\n", pct(tolerance), len(stale))
+	} else {
+		fmt.Fprintf(w, "overlap target (with delay within %s of without): not met by %d of %d: %s\n", pct(tolerance), len(over), len(stale),
+			strings.Join(over, "; "))
+	}
+}
+
+// writeStability prints the runs that diverged, and the client counts run.
+func writeStability(w io.Writer, results []result, models int) {
+	var bad []string
+	var counts []int
+	for _, r := range results {
+		if !slices.Contains(counts, r.clients) {
+			counts = append(counts, r.clients)
+		}
+		if r.diverged() {
+			bad = append(bad, fmt.Sprintf("%s, %s (%.4f, untrained %.4f)", r.label(), r.group().name(models), r.loss, r.untrained))
 		}
 	}
-	writeMX8(w, results)
-	if len(base) > 0 {
-		fmt.Fprintf(w, "\ntargets (held-out loss <= ddp %s):\n", pct(tolerance))
-		targets(w, results, base, gs, models, kindLoCo, "SparseLoCo", 10000)
-		targets(w, results, base, gs, models, kindDeMo, "DeMo", 1000)
+	slices.Sort(counts)
+	cs := make([]string, len(counts))
+	for i, c := range counts {
+		cs[i] = strconv.Itoa(c)
+	}
+	fmt.Fprintf(w, "\nstability (diverged: held-out loss above the untrained model's, or not finite), %d runs at %s clients: ",
+		len(results), strings.Join(cs, ", "))
+	if len(bad) == 0 {
+		fmt.Fprintln(w, "none diverged")
+	} else {
+		fmt.Fprintf(w, "%d diverged: %s\n", len(bad), strings.Join(bad, "; "))
 	}
 }
 

@@ -64,6 +64,11 @@ func (o options) train(ctx context.Context, progress io.Writer, text []byte, ev 
 		fmt.Fprintf(progress, ", outer lr %g", c.outer)
 	}
 	fmt.Fprint(progress, ":")
+	untrained, err := r.eval()
+	if err != nil {
+		fmt.Fprintln(progress)
+		return result{}, err
+	}
 	start := time.Now()
 	var train float64
 	switch c.m.kind {
@@ -88,7 +93,7 @@ func (o options) train(ctx context.Context, progress io.Writer, text []byte, ev 
 	}
 	fmt.Fprintf(progress, " final %.4f (last train loss %.3f, %.0f s)\n", loss, train, wall.Seconds())
 	curve := append(r.curve, point{o.steps, loss})
-	return result{config: c, loss: loss, trainLoss: train, wall: wall, curve: curve}, nil
+	return result{config: c, loss: loss, untrained: untrained, trainLoss: train, wall: wall, curve: curve}, nil
 }
 
 func (r *runner) eval() (float64, error) {
