@@ -22,7 +22,8 @@ type Update struct {
 	model coordinator.Model
 	lrs   []float32 // the rate of each inner step (one for DeMo)
 	// overlap: the round is applied one round late (config overlap), so
-	// DeMo's next step is taken at its own pending update's lookahead.
+	// the member's next step starts from its own pending update (DeMo's
+	// lookahead, SparseLoCo's own share).
 	overlap bool
 }
 
@@ -46,15 +47,24 @@ func (u *Update) LR() float32 { return u.lrs[0] }
 // DeMo is the round's DeMo hyperparameters; false in the multi-step mode.
 func (u *Update) DeMo() (trainer.DeMo, bool) { return u.demo(), !SparseLoCo(&u.model) }
 
-// demo is the round's DeMo hyperparameters, with Overlap when it overlaps.
+// demo is the round's DeMo hyperparameters, with Overlap when it
+// overlaps.
 func (u *Update) demo() trainer.DeMo {
 	hp := DeMo(&u.model, u.LR())
 	hp.Overlap = u.overlap
 	return hp
 }
 
+// loco is the round's multi-step hyperparameters, with Overlap when it
+// overlaps.
+func (u *Update) loco() trainer.SparseLoCo {
+	hp := LoCo(&u.model)
+	hp.Overlap = u.overlap
+	return hp
+}
+
 // LoCo is the round's multi-step hyperparameters; false with DeMo.
-func (u *Update) LoCo() (trainer.SparseLoCo, bool) { return LoCo(&u.model), SparseLoCo(&u.model) }
+func (u *Update) LoCo() (trainer.SparseLoCo, bool) { return u.loco(), SparseLoCo(&u.model) }
 
 // dummyTrainer is --dummy-training: a step fetches its batch but computes
 // nothing (zero gradients; the loss is reported as 0, as by a witness that
@@ -128,7 +138,7 @@ func (u *Update) Run(ctx context.Context, tr Trainer, fetch FetchFunc, batch sch
 		sum += float64(loss)
 		tokens += uint64(len(in))
 	}
-	payload, err = tr.LoCoGenerate(LoCo(&u.model))
+	payload, err = tr.LoCoGenerate(u.loco())
 	if err != nil {
 		if aerr := tr.LoCoAbort(); aerr != nil {
 			err = errors.Join(err, aerr)
@@ -158,7 +168,7 @@ func validatePayload(tr replica, m *coordinator.Model, p []byte) error {
 // applyPayloads applies a round's accepted payloads, in member order.
 func applyPayloads(tr replica, u *Update, list [][]byte) error {
 	if SparseLoCo(&u.model) {
-		return tr.LoCoApply(LoCo(&u.model), list)
+		return tr.LoCoApply(u.loco(), list)
 	}
 	return tr.DeMoApply(u.demo(), list)
 }

@@ -185,6 +185,10 @@ int tr_loco_begin_device(tr_model *m) {
         return rc;
     if (m->adam_m && ((rc = trg_copy(m->dev, TRG_ANCHOR_M, TRG_ADAM_M)) || (rc = trg_copy(m->dev, TRG_ANCHOR_V, TRG_ADAM_V))))
         return rc;
+    if (m->pending) {
+        if ((rc = tr_dev_use(m, TR_BUF_PENDING)) || (rc = trg_loco_start(m->dev))) return rc;
+        tr_dev_wrote(m, TR_BUF_PARAMS);
+    }
     tr_loco_started(m);
     tr_dev_wrote(m, TR_BUF_ANCHOR);
     return TR_OK;
@@ -224,12 +228,14 @@ int tr_loco_generate_device(tr_model *m, const tr_loco *hp, uint8_t *out, size_t
     uint32_t *sel = malloc(sizeof(uint32_t) * z.entries), *code = malloc(sizeof(uint32_t) * z.entries);
     float *scale = malloc(sizeof(float) * z.chunks);
     if (!sel || !code || !scale) { rc = TR_ENOMEM; goto done; }
-    if ((rc = tr_delta_alloc(m)) || (rc = tr_dev_use(m, TR_BUF_PARAMS | TR_BUF_ANCHOR | TR_BUF_DELTA)) ||
-        (rc = trg_loco_generate(m->dev, hp, sel, code, scale)))
+    if ((rc = tr_delta_alloc(m)) ||
+        (rc = tr_dev_use(m, TR_BUF_PARAMS | TR_BUF_ANCHOR | TR_BUF_DELTA | (m->anchor_shifted ? TR_BUF_PENDING : 0))) ||
+        (rc = trg_loco_generate(m->dev, hp, m->anchor_shifted, sel, code, scale)))
         goto done;
     tr_dev_wrote(m, TR_BUF_DELTA);
     *len = tr_loco_pack(m, hp, sel, code, scale, out);
-    rc = tr_loco_end_device(m);
+    // The pending update is made here and goes up at the next begin.
+    if ((rc = tr_loco_end_device(m)) == TR_OK) rc = tr_loco_pending(m, hp, out, *len);
 done:
     free(sel); free(code); free(scale);
     return rc;

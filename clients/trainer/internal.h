@@ -63,7 +63,8 @@ struct tr_model {
     float *adam_m, *adam_v; // (N) each, allocated on first AdamW step
     uint64_t adam_t;
     float *delta;           // (N) DeMo momentum or SparseLoCo error feedback, allocated on first generate
-    float *pending;         // (N) U of this client's own DeMo payload while it awaits its apply (overlap), else NULL
+    float *pending;         // (N) while this client's own payload awaits its apply (overlap): DeMo's U of it,
+                            // SparseLoCo's share of the outer step (outer_lr * its values); else NULL
     float demo_lr;          // lr of the last DeMo apply (for the lookahead)
     uint64_t step;          // optimizer steps taken
 
@@ -86,6 +87,7 @@ struct tr_model {
     int in_round;
     float *anchor, *anchor_m, *anchor_v; // (N) each; the moments only when anchor_moments
     int anchor_moments, anchor_lookahead;
+    int anchor_shifted;   // the round trains from the anchor less the pending update
     uint64_t anchor_step, anchor_adam_t;
     size_t demo_buf_len;
     // Residency (below): the attached device, or NULL, and which buffers
@@ -187,6 +189,8 @@ int tr_demo_refresh_lookahead(tr_model *m, int on);
 // With hp->overlap, m->pending becomes U of this client's own payload (len
 // bytes, just generated; the lookahead buffer allocated); without, it goes.
 int tr_demo_pending(tr_model *m, const tr_demo *hp, const uint8_t *own, size_t len);
+// The same for SparseLoCo: outer_lr times own's decoded values, scattered.
+int tr_loco_pending(tr_model *m, const tr_loco *hp, const uint8_t *own, size_t len);
 // The parts of DeMo's entry points that run on the host whichever side
 // computes: argument checks, payloads decoded into in-chunk indices and
 // values (all n or none: client c's E entries at idx, val + c*E, E = the

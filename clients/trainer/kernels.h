@@ -675,6 +675,13 @@ TRK float trk_loco_value(uint32_t q, float s, int vb) {
     return s * (((float)(2 * q) - L) / L);
 }
 
+// Where an overlapped SparseLoCo round trains from: the replica's weights x
+// less p, this client's own share of the outer step still to come.
+TRK float trk_loco_start(float x, float p) { return x - p; }
+
+// That share of one decoded entry v.
+TRK float trk_loco_share(float v, float lr) { return lr * v; }
+
 // SparseLoCo's error feedback takes the pseudo-gradient: e = decay * e + (x0 - x).
 TRK float trk_loco_feedback(float e, float x0, float x, float decay) { return decay * e + (x0 - x); }
 
@@ -699,7 +706,9 @@ TRK float trk_loco_select(const tr_demo_tensor *x, float *e, size_t b, int vb, f
     return s;
 }
 
-// SparseLoCo's outer step from the sum acc of n clients' decoded entries.
-TRK float trk_loco_outer(float p, float acc, float lr, float nf) { return p - lr * (acc / nf); }
+// SparseLoCo's outer step from the scatter-mean u of the clients' decoded
+// entries (each position's sum over the payloads that hold it, divided by
+// their count: trk_chunk_sum with counts).
+TRK float trk_loco_outer(float p, float u, float lr) { return p - lr * u; }
 
 #endif

@@ -28,6 +28,7 @@ int tr_loco_check(const tr_loco *hp) {
         return TR_EINVAL;
     // Written as negations so NaN fails too.
     if (!(hp->outer_lr >= 0.0f && hp->outer_lr < 1e6f) || !(hp->decay >= 0.0f && hp->decay <= 1.0f)) return TR_EINVAL;
+    if (hp->overlap != 0 && hp->overlap != 1) return TR_EINVAL;
     return TR_OK;
 }
 
@@ -87,6 +88,7 @@ void tr_loco_started(tr_model *m) {
     m->lookahead_on = 0;
     m->anchor_step = m->step;
     m->anchor_adam_t = m->adam_t;
+    m->anchor_shifted = m->pending != NULL;
     m->in_round = 1;
 }
 
@@ -106,12 +108,17 @@ void tr_loco_applied(tr_model *m) {
 
 int tr_loco_begin(tr_model *m) {
     if (!m || m->in_round) return TR_EINVAL;
-    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM);
+    int rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_PENDING);
     if (rc || (rc = tr_anchor_alloc(m))) return rc;
     size_t N = m->num_params;
     tr_loco_started(m);
     tr_host_replace(m, TR_BUF_ANCHOR);
     memcpy(m->anchor, m->params, sizeof(float) * N);
+    if (m->anchor_shifted) {
+        tr_host_replace(m, TR_BUF_PARAMS);
+        #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+        for (size_t i = 0; i < N; i++) m->params[i] = trk_loco_start(m->anchor[i], m->pending[i]);
+    }
     if (m->anchor_moments) {
         memcpy(m->anchor_m, m->adam_m, sizeof(float) * N);
         memcpy(m->anchor_v, m->adam_v, sizeof(float) * N);
@@ -188,7 +195,8 @@ int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, s
     int rc = tr_loco_generate_check(m, hp, out, cap, len);
     if (rc) return rc;
     size_t N = m->num_params;
-    if ((rc = tr_delta_alloc(m)) || (rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ANCHOR)) || (rc = tr_host_write(m, TR_BUF_DELTA)))
+    if ((rc = tr_delta_alloc(m)) || (rc = tr_host_read(m, TR_BUF_PARAMS | TR_BUF_ANCHOR | TR_BUF_PENDING)) ||
+        (rc = tr_host_write(m, TR_BUF_DELTA)))
         return rc;
     tr_demo_tensor t[TR_MAX_TENSORS];
     const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
@@ -199,10 +207,13 @@ int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, s
              *code = malloc(sizeof(uint32_t) * z.entries);
     if (!f || !scale || !u || !sel || !code) { rc = TR_ENOMEM; goto done; }
 
-    // elementwise, so no order question
+    // elementwise, so no order question; the round trained from the anchor,
+    // or (shifted) from the anchor less the pending update
     float decay = hp->decay, *e = m->delta;
+    const float *pend = m->anchor_shifted ? m->pending : NULL;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-    for (size_t i = 0; i < N; i++) e[i] = trk_loco_feedback(e[i], m->anchor[i], m->params[i], decay);
+    for (size_t i = 0; i < N; i++)
+        e[i] = trk_loco_feedback(e[i], pend ? trk_loco_start(m->anchor[i], pend[i]) : m->anchor[i], m->params[i], decay);
 
     size_t first = 0, cfirst = 0; // the tensor's first entry and first chunk
     for (int ti = 0; ti < nt; ti++) {
@@ -220,7 +231,7 @@ int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, s
         cfirst += x->nchunks;
     }
     *len = tr_loco_pack(m, hp, sel, code, scale, out);
-    rc = tr_loco_end(m);
+    if ((rc = tr_loco_end(m)) == TR_OK) rc = tr_loco_pending(m, hp, out, *len);
 done:
     free(f); free(scale); free(u); free(sel); free(code);
     return rc;
@@ -310,9 +321,40 @@ int tr_loco_decode(const tr_model *m, const tr_loco *hp, const uint8_t *payloads
     return rc;
 }
 
+int tr_loco_pending(tr_model *m, const tr_loco *hp, const uint8_t *own, size_t len) {
+    if (!hp->overlap) {
+        free(m->pending);
+        m->pending = NULL;
+        return TR_OK;
+    }
+    uint32_t *idx;
+    float *val;
+    int rc = tr_loco_decode(m, hp, own, &len, 1, &idx, &val);
+    if (rc == TR_OK && !m->pending && !(m->pending = malloc(sizeof(float) * m->num_params))) rc = TR_ENOMEM;
+    if (rc == TR_OK) {
+        tr_demo_tensor t[TR_MAX_TENSORS];
+        const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+        tr_host_replace(m, TR_BUF_PENDING);
+        memset(m->pending, 0, sizeof(float) * m->num_params);
+        size_t first = 0;
+        for (int ti = 0; ti < nt; ti++) {
+            const tr_demo_tensor *x = &t[ti];
+            float *p = m->pending + x->offset;
+            for (size_t b = 0; b < x->nchunks; b++)
+                for (int j = 0; j < x->k; j++) {
+                    size_t ei = first + b * x->k + j;
+                    p[trk_chunk_pos(x, b, idx[ei])] = trk_loco_share(val[ei], hp->outer_lr);
+                }
+            first += x->nchunks * x->k;
+        }
+    }
+    free(idx); free(val);
+    return rc;
+}
+
 int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const size_t *lens, int n) {
     if (!m || m->in_round) return TR_EINVAL;
-    uint32_t *idx;
+    uint32_t *idx, *cnt = NULL;
     float *val, *acc = NULL;
     // All payloads are checked before anything changes.
     int rc = tr_loco_decode(m, hp, payloads, lens, n, &idx, &val);
@@ -320,22 +362,25 @@ int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const
     if (n > 0) {
         tr_demo_tensor t[TR_MAX_TENSORS];
         const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
-        size_t entries = tr_chunk_totals(t, nt).entries, N = m->num_params, first = 0;
-        if (!(acc = calloc(N, sizeof(float)))) { rc = TR_ENOMEM; goto done; }
+        tr_chunk_sizes z = tr_chunk_totals(t, nt);
+        size_t N = m->num_params, first = 0;
+        acc = calloc(N, sizeof(float));
+        cnt = malloc(sizeof(uint32_t) * z.max_chunk * m->nthreads);
+        if (!acc || !cnt) { rc = TR_ENOMEM; goto done; }
         for (int ti = 0; ti < nt; ti++) {
             const tr_demo_tensor *x = &t[ti];
             // Clients in the given order within each chunk; chunks are disjoint.
             #pragma omp parallel for schedule(static) num_threads(m->nthreads)
             for (size_t b = 0; b < x->nchunks; b++)
-                trk_chunk_sum(acc + x->offset, x, b, n, idx + first, val + first, entries, NULL);
+                trk_chunk_sum(acc + x->offset, x, b, n, idx + first, val + first, z.entries, cnt + z.max_chunk * omp_get_thread_num());
             first += x->nchunks * x->k;
         }
-        float lr = hp->outer_lr, nf = (float)n;
+        float lr = hp->outer_lr;
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
-        for (size_t i = 0; i < N; i++) m->params[i] = trk_loco_outer(m->params[i], acc[i], lr, nf);
+        for (size_t i = 0; i < N; i++) m->params[i] = trk_loco_outer(m->params[i], acc[i], lr);
     }
     tr_loco_applied(m);
 done:
-    free(idx); free(val); free(acc);
+    free(idx); free(val); free(acc); free(cnt);
     return rc;
 }

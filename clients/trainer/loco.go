@@ -10,16 +10,21 @@ import "C"
 // values. The inner steps are Step and AdamWStep between LoCoBegin and
 // LoCoGenerate.
 type SparseLoCo struct {
-	OuterLR   float32 // x -= OuterLR * mean of the decoded payloads
+	OuterLR   float32 // x -= OuterLR * scatter-mean of the decoded payloads (each entry over the payloads that hold it)
 	Decay     float32 // error feedback decay, 0..1
 	Chunk     int     // chunk edge of the 2-D views, 1..256
 	TopK      int     // entries kept per chunk, 1..65535
 	ValueBits int     // 1, 2, 4, 8 (per-chunk scaled codes) or 32 (f32)
+	// Overlap (LoCoGenerate): the payload is applied one round late, after
+	// the next round has trained, so that round trains from the weights
+	// less this client's own share of the step to come, OuterLR times its
+	// payload's values (the pending update; README.md, "Overlapped rounds").
+	Overlap bool
 }
 
 func (hp SparseLoCo) c() C.tr_loco {
 	return C.tr_loco{outer_lr: C.float(hp.OuterLR), decay: C.float(hp.Decay), chunk: cInt(hp.Chunk),
-		topk: cInt(hp.TopK), value_bits: cInt(hp.ValueBits)}
+		topk: cInt(hp.TopK), value_bits: cInt(hp.ValueBits), overlap: cBool(hp.Overlap)}
 }
 
 // LoCoPayloadSize returns the exact size of a SparseLoCo payload for hp.
@@ -98,8 +103,9 @@ func (t *Trainer) LoCoValidate(hp SparseLoCo, p []byte) error {
 	return codeErr(C.tr_loco_validate(t.m, &c, ptr, C.size_t(len(p))), "validate SparseLoCo payload")
 }
 
-// LoCoApply takes the outer step x -= OuterLR * (sum of the decoded
-// payloads, in the given client order) / len(payloads). Either all payloads
+// LoCoApply takes the outer step x -= OuterLR * u, u the scatter-mean of
+// the decoded payloads: at each position the sum over the payloads that
+// hold it, in the given client order, divided by their count. Either all payloads
 // are valid and the step is taken, or nothing changes. No payloads: the
 // weights stay and the step counter advances.
 func (t *Trainer) LoCoApply(hp SparseLoCo, payloads [][]byte) error {

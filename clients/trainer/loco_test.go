@@ -373,8 +373,9 @@ func TestLoCoSelectionTies(t *testing.T) {
 	}
 }
 
-// Apply is x - lr*(acc/n) with acc summed over the clients in the given
-// order, in float32; no payloads: the weights stay and the step advances.
+// Apply is x - lr*u, u the scatter-mean: at each position the sum over the
+// payloads that hold it (in the given order, in float32) divided by their
+// count; no payloads: the weights stay and the step advances.
 func TestLoCoApplyMatchesReference(t *testing.T) {
 	text := textFor(tinyConfig, 13, 8192)
 	tensors, err := newTrainer(t, tinyConfig, 1).Tensors()
@@ -392,7 +393,7 @@ func TestLoCoApplyMatchesReference(t *testing.T) {
 		x := params(t, rep)
 		for _, order := range [][]int{{0, 1, 2}, {2, 0, 1}, {1}} {
 			var ps [][]byte
-			acc := make([]float32, len(x))
+			acc, cnt := make([]float32, len(x)), make([]int, len(x))
 			for _, c := range order {
 				ps = append(ps, payloads[c])
 				d := decodeLoCo(t, hp, payloads[c])
@@ -401,20 +402,25 @@ func TestLoCoApplyMatchesReference(t *testing.T) {
 					for e, ix := range pt.Indices {
 						pos := tensors[ti].Offset + chunkPos(pt, e/pt.K, ix)
 						acc[pos] = acc[pos] + pt.Values[e]
+						cnt[pos]++
 					}
 				}
 			}
-			nf := float32(len(ps))
 			want := make([]float32, len(x))
-			changed := 0
+			changed, shared := 0, 0
 			for i := range want {
-				want[i] = x[i] - float32(hp.OuterLR*float32(acc[i]/nf))
+				u := acc[i]
+				if cnt[i] > 1 {
+					u /= float32(cnt[i])
+					shared++
+				}
+				want[i] = x[i] - float32(hp.OuterLR*u)
 				if want[i] != x[i] {
 					changed++
 				}
 			}
-			if changed == 0 {
-				t.Fatal("the reference apply changes nothing")
+			if changed == 0 || (len(order) > 1 && shared == 0) {
+				t.Fatalf("the reference apply changes %d weights, %d held by several payloads: it shows nothing", changed, shared)
 			}
 			if err := rep.ImportState(state); err != nil {
 				t.Fatal(err)
@@ -1001,5 +1007,68 @@ func TestLoCoAbortKeepsTheLookahead(t *testing.T) {
 	}
 	if !bytes.Equal(exportState(t, tr), before) {
 		t.Error("abort did not restore the state with its lookahead")
+	}
+}
+
+// Overlapped rounds: after a generate with Overlap, the next round trains
+// from the replica's weights less this client's own share of the outer
+// step still to come (OuterLR times its payload's values), and its
+// pseudo-gradient is measured from there; the weights go back to the
+// replica's at generate and abort. The share travels in the state, so a
+// restored trainer replays the round bit for bit; a generate without
+// Overlap drops it.
+func TestLoCoOverlapTrainsFromOwnShare(t *testing.T) {
+	text := textFor(tinyConfig, 17, 8192)
+	tensors, err := newTrainer(t, tinyConfig, 1).Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp := tinyLoCo
+	hp.Overlap = true
+	a, other := newTrainer(t, tinyConfig, 7), newTrainer(t, tinyConfig, 7)
+	p1 := locoRound(t, a, hp, text, 0, 2)
+	q1 := locoRound(t, other, hp, text, 500, 2)
+	if err := a.LoCoApply(hp, [][]byte{p1, q1}); err != nil {
+		t.Fatal(err)
+	}
+	x := params(t, a)
+	want := slices.Clone(x)
+	d := decodeLoCo(t, hp, p1)
+	for ti := range d.Tensors {
+		pt := &d.Tensors[ti]
+		for e, ix := range pt.Indices {
+			pos := tensors[ti].Offset + chunkPos(pt, e/pt.K, ix)
+			want[pos] = x[pos] - float32(hp.OuterLR*pt.Values[e])
+		}
+	}
+	saved := exportState(t, a)
+	if err := a.LoCoBegin(); err != nil {
+		t.Fatal(err)
+	}
+	if i := sameBits(params(t, a), want); i >= 0 || sameBits(want, x) < 0 {
+		t.Fatalf("an overlapped round does not start at the weights less the own share (first difference at %d)", i)
+	}
+	if err := a.LoCoAbort(); err != nil {
+		t.Fatal(err)
+	}
+	if i := sameBits(params(t, a), x); i >= 0 {
+		t.Fatalf("abort did not restore the replica's weights (parameter %d)", i)
+	}
+	p2 := locoRound(t, a, hp, text, 1000, 2)
+	if i := sameBits(params(t, a), x); i >= 0 {
+		t.Fatalf("generate did not restore the replica's weights (parameter %d)", i)
+	}
+	restored := newTrainer(t, tinyConfig, 3)
+	if err := restored.ImportState(saved); err != nil {
+		t.Fatal(err)
+	}
+	if r := locoRound(t, restored, hp, text, 1000, 2); !bytes.Equal(r, p2) {
+		t.Fatal("a trainer restored from the state before the round does not replay its payload")
+	}
+	plain := hp
+	plain.Overlap = false
+	locoRound(t, a, plain, text, 2000, 2)
+	if n := len(exportState(t, a)); n != len(saved)-4*a.NumParams() {
+		t.Fatalf("a generate without Overlap left a %d-byte state, want %d", n, len(saved)-4*a.NumParams())
 	}
 }

@@ -53,7 +53,8 @@ func TestGPUResidency(t *testing.T) {
 // clipping active, one-bit and f32 DeMo values, a small k and the merge
 // sort's large k, lookahead on and off, overlapped steps (the pending
 // update's lookahead), rounds with and without AdamW
-// moments at their start, and applies of two clients' payloads. The first
+// moments at their start, overlapped rounds (from the own share), and
+// applies of two clients' payloads. The first
 // two forward/backward passes run on the device, the later ones on the CPU
 // (the emulated device runs a step thread by thread), so that gradients
 // cross to the device and lookahead points and weights back.
@@ -157,6 +158,20 @@ func optimizerScript(t *testing.T, tr *Trainer, gpu bool) []residencyResult {
 		}
 		must("LoCoApply", tr.LoCoApply(hp, ps))
 		record("LoCoApply")
+		prev = p
+	}
+	// Overlapped rounds: each trains from the weights less the own share of
+	// the step to come.
+	lateLoCo := small
+	lateLoCo.Overlap = true
+	for range 3 {
+		must("LoCoBegin, overlap", tr.LoCoBegin())
+		train()
+		must("AdamW", tr.AdamWStep(testAdamW))
+		p, err := tr.LoCoGenerate(lateLoCo)
+		payload("LoCoGenerate, overlap", p, err)
+		must("LoCoApply, overlap", tr.LoCoApply(lateLoCo, [][]byte{prev}))
+		record("LoCoApply, overlap")
 		prev = p
 	}
 	return out

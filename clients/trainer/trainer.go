@@ -420,15 +420,16 @@ type DeMo struct {
 }
 
 func (hp DeMo) c() C.tr_demo {
-	b := func(v bool) C.int {
-		if v {
-			return 1
-		}
-		return 0
-	}
 	return C.tr_demo{lr: C.float(hp.LR), decay: C.float(hp.Decay), weight_decay: C.float(hp.WeightDecay),
-		clip_norm: C.float(hp.ClipNorm), chunk: cInt(hp.Chunk), topk: cInt(hp.TopK), one_bit: b(hp.OneBit), lookahead: b(hp.Lookahead),
-		overlap: b(hp.Overlap)}
+		clip_norm: C.float(hp.ClipNorm), chunk: cInt(hp.Chunk), topk: cInt(hp.TopK), one_bit: cBool(hp.OneBit),
+		lookahead: cBool(hp.Lookahead), overlap: cBool(hp.Overlap)}
+}
+
+func cBool(v bool) C.int {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // cInt converts a setting for C. Beyond C's int a value would wrap (2^32 +

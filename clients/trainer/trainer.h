@@ -69,6 +69,8 @@ typedef struct {
     int chunk;       // chunk edge of the 2-D views (as DeMo's, no transform)
     int topk;        // entries kept per chunk
     int value_bits;  // 1, 2, 4, 8 (scaled codes) or 32 (raw f32)
+    int overlap;     // 1 (generate): the payload is applied one round late, so the next
+                     // round trains from x less this client's own share of it (the pending update)
 } tr_loco;
 
 typedef struct tr_model tr_model;

@@ -1499,9 +1499,15 @@ __global__ void lookahead_kernel(float *la, const float *p, const float *d, size
     if (i < n) la[i] = trk_lookahead(p[i], d[i], lr);
 }
 
-__global__ void loco_feedback_kernel(float *e, const float *x0, const float *x, size_t n, float decay) {
+// pend: the round trained from x0 less it (shifted), else NULL.
+__global__ void loco_feedback_kernel(float *e, const float *x0, const float *pend, const float *x, size_t n, float decay) {
     size_t i = trg_thread();
-    if (i < n) e[i] = trk_loco_feedback(e[i], x0[i], x[i], decay);
+    if (i < n) e[i] = trk_loco_feedback(e[i], pend ? trk_loco_start(x0[i], pend[i]) : x0[i], x[i], decay);
+}
+
+__global__ void loco_start_kernel(float *x, const float *x0, const float *pend, size_t n) {
+    size_t i = trg_thread();
+    if (i < n) x[i] = trk_loco_start(x0[i], pend[i]);
 }
 
 // Scratch as demo_select_kernel's; e is the tensor's view.
@@ -1513,9 +1519,9 @@ __global__ void loco_select_kernel(tr_demo_tensor x, float *e, int vb, float *bl
     scale[b] = trk_loco_select(&x, e, b, vb, blk + b * n, best + b * k, ia ? ia + 2 * b * n : NULL, sel + b * k, code + b * k);
 }
 
-__global__ void loco_outer_kernel(float *p, const float *acc, size_t n, float lr, float nf) {
+__global__ void loco_outer_kernel(float *p, const float *u, size_t n, float lr) {
     size_t i = trg_thread();
-    if (i < n) p[i] = trk_loco_outer(p[i], acc[i], lr, nf);
+    if (i < n) p[i] = trk_loco_outer(p[i], u[i], lr);
 }
 
 // s holds at least bytes (grown when short, its contents dropped).
@@ -1676,8 +1682,15 @@ extern "C" int trg_lookahead(trg_model *g, int src, float lr) {
     return TR_OK;
 }
 
-extern "C" int trg_loco_generate(trg_model *g, const tr_loco *hp, uint32_t *sel, uint32_t *code, float *scale) {
-    if (!g || !hp || !sel || !code || !scale || !g->delta || !g->anchor) return TR_EINVAL;
+extern "C" int trg_loco_start(trg_model *g) {
+    if (!g || !g->anchor || !g->pending) return TR_EINVAL;
+    TRG_LAUNCH(loco_start_kernel, blocks_for(g->num_params), THREADS, g->params, g->anchor, g->pending, g->num_params);
+    CK(cudaGetLastError());
+    return TR_OK;
+}
+
+extern "C" int trg_loco_generate(trg_model *g, const tr_loco *hp, int shifted, uint32_t *sel, uint32_t *code, float *scale) {
+    if (!g || !hp || !sel || !code || !scale || !g->delta || !g->anchor || (shifted && !g->pending)) return TR_EINVAL;
     tr_demo_tensor t[TR_MAX_TENSORS];
     tr_chunk_sizes z;
     size_t sort_u, T;
@@ -1688,8 +1701,8 @@ extern "C" int trg_loco_generate(trg_model *g, const tr_loco *hp, uint32_t *sel,
     float *blk = (float *)g->work.p, *best = blk + T;
     uint32_t *ia = sort_u ? (uint32_t *)g->work_u.p : NULL, *dsel = (uint32_t *)g->ent.p, *dcode = dsel + z.entries;
     float *dscale = (float *)(dcode + z.entries);
-    TRG_LAUNCH(loco_feedback_kernel, blocks_for(g->num_params), THREADS, g->delta, g->anchor, g->params, g->num_params,
-               hp->decay);
+    TRG_LAUNCH(loco_feedback_kernel, blocks_for(g->num_params), THREADS, g->delta, g->anchor, shifted ? g->pending : NULL,
+               g->params, g->num_params, hp->decay);
     size_t first = 0, cfirst = 0; // the tensor's first entry and first chunk
     for (int ti = 0; ti < nt; ti++) {
         const tr_demo_tensor x = t[ti];
@@ -1714,7 +1727,7 @@ extern "C" int trg_loco_apply(trg_model *g, const tr_loco *hp, int n, const uint
     uint32_t *di;
     float *dv;
     int rc = trg_grow(g, &g->work, sizeof(float) * z.max_tensor);
-    if (rc || (rc = trg_entries(g, n, z.entries, idx, val, &di, &dv))) return rc;
+    if (rc || (rc = trg_grow(g, &g->work_u, 4 * z.max_tensor)) || (rc = trg_entries(g, n, z.entries, idx, val, &di, &dv))) return rc;
     float *acc = (float *)g->work.p;
     size_t first = 0;
     for (int ti = 0; ti < nt; ti++) {
@@ -1722,8 +1735,8 @@ extern "C" int trg_loco_apply(trg_model *g, const tr_loco *hp, int n, const uint
         size_t numel = (size_t)x.rows * x.cols;
         CK(cudaMemset(acc, 0, sizeof(float) * numel));
         TRG_LAUNCH(chunk_sum_kernel, blocks_for(x.nchunks), THREADS, acc, x, n, di + first, dv + first, z.entries,
-                   (uint32_t *)NULL);
-        TRG_LAUNCH(loco_outer_kernel, blocks_for(numel), THREADS, g->params + x.offset, acc, numel, hp->outer_lr, (float)n);
+                   (uint32_t *)g->work_u.p);
+        TRG_LAUNCH(loco_outer_kernel, blocks_for(numel), THREADS, g->params + x.offset, acc, numel, hp->outer_lr);
         first += x.nchunks * x.k;
     }
     CK(cudaGetLastError());

@@ -71,12 +71,14 @@ int trg_demo_generate(trg_model *g, const tr_demo *hp, uint32_t *idx, float *val
 int trg_demo_apply(trg_model *g, const tr_demo *hp, int n, const uint32_t *idx, const float *val);
 // TRG_LOOKAHEAD = TRG_PARAMS - lr * sign(src), src TRG_DELTA or TRG_PENDING.
 int trg_lookahead(trg_model *g, int src, float lr);
-// SparseLoCo with loco.c's arithmetic, entries as DeMo's. Generate folds
-// TRG_ANCHOR - TRG_PARAMS into TRG_DELTA and selects and quantises each
+// SparseLoCo with loco.c's arithmetic, entries as DeMo's. Start makes
+// TRG_PARAMS the round's start, TRG_ANCHOR less TRG_PENDING. Generate folds
+// TRG_ANCHOR (less TRG_PENDING when shifted) - TRG_PARAMS into TRG_DELTA and selects and quantises each
 // chunk's top-k: indices sel and codes code (E each), one scale per chunk
 // (all tensors' chunks in order). Apply takes the outer step on TRG_PARAMS
 // from n >= 1 clients' decoded entries.
-int trg_loco_generate(trg_model *g, const tr_loco *hp, uint32_t *sel, uint32_t *code, float *scale);
+int trg_loco_start(trg_model *g);
+int trg_loco_generate(trg_model *g, const tr_loco *hp, int shifted, uint32_t *sel, uint32_t *code, float *scale);
 int trg_loco_apply(trg_model *g, const tr_loco *hp, int n, const uint32_t *idx, const float *val);
 // Copies the first len floats of the last micro-batch's activations
 // (tr_act_layout order) to out, for tests.

@@ -109,14 +109,13 @@ type options struct {
 	clients                                                    []int
 	methods                                                    []method
 	cosine, trace                                              bool
-	staleLookahead                                             bool // DeMo +delay: steps at the pending update's lookahead
+	compensate                                                 bool // +delay: start each step from the own pending update
 	minFrac                                                    float64
 	demo                                                       trainer.DeMo
 	loco                                                       trainer.SparseLoCo
 	adam                                                       trainer.AdamW
 	ddpLRs, demoLRs, locoLRs, outerLRs                         []float32
 	demoTopKs                                                  []int
-	outerAbsolute                                              bool // outer lrs as given, not times the client count
 }
 
 func run(ctx context.Context, args []string, w, progress io.Writer) error {
@@ -160,13 +159,12 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 	demoWD := fs.Float64("demo-wd", 0, "DeMo weight decay")
 	fs.BoolVar(&o.demo.OneBit, "one-bit", true, "DeMo one-bit values")
 	fs.BoolVar(&o.demo.Lookahead, "lookahead", false, "DeMo lookahead (the client does not use it)")
-	fs.BoolVar(&o.staleLookahead, "stale-lookahead", true, "demo+delay takes each step at x - lr*sign(U), U the update "+
-		"its own pending payload asks for, as an overlapping client does (false: at the stale weights)")
+	fs.BoolVar(&o.compensate, "compensate", true, "the +delay rows compensate staleness as an overlapping client does: "+
+		"demo+delay steps at x - lr*sign(U), U the update its own pending payload asks for, locoH+delay trains from x less "+
+		"its own share of the pending outer step (false: from the stale weights)")
 	locoLRs := fs.String("loco-lr", "3e-3", "comma-separated SparseLoCo inner AdamW peak learning rates (empty: skip SparseLoCo)")
-	outerLRs := fs.String("loco-outer-lr", "2", "comma-separated SparseLoCo outer learning rates per client: "+
-		"the outer step uses this times the client count, since the mean over clients of sparse payloads that rarely overlap "+
-		"shrinks each entry about that much (see -loco-outer-absolute)")
-	fs.BoolVar(&o.outerAbsolute, "loco-outer-absolute", false, "use -loco-outer-lr as given, not times the client count")
+	outerLRs := fs.String("loco-outer-lr", "1", "comma-separated SparseLoCo outer learning rates: "+
+		"the outer step is this times the scatter-mean of the payloads (each entry over the payloads that hold it)")
 	locoDecay := fs.Float64("loco-decay", 0.9, "SparseLoCo error feedback decay")
 	fs.IntVar(&o.loco.Chunk, "loco-chunk", 64, "SparseLoCo chunk edge")
 	fs.IntVar(&o.loco.TopK, "loco-topk", 6, "SparseLoCo top-k per chunk")
@@ -200,8 +198,8 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 		if m.kind == kindLoCo && o.steps%m.h != 0 {
 			return nil, fmt.Errorf("-steps %d is not a multiple of %s's %d inner steps", o.steps, m, m.h)
 		}
-		if m.kind == kindDeMo && m.delay && o.demo.Lookahead && o.staleLookahead {
-			return nil, fmt.Errorf("-lookahead and demo+delay's pending-update lookahead exclude each other (add -stale-lookahead=false)")
+		if m.kind == kindDeMo && m.delay && o.demo.Lookahead && o.compensate {
+			return nil, fmt.Errorf("-lookahead and demo+delay's pending-update lookahead exclude each other (add -compensate=false)")
 		}
 	}
 	o.demo.Decay, o.demo.WeightDecay, o.demo.ClipNorm = float32(*decay), float32(*demoWD), float32(*clip)
@@ -238,14 +236,11 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 
 	fmt.Fprintf(w, "text: %s, %d training bytes, %d held-out bytes; %s; %d global steps of clients x %d x %d tokens\n",
 		*data, len(train), len(held), strings.Join(described, ", "), o.steps, o.perClient, o.seqLen)
-	outer := "outer lr per client times the client count"
-	if o.outerAbsolute {
-		outer = "outer lr as given"
-	}
-	fmt.Fprintf(w, "ddp: AdamW (betas 0.9/0.95, wd %g, clip %g); demo: chunk %d, one-bit %v, decay %g, +delay at the pending update's lookahead %v; "+
-		"loco: chunk %d, top-%d, %d-bit values, EF decay %g, %s, inner steps AdamW as ddp; lr warmup %d steps, cosine %v to %g\n",
-		*adamWD, *clip, o.demo.Chunk, o.demo.OneBit, o.demo.Decay, o.staleLookahead,
-		o.loco.Chunk, o.loco.TopK, o.loco.ValueBits, o.loco.Decay, outer, o.warmup, o.cosine, o.minFrac)
+	fmt.Fprintf(w, "ddp: AdamW (betas 0.9/0.95, wd %g, clip %g); demo: chunk %d, one-bit %v, decay %g; "+
+		"loco: chunk %d, top-%d, %d-bit values, EF decay %g, outer step on the scatter-mean, inner steps AdamW as ddp; "+
+		"+delay compensated %v; lr warmup %d steps, cosine %v to %g\n",
+		*adamWD, *clip, o.demo.Chunk, o.demo.OneBit, o.demo.Decay,
+		o.loco.Chunk, o.loco.TopK, o.loco.ValueBits, o.loco.Decay, o.compensate, o.warmup, o.cosine, o.minFrac)
 	ev := evalSet(held, o.evalSeqs, o.seqLen)
 	var results []result
 	for _, model := range o.models {
@@ -370,7 +365,7 @@ type config struct {
 	m         method
 	clients   int
 	topk      int     // top-k per chunk (DeMo, SparseLoCo)
-	lr, outer float32 // peak (inner) learning rate; SparseLoCo's outer lr as applied
+	lr, outer float32 // peak (inner) learning rate; SparseLoCo's outer lr
 }
 
 // configs returns m's runs of model with n clients, each once per numeric
@@ -391,9 +386,6 @@ func (o options) configs(model string, m method, n int) []config {
 	case kindLoCo:
 		for _, lr := range o.locoLRs {
 			for _, outer := range o.outerLRs {
-				if !o.outerAbsolute {
-					outer *= float32(n)
-				}
 				base = append(base, config{m: m, clients: n, topk: o.loco.TopK, lr: lr, outer: outer})
 			}
 		}

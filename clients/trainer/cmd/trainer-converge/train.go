@@ -192,7 +192,7 @@ func (r *runner) ddp() (float64, error) {
 // demo runs DeMo: every client trains its share of the step and generates a
 // payload; every client applies all payloads, in client order, in the same
 // step or (delay) right after generating the next step's payload, and then
-// (-stale-lookahead) takes the next step at its own pending update's
+// (-compensate) takes the next step at its own pending update's
 // lookahead.
 func (r *runner) demo() (float64, error) {
 	o := r.o
@@ -202,7 +202,7 @@ func (r *runner) demo() (float64, error) {
 	for s := range o.steps {
 		hp := o.demo
 		hp.TopK, hp.LR = r.c.topk, o.lr(r.c.lr, s)
-		hp.Overlap = r.c.m.delay && o.staleLookahead
+		hp.Overlap = r.c.m.delay && o.compensate
 		payloads := make([][]byte, len(r.reps))
 		prev, prevHP := pending, pendingHP
 		if err := r.each(func(c int, tr *trainer.Trainer) error {
@@ -243,11 +243,13 @@ func (r *runner) demo() (float64, error) {
 // its shares of global steps k*H .. k*H+H-1 (the ddp schedule's learning
 // rates), then generates its payload; every client applies all payloads, in
 // client order, at the end of the round or (delay) right after generating
-// the next round's payload.
+// the next round's payload, and then (-compensate) trains the next round
+// from its weights less its own share of the pending step.
 func (r *runner) loco() (float64, error) {
 	o, H := r.o, r.c.m.h
 	hp := o.loco
 	hp.OuterLR = r.c.outer
+	hp.Overlap = r.c.m.delay && o.compensate
 	losses := make([][]float32, len(r.reps))
 	for c := range losses {
 		losses[c] = make([]float32, H)

@@ -19,6 +19,7 @@
 #define trg_demo_generate trgemu_demo_generate
 #define trg_demo_apply trgemu_demo_apply
 #define trg_lookahead trgemu_lookahead
+#define trg_loco_start trgemu_loco_start
 #define trg_loco_generate trgemu_loco_generate
 #define trg_loco_apply trgemu_loco_apply
 
