@@ -72,7 +72,7 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, c := p.Model, p.Config
-	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || m.OuterLearningRate != 4.0 || m.ValueBits != 2 ||
+	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || m.OuterLearningRate != 1.0 || m.ValueBits != 2 ||
 		m.CompressionChunk != 64 || m.CompressionTopk != 6 || m.CompressionDecay != 0.9 || m.Quantize1bit != 0 ||
 		m.WeightDecay != 0 || m.ClipGradNorm != 1.0 {
 		t.Errorf("sparseloco optimizer %+v", m)

@@ -164,13 +164,18 @@ func optimizerScript(t *testing.T, tr *Trainer, gpu bool) []residencyResult {
 	// the step to come.
 	lateLoCo := small
 	lateLoCo.Overlap = true
+	prev = nil
 	for range 3 {
 		must("LoCoBegin, overlap", tr.LoCoBegin())
 		train()
 		must("AdamW", tr.AdamWStep(testAdamW))
 		p, err := tr.LoCoGenerate(lateLoCo)
 		payload("LoCoGenerate, overlap", p, err)
-		must("LoCoApply, overlap", tr.LoCoApply(lateLoCo, [][]byte{prev}))
+		var ps [][]byte // the previous round's, one round late
+		if prev != nil {
+			ps = [][]byte{prev}
+		}
+		must("LoCoApply, overlap", tr.LoCoApply(lateLoCo, ps))
 		record("LoCoApply, overlap")
 		prev = p
 	}
