@@ -15,10 +15,10 @@ import (
 // one round late (compensated, as an overlapping client trains). No run
 // may end above the untrained model's held-out loss, and a delayed run may
 // not end more than overlapTolerance above the same run without delay.
-// Results are bit-exact, so every run gives the same numbers (see below).
-// Both bounds fail for the outer step this replaced (the mean of the
-// payloads times an outer lr of 2 per member): at 8 clients, delayed, it
-// diverged.
+// Results are bit-exact, so every run gives the same numbers. Both bounds
+// fail for the outer step this replaced (the mean of the payloads times an
+// outer lr of 2 per member): at 8 clients it ended at 2.7427 without delay
+// and 38.4202 delayed, diverged.
 func TestOverlapDoesNotDiverge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("convergence runs")
