@@ -430,11 +430,7 @@ static void tr_demo_update(tr_model *m, const tr_demo_tensor *x, int n, const ui
 }
 
 int tr_demo_pending(tr_model *m, const tr_demo *hp, const uint8_t *own, size_t len) {
-    if (!hp->overlap) {
-        free(m->pending);
-        m->pending = NULL;
-        return TR_OK;
-    }
+    if (!hp->overlap) return tr_pending_alloc(m, 0);
     uint32_t *idx;
     float *val;
     tr_demo_scratch s = {0};
@@ -444,7 +440,7 @@ int tr_demo_pending(tr_model *m, const tr_demo *hp, const uint8_t *own, size_t l
     const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
     size_t entries = tr_chunk_totals(t, nt).entries, first = 0;
     if ((rc = tr_demo_scratch_alloc(m, t, nt, &s)) || (rc = tr_lookahead_alloc(m))) goto done;
-    if (!m->pending && !(m->pending = malloc(sizeof(float) * m->num_params))) { rc = TR_ENOMEM; goto done; }
+    if ((rc = tr_pending_alloc(m, 1))) goto done;
     tr_host_replace(m, TR_BUF_PENDING);
     for (int ti = 0; ti < nt; ti++) {
         tr_demo_update(m, &t[ti], 1, idx + first, val + first, entries, &s, m->pending + t[ti].offset);
@@ -453,6 +449,16 @@ int tr_demo_pending(tr_model *m, const tr_demo *hp, const uint8_t *own, size_t l
 done:
     free(idx); free(val); free(s.f); free(s.u);
     return rc;
+}
+
+int tr_pending_alloc(tr_model *m, int on) {
+    if (!on) {
+        free(m->pending);
+        m->pending = NULL;
+        return TR_OK;
+    }
+    if (!m->pending) m->pending = malloc(sizeof(float) * m->num_params);
+    return m->pending ? TR_OK : TR_ENOMEM;
 }
 
 int tr_lookahead_alloc(tr_model *m) {

@@ -229,8 +229,8 @@ int tr_loco_generate_device(tr_model *m, const tr_loco *hp, uint8_t *out, size_t
     float *scale = malloc(sizeof(float) * z.chunks);
     if (!sel || !code || !scale) { rc = TR_ENOMEM; goto done; }
     if ((rc = tr_delta_alloc(m)) ||
-        (rc = tr_dev_use(m, TR_BUF_PARAMS | TR_BUF_ANCHOR | TR_BUF_DELTA | (m->anchor_shifted ? TR_BUF_PENDING : 0))) ||
-        (rc = trg_loco_generate(m->dev, hp, m->anchor_shifted, sel, code, scale)))
+        (rc = tr_dev_use(m, TR_BUF_PARAMS | TR_BUF_ANCHOR | TR_BUF_DELTA | (m->pending ? TR_BUF_PENDING : 0))) ||
+        (rc = trg_loco_generate(m->dev, hp, m->pending != NULL, sel, code, scale)))
         goto done;
     tr_dev_wrote(m, TR_BUF_DELTA);
     *len = tr_loco_pack(m, hp, sel, code, scale, out);

@@ -87,7 +87,6 @@ struct tr_model {
     int in_round;
     float *anchor, *anchor_m, *anchor_v; // (N) each; the moments only when anchor_moments
     int anchor_moments, anchor_lookahead;
-    int anchor_shifted;   // the round trains from the anchor less the pending update
     uint64_t anchor_step, anchor_adam_t;
     size_t demo_buf_len;
     // Residency (below): the attached device, or NULL, and which buffers
@@ -184,6 +183,8 @@ void tr_crossentropy_backward(const tr_model *m, float *dlogits, const float *pr
 int tr_grad_scale(tr_model *m, float clip, float *scale);
 int tr_delta_alloc(tr_model *m);
 int tr_lookahead_alloc(tr_model *m);
+// The pending update's buffer (on: allocated if missing; off: freed).
+int tr_pending_alloc(tr_model *m, int on);
 int tr_lookahead_wanted(const tr_model *m, int on);
 int tr_demo_refresh_lookahead(tr_model *m, int on);
 // With hp->overlap, m->pending becomes U of this client's own payload (len

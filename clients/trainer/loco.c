@@ -88,7 +88,6 @@ void tr_loco_started(tr_model *m) {
     m->lookahead_on = 0;
     m->anchor_step = m->step;
     m->anchor_adam_t = m->adam_t;
-    m->anchor_shifted = m->pending != NULL;
     m->in_round = 1;
 }
 
@@ -114,7 +113,7 @@ int tr_loco_begin(tr_model *m) {
     tr_loco_started(m);
     tr_host_replace(m, TR_BUF_ANCHOR);
     memcpy(m->anchor, m->params, sizeof(float) * N);
-    if (m->anchor_shifted) {
+    if (m->pending) { // the round trains from the anchor less it (it cannot change until generate)
         tr_host_replace(m, TR_BUF_PARAMS);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t i = 0; i < N; i++) m->params[i] = trk_loco_start(m->anchor[i], m->pending[i]);
@@ -210,7 +209,7 @@ int tr_loco_generate(tr_model *m, const tr_loco *hp, uint8_t *out, size_t cap, s
     // elementwise, so no order question; the round trained from the anchor,
     // or (shifted) from the anchor less the pending update
     float decay = hp->decay, *e = m->delta;
-    const float *pend = m->anchor_shifted ? m->pending : NULL;
+    const float *pend = m->pending;
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
     for (size_t i = 0; i < N; i++)
         e[i] = trk_loco_feedback(e[i], pend ? trk_loco_start(m->anchor[i], pend[i]) : m->anchor[i], m->params[i], decay);
@@ -322,15 +321,11 @@ int tr_loco_decode(const tr_model *m, const tr_loco *hp, const uint8_t *payloads
 }
 
 int tr_loco_pending(tr_model *m, const tr_loco *hp, const uint8_t *own, size_t len) {
-    if (!hp->overlap) {
-        free(m->pending);
-        m->pending = NULL;
-        return TR_OK;
-    }
+    if (!hp->overlap) return tr_pending_alloc(m, 0);
     uint32_t *idx;
     float *val;
     int rc = tr_loco_decode(m, hp, own, &len, 1, &idx, &val);
-    if (rc == TR_OK && !m->pending && !(m->pending = malloc(sizeof(float) * m->num_params))) rc = TR_ENOMEM;
+    if (rc == TR_OK) rc = tr_pending_alloc(m, 1);
     if (rc == TR_OK) {
         tr_demo_tensor t[TR_MAX_TENSORS];
         const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);

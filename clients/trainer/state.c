@@ -167,7 +167,7 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
         }
     }
     if ((flags & TR_STATE_DELTA) && !m->delta && !(m->delta = malloc(sizeof(float) * N))) return TR_ENOMEM;
-    if ((flags & TR_STATE_PENDING) && !m->pending && !(m->pending = malloc(sizeof(float) * N))) return TR_ENOMEM;
+    if ((flags & TR_STATE_PENDING) && tr_pending_alloc(m, 1)) return TR_ENOMEM;
     if ((flags & (TR_STATE_LOOKAHEAD | TR_STATE_PENDING)) && tr_lookahead_alloc(m)) return TR_ENOMEM;
     tr_host_replace(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA | TR_BUF_PENDING);
     tr_get_floats(m->params, p, N);
@@ -180,7 +180,7 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     if (flags & TR_STATE_DELTA) tr_get_floats(m->delta, pd, N);
     else { free(m->delta); m->delta = NULL; }
     if (flags & TR_STATE_PENDING) tr_get_floats(m->pending, pp, N);
-    else { free(m->pending); m->pending = NULL; }
+    else tr_pending_alloc(m, 0);
     m->step = tr_get_u64(in + 32);
     m->adam_t = tr_get_u64(in + 40);
     m->demo_lr = demo_lr;
