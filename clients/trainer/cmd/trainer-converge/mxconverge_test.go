@@ -28,13 +28,20 @@ import (
 // variant of the arithmetic, and the final gap moved between -1.6% and
 // +1.9% with the GEMMs' slices; at 1e-3 it has none, and the contract's own
 // effect shows. About 20 s on 2 cores.
-func TestMXConvergence(t *testing.T) {
+// needCorpus skips a convergence run under -short (scripts/test.sh runs
+// them) and without the corpus that scripts/setup.sh installs.
+func needCorpus(t *testing.T) {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("convergence runs (about 20 s)")
+		t.Skip("convergence runs")
 	}
 	if _, err := corpus.SOTUDir(); err != nil {
 		t.Skipf("corpus missing (run scripts/setup.sh): %v", err)
 	}
+}
+
+func TestMXConvergence(t *testing.T) {
+	needCorpus(t)
 	const steps, half = 400, 200
 	args := []string{"-configs", "light", "-arith", "fp32,mx8", "-methods", "ddp", "-adam-lr", "1e-3",
 		"-clients", "1", "-per-client", "4", "-steps", "400", "-every", "200", "-threads", "2"}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"testing"
-
-	"github.com/psyche-go/psyche/clients/data/corpus"
 )
 
 // A short version of the trainer README's overlap sweep: SparseLoCo with
@@ -23,12 +21,7 @@ import (
 // 2.7427 without delay and 38.4202 delayed, diverged. About 1 minute on 2
 // cores.
 func TestOverlapDoesNotDiverge(t *testing.T) {
-	if testing.Short() {
-		t.Skip("convergence runs")
-	}
-	if _, err := corpus.SOTUDir(); err != nil {
-		t.Skipf("corpus missing (run scripts/setup.sh): %v", err)
-	}
+	needCorpus(t)
 	const overlapTolerance = 0.05
 	args := []string{"-configs", "light", "-methods", "loco10,loco10+delay", "-adam-lr", "", "-demo-lr", "",
 		"-clients", "2,8", "-steps", "300", "-every", "100", "-threads", "2"}
