@@ -28,8 +28,6 @@ const (
 	modelFormat       = "psyche-trainer-model"
 	checkpointVersion = "1"
 	maxHeaderLen      = 16 << 20
-	stateFlagAdam     = 1
-	stateFlagDelta    = 2
 )
 
 // ErrCheckpoint marks a checkpoint or model file that is malformed or does
@@ -60,11 +58,11 @@ func (t *Trainer) checkpointTensors(flags uint32) ([]string, map[string]stEntry,
 	for _, ts := range tensors {
 		add(ts.Name, ts.Shape, ts.Size)
 	}
-	if flags&stateFlagAdam != 0 {
+	if flags&flagAdam != 0 {
 		add("optim.adamw.m", []int{t.n}, t.n)
 		add("optim.adamw.v", []int{t.n}, t.n)
 	}
-	if flags&stateFlagDelta != 0 {
+	if flags&flagDelta != 0 {
 		add("optim.demo.delta", []int{t.n}, t.n)
 	}
 	if flags&flagPending != 0 {

@@ -68,7 +68,7 @@ func TestDCTRoundTrip(t *testing.T) {
 func stateDelta(t *testing.T, state []byte, n int) []float32 {
 	t.Helper()
 	flags := binary.LittleEndian.Uint32(state[52:])
-	if flags&stateFlagDelta == 0 {
+	if flags&flagDelta == 0 {
 		t.Fatal("state has no DeMo delta")
 	}
 	raw := state[len(state)-4*n:]

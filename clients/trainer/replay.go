@@ -83,11 +83,13 @@ func FreshReplayState(rs []byte) bool {
 	return true
 }
 
-// Header fields of the state blob (state.c) that applying a round changes.
+// Header fields of the state blob (state.c): the ones applying a round
+// changes, and the flags (also the checkpoint's tensor list).
 const (
 	stateStepOff  = 32
 	stateLROff    = 48
 	stateFlagsOff = 52
+	flagAdam      = 1
 	flagDelta     = 2
 	flagLookahead = 4
 	flagPending   = 16
