@@ -102,7 +102,7 @@ func (e *engine) captureRounds(v *coordinator.View) {
 	if v.Running() && cur.ClientsLen > 0 && e.rounds[cur.Step] == nil && cur.Step > e.lastStep {
 		members := v.RoundMembers()
 		rec := &roundRecord{step: cur.Step, height: cur.Height, members: members, overlap: v.State.Config.Overlap != 0,
-			update: NewUpdate(&v.State.Model, v.State.Config.TotalSteps, cur.Step, InnerSteps(cur), v.State.Epoch.StartStep, v.State.Epoch.ColdStart != 0,
+			update: NewUpdate(&v.State.Model, v.State.Config.TotalSteps, cur.Step, InnerSteps(cur), int(cur.ClientsLen), v.State.Epoch.StartStep, v.State.Epoch.ColdStart != 0,
 				v.State.Config.Overlap != 0)}
 		for _, m := range members {
 			id, _ := identity.PeerIDFromPublicKey(m.P2PIdentity[:])

@@ -199,7 +199,9 @@ func (c *Client) startJudge(ctx context.Context, v *coordinator.View, a judgeAct
 	if err != nil {
 		return nil
 	}
-	u := NewUpdate(&c.model, v.State.Config.TotalSteps, d.Step, int(c.model.InnerSteps), d.EpochStartStep, d.ColdStart != 0, v.State.Config.Overlap != 0)
+	// Members 0: only an overlapped round's update needs the round's member
+	// count, and overlapped runs are not verified (ConfigOverlap).
+	u := NewUpdate(&c.model, v.State.Config.TotalSteps, d.Step, int(c.model.InnerSteps), 0, d.EpochStartStep, d.ColdStart != 0, v.State.Config.Overlap != 0)
 	job := replayJob{step: d.Step, index: int(d.TrainerIndex), from: from, batch: batchRange{d.BatchStart, uint64(d.BatchLen)},
 		params: params, u: u,
 		commit: commitRecord{committed: true, fresh: d.Fresh != 0, payload: d.Payload, before: d.StateBefore, after: d.StateAfter}}

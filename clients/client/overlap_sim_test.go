@@ -34,7 +34,7 @@ decay_steps = 54
 [model.optimizer]
 kind = "sparseloco"
 inner_steps = 3
-outer_learning_rate = 1.0
+outer_learning_rate = 8.0
 weight_decay = 0.0
 clip_grad_norm = 1.0
 compression_decay = 0.95

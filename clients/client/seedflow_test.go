@@ -116,7 +116,7 @@ func runLocally(t *testing.T, configPath, runID string, steps int) curve {
 	payloads, losses, tokens := make([][]byte, len(members)), make([]float32, len(members)), make([]uint64, len(members))
 	for step := uint32(1); step <= uint32(steps); step++ {
 		seed = schedule.RoundSeed(seed, uint64(step), [32]byte{}, step)
-		u := NewUpdate(m, cfg.TotalSteps, step, 1, 1, false, false)
+		u := NewUpdate(m, cfg.TotalSteps, step, 1, 0, 1, false, false)
 		at := schedule.DataIndexForStep(cfg.GlobalBatchSizeStart, cfg.GlobalBatchSizeEnd, cfg.GlobalBatchSizeWarmupTokens, m.MaxSeqLen, 1, step)
 		batches := schedule.Assignments(uint16(len(members)), schedule.BatchSize(cfg.GlobalBatchSizeStart, cfg.GlobalBatchSizeEnd, cfg.GlobalBatchSizeWarmupTokens, schedule.TokensBefore(at, m.MaxSeqLen)), 1, at, seed)
 		err := eachMember(members, func(i int, tr *trainer.Trainer) (err error) {

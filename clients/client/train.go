@@ -23,18 +23,21 @@ type Update struct {
 	lrs   []float32 // the rate of each inner step (one for DeMo)
 	// overlap: the round is applied one round late (config overlap), so
 	// the member's next step starts from its own pending update (DeMo's
-	// lookahead, SparseLoCo's own share).
+	// lookahead, SparseLoCo's own share, whose rate follows the round's
+	// member count, members).
 	overlap bool
+	members int
 }
 
-// NewUpdate is the update of the round that trains step with h inner
-// steps (the round's; DeMo has one) in an epoch that began at
-// epochStartStep, in a run of total steps; overlap: the run overlaps rounds.
-func NewUpdate(m *coordinator.Model, total, step uint32, h int, epochStartStep uint32, coldStart, overlap bool) Update {
+// NewUpdate is the update of the round of members members that trains
+// step with h inner steps (the round's; DeMo has one) in an epoch that
+// began at epochStartStep, in a run of total steps; overlap: the run
+// overlaps rounds.
+func NewUpdate(m *coordinator.Model, total, step uint32, h, members int, epochStartStep uint32, coldStart, overlap bool) Update {
 	if !SparseLoCo(m) {
 		h = 1
 	}
-	u := Update{model: *m, lrs: make([]float32, max(h, 1)), overlap: overlap}
+	u := Update{model: *m, lrs: make([]float32, max(h, 1)), overlap: overlap, members: members}
 	for j := range u.lrs {
 		u.lrs[j] = InnerLearningRate(m, total, step, j, epochStartStep, coldStart)
 	}
@@ -59,7 +62,9 @@ func (u *Update) demo() trainer.DeMo {
 // overlaps.
 func (u *Update) loco() trainer.SparseLoCo {
 	hp := LoCo(&u.model)
-	hp.Overlap = u.overlap
+	if u.overlap {
+		hp.Overlap, hp.Members = true, u.members
+	}
 	return hp
 }
 

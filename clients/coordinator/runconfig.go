@@ -128,8 +128,10 @@ type OptimizerTOML struct {
 	// InnerSteps is the local steps per round (SparseLoCo); nil (the key
 	// left out) means DefaultInnerSteps.
 	InnerSteps *uint32 `toml:"inner_steps"`
-	// OuterLearningRate is SparseLoCo's outer step size (0 for DisTrO); nil
-	// means DefaultOuterLearningRate with SparseLoCo.
+	// OuterLearningRate is SparseLoCo's outer rate summed over members (0
+	// for DisTrO): a round that applies n payloads steps min(1, this/n)
+	// times their scatter-mean. nil means DefaultOuterLearningRate with
+	// SparseLoCo.
 	OuterLearningRate *float32 `toml:"outer_learning_rate"`
 	// ValueBits is SparseLoCo's bits per transmitted value (0 for DisTrO);
 	// nil means DefaultValueBits with SparseLoCo.
@@ -138,9 +140,16 @@ type OptimizerTOML struct {
 
 // SparseLoCo's defaults for keys a run config leaves out.
 const (
-	DefaultOuterLearningRate = 1.0
+	DefaultOuterLearningRate = 8.0
 	DefaultValueBits         = 2
 )
+
+// MaxOverlapOuterLearningRate bounds SparseLoCo's outer rate with overlap:
+// above it, rounds of more members than the rate step every entry by the
+// whole mean of its senders one round late, which the light model's
+// overlapped runs measured at 16 members did not tolerate (clients/trainer
+// README.md, "A stable outer step").
+const MaxOverlapOuterLearningRate = 8.0
 
 // DefaultInnerSteps is model.optimizer.inner_steps when a run config leaves it out.
 const DefaultInnerSteps = 1
@@ -293,6 +302,12 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
 				return nil, fmt.Errorf("%w: %s:%d: %s must be a finite, non-negative number", ErrRunConfig, name, keyLine(data, key), key)
 			}
+		}
+		if o := m.Optimizer.OuterLearningRate; o != nil && *o > MaxOverlapOuterLearningRate && rc.Config != nil && rc.Config.Overlap {
+			return nil, fmt.Errorf("%w: %s:%d: model.optimizer.outer_learning_rate = %g with config.overlap = true: must be at most %g "+
+				"(the outer rate summed over members; a higher one takes whole steps one round late in rounds of up to that many members, "+
+				"which overlapped runs did not tolerate: clients/trainer/README.md, \"A stable outer step\")",
+				ErrRunConfig, name, keyLine(data, "model.optimizer.outer_learning_rate"), *o, float32(MaxOverlapOuterLearningRate))
 		}
 	}
 	if _, err := rc.params(); err != nil {

@@ -72,7 +72,7 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, c := p.Model, p.Config
-	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || m.OuterLearningRate != 1.0 || m.ValueBits != 2 ||
+	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || m.OuterLearningRate != 8.0 || m.ValueBits != 2 ||
 		m.CompressionChunk != 64 || m.CompressionTopk != 6 || m.CompressionDecay != 0.9 || m.Quantize1bit != 0 ||
 		m.WeightDecay != 0 || m.ClipGradNorm != 1.0 {
 		t.Errorf("sparseloco optimizer %+v", m)
@@ -143,6 +143,8 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		{base + "outer_learning_rate = -0.5\n", []string{"s.toml:18", "model.optimizer.outer_learning_rate", "finite"}},
 		{base + "outer_learning_rate = nan\n", []string{"s.toml:18", "model.optimizer.outer_learning_rate", "finite"}},
 		{base + "inner_step = 3\n", []string{"s.toml:18", "unknown key", "model.optimizer.inner_step"}},
+		{strings.Replace(base, "[config]\n", "[config]\noverlap = true\n", 1) + "outer_learning_rate = 8.5\n",
+			[]string{"s.toml:19", "model.optimizer.outer_learning_rate = 8.5 with config.overlap = true", "at most 8"}},
 	} {
 		_, err := coordinator.ParseRunConfig("s.toml", []byte(c.doc))
 		if !errors.Is(err, coordinator.ErrRunConfig) {

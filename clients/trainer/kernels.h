@@ -679,6 +679,14 @@ TRK float trk_loco_value(uint32_t q, float s, int vb) {
 // less p, this client's own share of the outer step still to come.
 TRK float trk_loco_start(float x, float p) { return x - p; }
 
+// The outer step's rate in a round applying n payloads (of n members, for
+// the own share): outer_lr is the rate summed over members, so each payload
+// weighs outer_lr / n, and no entry moves past the mean of its senders
+// (rate 1): the union of n members' top-k entries grows with n, and a rate
+// that does not fall with it makes overlapped rounds diverge (README.md,
+// "A stable outer step").
+TRK float trk_loco_rate(float outer_lr, int n) { return n > 0 && outer_lr < (float)n ? outer_lr / (float)n : 1.0f; }
+
 // That share of one decoded entry v.
 TRK float trk_loco_share(float v, float lr) { return lr * v; }
 

@@ -3,8 +3,9 @@
 // (e = decay*e + x0 - x): each chunk's top-k entries of e by magnitude,
 // quantised to value_bits with one scale per chunk, and e keeps what the
 // quantised entries do not carry. Its weights go back to x0, and every client
-// applies x0 - outer_lr * (mean of all accepted payloads), summed in one
-// fixed client order, so replicas stay bit-identical. Chunks are DeMo's 2-D
+// applies x0 - min(1, outer_lr / n) * (scatter-mean of the n accepted
+// payloads), summed in one fixed client order, so replicas stay
+// bit-identical. Chunks are DeMo's 2-D
 // views (tr_chunk_layout) with no transform.
 //
 // Payload format v1, little-endian (README.md has the full spec):
@@ -20,6 +21,8 @@
 #define TR_LOCO_MAGIC "PL"
 #define TR_LOCO_VERSION 1
 #define TR_LOCO_HEADER 4
+// A round's members fit the coordinator's u16 count.
+#define TR_LOCO_MAX_MEMBERS 65535
 
 int tr_loco_check(const tr_loco *hp) {
     if (!hp) return TR_EINVAL;
@@ -29,6 +32,7 @@ int tr_loco_check(const tr_loco *hp) {
     // Written as negations so NaN fails too.
     if (!(hp->outer_lr >= 0.0f && hp->outer_lr < 1e6f) || !(hp->decay >= 0.0f && hp->decay <= 1.0f)) return TR_EINVAL;
     if (hp->overlap != 0 && hp->overlap != 1) return TR_EINVAL;
+    if (hp->members < 0 || hp->members > TR_LOCO_MAX_MEMBERS || (hp->overlap && hp->members < 1)) return TR_EINVAL;
     return TR_OK;
 }
 
@@ -329,6 +333,7 @@ int tr_loco_pending(tr_model *m, const tr_loco *hp, const uint8_t *own, size_t l
     if (rc == TR_OK) {
         tr_demo_tensor t[TR_MAX_TENSORS];
         const int nt = tr_chunk_layout(&m->cfg, hp->chunk, hp->topk, t);
+        const float rate = trk_loco_rate(hp->outer_lr, hp->members);
         tr_host_replace(m, TR_BUF_PENDING);
         memset(m->pending, 0, sizeof(float) * m->num_params);
         size_t first = 0;
@@ -338,7 +343,7 @@ int tr_loco_pending(tr_model *m, const tr_loco *hp, const uint8_t *own, size_t l
             for (size_t b = 0; b < x->nchunks; b++)
                 for (int j = 0; j < x->k; j++) {
                     size_t ei = first + b * x->k + j;
-                    p[trk_chunk_pos(x, b, idx[ei])] = trk_loco_share(val[ei], hp->outer_lr);
+                    p[trk_chunk_pos(x, b, idx[ei])] = trk_loco_share(val[ei], rate);
                 }
             first += x->nchunks * x->k;
         }
@@ -370,7 +375,7 @@ int tr_loco_apply(tr_model *m, const tr_loco *hp, const uint8_t *payloads, const
                 trk_chunk_sum(acc + x->offset, x, b, n, idx + first, val + first, z.entries, cnt + z.max_chunk * omp_get_thread_num());
             first += x->nchunks * x->k;
         }
-        float lr = hp->outer_lr;
+        float lr = trk_loco_rate(hp->outer_lr, n);
         #pragma omp parallel for schedule(static) num_threads(m->nthreads)
         for (size_t i = 0; i < N; i++) m->params[i] = trk_loco_outer(m->params[i], acc[i], lr);
     }

@@ -10,21 +10,31 @@ import "C"
 // values. The inner steps are Step and AdamWStep between LoCoBegin and
 // LoCoGenerate.
 type SparseLoCo struct {
-	OuterLR   float32 // x -= OuterLR * scatter-mean of the decoded payloads (each entry over the payloads that hold it)
+	// OuterLR is the outer rate summed over members: a round that applies
+	// n payloads takes x -= min(1, OuterLR/n) * their scatter-mean (each
+	// entry's sum over the payloads that hold it, divided by their count).
+	// Each payload weighs OuterLR/n, and no entry moves past its senders'
+	// mean (README.md, "A stable outer step").
+	OuterLR   float32
 	Decay     float32 // error feedback decay, 0..1
 	Chunk     int     // chunk edge of the 2-D views, 1..256
 	TopK      int     // entries kept per chunk, 1..65535
 	ValueBits int     // 1, 2, 4, 8 (per-chunk scaled codes) or 32 (f32)
 	// Overlap (LoCoGenerate): the payload is applied one round late, after
 	// the next round has trained, so that round trains from the weights
-	// less this client's own share of the step to come, OuterLR times its
-	// payload's values (the pending update; README.md, "Overlapped rounds").
+	// less this client's own share of the step to come: its payload's
+	// values at the rate of a round applying all Members' payloads (the
+	// pending update; README.md, "Overlapped rounds").
 	Overlap bool
+	Members int // with Overlap: the round's member count, 1..65535
 }
+
+// maxLoCoMembers bounds SparseLoCo.Members (TR_LOCO_MAX_MEMBERS).
+const maxLoCoMembers = 65535
 
 func (hp SparseLoCo) c() C.tr_loco {
 	return C.tr_loco{outer_lr: C.float(hp.OuterLR), decay: C.float(hp.Decay), chunk: cInt(hp.Chunk),
-		topk: cInt(hp.TopK), value_bits: cInt(hp.ValueBits), overlap: cBool(hp.Overlap)}
+		topk: cInt(hp.TopK), value_bits: cInt(hp.ValueBits), overlap: cBool(hp.Overlap), members: cInt(hp.Members)}
 }
 
 // LoCoPayloadSize returns the exact size of a SparseLoCo payload for hp.
@@ -103,9 +113,10 @@ func (t *Trainer) LoCoValidate(hp SparseLoCo, p []byte) error {
 	return codeErr(C.tr_loco_validate(t.m, &c, ptr, C.size_t(len(p))), "validate SparseLoCo payload")
 }
 
-// LoCoApply takes the outer step x -= OuterLR * u, u the scatter-mean of
-// the decoded payloads: at each position the sum over the payloads that
-// hold it, in the given client order, divided by their count. Either all payloads
+// LoCoApply takes the outer step x -= min(1, OuterLR/n) * u, u the
+// scatter-mean of the n decoded payloads: at each position the sum over
+// the payloads that hold it, in the given client order, divided by their
+// count. Either all payloads
 // are valid and the step is taken, or nothing changes. No payloads: the
 // weights stay and the step counter advances.
 func (t *Trainer) LoCoApply(hp SparseLoCo, payloads [][]byte) error {

@@ -373,16 +373,19 @@ func TestLoCoSelectionTies(t *testing.T) {
 	}
 }
 
-// Apply is x - lr*u, u the scatter-mean: at each position the sum over the
-// payloads that hold it (in the given order, in float32) divided by their
-// count; no payloads: the weights stay and the step advances.
+// Apply of n payloads is x - min(1, OuterLR/n)*u, u the scatter-mean: at
+// each position the sum over the payloads that hold it (in the given order,
+// in float32) divided by their count; no payloads: the weights stay and the
+// step advances.
 func TestLoCoApplyMatchesReference(t *testing.T) {
 	text := textFor(tinyConfig, 13, 8192)
 	tensors, err := newTrainer(t, tinyConfig, 1).Tensors()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, hp := range []SparseLoCo{tinyLoCo, withBits(locoWide, 32), withBits(tinyLoCo, 8)} {
+	capped := tinyLoCo
+	capped.OuterLR = 8 // rate 1 up to 8 payloads
+	for _, hp := range []SparseLoCo{tinyLoCo, withBits(locoWide, 32), withBits(tinyLoCo, 8), capped} {
 		var payloads [][]byte
 		for c := range 3 {
 			tr := newTrainer(t, tinyConfig, 7)
@@ -406,6 +409,10 @@ func TestLoCoApplyMatchesReference(t *testing.T) {
 					}
 				}
 			}
+			rate := float32(1)
+			if n := float32(len(order)); hp.OuterLR < n {
+				rate = hp.OuterLR / n
+			}
 			want := make([]float32, len(x))
 			changed, shared := 0, 0
 			for i := range want {
@@ -414,7 +421,7 @@ func TestLoCoApplyMatchesReference(t *testing.T) {
 					u /= float32(cnt[i])
 					shared++
 				}
-				want[i] = x[i] - float32(hp.OuterLR*u)
+				want[i] = x[i] - rate*u
 				if want[i] != x[i] {
 					changed++
 				}
@@ -716,13 +723,17 @@ func TestLoCoInvalidUse(t *testing.T) {
 		{OuterLR: 1, Decay: 1.5, Chunk: 12, TopK: 3, ValueBits: 2},
 		{OuterLR: 1, Decay: -0.1, Chunk: 12, TopK: 3, ValueBits: 2},
 		{OuterLR: 1, Decay: float32(math.NaN()), Chunk: 12, TopK: 3, ValueBits: 2},
+		{OuterLR: 1, Decay: 0.9, Chunk: 12, TopK: 3, ValueBits: 2, Members: -1},
+		{OuterLR: 1, Decay: 0.9, Chunk: 12, TopK: 3, ValueBits: 2, Members: 65536},
+		{OuterLR: 1, Decay: 0.9, Chunk: 12, TopK: 3, ValueBits: 2, Overlap: true},
 	}
 	// Settings that would wrap to valid ones in a 32-bit C int.
 	if wrap := math.MaxInt32; wrap+wrap+2 > math.MaxInt32 {
 		wrap += wrap + 2 // 2^32
 		bad = append(bad, withBits(tinyLoCo, wrap+2),
 			SparseLoCo{OuterLR: 1, Decay: 0.9, Chunk: wrap + 12, TopK: 3, ValueBits: 2},
-			SparseLoCo{OuterLR: 1, Decay: 0.9, Chunk: 12, TopK: wrap + 3, ValueBits: 2})
+			SparseLoCo{OuterLR: 1, Decay: 0.9, Chunk: 12, TopK: wrap + 3, ValueBits: 2},
+			SparseLoCo{OuterLR: 1, Decay: 0.9, Chunk: 12, TopK: 3, ValueBits: 2, Members: wrap + 3})
 	}
 	before := exportState(t, tr)
 	for _, hp := range bad {
@@ -1012,7 +1023,8 @@ func TestLoCoAbortKeepsTheLookahead(t *testing.T) {
 
 // Overlapped rounds: after a generate with Overlap, the next round trains
 // from the replica's weights less this client's own share of the outer
-// step still to come (OuterLR times its payload's values), and its
+// step still to come (its payload's values at the rate of a round of all
+// Members: min(1, OuterLR/Members)), and its
 // pseudo-gradient is measured from there; the weights go back to the
 // replica's at generate and abort. The share travels in the state, so a
 // restored trainer replays the round bit for bit; a generate without
@@ -1024,7 +1036,7 @@ func TestLoCoOverlapTrainsFromOwnShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	hp := tinyLoCo
-	hp.Overlap = true
+	hp.Overlap, hp.Members = true, 3
 	a, other := newTrainer(t, tinyConfig, 7), newTrainer(t, tinyConfig, 7)
 	p1 := locoRound(t, a, hp, text, 0, 2)
 	q1 := locoRound(t, other, hp, text, 500, 2)
@@ -1038,7 +1050,7 @@ func TestLoCoOverlapTrainsFromOwnShare(t *testing.T) {
 		pt := &d.Tensors[ti]
 		for e, ix := range pt.Indices {
 			pos := tensors[ti].Offset + chunkPos(pt, e/pt.K, ix)
-			want[pos] = x[pos] - float32(hp.OuterLR*pt.Values[e])
+			want[pos] = x[pos] - hp.OuterLR/3*pt.Values[e]
 		}
 	}
 	saved := exportState(t, a)

@@ -54,6 +54,9 @@ func DecodeLoCoPayload(cfg Config, hp SparseLoCo, p []byte) (*Payload, error) {
 	if !(hp.OuterLR >= 0 && hp.OuterLR < 1e6) || !(hp.Decay >= 0 && hp.Decay <= 1) {
 		return nil, fmt.Errorf("SparseLoCo outer lr %v (want 0 <= lr < 1e6) or decay %v (want 0..1): %w", hp.OuterLR, hp.Decay, ErrInvalid)
 	}
+	if hp.Members < 0 || hp.Members > maxLoCoMembers || hp.Overlap && hp.Members < 1 {
+		return nil, fmt.Errorf("SparseLoCo members %d (want 0..%d, at least 1 with overlap): %w", hp.Members, maxLoCoMembers, ErrInvalid)
+	}
 	tensors, err := payloadLayout(cfg, DeMo{Chunk: hp.Chunk, TopK: hp.TopK})
 	if err != nil {
 		return nil, err

@@ -163,7 +163,7 @@ func optimizerScript(t *testing.T, tr *Trainer, gpu bool) []residencyResult {
 	// Overlapped rounds: each trains from the weights less the own share of
 	// the step to come.
 	lateLoCo := small
-	lateLoCo.Overlap = true
+	lateLoCo.Overlap, lateLoCo.Members = true, 2
 	prev = nil
 	for range 3 {
 		must("LoCoBegin, overlap", tr.LoCoBegin())

@@ -64,13 +64,15 @@ typedef struct {
 // round's start minus the local result) plus error feedback, sent as each
 // chunk's top-k entries quantised to value_bits with one scale per chunk.
 typedef struct {
-    float outer_lr;  // x -= outer_lr * mean of the clients' decoded payloads
+    float outer_lr;  // the rate summed over members: a round applying n payloads takes
+                     // x -= min(1, outer_lr / n) * their scatter-mean (trk_loco_rate)
     float decay;     // error feedback decay, e.g. 0.95
     int chunk;       // chunk edge of the 2-D views (as DeMo's, no transform)
     int topk;        // entries kept per chunk
     int value_bits;  // 1, 2, 4, 8 (scaled codes) or 32 (raw f32)
     int overlap;     // 1 (generate): the payload is applied one round late, so the next
                      // round trains from x less this client's own share of it (the pending update)
+    int members;     // with overlap: the round's member count, which sets that share's rate
 } tr_loco;
 
 typedef struct tr_model tr_model;
@@ -125,7 +127,9 @@ int tr_demo_apply(tr_model *m, const tr_demo *hp, const uint8_t *payloads, const
 // steps are tr_step + tr_adamw_step; generate folds the pseudo-gradient into
 // the error feedback, writes the payload and puts the round-start weights
 // back; abort (instead of generate) restores everything begin saw. Apply
-// takes x -= outer_lr * (sum of decoded payloads in the given order) / n.
+// takes x -= min(1, outer_lr / n) * u, u the scatter-mean of the n decoded
+// payloads (each position's sum in the given order over the payloads that
+// hold it, divided by their count).
 int tr_loco_payload_size(const tr_model *m, const tr_loco *hp, size_t *size);
 int tr_loco_begin(tr_model *m);
 int tr_loco_abort(tr_model *m);

@@ -76,7 +76,7 @@ func TestCoordinatorCommands(t *testing.T) {
 	}
 	// A SparseLoCo config applies while the run is still uninitialized.
 	ok(as(adminPath, "update-config", "--config-path", "../../../config/sparseloco.toml")...)
-	if model := dump()["model"].(map[string]any); model["optimizer"] != 2.0 || model["inner_steps"] != 10.0 || model["value_bits"] != 2.0 || model["outer_learning_rate"] != 1.0 {
+	if model := dump()["model"].(map[string]any); model["optimizer"] != 2.0 || model["inner_steps"] != 10.0 || model["value_bits"] != 2.0 || model["outer_learning_rate"] != 8.0 {
 		t.Fatalf("after the SparseLoCo config: %v", model)
 	}
 	ok(as(adminPath, "update-config", "--config-path", cfg)...)

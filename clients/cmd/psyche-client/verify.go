@@ -128,7 +128,7 @@ func verify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	u := client.NewUpdate(&model, s.Config.TotalSteps, step, int(model.InnerSteps), com.epochStartStep, com.coldStart, s.Config.Overlap != 0)
+	u := client.NewUpdate(&model, s.Config.TotalSteps, step, int(model.InnerSteps), com.members, com.epochStartStep, com.coldStart, s.Config.Overlap != 0)
 	lr := u.LR()
 	rep, err := replayContribution(c.Context, replayInput{
 		tr: tr, params: params, state: state, published: published,
@@ -181,6 +181,7 @@ func equalWord(eq bool) string {
 type commitment struct {
 	source                 string // where it was read, in words
 	index                  uint16 // the trainer's member index in the round
+	members                int    // the round's member count (0 from a dispute: overlapped runs are not verified)
 	batch                  schedule.Assignment
 	epochStartStep         uint32
 	coldStart              bool
@@ -268,7 +269,7 @@ func findCommitment(s *coordinator.State, step uint32, signer solana.PublicKey, 
 	}
 	return commitment{
 		source: fmt.Sprintf("commitment of the round of step %d (height %d, verdict %s%s)", r.Step, r.Height, coordinator.VerdictName(c.Verdict), note),
-		index:  uint16(index), batch: role.Batch, epochStartStep: s.Epoch.StartStep, coldStart: s.Epoch.ColdStart != 0,
+		index:  uint16(index), members: n, batch: role.Batch, epochStartStep: s.Epoch.StartStep, coldStart: s.Epoch.ColdStart != 0,
 		payload: c.Payload, before: c.StateBefore, after: c.StateAfter, fresh: c.Flags&coordinator.CommitFresh != 0,
 	}, nil
 }

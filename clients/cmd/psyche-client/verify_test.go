@@ -46,7 +46,7 @@ func demoUpdate(hp trainer.DeMo) client.Update {
 	m := coordinator.Model{Optimizer: 1, LrSchedule: 1, LearningRate: hp.LR, FinalLearningRate: hp.LR,
 		CompressionDecay: hp.Decay, WeightDecay: hp.WeightDecay, ClipGradNorm: hp.ClipNorm,
 		CompressionChunk: uint32(hp.Chunk), CompressionTopk: uint32(hp.TopK), Quantize1bit: one, InnerSteps: 1}
-	return client.NewUpdate(&m, 100, 2, 1, 1, false, false)
+	return client.NewUpdate(&m, 100, 2, 1, 0, 1, false, false)
 }
 
 // fixedBatch serves in and tg whatever range is asked for.

@@ -1736,7 +1736,7 @@ extern "C" int trg_loco_apply(trg_model *g, const tr_loco *hp, int n, const uint
         CK(cudaMemset(acc, 0, sizeof(float) * numel));
         TRG_LAUNCH(chunk_sum_kernel, blocks_for(x.nchunks), THREADS, acc, x, n, di + first, dv + first, z.entries,
                    (uint32_t *)g->work_u.p);
-        TRG_LAUNCH(loco_outer_kernel, blocks_for(numel), THREADS, g->params + x.offset, acc, numel, hp->outer_lr);
+        TRG_LAUNCH(loco_outer_kernel, blocks_for(numel), THREADS, g->params + x.offset, acc, numel, trk_loco_rate(hp->outer_lr, n));
         first += x.nchunks * x.k;
     }
     CK(cudaGetLastError());

@@ -163,8 +163,8 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 		"demo+delay steps at x - lr*sign(U), U the update its own pending payload asks for, locoH+delay trains from x less "+
 		"its own share of the pending outer step (false: from the stale weights)")
 	locoLRs := fs.String("loco-lr", "3e-3", "comma-separated SparseLoCo inner AdamW peak learning rates (empty: skip SparseLoCo)")
-	outerLRs := fs.String("loco-outer-lr", "1", "comma-separated SparseLoCo outer learning rates: "+
-		"the outer step is this times the scatter-mean of the payloads (each entry over the payloads that hold it)")
+	outerLRs := fs.String("loco-outer-lr", "8", "comma-separated SparseLoCo outer rates summed over members: "+
+		"a round of n payloads steps min(1, this/n) times their scatter-mean (each entry over the payloads that hold it)")
 	locoDecay := fs.Float64("loco-decay", 0.9, "SparseLoCo error feedback decay")
 	fs.IntVar(&o.loco.Chunk, "loco-chunk", 64, "SparseLoCo chunk edge")
 	fs.IntVar(&o.loco.TopK, "loco-topk", 6, "SparseLoCo top-k per chunk")

@@ -249,7 +249,7 @@ func (r *runner) loco() (float64, error) {
 	o, H := r.o, r.c.m.h
 	hp := o.loco
 	hp.OuterLR = r.c.outer
-	hp.Overlap = r.c.m.delay && o.compensate
+	hp.Overlap, hp.Members = r.c.m.delay && o.compensate, len(r.reps)
 	losses := make([][]float32, len(r.reps))
 	for c := range losses {
 		losses[c] = make([]float32, H)
