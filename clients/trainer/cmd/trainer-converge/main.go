@@ -133,7 +133,7 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 	models := fs.String("configs", "light", "comma-separated model configs (light, llama-light, small, ...)")
 	ariths := fs.String("arith", trainer.ArithFP32, "comma-separated numeric contracts: fp32 (v2), mx8 (v3, block-scaled int8 matrix products); each run once per contract")
 	clients := fs.String("clients", "4,8", "comma-separated client counts")
-	methods := fs.String("methods", "ddp,demo,demo+delay,loco10,loco10+delay,loco30,loco100",
+	methods := fs.String("methods", "ddp,demo,demo+delay,loco10,loco10+delay,loco30,loco30+delay,loco100,loco100+delay",
 		"comma-separated methods: ddp (alias adamw), demo, locoH (H inner steps a round), demo+delay, locoH+delay (one round stale)")
 	fs.IntVar(&o.perClient, "per-client", 1, "sequences per client per step (ddp trains clients times as many on one node)")
 	fs.IntVar(&o.seqLen, "seq", 64, "tokens per sequence")
