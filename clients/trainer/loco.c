@@ -5,8 +5,8 @@
 // quantised entries do not carry. Its weights go back to x0, and every client
 // applies x0 - min(1, outer_lr / n) * (scatter-mean of the n accepted
 // payloads), summed in one fixed client order, so replicas stay
-// bit-identical. Chunks are DeMo's 2-D
-// views (tr_chunk_layout) with no transform.
+// bit-identical. Chunks are DeMo's 2-D views (tr_chunk_layout) with no
+// transform.
 //
 // Payload format v1, little-endian (README.md has the full spec):
 //   header  "PL" | u8 version=1 | u8 value_bits (1, 2, 4, 8 or 32)

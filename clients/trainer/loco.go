@@ -116,9 +116,8 @@ func (t *Trainer) LoCoValidate(hp SparseLoCo, p []byte) error {
 // LoCoApply takes the outer step x -= min(1, OuterLR/n) * u, u the
 // scatter-mean of the n decoded payloads: at each position the sum over
 // the payloads that hold it, in the given client order, divided by their
-// count. Either all payloads
-// are valid and the step is taken, or nothing changes. No payloads: the
-// weights stay and the step counter advances.
+// count. Either all payloads are valid and the step is taken, or nothing
+// changes. No payloads: the weights stay and the step counter advances.
 func (t *Trainer) LoCoApply(hp SparseLoCo, payloads [][]byte) error {
 	buf, lens := concat(payloads)
 	if err := t.lock(); err != nil {
