@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/psyche-go/psyche/clients/data/corpus"
 )
 
 // table runs the command on synthetic text and returns its output and the
@@ -208,5 +210,20 @@ func TestStabilityReportsDivergence(t *testing.T) {
 	writeStability(&b, []result{run(2, 2.5)}, 1)
 	if !strings.HasSuffix(b.String(), "1 runs at 2 clients: none diverged\n") {
 		t.Errorf("got %q", b.String())
+	}
+}
+
+// needCorpus prepares a convergence run on the State of the Union corpus:
+// it skips under -short only (scripts/test.sh and CI run without it, so the
+// runs always run there), and fails, not skips, when the corpus that
+// scripts/setup.sh installs is missing: a run that silently did not happen
+// proves nothing.
+func needCorpus(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a convergence run of minutes; runs without -short, as scripts/test.sh does")
+	}
+	if _, err := corpus.SOTUDir(); err != nil {
+		t.Fatalf("the State of the Union corpus is missing (run scripts/setup.sh): %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/psyche-go/psyche/clients/data/corpus"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
@@ -28,18 +27,6 @@ import (
 // variant of the arithmetic, and the final gap moved between -1.6% and
 // +1.9% with the GEMMs' slices; at 1e-3 it has none, and the contract's own
 // effect shows. About 20 s on 2 cores.
-// needCorpus skips a convergence run under -short (scripts/test.sh runs
-// them) and without the corpus that scripts/setup.sh installs.
-func needCorpus(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("convergence runs")
-	}
-	if _, err := corpus.SOTUDir(); err != nil {
-		t.Skipf("corpus missing (run scripts/setup.sh): %v", err)
-	}
-}
-
 func TestMXConvergence(t *testing.T) {
 	needCorpus(t)
 	const steps, half = 400, 200
