@@ -157,16 +157,8 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     if ((flags & TR_STATE_DELTA) && !tr_floats_ok(pd, N, 0)) return TR_ESTATE;
     if ((flags & TR_STATE_PENDING) && !tr_floats_ok(pp, N, 0)) return TR_ESTATE;
     // Allocate everything first so a failure leaves the model unchanged.
-    if ((flags & TR_STATE_ADAM) && !m->adam_m) {
-        m->adam_m = malloc(sizeof(float) * N);
-        m->adam_v = malloc(sizeof(float) * N);
-        if (!m->adam_m || !m->adam_v) {
-            free(m->adam_m); free(m->adam_v);
-            m->adam_m = m->adam_v = NULL;
-            return TR_ENOMEM;
-        }
-    }
-    if ((flags & TR_STATE_DELTA) && !m->delta && !(m->delta = malloc(sizeof(float) * N))) return TR_ENOMEM;
+    if ((flags & TR_STATE_ADAM) && tr_adam_alloc(m)) return TR_ENOMEM;
+    if ((flags & TR_STATE_DELTA) && tr_delta_alloc(m)) return TR_ENOMEM;
     if ((flags & TR_STATE_PENDING) && tr_pending_alloc(m, 1)) return TR_ENOMEM;
     if ((flags & (TR_STATE_LOOKAHEAD | TR_STATE_PENDING)) && tr_lookahead_alloc(m)) return TR_ENOMEM;
     tr_host_replace(m, TR_BUF_PARAMS | TR_BUF_ADAM | TR_BUF_DELTA | TR_BUF_PENDING);
