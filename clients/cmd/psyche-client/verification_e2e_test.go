@@ -27,8 +27,10 @@ const verifyRunID = "verify-run"
 // verifyRunConfig is a light run that verifies every contribution
 // (verification_percent 100), with rewards vesting two epochs after they
 // are earned, so a member found at fault in epoch 1 has its epoch-0 reward
-// burned. Batches of 12 sequences take all 9 members into an epoch; the
-// witness window (4 s: at least 3 s by the chain clock) holds the replays.
+// burned. The run is to go on for several rounds after epoch 0 (14 s of
+// rounds), in which members cheat. Batches of 12 sequences take every member (init_min_clients: the
+// test's whole roster) into an epoch; the witness window (4 s: at least 3 s
+// by the chain clock) holds the replays.
 const verifyRunConfig = `
 [config]
 waiting_for_members_extra_time = 2
@@ -37,8 +39,8 @@ max_round_train_time = 10
 round_witness_time = 4
 cooldown_time = 2
 epoch_time = 14
-total_steps = 20
-init_min_clients = 10
+total_steps = %[4]d
+init_min_clients = %[1]d
 min_clients = 2
 witness_nodes = 0
 global_batch_size_start = 12
@@ -64,8 +66,8 @@ kind = "ephemeral"
 
 [model.data]
 kind = "http"
-location = "%s"
-root = "%s"
+location = "%[2]s"
+root = "%[3]s"
 
 [model.lr]
 schedule = "constant"
@@ -85,8 +87,11 @@ quantize_1bit = true
 `
 
 // The adversaries of TestVerificationCatchesCheaters, one per cheat; each
-// is honest in epoch 0 (and earns its share) and cheats from epoch 1.
-var verifyCheats = []string{"other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "false-accusation", "copy-answer"}
+// is honest in epoch 0 (and earns its share) and cheats from epoch 1. The
+// false accuser has a run of its own (TestVerificationCatchesFalseAccuser):
+// among these cheaters, the trainers it is drawn to check may all be
+// cheaters too, and accusing them is no fault.
+var verifyCheats = []string{"other-data", "random-payload", "copy-payload", "wrong-replay-data", "withhold-replay-data", "copy-answer"}
 
 const (
 	verifyEarning  = 900_000
@@ -126,13 +131,73 @@ func builtCheatCLI(t testing.TB) string {
 // verified. From epoch 1 on each dishonest member cheats one way: it trains
 // on other sequences (a), sends a made-up payload (b), republishes another
 // member's payload (c), commits to replay data it did not train from (d),
-// withholds its replay data (e), or, as a verifier, accuses honest
-// trainers (f). Each must be caught in the first round it cheats (a
-// verdict other than MATCH: its update is left out), and a dispute must
-// find it at fault (for f: find the accuser at fault): FAULTED, slashed,
-// and its unvested epoch-0 reward burned. Honest members are never at
-// fault, their replicas agree at every step, and the loss falls.
+// withholds its replay data (e), or answers its dispute with the accuser's
+// hashes (f). Each must be caught in the first round it cheats (a verdict
+// other than MATCH: its update is left out), and a dispute must find it at
+// fault: FAULTED, slashed, and its unvested epoch-0 reward burned. Honest
+// members are never at fault, their replicas agree at every step, and the
+// loss falls.
 func TestVerificationCatchesCheaters(t *testing.T) {
+	// Rounds of 9 members take about 1.2 s on 2 cores: epoch 0 ends near
+	// step 16.
+	vr := runVerification(t, 3, verifyCheats, 20)
+	honest := vr.honest
+
+	// psyche-client verify replays a step offline from the files a client
+	// keeps: the honest client's last step matches, the cheater's disputed
+	// step does not.
+	last := uint64(0)
+	for step := range vr.procs[0].stepDigests(t) {
+		last = max(last, step)
+	}
+	if out, code := vr.verify(t, 0, uint32(last)); code != 0 || !strings.Contains(out, "MATCH") {
+		t.Errorf("verify of the honest client's step %d: exit %d, want MATCH and 0", last, code)
+	}
+	vr.w.mu.Lock()
+	var disputed uint32
+	cheaterSlot := slotOf(vr.final, vr.keys[honest].PublicKey())
+	for _, d := range vr.w.disputes {
+		if int(d.TrainerSlot) == cheaterSlot && d.Kind == coordinator.VerdictMismatch {
+			disputed = d.Step
+		}
+	}
+	vr.w.mu.Unlock()
+	if disputed == 0 {
+		t.Errorf("no MISMATCH dispute about %s", vr.procs[honest].name)
+	} else if out, code := vr.verify(t, honest, disputed); code != 1 || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "first differing tensor") {
+		t.Errorf("verify of %s's step %d: exit %d, want MISMATCH naming the first differing tensor, and 1", vr.procs[honest].name, disputed, code)
+	}
+}
+
+// TestVerificationCatchesFalseAccuser runs 3 honest clients and one that,
+// from epoch 1 on, accuses every trainer it is drawn to verify. With 4
+// members it checks some honest trainer in a round with probability
+// 1-(2/3)^3 (0.70), so over the run's rounds after epoch 0 (about 15) it
+// is all but certain to; a dispute must then find the accuser at fault, with
+// its slash and burn, and no honest member at fault.
+func TestVerificationCatchesFalseAccuser(t *testing.T) {
+	// Rounds of 4 members take about 0.6 s on 2 cores: epoch 0 ends near
+	// step 25, and 15 rounds follow it.
+	runVerification(t, 3, []string{"false-accusation"}, 40)
+}
+
+// verificationRun is a finished localnet run of honest clients (the first
+// honest of keys and procs) and cheaters, checked by checkVerification.
+type verificationRun struct {
+	net        []string
+	w          *verificationWatch
+	final      *coordinator.State
+	honest     int
+	keys       []solana.PrivateKey
+	procs      []*trainProc
+	replayDirs map[int]string
+}
+
+// runVerification runs honest clients and one cheater per name in cheats,
+// until the run finishes after steps rounds, and checks what verification
+// made of them.
+func runVerification(t *testing.T, honest int, cheats []string, steps int) verificationRun {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end run with real client processes")
 	}
@@ -141,8 +206,9 @@ func TestVerificationCatchesCheaters(t *testing.T) {
 	builtCLI(t)
 	builtCheatCLI(t)
 	dir := t.TempDir()
+	n := honest + len(cheats)
 	lr := startLocalRun(ctx, t, dir, verifyRunID, func(dataURL, root string) string {
-		return fmt.Sprintf(verifyRunConfig, dataURL, root)
+		return fmt.Sprintf(verifyRunConfig, n, dataURL, root, steps)
 	})
 	v, c, run, net := lr.v, lr.c, lr.run, lr.net
 	// Rewards, so that a fault has something to burn: they take effect
@@ -150,21 +216,18 @@ func TestVerificationCatchesCheaters(t *testing.T) {
 	mustRunCLI(t, append([]string{"set-future-epoch-rates", "--earning-rate-total-shared", fmt.Sprint(verifyEarning),
 		"--slashing-rate-per-client", fmt.Sprint(verifySlashing)}, lr.admin...)...)
 
-	honest := 3
-	n := honest + len(verifyCheats)
 	rendezvous := filepath.Join(dir, "p2p")
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	keys := make([]solana.PrivateKey, n)
-	// The first honest client and the first cheater keep their replay files,
-	// for psyche-client verify.
-	replayDirs := map[int]string{0: filepath.Join(dir, "replay-0"), honest: filepath.Join(dir, "replay-cheat")}
-	procs := make([]*trainProc, n)
+	vr := verificationRun{net: net, honest: honest, keys: make([]solana.PrivateKey, n), procs: make([]*trainProc, n),
+		// The first honest client and the first cheater keep their replay
+		// files, for psyche-client verify.
+		replayDirs: map[int]string{0: filepath.Join(dir, "replay-0"), honest: filepath.Join(dir, "replay-cheat")}}
 	for i := range n {
 		var wallet string
-		wallet, keys[i] = keyFile(t, v, 2*solana.LAMPORTS_PER_SOL)
+		wallet, vr.keys[i] = keyFile(t, v, 2*solana.LAMPORTS_PER_SOL)
 		ident := filepath.Join(dir, fmt.Sprintf("p2p-%d.key", i))
 		mustRunCLI(t, "create-static-p2p-identity", ident)
 		args := append([]string{"train", "--run-id", verifyRunID, "-w", wallet, "-i", ident,
@@ -172,63 +235,42 @@ func TestVerificationCatchesCheaters(t *testing.T) {
 			"--bind-p2p-interface", "127.0.0.1", "--p2p-rendezvous-dir", rendezvous}, net...)
 		bin, name := builtCLI(t), fmt.Sprintf("honest %d", i)
 		if i >= honest {
-			cheat := verifyCheats[i-honest]
+			cheat := cheats[i-honest]
 			bin, name = builtCheatCLI(t), "cheat "+cheat
 			args = append(args, "--cheat", cheat, "--cheat-from-epoch", "1")
 		}
-		if d, ok := replayDirs[i]; ok {
+		if d, ok := vr.replayDirs[i]; ok {
 			// Every step: the disputed step replayed at the end may be older
 			// than the newest few kept by default.
 			args = append(args, "--write-gradients-dir", d, "--keep-gradients-steps", "20")
 		}
-		procs[i] = startTrainWith(t, bin, name, filepath.Join(dir, fmt.Sprintf("client-%d.log", i)), tmp, args)
+		vr.procs[i] = startTrainWith(t, bin, name, filepath.Join(dir, fmt.Sprintf("client-%d.log", i)), tmp, args)
 	}
-	w := watchVerification(ctx, t, run, c)
-	defer w.stop()
-	waitFinished(ctx, t, procs)
-	w.stop()
-	final, err := run.FetchState(ctx, c)
-	if err != nil {
+	vr.w = watchVerification(ctx, t, run, c)
+	defer vr.w.stop()
+	waitFinished(ctx, t, vr.procs)
+	vr.w.stop()
+	var err error
+	if vr.final, err = run.FetchState(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	checkVerification(t, w, final, keys[:honest], keys[honest:], procs[:honest])
+	checkVerification(t, vr.w, vr.final, cheats, vr.keys[:honest], vr.keys[honest:], vr.procs[:honest])
+	return vr
+}
 
-	// psyche-client verify replays a step offline from the files a client
-	// keeps: the honest client's last step matches, the cheater's disputed
-	// step does not.
-	verify := func(who int, step uint32) (string, int) {
-		t.Helper()
-		payload, state := trainer.ReplayFileNames(verifyRunID, step)
-		d := replayDirs[who]
-		out, errOut, code := runCLI(t, nil, append([]string{"verify", "--run-id", verifyRunID, "--step", fmt.Sprint(step),
-			// Another micro-batch than the clients' 2: the bits do not depend on it.
-			"--client", keys[who].PublicKey().String(), "--threads", "1", "--micro-batch-size", "5",
-			"--model", filepath.Join(d, trainer.ReplayModelName(verifyRunID, step)),
-			"--state", filepath.Join(d, state), "--payload", filepath.Join(d, payload)}, net...)...)
-		t.Logf("verify step %d of %s: exit %d\n%s%s", step, procs[who].name, code, out, errOut)
-		return out, code
-	}
-	last := uint64(0)
-	for step := range procs[0].stepDigests(t) {
-		last = max(last, step)
-	}
-	if out, code := verify(0, uint32(last)); code != 0 || !strings.Contains(out, "MATCH") {
-		t.Errorf("verify of the honest client's step %d: exit %d, want MATCH and 0", last, code)
-	}
-	w.mu.Lock()
-	var disputed uint32
-	cheaterSlot := slotOf(final, keys[honest].PublicKey())
-	for _, d := range w.disputes {
-		if int(d.TrainerSlot) == cheaterSlot && d.Kind == coordinator.VerdictMismatch {
-			disputed = d.Step
-		}
-	}
-	w.mu.Unlock()
-	if disputed == 0 {
-		t.Errorf("no MISMATCH dispute about %s", procs[honest].name)
-	} else if out, code := verify(honest, disputed); code != 1 || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "first differing tensor") {
-		t.Errorf("verify of %s's step %d: exit %d, want MISMATCH naming the first differing tensor, and 1", procs[honest].name, disputed, code)
-	}
+// verify runs psyche-client verify on member who's files of step, and
+// returns its output and exit code.
+func (vr verificationRun) verify(t *testing.T, who int, step uint32) (string, int) {
+	t.Helper()
+	payload, state := trainer.ReplayFileNames(verifyRunID, step)
+	d := vr.replayDirs[who]
+	out, errOut, code := runCLI(t, nil, append([]string{"verify", "--run-id", verifyRunID, "--step", fmt.Sprint(step),
+		// Another micro-batch than the clients' 2: the bits do not depend on it.
+		"--client", vr.keys[who].PublicKey().String(), "--threads", "1", "--micro-batch-size", "5",
+		"--model", filepath.Join(d, trainer.ReplayModelName(verifyRunID, step)),
+		"--state", filepath.Join(d, state), "--payload", filepath.Join(d, payload)}, vr.net...)...)
+	t.Logf("verify step %d of %s: exit %d\n%s%s", step, vr.procs[who].name, code, out, errOut)
+	return out, code
 }
 
 // seenCommit is a member's commitment in a round, as last seen on chain.
@@ -315,10 +357,18 @@ func slotOf(s *coordinator.State, signer solana.PublicKey) int {
 	return -1
 }
 
-func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.State, honest, cheats []solana.PrivateKey, honestProcs []*trainProc) {
+func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.State, names []string, honest, cheats []solana.PrivateKey, honestProcs []*trainProc) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	rounds := map[uint32]int{} // rounds seen, by epoch
+	for _, by := range w.commits {
+		for _, c := range by {
+			rounds[c.epoch]++
+			break
+		}
+	}
+	t.Logf("rounds seen, by epoch: %v", rounds)
 	for i, d := range w.disputes {
 		t.Logf("dispute %d: step %d, trainer slot %d, accuser slot %d, kind %d, votes %v, outcome %d", i, d.Step, d.TrainerSlot, d.AccuserSlot, d.Kind, d.Votes[:d.CommitteeLen], d.State)
 	}
@@ -332,7 +382,7 @@ func checkVerification(t *testing.T, w *verificationWatch, final *coordinator.St
 		return out
 	}
 	for j, key := range cheats {
-		cheat, me := verifyCheats[j], key.PublicKey()
+		cheat, me := names[j], key.PublicKey()
 		slot := slotOf(final, me)
 		if slot < 0 {
 			t.Errorf("%s holds no slot at the end", cheat)
