@@ -27,10 +27,10 @@ const verifyRunID = "verify-run"
 // verifyRunConfig is a light run that verifies every contribution
 // (verification_percent 100), with rewards vesting two epochs after they
 // are earned, so a member found at fault in epoch 1 has its epoch-0 reward
-// burned. The run is to go on for several rounds after epoch 0 (14 s of
-// rounds), in which members cheat. Batches of 12 sequences take every member (init_min_clients: the
-// test's whole roster) into an epoch; the witness window (4 s: at least 3 s
-// by the chain clock) holds the replays.
+// burned. The run goes on for several rounds after epoch 0 (14 s of
+// rounds), in which members cheat. Batches of 12 sequences take every
+// member (init_min_clients: the test's whole roster) into an epoch; the
+// witness window (4 s: at least 3 s by the chain clock) holds the replays.
 const verifyRunConfig = `
 [config]
 waiting_for_members_extra_time = 2
