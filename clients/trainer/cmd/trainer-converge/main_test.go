@@ -214,15 +214,11 @@ func TestStabilityReportsDivergence(t *testing.T) {
 }
 
 // needCorpus prepares a convergence run on the State of the Union corpus:
-// it skips under -short only (scripts/test.sh and CI run without it, so the
-// runs always run there), and fails, not skips, when the corpus that
-// scripts/setup.sh installs is missing: a run that silently did not happen
-// proves nothing.
+// it fails, never skips, when the corpus that scripts/setup.sh installs is
+// missing (a run that silently did not happen proves nothing), and runs
+// under -short too.
 func needCorpus(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("a convergence run of minutes; runs without -short, as scripts/test.sh does")
-	}
 	if _, err := corpus.SOTUDir(); err != nil {
 		t.Fatalf("the State of the Union corpus is missing (run scripts/setup.sh): %v", err)
 	}
