@@ -16,7 +16,6 @@
 #define TR_DEMO_MAGIC "PD"
 #define TR_DEMO_VERSION 2
 #define TR_DEMO_HEADER 4
-#define TR_DEMO_MAX_CHUNK 256
 
 
 int tr_demo_check(const tr_demo *hp) {

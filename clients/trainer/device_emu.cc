@@ -6,3 +6,8 @@
 // rebuilds this.
 #define TRG_EMULATE 1
 #include "model_cu.h"
+
+// The emulated device's live bytes (cudaMalloc less cudaFree) and the
+// page-locked host bytes (cudaMallocHost), for the footprint test.
+extern "C" size_t tr_emu_device_bytes(void) { return trg_emu_bytes[0]; }
+extern "C" size_t tr_emu_pinned_bytes(void) { return trg_emu_bytes[1]; }

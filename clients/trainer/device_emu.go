@@ -10,8 +10,17 @@ package trainer
 
 // #cgo CXXFLAGS: -std=c++17 -O2 -I${SRCDIR}/cuda
 // #cgo CFLAGS: -DTR_POISON_STALE
+// #include <stddef.h>
+// size_t tr_emu_device_bytes(void);
+// size_t tr_emu_pinned_bytes(void);
 import "C"
 
 // emulatedGPU is true: the emulation runs each kernel thread by thread, so
 // a trainer uses it only after SetGPU(true) and the other tests stay fast.
 const emulatedGPU = true
+
+// emulatedMemory returns the emulated device's live bytes and the
+// page-locked host bytes (cuda/emu/emu.h counts them), for the footprint test.
+func emulatedMemory() (device, pinned int64) {
+	return int64(C.tr_emu_device_bytes()), int64(C.tr_emu_pinned_bytes())
+}

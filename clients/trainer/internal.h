@@ -146,10 +146,14 @@ typedef struct tr_arch {
 } tr_arch;
 extern const tr_arch tr_arch_gpt2, tr_arch_llama;
 
-// model.c: N(0, 1) draws for the initial weights (splitmix64, Irwin-Hall).
+// model.c: N(0, 1) draws for the initial weights (splitmix64, Irwin-Hall);
+// the config check of tr_create.
 float tr_normal(uint64_t *s);
+int tr_config_check(const tr_config *c);
 
 // ops.c: the layers spread over threads (shapes in the comments there).
+// Attention scratch per thread: the transposed keys (or values) and 4 rows.
+static inline size_t tr_attn_floats(const tr_config *c) { return ((size_t)c->channels / c->heads + 4) * c->seq_len; }
 int tr_thread_scratch(tr_model *m, int n);
 void tr_transpose(const tr_model *m, float *dst, const float *src, int rows, int cols);
 void tr_encoder_forward(const tr_model *m, float *out, const int32_t *tok, const float *wte, const float *wpe, int B, int T);
@@ -180,6 +184,7 @@ void tr_crossentropy_backward(const tr_model *m, float *dlogits, const float *pr
 // demo.c, shared with loco.c and device_cuda.c: the gradient clipping
 // scale, the momentum (zero) and lookahead buffers allocated on first use,
 // and the lookahead point refreshed on the host.
+#define TR_DEMO_MAX_CHUNK 256 // the largest chunk edge (m->dct holds a base per edge)
 int tr_grad_scale(tr_model *m, float clip, float *scale);
 int tr_delta_alloc(tr_model *m);
 int tr_lookahead_alloc(tr_model *m);

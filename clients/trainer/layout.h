@@ -393,6 +393,11 @@ TR_LAYOUT_FN_(tr_llama_dact_layout, tr_llama_dacts, TR_LLAMA_DACTS)
 #undef TR_X_
 #undef TR_LAYOUT_FN_
 
+// Attention's rows in one micro-batch, (B, NH, T): the GPU path's backward
+// keeps one layer's score gradients, (B, NH, T, T), and row scratch of
+// this many rows (cuda/model.cu, trg_create).
+static inline size_t tr_att_rows(const tr_config *c) { return (size_t)c->micro_batch * c->heads * c->seq_len; }
+
 // Floats of either architecture's activations (gradients when grads).
 static inline size_t tr_act_floats(const tr_config *c, int batch, int seq, int grads) {
     if (tr_is_llama(c))

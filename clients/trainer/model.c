@@ -19,7 +19,7 @@ float tr_normal(uint64_t *s) {
     return sum - 6.0f;
 }
 
-static int tr_config_check(const tr_config *c) {
+int tr_config_check(const tr_config *c) {
     if (!c) return TR_EINVAL;
     if (c->vocab < 2 || c->padded_vocab < c->vocab || c->layers < 1 || c->channels < 8 || c->heads < 1 ||
         c->channels % c->heads != 0 || c->seq_len < 1 || c->micro_batch < 1)
@@ -50,9 +50,7 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     size_t off = tr_param_layout(cfg, m->sizes, m->offsets);
     m->num_params = off;
     int B = cfg->micro_batch, T = cfg->seq_len, half = cfg->channels / cfg->heads / 2;
-    m->nthreads = omp_get_num_procs();
-    if (m->nthreads < 1) m->nthreads = 1;
-    if (m->nthreads > TR_MAX_THREADS) m->nthreads = TR_MAX_THREADS;
+    m->nthreads = tr_default_threads();
     m->params = malloc(sizeof(float) * off);
     m->grads = calloc(off, sizeof(float));
     m->dwte_emb = malloc(sizeof(float) * m->sizes[TR_P_wte]);
@@ -80,6 +78,11 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     m->arch->init(m, seed);
     *out = m;
     return TR_OK;
+}
+
+int tr_default_threads(void) {
+    int n = omp_get_num_procs();
+    return n < 1 ? 1 : n > TR_MAX_THREADS ? TR_MAX_THREADS : n;
 }
 
 void tr_destroy(tr_model *m) {

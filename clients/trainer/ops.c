@@ -197,9 +197,6 @@ void tr_linear_backward(const tr_model *m, float *dinp, int accumulate, float *d
     }
 }
 
-// Attention scratch per thread: the transposed keys (or values) and 4 rows.
-static size_t tr_attn_floats(const tr_config *c) { return ((size_t)c->channels / c->heads + 4) * c->seq_len; }
-
 // Grows the per-thread scratch (GEMM packing, attention) to n threads.
 int tr_thread_scratch(tr_model *m, int n) {
     if (n <= m->scratch_threads) return TR_OK;

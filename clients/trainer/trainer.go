@@ -121,7 +121,11 @@ func (cfg Config) shapes() [][]int {
 }
 
 // New builds a model of cfg's architecture with its initialisation drawn from seed.
-func New(cfg Config, seed uint64) (*Trainer, error) {
+func New(cfg Config, seed uint64) (*Trainer, error) { return create(cfg, seed, true) }
+
+// create is New; without device the trainer opens no GPU in any build
+// (the host footprint test measures the CPU path alone).
+func create(cfg Config, seed uint64, device bool) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -137,6 +141,9 @@ func New(cfg Config, seed uint64) (*Trainer, error) {
 		return nil, err
 	}
 	t := &Trainer{m: m, cfg: cfg, n: int(C.tr_num_params(m)), hdr: int(hl)}
+	if !device {
+		return t, nil
+	}
 	if err := t.initBackend(); err != nil {
 		C.tr_destroy(m)
 		return nil, err

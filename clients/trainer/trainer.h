@@ -181,4 +181,45 @@ int tr_activations(const tr_model *m, float *out, size_t len);
 // puts A and bit 1 puts B in two slices (README).
 int tr_gemm(tr_model *m, int arith, int mx_slices, int M, int N, int K, const float *a, const float *b, float *out);
 
+// Memory footprint (footprint.c): the bytes a model of cfg allocates for
+// training with an optimizer, computed from the layouts without allocating.
+// Steady state: what stays allocated from one step to the next once the
+// optimizer's buffers exist (a SparseLoCo round's start with its AdamW
+// moments, as from the second round on); transient: the most that one
+// call (an optimizer step, a generate, an apply) holds on top and frees
+// before it returns. The GPU path keeps every host buffer of the CPU path
+// too (weights, gradients, optimizer state, the CPU's activations and
+// scratch), so host memory is counted for both paths, device memory only
+// for the GPU's. Not counted: the model structs (a few KiB), text
+// generation's key/value cache (tr_decode_reset), tr_gemm's own mx8
+// scratch, and what the caller holds (payloads, state blobs).
+enum { TR_OPT_ADAMW = 0, TR_OPT_DEMO = 1, TR_OPT_LOCO = 2 };
+typedef struct {
+    int optimizer; // TR_OPT_*; SparseLoCo's inner steps are AdamW's
+    int gpu;       // 1: the CUDA path (cuda/model.cu), 0: the CPU path
+    int threads;   // the most threads the model has run on: tr_create sizes the
+                   // per-thread scratch for tr_default_threads(), tr_set_threads grows it
+    int chunk, topk; // DeMo's or SparseLoCo's chunk edge and top-k
+    int lookahead;   // DeMo's lookahead (tr_demo.lookahead)
+    int overlap;     // overlapped steps (tr_demo.overlap, tr_loco.overlap)
+    int payloads;    // payloads an apply takes (>= 1)
+} tr_footprint_opts;
+typedef struct {
+    size_t weights;     // the parameters
+    size_t grads;       // their gradients and the embedding's share of wte's
+    size_t optimizer;   // AdamW moments, DeMo momentum, lookahead and pending
+                        // update, SparseLoCo error feedback and round start
+    size_t activations; // a micro-batch's activations and their gradients (the GPU's
+                        // attention scratch and token ids too)
+    size_t mx8;         // quantized GEMM operands (mx8 only)
+    size_t scratch;     // per-thread GEMM and attention scratch, rotary tables, DCT
+                        // bases, DeMo's tensor buffers, the GPU's payload scratch and
+                        // gradient-norm blocks, page-locked host buffers
+    size_t transient;   // the most one call allocates and frees again
+} tr_mem;
+// Returns TR_EINVAL for a bad config or options, or sizes beyond 64 bits.
+int tr_footprint(const tr_config *cfg, const tr_footprint_opts *o, tr_mem *host, tr_mem *device);
+// The threads tr_create gives a model: the processors, at most 256.
+int tr_default_threads(void);
+
 #endif

@@ -1207,7 +1207,7 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     trg_model *g = (trg_model *)calloc(1, sizeof *g);
     if (!g) return TR_ENOMEM;
     g->cfg = *cfg;
-    size_t T = cfg->seq_len, NH = cfg->heads, half = (size_t)cfg->channels / cfg->heads / 2;
+    size_t T = cfg->seq_len, half = (size_t)cfg->channels / cfg->heads / 2;
     size_t sizes[TR_MAX_TENSORS];
     size_t off = tr_param_layout(cfg, sizes, g->offsets);
     g->num_params = off;
@@ -1224,10 +1224,10 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     GALLOC(g->dwte_emb, sizeof(float) * sizes[TR_P_wte]);
     GALLOC(g->acts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 0));
     GALLOC(g->dacts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 1));
-    GALLOC(g->dpre, sizeof(float) * B * NH * T * T);
-    GALLOC(g->rows.max, sizeof(float) * B * NH * T);
-    GALLOC(g->rows.val, sizeof(float) * B * NH * T);
-    GALLOC(g->rows.lanes, sizeof(float) * B * NH * T * TRK_LANES);
+    GALLOC(g->dpre, sizeof(float) * tr_att_rows(cfg) * T);
+    GALLOC(g->rows.max, sizeof(float) * tr_att_rows(cfg));
+    GALLOC(g->rows.val, sizeof(float) * tr_att_rows(cfg));
+    GALLOC(g->rows.lanes, sizeof(float) * tr_att_rows(cfg) * TRK_LANES);
     GALLOC(g->tokens, sizeof(int32_t) * BT);
     GALLOC(g->targets, sizeof(int32_t) * BT);
     if (cfg->arith == TR_ARITH_MX8) {

@@ -160,10 +160,39 @@ struct cudaDeviceProp {
     char name[256];
 };
 
-static cudaError_t cudaMalloc(void **p, size_t n) { return (*p = malloc(n)) ? cudaSuccess : cudaErrorMemoryAllocation; }
-static cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
-static cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
-static cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+// Live bytes of emulated device memory (trg_emu_bytes[0]: cudaMalloc less
+// cudaFree) and of page-locked host memory ([1]: cudaMallocHost), which the
+// footprint test compares with tr_footprint. Each block carries its size
+// and kind in a 16-byte header, so blocks stay 16-byte aligned for ld4 and
+// st4; freeing a block as the other kind aborts, as it fails on a GPU.
+static size_t trg_emu_bytes[2];
+static cudaError_t trg_emu_alloc(void **p, size_t n, int kind) {
+    unsigned char *b = (unsigned char *)malloc(n + 16);
+    *p = NULL;
+    if (!b) return cudaErrorMemoryAllocation;
+    memcpy(b, &n, sizeof n);
+    b[8] = (unsigned char)kind;
+    __atomic_fetch_add(&trg_emu_bytes[kind], n, __ATOMIC_RELAXED);
+    *p = b + 16;
+    return cudaSuccess;
+}
+static cudaError_t trg_emu_free(void *p, int kind) {
+    if (!p) return cudaSuccess;
+    unsigned char *b = (unsigned char *)p - 16;
+    size_t n;
+    memcpy(&n, b, sizeof n);
+    if (b[8] != kind) {
+        fprintf(stderr, "emu: %s of a block from %s\n", kind ? "cudaFreeHost" : "cudaFree", kind ? "cudaMalloc" : "cudaMallocHost");
+        abort();
+    }
+    __atomic_fetch_sub(&trg_emu_bytes[kind], n, __ATOMIC_RELAXED);
+    free(b);
+    return cudaSuccess;
+}
+static cudaError_t cudaMalloc(void **p, size_t n) { return trg_emu_alloc(p, n, 0); }
+static cudaError_t cudaMallocHost(void **p, size_t n) { return trg_emu_alloc(p, n, 1); }
+static cudaError_t cudaFree(void *p) { return trg_emu_free(p, 0); }
+static cudaError_t cudaFreeHost(void *p) { return trg_emu_free(p, 1); }
 enum { cudaHostRegisterDefault = 0 };
 static cudaError_t cudaHostRegister(void *, size_t, unsigned) { return cudaSuccess; }
 static cudaError_t cudaHostUnregister(void *) { return cudaSuccess; }
