@@ -3,7 +3,7 @@
 # and the programs, starts a local validator (fresh temporary ledger), deploys
 # the Coordinator and the Authorizer, prepares and serves a byte-level dataset
 # of the State of the Union corpus, creates a permissionless run with the
-# `light` config, starts 3 training clients (and with DEMO_CHEAT=1 a fourth
+# `tiny` config, starts 3 training clients (and with DEMO_CHEAT=1 a fourth
 # that cheats) and the run explorer, and follows them until the run is
 # Finished: one line per step and client (loss, held-out loss, tokens/s,
 # bytes sent per step, and what verification made of the client's
@@ -16,8 +16,8 @@
 #
 # Environment:
 #   DEMO_DIR=<temp dir>   where ledger, wallets, data, logs and the plot go (kept)
-#   DEMO_CONFIG=light     the run config, config/<name>.toml: light (DeMo every
-#                         step), llama-light (the same run on the Llama
+#   DEMO_CONFIG=tiny      the run config, config/<name>.toml: tiny (DeMo every
+#                         step), llama-tiny (the same run on the Llama
 #                         architecture) or sparseloco (the multi-step mode: 10
 #                         inner steps per round, 2-bit top-k pseudo-gradients)
 #   DEMO_OVERLAP=0        1: overlapped rounds (train round h+1 while round h's
@@ -50,8 +50,8 @@ for p in "$rpc_port" "$data_port" "$metrics_port"; do
   [[ "$p" =~ ^[0-9]+$ ]] && ((p > 0 && p < 65533)) || die "ports must be numbers below 65533, not $p"
 done
 [[ "$explorer_port" =~ ^[0-9]+$ ]] && ((explorer_port < 65536)) || die "EXPLORER_PORT must be a port number or 0, not $explorer_port"
-source_config=config/${DEMO_CONFIG:-light}.toml
-[[ "${DEMO_CONFIG:-light}" =~ ^[a-z0-9_-]+$ && -f "$source_config" ]] ||
+source_config=config/${DEMO_CONFIG:-tiny}.toml
+[[ "${DEMO_CONFIG:-tiny}" =~ ^[a-z0-9_-]+$ && -f "$source_config" ]] ||
   die "DEMO_CONFIG=${DEMO_CONFIG:-} names no run config: use one of $(cd config && ls *.toml | sed 's/\.toml$//' | tr '\n' ' ')"
 [[ "${DEMO_OVERLAP:-0}" =~ ^[01]$ ]] || die "DEMO_OVERLAP must be 0 or 1"
 cheat=${DEMO_CHEAT:-0}

@@ -8,7 +8,7 @@
 #
 # Usage: scripts/wan.sh COMMAND [flags]     e.g.
 #   scripts/wan.sh selftest      the shaper's RTT, loss, rate and TCP goodput
-#   scripts/wan.sh rounds        scenario 1 (8 clients, light and small)
+#   scripts/wan.sh rounds        scenario 1 (8 clients, tiny and small)
 #   scripts/wan.sh latejoin      scenario 2 (a 475 MiB model from 4 peers)
 #   scripts/wan.sh churn         scenario 3
 #   scripts/wan.sh nat           scenario 4

@@ -15,7 +15,7 @@ import (
 )
 
 // llamaConfig is testConfig's run on the Llama architecture, in
-// config/llama-light.toml's shape (4 query heads on 2 key/value heads,
+// config/llama-tiny.toml's shape (4 query heads on 2 key/value heads,
 // SwiGLU 384, rotary base 10000, the lm-head tied).
 var llamaConfig = strings.Replace(testConfig, "architecture = \"gpt2\"\n",
 	"architecture = \"llama\"\nn_kv_head = 2\nintermediate_size = 384\nrope_theta = 10000.0\n", 1)

@@ -20,9 +20,11 @@ import (
 // The shipped run configs describe the trainer's named configs: the model a
 // run's clients build is the one the config's comment names.
 func TestTrainerConfigFromRunConfig(t *testing.T) {
-	for _, c := range []struct{ file, name string }{
-		{"../../config/light.toml", "light"},
-		{"../../config/llama-light.toml", "llama-light"},
+	for _, c := range []struct{ file, name, arith string }{
+		{"../../config/tiny.toml", "light", trainer.ArithFP32},
+		{"../../config/llama-tiny.toml", "llama-light", trainer.ArithFP32},
+		{"../../config/llama-12m.toml", "llama-12m", trainer.ArithFP32},
+		{"../../config/llama-1.1b.toml", "llama-1.1b", trainer.ArithMX8},
 	} {
 		rc, err := coordinator.LoadRunConfig(c.file)
 		if err != nil {
@@ -40,14 +42,14 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got.Name = want.Name
-		want.Arith = trainer.ArithFP32 // the run config leaves precision out
+		got.Name, got.MicroBatch = want.Name, want.MicroBatch
+		want.Arith = c.arith // the named configs leave it empty
 		if got != want {
 			t.Errorf("%s: trainer config %+v, want %+v", c.file, got, want)
 		}
 	}
 	// Untied, and an architecture this client does not know.
-	rc, err := coordinator.LoadRunConfig("../../config/llama-light.toml")
+	rc, err := coordinator.LoadRunConfig("../../config/llama-tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 // The run's numeric contract becomes the trainer's: tag 0 fp32, 1 mx8; a
 // tag this client does not know is refused with one line that names it.
 func TestTrainerConfigPrecision(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/llama-light.toml")
+	rc, err := coordinator.LoadRunConfig("../../config/llama-tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

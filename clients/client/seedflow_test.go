@@ -17,8 +17,9 @@ import (
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
-// The seed's `just dev` flow (config/test.toml, run id "test", three
-// clients) trains without a loss spike. Under the old schedule (warmup over
+// The smoke run (config/smoke.toml, run id "test", three clients; the
+// `just dev` flow's until the seed's 1.1B and 12M configs replaced it, which
+// warm up as long) trains without a loss spike. Under the old schedule (warmup over
 // 10 steps to the 1e-3 peak) the sign steps of DeMo overshot as the model
 // left the unigram plateau (loss ~4.0): the train loss jumped from 3.96 to
 // 7.20 at step 17 and was back the next step (clients/trainer/README.md,
@@ -36,8 +37,8 @@ func TestSeedFlowTrainsWithoutLossSpike(t *testing.T) {
 		spikeMargin = 0.1 // nats
 		pastPlateau = 3.6 // held-out loss after the last step
 	)
-	c := runLocally(t, "../../config/test.toml", "test", steps)
-	t.Logf("config/test.toml, run id %q, %d clients, %d steps:\n%s", "test", c.clients, steps, c)
+	c := runLocally(t, "../../config/smoke.toml", "test", steps)
+	t.Logf("config/smoke.toml, run id %q, %d clients, %d steps:\n%s", "test", c.clients, steps, c)
 	lowest := c.heldOut[0]
 	for i, l := range c.heldOut {
 		if l > lowest+spikeMargin {
@@ -76,7 +77,7 @@ func (c curve) String() string {
 // chain: init_min_clients members, each a trainer from the run id's initial
 // weights, train their share of every step's batch (schedule.Assignments, in
 // the order a fixed chain of round seeds gives) on the byte-level dataset
-// the dev flow prepares, and every member applies all payloads in member
+// of sequences of 128, and every member applies all payloads in member
 // order. The rounds' seeds on chain differ from run to run, so which member
 // trains which sequences does too; the weights' path otherwise is the run's.
 func runLocally(t *testing.T, configPath, runID string, steps int) curve {

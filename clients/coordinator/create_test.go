@@ -33,7 +33,7 @@ func TestCreateUpdateDecode(t *testing.T) {
 	copy(meta.Description[:], "a run whose fields are read back")
 	meta.NumParameters, meta.VocabSize = 1234567, 256
 	// The shipped light config is accepted by the program as it is.
-	light, err := coordinator.LoadRunConfig("../../config/light.toml")
+	light, err := coordinator.LoadRunConfig("../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

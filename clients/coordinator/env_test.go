@@ -142,11 +142,11 @@ func (e *env) authorize(user solana.PublicKey) solana.PublicKey {
 	return addr
 }
 
-// testRun is config/test.toml: timers of seconds, so a whole run takes well
+// testRun is config/smoke.toml: timers of seconds, so a whole run takes well
 // under a minute.
 func testRun(t *testing.T) (coordinator.Config, coordinator.Model) {
 	t.Helper()
-	rc, err := coordinator.LoadRunConfig("../../config/test.toml")
+	rc, err := coordinator.LoadRunConfig("../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

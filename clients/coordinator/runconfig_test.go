@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,7 +15,7 @@ import (
 )
 
 func TestShippedRunConfigs(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/light.toml")
+	rc, err := coordinator.LoadRunConfig("../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +31,8 @@ func TestShippedRunConfigs(t *testing.T) {
 	if m.LearningRate != 0.001 || m.CheckpointKind != 1 || m.DataLocationKind != 2 || p.Config.EpochTime > 600 {
 		t.Errorf("light: lr %v checkpoint %d data %d epoch %ds", m.LearningRate, m.CheckpointKind, m.DataLocationKind, p.Config.EpochTime)
 	}
-	if coordinator.FixedString(p.Metadata.Name[:]) != "light" || p.Progress != nil {
-		t.Errorf("light metadata %q progress %v", p.Metadata.Name, p.Progress)
+	if coordinator.FixedString(p.Metadata.Name[:]) != "tiny" || p.Progress != nil {
+		t.Errorf("tiny metadata %q progress %v", p.Metadata.Name, p.Progress)
 	}
 	// The demo's config verifies a quarter of the contributions, with a
 	// witness window that holds a replay; one forgiven mistake per epoch.
@@ -39,15 +40,15 @@ func TestShippedRunConfigs(t *testing.T) {
 		t.Errorf("light: verification %d witness time %d forgive %d vesting %d", c.VerificationPercent, c.RoundWitnessTime, c.ForgivePerEpoch, c.VestingEpochs)
 	}
 	// Verification is off unless a config turns it on.
-	test, err := coordinator.LoadRunConfig("../../config/test.toml")
+	test, err := coordinator.LoadRunConfig("../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tp, err := test.Params(); err != nil || tp.Config.VerificationPercent != 0 {
-		t.Errorf("test.toml: verification on, or %v", err)
+		t.Errorf("smoke.toml: verification on, or %v", err)
 	}
 	// Files without the SparseLoCo and overlap keys keep DisTrO's values.
-	for _, f := range []string{"../../config/light.toml", "../../config/test.toml"} {
+	for _, f := range []string{"../../config/tiny.toml", "../../config/smoke.toml"} {
 		rc, err := coordinator.LoadRunConfig(f)
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +225,7 @@ func TestBadRunConfigNamesKeyAndLine(t *testing.T) {
 
 // architecture = "llama" with its keys; tie_embeddings defaults to true.
 func TestLlamaRunConfig(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/llama-light.toml")
+	rc, err := coordinator.LoadRunConfig("../../config/llama-tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestLlamaRunConfig(t *testing.T) {
 	if m.Architecture != coordinator.ArchLlama || m.NKvHead != 2 || m.IntermediateSize != 384 || m.RopeTheta != 10000 || m.Untied != 0 {
 		t.Errorf("llama model %+v", m)
 	}
-	base, err := os.ReadFile("../../config/llama-light.toml")
+	base, err := os.ReadFile("../../config/llama-tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestLlamaRunConfig(t *testing.T) {
 // data_type = "finetuning" is refused with a clear error until clients train
 // it (a key accepted and ignored would be a defect).
 func TestFinetuningRefused(t *testing.T) {
-	base, err := os.ReadFile("../../config/light.toml")
+	base, err := os.ReadFile("../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestFinetuningRefused(t *testing.T) {
 
 // schedule = "wsd" is the program's warmup-stable-decay tag.
 func TestWSDRunConfig(t *testing.T) {
-	base, err := os.ReadFile("../../config/light.toml")
+	base, err := os.ReadFile("../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,12 +304,12 @@ func TestWSDRunConfig(t *testing.T) {
 // the key is left out) or "mx8" (tag 1); other names are refused with the
 // key and line, and the names print back as they are read.
 func TestPrecisionRunConfig(t *testing.T) {
-	base, err := os.ReadFile("../../config/light.toml")
+	base, err := os.ReadFile("../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(base), "precision") {
-		t.Fatal("light.toml sets precision; this test adds it")
+		t.Fatal("tiny.toml sets precision; this test adds it")
 	}
 	withPrecision := func(v string) string {
 		return strings.Replace(string(base), "[model]\n", "[model]\nprecision = "+v+"\n", 1)
@@ -366,7 +367,7 @@ func TestPrecisionRunConfig(t *testing.T) {
 // tokenizer = "json:<sha256>" pins a tokenizer.json file by its hash; the
 // names print back as a run config spells them.
 func TestTokenizerJSONRunConfig(t *testing.T) {
-	base, err := os.ReadFile("../../config/light.toml")
+	base, err := os.ReadFile("../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,10 +414,10 @@ func TestTokenizerJSONRunConfig(t *testing.T) {
 	}
 }
 
-// testConfig is config/test.toml's [config]: a run's valid current config.
+// testConfig is config/smoke.toml's [config]: a run's valid current config.
 func testConfig(t *testing.T) coordinator.Config {
 	t.Helper()
-	rc, err := coordinator.LoadRunConfig("../../config/test.toml")
+	rc, err := coordinator.LoadRunConfig("../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +464,7 @@ func TestPartialConfigMerges(t *testing.T) {
 		t.Errorf("Params of a partial [config]: %v, want the missing keys named", err)
 	}
 	// A complete section replaces: left-out optional keys take their defaults.
-	full, err := coordinator.LoadRunConfig("../../config/test.toml")
+	full, err := coordinator.LoadRunConfig("../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,4 +496,37 @@ func configTOMLKeys() []string {
 		keys = append(keys, t.Field(i).Tag.Get("toml"))
 	}
 	return keys
+}
+
+// Every run config in config/ passes every rule of the program, as
+// update-config would check it before sending anything.
+func TestEveryShippedRunConfigValid(t *testing.T) {
+	files, err := filepath.Glob("../../config/*.toml")
+	if err != nil || len(files) < 6 {
+		t.Fatalf("config/*.toml: %v, %v", files, err)
+	}
+	for _, f := range files {
+		rc, err := coordinator.LoadRunConfig(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rc.Params()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if p.Metadata != nil {
+			if err := coordinator.ValidateMetadata(p.Metadata); err != nil {
+				t.Errorf("%s: %v", f, err)
+			}
+		}
+		if p.Config == nil || p.Model == nil {
+			t.Fatalf("%s: no [config] or [model]", f)
+		}
+		if err := coordinator.ValidateConfig(p.Config); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		if err := coordinator.ValidateModelWith(p.Model, p.Config); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // ValidateUpdate mirrors the program's update rules: for every case (the
-// program's own rule tests, config.rs, replayed on config/test.toml), the
+// program's own rule tests, config.rs, replayed on config/smoke.toml), the
 // program refuses exactly what Go refuses, with the error Go names.
 func TestValidateUpdateMatchesProgram(t *testing.T) {
 	if testing.Short() {

@@ -39,7 +39,7 @@ func TestExplorerAPI(t *testing.T) {
 		t.Fatalf("list: source %q error %q, runs %+v (the newest first)", list.Source, list.Error, list.Runs)
 	}
 	if c := run.Config; run.State != "RoundTrain" || run.Members != 2 || !run.Treasurer || c == nil || c.Architecture != "gpt2" || c.Precision != "fp32" ||
-		c.Mode != "distro" || c.TotalSteps != 100 || c.BatchStart != 8 || c.Layers != 4 || c.Name != "test" ||
+		c.Mode != "distro" || c.TotalSteps != 100 || c.BatchStart != 8 || c.Layers != 4 || c.Name != "smoke" ||
 		run.LastActivity == nil || run.LastActivity.Time == 0 || run.Account != r.Coord.Account.String() {
 		t.Fatalf("api-run: %+v, config %+v", run, run.Config)
 	}

@@ -63,6 +63,12 @@ var namedConfigs = map[string]Config{
 		Hidden: 1152, RopeTheta: 10000, SeqLen: 256, MicroBatch: 8},
 	"llama-125m": {Name: "llama-125m", Arch: ArchLlama, Vocab: 50257, PaddedVocab: 50304, Layers: 12, Channels: 768, Heads: 12,
 		KVHeads: 4, Hidden: 2304, RopeTheta: 10000, SeqLen: 1024, MicroBatch: 1},
+	// The seed's runs: config/llama-12m.toml (the -light recipes) and
+	// config/llama-1.1b.toml (TinyLlama's shape with GPT-2's tokenizer).
+	"llama-12m": {Name: "llama-12m", Arch: ArchLlama, Vocab: 256, PaddedVocab: 256, Layers: 8, Channels: 384, Heads: 6, KVHeads: 2,
+		Hidden: 1024, RopeTheta: 10000, SeqLen: 512, MicroBatch: 4},
+	"llama-1.1b": {Name: "llama-1.1b", Arch: ArchLlama, Vocab: 50257, PaddedVocab: 50304, Layers: 22, Channels: 2048, Heads: 32,
+		KVHeads: 4, Hidden: 5632, RopeTheta: 10000, SeqLen: 2048, MicroBatch: 1},
 }
 
 // ConfigNames lists the named configurations.
@@ -75,8 +81,7 @@ func ConfigNames() []string {
 	return names
 }
 
-// ConfigByName returns a named configuration: light, small, gpt2-bpe-small,
-// gpt2-124m, llama-light, llama-small or llama-125m.
+// ConfigByName returns a named configuration (ConfigNames lists them).
 func ConfigByName(name string) (Config, error) {
 	c, ok := namedConfigs[name]
 	if !ok {
@@ -137,8 +142,8 @@ func (c Config) sameModel(o Config) bool {
 		c.Hidden == o.Hidden && c.Untied == o.Untied && c.RopeTheta == o.RopeTheta
 }
 
-// describe names the model's architecture and shapes, for error messages.
-func (c Config) describe() string {
+// Description names the model's architecture and shapes, for error messages.
+func (c Config) Description() string {
 	if c.IsLlama() {
 		return fmt.Sprintf("llama: %d layers, width %d, %d heads, %d key/value heads, SwiGLU %d, rope theta %g, vocabulary %d, untied %v",
 			c.Layers, c.Channels, c.Heads, c.KVHeads, c.Hidden, c.RopeTheta, c.Vocab, c.Untied)

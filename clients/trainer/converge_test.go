@@ -57,7 +57,7 @@ func sotuBatch(text []byte, s, first, n, perStep, seqLen int) (tok, tgt []int32)
 // same hyperparameters for both), 200 steps of 4 x 64 tokens
 // drawn from the State of the Union addresses up to 2000, held-out loss on 32
 // windows of the addresses after 2000 (not trained on). Both use
-// config/light.toml's schedule (lr warmup over 10 steps, cosine decay to 10%
+// config/tiny.toml's schedule (lr warmup over 10 steps, cosine decay to 10%
 // at the last step) and gradient clipping at 1; DeMo uses its optimizer
 // settings (chunk 64, top-32, one-bit values, decay 0.999, no weight decay,
 // no lookahead, as the client runs it). DeMo must end within 5% of AdamW's

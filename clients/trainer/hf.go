@@ -342,7 +342,7 @@ func HFConfigFits(hf, want Config) error {
 	a, b := hf, want
 	a.Name, a.MicroBatch, a.SeqLen, b.Name, b.MicroBatch, b.SeqLen = "", 0, 0, "", 0, 0
 	if !a.sameModel(b) {
-		return fmt.Errorf("the Hugging Face model (%s) is not the run's (%s): %w", hf.describe(), want.describe(), ErrHF)
+		return fmt.Errorf("the Hugging Face model (%s) is not the run's (%s): %w", hf.Description(), want.Description(), ErrHF)
 	}
 	if !hf.IsLlama() && hf.SeqLen < want.SeqLen {
 		return fmt.Errorf("the Hugging Face model has %d positions, fewer than the run's sequence length %d: %w", hf.SeqLen, want.SeqLen, ErrHF)

@@ -366,10 +366,10 @@ func (e *env) advance(clients []*client, done func(*coordinator.State) bool) *co
 	}
 }
 
-// testRun is config/test.toml: timers of seconds.
+// testRun is config/smoke.toml: timers of seconds.
 func testRun(t *testing.T) coordinator.UpdateParams {
 	t.Helper()
-	rc, err := coordinator.LoadRunConfig("../../config/test.toml")
+	rc, err := coordinator.LoadRunConfig("../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

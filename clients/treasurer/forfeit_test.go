@@ -118,7 +118,7 @@ func TestForfeitsBurned(t *testing.T) {
 	}
 	params := testRun(t)
 	config := *params.Config
-	// test.toml elects every member of three a witness: the verdict on the
+	// smoke.toml elects every member of three a witness: the verdict on the
 	// cheat's step ends its round, so the cheat is found at fault in the
 	// next one, where it reports nothing, and the other two still make the
 	// quorum (2 of 3).

@@ -84,6 +84,28 @@ build_client() {
   (cd "$root" && run go build -o bin/psyche-client ./clients/cmd/psyche-client)
 }
 
+# build_cuda_client builds bin/psyche-client-cuda, the client with the
+# trainer's CUDA path (nvcc from PyPI when none is installed), and makes it
+# the psyche-client the script runs, unless PSYCHE_CLIENT names one.
+build_cuda_client() {
+  [ -n "${PSYCHE_CLIENT:-}" ] && return 0
+  run bash "$root/scripts/build-cuda.sh"
+  show source clients/trainer/cuda/build/env.sh
+  show go build -tags cuda -o bin/psyche-client-cuda ./clients/cmd/psyche-client
+  ((dry_run)) || (cd "$root" && source clients/trainer/cuda/build/env.sh && go build -tags cuda -o bin/psyche-client-cuda ./clients/cmd/psyche-client)
+  psyche_client=$root/bin/psyche-client-cuda
+}
+
+# gpu_count prints how many NVIDIA GPUs the driver sees (0 without one).
+gpu_count() {
+  local n
+  n=$(find /proc/driver/nvidia/gpus -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+  if ((n == 0)) && command -v nvidia-smi &>/dev/null; then
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  fi
+  printf '%s' "$n"
+}
+
 # build_programs builds the on-chain programs unless BUILD_PROGRAMS=0.
 build_programs() {
   [ "${BUILD_PROGRAMS:-1}" = 0 ] && return 0

@@ -7,9 +7,11 @@
 #   devnet:   the same against devnet with the wallet's own SOL, under program
 #             ids of your own (fresh keypairs, synced into the sources).
 #
-# Usage: scripts/dev/setup-run.sh --cluster localnet|devnet --config test|light
+# Usage: scripts/dev/setup-run.sh --cluster localnet|devnet --config NAME
 #                                 [--permissioned] [--treasurer] [RUN_ID | run_id=RUN_ID]
 #
+# --config NAME applies config/NAME.toml: the recipes use llama-1.1b (the
+# default runs) and llama-12m (the -light ones).
 # --permissioned creates the run without the permissionless authorization and
 # prints the command that authorizes a user.
 # --treasurer also deploys the Treasurer, creates a test token (0 decimals,
@@ -49,10 +51,10 @@ while (($#)); do
   shift
 done
 case "$cluster" in localnet | devnet) ;; *) say "--cluster must be localnet or devnet"; usage ;; esac
-case "$config" in test | light) ;; *) say "--config must be test or light"; usage ;; esac
+[[ "$config" =~ ^[a-z0-9._-]+$ && -f "$root/config/$config.toml" ]] ||
+  { say "--config must name a run config in config/: $(cd "$root/config" && ls *.toml | sed 's/\.toml$//' | tr '\n' ' ')"; usage; }
 run_id=$(parse_run_id "$run_arg")
 config_path=$root/config/$config.toml
-[ -f "$config_path" ] || die "no run config at $config_path"
 
 if [ "$cluster" = localnet ]; then
   rpc_port=${RPC_PORT:-8899}

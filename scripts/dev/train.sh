@@ -2,9 +2,15 @@
 # Starts a training client in a run, as the `just dev start-training-*`
 # recipes do: a wallet (WALLET_FILE, or a fresh keypair under
 # ~/.config/solana/solana-keys/ that is removed on exit), SOL for it on
-# localnet, the byte-level dataset the test configs train on (prepared once
-# under .localnet/data/), then `psyche-client train` until Ctrl-C, which
-# leaves the run.
+# localnet, the dataset the run's config trains on (prepared once under
+# .localnet/data/), then `psyche-client train` until Ctrl-C, which leaves the
+# run.
+#
+# The seed's two runs: the default recipes join a run of
+# config/llama-1.1b.toml (GPT-2's tokenizer, 2048-token sequences) and train
+# on the machine's GPU with the client's CUDA build; on a machine without a
+# GPU they stop at once (exit 2) and point to the -light recipes, whose
+# config/llama-12m.toml (bytes, 512-token sequences) trains on a CPU or a GPU.
 #
 # Usage: scripts/dev/train.sh --cluster localnet|devnet [--light] [--] [RUN_ID | run_id=RUN_ID] [TRAIN_FLAGS...]
 #
@@ -17,7 +23,8 @@
 #                        authorization to use (your key in a permissioned run)
 #   RPC_PORT=8899        localnet JSON-RPC port (PubSub: RPC_PORT + 1)
 #   DEVNET_RPC=https://api.devnet.solana.com
-#   DATA_DIR=.localnet/data/byte-128   the dataset to train from
+#   DATA_DIR             the dataset to train from (default
+#                        .localnet/data/gpt2-2048, with --light byte-512)
 #   AIRDROP_SOL=10       localnet airdrop to the client's wallet
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -54,7 +61,12 @@ case "$cluster" in
   *) say "--cluster must be localnet or devnet"; usage ;;
 esac
 authorizer=${AUTHORIZER:-11111111111111111111111111111111}
-data_dir=${DATA_DIR:-$root/.localnet/data/byte-128}
+if ((light)); then
+  tokenizer=byte seq_len=512
+else
+  tokenizer=gpt2 seq_len=2048
+fi
+data_dir=${DATA_DIR:-$root/.localnet/data/$tokenizer-$seq_len}
 ((dry_run)) && say "dry run: printing the commands, running none"
 
 # Check the wallet before building or writing anything.
@@ -72,12 +84,23 @@ else
   client_wallet=$keys/keypair_$(date -u +%Y%m%dT%H%M%S)_$$.json
 fi
 
-build_client
+# The 1.1B run needs a GPU: say so before building or writing anything.
+gpus=$(gpu_count)
+if ((!light && gpus == 0)); then
+  light_recipes="just dev setup-solana-$cluster-light-test-run, then just dev start-training-$cluster-light-client"
+  if ((dry_run)); then
+    say "note: this machine has no GPU, which the 1.1B run needs; a real run stops here ($light_recipes)"
+  else
+    printf 'error: the 1.1B run (config/llama-1.1b.toml) trains on a GPU and this machine has none: on a CPU use the 12M run (%s)\n' "$light_recipes" >&2
+    exit 2
+  fi
+fi
+if ((light)); then build_client; else build_cuda_client; fi
 if [ ! -f "$data_dir/manifest.json" ]; then
   say "preparing the dataset in $data_dir"
   # prepare moves the finished dataset into place in one rename; when a client
   # started at the same moment won that race, its dataset is the same one.
-  if ! pc data prepare --tokenizer byte --seq-len 128 --out "$data_dir"; then
+  if ! pc data prepare --tokenizer "$tokenizer" --seq-len "$seq_len" --out "$data_dir"; then
     [ -f "$data_dir/manifest.json" ] || die "could not prepare the dataset in $data_dir"
     say "another client prepared the dataset meanwhile; using it"
   fi
@@ -102,6 +125,9 @@ net=(--rpc "$rpc" --ws-rpc "$ws" -w "$client_wallet")
 args=(train "${net[@]}" --run-id "$run_id" --authorizer "$authorizer" --data-dir "$data_dir")
 # The light client trains one sequence per pass: the least memory.
 ((light)) && args+=(--micro-batch-size 1)
+# The 1.1B client trains on the GPU (one per client until data and tensor
+# parallelism over a machine's GPUs lands).
+((light)) || args+=(--device cuda)
 args+=("${train_args[@]}")
 ((dry_run)) || say "training in run \"$run_id\" on $rpc; Ctrl-C leaves the run"
 clean_stop=1

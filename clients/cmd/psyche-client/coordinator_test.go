@@ -63,11 +63,11 @@ func TestCoordinatorCommands(t *testing.T) {
 	}
 	fails(exitBadInput, "bad.toml:3: unknown key config.warmup_tmie", as(adminPath, "update-config", "--config-path", bad)...)
 	fails(exitBadInput, "no such file", as(adminPath, "update-config", "--config-path", bad+".missing")...)
-	cfg := "../../../config/test.toml"
+	cfg := "../../../config/smoke.toml"
 	fails(exitFailure, "Unauthorized", as(otherPath, "update-config", "--config-path", cfg)...)
 	ok(as(adminPath, "update-config", "--config-path", cfg)...)
 	m := dump()
-	if m["metadata"].(map[string]any)["name"] != "test" || m["config"].(map[string]any)["epoch_time"] != 10.0 || m["model"].(map[string]any)["learning_rate"] != 0.0010000000474974513 {
+	if m["metadata"].(map[string]any)["name"] != "smoke" || m["config"].(map[string]any)["epoch_time"] != 10.0 || m["model"].(map[string]any)["learning_rate"] != 0.0010000000474974513 {
 		t.Fatalf("after update-config: metadata %v config %v model lr %v", m["metadata"], m["config"], m["model"].(map[string]any)["learning_rate"])
 	}
 	if model := m["model"].(map[string]any); model["optimizer"] != 1.0 || model["inner_steps"] != 1.0 || model["value_bits"] != 0.0 ||

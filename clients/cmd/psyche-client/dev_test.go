@@ -78,6 +78,16 @@ func justPath(t *testing.T) string {
 	return p
 }
 
+// hasNVIDIAGPU reports whether the driver sees a GPU, as the recipes ask it.
+func hasNVIDIAGPU() bool {
+	gpus, _ := os.ReadDir("/proc/driver/nvidia/gpus")
+	if len(gpus) > 0 {
+		return true
+	}
+	out, err := exec.Command("nvidia-smi", "-L").Output()
+	return err == nil && strings.Contains(string(out), "GPU ")
+}
+
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
@@ -339,7 +349,7 @@ func TestDevLocalnetLightRun(t *testing.T) {
 		t.Fatal("no warning about the truncated run id")
 	}
 	m := dumpRun(t, rpc, long[:32])
-	checkRunConfig(t, m, "light")
+	checkRunConfig(t, m, "llama-12m")
 	key, err := wallet.Load(walletPath)
 	if err != nil {
 		t.Fatal(err)
@@ -351,12 +361,25 @@ func TestDevLocalnetLightRun(t *testing.T) {
 		t.Fatal("the permissionless run does not let everyone join")
 	}
 
+	// The 1.1B client recipe needs a GPU: without one it stops at once,
+	// pointing to the light recipes, and joins nothing.
+	env := devEnv(t, home, "RPC_PORT="+strconv.Itoa(port), "DATA_DIR="+filepath.Join(home, "data"))
+	if !hasNVIDIAGPU() {
+		g := startRecipe(t, env, "", "start-training-localnet-client", "run_id="+long)
+		want := "error: the 1.1B run (config/llama-1.1b.toml) trains on a GPU and this machine has none: on a CPU use the 12M run " +
+			"(just dev setup-solana-localnet-light-test-run, then just dev start-training-localnet-light-client)"
+		if code := g.wait(t, time.Minute); code != 2 || !strings.Contains(g.out.String(), "\n"+want+"\n") {
+			t.Fatalf("the 1.1B client on a machine without a GPU exited %d, printing\n%s\nwant exit 2 and\n%s", code, g.out.String(), want)
+		}
+	} else {
+		t.Log("this machine has a GPU: the 1.1B client's refusal without one is not checked")
+	}
+
 	// Two training clients join, each with a keypair of its own that is
 	// removed when Ctrl-C makes it leave.
-	env := devEnv(t, home, "RPC_PORT="+strconv.Itoa(port), "DATA_DIR="+filepath.Join(home, "data"))
 	var clients []*recipe
-	for _, name := range []string{"start-training-localnet-light-client", "start-training-localnet-client"} {
-		clients = append(clients, startRecipe(t, env, "", name, "run_id="+long))
+	for range 2 {
+		clients = append(clients, startRecipe(t, env, "", "start-training-localnet-light-client", "run_id="+long))
 	}
 	keyLine := regexp.MustCompile(`Wrote new keypair to (\S+)\npubkey: (\S+)`)
 	var keys []string
@@ -392,7 +415,7 @@ func TestDevLocalnetPermissionedRun(t *testing.T) {
 	rpc := fmt.Sprintf("http://127.0.0.1:%d", port)
 	r := startRecipe(t, devEnv(t, home, "RPC_PORT="+strconv.Itoa(port)), "", "setup-solana-localnet-permissioned-light-test-run", "perm")
 	r.waitFor(t, "following logs of", 2*time.Minute)
-	checkRunConfig(t, dumpRun(t, rpc, "perm"), "light")
+	checkRunConfig(t, dumpRun(t, rpc, "perm"), "llama-12m")
 	userKey := solana.NewWallet().PrivateKey
 	userPath := filepath.Join(home, "user.json")
 	if err := wallet.Save(userPath, userKey, false); err != nil {
@@ -437,7 +460,7 @@ func TestDevLocalnetTreasurerRun(t *testing.T) {
 	r := startRecipe(t, devEnv(t, home, "RPC_PORT="+strconv.Itoa(port), "REWARDS_TOKENS=777"), "", "setup-solana-localnet-light-test-run-treasurer", "paid")
 	r.waitFor(t, "following logs of", 2*time.Minute)
 	m := dumpRun(t, rpc, "paid")
-	checkRunConfig(t, m, "light")
+	checkRunConfig(t, m, "llama-12m")
 	if rates := m["future_rates"].(map[string]any); rates["earning_rate_total_shared"] != 10.0 || rates["slashing_rate_per_client"] != 10.0 {
 		t.Fatalf("epoch rates %v, want 10 and 10", rates)
 	}
@@ -479,7 +502,7 @@ func TestDevDevnetFlowOnLocalnet(t *testing.T) {
 	if code := r.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	checkRunConfig(t, dumpRun(t, v.RPCURL, "on-devnet"), "light")
+	checkRunConfig(t, dumpRun(t, v.RPCURL, "on-devnet"), "llama-12m")
 
 	// A program of this checkout that another key controls is left alone.
 	programtest.Deploy(t, v, deploy.Treasurer)
@@ -576,32 +599,34 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			args []string
 			want []string
 		}{
-			{[]string{"setup-solana-devnet-test-run"}, setup("test", "test", true)},
-			{[]string{"setup-solana-devnet-light-test-run", "run_id=my-run"}, setup("light", "my-run", true)},
-			{[]string{"setup-solana-devnet-permissioned-test-run", "bare"}, setup("test", "bare", false)},
-			{[]string{"setup-solana-devnet-permissioned-light-test-run"}, setup("light", "test", false)},
-			{[]string{"setup-solana-devnet-test-run-treasurer"}, withTreasurer("test", "test", true)},
-			{[]string{"setup-solana-devnet-light-test-run-treasurer", "tr"}, withTreasurer("light", "tr", true)},
-			{[]string{"setup-solana-devnet-permissioned-test-run-treasurer"}, withTreasurer("test", "test", false)},
-			{[]string{"setup-solana-devnet-permissioned-light-test-run-treasurer", "run_id=x"}, withTreasurer("light", "x", false)},
+			{[]string{"setup-solana-devnet-test-run"}, setup("llama-1.1b", "test", true)},
+			{[]string{"setup-solana-devnet-light-test-run", "run_id=my-run"}, setup("llama-12m", "my-run", true)},
+			{[]string{"setup-solana-devnet-permissioned-test-run", "bare"}, setup("llama-1.1b", "bare", false)},
+			{[]string{"setup-solana-devnet-permissioned-light-test-run"}, setup("llama-12m", "test", false)},
+			{[]string{"setup-solana-devnet-test-run-treasurer"}, withTreasurer("llama-1.1b", "test", true)},
+			{[]string{"setup-solana-devnet-light-test-run-treasurer", "tr"}, withTreasurer("llama-12m", "tr", true)},
+			{[]string{"setup-solana-devnet-permissioned-test-run-treasurer"}, withTreasurer("llama-1.1b", "test", false)},
+			{[]string{"setup-solana-devnet-permissioned-light-test-run-treasurer", "run_id=x"}, withTreasurer("llama-12m", "x", false)},
 			{[]string{"close-dev-programs"}, []string{"+ " + pc + " dev close-programs " + net}},
+			// The 1.1B run: GPT-2's tokenizer, 2048-token sequences, the GPU
+			// (a dry run prints the commands on a machine without one too).
 			{[]string{"start-training-devnet-client", "run_id=my-run"}, []string{
-				"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
-				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data,
+				"+ " + pc + " data prepare --tokenizer gpt2 --seq-len 2048 --out " + data,
+				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data + " --device cuda",
 			}},
 			{[]string{"start-training-devnet-light-client"}, []string{
-				"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
+				"+ " + pc + " data prepare --tokenizer byte --seq-len 512 --out " + data,
 				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1",
 			}},
 			// Arguments after the run id go to train; without a run id, all of them.
 			{[]string{"start-training-devnet-light-client", "run_id=m", "--metrics-local-port", "9100", "--log-level", "debug info"}, []string{
-				"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
+				"+ " + pc + " data prepare --tokenizer byte --seq-len 512 --out " + data,
 				"+ " + pc + " train " + net + " --run-id m --authorizer 11111111111111111111111111111111 --data-dir " + data +
 					" --micro-batch-size 1 --metrics-local-port 9100 --log-level debug\\ info",
 			}},
 			{[]string{"start-training-devnet-client", "--metrics-local-port", "9100"}, []string{
-				"+ " + pc + " data prepare --tokenizer byte --seq-len 128 --out " + data,
-				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --metrics-local-port 9100",
+				"+ " + pc + " data prepare --tokenizer gpt2 --seq-len 2048 --out " + data,
+				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --device cuda --metrics-local-port 9100",
 			}},
 		} {
 			t.Run(tc.args[0], func(t *testing.T) {

@@ -189,7 +189,7 @@ func TestPredownloadModel(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	base, err := os.ReadFile("../../../config/test.toml")
+	base, err := os.ReadFile("../../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestPredownloadModel(t *testing.T) {
 			{`revision = ""`, `revision = "` + rev + `"`},
 		} {
 			if !strings.Contains(cfg, r[0]) {
-				t.Fatalf("config/test.toml has no %s", r[0])
+				t.Fatalf("config/smoke.toml has no %s", r[0])
 			}
 			cfg = strings.Replace(cfg, r[0], r[1], 1)
 		}

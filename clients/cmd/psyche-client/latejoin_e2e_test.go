@@ -28,12 +28,12 @@ import (
 // equal everyone else's at every step it trained or applied, and nobody may
 // be dropped by a health check.
 //
-// config/test.toml is the seed's localnet flow: Warmup ends as soon as the
+// config/smoke.toml is the seed's localnet flow: Warmup ends as soon as the
 // three witnesses are ready, so a joiner gets a fraction of a second of it.
 // Its variants cap every client's model uploads: so that fetching the model
 // outlasts a round, and so that it outlasts the grace a new member has (the
 // Warmup and two rounds): that joiner must leave the epoch before a health
-// check could drop it, and train in the next one. config/light.toml (the
+// check could drop it, and train in the next one. config/tiny.toml (the
 // demo's) has epochs shortened to fit a test.
 func TestLateJoiners(t *testing.T) {
 	if testing.Short() {
@@ -54,14 +54,14 @@ func TestLateJoiners(t *testing.T) {
 	}{
 		// 3.4 MB of model in four 1 MiB chunks from three peers at 768 KiB/s
 		// each: 2.7 s (one peer serves two chunks), while a round takes 1-2 s.
-		{name: "test.toml slow download", config: "test.toml", edits: map[string]string{"total_steps": "48"}, uploadRate: "786432", plans: every},
+		{name: "smoke.toml slow download", config: "smoke.toml", edits: map[string]string{"total_steps": "48"}, uploadRate: "786432", plans: every},
 		// At 128 KiB/s each: 16 s, past Cooldown, WaitingForMembers, Warmup
 		// and two rounds (5-7 s).
-		{name: "test.toml download past the grace", config: "test.toml", edits: map[string]string{"total_steps": "40"}, uploadRate: "131072",
+		{name: "smoke.toml download past the grace", config: "smoke.toml", edits: map[string]string{"total_steps": "40"}, uploadRate: "131072",
 			plans: []joinerPlan{{name: "joiner in Cooldown", phase: coordinator.Cooldown, stepsAside: true}}},
 		// Epochs of 12 s instead of 120 (the timers that must fit in an
 		// epoch, and the cold-start ramp, shortened with it).
-		{name: "light.toml", config: "light.toml", edits: map[string]string{"total_steps": "60", "epoch_time": "12", "warmup_time": "10", "max_round_train_time": "10", "cold_start_warmup_steps": "0"}, plans: every},
+		{name: "tiny.toml", config: "tiny.toml", edits: map[string]string{"total_steps": "60", "epoch_time": "12", "warmup_time": "10", "max_round_train_time": "10", "cold_start_warmup_steps": "0"}, plans: every},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lateJoiners(t, tc.config, tc.edits, tc.uploadRate, tc.plans)

@@ -90,7 +90,7 @@ func TestUpdateConfigChecksFirst(t *testing.T) {
 		}
 		return p
 	}
-	test, err := os.ReadFile("../../../config/test.toml")
+	test, err := os.ReadFile("../../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +100,8 @@ func TestUpdateConfigChecksFirst(t *testing.T) {
 	partial := file("partial.toml", "[config]\nverification_percent = 50\n")
 	fails(exitBadInput, "[config] leaves out warmup_time, cooldown_time", as("update-config", "--config-path", partial)...)
 
-	ok(as("update-config", "--config-path", "../../../config/test.toml")...)
-	bad := strings.Replace(strings.Replace(string(test), `name = "test"`, `name = "renamed"`, 1), "verification_percent = 0", "verification_percent = 150", 1)
+	ok(as("update-config", "--config-path", "../../../config/smoke.toml")...)
+	bad := strings.Replace(strings.Replace(string(test), `name = "smoke"`, `name = "renamed"`, 1), "verification_percent = 0", "verification_percent = 150", 1)
 	badPath := file("bad.toml", bad)
 	line := strings.Count(bad[:strings.Index(bad, "verification_percent = 150")], "\n") + 1
 	out, errOut, code := runCLI(t, nil, as("update-config", "--config-path", badPath, "--rpc", v.RPCURL, "--ws-rpc", v.WSURL)...)
@@ -109,7 +109,7 @@ func TestUpdateConfigChecksFirst(t *testing.T) {
 	if code != exitBadInput || !strings.Contains(errOut, want) || strings.Contains(out, "signature") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2, no signature and %q", code, out, errOut, want)
 	}
-	if name := dump()["metadata"].(map[string]any)["name"]; name != "test" {
+	if name := dump()["metadata"].(map[string]any)["name"]; name != "smoke" {
 		t.Fatalf("the refused file changed the metadata to %v", name)
 	}
 
@@ -130,8 +130,8 @@ func TestUpdateConfigChecksFirst(t *testing.T) {
 
 	// Running: the file's [config] is refused before its [metadata] is sent.
 	ok(as("set-paused", "--resume")...)
-	fails(exitBadInput, "RunNotHalted", as("update-config", "--config-path", file("renamed.toml", strings.Replace(string(test), `name = "test"`, `name = "renamed"`, 1)))...)
-	if name := dump()["metadata"].(map[string]any)["name"]; name != "test" {
+	fails(exitBadInput, "RunNotHalted", as("update-config", "--config-path", file("renamed.toml", strings.Replace(string(test), `name = "smoke"`, `name = "renamed"`, 1)))...)
+	if name := dump()["metadata"].(map[string]any)["name"]; name != "smoke" {
 		t.Fatalf("a refused update changed the metadata to %v", name)
 	}
 	// The metadata alone may change while the run runs.
@@ -151,7 +151,7 @@ func TestTrainRefusesPrecision(t *testing.T) {
 	adminPath, _ := keyFile(t, v, 5*solana.LAMPORTS_PER_SOL)
 	userPath, user := keyFile(t, v, solana.LAMPORTS_PER_SOL)
 	ok, fails := cliWith(t, nil, "--rpc", v.RPCURL, "--ws-rpc", v.WSURL)
-	test, err := os.ReadFile("../../../config/test.toml")
+	test, err := os.ReadFile("../../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

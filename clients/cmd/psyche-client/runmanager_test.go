@@ -289,11 +289,11 @@ func TestRunManagerPicksRunAndUpdatesRealClient(t *testing.T) {
 	// grant, made with "0-new").
 	ok("create-run", "--run-id", "0-new", "--permissionless", "-w", adminPath)
 	ok("create-run", "--run-id", "a-closed", "--join-authority", solana.NewWallet().PublicKey().String(), "-w", adminPath)
-	ok("update-config", "--run-id", "a-closed", "--config-path", "../../../config/test.toml", "-w", adminPath)
+	ok("update-config", "--run-id", "a-closed", "--config-path", "../../../config/smoke.toml", "-w", adminPath)
 	ok("set-paused", "--run-id", "a-closed", "--resume", "-w", adminPath)
 	// "a-mx8" lets everyone in too, but trains under mx8, which the client's
 	// --precision fp32 leaves out.
-	test, err := os.ReadFile("../../../config/test.toml")
+	test, err := os.ReadFile("../../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestRunManagerPicksRunAndUpdatesRealClient(t *testing.T) {
 	ok("update-config", "--run-id", "a-mx8", "--config-path", mx8, "-w", adminPath)
 	ok("set-paused", "--run-id", "a-mx8", "--resume", "-w", adminPath)
 	ok("create-run", "--run-id", "b-open", "--client-version", "v2", "-w", adminPath)
-	ok("update-config", "--run-id", "b-open", "--config-path", "../../../config/test.toml", "-w", adminPath)
+	ok("update-config", "--run-id", "b-open", "--config-path", "../../../config/smoke.toml", "-w", adminPath)
 	ok("set-paused", "--run-id", "b-open", "--resume", "-w", adminPath)
 
 	dir := t.TempDir()

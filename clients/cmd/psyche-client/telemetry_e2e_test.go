@@ -45,7 +45,7 @@ func TestTrainLogsReachEverySink(t *testing.T) {
 	dir := t.TempDir()
 	const runID = "telemetry"
 	lr := startLocalRun(ctx, t, dir, runID, func(dataURL, root string) string {
-		return runConfigFrom(t, "test.toml", dataURL, root, map[string]string{"total_steps": "6"})
+		return runConfigFrom(t, "smoke.toml", dataURL, root, map[string]string{"total_steps": "6"})
 	})
 	rcv := otlptest.New(t)
 	tmp := filepath.Join(dir, "tmp")

@@ -95,7 +95,7 @@ func TestTreasurerCommands(t *testing.T) {
 	fails(exitBadInput, "nothing to change", run(adminPath, "treasurer-update-run")...)
 	fails(exitBadInput, "exclude each other", run(adminPath, "treasurer-update-run", "--pause", "--resume")...)
 	fails(exitFailure, "RunAuthorityMismatch", run(userPath, "treasurer-update-run", "--resume")...)
-	ok(run(adminPath, "treasurer-update-run", "--config-path", "../../../config/test.toml", "--earning-rate-total-shared", "100", "--resume")...)
+	ok(run(adminPath, "treasurer-update-run", "--config-path", "../../../config/smoke.toml", "--earning-rate-total-shared", "100", "--resume")...)
 	var dump map[string]any
 	if err := json.Unmarshal([]byte(ok("json-dump-run", "--run-id", "cli-t")), &dump); err != nil {
 		t.Fatal(err)
@@ -204,10 +204,10 @@ func TestTreasurerCommands(t *testing.T) {
 	// needs a slashing rate above 0; refused before anything is sent.
 	fails(exitBadInput, "needs a slashing rate above 0", deposit(userPath, "treasurer-deposit")...)
 	fails(exitBadInput, "give --slashing-rate-per-client above 0 too",
-		deposit(adminPath, "treasurer-update-run", "--config-path", "../../../config/test.toml", "--join-deposit", "1.5", "--resume")...)
+		deposit(adminPath, "treasurer-update-run", "--config-path", "../../../config/smoke.toml", "--join-deposit", "1.5", "--resume")...)
 	fails(exitBadInput, "--slashing-rate-per-client 0: a run that asks for or holds join deposits needs a slashing rate above 0",
 		deposit(adminPath, "treasurer-update-run", "--slashing-rate-per-client", "0")...)
-	ok(deposit(adminPath, "treasurer-update-run", "--config-path", "../../../config/test.toml", "--join-deposit", "1.5",
+	ok(deposit(adminPath, "treasurer-update-run", "--config-path", "../../../config/smoke.toml", "--join-deposit", "1.5",
 		"--slashing-rate-per-client", "1", "--resume")...)
 	ok("mint-to", "--mint", mint, "--amount", "500", "--to", user.PublicKey().String(), "-w", adminPath)
 	out = ok(deposit(userPath, "treasurer-deposit")...)
@@ -336,7 +336,7 @@ func TestTreasurerSettleCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One client, one witness, an epoch of seconds.
-	rc, err := coordinator.LoadRunConfig("../../../config/test.toml")
+	rc, err := coordinator.LoadRunConfig("../../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ const (
 // clusterOptions configure a cluster.
 type clusterOptions struct {
 	Net       string // netLoopback or netShaped
-	Config    string // config/<name>.toml, or "small" (light's timers, the trainer's small model)
+	Config    string // config/<name>.toml, or "small" (tiny's timers, the trainer's small model)
 	Overrides map[string]string
 	Name      string // the run id, also the log directory's name
 	Dir       string // where ledgers, wallets, logs go
@@ -306,7 +306,7 @@ func manifestRoot(dir string) (string, error) {
 	return string(m[len(m)-1][1]), nil
 }
 
-// smallOverrides turn light.toml into a run of the trainer's `small` model
+// smallOverrides turn tiny.toml into a run of the trainer's `small` model
 // (6 layers, 384 wide, 256-token context, 10.8 M parameters).
 var smallOverrides = map[string]string{
 	"metadata.name":           `"small"`,
@@ -318,7 +318,7 @@ var smallOverrides = map[string]string{
 	"model.max_seq_len":       "256",
 }
 
-// unverified turns verification off (config/light.toml verifies): the
+// unverified turns verification off (config/tiny.toml verifies): the
 // harness measures the exchange, its figures were taken without
 // verification, and -dummy members could not be verified. A scenario's
 // overrides may turn it back on.
@@ -330,7 +330,7 @@ func (c *Cluster) runConfig(root string) (string, error) {
 	name := c.Opt.Config
 	over := maps.Clone(unverified)
 	if name == "small" {
-		name = "light"
+		name = "tiny"
 		for k, v := range smallOverrides {
 			over[k] = v
 		}

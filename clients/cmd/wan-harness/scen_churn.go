@@ -52,7 +52,7 @@ func cmdChurn(ctx context.Context, args []string) error {
 	}
 	dir := workDir("churn")
 	maxRound, witness := 20, 1
-	opt := clusterOptions{Net: netShaped, Config: "light", Name: "churn", Dir: dir, Linger: 20,
+	opt := clusterOptions{Net: netShaped, Config: "tiny", Name: "churn", Dir: dir, Linger: 20,
 		Overrides: map[string]string{
 			"config.total_steps":             strconv.Itoa(*steps),
 			"config.epoch_time":              strconv.Itoa(*epoch),

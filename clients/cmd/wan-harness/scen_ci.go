@@ -56,7 +56,7 @@ func cmdCI(ctx context.Context, args []string) error {
 	}
 
 	dir := workDir("ci")
-	opt := clusterOptions{Net: netShaped, Config: "light", Name: "ci", Dir: filepath.Join(dir, "ci"), Linger: 15,
+	opt := clusterOptions{Net: netShaped, Config: "tiny", Name: "ci", Dir: filepath.Join(dir, "ci"), Linger: 15,
 		Overrides: map[string]string{
 			"config.total_steps":            "14",
 			"config.epoch_time":             "20",

@@ -10,16 +10,16 @@ import (
 )
 
 func init() {
-	register("modes", "scenario 5: DeMo (light) and SparseLoCo (sparseloco) at 10 Mbit/s: the bandwidth each needs", cmdModes)
+	register("modes", "scenario 5: DeMo (tiny) and SparseLoCo (sparseloco) at 10 Mbit/s: the bandwidth each needs", cmdModes)
 }
 
 func cmdModes(ctx context.Context, args []string) error {
-	fs := newFlags("modes", "[-clients 4] [-shape 10/50ms/0.5] [-configs light,sparseloco]")
+	fs := newFlags("modes", "[-clients 4] [-shape 10/50ms/0.5] [-configs tiny,sparseloco]")
 	n := fs.Int("clients", 4, "training clients")
 	shape := fs.String("shape", "10/50ms/0.5", "every client's link")
-	configs := fs.String("configs", "light,sparseloco", "run configs to compare")
+	configs := fs.String("configs", "tiny,sparseloco", "run configs to compare")
 	nets := fs.String("nets", "loopback,shaped", "networks")
-	steps := fs.String("steps", "light=20,sparseloco=8", "total_steps per config (rounds)")
+	steps := fs.String("steps", "tiny=20,sparseloco=8", "total_steps per config (rounds)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up on a run after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -82,8 +82,8 @@ func cmdModes(ctx context.Context, args []string) error {
 			return fmtBytes(v)
 		}
 		mode := r.Config
-		if mode == "light" {
-			mode = "DeMo (light)"
+		if mode == "tiny" {
+			mode = "DeMo (tiny)"
 		} else if mode == "sparseloco" {
 			mode = "SparseLoCo (sparseloco)"
 		}

@@ -16,9 +16,9 @@ func init() {
 }
 
 func cmdRounds(ctx context.Context, args []string) error {
-	fs := newFlags("rounds", "[-clients 8] [-configs light,small] [-shape 100/50ms/0.5] [-steps 20]")
+	fs := newFlags("rounds", "[-clients 8] [-configs tiny,small] [-shape 100/50ms/0.5] [-steps 20]")
 	n := fs.Int("clients", 8, "training clients (at most the configs' global batch size, 8)")
-	configs := fs.String("configs", "light,small", "run configs: names in config/ or small (the trainer's 10.8 M-parameter model)")
+	configs := fs.String("configs", "tiny,small", "run configs: names in config/ or small (the trainer's 10.8 M-parameter model)")
 	shape := fs.String("shape", "100/50ms/0.5", "every client's link: RATE_MBIT/RTT/LOSS_PERCENT")
 	nets := fs.String("nets", "loopback,shaped", "networks to compare: loopback (one namespace, 127.0.0.1) and/or shaped")
 	steps := fs.Int("steps", 20, "total_steps of each run")

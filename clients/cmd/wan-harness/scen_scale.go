@@ -136,7 +136,7 @@ func cmdScale(ctx context.Context, args []string) error {
 	counts := fs.String("counts", "8,16,32,64", "run sizes (clients) to try, in order; stops after the first that fails")
 	shape := fs.String("shape", "100/50ms/0.5", "every client's link (loopback: one namespace, 127.0.0.1)")
 	steps := fs.Int("steps", 6, "total_steps of each run")
-	config := fs.String("config", "light", "run config")
+	config := fs.String("config", "tiny", "run config")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up on a run after this long")
 	keepGoing := fs.Bool("keep-going", false, "try every count even after one fails")
 	dummy := fs.Bool("dummy", false, "clients train with --dummy-training (no forward or backward passes; payloads of the real size)")

@@ -114,7 +114,7 @@ func NewRun(ctx context.Context, n *programtest.Net, id string, tokens uint64) (
 	return r, nil
 }
 
-// Config is config/test.toml for a run of members clients that keeps
+// Config is config/smoke.toml for a run of members clients that keeps
 // training: every member is an elected witness, rounds end when the
 // witnesses reported (one second of RoundWitness), epochs last 10 minutes.
 func Config(members int) (coordinator.UpdateParams, error) {
@@ -122,7 +122,7 @@ func Config(members int) (coordinator.UpdateParams, error) {
 	if err != nil {
 		return coordinator.UpdateParams{}, err
 	}
-	rc, err := coordinator.LoadRunConfig(filepath.Join(repo.Root, "config", "test.toml"))
+	rc, err := coordinator.LoadRunConfig(filepath.Join(repo.Root, "config", "smoke.toml"))
 	if err != nil {
 		return coordinator.UpdateParams{}, err
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/psyche-go/psyche/internal/syncbuf"
 )
 
-// TestChainWatchFollowsVerification drives one round of config/light.toml
+// TestChainWatchFollowsVerification drives one round of config/tiny.toml
 // with 5 members on the real run state machine (coordsim) and reads the
 // account after every instruction, as status-watch -rpc does: member 0's
 // contribution is judged MISMATCH and a committee finds it at fault,
@@ -30,7 +30,7 @@ func TestChainWatchFollowsVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sim.Close()
-	rc, err := coordinator.LoadRunConfig("../../../../config/light.toml")
+	rc, err := coordinator.LoadRunConfig("../../../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

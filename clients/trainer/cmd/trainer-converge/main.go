@@ -153,7 +153,7 @@ func measure(ctx context.Context, args []string, w, progress io.Writer) ([]resul
 	adamWD := fs.Float64("adam-wd", 0, "AdamW weight decay (ddp and SparseLoCo's inner steps)")
 	clip := fs.Float64("clip", 1, "gradient clipping norm for every optimizer (0: none)")
 	demoLRs := fs.String("demo-lr", "1e-3", "comma-separated DeMo peak learning rates (empty: skip DeMo); "+
-		"the default is config/light.toml's; overlapped steps cost less there than at 1.5e-3, which trains better without overlap")
+		"the default is config/tiny.toml's; overlapped steps cost less there than at 1.5e-3, which trains better without overlap")
 	fs.IntVar(&o.demo.Chunk, "chunk", 64, "DeMo DCT chunk")
 	demoTopKs := fs.String("topk", "32,7", "comma-separated DeMo top-k per chunk")
 	decay := fs.Float64("decay", 0.999, "DeMo momentum (compression) decay")
