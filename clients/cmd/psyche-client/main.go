@@ -220,6 +220,7 @@ func commands() []*cli.Command {
 		treasurerCommands(),
 		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand(), evalCommand()},
 		{runManagerCommand(), explorerCommand()},
+		runConfigCommands(),
 		devCommands(),
 	} {
 		all = append(all, group...)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/psyche-go/psyche/clients/client"
+	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/trainer"
+)
+
+func runConfigCommands() []*cli.Command {
+	return []*cli.Command{{
+		Name:        "run-config",
+		Usage:       "inspect run config files before a run is created",
+		Subcommands: []*cli.Command{runConfigDescribeCommand()},
+	}}
+}
+
+func runConfigDescribeCommand() *cli.Command {
+	return &cli.Command{
+		Name: "describe",
+		Usage: "print a run config's model, its parameter count and the memory one client needs per device, " +
+			"for each precision and device, on the GPU and on the host",
+		ArgsUsage: "FILE",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass, as train's flag (activations grow with it)", Value: client.DefaultMicroBatch},
+			&cli.IntFlag{Name: "members", Usage: "payloads a step applies, one per member (0: the config's init_min_clients)"},
+			&cli.IntFlag{Name: "threads", Usage: "the client's threads, which own scratch buffers (0: this machine's processors)"},
+		},
+		Action: rejectLateFlags(describeRunConfig),
+	}
+}
+
+func describeRunConfig(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return badInputf("run-config describe takes FILE, a run config (config/README.md), got %q", c.Args().Slice())
+	}
+	path := c.Args().First()
+	rc, err := coordinator.LoadRunConfig(path)
+	if err != nil {
+		return badInput(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		return badInput(err)
+	}
+	if p.Model == nil || p.Config == nil {
+		return badInputf("%s: describe needs the [config] and [model] sections (a complete run config)", path)
+	}
+	mb, threads := c.Int("micro-batch-size"), c.Int("threads")
+	if mb < 1 || mb > 65536 {
+		return badInputf("--micro-batch-size must be in [1, 65536], not %d", mb)
+	}
+	if threads < 0 || threads > 256 {
+		return badInputf("--threads must be in [0, 256], not %d", threads)
+	}
+	members := c.Int("members")
+	if members == 0 {
+		members = max(int(p.Config.InitMinClients), 1)
+	}
+	if members < 1 || members > 65535 {
+		return badInputf("--members must be in [1, 65535], not %d", members)
+	}
+	cfg, err := client.TrainerConfig(p.Model, min(mb, int(p.Config.GlobalBatchSizeEnd)))
+	if err != nil {
+		return badInputf("%s: %v", path, err)
+	}
+	opt := trainer.FootprintOptions{Overlap: p.Config.Overlap != 0, Threads: threads, Payloads: members}
+	if client.SparseLoCo(p.Model) {
+		opt.Optimizer = "sparseloco"
+	} else {
+		opt.Optimizer = "demo"
+	}
+	opt.Chunk, opt.TopK = int(p.Model.CompressionChunk), int(p.Model.CompressionTopk)
+	return describeModel(c.App.Writer, path, p, cfg, opt)
+}
+
+// describeModel prints the model and, for each numeric contract (the run's
+// first), the memory of a GPU client (device, and the host copies it keeps)
+// and of a CPU client, by category.
+func describeModel(w io.Writer, path string, p coordinator.UpdateParams, cfg trainer.Config, opt trainer.FootprintOptions) error {
+	name := path
+	if p.Metadata != nil {
+		name = fmt.Sprintf("%s (%q)", path, coordinator.FixedString(p.Metadata.Name[:]))
+	}
+	fmt.Fprintf(w, "%s\nmodel: %s\nparameters: %d\n", name, cfg.Description(), cfg.Params())
+	steps := ""
+	if opt.Optimizer == "sparseloco" {
+		steps = fmt.Sprintf(", %d inner steps a round", p.Model.InnerSteps)
+	}
+	fmt.Fprintf(w, "step: %d to %d sequences of %d tokens; %s%s; precision %s\n", p.Config.GlobalBatchSizeStart, p.Config.GlobalBatchSizeEnd,
+		cfg.SeqLen, opt.Optimizer, steps, cfg.Arith)
+	// The rows: each contract (the run's first), the micro-batch asked for
+	// and the least memory's (1), a GPU client's device and host memory and
+	// a CPU client's.
+	type line struct {
+		arith, client, memory string
+		mb                    int
+		b                     trainer.MemoryBytes
+	}
+	var lines []line
+	var most int64
+	arith := []string{cfg.Arith, trainer.ArithFP32}
+	if cfg.Arith == trainer.ArithFP32 {
+		arith[1] = trainer.ArithMX8
+	}
+	mbs := []int{cfg.MicroBatch}
+	if cfg.MicroBatch > 1 {
+		mbs = append(mbs, 1)
+	}
+	for _, a := range arith {
+		for _, mb := range mbs {
+			cfg.Arith, cfg.MicroBatch = a, mb
+			for _, gpu := range []bool{true, false} {
+				opt.GPU = gpu
+				f, err := trainer.Footprint(cfg, opt)
+				if err != nil {
+					return err
+				}
+				if gpu {
+					lines = append(lines, line{a, "GPU", "device", mb, f.OnDevice}, line{a, "GPU", "host", mb, f.OnHost})
+				} else {
+					lines = append(lines, line{a, "CPU", "host", mb, f.OnHost})
+				}
+				most = max(most, f.OnHost.Peak(), f.OnDevice.Peak())
+			}
+		}
+	}
+	unit, scale := "GiB", float64(1<<30)
+	if most < 1<<30 {
+		unit, scale = "MiB", 1<<20
+	}
+	fmt.Fprintf(w, "memory of one client on one device (data x tensor parallelism 1x1), applying %d payload(s) a step, in %s:\n", opt.Payloads, unit)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "precision\tmicro-batch\tclient\tmemory\tweights\tgradients\toptimizer\tactivations\tmx8 operands\tscratch\tper call\ttotal\t")
+	for _, l := range lines {
+		b := l.b
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s", l.arith, l.mb, l.client, l.memory)
+		for _, n := range []int64{b.Weights, b.Gradients, b.Optimizer, b.Activations, b.MX8, b.Scratch, b.Transient, b.Peak()} {
+			if n == 0 {
+				fmt.Fprint(tw, "\t-")
+			} else {
+				fmt.Fprintf(tw, "\t%.2f", float64(n)/scale)
+			}
+		}
+		fmt.Fprint(tw, "\t\n")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "A GPU client also holds the CPU path's buffers on the host. Per call: the most an optimizer step, a generate or an apply adds for its duration.")
+	return nil
+}
