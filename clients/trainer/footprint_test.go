@@ -315,3 +315,18 @@ func TestFootprintREADMEFigures(t *testing.T) {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// A config that passes Validate but sizes its buffers beyond 64 bits is
+// refused by New before anything is allocated (tr_create's sizes would wrap).
+func TestNewRefusesSizesBeyond64Bits(t *testing.T) {
+	huge := Config{Name: "huge", Vocab: 256, PaddedVocab: 256, Layers: 1024, Channels: 65536, Heads: 1, SeqLen: 65536, MicroBatch: 65536}
+	if err := huge.Validate(); err != nil {
+		t.Fatalf("the config must pass Validate for this test: %v", err)
+	}
+	if tr, err := New(huge, 1); err == nil || !errors.Is(err, ErrInvalid) {
+		if tr != nil {
+			tr.Close()
+		}
+		t.Fatalf("New: %v, want ErrInvalid", err)
+	}
+}

@@ -129,6 +129,11 @@ func create(cfg Config, seed uint64, device bool) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// A valid config can still size buffers beyond 64 bits (1024 layers
+	// of 65536-token sequences), which tr_create's arithmetic would wrap.
+	if _, err := Footprint(cfg, FootprintOptions{Optimizer: "adamw", Threads: 1}); err != nil {
+		return nil, err
+	}
 	cc := cfg.c()
 	var m *C.tr_model
 	if err := codeErr(C.tr_create(&cc, C.uint64_t(seed), &m), "create model"); err != nil {
