@@ -196,19 +196,8 @@ func checkPeaks(t *testing.T, cfg Config, c footprintCase, gpu bool) {
 	runtime.LockOSThread() // one OpenMP pool
 	defer runtime.UnlockOSThread()
 	base, _ := heapStats()
-	tr, err := create(cfg, 7, gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := footprintTrainer(t, cfg, gpu)
 	defer tr.Close()
-	if err := tr.SetThreads(footprintThreads); err != nil {
-		t.Fatal(err)
-	}
-	if gpu {
-		if err := tr.SetGPU(true); err != nil {
-			t.Fatal(err)
-		}
-	}
 	trainFootprint(t, tr, c, nil)
 	var most int64
 	var which string

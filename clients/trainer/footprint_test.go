@@ -114,18 +114,7 @@ func footprintConfigs() []Config {
 func measureHost(t *testing.T, cfg Config, c footprintCase, gpu bool) (int64, *Trainer) {
 	t.Helper()
 	run := func() *Trainer {
-		tr, err := create(cfg, 7, gpu) // the CPU path: no device in any build
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.SetThreads(footprintThreads); err != nil {
-			t.Fatal(err)
-		}
-		if gpu {
-			if err := tr.SetGPU(true); err != nil {
-				t.Fatal(err)
-			}
-		}
+		tr := footprintTrainer(t, cfg, gpu)
 		trainFootprint(t, tr, c, nil)
 		return tr
 	}
@@ -139,6 +128,26 @@ func measureHost(t *testing.T, cfg Config, c footprintCase, gpu bool) (int64, *T
 	}
 	tr := run()
 	return heapBytes() - before, tr
+}
+
+// footprintTrainer is a trainer of cfg on footprintThreads threads, on the
+// emulated GPU when gpu is set, else on the CPU path with no device in any
+// build.
+func footprintTrainer(t *testing.T, cfg Config, gpu bool) *Trainer {
+	t.Helper()
+	tr, err := create(cfg, 7, gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetThreads(footprintThreads); err != nil {
+		t.Fatal(err)
+	}
+	if gpu {
+		if err := tr.SetGPU(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr
 }
 
 // Host slack allowed above the footprint: malloc's own overhead, and the
