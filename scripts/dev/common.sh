@@ -91,8 +91,7 @@ build_cuda_client() {
   [ -n "${PSYCHE_CLIENT:-}" ] && return 0
   run bash "$root/scripts/build-cuda.sh"
   show source clients/trainer/cuda/build/env.sh
-  show go build -tags cuda -o bin/psyche-client-cuda ./clients/cmd/psyche-client
-  ((dry_run)) || (cd "$root" && source clients/trainer/cuda/build/env.sh && go build -tags cuda -o bin/psyche-client-cuda ./clients/cmd/psyche-client)
+  (cd "$root" && { ((dry_run)) || source clients/trainer/cuda/build/env.sh; } && run go build -tags cuda -o bin/psyche-client-cuda ./clients/cmd/psyche-client)
   psyche_client=$root/bin/psyche-client-cuda
 }
 
