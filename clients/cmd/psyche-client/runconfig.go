@@ -65,7 +65,9 @@ func describeRunConfig(c *cli.Context) error {
 	if members < 1 || members > 65535 {
 		return badInputf("--members must be in [1, 65535], not %d", members)
 	}
-	cfg, err := client.TrainerConfig(p.Model, min(mb, int(p.Config.GlobalBatchSizeEnd)))
+	// As train builds it: activations for the whole micro-batch, whatever
+	// share of the step the client trains.
+	cfg, err := client.TrainerConfig(p.Model, mb)
 	if err != nil {
 		return badInputf("%s: %v", path, err)
 	}
