@@ -129,7 +129,7 @@ func crashClients(ctx context.Context, t *testing.T, n int, epoch uint32, checkp
 	watch := watchRun(ctx, t, lr.run, lr.c, key.PublicKey())
 	waitFor(t, ctx, fmt.Sprintf("epoch %d past its second round", epoch), procs, func() bool {
 		o, ok := watch.latest()
-		return ok && o.epoch >= epoch && o.phase == coordinator.RoundTrain && o.height >= 2
+		return ok && o.epoch >= epoch && o.inRound() && o.height >= 2
 	})
 	for _, p := range procs {
 		if err := p.cmd.Process.Kill(); err != nil {
