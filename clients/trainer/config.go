@@ -32,7 +32,19 @@ type Config struct {
 	// "Numeric contract"): "fp32" (v2, also when empty) or "mx8" (v3,
 	// block-scaled int8 operands). Replicas of one run must agree on it.
 	Arith string `json:"arith,omitempty"`
+	// GradShards is how many token shards a step's gradients and loss are
+	// summed over (README "Shards"): each shard's sequences chain from zero,
+	// the shards join by a fixed balanced tree. A power of two; 0 means 1.
+	// Data parallelism over D devices needs D to divide it. Like Arith, it
+	// is the run's, and replicas must agree on it.
+	GradShards int `json:"grad_shards,omitempty"`
 }
+
+// MaxGradShards bounds Config.GradShards.
+const MaxGradShards = 64
+
+// Shards is c's gradient shard count, at least 1.
+func (c Config) Shards() int { return max(c.GradShards, 1) }
 
 // Numeric contracts (Config.Arith).
 const (
@@ -107,6 +119,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model config: seq_len %d out of range [1, 65536]", c.SeqLen)
 	case c.MicroBatch < 1 || c.MicroBatch > 65536:
 		return fmt.Errorf("model config: micro_batch %d out of range [1, 65536]", c.MicroBatch)
+	}
+	if g := c.GradShards; g < 0 || g > MaxGradShards || g&(g-1) != 0 {
+		return fmt.Errorf("model config: grad_shards %d must be a power of two in [1, %d]", g, MaxGradShards)
 	}
 	switch c.Arith {
 	case "", ArithFP32, ArithMX8:
