@@ -72,7 +72,10 @@ int tr_footprint(const tr_config *c, const tr_footprint_opts *o, tr_mem *host, t
 
     // Host: tr_create's buffers, on either path (model.c).
     host->weights = f * N;
-    host->grads = f * (N + wte); // dwte_emb
+    // dwte_emb, and the shard tree's partial sums above grads (layout.h);
+    // the GPU path's first device holds as many (its peers' fewer).
+    const size_t levels = (size_t)tr_shard_levels(tr_shards(c)) - 1;
+    host->grads = f * (N + wte + N * levels);
     host->optimizer = f * N * state;
     host->activations = acts;
     host->mx8 = c->arith == TR_ARITH_MX8 ? tr_mx_scratch_bytes(qa, qb) : 0;
@@ -117,7 +120,7 @@ int tr_footprint(const tr_config *c, const tr_footprint_opts *o, tr_mem *host, t
     if (demo) host->transient = tr_max(8 * E + pend_demo, 8 * n * E + seen);
     if (loco) host->transient = tr_max(8 * E + 4 * z.chunks + pend_loco, 8 * n * E + seen);
     dev->weights = f * N;
-    dev->grads = f * (N + wte);
+    dev->grads = f * (N + wte + N * levels);
     dev->optimizer = f * N * state;
     // Activations and their gradients; attention's score gradients of one
     // layer and its row scratch (max, sum and the 32 lane sums); token ids.

@@ -56,6 +56,7 @@ struct tr_model {
     float *params;    // (N) master weights, identical on every replica
     float *grads;     // (N) gradients of the last tr_step
     float *dwte_emb;  // (Vp*C) the token embedding's share of wte's gradient, during tr_step
+    float *shard_grads; // (N each) the shard tree's partial sums above grads (tr_shard_levels - 1), or NULL
     int have_grads;
     float *lookahead; // (N) x - lr*sign(pending, else delta) when the DeMo lookahead is on, else NULL
     int lookahead_on;

@@ -396,6 +396,25 @@ TR_LAYOUT_FN_(tr_llama_dact_layout, tr_llama_dacts, TR_LLAMA_DACTS)
 // Attention's rows in one micro-batch, (B, NH, T): the GPU path's backward
 // keeps one layer's score gradients, (B, NH, T, T), and row scratch of
 // this many rows (cuda/model.cu, trg_create).
+// Gradient shards (README "Shards"): a step's n sequences fall into S =
+// tr_shards(c) token shards, shard i holding sequences tr_shard_first(n, S,
+// i) up to tr_shard_first(n, S, i + 1). Each shard's gradients and loss are
+// chains over its tokens in order from zero (across micro-batches, which
+// never cross a shard's edge). The shards join by the balanced binary tree of
+// S leaves, built left to right: after leaf i, tr_tree_merges(i) times, the
+// top two partial sums become left + right. S/D leaves from a multiple of
+// S/D are one subtree, so D devices each build theirs and join them by the
+// same rule: the same bits for every D dividing S. A stack of
+// tr_shard_levels(S) partial sums holds the tree.
+static inline int tr_shards(const tr_config *c) { return c->grad_shards > 1 ? c->grad_shards : 1; }
+static inline int tr_shard_first(int n, int shards, int i) { return (int)((long long)i * n / shards); }
+static inline int tr_tree_merges(int i) {
+    int k = 0;
+    for (unsigned v = (unsigned)i + 1; !(v & 1u); v >>= 1) k++;
+    return k;
+}
+static inline int tr_shard_levels(int shards) { return tr_tree_merges(shards - 1) + 1; }
+
 static inline size_t tr_att_rows(const tr_config *c) { return (size_t)c->micro_batch * c->heads * c->seq_len; }
 
 // Floats of either architecture's activations (gradients when grads).

@@ -28,6 +28,7 @@ int tr_config_check(const tr_config *c) {
         c->seq_len > 65536 || c->micro_batch > 65536)
         return TR_EINVAL;
     if (c->arith != TR_ARITH_FP32 && c->arith != TR_ARITH_MX8) return TR_EINVAL;
+    if (c->grad_shards < 0 || c->grad_shards > TR_MAX_SHARDS || (c->grad_shards & (c->grad_shards - 1))) return TR_EINVAL;
     if (c->arch == TR_ARCH_GPT2) // the Llama fields must be unset
         return c->kv_heads || c->hidden || c->untied || c->rope_theta != 0.0f ? TR_EINVAL : TR_OK;
     if (c->arch != TR_ARCH_LLAMA) return TR_EINVAL;
@@ -54,6 +55,8 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     m->params = malloc(sizeof(float) * off);
     m->grads = calloc(off, sizeof(float));
     m->dwte_emb = malloc(sizeof(float) * m->sizes[TR_P_wte]);
+    size_t levels = (size_t)tr_shard_levels(tr_shards(cfg)) - 1;
+    if (levels) m->shard_grads = malloc(sizeof(float) * off * levels);
     m->act_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T, 0));
     m->dact_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T, 1));
     if (cfg->arith == TR_ARITH_MX8) {
@@ -66,7 +69,7 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
         m->rope_cos = malloc(sizeof(float) * (size_t)T * half);
         m->rope_sin = malloc(sizeof(float) * (size_t)T * half);
     }
-    if (!m->params || !m->grads || !m->dwte_emb || !m->act_mem || !m->dact_mem || tr_thread_scratch(m, m->nthreads) ||
+    if (!m->params || !m->grads || !m->dwte_emb || (levels && !m->shard_grads) || !m->act_mem || !m->dact_mem || tr_thread_scratch(m, m->nthreads) ||
         (cfg->arith == TR_ARITH_MX8 && !m->mx_scratch) ||
         (tr_is_llama(cfg) && (!m->rope_cos || !m->rope_sin))) {
         tr_destroy(m);
@@ -87,7 +90,7 @@ int tr_default_threads(void) {
 
 void tr_destroy(tr_model *m) {
     if (!m) return;
-    free(m->params); free(m->grads); free(m->dwte_emb); free(m->lookahead);
+    free(m->params); free(m->grads); free(m->shard_grads); free(m->dwte_emb); free(m->lookahead);
     free(m->adam_m); free(m->adam_v); free(m->delta); free(m->pending);
     free(m->anchor); free(m->anchor_m); free(m->anchor_v);
     free(m->act_mem); free(m->dact_mem); free(m->rope_cos); free(m->rope_sin); free(m->kv_cache); free(m->decode_buf);
@@ -124,8 +127,8 @@ static int tr_check_batch(const tr_model *m, const int32_t *tokens, const int32_
 static float *tr_forward_weights(tr_model *m) { return m->lookahead_on ? m->lookahead : m->params; }
 
 // wte's gradient is the lm-head's chain plus the embedding's chain, each over
-// all tokens in order; kept apart until the end, so that micro-batches do not
-// interleave them.
+// the shard's tokens in order; kept apart until the shard ends, so that
+// micro-batches do not interleave them.
 static void tr_add_embedding_grads(const tr_model *m, float *dwte) {
     size_t n = m->sizes[TR_P_wte];
     const float *e = m->dwte_emb;
@@ -133,10 +136,17 @@ static void tr_add_embedding_grads(const tr_model *m, float *dwte) {
     for (size_t i = 0; i < n; i++) dwte[i] = dwte[i] + e[i];
 }
 
-// The loss is one chain over the tokens in order, across micro-batches.
+// The loss is one chain over the shard's tokens in order, across micro-batches.
 static float tr_add_losses(float total, const float *losses, int BT) {
     for (int i = 0; i < BT; i++) total = total + losses[i];
     return total;
+}
+
+// One merge of the shard tree (layout.h): left = left + right.
+static void tr_merge(const tr_model *m, float *left, const float *right) {
+    size_t n = m->num_params;
+    #pragma omp parallel for schedule(static) num_threads(m->nthreads)
+    for (size_t i = 0; i < n; i++) left[i] = left[i] + right[i];
 }
 
 int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
@@ -146,19 +156,31 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     if ((rc = tr_host_read(m, m->lookahead_on ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS))) return rc;
     tr_host_replace(m, TR_BUF_GRADS);
     float *w = tr_forward_weights(m);
-    memset(m->grads, 0, sizeof(float) * m->num_params);
-    memset(m->dwte_emb, 0, sizeof(float) * m->sizes[TR_P_wte]);
     float dloss = 1.0f / ((float)n * (float)t);
-    float total = 0.0f;
-    for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
-        int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
-        const int32_t *tok = tokens + (size_t)b0 * t, *tgt = targets + (size_t)b0 * t;
-        total = tr_add_losses(total, m->arch->forward(m, w, tok, tgt, B, t), B * t);
-        m->arch->backward(m, w, m->grads, tok, tgt, dloss, B, t);
+    int S = tr_shards(&m->cfg), depth = 0;
+    float *level[TR_MAX_SHARD_LEVELS], part[TR_MAX_SHARD_LEVELS];
+    level[0] = m->grads;
+    for (int k = 1; k < tr_shard_levels(S); k++) level[k] = m->shard_grads + (size_t)(k - 1) * m->num_params;
+    for (int s = 0; s < S; s++) {
+        float *g = level[depth], total = 0.0f;
+        int first = tr_shard_first(n, S, s), end = tr_shard_first(n, S, s + 1);
+        memset(g, 0, sizeof(float) * m->num_params);
+        memset(m->dwte_emb, 0, sizeof(float) * m->sizes[TR_P_wte]);
+        for (int b0 = first; b0 < end; b0 += m->cfg.micro_batch) {
+            int B = end - b0 < m->cfg.micro_batch ? end - b0 : m->cfg.micro_batch;
+            const int32_t *tok = tokens + (size_t)b0 * t, *tgt = targets + (size_t)b0 * t;
+            total = tr_add_losses(total, m->arch->forward(m, w, tok, tgt, B, t), B * t);
+            m->arch->backward(m, w, g, tok, tgt, dloss, B, t);
+        }
+        tr_add_embedding_grads(m, g + m->offsets[0]);
+        part[depth++] = total;
+        for (int k = tr_tree_merges(s); k > 0; k--, depth--) {
+            tr_merge(m, level[depth - 2], level[depth - 1]);
+            part[depth - 2] = part[depth - 2] + part[depth - 1];
+        }
     }
-    tr_add_embedding_grads(m, m->grads + m->offsets[0]);
     m->have_grads = 1;
-    *loss = total / ((float)n * (float)t);
+    *loss = part[0] / ((float)n * (float)t);
     return TR_OK;
 }
 

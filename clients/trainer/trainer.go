@@ -77,6 +77,7 @@ func (cfg Config) c() C.tr_config {
 	cc := C.tr_config{
 		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
 		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
+		grad_shards: C.int(cfg.GradShards),
 	}
 	if cfg.IsMX8() {
 		cc.arith = C.TR_ARITH_MX8

@@ -37,7 +37,11 @@ typedef struct {
     int untied;       // llama: 1 for a separate lm-head, 0 to share wte
     float rope_theta; // llama: base of the rotary position embedding, e.g. 10000
     int arith;        // numeric contract of the matrix products: TR_ARITH_FP32 (v2) or TR_ARITH_MX8 (v3)
+    int grad_shards;  // token shards a step's gradients and loss sum over (layout.h); a power of
+                      // two up to TR_MAX_SHARDS, 0 meaning 1
 } tr_config;
+
+enum { TR_MAX_SHARDS = 64, TR_MAX_SHARD_LEVELS = 7 }; // levels: log2(TR_MAX_SHARDS) + 1
 
 enum { TR_ARITH_FP32 = 0, TR_ARITH_MX8 = 1 };
 
