@@ -531,7 +531,7 @@ func (c *Client) ready(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("model ready", "step", c.e.lastStep, "parameters", c.tr.NumParams(), "backend", c.tr.Backend(),
-		"precision", coordinator.PrecisionName(c.model.Precision), "digest", hex.EncodeToString(d[:]))
+		"precision", coordinator.PrecisionName(c.model.Precision), "grad_shards", coordinator.GradShards(c.model.GradShardsLog2), "digest", hex.EncodeToString(d[:]))
 	return c.eval(ctx, c.e.lastStep)
 }
 

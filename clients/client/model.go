@@ -53,6 +53,11 @@ func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error)
 		return trainer.Config{}, fmt.Errorf("the run's numeric contract tag %d is neither fp32 nor mx8, the ones this client trains", m.Precision)
 	}
 	cfg.Arith = arith
+	// The run's gradient shard count (1 << grad_shards_log2): part of the
+	// numeric contract, so the run's and not this machine's.
+	if cfg.GradShards = coordinator.GradShards(m.GradShardsLog2); cfg.GradShards == 0 {
+		return trainer.Config{}, fmt.Errorf("the run's gradient shard count 2^%d is past the %d this client trains", m.GradShardsLog2, trainer.MaxGradShards)
+	}
 	if err := cfg.Validate(); err != nil {
 		return trainer.Config{}, fmt.Errorf("the run's model: %w", err)
 	}

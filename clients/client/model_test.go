@@ -3,6 +3,7 @@ package client
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -43,7 +44,9 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		got.Name, got.MicroBatch = want.Name, want.MicroBatch
-		want.Arith = c.arith // the named configs leave it empty
+		// The named configs leave these out: the run's numeric contract and
+		// its gradient shard count (1 when the run config leaves it out).
+		want.Arith, want.GradShards = c.arith, 1<<p.Model.GradShardsLog2
 		if got != want {
 			t.Errorf("%s: trainer config %+v, want %+v", c.file, got, want)
 		}
@@ -96,6 +99,39 @@ func TestTrainerConfigPrecision(t *testing.T) {
 	_, err = TrainerConfig(&m, 8)
 	if err == nil || !strings.Contains(err.Error(), "numeric contract tag 2") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("precision tag 2: %v, want one line naming the tag", err)
+	}
+}
+
+// The run's gradient shard count becomes the trainer's: 1 << grad_shards_log2
+// (1 for a run written before the field, which reads 0), whatever the
+// machine; a count past 64 is refused with one line that names it.
+func TestTrainerConfigGradShards(t *testing.T) {
+	rc, err := coordinator.LoadRunConfig("../../config/llama-tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := *p.Model
+	for log2, want := range map[uint8]int{0: 1, 1: 2, 3: 8, coordinator.MaxGradShardsLog2: trainer.MaxGradShards} {
+		m.GradShardsLog2 = log2
+		cfg, err := TrainerConfig(&m, 8)
+		if err != nil || cfg.GradShards != want || cfg.Shards() != want {
+			t.Errorf("grad_shards_log2 %d: grad shards %d, %v; want %d", log2, cfg.GradShards, err, want)
+		}
+	}
+	m.Precision, m.GradShardsLog2 = coordinator.PrecisionMX8, 2
+	if cfg, err := TrainerConfig(&m, 8); err != nil || cfg.GradShards != 4 || cfg.Arith != trainer.ArithMX8 {
+		t.Errorf("mx8, 4 shards: %+v, %v", cfg, err)
+	}
+	for _, log2 := range []uint8{7, 255} {
+		m.GradShardsLog2 = log2
+		_, err = TrainerConfig(&m, 8)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("gradient shard count 2^%d", log2)) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("grad_shards_log2 %d: %v, want one line naming the count", log2, err)
+		}
 	}
 }
 

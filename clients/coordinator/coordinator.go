@@ -185,6 +185,28 @@ const (
 // "mx8"), or "unknown(N)".
 func PrecisionName(tag uint8) string { return EnumName("precision", tag) }
 
+// Gradient shards (Model.grad_shards_log2): a step's weight gradients and
+// loss are summed over 1 << GradShardsLog2 token shards, each an in-order
+// chain from zero, joined by a fixed balanced binary tree, so that a client
+// spreading its share over devices dividing the count computes the same bits
+// as one device (trainer.Config.GradShards). Accounts written before the
+// field existed hold 0 there: one shard.
+const (
+	// MaxGradShardsLog2 bounds Model.GradShardsLog2: at most 64 shards.
+	MaxGradShardsLog2 uint8 = 6
+	// MaxGradShards is the largest gradient shard count, 1 << MaxGradShardsLog2.
+	MaxGradShards = 1 << MaxGradShardsLog2
+)
+
+// GradShards is the gradient shard count of a Model.grad_shards_log2 (a run
+// config's grad_shards, 1 to 64), or 0 for a value the program refuses.
+func GradShards(log2 uint8) int {
+	if log2 > MaxGradShardsLog2 {
+		return 0
+	}
+	return 1 << log2
+}
+
 // FirstHealthCheckHeight is the height of the first round of an epoch that
 // accepts health checks: 2, or 3 with overlapped rounds (Config.Overlap = 1:
 // round r's witness reports attest round r-1's payloads).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"os"
 	"reflect"
 	"slices"
@@ -94,6 +95,28 @@ type ModelTOML struct {
 	// Precision is the run's numeric contract, "fp32" or "mx8"; nil (the key
 	// left out) means "fp32".
 	Precision *Enum `toml:"precision"`
+	// GradShards is the number of token shards a step's gradients are summed
+	// over, a power of two from 1 to 64 (stored as its log2 in
+	// Model.grad_shards_log2); nil (the key left out) means 1.
+	GradShards *GradShardCount `toml:"grad_shards"`
+}
+
+// GradShardCount is a run config's grad_shards: a power of two from 1 to
+// MaxGradShards.
+type GradShardCount int64
+
+// gradShardsValues are the values a run config's grad_shards may take.
+const gradShardsValues = "a power of two from 1 to 64: 1, 2, 4, 8, 16, 32 or 64"
+
+// gradShardsRule is what a run config's grad_shards must be.
+const gradShardsRule = "must be " + gradShardsValues
+
+// gradShardsLog2 is the log2 of a valid grad_shards.
+func gradShardsLog2(n GradShardCount) (uint8, bool) {
+	if n < 1 || n > MaxGradShards || n&(n-1) != 0 {
+		return 0, false
+	}
+	return uint8(bits.TrailingZeros64(uint64(n))), true
 }
 
 type CheckpointTOML struct {
@@ -274,6 +297,11 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 			}
 			f.e.Tag = tag
 		}
+		if g := m.GradShards; g != nil {
+			if _, ok := gradShardsLog2(*g); !ok {
+				return nil, fmt.Errorf("%w: %s:%d: model.grad_shards = %d; %s", ErrRunConfig, name, keyLine(data, "model.grad_shards"), *g, gradShardsRule)
+			}
+		}
 		tag, _, err := tokenizerTag(m.Tokenizer.Name)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s:%d: model.tokenizer = %q; %v", ErrRunConfig, name, keyLine(data, "model.tokenizer"), m.Tokenizer.Name, err)
@@ -377,6 +405,14 @@ func badValue(doc map[string]any, t reflect.Type, prefix string) (key, why strin
 			}
 			if k, why := badValue(sub, ft, key+"."); k != "" {
 				return k, why
+			}
+		case ft == reflect.TypeFor[GradShardCount]():
+			n, ok := v.(int64)
+			if !ok {
+				return key, "must be an integer, " + gradShardsValues
+			}
+			if _, ok := gradShardsLog2(GradShardCount(n)); !ok {
+				return key, fmt.Sprintf("= %d; %s", n, gradShardsRule)
 			}
 		case ft.Kind() == reflect.Bool:
 			if _, ok := v.(bool); !ok {
@@ -579,6 +615,13 @@ func (rc *RunConfig) params() (UpdateParams, error) {
 		}
 		if m.Precision != nil {
 			model.Precision = m.Precision.Tag
+		}
+		if m.GradShards != nil {
+			log2, ok := gradShardsLog2(*m.GradShards)
+			if !ok {
+				return p, fmt.Errorf("model.grad_shards = %d; %s", *m.GradShards, gradShardsRule)
+			}
+			model.GradShardsLog2 = log2
 		}
 		if m.Optimizer.InnerSteps != nil {
 			model.InnerSteps = *m.Optimizer.InnerSteps

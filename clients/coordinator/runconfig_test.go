@@ -364,6 +364,79 @@ func TestPrecisionRunConfig(t *testing.T) {
 	}
 }
 
+// grad_shards is the run's gradient shard count: a power of two from 1 to
+// 64 (1 also when the key is left out), stored as its log2; anything else is
+// refused with the key, its line and the values it may take.
+func TestGradShardsRunConfig(t *testing.T) {
+	shipped, err := os.ReadFile("../../config/tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test sets the key itself: drop the shipped file's, if any.
+	var base []byte
+	for _, l := range strings.SplitAfter(string(shipped), "\n") {
+		if k, _, _ := strings.Cut(l, "="); strings.TrimSpace(k) != "grad_shards" {
+			base = append(base, l...)
+		}
+	}
+	withShards := func(v string) string {
+		return strings.Replace(string(base), "[model]\n", "[model]\ngrad_shards = "+v+"\n", 1)
+	}
+	for _, c := range []struct {
+		doc  string
+		want uint8 // log2
+	}{
+		{string(base), 0},
+		{withShards("1"), 0},
+		{withShards("2"), 1},
+		{withShards("4"), 2},
+		{withShards("64"), 6},
+	} {
+		rc, err := coordinator.ParseRunConfig("g.toml", []byte(c.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rc.Params()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Model.GradShardsLog2 != c.want || coordinator.ValidateModel(p.Model) != nil {
+			t.Errorf("grad_shards_log2 %d (%v), want %d", p.Model.GradShardsLog2, coordinator.ValidateModel(p.Model), c.want)
+		}
+		if got := coordinator.GradShards(p.Model.GradShardsLog2); got != 1<<c.want {
+			t.Errorf("GradShards(%d) = %d, want %d", p.Model.GradShardsLog2, got, 1<<c.want)
+		}
+	}
+	line := strings.Count(string(base[:strings.Index(string(base), "[model]\n")]), "\n") + 2
+	for _, v := range []string{"0", "3", "6", "128", "-1", "-64", `"4"`, `""`, "4.0", "true"} {
+		_, err := coordinator.ParseRunConfig("g.toml", []byte(withShards(v)))
+		if !errors.Is(err, coordinator.ErrRunConfig) || !strings.Contains(err.Error(), fmt.Sprintf("g.toml:%d: model.grad_shards", line)) ||
+			!strings.Contains(err.Error(), "a power of two from 1 to 64: 1, 2, 4, 8, 16, 32 or 64") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("grad_shards = %s: %v", v, err)
+		}
+	}
+	for log2, want := range map[uint8]int{0: 1, 1: 2, 6: 64, 7: 0, 255: 0} {
+		if got := coordinator.GradShards(log2); got != want {
+			t.Errorf("GradShards(%d) = %d, want %d", log2, got, want)
+		}
+	}
+	// The program's rule, as update-config checks it before sending.
+	rc, err := coordinator.ParseRunConfig("g.toml", []byte(withShards("64")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := *p.Model
+	m.GradShardsLog2 = 7
+	var rule *coordinator.RuleError
+	if err := coordinator.ValidateModel(&m); !errors.As(err, &rule) || rule.Code != "ModelGradShards" || rule.Key != "model.grad_shards" {
+		t.Errorf("grad_shards_log2 7: %v, want ModelGradShards on model.grad_shards", err)
+	}
+}
+
 // tokenizer = "json:<sha256>" pins a tokenizer.json file by its hash; the
 // names print back as a run config spells them.
 func TestTokenizerJSONRunConfig(t *testing.T) {

@@ -238,6 +238,10 @@ func ValidateModel(m *Model) error {
 	if m.Precision != PrecisionFP32 && m.Precision != PrecisionMX8 {
 		return ruleErr("model.precision", "ModelPrecision", "= %d: must be \"fp32\" (0) or \"mx8\" (1)", m.Precision)
 	}
+	if m.GradShardsLog2 > MaxGradShardsLog2 {
+		return ruleErr("model.grad_shards", "ModelGradShards", "= 2^%d: must be a power of two from 1 to %d",
+			m.GradShardsLog2, MaxGradShards)
+	}
 	return nil
 }
 

@@ -184,6 +184,19 @@ func TestValidateUpdateMatchesProgram(t *testing.T) {
 		{"optimizer 3, precision 2", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
 			m.Optimizer, m.Precision = 3, 2
 		}, "ModelOptimizer"},
+		{"grad shards 2", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.GradShardsLog2 = 1 }, ""},
+		{"grad shards 64", "cm", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.GradShardsLog2 = coordinator.MaxGradShardsLog2
+		}, ""},
+		{"mx8, 8 grad shards", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.Precision, m.GradShardsLog2 = coordinator.PrecisionMX8, 3
+		}, ""},
+		{"grad shards 128", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.GradShardsLog2 = 7 }, "ModelGradShards"},
+		{"grad shards log2 255", "cm", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.GradShardsLog2 = 255 }, "ModelGradShards"},
+		// The precision rule comes first.
+		{"precision 2, grad shards 128", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.Precision, m.GradShardsLog2 = 2, 7
+		}, "ModelPrecision"},
 		{"progress last step", "cp", func(_ *coordinator.Config, _ *coordinator.Model, p *coordinator.Progress) { p.Step = 100 }, ""},
 		{"progress past the run", "cp", func(_ *coordinator.Config, _ *coordinator.Model, p *coordinator.Progress) { p.Step = 101 }, "InvalidProgress"},
 		{"progress data index", "p", func(_ *coordinator.Config, _ *coordinator.Model, p *coordinator.Progress) {

@@ -38,7 +38,7 @@ func TestExplorerAPI(t *testing.T) {
 	if list.Source != explorer.SourceWebsocket || list.Error != "" || len(list.Runs) < 2 || list.Runs[0].RunID != "api-idle" {
 		t.Fatalf("list: source %q error %q, runs %+v (the newest first)", list.Source, list.Error, list.Runs)
 	}
-	if c := run.Config; run.State != "RoundTrain" || run.Members != 2 || !run.Treasurer || c == nil || c.Architecture != "gpt2" || c.Precision != "fp32" ||
+	if c := run.Config; run.State != "RoundTrain" || run.Members != 2 || !run.Treasurer || c == nil || c.Architecture != "gpt2" || c.Precision != "fp32" || c.GradShards != 1 ||
 		c.Mode != "distro" || c.TotalSteps != 100 || c.BatchStart != 8 || c.Layers != 4 || c.Name != "smoke" ||
 		run.LastActivity == nil || run.LastActivity.Time == 0 || run.Account != r.Coord.Account.String() {
 		t.Fatalf("api-run: %+v, config %+v", run, run.Config)

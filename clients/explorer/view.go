@@ -48,7 +48,10 @@ type ConfigSummary struct {
 	Name         string `json:"name"`
 	Architecture string `json:"architecture"`
 	// Precision is the run's numeric contract: "fp32" or "mx8".
-	Precision  string `json:"precision"`
+	Precision string `json:"precision"`
+	// GradShards is the number of token shards a step's gradients are
+	// summed over (1 to 64).
+	GradShards int    `json:"grad_shards"`
 	Parameters uint64 `json:"parameters"` // 0: not given in the run's metadata
 	Layers     uint16 `json:"layers"`
 	Width      uint32 `json:"width"`
@@ -299,7 +302,7 @@ func (rd *runData) summary() RunSummary {
 	}
 	out.Config = &ConfigSummary{
 		Name: coordinator.FixedString(s.Metadata.Name[:]), Architecture: coordinator.EnumName("architecture", m.Architecture),
-		Precision:  coordinator.PrecisionName(m.Precision),
+		Precision: coordinator.PrecisionName(m.Precision), GradShards: coordinator.GradShards(m.GradShardsLog2),
 		Parameters: s.Metadata.NumParameters, Layers: m.NLayer, Width: m.NEmbd, SeqLen: m.MaxSeqLen,
 		BatchStart: c.GlobalBatchSizeStart, BatchEnd: c.GlobalBatchSizeEnd, TotalSteps: c.TotalSteps,
 		Mode: coordinator.EnumName("optimizer", m.Optimizer), InnerSteps: m.InnerSteps, Overlap: c.Overlap != 0,

@@ -454,7 +454,8 @@ type Model struct {
 	IntermediateSize     uint32     `json:"intermediateSize"`
 	RopeTheta            float32    `json:"ropeTheta"`
 	Precision            uint8      `json:"precision"`
-	Padding              [3]uint8   `json:"padding"`
+	GradShardsLog2       uint8      `json:"gradShardsLog2"`
+	Padding              [2]uint8   `json:"padding"`
 	CheckpointRepo       [192]uint8 `json:"checkpointRepo"`
 	CheckpointRevision   [64]uint8  `json:"checkpointRevision"`
 	DataLocation         [192]uint8 `json:"dataLocation"`
@@ -617,6 +618,11 @@ func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.Precision)
 	if err != nil {
 		return errors.NewField("Precision", err)
+	}
+	// Serialize `GradShardsLog2`:
+	err = encoder.Encode(obj.GradShardsLog2)
+	if err != nil {
+		return errors.NewField("GradShardsLog2", err)
 	}
 	// Serialize `Padding`:
 	err = encoder.Encode(obj.Padding)
@@ -816,6 +822,11 @@ func (obj *Model) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.Precision)
 	if err != nil {
 		return errors.NewField("Precision", err)
+	}
+	// Deserialize `GradShardsLog2`:
+	err = decoder.Decode(&obj.GradShardsLog2)
+	if err != nil {
+		return errors.NewField("GradShardsLog2", err)
 	}
 	// Deserialize `Padding`:
 	err = decoder.Decode(&obj.Padding)

@@ -679,7 +679,7 @@ func runJSON(run coordinator.Run, inst *coordinator.Instance, s *coordinator.Sta
 			"compression_topk": m.CompressionTopk, "compression_chunk": m.CompressionChunk,
 			"quantize_1bit": m.Quantize1bit != 0, "cold_start_warmup_steps": m.ColdStartWarmupSteps,
 			"optimizer": m.Optimizer, "inner_steps": m.InnerSteps, "outer_learning_rate": f32(m.OuterLearningRate),
-			"value_bits": m.ValueBits, "precision": m.Precision,
+			"value_bits": m.ValueBits, "precision": m.Precision, "grad_shards": coordinator.GradShards(m.GradShardsLog2),
 		},
 		"verification":  coordinator.VerificationSummary(s),
 		"current_rates": ratesJSON(s.CurrentRates),
@@ -776,6 +776,7 @@ func fetchRuns(c *cli.Context, a *coordinatorCtx) ([]map[string]any, error) {
 			entry["epoch"], entry["step"] = s.Progress.Epoch, s.Progress.Step
 			if coordinator.Phase(s) != coordinator.Uninitialized {
 				entry["precision"] = coordinator.PrecisionName(s.Model.Precision)
+				entry["grad_shards"] = coordinator.GradShards(s.Model.GradShardsLog2)
 			}
 		}
 		runs = append(runs, entry)

@@ -71,7 +71,7 @@ func TestCoordinatorCommands(t *testing.T) {
 		t.Fatalf("after update-config: metadata %v config %v model lr %v", m["metadata"], m["config"], m["model"].(map[string]any)["learning_rate"])
 	}
 	if model := m["model"].(map[string]any); model["optimizer"] != 1.0 || model["inner_steps"] != 1.0 || model["value_bits"] != 0.0 ||
-		model["outer_learning_rate"] != 0.0 || model["precision"] != 0.0 || m["config"].(map[string]any)["overlap"] != false {
+		model["outer_learning_rate"] != 0.0 || model["precision"] != 0.0 || model["grad_shards"] != 1.0 || m["config"].(map[string]any)["overlap"] != false {
 		t.Fatalf("after update-config: optimizer fields %v, overlap %v", model, m["config"].(map[string]any)["overlap"])
 	}
 	// A SparseLoCo config applies while the run is still uninitialized.

@@ -94,8 +94,8 @@ func describeModel(w io.Writer, path string, p coordinator.UpdateParams, cfg tra
 	if opt.Optimizer == "sparseloco" {
 		steps = fmt.Sprintf(", %d inner steps a round", p.Model.InnerSteps)
 	}
-	fmt.Fprintf(w, "step: %d to %d sequences of %d tokens; %s%s; precision %s\n", p.Config.GlobalBatchSizeStart, p.Config.GlobalBatchSizeEnd,
-		cfg.SeqLen, opt.Optimizer, steps, cfg.Arith)
+	fmt.Fprintf(w, "step: %d to %d sequences of %d tokens; %s%s; precision %s; grad_shards %d\n", p.Config.GlobalBatchSizeStart, p.Config.GlobalBatchSizeEnd,
+		cfg.SeqLen, opt.Optimizer, steps, cfg.Arith, cfg.Shards())
 	// The rows: each contract (the run's first), the micro-batch asked for
 	// and the least memory's (1), a GPU client's device and host memory and
 	// a CPU client's.

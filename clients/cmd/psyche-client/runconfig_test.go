@@ -41,6 +41,9 @@ func TestRunConfigDescribe(t *testing.T) {
 		if !strings.Contains(out, fmt.Sprintf("\nparameters: %d\n", cfg.Params())) {
 			t.Errorf("%s: no parameter count %d in\n%s", f, cfg.Params(), out)
 		}
+		if want := fmt.Sprintf("; precision %s; grad_shards %d\n", cfg.Arith, coordinator.GradShards(p.Model.GradShardsLog2)); !strings.Contains(out, want) {
+			t.Errorf("%s: no %q in\n%s", f, want, out)
+		}
 		if n := p.Metadata.NumParameters; n != 0 && n != uint64(cfg.Params()) {
 			t.Errorf("%s: metadata num_parameters = %d, the model has %d", f, n, cfg.Params())
 		}

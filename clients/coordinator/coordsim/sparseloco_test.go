@@ -153,7 +153,7 @@ func TestPrecisionRoundTrips(t *testing.T) {
 	must(t, s.SetPaused(true, t0))
 	mx8 := paramsOf(t, strings.Replace(testConfig, "[model]\n", "[model]\nprecision = \"mx8\"\n", 1))
 	must(t, s.Update(coordinator.UpdateParams{Model: mx8.Model}, t0))
-	if got := s.State().Model; got.Precision != coordinator.PrecisionMX8 || got.Padding != [3]uint8{} || got != *mx8.Model {
+	if got := s.State().Model; got.Precision != coordinator.PrecisionMX8 || got.Padding != [2]uint8{} || got != *mx8.Model {
 		t.Fatalf("mx8 model read back as precision %d, padding %v", got.Precision, got.Padding)
 	}
 	bad := *mx8.Model
@@ -163,5 +163,33 @@ func TestPrecisionRoundTrips(t *testing.T) {
 	wantPhase(t, s, coordinator.WaitingForMembers)
 	if got := s.State().Model.Precision; got != coordinator.PrecisionMX8 {
 		t.Fatalf("after the refused update: precision %d", got)
+	}
+}
+
+// TestGradShardsRoundTrips: the run's gradient shard count
+// (Model.grad_shards_log2, the padding byte after precision) goes through
+// the program's decoder and the account as set, a run created without it
+// reads one shard, and the program refuses more than 64.
+func TestGradShardsRoundTrips(t *testing.T) {
+	s := startSim(t, 7)
+	p := paramsOf(t, testConfig)
+	must(t, s.Create("run", "v1", p, t0))
+	if got := s.State().Model.GradShardsLog2; got != 0 {
+		t.Fatalf("grad_shards left out: log2 %d, want 0 (one shard)", got)
+	}
+	must(t, s.SetPaused(true, t0))
+	sharded := paramsOf(t, strings.Replace(testConfig, "[model]\n", "[model]\ngrad_shards = 64\nprecision = \"mx8\"\n", 1))
+	must(t, s.Update(coordinator.UpdateParams{Model: sharded.Model}, t0))
+	if got := s.State().Model; got.GradShardsLog2 != coordinator.MaxGradShardsLog2 || got.Precision != coordinator.PrecisionMX8 ||
+		got.Padding != [2]uint8{} || got != *sharded.Model {
+		t.Fatalf("64-shard model read back as grad_shards_log2 %d, precision %d, padding %v", got.GradShardsLog2, got.Precision, got.Padding)
+	}
+	bad := *sharded.Model
+	bad.GradShardsLog2 = 7
+	wantErr(t, s.Update(coordinator.UpdateParams{Model: &bad}, t0), "ModelGradShards")
+	must(t, s.SetPaused(false, t0))
+	wantPhase(t, s, coordinator.WaitingForMembers)
+	if got := s.State().Model.GradShardsLog2; got != coordinator.MaxGradShardsLog2 {
+		t.Fatalf("after the refused update: grad_shards_log2 %d", got)
 	}
 }

@@ -60,7 +60,8 @@ const activity = (a) => (a ? [timeEl(a.time), el('span', { class: 'muted' }, ' s
 function model(c) {
   if (!c || !c.architecture || c.architecture.startsWith('unknown')) return dash;
   return c.architecture + ' ' + (c.parameters ? params(c.parameters) : c.layers + '×' + c.width) +
-    (c.precision && c.precision !== 'fp32' ? ', ' + c.precision : '');
+    (c.precision && c.precision !== 'fp32' ? ', ' + c.precision : '') +
+    (c.grad_shards > 1 ? ', ' + c.grad_shards + ' grad shards' : '');
 }
 const batch = (c) => (!c ? dash : c.batch_start === c.batch_end ? num(c.batch_start) : num(c.batch_start) + '→' + num(c.batch_end));
 function mode(c) {

@@ -93,7 +93,7 @@ pub fn metadata(rng: &mut Rng) -> RunMetadata {
 pub fn edgy_config(rng: &mut Rng, c: CoordinatorConfig) -> CoordinatorConfig {
     let mut c = c;
     let v = rng.interesting_u64();
-    match rng.below(17) {
+    match rng.below(18) {
         0 => c.warmup_time = v,
         1 => c.cooldown_time = v,
         2 => c.max_round_train_time = v,
@@ -135,6 +135,7 @@ pub fn edgy_model(rng: &mut Rng, m: Model) -> Model {
         13 => m.cold_start_warmup_steps = v as u32,
         14 => m.tokenizer_hash = [v as u8; 32],
         15 => m.precision = v as u8,
+        16 => m.grad_shards_log2 = v as u8,
         _ => m.checkpoint_repo = [v as u8; URL_LEN],
     }
     m

@@ -191,6 +191,9 @@ impl Model {
         if self.precision > PRECISION_MX8 {
             return Err(E::ModelPrecision);
         }
+        if self.grad_shards_log2 > MAX_GRAD_SHARDS_LOG2 {
+            return Err(E::ModelGradShards);
+        }
         Ok(())
     }
 
@@ -472,7 +475,7 @@ mod tests {
             ("distro inner steps 2", |m| m.inner_steps = 2, Err(E::ModelOptimizer)),
             ("distro outer lr", |m| m.outer_learning_rate = F32_ONE, Err(E::ModelOptimizer)),
             ("distro value bits", |m| m.value_bits = 2, Err(E::ModelOptimizer)),
-            ("distro padding ignored", |m| m._padding = [0xff; 3], Ok(())),
+            ("distro padding ignored", |m| m._padding = [0xff; 2], Ok(())),
             ("chunk not pow2", |m| m.compression_chunk = 48, Err(E::ModelOptimizer)),
             ("topk 0", |m| m.compression_topk = 0, Err(E::ModelOptimizer)),
             ("topk > chunk", |m| m.compression_topk = 65, Err(E::ModelOptimizer)),
@@ -494,6 +497,20 @@ mod tests {
                 m.optimizer = 3;
                 m.precision = 2;
             }, Err(E::ModelOptimizer)),
+            ("one grad shard", |m| m.grad_shards_log2 = 0, Ok(())),
+            ("2 grad shards", |m| m.grad_shards_log2 = 1, Ok(())),
+            ("64 grad shards", |m| m.grad_shards_log2 = MAX_GRAD_SHARDS_LOG2, Ok(())),
+            ("mx8, 8 grad shards", |m| {
+                m.precision = PRECISION_MX8;
+                m.grad_shards_log2 = 3;
+            }, Ok(())),
+            ("128 grad shards", |m| m.grad_shards_log2 = 7, Err(E::ModelGradShards)),
+            ("grad shards log2 255", |m| m.grad_shards_log2 = 255, Err(E::ModelGradShards)),
+            // The precision rule comes first.
+            ("bad precision and grad shards", |m| {
+                m.precision = 2;
+                m.grad_shards_log2 = 7;
+            }, Err(E::ModelPrecision)),
         ];
         for (name, edit, want) in cases {
             let mut m = valid_model();

@@ -131,6 +131,7 @@ errors! {
     AlreadyAnswered = 6083: "the trainer has already answered this dispute",
     // Numeric contracts (issue 34).
     ModelPrecision = 6084: "model: precision must be fp32 (0) or mx8 (1)",
+    ModelGradShards = 6085: "model: grad_shards_log2 must be at most 6 (1 to 64 gradient shards, a power of two)",
 }
 
 #[cfg(test)]

@@ -845,6 +845,31 @@ fn precision_is_stored_and_unknown_contracts_are_refused() {
 }
 
 #[test]
+fn grad_shards_are_stored_and_more_than_64_are_refused() {
+    let mut sim = Sim::uninitialized();
+    let config = valid_config();
+    for bad in [MAX_GRAD_SHARDS_LOG2 + 1, 255] {
+        let model = Model { grad_shards_log2: bad, ..valid_model() };
+        sim.rejects(E::ModelGradShards, |s, _| s.update(&Update { config: Some(&config), model: Some(&model), ..Default::default() }));
+    }
+    let sixty_four = Model { grad_shards_log2: MAX_GRAD_SHARDS_LOG2, ..valid_model() };
+    sim.s.update(&Update { config: Some(&config), model: Some(&sixty_four), ..Default::default() }).unwrap();
+    assert_eq!(sim.s.model.grad_shards_log2, MAX_GRAD_SHARDS_LOG2);
+    // The byte sits where the padding was: one shard in an account written before it.
+    let one = Model { grad_shards_log2: 0, ..valid_model() };
+    sim.s.update(&Update { model: Some(&one), ..Default::default() }).unwrap();
+    assert_eq!(sim.s.model.grad_shards_log2, 0);
+    let seven = Model { grad_shards_log2: 7, ..valid_model() };
+    sim.rejects(E::ModelGradShards, |s, _| s.update(&Update { model: Some(&seven), ..Default::default() }));
+    assert_eq!(sim.s.model.grad_shards_log2, 0);
+    // A stored count past the limit is refused when the run resumes.
+    sim.s.model.grad_shards_log2 = 7;
+    sim.rejects(E::ModelGradShards, |s, c| s.set_paused(false, c));
+    sim.s.model.grad_shards_log2 = 2;
+    sim.s.set_paused(false, &sim.clock()).unwrap();
+}
+
+#[test]
 fn joins_leaves_and_slot_reuse() {
     let mut sim = Sim::new();
     sim.join(1).unwrap();

@@ -182,6 +182,8 @@ pub const OPTIMIZER_SPARSELOCO: u8 = 2;
 /// across blocks in order; everything else as in v2.
 pub const PRECISION_FP32: u8 = 0;
 pub const PRECISION_MX8: u8 = 1;
+/// Largest `Model::grad_shards_log2`: at most 1 << 6 = 64 gradient shards.
+pub const MAX_GRAD_SHARDS_LOG2: u8 = 6;
 /// Largest `Model::inner_steps` (local steps per round with SparseLoCo).
 pub const MAX_INNER_STEPS: u32 = 1000;
 /// `CoordinatorConfig::overlap`: 0 (a round's payloads are applied in the
@@ -280,7 +282,14 @@ pub struct Model {
     /// contract v2) or PRECISION_MX8 (1, contract v3). A former padding byte,
     /// so accounts written before it read fp32.
     pub precision: u8,
-    pub _padding: [u8; 3],
+    /// The run's gradient shard count is `1 << grad_shards_log2` (at most
+    /// MAX_GRAD_SHARDS_LOG2, 64 shards): a step's weight gradients and loss
+    /// are summed over that many token shards, each an in-order chain joined
+    /// by a fixed balanced binary tree, so that a client spreading its share
+    /// over devices dividing the count computes the same bits as one device.
+    /// A former padding byte, so accounts written before it read one shard.
+    pub grad_shards_log2: u8,
+    pub _padding: [u8; 2],
     pub checkpoint_repo: [u8; URL_LEN],
     pub checkpoint_revision: [u8; REVISION_LEN],
     pub data_location: [u8; URL_LEN],
@@ -615,7 +624,7 @@ mod tests {
             lr_warmup_steps: u32, lr_decay_steps: u32, learning_rate: u32, final_learning_rate: u32,
             weight_decay: u32, clip_grad_norm: u32, compression_decay: u32, compression_topk: u32,
             compression_chunk: u32, outer_learning_rate: u32, inner_steps: u32, value_bits: u8, untied: u8,
-            n_kv_head: u16, intermediate_size: u32, rope_theta: u32, precision: u8, _padding: [u8; 3],
+            n_kv_head: u16, intermediate_size: u32, rope_theta: u32, precision: u8, grad_shards_log2: u8, _padding: [u8; 2],
             checkpoint_repo: [u8; URL_LEN], checkpoint_revision: [u8; REVISION_LEN],
             data_location: [u8; URL_LEN], data_root: [u8; 32], tokenizer_hash: [u8; 32]);
         assert_tiled!(Progress, epoch: u32, step: u32, data_index: u64);
