@@ -59,7 +59,7 @@ section "CUDA build (-tags cuda)"
   # The trainer with model.cu emulated as its GPU: weights and optimizer
   # state resident on the device, every entry point and the device's
   # DeMo and SparseLoCo against the CPU.
-  go test -tags cudaemu -count=1 -run 'GPU(Residency|OptimizersMatchCPU)' ./clients/trainer/
+  go test -tags cudaemu -count=1 -run 'GPU(Residency|OptimizersMatchCPU|DataParallel)' ./clients/trainer/
 ) || status=1
 
 # The packages with the client's concurrency (its loop, background fetches,

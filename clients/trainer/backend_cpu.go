@@ -31,6 +31,14 @@ func (t *Trainer) SetGPU(on bool) error {
 	return nil
 }
 
+// SetDevices trains on CUDA devices: not in this build (see SetGPU).
+func (t *Trainer) SetDevices(ids []int) error {
+	return fmt.Errorf("CUDA devices %v requested: %w (built without the cuda tag)", ids, ErrDevice)
+}
+
+// GPUCount is 0: this build has no CUDA path.
+func GPUCount() int { return 0 }
+
 func (t *Trainer) initBackend() error { return nil }
 
 func (t *Trainer) closeBackend() {}

@@ -7,7 +7,8 @@ package trainer
 #include "trainer.h"
 #include "cuda/trainer_cuda.h"
 
-int tr_device_attach(tr_model *m, trg_model *g);
+int tr_device_attach(tr_model *m, trg_model *g, trg_model *const *peers, int npeers);
+int tr_device_detach(tr_model *m);
 int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 int tr_eval_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 int tr_adamw_step_device(tr_model *m, const tr_adamw *hp);
@@ -20,15 +21,22 @@ int tr_loco_apply_device(tr_model *m, const tr_loco *hp, const uint8_t *payloads
 */
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"unsafe"
+)
 
 // backend holds the GPU model when a device was found; nil g means CPU.
 // The C model knows g too (tr_device_attach) and moves the weights,
 // gradients and optimizer state between host and device as its entry
 // points need them, whichever path runs.
 type backend struct {
-	g   *C.trg_model
-	gpu bool // forward/backward and the optimizers on the GPU
+	g       *C.trg_model
+	peers   []*C.trg_model // data parallelism: the other devices, in shard order
+	devices []int          // the CUDA ordinals of g and peers
+	gpu     bool           // forward/backward and the optimizers on the GPU
 }
 
 // Backend names the compute path in use: "cuda:<device>" or "cpu".
@@ -36,7 +44,11 @@ func (t *Trainer) Backend() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.be.gpu && t.be.g != nil {
-		return "cuda:" + C.GoString(C.trg_device_name(t.be.g))
+		name := "cuda:" + C.GoString(C.trg_device_name(t.be.g))
+		if len(t.be.devices) > 1 {
+			name += fmt.Sprintf(" x%d", len(t.be.devices))
+		}
+		return name
 	}
 	return "cpu"
 }
@@ -70,24 +82,111 @@ func (t *Trainer) initBackend() error {
 	if C.trg_device_count() < 1 {
 		return nil
 	}
+	if err := t.openDevices([]int{0}); err != nil {
+		return err
+	}
+	t.be.gpu = !emulatedGPU
+	return nil
+}
+
+// GPUCount is the number of CUDA devices this process sees.
+func GPUCount() int { return int(C.trg_device_count()) }
+
+// SetDevices trains on the CUDA devices ids with data parallelism: each
+// steps Shards()/len(ids) of every step's token shards, and the first joins
+// their gradients by the shard tree (README "Shards"), so any number of
+// devices gives one device's bits; the first also keeps the weights and the
+// optimizer state. len(ids) must be a power of two dividing the shard count.
+// A device named twice is two logical devices on one GPU (tests).
+// Bad ids change nothing; a device that cannot be opened leaves the trainer
+// on the CPU, its state intact.
+func (t *Trainer) SetDevices(ids []int) error {
+	if err := t.lock(); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if err := checkDevices(ids, int(C.trg_device_count()), t.cfg.Shards()); err != nil {
+		return err
+	}
+	if t.be.g != nil {
+		if err := t.backendErr(C.tr_device_detach(t.m), "bring the state back from the GPU"); err != nil {
+			return err
+		}
+		t.closeBackend()
+	}
+	if err := t.openDevices(ids); err != nil {
+		return err
+	}
+	t.be.gpu = true
+	return nil
+}
+
+// checkDevices says what is wrong with training on devices ids of count,
+// with shards token shards a step.
+func checkDevices(ids []int, count, shards int) error {
+	d := len(ids)
+	if d == 0 {
+		return fmt.Errorf("%w: no CUDA device named", ErrInvalid)
+	}
+	for _, id := range ids {
+		if id < 0 || id >= count {
+			return fmt.Errorf("%w: CUDA device %d does not exist (this machine has %d: 0 to %d)", ErrInvalid, id, count, count-1)
+		}
+	}
+	if d&(d-1) != 0 {
+		return fmt.Errorf("%w: data parallelism over %d devices: the count must be a power of two (1, 2, 4, ...)", ErrInvalid, d)
+	}
+	if shards%d != 0 {
+		return fmt.Errorf("%w: data parallelism over %d devices needs the run's grad_shards (%d) to be a multiple of %d", ErrInvalid, d, shards, d)
+	}
+	return nil
+}
+
+// openDevices creates the device models and attaches them: the first with
+// the buffers of the whole shard tree, the peers with their subtree's.
+func (t *Trainer) openDevices(ids []int) error {
 	cc := t.cfg.c()
-	var g *C.trg_model
-	if err := codeErr(C.trg_create(&cc, &g), "create GPU model"); err != nil {
+	levels := bits.Len(uint(t.cfg.Shards())) - 1
+	peerLevels := bits.Len(uint(t.cfg.Shards()/len(ids))) - 1
+	gs := make([]*C.trg_model, len(ids))
+	destroy := func() {
+		for _, g := range gs {
+			if g != nil {
+				C.trg_destroy(g)
+			}
+		}
+	}
+	for i, id := range ids {
+		l := levels
+		if i > 0 {
+			l = peerLevels
+		}
+		if err := codeErr(C.trg_create(&cc, C.int(id), C.int(l), &gs[i]), fmt.Sprintf("create GPU model on cuda:%d", id)); err != nil {
+			destroy()
+			return err
+		}
+	}
+	// gs holds C pointers only, so C may read it during the call (it copies them).
+	var peers **C.trg_model
+	if len(gs) > 1 {
+		peers = (**C.trg_model)(unsafe.Pointer(&gs[1]))
+	}
+	if err := codeErr(C.tr_device_attach(t.m, gs[0], peers, C.int(len(gs)-1)), "attach GPU model"); err != nil {
+		destroy()
 		return err
 	}
-	if err := codeErr(C.tr_device_attach(t.m, g), "attach GPU model"); err != nil {
-		C.trg_destroy(g)
-		return err
-	}
-	t.be = backend{g: g, gpu: !emulatedGPU}
+	t.be = backend{g: gs[0], peers: gs[1:], devices: slices.Clone(ids)}
 	return nil
 }
 
 func (t *Trainer) closeBackend() {
 	if t.be.g != nil {
 		C.trg_destroy(t.be.g)
-		t.be.g = nil
 	}
+	for _, g := range t.be.peers {
+		C.trg_destroy(g)
+	}
+	t.be = backend{}
 }
 
 // backendErr adds the CUDA error text to device failures.

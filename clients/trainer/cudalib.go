@@ -7,3 +7,7 @@ import "C"
 
 // emulatedGPU is false: New trains on the GPU when there is one.
 const emulatedGPU = false
+
+// setEmulatedDevices does nothing: real devices are what they are (the
+// data parallelism tests name GPU 0 several times instead).
+func setEmulatedDevices(int) {}

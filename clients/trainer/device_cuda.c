@@ -51,7 +51,10 @@ static int tr_dev_download(tr_model *m, unsigned bufs) { return tr_dev_copy(m, b
 static int tr_dev_use(tr_model *m, unsigned bufs) {
     unsigned need = m->dev_stale & bufs;
     int rc = need ? tr_dev_copy(m, need, 1) : TR_OK;
-    if (rc == TR_OK) m->dev_stale &= ~need;
+    if (rc == TR_OK) {
+        m->dev_stale &= ~need;
+        m->peer_stale |= need;
+    }
     return rc;
 }
 
@@ -70,29 +73,80 @@ static void tr_poison(tr_model *m, unsigned bufs) {
 static void tr_dev_wrote(tr_model *m, unsigned bufs) {
     m->dev_stale &= ~bufs;
     m->host_stale |= bufs;
+    m->peer_stale |= bufs;
 #ifdef TR_POISON_STALE
     tr_poison(m, bufs);
 #endif
 }
 
-// g holds nothing of m yet: everything uploads on first use.
-int tr_device_attach(tr_model *m, trg_model *g) {
-    if (!m || !g || m->dev) return TR_EINVAL;
+// g, and peers in shard order after it, hold nothing of m yet: everything
+// uploads on first use. 1 + npeers devices share each step's shards, so
+// they must be a power of two dividing the shard count.
+int tr_device_attach(tr_model *m, trg_model *g, trg_model *const *peers, int npeers) {
+    int D = npeers + 1;
+    if (!m || !g || m->dev || npeers < 0 || (npeers && !peers) || (D & (D - 1)) || tr_shards(&m->cfg) % D) return TR_EINVAL;
+    for (int j = 0; j < npeers; j++) {
+        if (!peers[j]) return TR_EINVAL;
+        m->peers[j] = peers[j];
+    }
     m->dev = g;
+    m->npeers = npeers;
     m->dev_download = tr_dev_download;
     m->dev_stale = TR_BUF_ALL;
     m->host_stale = 0;
+    m->peer_stale = TR_BUF_ALL;
     return TR_OK;
 }
 
-int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+// Brings everything newer on the device back to the host and forgets the
+// devices, which the caller then destroys.
+int tr_device_detach(tr_model *m) {
     if (!m || !m->dev) return TR_EINVAL;
+    int rc = tr_host_read(m, TR_BUF_ALL);
+    if (rc) return rc;
+    m->dev = NULL;
+    m->npeers = 0;
+    m->dev_stale = m->host_stale = m->peer_stale = 0;
+    return TR_OK;
+}
+
+// Each device steps its subtree of the shard tree at the forward point
+// (the peers get the first device's weights when they changed), then the
+// first joins the peers' subtrees by the same tree: the bits of one device.
+// Real devices each run from an OpenMP thread of their own; the emulated
+// ones (cudaemu, not thread-safe) one after another.
+int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+    if (!m || !m->dev || !loss) return TR_EINVAL;
     int la = m->lookahead_on; // the forward point: DeMo's lookahead when it is on
-    int rc = tr_dev_use(m, la ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS);
-    if (rc == TR_OK) rc = trg_step(m->dev, la ? TRG_LOOKAHEAD : TRG_PARAMS, tokens, targets, n, t, loss);
+    unsigned wbit = la ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS;
+    int wbuf = la ? TRG_LOOKAHEAD : TRG_PARAMS, D = m->npeers + 1, per = tr_shards(&m->cfg) / D;
+    int rc = tr_dev_use(m, wbit);
+    for (int j = 0; rc == TR_OK && j < m->npeers && (m->peer_stale & wbit); j++) rc = trg_copy_peer(m->peers[j], wbuf, m->dev, wbuf);
+    if (rc == TR_OK) m->peer_stale &= ~wbit;
+    float sum[TR_MAX_SHARDS];
+    int drc[TR_MAX_SHARDS];
+#ifdef TR_EMULATED_DEVICE
+    int threads = 1;
+#else
+    int threads = D;
+#endif
+    if (rc == TR_OK) {
+        #pragma omp parallel for schedule(static, 1) num_threads(threads)
+        for (int d = 0; d < D; d++)
+            drc[d] = trg_step(d ? m->peers[d - 1] : m->dev, wbuf, tokens, targets, n, t, d * per, per, &sum[d]);
+        for (int d = 0; d < D && rc == TR_OK; d++) rc = drc[d];
+    }
+    if (rc == TR_OK && D > 1) rc = trg_join(m->dev, (trg_model *const *)m->peers, m->npeers);
     m->have_grads = rc == TR_OK;
-    if (rc == TR_OK) tr_dev_wrote(m, TR_BUF_GRADS);
-    return rc;
+    if (rc) return rc;
+    tr_dev_wrote(m, TR_BUF_GRADS);
+    int depth = 0; // the devices' loss sums by the shard tree too
+    for (int d = 0; d < D; d++) {
+        sum[depth++] = sum[d]; // depth <= d: nothing unread is overwritten
+        for (int k = tr_tree_merges(d); k > 0; k--, depth--) sum[depth - 2] = sum[depth - 2] + sum[depth - 1];
+    }
+    *loss = sum[0] / ((float)n * (float)t);
+    return TR_OK;
 }
 
 int tr_eval_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {

@@ -11,3 +11,5 @@
 // page-locked host bytes (cudaMallocHost), for the footprint test.
 extern "C" size_t tr_emu_device_bytes(void) { return trg_emu_bytes[0]; }
 extern "C" size_t tr_emu_pinned_bytes(void) { return trg_emu_bytes[1]; }
+// How many devices cudaGetDeviceCount reports (data parallelism tests).
+extern "C" void tr_emu_set_devices(int n) { trg_emu_devices = n; }

@@ -9,11 +9,16 @@ package trainer
 // (TR_POISON_STALE), so that a missing download shows.
 
 // #cgo CXXFLAGS: -std=c++17 -O2 -I${SRCDIR}/cuda
-// #cgo CFLAGS: -DTR_POISON_STALE
+// #cgo CFLAGS: -DTR_POISON_STALE -DTR_EMULATED_DEVICE
 // #include <stddef.h>
 // size_t tr_emu_device_bytes(void);
 // size_t tr_emu_pinned_bytes(void);
+// void tr_emu_set_devices(int n);
 import "C"
+
+// setEmulatedDevices sets how many devices the emulation has (1 unless a
+// test asks for more, for data parallelism).
+func setEmulatedDevices(n int) { C.tr_emu_set_devices(C.int(n)) }
 
 // emulatedGPU is true: the emulation runs each kernel thread by thread, so
 // a trainer uses it only after SetGPU(true) and the other tests stay fast.

@@ -102,7 +102,10 @@ func footprintConfigs() []Config {
 			out = append(out, c)
 		}
 	}
-	return out
+	// The shard tree's buffers (layout.h).
+	c := tinyLlama
+	c.GradShards, c.Name = 4, tinyLlama.Name+"-shards4"
+	return append(out, c)
 }
 
 // measureHost runs New and c's training and returns the host bytes malloc

@@ -1003,6 +1003,9 @@ typedef struct {
 
 struct trg_model {
     tr_config cfg;
+    int device;             // the CUDA ordinal; every entry point makes it current
+    int levels;             // shard_grads' buffers
+    float *shard_grads;     // (levels x N) the shard tree's partial sums above grads (../layout.h)
     size_t num_params;
     size_t offsets[TR_MAX_TENSORS]; // tr_param_layout (../layout.h)
     float *params, *grads;  // (N) device: the weights the forward pass sees, the last step's gradients
@@ -1174,6 +1177,11 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
         if (e_ != cudaSuccess) { g->err = e_; return TR_EDEVICE; } \
     } while (0)
 
+// Every entry point runs on its model's device, whichever host thread calls
+// it (the current device is per thread; data parallelism steps each device
+// from a thread of its own).
+#define TRG_USE(g) CK(cudaSetDevice((g)->device))
+
 extern "C" int trg_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
@@ -1190,7 +1198,8 @@ extern "C" void trg_destroy(trg_model *g) {
     trg_prof_print();
     for (int i = 0; i < 2; i++)
         if (g->pinned_ok[i]) cudaHostUnregister((void *)g->pinned[i]);
-    cudaFree(g->params); cudaFree(g->grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
+    cudaSetDevice(g->device);
+    cudaFree(g->params); cudaFree(g->grads); cudaFree(g->shard_grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
     cudaFree(g->dpre); cudaFree(g->rows.max); cudaFree(g->rows.val); cudaFree(g->rows.lanes); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
     cudaFree(g->mx.qa); cudaFree(g->mx.qb); cudaFree(g->mx.sa); cudaFree(g->mx.sb);
     cudaFree(g->adam_m); cudaFree(g->adam_v); cudaFree(g->norm_part);
@@ -1201,12 +1210,14 @@ extern "C" void trg_destroy(trg_model *g) {
     free(g);
 }
 
-extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
-    if (!cfg || !out) return TR_EINVAL;
+extern "C" int trg_create(const tr_config *cfg, int device, int levels, trg_model **out) {
+    if (!cfg || !out || device < 0 || device >= trg_device_count() || levels < 0 || levels >= TR_MAX_SHARD_LEVELS) return TR_EINVAL;
     *out = NULL;
     trg_model *g = (trg_model *)calloc(1, sizeof *g);
     if (!g) return TR_ENOMEM;
     g->cfg = *cfg;
+    g->device = device;
+    g->levels = levels;
     size_t T = cfg->seq_len, half = (size_t)cfg->channels / cfg->heads / 2;
     size_t sizes[TR_MAX_TENSORS];
     size_t off = tr_param_layout(cfg, sizes, g->offsets);
@@ -1216,11 +1227,12 @@ extern "C" int trg_create(const tr_config *cfg, trg_model **out) {
     cudaDeviceProp prop;
     int rc = TR_EDEVICE;
 #define GALLOC(ptr, bytes) do { if ((g->err = cudaMalloc((void **)&(ptr), (bytes))) != cudaSuccess) goto fail; } while (0)
-    if ((g->err = cudaSetDevice(0)) != cudaSuccess) goto fail;
-    if ((g->err = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) goto fail;
+    if ((g->err = cudaSetDevice(device)) != cudaSuccess) goto fail;
+    if ((g->err = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) goto fail;
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     GALLOC(g->params, sizeof(float) * off);
     GALLOC(g->grads, sizeof(float) * off);
+    if (levels) GALLOC(g->shard_grads, sizeof(float) * off * levels);
     GALLOC(g->dwte_emb, sizeof(float) * sizes[TR_P_wte]);
     GALLOC(g->acts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 0));
     GALLOC(g->dacts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 1));
@@ -1306,6 +1318,7 @@ static int trg_buffer(trg_model *g, int buf, size_t nparams, int alloc, float **
     float **p = trg_slot(g, buf);
     if (!p) return TR_EINVAL;
     if (!*p && alloc) {
+        if ((g->err = cudaSetDevice(g->device)) != cudaSuccess) return TR_EDEVICE;
         if ((g->err = cudaMalloc((void **)p, sizeof(float) * nparams)) != cudaSuccess) {
             *p = NULL;
             return g->err == cudaErrorMemoryAllocation ? TR_ENOMEM : TR_EDEVICE;
@@ -1320,6 +1333,7 @@ extern "C" int trg_upload(trg_model *g, int buf, const float *host, size_t npara
     float *d;
     int rc = host ? trg_buffer(g, buf, nparams, 1, &d) : TR_EINVAL;
     if (rc) return rc;
+    TRG_USE(g);
     if (buf == TRG_PARAMS || buf == TRG_GRADS) trg_pin(g, host, sizeof(float) * nparams);
     CK(TRG_TIMED_COPY("copy to device", d, host, sizeof(float) * nparams, cudaMemcpyHostToDevice));
     return TR_OK;
@@ -1329,6 +1343,7 @@ extern "C" int trg_download(trg_model *g, int buf, float *host, size_t nparams) 
     float *d;
     int rc = host ? trg_buffer(g, buf, nparams, 0, &d) : TR_EINVAL;
     if (rc) return rc;
+    TRG_USE(g);
     if (buf == TRG_PARAMS || buf == TRG_GRADS) trg_pin(g, host, sizeof(float) * nparams);
     CK(TRG_TIMED_COPY("copy to host", host, d, sizeof(float) * nparams, cudaMemcpyDeviceToHost));
     return TR_OK;
@@ -1337,57 +1352,122 @@ extern "C" int trg_download(trg_model *g, int buf, float *host, size_t nparams) 
 extern "C" int trg_copy(trg_model *g, int dst, int src) {
     float *s, *d;
     int rc = g ? trg_buffer(g, src, g->num_params, 0, &s) : TR_EINVAL;
-    if (rc || (rc = trg_buffer(g, dst, g->num_params, 1, &d))) return rc;
+    if (rc) return rc;
+    TRG_USE(g);
+    if ((rc = trg_buffer(g, dst, g->num_params, 1, &d))) return rc;
     CK(TRG_TIMED_COPY("copy on device", d, s, sizeof(float) * g->num_params, cudaMemcpyDeviceToDevice));
     return TR_OK;
 }
 
-// Runs the micro-batches at the device weights w; into the device gradients when grads is set.
-static int trg_run(trg_model *g, float *w, const int32_t *tokens, const int32_t *targets, int n, int t, int grads, float *loss) {
-    if (!tokens || !targets || !loss || n < 1 || t < 1 || t > g->cfg.seq_len) return TR_EINVAL;
-    if (g->mx.refused[0]) return TR_EDEVICE;
+// Runs the micro-batches of sequences [b0, b1) at the device weights w,
+// their losses chained onto *sum; into gw (zeroed first, then wte's
+// embedding share added) when it is set.
+static int trg_chain(trg_model *g, float *w, float *gw, const int32_t *tokens, const int32_t *targets, int b0, int b1,
+                     int t, float dloss, float *sum) {
     size_t wte_n = (size_t)g->cfg.padded_vocab * g->cfg.channels; // wte is tensor 0 in both layouts
-    if (grads) {
-        CK(cudaMemset(g->grads, 0, sizeof(float) * g->num_params));
+    if (gw) {
+        CK(cudaMemset(gw, 0, sizeof(float) * g->num_params));
         CK(cudaMemset(g->dwte_emb, 0, sizeof(float) * wte_n));
     }
     int llama = tr_is_llama(&g->cfg);
-    float dloss = 1.0f / ((float)n * (float)t), total = 0.0f;
-    for (int b0 = 0; b0 < n; b0 += g->cfg.micro_batch) {
-        int B = n - b0 < g->cfg.micro_batch ? n - b0 : g->cfg.micro_batch;
+    for (; b0 < b1; b0 += g->cfg.micro_batch) {
+        int B = b1 - b0 < g->cfg.micro_batch ? b1 - b0 : g->cfg.micro_batch;
         size_t BT = (size_t)B * t;
         CK(cudaMemcpy(g->tokens, tokens + (size_t)b0 * t, sizeof(int32_t) * BT, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(g->targets, targets + (size_t)b0 * t, sizeof(int32_t) * BT, cudaMemcpyHostToDevice));
         const float *losses = llama ? llama_forward(g, w, B, t) : gpt_forward(g, w, B, t);
-        if (grads) {
-            if (llama) llama_backward(g, w, g->grads, dloss, B, t);
-            else gpt_backward(g, w, g->grads, dloss, B, t);
+        if (gw) {
+            if (llama) llama_backward(g, w, gw, dloss, B, t);
+            else gpt_backward(g, w, gw, dloss, B, t);
         }
         CK(cudaGetLastError());
         CK(cudaMemcpy(g->h_losses, losses, sizeof(float) * BT, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < BT; i++) total = total + g->h_losses[i]; // the CPU's chain
+        for (size_t i = 0; i < BT; i++) *sum = *sum + g->h_losses[i]; // the CPU's chain
     }
-    if (grads) {
-        TRG_LAUNCH(add_kernel, blocks_for(wte_n), THREADS, g->grads, g->grads, g->dwte_emb, wte_n);
+    if (gw) {
+        TRG_LAUNCH(add_kernel, blocks_for(wte_n), THREADS, gw, gw, g->dwte_emb, wte_n);
         CK(cudaGetLastError());
     }
-    *loss = total / ((float)n * (float)t);
     return TR_OK;
 }
 
-extern "C" int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
+// The shard tree's partial sum at stack position k: grads, then shard_grads.
+static float *trg_level(trg_model *g, int k) { return k ? g->shard_grads + (size_t)(k - 1) * g->num_params : g->grads; }
+
+extern "C" int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_t *targets, int n, int t, int first,
+                        int count, float *sum) {
     float *wp;
+    int S = g ? tr_shards(&g->cfg) : 0;
     int rc = g && (w == TRG_PARAMS || w == TRG_LOOKAHEAD) ? trg_buffer(g, w, g->num_params, 0, &wp) : TR_EINVAL;
-    return rc ? rc : trg_run(g, wp, tokens, targets, n, t, 1, loss);
+    if (rc) return rc;
+    if (!tokens || !targets || !sum || n < 1 || t < 1 || t > g->cfg.seq_len || count < 1 || first < 0 || count > S ||
+        first > S - count || first % count || (count & (count - 1)) || tr_shard_levels(count) - 1 > g->levels)
+        return TR_EINVAL;
+    if (g->mx.refused[0]) return TR_EDEVICE;
+    TRG_USE(g);
+    float dloss = 1.0f / ((float)n * (float)t), part[TR_MAX_SHARD_LEVELS];
+    int depth = 0;
+    for (int i = 0; i < count; i++) {
+        int s = first + i;
+        part[depth] = 0.0f;
+        if ((rc = trg_chain(g, wp, trg_level(g, depth), tokens, targets, tr_shard_first(n, S, s), tr_shard_first(n, S, s + 1), t,
+                            dloss, &part[depth])))
+            return rc;
+        depth++;
+        for (int k = tr_tree_merges(i); k > 0; k--, depth--) {
+            float *l = trg_level(g, depth - 2);
+            TRG_LAUNCH(add_kernel, blocks_for(g->num_params), THREADS, l, l, trg_level(g, depth - 1), g->num_params);
+            part[depth - 2] = part[depth - 2] + part[depth - 1];
+        }
+    }
+    CK(cudaGetLastError());
+    *sum = part[0];
+    return TR_OK;
+}
+
+extern "C" int trg_join(trg_model *g, trg_model *const *peers, int npeers) {
+    int D = npeers + 1;
+    if (!g || npeers < 0 || (!peers && npeers) || (D & (D - 1)) || tr_shard_levels(D) - 1 > g->levels) return TR_EINVAL;
+    for (int j = 0; j < npeers; j++)
+        if (!peers[j] || peers[j]->num_params != g->num_params) return TR_EINVAL;
+    TRG_USE(g);
+    int depth = 1;
+    for (int j = 1; j < D; j++) {
+        CK(cudaMemcpyPeer(trg_level(g, depth), g->device, peers[j - 1]->grads, peers[j - 1]->device, sizeof(float) * g->num_params));
+        depth++;
+        for (int k = tr_tree_merges(j); k > 0; k--, depth--) {
+            float *l = trg_level(g, depth - 2);
+            TRG_LAUNCH(add_kernel, blocks_for(g->num_params), THREADS, l, l, trg_level(g, depth - 1), g->num_params);
+        }
+    }
+    CK(cudaGetLastError());
+    return TR_OK;
+}
+
+extern "C" int trg_copy_peer(trg_model *dst, int dbuf, const trg_model *src, int sbuf) {
+    float *s, *d;
+    int rc = dst && src ? trg_buffer((trg_model *)src, sbuf, dst->num_params, 0, &s) : TR_EINVAL;
+    if (rc || (rc = trg_buffer(dst, dbuf, dst->num_params, 1, &d))) return rc;
+    trg_model *g = dst;
+    TRG_USE(g);
+    CK(cudaMemcpyPeer(d, dst->device, s, src->device, sizeof(float) * dst->num_params));
+    return TR_OK;
 }
 
 extern "C" int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
-    return g ? trg_run(g, g->params, tokens, targets, n, t, 0, loss) : TR_EINVAL;
+    if (!g || !tokens || !targets || !loss || n < 1 || t < 1 || t > g->cfg.seq_len) return TR_EINVAL;
+    if (g->mx.refused[0]) return TR_EDEVICE;
+    TRG_USE(g);
+    float total = 0.0f;
+    int rc = trg_chain(g, g->params, NULL, tokens, targets, 0, n, t, 0.0f, &total);
+    if (rc == TR_OK) *loss = total / ((float)n * (float)t);
+    return rc;
 }
 
 extern "C" int trg_activations(const trg_model *g, float *out, size_t len) {
     if (!g || !out || len > tr_act_floats(&g->cfg, g->cfg.micro_batch, g->cfg.seq_len, 0)) return TR_EINVAL;
-    return cudaMemcpy(out, g->acts, sizeof(float) * len, cudaMemcpyDeviceToHost) == cudaSuccess ? TR_OK : TR_EDEVICE;
+    return cudaSetDevice(g->device) == cudaSuccess && cudaMemcpy(out, g->acts, sizeof(float) * len, cudaMemcpyDeviceToHost) == cudaSuccess
+               ? TR_OK : TR_EDEVICE;
 }
 
 // ----------------------------------------------------------------------------
@@ -1426,6 +1506,7 @@ static int trg_grad_scale(trg_model *g, float clip, float *scale) {
 
 extern "C" int trg_adamw(trg_model *g, const tr_adamw *hp, uint64_t t) {
     if (!g || !hp || t < 1 || !g->adam_m || !g->adam_v) return TR_EINVAL;
+    TRG_USE(g);
     float gscale;
     int rc = trg_grad_scale(g, hp->clip_norm, &gscale);
     if (rc) return rc;
@@ -1596,6 +1677,7 @@ static int trg_chunks(const trg_model *g, int chunk, int topk, tr_demo_tensor *t
 
 extern "C" int trg_demo_generate(trg_model *g, const tr_demo *hp, uint32_t *idx, float *val) {
     if (!g || !hp || !idx || !val || !g->delta) return TR_EINVAL;
+    TRG_USE(g);
     tr_demo_tensor t[TR_MAX_TENSORS];
     tr_chunk_sizes z;
     size_t sort_u, T;
@@ -1647,6 +1729,7 @@ static int trg_entries(trg_model *g, int n, size_t E, const uint32_t *idx, const
 
 extern "C" int trg_demo_apply(trg_model *g, const tr_demo *hp, int n, const uint32_t *idx, const float *val) {
     if (!g || !hp || n < 0 || (n > 0 && (!idx || !val))) return TR_EINVAL;
+    TRG_USE(g);
     tr_demo_tensor t[TR_MAX_TENSORS];
     tr_chunk_sizes z;
     size_t sort_u, T;
@@ -1677,6 +1760,7 @@ extern "C" int trg_lookahead(trg_model *g, int src, float lr) {
     float *la, *d = g && (src == TRG_DELTA || src == TRG_PENDING) ? *trg_slot(g, src) : NULL;
     int rc = d ? trg_buffer(g, TRG_LOOKAHEAD, g->num_params, 1, &la) : TR_EINVAL;
     if (rc) return rc;
+    TRG_USE(g);
     TRG_LAUNCH(lookahead_kernel, blocks_for(g->num_params), THREADS, la, g->params, d, g->num_params, lr);
     CK(cudaGetLastError());
     return TR_OK;
@@ -1684,6 +1768,7 @@ extern "C" int trg_lookahead(trg_model *g, int src, float lr) {
 
 extern "C" int trg_loco_start(trg_model *g) {
     if (!g || !g->anchor || !g->pending) return TR_EINVAL;
+    TRG_USE(g);
     TRG_LAUNCH(loco_start_kernel, blocks_for(g->num_params), THREADS, g->params, g->anchor, g->pending, g->num_params);
     CK(cudaGetLastError());
     return TR_OK;
@@ -1691,6 +1776,7 @@ extern "C" int trg_loco_start(trg_model *g) {
 
 extern "C" int trg_loco_generate(trg_model *g, const tr_loco *hp, int shifted, uint32_t *sel, uint32_t *code, float *scale) {
     if (!g || !hp || !sel || !code || !scale || !g->delta || !g->anchor || (shifted && !g->pending)) return TR_EINVAL;
+    TRG_USE(g);
     tr_demo_tensor t[TR_MAX_TENSORS];
     tr_chunk_sizes z;
     size_t sort_u, T;
@@ -1720,6 +1806,7 @@ extern "C" int trg_loco_generate(trg_model *g, const tr_loco *hp, int shifted, u
 
 extern "C" int trg_loco_apply(trg_model *g, const tr_loco *hp, int n, const uint32_t *idx, const float *val) {
     if (!g || !hp || n < 1 || !idx || !val) return TR_EINVAL;
+    TRG_USE(g);
     tr_demo_tensor t[TR_MAX_TENSORS];
     tr_chunk_sizes z;
     size_t sort_u;

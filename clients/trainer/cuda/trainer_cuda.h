@@ -20,8 +20,10 @@ typedef struct trg_model trg_model;
 
 // Number of usable devices; 0 when there is no driver or no GPU.
 int trg_device_count(void);
-// Creates device buffers for cfg on device 0. *out is NULL on error.
-int trg_create(const tr_config *cfg, trg_model **out);
+// Creates device buffers for cfg on CUDA device `device`, with `levels`
+// gradient-sized buffers for the shard tree above TRG_GRADS (a model that
+// steps or joins 2^k shards needs k; ../layout.h). *out is NULL on error.
+int trg_create(const tr_config *cfg, int device, int levels, trg_model **out);
 void trg_destroy(trg_model *g);
 // Name of the device and last CUDA error, for messages.
 const char *trg_device_name(const trg_model *g);
@@ -50,10 +52,20 @@ int trg_upload(trg_model *g, int buf, const float *host, size_t nparams);
 int trg_download(trg_model *g, int buf, float *host, size_t nparams);
 // Device buffer src into dst (SparseLoCo's round start and its restores).
 int trg_copy(trg_model *g, int dst, int src);
-// Forward+backward over n sequences of length t in micro-batches at the
-// device weights in buffer w (TRG_PARAMS or TRG_LOOKAHEAD); the gradients of
-// the mean loss replace TRG_GRADS, the mean loss goes to *loss.
-int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
+// Forward+backward of shards first .. first+count-1 of a step of n
+// sequences of length t (all n passed; the config's shard count S, count a
+// power of two dividing first and S: one subtree of the shard tree,
+// ../layout.h) in micro-batches at the device weights in buffer w
+// (TRG_PARAMS or TRG_LOOKAHEAD): the subtree's gradients of the step's mean
+// loss replace TRG_GRADS, the subtree's loss sum (not yet divided by n*t)
+// goes to *sum.
+int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_t *targets, int n, int t, int first, int count, float *sum);
+// Joins the subtrees in g's TRG_GRADS and peers' (in shard order; 1 +
+// npeers a power of two) into g's TRG_GRADS by the shard tree, copying each
+// peer's to g's device.
+int trg_join(trg_model *g, trg_model *const *peers, int npeers);
+// dst's buffer dbuf = src's buffer sbuf, across devices.
+int trg_copy_peer(trg_model *dst, int dbuf, const trg_model *src, int sbuf);
 // Forward only, at TRG_PARAMS.
 int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 // AdamW step t (1 for the first) with adamw.c's arithmetic: the gradient

@@ -10,6 +10,8 @@
 #define trg_device_name trgemu_device_name
 #define trg_last_error trgemu_last_error
 #define trg_step trgemu_step
+#define trg_join trgemu_join
+#define trg_copy_peer trgemu_copy_peer
 #define trg_eval trgemu_eval
 #define trg_activations trgemu_activations
 #define trg_upload trgemu_upload

@@ -30,6 +30,7 @@ import "C"
 
 import (
 	"fmt"
+	"math/bits"
 	"unsafe"
 
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -46,6 +47,7 @@ func cConfig(cfg trainer.Config) C.tr_config {
 	cc := C.tr_config{
 		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
 		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
+		grad_shards: C.int(cfg.GradShards),
 	}
 	if cfg.IsMX8() {
 		cc.arith = C.TR_ARITH_MX8
@@ -67,7 +69,8 @@ func New(cfg trainer.Config, params int) (*Model, error) {
 	}
 	cc := cConfig(cfg)
 	var g *C.trgemu_model
-	if rc := C.trgemu_create(&cc, &g); rc != 0 {
+	levels := bits.Len(uint(cfg.Shards())) - 1 // the shard tree's buffers above the gradients
+	if rc := C.trgemu_create(&cc, 0, C.int(levels), &g); rc != 0 {
 		return nil, fmt.Errorf("emulated GPU model: error %d", int(rc))
 	}
 	return &Model{g: g, cfg: cfg, params: params}, nil
@@ -110,12 +113,13 @@ func (m *Model) Train(tokens, targets []int32, n, t int) (float32, error) {
 	if len(tokens) != n*t || len(targets) != n*t || n < 1 || t < 1 {
 		return 0, fmt.Errorf("emulated step: bad sizes")
 	}
-	var loss C.float
-	rc := C.trgemu_step(m.g, C.TRG_PARAMS, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(t), &loss)
+	var sum C.float
+	rc := C.trgemu_step(m.g, C.TRG_PARAMS, (*C.int32_t)(unsafe.Pointer(&tokens[0])), (*C.int32_t)(unsafe.Pointer(&targets[0])), C.int(n), C.int(t),
+		0, C.int(m.cfg.Shards()), &sum)
 	if rc != 0 {
 		return 0, fmt.Errorf("emulated step: error %d", int(rc))
 	}
-	return float32(loss), nil
+	return float32(sum) / (float32(n) * float32(t)), nil
 }
 
 // Step uploads weights, trains (Train) and returns the gradients and the loss.

@@ -154,7 +154,7 @@ static void trg_emu_vector_access(const void *p) {
 }
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidDevice = 101 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 struct cudaDeviceProp {
     char name[256];
@@ -200,8 +200,12 @@ static cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKi
 static cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
 static cudaError_t cudaMemsetAsync(void *p, int v, size_t n) { return cudaMemset(p, v, n); }
 static cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-static cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
-static cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+// trg_emu_devices emulated devices (tests set it; data parallelism), all
+// in host memory: a copy between two is a memcpy.
+static int trg_emu_devices = 1;
+static cudaError_t cudaGetDeviceCount(int *n) { *n = trg_emu_devices; return cudaSuccess; }
+static cudaError_t cudaSetDevice(int d) { return d >= 0 && d < trg_emu_devices ? cudaSuccess : cudaErrorInvalidDevice; }
+static cudaError_t cudaMemcpyPeer(void *dst, int, const void *src, int, size_t n) { memcpy(dst, src, n); return cudaSuccess; }
 static cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     strcpy(p->name, "host emulation");
     return cudaSuccess;
@@ -214,6 +218,8 @@ template <class F> static cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *
     a->ptxVersion = 80;
     return cudaSuccess;
 }
-static const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "out of memory"; }
+static const char *cudaGetErrorString(cudaError_t e) {
+    return e == cudaSuccess ? "no error" : e == cudaErrorInvalidDevice ? "invalid device ordinal" : "out of memory";
+}
 
 #endif

@@ -1,0 +1,137 @@
+//go:build cuda || cudaemu
+
+package trainer
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+)
+
+// TestGPUDataParallelMatchesCPU: a trainer whose steps are spread over 1,
+// 2 and 4 devices (4 gradient shards; emulated devices under cudaemu,
+// logical devices on GPU 0 on a real GPU) gives the CPU's losses,
+// gradients and states at every step of AdamW and of DeMo with its
+// lookahead (so the peers get the new weights, and the lookahead point,
+// after each optimizer step), over 6 sequences (shards of 1, 2, 1, 2) and 3
+// (one shard empty); both architectures.
+func TestGPUDataParallelMatchesCPU(t *testing.T) {
+	useDevices(t, 4)
+	for _, base := range []Config{tinyConfig, tinyLlama} {
+		cfg := base
+		cfg.GradShards, cfg.MicroBatch = 4, 2
+		want := dataParallelScript(t, newTrainer(t, cfg, 41))
+		for _, ids := range [][]int{{0}, {0, 1}, {0, 1, 2, 3}, {2, 3}} {
+			t.Run(fmt.Sprintf("%s/devices%v", cfg.Name, ids), func(t *testing.T) {
+				tr := newTrainer(t, cfg, 41)
+				if err := tr.SetDevices(logical(ids)); err != nil {
+					t.Fatal(err)
+				}
+				got := dataParallelScript(t, tr)
+				for i := range want {
+					if got[i].sum != want[i].sum {
+						t.Fatalf("after %q: devices %v %x, CPU %x", want[i].op, ids, got[i].sum[:8], want[i].sum[:8])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestGPUDataParallelBadDevices: devices that do not exist, a count that is
+// not a power of two or does not divide the shards are refused, and the
+// trainer goes on where it was, with the same bits.
+func TestGPUDataParallelBadDevices(t *testing.T) {
+	useDevices(t, 4)
+	cfg := tinyLlama
+	cfg.GradShards = 2
+	tr := newTrainer(t, cfg, 41)
+	if err := tr.SetDevices(logical([]int{1})); err != nil {
+		t.Fatal(err)
+	}
+	backend := tr.Backend()
+	for _, ids := range [][]int{nil, {GPUCount()}, {-1}, {0, 0, 0}, {0, 0, 0, 0}} {
+		if err := tr.SetDevices(ids); !errors.Is(err, ErrInvalid) {
+			t.Errorf("SetDevices(%v): %v, want ErrInvalid", ids, err)
+		} else {
+			t.Logf("SetDevices(%v): %v", ids, err)
+		}
+	}
+	if got := tr.Backend(); got != backend {
+		t.Errorf("after the refusals the backend is %q, was %q", got, backend)
+	}
+	cpu := newTrainer(t, cfg, 41)
+	if err := cpu.SetGPU(false); err != nil {
+		t.Fatal(err)
+	}
+	got, want := dataParallelScript(t, tr), dataParallelScript(t, cpu)
+	for i := range want {
+		if got[i].sum != want[i].sum {
+			t.Fatalf("after %q: %x, CPU %x", want[i].op, got[i].sum[:8], want[i].sum[:8])
+		}
+	}
+}
+
+// useDevices gives the emulation n devices for the test; on a real GPU the
+// test names device 0 several times (logical devices), so it needs none.
+func useDevices(t *testing.T, n int) {
+	if !emulatedGPU {
+		if err := GPUAvailable(); err != nil {
+			t.Skip(err)
+		}
+		return
+	}
+	setEmulatedDevices(n)
+	t.Cleanup(func() { setEmulatedDevices(1) })
+}
+
+// logical is ids on the emulation, and as many logical devices on GPU 0 on
+// a real GPU.
+func logical(ids []int) []int {
+	if emulatedGPU {
+		return ids
+	}
+	return make([]int, len(ids))
+}
+
+func dataParallelScript(t *testing.T, tr *Trainer) []residencyResult {
+	t.Helper()
+	cfg := tr.Config()
+	text := textFor(cfg, 7, 8*64+1)
+	var out []residencyResult
+	must := func(op string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+	}
+	pos := 0
+	train := func(n int) {
+		t.Helper()
+		loss := step(t, tr, text, pos, n, 8)
+		pos += n * 8
+		g, err := tr.Grads()
+		must("Grads", err)
+		h := sha256.New()
+		binary.Write(h, binary.LittleEndian, math.Float32bits(loss))
+		binary.Write(h, binary.LittleEndian, g)
+		out = append(out, residencyResult{fmt.Sprintf("step of %d", n), [32]byte(h.Sum(nil))})
+	}
+	for _, n := range []int{6, 3} {
+		train(n)
+		must("AdamW", tr.AdamWStep(AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, ClipNorm: 1}))
+		out = append(out, residencyResult{"AdamW", digest(t, tr, nil)})
+	}
+	hp := DeMo{LR: 1e-3, Decay: 0.999, Chunk: 16, TopK: 8, OneBit: true, Lookahead: true}
+	for range 2 {
+		train(6)
+		p, err := tr.DeMoGenerate(hp)
+		must("DeMoGenerate", err)
+		must("DeMoApply", tr.DeMoApply(hp, [][]byte{p}))
+		out = append(out, residencyResult{"DeMo", digest(t, tr, p)})
+	}
+	return out
+}
