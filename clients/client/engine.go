@@ -50,6 +50,8 @@ type engine struct {
 	// one it trains); precisionsGiven: the Config named them.
 	precisions      []string
 	precisionsGiven bool
+	// devices is how many devices share each step (Config.Devices).
+	devices int
 	// benchmarked is the last step whose model was benchmarked.
 	benchmarked uint32
 
@@ -255,6 +257,9 @@ func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]actio
 		accepted = Precisions
 	}
 	if err := acceptsPrecision(v, accepted, e.precisionsGiven); err != nil {
+		return nil, err
+	}
+	if err := acceptsParallelism(v, e.devices); err != nil {
 		return nil, err
 	}
 	if v.Me >= 0 {

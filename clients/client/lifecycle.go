@@ -486,9 +486,13 @@ func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 		}
 	}
 	if c.cfg.Device == DeviceCUDA || c.cfg.Device == DeviceAuto && trainer.GPUAvailable() == nil {
-		if err := tr.SetGPU(true); err != nil {
+		on := tr.SetGPU(true)
+		if len(c.cfg.Devices) > 0 {
+			on = tr.SetDevices(c.cfg.Devices)
+		}
+		if on != nil {
 			tr.Close()
-			return err
+			return on
 		}
 	}
 	c.tr, c.model = tr, model

@@ -91,6 +91,31 @@ type precisionError struct{ msg string }
 func (e *precisionError) Error() string        { return e.msg }
 func (e *precisionError) Is(target error) bool { return target == ErrPrecision }
 
+// ErrParallelism means the run's grad_shards cannot be spread over this
+// client's devices (Config.Devices, train --data-parallelism); the client
+// refuses the run before joining.
+var ErrParallelism = errors.New("the run's gradient shards do not divide among this client's devices")
+
+type parallelismError struct{ msg string }
+
+func (e *parallelismError) Error() string        { return e.msg }
+func (e *parallelismError) Is(target error) bool { return target == ErrParallelism }
+
+// acceptsParallelism refuses a run whose gradient shard count the client's
+// devices devices do not divide: each device must step a whole subtree of
+// the shard tree, or the bits would depend on the hardware.
+func acceptsParallelism(v *coordinator.View, devices int) error {
+	if v.Phase == coordinator.Uninitialized || devices <= 1 {
+		return nil
+	}
+	shards := coordinator.GradShards(v.State.Model.GradShardsLog2)
+	if shards%devices == 0 {
+		return nil
+	}
+	return &parallelismError{fmt.Sprintf("the run sums each step's gradients over grad_shards = %d token shards, which %d devices cannot share: "+
+		"restart train with --data-parallelism dividing %d (1 always works)", shards, devices, shards)}
+}
+
 // ParsePrecisions checks a list of numeric contract names (train
 // --precision): each must be one this build trains; duplicates are dropped.
 func ParsePrecisions(names []string) ([]string, error) {

@@ -210,6 +210,53 @@ func TestAcceptsPrecision(t *testing.T) {
 	}
 }
 
+// A run whose grad_shards the client's devices do not divide is refused
+// before joining, in one line naming the fix; one device takes any run.
+func TestAcceptsParallelism(t *testing.T) {
+	view := func(phase coordinator.RunState, log2 uint8) *coordinator.View {
+		s := &coordinator.State{}
+		s.RunState, s.Model.GradShardsLog2 = uint8(phase), log2
+		return coordinator.NewView(s, solana.PublicKey{}, time.Unix(1000, 0))
+	}
+	for _, c := range []struct {
+		phase   coordinator.RunState
+		log2    uint8
+		devices int
+		want    string // "" accepted
+	}{
+		{coordinator.WaitingForMembers, 0, 1, ""},
+		{coordinator.WaitingForMembers, 2, 4, ""},
+		{coordinator.RoundTrain, 3, 2, ""},
+		{coordinator.Uninitialized, 0, 4, ""},
+		{coordinator.WaitingForMembers, 0, 2,
+			"the run sums each step's gradients over grad_shards = 1 token shards, which 2 devices cannot share: restart train with --data-parallelism dividing 1 (1 always works)"},
+		{coordinator.Paused, 1, 4,
+			"the run sums each step's gradients over grad_shards = 2 token shards, which 4 devices cannot share: restart train with --data-parallelism dividing 2 (1 always works)"},
+	} {
+		err := acceptsParallelism(view(c.phase, c.log2), c.devices)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v, %d shards, %d devices: refused: %v", c.phase, 1<<c.log2, c.devices, err)
+		case c.want != "" && (!errors.Is(err, ErrParallelism) || err.Error() != c.want):
+			t.Errorf("%v, %d shards, %d devices: %v; want %q", c.phase, 1<<c.log2, c.devices, err, c.want)
+		}
+	}
+	s := &coordinator.State{}
+	s.RunState, s.Model.GradShardsLog2 = uint8(coordinator.WaitingForMembers), 1
+	copy(s.ClientVersion[:], "test")
+	e := testEngine()
+	e.devices = 4
+	if acts, err := e.decide(at(e, s, time.Unix(1000, 0)), &inputs{}, time.Unix(1000, 0)); !errors.Is(err, ErrParallelism) || len(acts) != 0 {
+		t.Errorf("4 devices on a 2-shard run: %v, %v; want ErrParallelism and nothing done", kinds(acts), err)
+	}
+	e = testEngine()
+	e.devices = 2
+	acts, err := e.decide(at(e, s, time.Unix(1000, 0)), &inputs{}, time.Unix(1000, 0))
+	if err != nil || len(acts) == 0 || acts[0].String() != (joinAction{first: true}).String() {
+		t.Errorf("2 devices on a 2-shard run: %v, %v; want to join", kinds(acts), err)
+	}
+}
+
 // The schedules at chosen steps: warmup, then each kind's decay; WSD holds
 // the peak until the run's last decay_steps (inner) steps.
 func TestLearningRateSchedules(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math/bits"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -136,7 +137,7 @@ func describeModel(w io.Writer, path string, p coordinator.UpdateParams, cfg tra
 	if most < 1<<30 {
 		unit, scale = "MiB", 1<<20
 	}
-	fmt.Fprintf(w, "memory of one client on one device (data x tensor parallelism 1x1), applying %d payload(s) a step, in %s:\n", opt.Payloads, unit)
+	fmt.Fprintf(w, "memory of one client on its only or first device, applying %d payload(s) a step, in %s:\n", opt.Payloads, unit)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "precision\tmicro-batch\tclient\tmemory\tweights\tgradients\toptimizer\tactivations\tmx8 operands\tscratch\tper call\ttotal\t")
 	for _, l := range lines {
@@ -155,5 +156,9 @@ func describeModel(w io.Writer, path string, p coordinator.UpdateParams, cfg tra
 		return err
 	}
 	fmt.Fprintln(w, "A GPU client also holds the CPU path's buffers on the host. Per call: the most an optimizer step, a generate or an apply adds for its duration.")
+	if s := cfg.Shards(); s > 1 {
+		fmt.Fprintf(w, "grad_shards %d: the gradients include %d more gradient-sized buffers, the shard tree's; with --data-parallelism D the first device keeps them "+
+			"and each other holds log2(%d/D).\n", s, bits.Len(uint(s))-1, s)
+	}
 	return nil
 }

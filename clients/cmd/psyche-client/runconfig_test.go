@@ -69,7 +69,7 @@ func TestRunConfigDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Arith, cfg.MicroBatch = trainer.ArithMX8, 1
+	cfg.Arith, cfg.MicroBatch, cfg.GradShards = trainer.ArithMX8, 1, 8
 	fp, err := trainer.Footprint(cfg, trainer.FootprintOptions{Optimizer: "demo", GPU: true, Threads: 2, Payloads: 4, Chunk: 64, TopK: 32})
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,9 @@ func trainCommand() *cli.Command {
 			Usage: "grantee of the join authorization to use: your key, or 11111111111111111111111111111111 for a permissionless run (default)"},
 		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass: bounds memory and changes no bit of the result", Value: client.DefaultMicroBatch},
 		&cli.IntFlag{Name: "threads", Usage: "trainer threads (0: all cores; results do not depend on it)"},
-		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda or cuda:0 (every backend computes the same bits)", Value: "auto"},
+		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda, or cuda:N[,M...]: the CUDA devices to spread each step over (every backend and split computes the same bits)", Value: "auto"},
+		&cli.IntFlag{Name: "data-parallelism", Usage: "CUDA devices that share each step, each training a whole part of the run's grad_shards token shards (a power of two dividing them; " +
+			"a run they do not divide is refused before joining, with exit code 2): devices 0 to N-1, or those --device cuda:... names", Value: 1},
 		&cli.StringSliceFlag{Name: "precision", Usage: "the numeric contracts this client accepts to train under, comma-separated: fp32 (contract v2) and mx8 (contract v3: " +
 			"block-scaled int8 matrix products); a run under another is refused before joining, with exit code 2 (default: every one this build trains, fp32,mx8)"},
 		&cli.StringFlag{Name: "data-url", Usage: "data server to train from instead of the run's data location (the run's pinned root still applies)"},
@@ -118,7 +120,7 @@ func train(c *cli.Context) error {
 			return err
 		}
 	}
-	device, err := parseDevice(c.String("device"))
+	device, devices, err := trainDevices(c.String("device"), c.Int("data-parallelism"), c.IsSet("data-parallelism"), trainer.GPUCount())
 	if err != nil {
 		return err
 	}
@@ -247,7 +249,7 @@ func train(c *cli.Context) error {
 		RunID: runID, Program: program, Chains: chains, Wallet: key, Authorization: authAddr,
 		Node: node, Recorder: rec, Log: log, Version: os.Getenv("CLIENT_VERSION"),
 		Data: data, Eval: eval, EvalEvery: c.Int("eval-every"), EvalSequences: c.Int("eval-sequences"),
-		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device, Precisions: precisions,
+		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device, Devices: devices, Precisions: precisions,
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
 		DummyTraining: c.Bool("dummy-training"),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
@@ -274,8 +276,8 @@ func train(c *cli.Context) error {
 	switch {
 	case errors.Is(runErr, client.ErrVersionMismatch):
 		return cli.Exit(runErr.Error(), exitVersionMismatch)
-	case errors.Is(runErr, client.ErrPrecision):
-		// The run and --precision disagree: restarting will not help.
+	case errors.Is(runErr, client.ErrPrecision), errors.Is(runErr, client.ErrParallelism):
+		// The run and --precision or --data-parallelism disagree: restarting will not help.
 		return badInput(runErr)
 	case errors.Is(runErr, context.Canceled):
 		return waitErr
@@ -338,21 +340,61 @@ func reachableChain(ctx context.Context, chains []*chain.Client) (*chain.Client,
 	return nil, errors.New(strings.Join(errs, "; "))
 }
 
-// parseDevice reads --device.
-func parseDevice(s string) (client.Device, error) {
+// parseDevice reads --device: auto, cpu, cuda, or cuda:N[,M...], which
+// also returns the CUDA ordinals named.
+func parseDevice(s string) (client.Device, []int, error) {
 	switch {
 	case s == "cpu":
-		return client.DeviceCPU, nil
+		return client.DeviceCPU, nil, nil
 	case s == "auto":
-		return client.DeviceAuto, nil
+		return client.DeviceAuto, nil, nil
 	case s == "cuda":
-		return client.DeviceCUDA, nil
+		return client.DeviceCUDA, nil, nil
 	case strings.HasPrefix(s, "cuda:"):
-		n, err := strconv.Atoi(strings.TrimPrefix(s, "cuda:"))
-		if err != nil || n != 0 {
-			return 0, badInputf("--device %s: only cuda:0 is supported (one device per client; use CUDA_VISIBLE_DEVICES)", s)
+		var ids []int
+		for _, f := range strings.Split(strings.TrimPrefix(s, "cuda:"), ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 0 {
+				return 0, nil, badInputf("--device %s: %q is not a CUDA device number (cuda:0, or a list such as cuda:0,1)", s, f)
+			}
+			ids = append(ids, n)
 		}
-		return client.DeviceCUDA, nil
+		return client.DeviceCUDA, ids, nil
 	}
-	return 0, badInputf("--device must be auto, cpu, cuda or cuda:0, not %q", s)
+	return 0, nil, badInputf("--device must be auto, cpu, cuda or cuda:N[,M...], not %q", s)
+}
+
+// trainDevices reads train's --device and --data-parallelism against the
+// gpus this machine has: the backend, and the CUDA ordinals that share each
+// step (nil: device 0 alone).
+func trainDevices(s string, dp int, dpSet bool, gpus int) (client.Device, []int, error) {
+	device, ids, err := parseDevice(s)
+	if err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case dp < 1 || dp&(dp-1) != 0:
+		return 0, nil, badInputf("--data-parallelism %d: must be a power of two (1, 2, 4, 8, ...), as the run's grad_shards is", dp)
+	case ids != nil && dpSet && dp != len(ids):
+		return 0, nil, badInputf("--data-parallelism %d, but --device %s names %d devices: give one or the other", dp, s, len(ids))
+	case ids != nil && len(ids)&(len(ids)-1) != 0:
+		return 0, nil, badInputf("--device %s: %d devices; data parallelism needs a power of two (1, 2, 4, 8, ...)", s, len(ids))
+	case device == client.DeviceCPU && dp > 1:
+		return 0, nil, badInputf("--data-parallelism %d needs CUDA devices, and --device cpu trains on the CPU (its threads: --threads)", dp)
+	}
+	if ids == nil && dp > 1 {
+		device = client.DeviceCUDA
+		for i := range dp {
+			ids = append(ids, i)
+		}
+	}
+	for _, id := range ids {
+		if gpus == 0 {
+			return 0, nil, badInputf("--device %s --data-parallelism %d: needs CUDA devices, and this machine has none", s, max(dp, len(ids)))
+		}
+		if id >= gpus {
+			return 0, nil, badInputf("--device %s --data-parallelism %d: CUDA device %d does not exist (this machine has %d)", s, max(dp, len(ids)), id, gpus)
+		}
+	}
+	return device, ids, nil
 }

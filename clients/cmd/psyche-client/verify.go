@@ -42,7 +42,7 @@ func verifyCommand() *cli.Command {
 		dataCacheDirFlag,
 		&cli.IntFlag{Name: "threads", Usage: "trainer threads (0: all cores; results do not depend on it)"},
 		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass: bounds memory and changes no bit of the result", Value: client.DefaultMicroBatch},
-		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda or cuda:0 (every backend computes the same bits)", Value: "auto"},
+		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda or cuda:N (every backend computes the same bits)", Value: "auto"},
 	}
 	return &cli.Command{
 		Name: "verify",
@@ -73,9 +73,12 @@ func verify(c *cli.Context) error {
 		}
 		index = int(c.Uint("index"))
 	}
-	device, err := parseDevice(c.String("device"))
+	device, ids, err := parseDevice(c.String("device"))
 	if err != nil {
 		return err
+	}
+	if len(ids) > 1 {
+		return badInputf("--device %s: verify replays on one device", c.String("device"))
 	}
 	if c.Int("threads") < 0 || c.Int("micro-batch-size") < 1 {
 		return badInputf("--threads cannot be negative and --micro-batch-size must be at least 1")
@@ -119,7 +122,7 @@ func verify(c *cli.Context) error {
 	if com.batch.Len == 0 {
 		return badInputf("the member was assigned no sequences at this step: there is nothing to replay")
 	}
-	tr, err := replayTrainer(cfg, runID, c.Int("threads"), device)
+	tr, err := replayTrainer(cfg, runID, c.Int("threads"), device, ids)
 	if err != nil {
 		return err
 	}
@@ -323,7 +326,7 @@ func openDataSource(ctx context.Context, c *cli.Context, flag, loc, root string)
 }
 
 // replayTrainer builds the run's trainer as a client does.
-func replayTrainer(cfg trainer.Config, runID string, threads int, device client.Device) (*trainer.Trainer, error) {
+func replayTrainer(cfg trainer.Config, runID string, threads int, device client.Device, ids []int) (*trainer.Trainer, error) {
 	tr, err := trainer.New(cfg, client.InitSeed(runID))
 	if err != nil {
 		return nil, err
@@ -340,8 +343,12 @@ func replayTrainer(cfg trainer.Config, runID string, threads int, device client.
 			return fail(err)
 		}
 	case client.DeviceCUDA:
-		if err := tr.SetGPU(true); err != nil {
-			return fail(badInputf("--device: %w", err))
+		on := tr.SetGPU(true)
+		if ids != nil {
+			on = tr.SetDevices(ids)
+		}
+		if on != nil {
+			return fail(badInputf("--device: %w", on))
 		}
 	}
 	return tr, nil

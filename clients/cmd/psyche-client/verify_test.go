@@ -585,6 +585,7 @@ func TestVerifyBadInput(t *testing.T) {
 		{"bad client", []string{"verify", "--run-id", "r", "--step", "5", "--client", "nope", "--state", state, "--model", shared}, "--client"},
 		{"index too large", append(base, "--step", "5", "--model", shared, "--index", "256"), "--index must be below 256"},
 		{"bad device", append(base, "--step", "5", "--model", shared, "--device", "tpu"), "--device"},
+		{"two devices", append(base, "--step", "5", "--model", shared, "--device", "cuda:0,1"), "verify replays on one device"},
 		{"two data sources", append(base, "--step", "5", "--model", shared, "--data-url", "http://127.0.0.1:1/", "--data-dir", dir), "not both"},
 		{"unreadable state", []string{"verify", "--run-id", "r", "--step", "5", "--client", key, "--state", filepath.Join(dir, "none"), "--model", shared}, "--state: open"},
 		{"unreadable payload", append(base, "--step", "5", "--model", shared, "--payload", filepath.Join(dir, "none")), "--payload: open"},
