@@ -125,9 +125,13 @@ net=(--rpc "$rpc" --ws-rpc "$ws" -w "$client_wallet")
 args=(train "${net[@]}" --run-id "$run_id" --authorizer "$authorizer" --data-dir "$data_dir")
 # The light client trains one sequence per pass: the least memory.
 ((light)) && args+=(--micro-batch-size 1)
-# The 1.1B client trains on the GPU (one per client until data and tensor
-# parallelism over a machine's GPUs lands).
-((light)) || args+=(--device cuda)
+# The 1.1B client trains on every GPU here, data parallel: the most that
+# divide the run's 8 gradient shards (1, 2, 4 or 8).
+if ((!light)); then
+  dp=1
+  while ((dp * 2 <= gpus && dp * 2 <= 8)); do dp=$((dp * 2)); done
+  args+=(--device cuda --data-parallelism "$dp")
+fi
 args+=("${train_args[@]}")
 ((dry_run)) || say "training in run \"$run_id\" on $rpc; Ctrl-C leaves the run"
 clean_stop=1

@@ -79,13 +79,28 @@ func justPath(t *testing.T) string {
 }
 
 // hasNVIDIAGPU reports whether the driver sees a GPU, as the recipes ask it.
-func hasNVIDIAGPU() bool {
-	gpus, _ := os.ReadDir("/proc/driver/nvidia/gpus")
-	if len(gpus) > 0 {
-		return true
+func hasNVIDIAGPU() bool { return nvidiaGPUs() > 0 }
+
+// nvidiaGPUs counts the GPUs as common.sh's gpu_count does.
+func nvidiaGPUs() int {
+	if gpus, _ := os.ReadDir("/proc/driver/nvidia/gpus"); len(gpus) > 0 {
+		return len(gpus)
 	}
 	out, err := exec.Command("nvidia-smi", "-L").Output()
-	return err == nil && strings.Contains(string(out), "GPU ")
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(out), "GPU ")
+}
+
+// devDataParallelism is the --data-parallelism train.sh gives the 1.1B
+// client here: the most GPUs that divide the run's 8 gradient shards.
+func devDataParallelism() int {
+	dp := 1
+	for dp*2 <= nvidiaGPUs() && dp*2 <= 8 {
+		dp *= 2
+	}
+	return dp
 }
 
 func fileExists(p string) bool {
@@ -612,7 +627,7 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			// (a dry run prints the commands on a machine without one too).
 			{[]string{"start-training-devnet-client", "run_id=my-run"}, []string{
 				"+ " + pc + " data prepare --tokenizer gpt2 --seq-len 2048 --out " + data,
-				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data + " --device cuda",
+				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data + " --device cuda --data-parallelism " + strconv.Itoa(devDataParallelism()),
 			}},
 			{[]string{"start-training-devnet-light-client"}, []string{
 				"+ " + pc + " data prepare --tokenizer byte --seq-len 512 --out " + data,
@@ -626,7 +641,7 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			}},
 			{[]string{"start-training-devnet-client", "--metrics-local-port", "9100"}, []string{
 				"+ " + pc + " data prepare --tokenizer gpt2 --seq-len 2048 --out " + data,
-				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --device cuda --metrics-local-port 9100",
+				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --device cuda --data-parallelism " + strconv.Itoa(devDataParallelism()) + " --metrics-local-port 9100",
 			}},
 		} {
 			t.Run(tc.args[0], func(t *testing.T) {
