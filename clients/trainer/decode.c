@@ -24,7 +24,8 @@ static int tr_decode_alloc(tr_model *m) {
 
 int tr_decode_reset(tr_model *m) {
     if (!m) return TR_EINVAL;
-    int rc = tr_decode_alloc(m);
+    int rc = tr_cpu_ready(m);
+    if (rc == TR_OK) rc = tr_decode_alloc(m);
     if (rc) return rc;
     m->decode_pos = 0;
     return TR_OK;

@@ -89,6 +89,7 @@ int tr_device_attach(tr_model *m, trg_model *g, trg_model *const *peers, int npe
         if (!peers[j]) return TR_EINVAL;
         m->peers[j] = peers[j];
     }
+    tr_cpu_release(m); // until the CPU's forward and backward run again
     m->dev = g;
     m->npeers = npeers;
     m->dev_download = tr_dev_download;

@@ -114,8 +114,12 @@ int tr_footprint(const tr_config *c, const tr_footprint_opts *o, tr_mem *host, t
     }
 
     // GPU path (cuda/model.cu trg_create and its buffers; device_cuda.c).
-    // The host adds page-locked losses and norm blocks, and holds the
-    // entries crossing to and from the device during a call.
+    // Attaching the device frees the host buffers only the CPU's forward
+    // and backward use (model.c tr_cpu_release): activations, mx8 codes,
+    // the shard tree. The host adds page-locked losses and norm blocks, and
+    // holds the entries crossing to and from the device during a call.
+    host->activations = host->mx8 = 0;
+    host->grads -= f * N * levels;
     host->scratch += f * (BT + nb);
     if (demo) host->transient = tr_max(8 * E + pend_demo, 8 * n * E + seen);
     if (loco) host->transient = tr_max(8 * E + 4 * z.chunks + pend_loco, 8 * n * E + seen);

@@ -121,6 +121,8 @@ enum {
     TR_BUF_PENDING = 64,  // DeMo's pending update
     TR_BUF_ALL = 127
 };
+int tr_cpu_ready(tr_model *m);
+void tr_cpu_release(tr_model *m);
 int tr_host_read(tr_model *m, unsigned bufs);
 int tr_host_write(tr_model *m, unsigned bufs);
 void tr_host_replace(tr_model *m, unsigned bufs);

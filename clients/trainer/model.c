@@ -50,27 +50,16 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     m->ntensors = tr_tensor_count(cfg);
     size_t off = tr_param_layout(cfg, m->sizes, m->offsets);
     m->num_params = off;
-    int B = cfg->micro_batch, T = cfg->seq_len, half = cfg->channels / cfg->heads / 2;
+    int T = cfg->seq_len, half = cfg->channels / cfg->heads / 2;
     m->nthreads = tr_default_threads();
     m->params = malloc(sizeof(float) * off);
     m->grads = calloc(off, sizeof(float));
     m->dwte_emb = malloc(sizeof(float) * m->sizes[TR_P_wte]);
-    size_t levels = (size_t)tr_shard_levels(tr_shards(cfg)) - 1;
-    if (levels) m->shard_grads = malloc(sizeof(float) * off * levels);
-    m->act_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T, 0));
-    m->dact_mem = malloc(sizeof(float) * tr_act_floats(cfg, B, T, 1));
-    if (cfg->arith == TR_ARITH_MX8) {
-        size_t qa, qb;
-        tr_mx_operand_codes(cfg, &qa, &qb);
-        m->mx_scratch_bytes = tr_mx_scratch_bytes(qa, qb);
-        m->mx_scratch = malloc(m->mx_scratch_bytes);
-    }
     if (tr_is_llama(cfg)) {
         m->rope_cos = malloc(sizeof(float) * (size_t)T * half);
         m->rope_sin = malloc(sizeof(float) * (size_t)T * half);
     }
-    if (!m->params || !m->grads || !m->dwte_emb || (levels && !m->shard_grads) || !m->act_mem || !m->dact_mem || tr_thread_scratch(m, m->nthreads) ||
-        (cfg->arith == TR_ARITH_MX8 && !m->mx_scratch) ||
+    if (!m->params || !m->grads || !m->dwte_emb || tr_cpu_ready(m) || tr_thread_scratch(m, m->nthreads) ||
         (tr_is_llama(cfg) && (!m->rope_cos || !m->rope_sin))) {
         tr_destroy(m);
         return TR_ENOMEM;
@@ -81,6 +70,33 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     m->arch->init(m, seed);
     *out = m;
     return TR_OK;
+}
+
+// The buffers only the CPU's forward and backward use: the activations and
+// their gradients, the mx8 operand codes and the shard tree's partial sums.
+// tr_create makes them (so a model too large for the host fails there);
+// attaching a device frees them (tr_cpu_release) and the CPU's entry
+// points make them again when they run (a GPU trainer switched to the CPU).
+int tr_cpu_ready(tr_model *m) {
+    const tr_config *c = &m->cfg;
+    size_t levels = (size_t)tr_shard_levels(tr_shards(c)) - 1;
+    if (levels && !m->shard_grads && !(m->shard_grads = malloc(sizeof(float) * m->num_params * levels))) return TR_ENOMEM;
+    if (!m->act_mem && !(m->act_mem = malloc(sizeof(float) * tr_act_floats(c, c->micro_batch, c->seq_len, 0)))) return TR_ENOMEM;
+    if (!m->dact_mem && !(m->dact_mem = malloc(sizeof(float) * tr_act_floats(c, c->micro_batch, c->seq_len, 1)))) return TR_ENOMEM;
+    if (c->arith == TR_ARITH_MX8 && !m->mx_scratch) {
+        size_t qa, qb;
+        tr_mx_operand_codes(c, &qa, &qb);
+        if (!(m->mx_scratch = malloc(tr_mx_scratch_bytes(qa, qb)))) return TR_ENOMEM;
+        m->mx_scratch_bytes = tr_mx_scratch_bytes(qa, qb);
+    }
+    return TR_OK;
+}
+
+void tr_cpu_release(tr_model *m) {
+    free(m->shard_grads); free(m->act_mem); free(m->dact_mem); free(m->mx_scratch);
+    m->shard_grads = m->act_mem = m->dact_mem = NULL;
+    m->mx_scratch = NULL;
+    m->mx_scratch_bytes = 0;
 }
 
 int tr_default_threads(void) {
@@ -153,7 +169,7 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     int rc = tr_check_batch(m, tokens, targets, n, t);
     if (rc) return rc;
     if (!loss) return TR_EINVAL;
-    if ((rc = tr_host_read(m, m->lookahead_on ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS))) return rc;
+    if ((rc = tr_cpu_ready(m)) || (rc = tr_host_read(m, m->lookahead_on ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS))) return rc;
     tr_host_replace(m, TR_BUF_GRADS);
     float *w = tr_forward_weights(m);
     float dloss = 1.0f / ((float)n * (float)t);
@@ -196,7 +212,7 @@ int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     int rc = tr_check_batch(m, tokens, targets, n, t);
     if (rc) return rc;
     if (!loss) return TR_EINVAL;
-    if ((rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
+    if ((rc = tr_cpu_ready(m)) || (rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
     float total = 0.0f;
     for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
         int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
@@ -211,7 +227,7 @@ int tr_logits(tr_model *m, const int32_t *tokens, int n, int t, float *out) {
     int rc = tr_check_batch(m, tokens, tokens, n, t);
     if (rc) return rc;
     if (!out) return TR_EINVAL;
-    if ((rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
+    if ((rc = tr_cpu_ready(m)) || (rc = tr_host_read(m, TR_BUF_PARAMS))) return rc;
     int V = m->cfg.vocab, Vp = m->cfg.padded_vocab;
     for (int b0 = 0; b0 < n; b0 += m->cfg.micro_batch) {
         int B = n - b0 < m->cfg.micro_batch ? n - b0 : m->cfg.micro_batch;
@@ -298,7 +314,7 @@ int tr_config_shape(const tr_config *c, int i, int shape[3]) {
 }
 
 int tr_activations(const tr_model *m, float *out, size_t len) {
-    if (!m || !out || len > tr_act_floats(&m->cfg, m->cfg.micro_batch, m->cfg.seq_len, 0)) return TR_EINVAL;
+    if (!m || !out || !m->act_mem || len > tr_act_floats(&m->cfg, m->cfg.micro_batch, m->cfg.seq_len, 0)) return TR_EINVAL;
     memcpy(out, m->act_mem, sizeof(float) * len);
     return TR_OK;
 }
