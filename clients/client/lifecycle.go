@@ -485,15 +485,9 @@ func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 			return err
 		}
 	}
-	if c.cfg.Device == DeviceCUDA || c.cfg.Device == DeviceAuto && trainer.GPUAvailable() == nil {
-		on := tr.SetGPU(true)
-		if len(c.cfg.Devices) > 0 {
-			on = tr.SetDevices(c.cfg.Devices)
-		}
-		if on != nil {
-			tr.Close()
-			return on
-		}
+	if err := c.placeTrainer(tr, c.cfg.Devices); err != nil {
+		tr.Close()
+		return err
 	}
 	c.tr, c.model = tr, model
 	c.inbox.setValidator(tr, model)
@@ -514,6 +508,24 @@ func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 	if len(c.e.modelHolders(v)) > 0 {
 		c.log.Info("waiting for the model from peers", "run_step", v.Step)
 	} // else nobody can send it: the engine resumes from a checkpoint next (restoreDue)
+	return nil
+}
+
+// placeTrainer puts a new trainer on the backend Config.Device names:
+// DeviceCPU on the CPU (a CUDA build's trainer starts on the GPU when one is
+// found), DeviceCUDA, and DeviceAuto with a usable GPU, on the GPU, spread
+// over devices when there are several (data parallelism).
+func (c *Client) placeTrainer(tr *trainer.Trainer, devices []int) error {
+	switch {
+	case c.cfg.Device == DeviceCPU:
+		return tr.SetGPU(false)
+	case c.cfg.Device == DeviceCUDA || c.cfg.Device == DeviceAuto && trainer.GPUAvailable() == nil:
+		on := tr.SetGPU(true)
+		if len(devices) > 0 {
+			on = tr.SetDevices(devices)
+		}
+		return on
+	}
 	return nil
 }
 

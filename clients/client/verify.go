@@ -221,6 +221,11 @@ func (c *Client) replayer() (*trainer.Trainer, error) {
 			return nil, err
 		}
 	}
+	// The model's backend, on one device (psyche-client verify's rule).
+	if err := c.placeTrainer(tr, nil); err != nil {
+		tr.Close()
+		return nil, err
+	}
 	c.replay = tr
 	return tr, nil
 }
