@@ -3,7 +3,8 @@
 // clients drive whole runs (several clients, several epochs) in milliseconds.
 //
 // The state machine runs in a child process, programs/coordinator/sim (crate
-// psyche-coordinator-sim), which Start builds with cargo on first use. Every
+// psyche-coordinator-sim), which Start builds with cargo on first use (or
+// takes prebuilt from $PSYCHE_COORDSIM_BIN, on a machine without cargo). Every
 // call sends the instruction data the real client builds (clients/coordinator's
 // Run builders over the IDL bindings), the signer, and a clock; the sim decodes
 // the arguments with the program's own helpers, runs the logic, and answers
@@ -88,15 +89,28 @@ var built struct {
 	path string
 }
 
+// BinaryEnv names a prebuilt simulator that Binary returns instead of
+// building one: for a machine without cargo that runs test binaries built
+// elsewhere (scripts/gpu-run.sh).
+const BinaryEnv = "PSYCHE_COORDSIM_BIN"
+
 // Binary builds the simulator if needed (cargo build --release -p
 // psyche-coordinator-sim in programs/, output in programs/target/release) and
-// returns its path. Cargo runs once per process; it rebuilds only what
-// changed, so a later process reuses the binary.
+// returns its path; with $PSYCHE_COORDSIM_BIN set, that file, unbuilt. Cargo
+// runs once per process; it rebuilds only what changed, so a later process
+// reuses the binary.
 func Binary(ctx context.Context) (string, error) {
 	built.Lock()
 	defer built.Unlock()
 	if built.path != "" {
 		return built.path, nil
+	}
+	if path := os.Getenv(BinaryEnv); path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("coordsim: $%s: %w", BinaryEnv, err)
+		}
+		built.path = path
+		return path, nil
 	}
 	programs, err := programsDir()
 	if err != nil {

@@ -459,6 +459,53 @@ func TestMissingCargo(t *testing.T) {
 	}
 }
 
+// TestPrebuiltBinary: $PSYCHE_COORDSIM_BIN names the simulator to run, and
+// one that does not exist is an error that names the variable.
+func TestPrebuiltBinary(t *testing.T) {
+	built.Lock()
+	saved := built.path
+	built.path = ""
+	built.Unlock()
+	t.Cleanup(func() {
+		built.Lock()
+		built.path = saved
+		built.Unlock()
+	})
+	bin, err := Binary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir()) // no cargo: the prebuilt binary alone
+	for _, c := range []struct {
+		env string
+		ok  bool
+	}{{bin, true}, {bin + ".missing", false}} {
+		built.Lock()
+		built.path = ""
+		built.Unlock()
+		t.Setenv(BinaryEnv, c.env)
+		got, err := Binary(context.Background())
+		switch {
+		case c.ok && (err != nil || got != c.env):
+			t.Errorf("$%s=%s: %q, %v", BinaryEnv, c.env, got, err)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), BinaryEnv)):
+			t.Errorf("$%s=%s (missing): %q, %v", BinaryEnv, c.env, got, err)
+		}
+	}
+	built.Lock()
+	built.path = ""
+	built.Unlock()
+	t.Setenv(BinaryEnv, bin)
+	s, err := Start(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Create("run", "v1", coordinator.UpdateParams{}, t0); err == nil {
+		t.Fatal("the prebuilt simulator resumed a run without config")
+	}
+}
+
 // BenchmarkCall measures one successful call (the account sent back), alone
 // and followed by State (which decodes it).
 func BenchmarkCall(b *testing.B) {
