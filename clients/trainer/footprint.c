@@ -126,9 +126,11 @@ int tr_footprint(const tr_config *c, const tr_footprint_opts *o, tr_mem *host, t
     dev->weights = f * N;
     dev->grads = f * (N + wte + N * levels);
     dev->optimizer = f * N * state;
-    // Activations and their gradients; attention's score gradients of one
-    // layer and its row scratch (max, sum and the 32 lane sums); token ids.
-    dev->activations = acts + f * tr_att_rows(c) * (T + 2 + TRK_LANES) + 2 * sizeof(int32_t) * BT;
+    // Activations (of attention's probabilities one layer's: backward
+    // recomputes each) and their gradients; attention's score gradients of
+    // one layer and its row scratch (max, sum and the 32 lane sums); token ids.
+    dev->activations = f * (tr_gpu_act_floats(c, (int)B, (int)T) + tr_act_floats(c, (int)B, (int)T, 1)) +
+                       f * tr_att_rows(c) * (T + 2 + TRK_LANES) + 2 * sizeof(int32_t) * BT;
     dev->mx8 = c->arith == TR_ARITH_MX8 ? qa + qb + f * (qa / TRK_MX_BLOCK + qb / TRK_MX_BLOCK) : 0;
     dev->scratch = f * nb + rope;
     // The optimizers' scratch grows to the largest call and stays

@@ -299,9 +299,9 @@ func TestFootprintREADMEFigures(t *testing.T) {
 		name                        string
 		cpuHost, gpuHost, gpuDevice int64
 	}{
-		{"light", 96584840, 37775160, 71195832},
-		{"small", 656003368, 164002144, 641732480},
-		{"gpt2-124m", 4237839496, 1742127832, 4261637464},
+		{"light", 96584840, 37775160, 64904376},
+		{"small", 656003368, 164002144, 578817920},
+		{"gpt2-124m", 4237839496, 1742127832, 3707989336},
 	} {
 		cfg, err := ConfigByName(c.name)
 		if err != nil {

@@ -279,7 +279,9 @@ static inline tr_llama_params tr_llama_views(const tr_config *c, float *base, co
 // ----------------------------------------------------------------------------
 // Activations of one micro-batch of B sequences of length T (BT = B*T, NH
 // heads), in allocation order: X(name, floats). Shapes: per-layer buffers lead
-// with L, then (B, T, ...) rows; att is (L, B, NH, T, T).
+// with L, then (B, T, ...) rows; att is (L, B, NH, T, T), last, so that the
+// GPU path, which keeps one layer's and recomputes each in backward, holds
+// the same layout less L-1 layers of it (tr_gpu_act_floats).
 #define TR_ACTS(X)                                                                \
     X(encoded, BT * C)          /* (B, T, C) wte[tok] + wpe[t] */                \
     X(ln1, L * BT * C)          /* (L, B, T, C) */                               \
@@ -287,7 +289,6 @@ static inline tr_llama_params tr_llama_views(const tr_config *c, float *base, co
     X(ln1_rstd, L * BT)         /* (L, B, T) */                                  \
     X(qkv, L * BT * 3 * C)      /* (L, B, T, 3C) */                              \
     X(atty, L * BT * C)         /* (L, B, T, C) attention output */              \
-    X(att, L * B * NH * T * T)  /* (L, B, NH, T, T) softmax output */            \
     X(residual2, L * BT * C)    /* (L, B, T, C) */                               \
     X(ln2, L * BT * C)          /* (L, B, T, C) */                               \
     X(ln2_mean, L * BT)         /* (L, B, T) */                                  \
@@ -300,7 +301,8 @@ static inline tr_llama_params tr_llama_views(const tr_config *c, float *base, co
     X(lnf_rstd, BT)             /* (B, T) */                                     \
     X(logits, BT * Vp)          /* (B, T, Vp) */                                 \
     X(probs, BT * Vp)           /* (B, T, Vp) */                                 \
-    X(losses, BT)               /* (B, T) */
+    X(losses, BT)               /* (B, T) */                                     \
+    X(att, L * B * NH * T * T)  /* (L, B, NH, T, T) softmax output */
 
 // Llama (QKVD = C + 2 KVD: the q, k and v of a token, q and k rotated).
 #define TR_LLAMA_ACTS(X)                                                          \
@@ -309,7 +311,6 @@ static inline tr_llama_params tr_llama_views(const tr_config *c, float *base, co
     X(rms1_rstd, L * BT)        /* (L, B, T) */                                  \
     X(qkv, L * BT * QKVD)       /* (L, B, T, QKVD) */                            \
     X(atty, L * BT * C)         /* (L, B, T, C) attention output */              \
-    X(att, L * B * NH * T * T)  /* (L, B, NH, T, T) softmax output */            \
     X(residual2, L * BT * C)    /* (L, B, T, C) */                               \
     X(rms2, L * BT * C)         /* (L, B, T, C) */                               \
     X(rms2_rstd, L * BT)        /* (L, B, T) */                                  \
@@ -321,7 +322,8 @@ static inline tr_llama_params tr_llama_views(const tr_config *c, float *base, co
     X(rmsf_rstd, BT)            /* (B, T) */                                     \
     X(logits, BT * Vp)          /* (B, T, Vp) */                                 \
     X(probs, BT * Vp)           /* (B, T, Vp) */                                 \
-    X(losses, BT)               /* (B, T) */
+    X(losses, BT)               /* (B, T) */                                     \
+    X(att, L * B * NH * T * T)  /* (L, B, NH, T, T) softmax output */
 
 // Gradients of activations, reused layer after layer during backward.
 #define TR_DACTS(X)                                                               \
@@ -393,9 +395,6 @@ TR_LAYOUT_FN_(tr_llama_dact_layout, tr_llama_dacts, TR_LLAMA_DACTS)
 #undef TR_X_
 #undef TR_LAYOUT_FN_
 
-// Attention's rows in one micro-batch, (B, NH, T): the GPU path's backward
-// keeps one layer's score gradients, (B, NH, T, T), and row scratch of
-// this many rows (cuda/model.cu, trg_create).
 // Gradient shards (README "Shards"): a step's n sequences fall into S =
 // tr_shards(c) token shards, shard i holding sequences tr_shard_first(n, S,
 // i) up to tr_shard_first(n, S, i + 1). Each shard's gradients and loss are
@@ -415,6 +414,9 @@ static inline int tr_tree_merges(int i) {
 }
 static inline int tr_shard_levels(int shards) { return tr_tree_merges(shards - 1) + 1; }
 
+// Attention's rows in one micro-batch, (B, NH, T): the GPU path's backward
+// keeps one layer's score gradients, (B, NH, T, T), and row scratch of
+// this many rows (cuda/model.cu, trg_create).
 static inline size_t tr_att_rows(const tr_config *c) { return (size_t)c->micro_batch * c->heads * c->seq_len; }
 
 // Floats of either architecture's activations (gradients when grads).
@@ -422,6 +424,13 @@ static inline size_t tr_act_floats(const tr_config *c, int batch, int seq, int g
     if (tr_is_llama(c))
         return grads ? tr_llama_dact_layout(c, batch, seq, NULL, NULL) : tr_llama_act_layout(c, batch, seq, NULL, NULL);
     return grads ? tr_dact_layout(c, batch, seq, NULL, NULL) : tr_act_layout(c, batch, seq, NULL, NULL);
+}
+
+// The GPU path's activations: the layout less all but one layer of att,
+// the layer whose probabilities forward or backward last computed (backward
+// recomputes each layer's before its attention backward, the same bits).
+static inline size_t tr_gpu_act_floats(const tr_config *c, int batch, int seq) {
+    return tr_act_floats(c, batch, seq, 0) - (size_t)(c->layers - 1) * batch * c->heads * seq * seq;
 }
 
 #endif

@@ -1035,7 +1035,7 @@ struct trg_model {
 
 static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
     int L = g->cfg.layers, C = g->cfg.channels, NH = g->cfg.heads, Vp = g->cfg.padded_vocab, V = g->cfg.vocab;
-    size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
+    size_t BT = (size_t)B * T;
     tr_params pv = tr_param_views(w, g->offsets), *p = &pv;
     tr_acts av, *a = &av;
     tr_act_layout(&g->cfg, B, T, g->acts, a);
@@ -1043,7 +1043,7 @@ static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
     for (int l = 0; l < L; l++) {
         const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
         float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
-        float *att = a->att + l * att_n, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
+        float *att = a->att, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C; // one layer's: ../layout.h
         float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C, *res3 = a->residual3 + l * BT * C;
         layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual, p->ln1w + l * C, p->ln1b + l * C, (int)BT, C);
         linear_forward(&g->mx, qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
@@ -1064,7 +1064,7 @@ static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
 
 static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, int T) {
     int L = g->cfg.layers, C = g->cfg.channels, NH = g->cfg.heads, Vp = g->cfg.padded_vocab, V = g->cfg.vocab;
-    size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
+    size_t BT = (size_t)B * T;
     tr_params pv = tr_param_views(w, g->offsets), grv = tr_param_views(gw, g->offsets), *p = &pv, *gr = &grv;
     tr_acts av, *a = &av;
     tr_dacts dv, *d = &dv;
@@ -1077,7 +1077,7 @@ static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, 
     for (int l = L - 1; l >= 0; l--) {
         const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
         const float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
-        const float *att = a->att + l * att_n, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
+        const float *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
         const float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C;
         linear_backward(&g->mx, d->dfch_gelu, 0, gr->fcprojw + (size_t)l * C * 4 * C, gr->fcprojb + l * C, d->dres, C, fchg, 4 * C,
                         p->fcprojw + (size_t)l * C * 4 * C, (int)BT, T, 4 * C, C);
@@ -1088,7 +1088,10 @@ static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, 
                            a->ln2_mean + l * BT, a->ln2_rstd + l * BT, (int)BT, C);
         linear_backward(&g->mx, d->datty, 0, gr->attprojw + (size_t)l * C * C, gr->attprojb + l * C, d->dres, C, atty, C,
                         p->attprojw + (size_t)l * C * C, (int)BT, T, C, C);
-        attention_backward(d->dqkv, g->dpre, g->rows, d->datty, att, qkv, B, T, C, NH, NH);
+        // This layer's probabilities again, as forward computed them (it
+        // also writes atty's same bits): one layer's are kept.
+        attention_forward((float *)atty, a->att, g->rows, qkv, B, T, C, NH, NH);
+        attention_backward(d->dqkv, g->dpre, g->rows, d->datty, a->att, qkv, B, T, C, NH, NH);
         linear_backward(&g->mx, d->dln, 0, gr->qkvw + (size_t)l * 3 * C * C, gr->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
                         p->qkvw + (size_t)l * 3 * C * C, (int)BT, T, C, 3 * C);
         layernorm_backward(d->dres, gr->ln1w + l * C, gr->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
@@ -1101,7 +1104,7 @@ static const float *llama_forward(trg_model *g, float *w, int B, int T) {
     const tr_config *c = &g->cfg;
     int L = c->layers, C = c->channels, NH = c->heads, KV = c->kv_heads, H = c->hidden, Vp = c->padded_vocab, V = c->vocab;
     int KVD = tr_kv_dim(c), QKVD = C + 2 * KVD;
-    size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
+    size_t BT = (size_t)B * T;
     tr_llama_params p = tr_llama_views(c, w, g->offsets);
     tr_llama_acts a;
     tr_llama_act_layout(c, B, T, g->acts, &a);
@@ -1109,7 +1112,7 @@ static const float *llama_forward(trg_model *g, float *w, int B, int T) {
     for (int l = 0; l < L; l++) {
         const float *residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
         float *rms1 = a.rms1 + l * BT * C, *qkv = a.qkv + l * BT * QKVD, *atty = a.atty + l * BT * C;
-        float *att = a.att + l * att_n, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
+        float *att = a.att, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C; // one layer's: ../layout.h
         float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H, *res3 = a.residual3 + l * BT * C;
         rmsnorm_forward(rms1, a.rms1_rstd + l * BT, residual, p.rms1w + l * C, (int)BT, C);
         linear_forward(&g->mx, qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, NULL, (int)BT, C, C);
@@ -1136,7 +1139,7 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
     const tr_config *c = &g->cfg;
     int L = c->layers, C = c->channels, NH = c->heads, KV = c->kv_heads, H = c->hidden, Vp = c->padded_vocab, V = c->vocab;
     int KVD = tr_kv_dim(c), QKVD = C + 2 * KVD;
-    size_t BT = (size_t)B * T, att_n = (size_t)B * NH * T * T;
+    size_t BT = (size_t)B * T;
     tr_llama_params p = tr_llama_views(c, w, g->offsets), gr = tr_llama_views(c, gw, g->offsets);
     tr_llama_acts a;
     tr_llama_dacts d;
@@ -1149,7 +1152,7 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
     for (int l = L - 1; l >= 0; l--) {
         const float *residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
         const float *rms1 = a.rms1 + l * BT * C, *qkv = a.qkv + l * BT * QKVD, *atty = a.atty + l * BT * C;
-        const float *att = a.att + l * att_n, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
+        const float *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
         const float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H;
         linear_backward(&g->mx, d.dhmid, 0, gr.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, (int)BT, T, H, C);
         TRG_LAUNCH(swiglu_backward_kernel, blocks_for(BT * H), THREADS, d.dgate, d.dup, gate, up, d.dhmid, BT * H);
@@ -1157,7 +1160,8 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
         linear_backward(&g->mx, d.dln, 1, gr.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, (int)BT, T, C, H);
         rmsnorm_backward(d.dres, gr.rms2w + l * C, d.dln, res2, p.rms2w + l * C, a.rms2_rstd + l * BT, (int)BT, C);
         linear_backward(&g->mx, d.datty, 0, gr.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, (int)BT, T, C, C);
-        attention_backward(d.dqkv, g->dpre, g->rows, d.datty, att, qkv, B, T, C, NH, KV);
+        attention_forward((float *)atty, a.att, g->rows, qkv, B, T, C, NH, KV); // as in gpt_backward
+        attention_backward(d.dqkv, g->dpre, g->rows, d.datty, a.att, qkv, B, T, C, NH, KV);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, d.dqkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 1);
         linear_backward(&g->mx, d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, T, C, C);
         linear_backward(&g->mx, d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, T, C, KVD);
@@ -1234,7 +1238,7 @@ extern "C" int trg_create(const tr_config *cfg, int device, int levels, trg_mode
     GALLOC(g->grads, sizeof(float) * off);
     if (levels) GALLOC(g->shard_grads, sizeof(float) * off * levels);
     GALLOC(g->dwte_emb, sizeof(float) * sizes[TR_P_wte]);
-    GALLOC(g->acts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 0));
+    GALLOC(g->acts, sizeof(float) * tr_gpu_act_floats(cfg, (int)B, (int)T));
     GALLOC(g->dacts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 1));
     GALLOC(g->dpre, sizeof(float) * tr_att_rows(cfg) * T);
     GALLOC(g->rows.max, sizeof(float) * tr_att_rows(cfg));
@@ -1465,7 +1469,7 @@ extern "C" int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targ
 }
 
 extern "C" int trg_activations(const trg_model *g, float *out, size_t len) {
-    if (!g || !out || len > tr_act_floats(&g->cfg, g->cfg.micro_batch, g->cfg.seq_len, 0)) return TR_EINVAL;
+    if (!g || !out || len > tr_gpu_act_floats(&g->cfg, g->cfg.micro_batch, g->cfg.seq_len)) return TR_EINVAL;
     return cudaSetDevice(g->device) == cudaSuccess && cudaMemcpy(out, g->acts, sizeof(float) * len, cudaMemcpyDeviceToHost) == cudaSuccess
                ? TR_OK : TR_EDEVICE;
 }
