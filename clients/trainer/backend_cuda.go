@@ -142,12 +142,11 @@ func checkDevices(ids []int, count, shards int) error {
 	return nil
 }
 
-// openDevices creates the device models and attaches them: the first with
-// the buffers of the whole shard tree, the peers with their subtree's.
+// openDevices creates the device models and attaches them, each with the
+// buffers of its subtree of the shard tree, and one at least where it
+// joins another device's (device_cuda.c: the even ones).
 func (t *Trainer) openDevices(ids []int) error {
 	cc := t.cfg.c()
-	levels := bits.Len(uint(t.cfg.Shards())) - 1
-	peerLevels := bits.Len(uint(t.cfg.Shards()/len(ids))) - 1
 	gs := make([]*C.trg_model, len(ids))
 	destroy := func() {
 		for _, g := range gs {
@@ -157,10 +156,7 @@ func (t *Trainer) openDevices(ids []int) error {
 		}
 	}
 	for i, id := range ids {
-		l := levels
-		if i > 0 {
-			l = peerLevels
-		}
+		l := treeLevels(t.cfg.Shards(), len(ids), i)
 		if err := codeErr(C.trg_create(&cc, C.int(id), C.int(l), &gs[i]), fmt.Sprintf("create GPU model on cuda:%d", id)); err != nil {
 			destroy()
 			return err
@@ -177,6 +173,17 @@ func (t *Trainer) openDevices(ids []int) error {
 	}
 	t.be = backend{g: gs[0], peers: gs[1:], devices: slices.Clone(ids)}
 	return nil
+}
+
+// treeLevels is how many gradient-sized buffers device i of d holds for
+// the shard tree of shards (layout.h): its subtree's, and one where it
+// joins another's.
+func treeLevels(shards, d, i int) int {
+	l := bits.Len(uint(shards/d)) - 1
+	if d > 1 && i%2 == 0 {
+		l = max(l, 1)
+	}
+	return l
 }
 
 func (t *Trainer) closeBackend() {

@@ -113,9 +113,11 @@ int tr_device_detach(tr_model *m) {
 
 // Each device steps its subtree of the shard tree at the forward point
 // (the peers get the first device's weights when they changed), then the
-// first joins the peers' subtrees by the same tree: the bits of one device.
-// Real devices each run from an OpenMP thread of their own; the emulated
-// ones (cudaemu, not thread-safe) one after another.
+// devices' subtrees join by the same tree, pair by pair: at distance 1,
+// device 0 takes 1's, 2 takes 3's, ...; at distance 2, 0 takes 2's; and so
+// on, so the first device ends with the whole tree: the bits of one device.
+// Real devices each run from an OpenMP thread of their own (the pairs of a
+// level too); the emulated ones (cudaemu, not thread-safe) one after another.
 int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
     if (!m || !m->dev || !loss) return TR_EINVAL;
     int la = m->lookahead_on; // the forward point: DeMo's lookahead when it is on
@@ -137,15 +139,17 @@ int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, i
             drc[d] = trg_step(d ? m->peers[d - 1] : m->dev, wbuf, tokens, targets, n, t, d * per, per, &sum[d]);
         for (int d = 0; d < D && rc == TR_OK; d++) rc = drc[d];
     }
-    if (rc == TR_OK && D > 1) rc = trg_join(m->dev, (trg_model *const *)m->peers, m->npeers);
+    for (int dist = 1; rc == TR_OK && dist < D; dist *= 2) {
+        #pragma omp parallel for schedule(static, 1) num_threads(threads)
+        for (int d = 0; d < D; d += 2 * dist) {
+            drc[d] = trg_join(d ? m->peers[d - 1] : m->dev, m->peers[d + dist - 1]);
+            sum[d] = sum[d] + sum[d + dist]; // the loss sums by the same tree
+        }
+        for (int d = 0; d < D && rc == TR_OK; d += 2 * dist) rc = drc[d];
+    }
     m->have_grads = rc == TR_OK;
     if (rc) return rc;
     tr_dev_wrote(m, TR_BUF_GRADS);
-    int depth = 0; // the devices' loss sums by the shard tree too
-    for (int d = 0; d < D; d++) {
-        sum[depth++] = sum[d]; // depth <= d: nothing unread is overwritten
-        for (int k = tr_tree_merges(d); k > 0; k--, depth--) sum[depth - 2] = sum[depth - 2] + sum[depth - 1];
-    }
     *loss = sum[0] / ((float)n * (float)t);
     return TR_OK;
 }

@@ -157,8 +157,8 @@ func describeModel(w io.Writer, path string, p coordinator.UpdateParams, cfg tra
 	}
 	fmt.Fprintln(w, "A GPU client also holds the CPU path's buffers on the host. Per call: the most an optimizer step, a generate or an apply adds for its duration.")
 	if s := cfg.Shards(); s > 1 {
-		fmt.Fprintf(w, "grad_shards %d: the gradients include %d more gradient-sized buffers, the shard tree's; with --data-parallelism D the first device keeps them "+
-			"and each other holds log2(%d/D).\n", s, bits.Len(uint(s))-1, s)
+		fmt.Fprintf(w, "grad_shards %d: the gradients include %d more gradient-sized buffers, the shard tree's; with --data-parallelism D each device holds "+
+			"log2(%d/D) of them, and at least one where it joins another device's (the first, third, ...).\n", s, bits.Len(uint(s))-1, s)
 	}
 	return nil
 }

@@ -1429,21 +1429,12 @@ extern "C" int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_
     return TR_OK;
 }
 
-extern "C" int trg_join(trg_model *g, trg_model *const *peers, int npeers) {
-    int D = npeers + 1;
-    if (!g || npeers < 0 || (!peers && npeers) || (D & (D - 1)) || tr_shard_levels(D) - 1 > g->levels) return TR_EINVAL;
-    for (int j = 0; j < npeers; j++)
-        if (!peers[j] || peers[j]->num_params != g->num_params) return TR_EINVAL;
+extern "C" int trg_join(trg_model *g, const trg_model *right) {
+    if (!g || !right || right->num_params != g->num_params || g->levels < 1) return TR_EINVAL;
     TRG_USE(g);
-    int depth = 1;
-    for (int j = 1; j < D; j++) {
-        CK(cudaMemcpyPeer(trg_level(g, depth), g->device, peers[j - 1]->grads, peers[j - 1]->device, sizeof(float) * g->num_params));
-        depth++;
-        for (int k = tr_tree_merges(j); k > 0; k--, depth--) {
-            float *l = trg_level(g, depth - 2);
-            TRG_LAUNCH(add_kernel, blocks_for(g->num_params), THREADS, l, l, trg_level(g, depth - 1), g->num_params);
-        }
-    }
+    float *r = trg_level(g, 1);
+    CK(cudaMemcpyPeer(r, g->device, right->grads, right->device, sizeof(float) * g->num_params));
+    TRG_LAUNCH(add_kernel, blocks_for(g->num_params), THREADS, g->grads, g->grads, r, g->num_params);
     CK(cudaGetLastError());
     return TR_OK;
 }

@@ -60,10 +60,10 @@ int trg_copy(trg_model *g, int dst, int src);
 // loss replace TRG_GRADS, the subtree's loss sum (not yet divided by n*t)
 // goes to *sum.
 int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_t *targets, int n, int t, int first, int count, float *sum);
-// Joins the subtrees in g's TRG_GRADS and peers' (in shard order; 1 +
-// npeers a power of two) into g's TRG_GRADS by the shard tree, copying each
-// peer's to g's device.
-int trg_join(trg_model *g, trg_model *const *peers, int npeers);
+// One node of the shard tree across devices: g's TRG_GRADS (the left
+// subtree) += right's (the right one, of the same size), copied to g's
+// device first, into its first tree buffer (g needs levels >= 1).
+int trg_join(trg_model *g, const trg_model *right);
 // dst's buffer dbuf = src's buffer sbuf, across devices.
 int trg_copy_peer(trg_model *dst, int dbuf, const trg_model *src, int sbuf);
 // Forward only, at TRG_PARAMS.
