@@ -42,6 +42,13 @@ import (
 // get (or a stale one, or none while its websocket is down) and the p2p
 // messages it would receive, in an order the test picks. Nothing waits on a
 // wall clock, so epochs take milliseconds.
+//
+// A live run (newLiveRun) is the same harness run as psyche-client train
+// runs: each client's own loop (Client.Run) in a goroutine, real p2p nodes
+// on loopback (QUIC and TCP, found through a rendezvous directory), and
+// the wall clock as the chain's; only the chain is coordsim's. Its epochs
+// take seconds, and faults that need the simulated clock (skews, stale
+// states, dead websockets, silent members) do not apply.
 
 // simConfig is a small run: a 1-layer byte-level model, 4 sequences a step,
 // rounds of at most 5 s, epochs of 6 s (3-5 rounds), 18 steps.
@@ -127,6 +134,15 @@ type simRun struct {
 	// its announcement arrives (fetches then finish in a later tick).
 	exchange time.Duration
 	fetches  []simFetch
+	// live: the clients run their own loops over real p2p nodes that find
+	// each other through rendezvous, and the chain's clock is the wall
+	// clock (newLiveRun). mu guards what the clients' goroutines share
+	// there: accused, refused, applied, each client's done, err and
+	// backend, and the order of the chain's calls (held through each
+	// Submit, so that their clock never goes back).
+	live       bool
+	rendezvous string
+	mu         sync.Mutex
 }
 
 // simFetch is a payload download that completes at a chain time.
@@ -159,19 +175,44 @@ type simClient struct {
 	dummy bool
 	// config, when set, changes its Config last (its logger, its device).
 	config func(*Config)
+	// backend is its trainer's (Trainer.Backend) when it last applied a step.
+	backend string
+	// stop, in a live run, ends its loop and waits for it.
+	stop func()
 }
 
 var (
-	simDataOnce sync.Once
-	simDataDir  string
-	simDataErr  error
+	simDataMu   sync.Mutex
+	simDataDirs = map[int]string{}
 )
 
 // simData prepares (once per test binary) a byte-level dataset of 16-token
 // sequences from a generated corpus.
 func simData(t *testing.T) string {
 	t.Helper()
-	simDataOnce.Do(func() {
+	return simDataOf(t, 16)
+}
+
+// simDataOf is simData with sequences of seqLen tokens (once per length).
+func simDataOf(t *testing.T, seqLen int) string {
+	t.Helper()
+	simDataMu.Lock()
+	defer simDataMu.Unlock()
+	if dir, ok := simDataDirs[seqLen]; ok {
+		return dir
+	}
+	dir, err := prepareSimData(seqLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simDataDirs[seqLen] = dir
+	return dir
+}
+
+func prepareSimData(seqLen int) (string, error) {
+	var simDataDir string
+	var simDataErr error
+	func() {
 		root, err := os.MkdirTemp("", "psyche-sim-data-")
 		if err != nil {
 			simDataErr = err
@@ -199,12 +240,9 @@ func simData(t *testing.T) string {
 			return
 		}
 		simDataDir = filepath.Join(root, "train")
-		_, simDataErr = prepare.Run(context.Background(), prepare.Options{Input: in, Split: sp, Tokenizer: tokenizer.ByteName, SeqLen: 16, Out: simDataDir})
-	})
-	if simDataErr != nil {
-		t.Fatal(simDataErr)
-	}
-	return simDataDir
+		_, simDataErr = prepare.Run(context.Background(), prepare.Options{Input: in, Split: sp, Tokenizer: tokenizer.ByteName, SeqLen: uint32(seqLen), Out: simDataDir})
+	}()
+	return simDataDir, simDataErr
 }
 
 func newSimRun(t *testing.T, seed uint64) *simRun {
@@ -214,6 +252,19 @@ func newSimRun(t *testing.T, seed uint64) *simRun {
 
 // newSimRunWith is newSimRun with another run config.
 func newSimRunWith(t *testing.T, seed uint64, config string) *simRun {
+	t.Helper()
+	return newRun(t, seed, config, false)
+}
+
+// newLiveRun is newSimRunWith for a live run: the clients run their own
+// loops over real p2p on loopback, by the wall clock; finish waits for
+// them. Its data has the config's sequence length.
+func newLiveRun(t *testing.T, seed uint64, config string) *simRun {
+	t.Helper()
+	return newRun(t, seed, config, true)
+}
+
+func newRun(t *testing.T, seed uint64, config string, live bool) *simRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -230,9 +281,16 @@ func newSimRunWith(t *testing.T, seed uint64, config string) *simRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &simRun{t: t, ctx: ctx, sim: sim, now: time.Unix(1_800_000_000, 0), net: newSimNet(), data: simData(t),
+	seqLen := 16
+	if rc.Model != nil && rc.Model.MaxSeqLen > 0 {
+		seqLen = int(rc.Model.MaxSeqLen)
+	}
+	r := &simRun{t: t, ctx: ctx, sim: sim, now: time.Unix(1_800_000_000, 0), net: newSimNet(), data: simDataOf(t, seqLen),
 		rng: rand.New(rand.NewPCG(seed, 7)), accused: map[solana.PublicKey]int{}, refused: map[opKind]int{},
-		applied: map[uint32]map[string]string{}}
+		applied: map[uint32]map[string]string{}, live: live}
+	if live {
+		r.now, r.rendezvous = time.Now(), t.TempDir()
+	}
 	if err := sim.Create("sim", "test", params, r.now.Unix()); err != nil {
 		t.Fatalf("create the run: %v", err)
 	}
@@ -271,9 +329,21 @@ func (r *simRun) start(sc *simClient) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	node := r.net.join(id)
-	node.silent = func() bool { return sc.silent }
-	node.clock = func() time.Time { return r.now }
+	var node network
+	if r.live {
+		n, err := p2p.New(r.ctx, p2p.Config{RunID: "sim", Identity: sc.key, ListenInterface: "127.0.0.1", RendezvousDir: r.rendezvous,
+			DiscoveryInterval: time.Second, RequestTimeout: 10 * time.Second})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		r.t.Cleanup(func() { n.Close() })
+		node = n
+	} else {
+		n := r.net.join(id)
+		n.silent = func() bool { return sc.silent }
+		n.clock = func() time.Time { return r.now }
+		node = n
+	}
 	data, err := provider.OpenLocal(r.data, "")
 	if err != nil {
 		r.t.Fatal(err)
@@ -282,7 +352,7 @@ func (r *simRun) start(sc *simClient) {
 	rec := status.NewRecorder("sim", status.Options{})
 	cfg := Config{RunID: "sim", Wallet: sc.wallet, Recorder: rec, Data: data, MicroBatch: 1, Threads: 1,
 		CheckpointDir: sc.dir, WorkDir: r.t.TempDir(), Rand: rand.New(rand.NewPCG(r.rng.Uint64(), 1)), DummyTraining: sc.dummy,
-		Clock: func() time.Time { return r.now.Add(sc.skew) }}
+		Clock: func() time.Time { return r.chainNow().Add(sc.skew) }}
 	if testing.Verbose() {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("client", sc.name)
 	}
@@ -293,13 +363,15 @@ func (r *simRun) start(sc *simClient) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	c.bg = r.ctx
-	c.inbox.spawn = func(f func()) {
-		if r.exchange == 0 {
-			f() // fetches finish before the next tick
-			return
+	if !r.live { // a live client's loop sets its own, and fetches in the background
+		c.bg = r.ctx
+		c.inbox.spawn = func(f func()) {
+			if r.exchange == 0 {
+				f() // fetches finish before the next tick
+				return
+			}
+			r.fetches = append(r.fetches, simFetch{r.now.Add(r.exchange), f})
 		}
-		r.fetches = append(r.fetches, simFetch{r.now.Add(r.exchange), f})
 	}
 	c.onApply = func(step uint32, payloads [][]byte, digest string) {
 		h := sha256.New()
@@ -307,12 +379,41 @@ func (r *simRun) start(sc *simClient) {
 			sum := sha256.Sum256(p)
 			h.Write(sum[:])
 		}
+		backend := c.tr.Backend()
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		if r.applied[step] == nil {
 			r.applied[step] = map[string]string{}
 		}
 		r.applied[step][sc.name] = hex.EncodeToString(h.Sum(nil)) + "/" + digest
+		sc.backend = backend
 	}
 	sc.c, sc.cur, sc.done, sc.err = c, nil, false, nil
+	if r.live {
+		ctx, cancel := context.WithCancel(r.ctx)
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			err := c.Run(ctx)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if ctx.Err() == nil {
+				sc.err = err
+			}
+			sc.done = true
+		}()
+		sc.stop = func() { cancel(); <-stopped }
+		r.t.Cleanup(sc.stop) // before the node closes
+	}
+}
+
+// chainNow is the chain's clock: the simulated one, or in a live run the
+// wall clock.
+func (r *simRun) chainNow() time.Time {
+	if r.live {
+		return time.Now()
+	}
+	return r.now
 }
 
 // restart stops sc's client as a crash would (no leave_run) and starts a
@@ -396,6 +497,8 @@ func (r *simRun) finished() bool {
 	if r.phase() != coordinator.Finished {
 		return false
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, sc := range r.clients {
 		if !sc.done {
 			return false
@@ -454,17 +557,53 @@ type simChain struct {
 	sc *simClient
 }
 
-func (ch *simChain) Follow(ctx context.Context, _ chan observed) { <-ctx.Done() }
-
-func (ch *simChain) Read(context.Context) (*observed, error) {
-	return &observed{state: ch.r.sim.State(), chain: ch.r.now}, nil
+// Follow, in a live run, sends every new state as an account subscription
+// would (the newest replaces one not yet taken); the simulated clock hands
+// states over itself.
+func (ch *simChain) Follow(ctx context.Context, out chan observed) {
+	if !ch.r.live {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(livePoll)
+	defer t.Stop()
+	var nonce uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s := ch.r.sim.State()
+		if s == nil || s.Nonce == nonce {
+			continue
+		}
+		nonce = s.Nonce
+		select {
+		case <-out:
+		default:
+		}
+		out <- observed{state: s, chain: ch.r.chainNow()}
+	}
 }
 
+// livePoll is how often a live run's clients look for a new state: a
+// validator's notifications come about that late.
+const livePoll = 50 * time.Millisecond
+
+func (ch *simChain) Read(context.Context) (*observed, error) {
+	return &observed{state: ch.r.sim.State(), chain: ch.r.chainNow()}, nil
+}
+
+// Submit sends o to the simulated program; r.onSubmit sees what it
+// accepted (with r.mu held).
 func (ch *simChain) Submit(_ context.Context, o op, simulate bool) error {
 	if simulate {
 		return nil
 	}
-	r, me, now := ch.r, ch.sc.wallet.PublicKey(), ch.r.now.Unix()
+	ch.r.mu.Lock()
+	defer ch.r.mu.Unlock()
+	r, me, now := ch.r, ch.sc.wallet.PublicKey(), ch.r.chainNow().Unix()
 	var err error
 	switch o.kind {
 	case opJoin:
@@ -720,14 +859,49 @@ var _ network = (*simNode)(nil)
 // of a few steps take well under a minute.
 const simLimit = 5 * time.Minute
 
-// finish runs r to Finished and checks the invariants.
+// liveLimit bounds a live run by the wall clock.
+const liveLimit = 2 * time.Minute
+
+// finish runs r to Finished and checks the invariants. A live run is
+// waited for (at most liveLimit) and its clients stopped first.
 func (r *simRun) finish() {
 	r.t.Helper()
+	if r.live {
+		r.finishLive()
+		return
+	}
 	start := r.now
 	if !r.runUntil(simLimit, r.finished) {
 		r.stuck(fmt.Sprintf("not finished after %v of chain time", simLimit))
 	}
 	r.t.Logf("finished after %d epochs, %v of chain time", r.sim.State().Progress.Epoch, r.now.Sub(start))
+	r.check()
+}
+
+func (r *simRun) finishLive() {
+	r.t.Helper()
+	start, end := r.now, time.Now().Add(liveLimit)
+	failed := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, sc := range r.clients {
+			if sc.err != nil {
+				return true
+			}
+		}
+		return false
+	}
+	for !r.finished() && !failed() && time.Now().Before(end) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	done := r.finished()
+	for _, sc := range r.clients {
+		sc.stop()
+	}
+	if !done {
+		r.stuck(fmt.Sprintf("not finished after %v", time.Since(start).Round(time.Second)))
+	}
+	r.t.Logf("finished after %d epochs, %v", r.sim.State().Progress.Epoch, time.Since(start).Round(100*time.Millisecond))
 	r.check()
 }
 
