@@ -295,6 +295,7 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	c.e.checkpoints, c.e.hubUpload, c.e.benchmarks = cfg.CheckpointDir != "", cfg.HubUpload, len(cfg.EvalTasks) > 0
 	c.e.precisions, c.e.precisionsGiven = cfg.Precisions, precisionsGiven
 	c.e.devices = max(len(cfg.Devices), 1)
+	c.e.fits = fitsMemory(clientMemory(cfg), cfg.MicroBatch, cfg.Threads)
 	copy(c.p2pKey[:], raw)
 	c.workDir = cfg.WorkDir
 	if c.workDir == "" {

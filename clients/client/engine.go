@@ -52,6 +52,9 @@ type engine struct {
 	precisionsGiven bool
 	// devices is how many devices share each step (Config.Devices).
 	devices int
+	// fits says whether the run's model fits this client's memory (nil:
+	// not checked).
+	fits func(*coordinator.State) error
 	// benchmarked is the last step whose model was benchmarked.
 	benchmarked uint32
 
@@ -261,6 +264,11 @@ func (e *engine) decide(v *coordinator.View, in *inputs, now time.Time) ([]actio
 	}
 	if err := acceptsParallelism(v, e.devices); err != nil {
 		return nil, err
+	}
+	if e.fits != nil && v.Phase != coordinator.Uninitialized {
+		if err := e.fits(v.State); err != nil {
+			return nil, err
+		}
 	}
 	if v.Me >= 0 {
 		e.everMember = true

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -271,4 +275,227 @@ func ReplicaDigest(tr interface{ Params() ([]float32, error) }, step uint32) ([3
 		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(p))
 	}
 	return sha256.Sum256(buf), nil
+}
+
+// ErrMemory means the run's model does not fit this client's GPU or host
+// memory at its micro-batch; the client refuses the run before joining.
+var ErrMemory = errors.New("the run's model does not fit this client's memory")
+
+type memoryError struct{ msg string }
+
+func (e *memoryError) Error() string        { return e.msg }
+func (e *memoryError) Is(target error) bool { return target == ErrMemory }
+
+// Memory is what a client has to train in: the smallest of its GPUs and
+// the host. A size of 0 is unknown, and not checked.
+type Memory struct {
+	OnGPU    bool
+	GPU      string // the smallest GPU, e.g. "cuda:0 (NVIDIA H100 80GB HBM3)"
+	GPUBytes int64
+	Devices  int // GPUs sharing each step (Config.Devices)
+	Host     int64
+}
+
+// FootprintOptions are the trainer.Footprint options of a client of a run
+// of model m: its optimizer, overlap, chunks and top-k, applying members'
+// payloads a step.
+func FootprintOptions(m *coordinator.Model, overlap bool, members, threads int) trainer.FootprintOptions {
+	opt := trainer.FootprintOptions{Optimizer: "demo", Overlap: overlap, Threads: threads, Payloads: max(members, 1),
+		Chunk: int(m.CompressionChunk), TopK: int(m.CompressionTopk)}
+	if SparseLoCo(m) {
+		opt.Optimizer = "sparseloco"
+	}
+	return opt
+}
+
+// fits says whether the run's model fits mem at micro-batch microBatch: the
+// trainer's footprint with the run's init_min_clients payloads an apply on
+// the first (largest) device, against the GPU's memory and the host's.
+func fits(s *coordinator.State, mem Memory, microBatch, threads int) error {
+	cfg, err := TrainerConfig(&s.Model, microBatch)
+	if err != nil {
+		return nil // refused elsewhere, with its own line
+	}
+	if mem.Devices > 1 { // the first device's part of the shard tree: its subtree's and the join's buffers
+		cfg.GradShards = max(cfg.Shards()/mem.Devices, 2)
+	}
+	opt := FootprintOptions(&s.Model, s.Config.Overlap != 0, int(s.Config.InitMinClients), max(threads, 1))
+	need := func(mb int) (gpu, host int64) {
+		c := cfg
+		c.MicroBatch = mb
+		o := opt
+		o.GPU = mem.OnGPU
+		f, err := trainer.Footprint(c, o)
+		if err != nil {
+			return 0, 0
+		}
+		return f.Device(), f.Host()
+	}
+	gib := func(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+	gpu, host := need(microBatch)
+	gpu1, host1 := need(1)
+	advice := func(at1, have int64) string {
+		if at1 > have {
+			return "it does not fit at any micro-batch"
+		}
+		return fmt.Sprintf("lower --micro-batch-size (1 needs %s)", gib(at1))
+	}
+	switch {
+	case mem.OnGPU && mem.GPUBytes > 0 && gpu > mem.GPUBytes:
+		return &memoryError{fmt.Sprintf("the run's model needs %s of GPU memory at --micro-batch-size %d and %s has %s: %s",
+			gib(gpu), microBatch, mem.GPU, gib(mem.GPUBytes), advice(gpu1, mem.GPUBytes))}
+	case mem.Host > 0 && host > mem.Host:
+		return &memoryError{fmt.Sprintf("the run's model needs %s of host memory at --micro-batch-size %d and this machine has %s: %s",
+			gib(host), microBatch, gib(mem.Host), advice(host1, mem.Host))}
+	}
+	return nil
+}
+
+// clientMemory is the memory cfg's client trains in: its GPUs' (the
+// smallest) when it trains on them, and the host's (MemTotal).
+func clientMemory(cfg Config) Memory {
+	mem := Memory{Devices: max(len(cfg.Devices), 1), Host: hostMemory()}
+	if cfg.Device != DeviceCUDA && (cfg.Device != DeviceAuto || trainer.GPUAvailable() != nil) {
+		return mem
+	}
+	mem.OnGPU = true
+	ids := cfg.Devices
+	if len(ids) == 0 {
+		ids = []int{0}
+	}
+	for _, id := range ids {
+		if total, name, err := trainer.GPUMemory(id); err == nil && (mem.GPUBytes == 0 || total < mem.GPUBytes) {
+			mem.GPU, mem.GPUBytes = fmt.Sprintf("cuda:%d (%s)", id, name), total
+		}
+	}
+	return mem
+}
+
+// hostMemory is /proc/meminfo's MemTotal in bytes, 0 where unknown.
+func hostMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// ErrNeedsGPU means a CPU client could not train its share of a step
+// within the run's max_round_train_time even at its CPU's matrix product
+// rate; the client refuses the run before joining.
+var ErrNeedsGPU = errors.New("the run's steps are too large for this CPU")
+
+type needsGPUError struct{ msg string }
+
+func (e *needsGPUError) Error() string        { return e.msg }
+func (e *needsGPUError) Is(target error) bool { return target == ErrNeedsGPU }
+
+// stepFLOPs is the most a member computes in one round of the run: its
+// share of the largest batch with init_min_clients members, at 6 FLOPs a
+// parameter and token and attention's 12 L C T a token (forward and
+// backward).
+func stepFLOPs(s *coordinator.State, cfg trainer.Config) float64 {
+	members := max(float64(s.Config.InitMinClients), 1)
+	tokens := float64(max(s.Config.GlobalBatchSizeStart, s.Config.GlobalBatchSizeEnd)) * float64(cfg.SeqLen) / members
+	return tokens * (6*float64(cfg.Params()) + 12*float64(cfg.Layers)*float64(cfg.Channels)*float64(cfg.SeqLen))
+}
+
+// fastEnough refuses a run a CPU client cannot train: its round's FLOPs at
+// rate (the CPU's measured matrix product FLOP/s, an upper bound on its
+// training rate) past max_round_train_time. rate is asked only for runs
+// that would need more than 10 GFLOP/s, which any CPU has.
+func fastEnough(s *coordinator.State, rate func(arith string) float64) error {
+	cfg, err := TrainerConfig(&s.Model, 1)
+	if err != nil {
+		return nil // refused elsewhere, with its own line
+	}
+	budget := float64(s.Config.MaxRoundTrainTime)
+	flops := stepFLOPs(s, cfg)
+	if budget <= 0 || flops < 1e10*budget {
+		return nil
+	}
+	r := rate(cfg.Arith)
+	if r <= 0 || flops/r <= budget {
+		return nil
+	}
+	return &needsGPUError{fmt.Sprintf("a member's share of the run's rounds is %.1f TFLOP (the batch over init_min_clients = %d), about %.0f s on this CPU "+
+		"(%.0f GFLOP/s, its measured %s matrix product rate), and max_round_train_time allows %.0f s: train it on a GPU (--device cuda), or choose a smaller run",
+		flops/1e12, max(s.Config.InitMinClients, 1), flops/r, r/1e9, cfg.Arith, budget)}
+}
+
+// cpuRate measures this machine's matrix product rate in FLOP/s under
+// arith on threads threads (0: all): 512-square products for 0.3 s.
+func cpuRate(arith string, threads int) float64 {
+	cfg, err := trainer.ConfigByName("light")
+	if err != nil {
+		return 0
+	}
+	cfg.Arith = arith
+	tr, err := trainer.New(cfg, 1)
+	if err != nil {
+		return 0
+	}
+	defer tr.Close()
+	if tr.SetGPU(false) != nil || (threads > 0 && tr.SetThreads(threads) != nil) {
+		return 0
+	}
+	const n = 512
+	a, b, out := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
+	for i := range a {
+		a[i], b[i] = float32(i%7)-3, float32(i%5)-2
+	}
+	if tr.GEMM(arith, 0, n, n, n, a, b, out) != nil {
+		return 0
+	}
+	start, products := time.Now(), 0
+	for time.Since(start) < 300*time.Millisecond {
+		if tr.GEMM(arith, 0, n, n, n, a, b, out) != nil {
+			return 0
+		}
+		products++
+	}
+	return 2 * n * n * n * float64(products) / time.Since(start).Seconds()
+}
+
+// fitsMemory is fits (and, on the CPU, fastEnough) for one client, its
+// answer kept for the run's model and config as last seen (they change
+// only while a run is paused).
+func fitsMemory(mem Memory, microBatch, threads int) func(*coordinator.State) error {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	if microBatch <= 0 {
+		microBatch = DefaultMicroBatch
+	}
+	var seen struct {
+		model  coordinator.Model
+		config coordinator.Config
+		valid  bool
+	}
+	var last error
+	rates := map[string]float64{}
+	rate := func(arith string) float64 {
+		if _, ok := rates[arith]; !ok {
+			rates[arith] = cpuRate(arith, threads)
+		}
+		return rates[arith]
+	}
+	return func(s *coordinator.State) error {
+		if seen.valid && seen.model == s.Model && seen.config == s.Config {
+			return last
+		}
+		seen.model, seen.config, seen.valid = s.Model, s.Config, true
+		last = fits(s, mem, microBatch, threads)
+		if last == nil && !mem.OnGPU {
+			last = fastEnough(s, rate)
+		}
+		return last
+	}
 }

@@ -319,3 +319,88 @@ func TestRunTokenizer(t *testing.T) {
 		t.Error("tag 9 accepted")
 	}
 }
+
+// The 1.1B run on GPUs of 24, 34 and 80 GiB and hosts of 16 GiB and 1 TiB:
+// refused before joining, in one line naming the need, the memory and the
+// fix, where it does not fit; two devices need less each than one.
+func TestFits(t *testing.T) {
+	rc, err := coordinator.LoadRunConfig("../../config/llama-1.1b.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &coordinator.State{}
+	s.Model, s.Config = *p.Model, *p.Config
+	const gib = int64(1) << 30
+	gpu := func(bytes int64, devices int) Memory {
+		return Memory{OnGPU: true, GPU: "cuda:0 (test)", GPUBytes: bytes, Devices: devices, Host: 1 << 40}
+	}
+	for _, c := range []struct {
+		mem  Memory
+		mb   int
+		want string // "" fits
+	}{
+		{gpu(80*gib, 1), 1, ""},
+		{gpu(80*gib, 1), 8, "the run's model needs 89.1 GiB of GPU memory at --micro-batch-size 8 and cuda:0 (test) has 80.0 GiB: lower --micro-batch-size (1 needs 36.0 GiB)"},
+		{gpu(24*gib, 1), 1, "the run's model needs 36.0 GiB of GPU memory at --micro-batch-size 1 and cuda:0 (test) has 24.0 GiB: it does not fit at any micro-batch"},
+		{gpu(34*gib, 2), 1, ""}, // 32.0 GiB on the first of two, 36.0 GiB on one
+		{gpu(0, 1), 64, ""}, // the GPU's memory unknown: not checked
+		{Memory{Devices: 1, Host: 16 * gib}, 1, "the run's model needs 46.0 GiB of host memory at --micro-batch-size 1 and this machine has 16.0 GiB: it does not fit at any micro-batch"},
+		{Memory{Devices: 1, Host: 1 << 40}, 1, ""},
+	} {
+		err := fits(s, c.mem, c.mb, 2)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v, micro-batch %d: refused: %v", c.mem, c.mb, err)
+		case c.want != "" && (!errors.Is(err, ErrMemory) || err.Error() != c.want):
+			t.Errorf("%+v, micro-batch %d: %v; want %q", c.mem, c.mb, err, c.want)
+		}
+	}
+	// The engine says so before it would join, and does not join.
+	copy(s.ClientVersion[:], "test")
+	s.RunState = uint8(coordinator.WaitingForMembers)
+	e := testEngine()
+	e.fits = fitsMemory(gpu(24*gib, 1), 1, 2)
+	if acts, err := e.decide(at(e, s, time.Unix(1000, 0)), &inputs{}, time.Unix(1000, 0)); !errors.Is(err, ErrMemory) || len(acts) != 0 {
+		t.Errorf("a 24 GiB GPU on the 1.1B run: %v, %v; want ErrMemory and nothing done", kinds(acts), err)
+	}
+}
+
+// A CPU client refuses the 1.1B run where its measured matrix product rate
+// cannot train a round's share in max_round_train_time, in one line; a
+// fast enough rate, and the tiny run (which never asks for a rate), pass.
+func TestFastEnough(t *testing.T) {
+	load := func(path string) *coordinator.State {
+		rc, err := coordinator.LoadRunConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rc.Params()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &coordinator.State{}
+		s.Model, s.Config = *p.Model, *p.Config
+		return s
+	}
+	big := load("../../config/llama-1.1b.toml")
+	at := func(r float64) func(string) float64 { return func(string) float64 { return r } }
+	err := fastEnough(big, at(100e9))
+	if !errors.Is(err, ErrNeedsGPU) || !strings.Contains(err.Error(), "train it on a GPU (--device cuda)") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("the 1.1B run at 100 GFLOP/s: %v; want ErrNeedsGPU in one line", err)
+	} else {
+		t.Logf("the 1.1B run at 100 GFLOP/s: %v", err)
+	}
+	if err := fastEnough(big, at(1e16)); err != nil {
+		t.Errorf("the 1.1B run at 10 PFLOP/s: %v", err)
+	}
+	if err := fastEnough(load("../../config/tiny.toml"), func(string) float64 { t.Error("the tiny run asked for a rate"); return 0 }); err != nil {
+		t.Errorf("the tiny run: %v", err)
+	}
+	if r := cpuRate(trainer.ArithFP32, 1); !(r > 0) {
+		t.Errorf("cpuRate measured %v FLOP/s", r)
+	}
+}

@@ -36,6 +36,11 @@ func (t *Trainer) SetDevices(ids []int) error {
 	return fmt.Errorf("CUDA devices %v requested: %w (built without the cuda tag)", ids, ErrDevice)
 }
 
+// GPUMemory fails: this build has no CUDA path.
+func GPUMemory(id int) (int64, string, error) {
+	return 0, "", fmt.Errorf("CUDA device %d: %w (built without the cuda tag)", id, ErrDevice)
+}
+
 // GPUCount is 0: this build has no CUDA path.
 func GPUCount() int { return 0 }
 

@@ -89,6 +89,16 @@ func (t *Trainer) initBackend() error {
 	return nil
 }
 
+// GPUMemory is CUDA device id's memory in bytes and its name.
+func GPUMemory(id int) (int64, string, error) {
+	var total C.size_t
+	var name [256]C.char
+	if err := codeErr(C.trg_device_memory(C.int(id), &total, &name[0], C.size_t(len(name))), fmt.Sprintf("query cuda:%d", id)); err != nil {
+		return 0, "", err
+	}
+	return int64(total), C.GoString(&name[0]), nil
+}
+
 // GPUCount is the number of CUDA devices this process sees.
 func GPUCount() int { return int(C.trg_device_count()) }
 

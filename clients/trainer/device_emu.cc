@@ -13,3 +13,5 @@ extern "C" size_t tr_emu_device_bytes(void) { return trg_emu_bytes[0]; }
 extern "C" size_t tr_emu_pinned_bytes(void) { return trg_emu_bytes[1]; }
 // How many devices cudaGetDeviceCount reports (data parallelism tests).
 extern "C" void tr_emu_set_devices(int n) { trg_emu_devices = n; }
+// Each emulated device's memory (cudaMemGetInfo).
+extern "C" void tr_emu_set_memory(size_t bytes) { trg_emu_memory = bytes; }

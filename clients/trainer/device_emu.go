@@ -14,11 +14,16 @@ package trainer
 // size_t tr_emu_device_bytes(void);
 // size_t tr_emu_pinned_bytes(void);
 // void tr_emu_set_devices(int n);
+// void tr_emu_set_memory(size_t bytes);
 import "C"
 
 // setEmulatedDevices sets how many devices the emulation has (1 unless a
 // test asks for more, for data parallelism).
 func setEmulatedDevices(n int) { C.tr_emu_set_devices(C.int(n)) }
+
+// SetEmulatedGPUMemory sets each emulated device's memory in bytes (80 GiB
+// unless a test asks for less): tests of what does not fit.
+func SetEmulatedGPUMemory(bytes int64) { C.tr_emu_set_memory(C.size_t(bytes)) }
 
 // emulatedGPU is true: the emulation runs each kernel thread by thread, so
 // a trainer uses it only after SetGPU(true) and the other tests stay fast.

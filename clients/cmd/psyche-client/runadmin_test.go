@@ -143,7 +143,8 @@ func TestUpdateConfigChecksFirst(t *testing.T) {
 
 // A run's numeric contract is set by its config (precision = "mx8") and
 // shown by json-dump-run; train --precision fp32 refuses to join it with one
-// line and exit 2 (restarting would not help), and leaves no slot behind.
+// line and exit 2 (restarting would not help), and leaves no slot behind;
+// so does a CPU client the 1.1B run does not fit (ErrMemory).
 func TestTrainRefusesPrecision(t *testing.T) {
 	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
 	programtest.Deploy(t, v, "psyche_authorizer")
@@ -173,6 +174,16 @@ func TestTrainRefusesPrecision(t *testing.T) {
 	fails(exitBadInput, "the run trains with numeric contract mx8, and this client was started with --precision fp32 (accepts: fp32)",
 		"train", "--run-id", "mx", "-w", userPath, "--logs", "none", "--precision", "fp32", "--bind-p2p-interface", "127.0.0.1", "--p2p-rendezvous-dir", t.TempDir())
 	fails(exitFailure, "is not registered in this run", "json-dump-user", "--run-id", "mx", "--address", user.PublicKey().String())
+
+	// The seed's 1.1B run on this CPU at 8 sequences a pass: its host
+	// memory is past any CI machine's, said in one line before joining.
+	big := func(args ...string) []string { return append(args, "--run-id", "big", "-w", adminPath) }
+	ok(big("create-run", "--permissionless")...)
+	ok(big("update-config", "--config-path", "../../../config/llama-1.1b.toml")...)
+	ok(big("set-paused", "--resume")...)
+	fails(exitBadInput, "of host memory at --micro-batch-size 8 and this machine has",
+		"train", "--run-id", "big", "-w", userPath, "--logs", "none", "--device", "cpu", "--bind-p2p-interface", "127.0.0.1", "--p2p-rendezvous-dir", t.TempDir())
+	fails(exitFailure, "is not registered in this run", "json-dump-user", "--run-id", "big", "--address", user.PublicKey().String())
 }
 
 // train checks its endpoints first, as every command does: none answering

@@ -72,13 +72,7 @@ func describeRunConfig(c *cli.Context) error {
 	if err != nil {
 		return badInputf("%s: %v", path, err)
 	}
-	opt := trainer.FootprintOptions{Overlap: p.Config.Overlap != 0, Threads: threads, Payloads: members}
-	if client.SparseLoCo(p.Model) {
-		opt.Optimizer = "sparseloco"
-	} else {
-		opt.Optimizer = "demo"
-	}
-	opt.Chunk, opt.TopK = int(p.Model.CompressionChunk), int(p.Model.CompressionTopk)
+	opt := client.FootprintOptions(p.Model, p.Config.Overlap != 0, members, threads)
 	return describeModel(c.App.Writer, path, p, cfg, opt)
 }
 

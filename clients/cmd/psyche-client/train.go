@@ -276,8 +276,8 @@ func train(c *cli.Context) error {
 	switch {
 	case errors.Is(runErr, client.ErrVersionMismatch):
 		return cli.Exit(runErr.Error(), exitVersionMismatch)
-	case errors.Is(runErr, client.ErrPrecision), errors.Is(runErr, client.ErrParallelism):
-		// The run and --precision or --data-parallelism disagree: restarting will not help.
+	case errors.Is(runErr, client.ErrPrecision), errors.Is(runErr, client.ErrParallelism), errors.Is(runErr, client.ErrMemory), errors.Is(runErr, client.ErrNeedsGPU):
+		// The run and --precision, --data-parallelism or this machine disagree: restarting will not help.
 		return badInput(runErr)
 	case errors.Is(runErr, context.Canceled):
 		return waitErr

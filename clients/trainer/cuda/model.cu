@@ -1193,6 +1193,17 @@ extern "C" int trg_device_count(void) {
 }
 
 extern "C" const char *trg_device_name(const trg_model *g) { return g ? g->name : ""; }
+
+extern "C" int trg_device_memory(int device, size_t *total, char *name, size_t name_len) {
+    size_t free_b;
+    cudaDeviceProp prop;
+    if (!total || !name || name_len < 1 || device < 0 || device >= trg_device_count()) return TR_EINVAL;
+    if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free_b, total) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+        return TR_EDEVICE;
+    snprintf(name, name_len, "%s", prop.name);
+    return TR_OK;
+}
 extern "C" const char *trg_last_error(const trg_model *g) {
     return !g ? "" : g->mx.refused[0] ? g->mx.refused : cudaGetErrorString(g->err);
 }

@@ -25,6 +25,8 @@ int trg_device_count(void);
 // steps or joins 2^k shards needs k; ../layout.h). *out is NULL on error.
 int trg_create(const tr_config *cfg, int device, int levels, trg_model **out);
 void trg_destroy(trg_model *g);
+// CUDA device `device`'s memory in bytes and its name (name_len bytes).
+int trg_device_memory(int device, size_t *total, char *name, size_t name_len);
 // Name of the device and last CUDA error, for messages.
 const char *trg_device_name(const trg_model *g);
 const char *trg_last_error(const trg_model *g);

@@ -5,6 +5,7 @@
 
 #define trg_model trgemu_model
 #define trg_device_count trgemu_device_count
+#define trg_device_memory trgemu_device_memory
 #define trg_create trgemu_create
 #define trg_destroy trgemu_destroy
 #define trg_device_name trgemu_device_name

@@ -206,6 +206,13 @@ static int trg_emu_devices = 1;
 static cudaError_t cudaGetDeviceCount(int *n) { *n = trg_emu_devices; return cudaSuccess; }
 static cudaError_t cudaSetDevice(int d) { return d >= 0 && d < trg_emu_devices ? cudaSuccess : cudaErrorInvalidDevice; }
 static cudaError_t cudaMemcpyPeer(void *dst, int, const void *src, int, size_t n) { memcpy(dst, src, n); return cudaSuccess; }
+// Each emulated device's memory (tests set it), for cudaMemGetInfo.
+static size_t trg_emu_memory = (size_t)80 << 30;
+static cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
+    *total = trg_emu_memory;
+    *free_b = trg_emu_memory > trg_emu_bytes[0] ? trg_emu_memory - trg_emu_bytes[0] : 0;
+    return cudaSuccess;
+}
 static cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     strcpy(p->name, "host emulation");
     return cudaSuccess;
