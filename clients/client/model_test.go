@@ -347,7 +347,7 @@ func TestFits(t *testing.T) {
 		{gpu(80*gib, 1), 8, "the run's model needs 89.1 GiB of GPU memory at --micro-batch-size 8 and cuda:0 (test) has 80.0 GiB: lower --micro-batch-size (1 needs 36.0 GiB)"},
 		{gpu(24*gib, 1), 1, "the run's model needs 36.0 GiB of GPU memory at --micro-batch-size 1 and cuda:0 (test) has 24.0 GiB: it does not fit at any micro-batch"},
 		{gpu(34*gib, 2), 1, ""}, // 32.0 GiB on the first of two, 36.0 GiB on one
-		{gpu(0, 1), 64, ""}, // the GPU's memory unknown: not checked
+		{gpu(0, 1), 64, ""},     // the GPU's memory unknown: not checked
 		{Memory{Devices: 1, Host: 16 * gib}, 1, "the run's model needs 46.0 GiB of host memory at --micro-batch-size 1 and this machine has 16.0 GiB: it does not fit at any micro-batch"},
 		{Memory{Devices: 1, Host: 1 << 40}, 1, ""},
 	} {
