@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whole runs on a machine with an NVIDIA GPU (issue 35), in one go:
 #   1. a DeMo run (config/tiny.toml) and a SparseLoCo run
-#      (config/sparseloco.toml, 10 inner steps a round), each 12 steps over
+#      (config/sparseloco.toml, 10 inner steps a round), each 16 steps over
 #      2-3 epochs with second-scale timers, trained to Finished by several
 #      real clients (clients/client's TestGPURun*, gpurun_test.go): each a
 #      real engine and executor with a real trainer; two train on the GPU,
@@ -28,10 +28,11 @@
 # took and the GPU's used memory (nvidia-smi) before, at its peak, and
 # after; a summary repeats those lines with each run's steps, tok/s per
 # client and digest comparison. Each part runs under `timeout`, the whole
-# within GPU_RUN_BUDGET seconds (default 540). Expected on an H100: about
-# 20 s for the DeMo run, 30 s for the SparseLoCo one, 60-90 s for the 1.1B
-# steps (15-20 s of it the trainer's host initialisation): about 2-3
-# minutes in all, unpacking included.
+# within GPU_RUN_BUDGET seconds (default 540). Estimated for an H100 (not
+# yet run on a GPU): 20-30 s for each run (timers, not compute: the same
+# runs of CPU clients took 18-29 s on 2 cores here), 40-90 s for the 1.1B
+# steps (15-20 s of it the trainer's host initialisation): 2-3 minutes in
+# all.
 #
 # Exit codes: 0 when every part passed; 1 when one failed or timed out; 2
 # when there is no usable GPU here (nothing is run: the tests would only
