@@ -1,10 +1,17 @@
 """The PyTorch twin of clients/trainer's model, for benchmarks only (never CI).
 
 Same architecture (pre-LayerNorm, tanh GELU, tied lm-head), fp32 weights,
-fp32 math (TF32 off) or bf16 autocast, AdamW. Prints one line per figure:
+fp32 math (TF32 off) or bf16 autocast, AdamW (fused on CUDA). Prints one line per figure:
 
-  python gpt.py train NAME V L C H T B STEPS DEVICE THREADS [fp32|bf16]  -> training tokens/s
+  python gpt.py train NAME V L C H T B STEPS DEVICE THREADS [fp32|bf16 [MICROBATCH [PEAK_TFLOPS]]]
+      -> training tokens/s, then its MFU line (and on CUDA the memory line)
   python gpt.py gemm M N K THREADS [fp32|bf16]                            -> GEMM GFLOP/s, out = A(M,K) B(N,K)^T
+
+MICROBATCH (default B, 0 too) splits each step into B/MICROBATCH passes whose
+gradients accumulate, as the trainer's Config.MicroBatch does. PEAK_TFLOPS
+(default 0: unknown, MFU printed as "-") is the device's peak for the MFU
+figure, e.g. a GPU's dense bf16 tensor rate (H100 SXM, H200: 989).
+llama.py (the Llama twin) shares train_model and the MFU accounting.
 """
 import contextlib
 import sys
@@ -53,21 +60,46 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def train(name, V, L, C, H, T, B, steps, device, threads, precision="fp32"):
+def flops_per_token(n_matmul, L, C, T):
+    """Model FLOPs of training one token, 6N + 12 L C T: N the parameters
+    that multiply activations (all but GPT-2's position table and an untied
+    model's input embedding; a tied embedding counts once, as the lm-head),
+    6 = 2 forward + 4 backward FLOPs per parameter and token, 12 L C T the
+    attention's q.k and a.v products forward and backward, no causal halving.
+    trainer-bench's FLOPsPerToken is the same formula."""
+    return 6 * n_matmul + 12 * L * C * T
+
+
+def n_params(m):
+    return sum(p.numel() for p in m.parameters())  # a tied tensor once
+
+
+def train_model(name, m, n_matmul, V, L, C, T, B, steps, device, threads, precision="fp32", microbatch=0, peak_tflops=0.0):
+    """Times `steps` AdamW steps of m (forward(idx, tgt) -> mean loss) on B
+    random sequences of T tokens after one warm-up step, each step in B /
+    microbatch passes whose gradients accumulate, and prints the tok/s,
+    MFU and (CUDA) memory lines."""
     torch.set_num_threads(threads)
+    mb = microbatch or B
+    if B % mb:
+        sys.exit(f"micro-batch {mb} does not divide the batch {B}")
     cast = torch.autocast(device, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
-    m = gpt(V, L, C, H, T).to(device)
-    opt = torch.optim.AdamW(m.parameters(), lr=3e-4, weight_decay=0.1)
+    m = m.to(device)
+    fused = {"fused": True} if device == "cuda" else {}
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-4, weight_decay=0.1, **fused)
     x = torch.randint(0, min(V, 256), (B, T), device=device)
     y = torch.roll(x, -1, 1)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with cast:
-            loss = m(x, y)
-        loss.backward()
+        for i in range(0, B, mb):
+            with cast:
+                loss = m(x[i:i + mb], y[i:i + mb])
+            (loss * (mb / B)).backward()
         opt.step()
 
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     step()
     sync(device)
     t0 = time.time()
@@ -77,7 +109,22 @@ def train(name, V, L, C, H, T, B, steps, device, threads, precision="fp32"):
     dt = time.time() - t0
     where = torch.cuda.get_device_name() if device == "cuda" else f"cpu, {threads} threads"
     label = "bf16-autocast" if precision == "bf16" else "fp32"
-    print(f"pytorch {torch.__version__} train {name:10s} B={B} T={T} {label} adamw: {B * T * steps / dt:9.0f} tok/s on {where}")
+    tok_s = B * T * steps / dt
+    print(f"pytorch {torch.__version__} train {name:10s} B={B} T={T} {label} adamw: {tok_s:9.0f} tok/s on {where}")
+    f = flops_per_token(n_matmul, L, C, T)
+    achieved = tok_s * f / 1e12
+    mfu = f"MFU {100 * achieved / peak_tflops:.3g}% of {peak_tflops:g} TFLOP/s" if peak_tflops > 0 else "MFU - (no peak TFLOP/s given)"
+    print(f"pytorch {torch.__version__} mfu {name} {label} B={B} microbatch={mb} T={T} AdamW steps: {tok_s:.0f} tok/s x {f / 1e9:.4g} GFLOP/token"
+          f" = {achieved:.2f} TFLOP/s, {mfu} (FLOP/token = 6N + 12*L*C*T, N={n_matmul} matmul parameters, L={L} C={C} T={T})")
+    if device == "cuda":
+        gib = 1 << 30
+        print(f"pytorch {torch.__version__} memory {name} {label} microbatch={mb}: gpu max allocated {torch.cuda.max_memory_allocated() / gib:.2f} GiB,"
+              f" max reserved {torch.cuda.max_memory_reserved() / gib:.2f} GiB")
+
+
+def train(name, V, L, C, H, T, B, steps, device, threads, precision="fp32", microbatch=0, peak_tflops=0.0):
+    m = gpt(V, L, C, H, T)
+    train_model(name, m, n_params(m) - T * C, V, L, C, T, B, steps, device, threads, precision, microbatch, peak_tflops)
 
 
 def gemm(M, N, K, threads, precision="fp32"):
@@ -97,7 +144,9 @@ def gemm(M, N, K, threads, precision="fp32"):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "train":
-        train(args[0], *map(int, args[1:8]), args[8], int(args[9]), *args[10:11])
+        extra = [int(args[11])] if len(args) > 11 else []
+        extra += [float(args[12])] if len(args) > 12 else []
+        train(args[0], *map(int, args[1:8]), args[8], int(args[9]), *args[10:11], *extra)
     elif cmd == "gemm":
         gemm(*map(int, args[:4]), *args[4:5])
     else:
