@@ -310,7 +310,9 @@ func FootprintOptions(m *coordinator.Model, overlap bool, members, threads int) 
 
 // fits says whether the run's model fits mem at micro-batch microBatch: the
 // trainer's footprint with the run's init_min_clients payloads an apply on
-// the first (largest) device, against the GPU's memory and the host's.
+// the first (largest) device, twice when the run verifies (a verifier's
+// replays run on a trainer of their own, on the same device), against the
+// GPU's memory and the host's.
 func fits(s *coordinator.State, mem Memory, microBatch, threads int) error {
 	cfg, err := TrainerConfig(&s.Model, microBatch)
 	if err != nil {
@@ -320,6 +322,10 @@ func fits(s *coordinator.State, mem Memory, microBatch, threads int) error {
 		cfg.GradShards = max(cfg.Shards()/mem.Devices, 2)
 	}
 	opt := FootprintOptions(&s.Model, s.Config.Overlap != 0, int(s.Config.InitMinClients), max(threads, 1))
+	trainers, why := int64(1), ""
+	if s.Config.VerificationPercent > 0 {
+		trainers, why = 2, " (two trainers: the run verifies, and replays have their own)"
+	}
 	need := func(mb int) (gpu, host int64) {
 		c := cfg
 		c.MicroBatch = mb
@@ -329,7 +335,7 @@ func fits(s *coordinator.State, mem Memory, microBatch, threads int) error {
 		if err != nil {
 			return 0, 0
 		}
-		return f.Device(), f.Host()
+		return trainers * f.Device(), trainers * f.Host()
 	}
 	gib := func(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 	gpu, host := need(microBatch)
@@ -342,11 +348,11 @@ func fits(s *coordinator.State, mem Memory, microBatch, threads int) error {
 	}
 	switch {
 	case mem.OnGPU && mem.GPUBytes > 0 && gpu > mem.GPUBytes:
-		return &memoryError{fmt.Sprintf("the run's model needs %s of GPU memory at --micro-batch-size %d and %s has %s: %s",
-			gib(gpu), microBatch, mem.GPU, gib(mem.GPUBytes), advice(gpu1, mem.GPUBytes))}
+		return &memoryError{fmt.Sprintf("the run's model needs %s of GPU memory at --micro-batch-size %d%s and %s has %s: %s",
+			gib(gpu), microBatch, why, mem.GPU, gib(mem.GPUBytes), advice(gpu1, mem.GPUBytes))}
 	case mem.Host > 0 && host > mem.Host:
-		return &memoryError{fmt.Sprintf("the run's model needs %s of host memory at --micro-batch-size %d and this machine has %s: %s",
-			gib(host), microBatch, gib(mem.Host), advice(host1, mem.Host))}
+		return &memoryError{fmt.Sprintf("the run's model needs %s of host memory at --micro-batch-size %d%s and this machine has %s: %s",
+			gib(host), microBatch, why, gib(mem.Host), advice(host1, mem.Host))}
 	}
 	return nil
 }

@@ -320,9 +320,10 @@ func TestRunTokenizer(t *testing.T) {
 	}
 }
 
-// The 1.1B run on GPUs of 24, 34 and 80 GiB and hosts of 16 GiB and 1 TiB:
-// refused before joining, in one line naming the need, the memory and the
-// fix, where it does not fit; two devices need less each than one.
+// The 1.1B run (which verifies: two trainers) on GPUs of 24, 68 and 80 GiB
+// and hosts of 16 GiB and 1 TiB, and without verification: refused before
+// joining, in one line naming the need, the memory and the fix, where it
+// does not fit; two devices need less each than one.
 func TestFits(t *testing.T) {
 	rc, err := coordinator.LoadRunConfig("../../config/llama-1.1b.toml")
 	if err != nil {
@@ -334,24 +335,30 @@ func TestFits(t *testing.T) {
 	}
 	s := &coordinator.State{}
 	s.Model, s.Config = *p.Model, *p.Config
+	unverified := *s
+	unverified.Config.VerificationPercent = 0
 	const gib = int64(1) << 30
+	const two = " (two trainers: the run verifies, and replays have their own)"
 	gpu := func(bytes int64, devices int) Memory {
 		return Memory{OnGPU: true, GPU: "cuda:0 (test)", GPUBytes: bytes, Devices: devices, Host: 1 << 40}
 	}
 	for _, c := range []struct {
+		s    *coordinator.State
 		mem  Memory
 		mb   int
 		want string // "" fits
 	}{
-		{gpu(80*gib, 1), 1, ""},
-		{gpu(80*gib, 1), 8, "the run's model needs 89.1 GiB of GPU memory at --micro-batch-size 8 and cuda:0 (test) has 80.0 GiB: lower --micro-batch-size (1 needs 36.0 GiB)"},
-		{gpu(24*gib, 1), 1, "the run's model needs 36.0 GiB of GPU memory at --micro-batch-size 1 and cuda:0 (test) has 24.0 GiB: it does not fit at any micro-batch"},
-		{gpu(34*gib, 2), 1, ""}, // 32.0 GiB on the first of two, 36.0 GiB on one
-		{gpu(0, 1), 64, ""},     // the GPU's memory unknown: not checked
-		{Memory{Devices: 1, Host: 16 * gib}, 1, "the run's model needs 46.0 GiB of host memory at --micro-batch-size 1 and this machine has 16.0 GiB: it does not fit at any micro-batch"},
-		{Memory{Devices: 1, Host: 1 << 40}, 1, ""},
+		{s, gpu(80*gib, 1), 1, ""},
+		{s, gpu(80*gib, 1), 8, "the run's model needs 178.3 GiB of GPU memory at --micro-batch-size 8" + two + " and cuda:0 (test) has 80.0 GiB: lower --micro-batch-size (1 needs 72.1 GiB)"},
+		{s, gpu(24*gib, 1), 1, "the run's model needs 72.1 GiB of GPU memory at --micro-batch-size 1" + two + " and cuda:0 (test) has 24.0 GiB: it does not fit at any micro-batch"},
+		{s, gpu(68*gib, 2), 1, ""}, // 64.0 GiB on the first of two
+		{s, gpu(68*gib, 1), 1, "the run's model needs 72.1 GiB of GPU memory at --micro-batch-size 1" + two + " and cuda:0 (test) has 68.0 GiB: it does not fit at any micro-batch"},
+		{&unverified, gpu(40*gib, 1), 1, ""}, // 36.0 GiB: one trainer
+		{s, gpu(0, 1), 64, ""},               // the GPU's memory unknown: not checked
+		{s, Memory{Devices: 1, Host: 16 * gib}, 1, "the run's model needs 92.0 GiB of host memory at --micro-batch-size 1" + two + " and this machine has 16.0 GiB: it does not fit at any micro-batch"},
+		{s, Memory{Devices: 1, Host: 1 << 40}, 1, ""},
 	} {
-		err := fits(s, c.mem, c.mb, 2)
+		err := fits(c.s, c.mem, c.mb, 2)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%+v, micro-batch %d: refused: %v", c.mem, c.mb, err)

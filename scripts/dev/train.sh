@@ -123,8 +123,10 @@ net=(--rpc "$rpc" --ws-rpc "$ws" -w "$client_wallet")
 [ "$cluster" = localnet ] && pc airdrop "${net[@]}" "${AIRDROP_SOL:-10}"
 
 args=(train "${net[@]}" --run-id "$run_id" --authorizer "$authorizer" --data-dir "$data_dir")
-# The light client trains one sequence per pass: the least memory.
-((light)) && args+=(--micro-batch-size 1)
+# One sequence per pass: the least memory (the 1.1B client, which also
+# replays others' steps on a trainer of its own, then needs 72 GiB of GPU
+# memory: run-config describe).
+args+=(--micro-batch-size 1)
 # The 1.1B client trains on every GPU here, data parallel: the most that
 # divide the run's 8 gradient shards (1, 2, 4 or 8).
 if ((!light)); then

@@ -627,7 +627,7 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			// (a dry run prints the commands on a machine without one too).
 			{[]string{"start-training-devnet-client", "run_id=my-run"}, []string{
 				"+ " + pc + " data prepare --tokenizer gpt2 --seq-len 2048 --out " + data,
-				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data + " --device cuda --data-parallelism " + strconv.Itoa(devDataParallelism()),
+				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1 --device cuda --data-parallelism " + strconv.Itoa(devDataParallelism()),
 			}},
 			{[]string{"start-training-devnet-light-client"}, []string{
 				"+ " + pc + " data prepare --tokenizer byte --seq-len 512 --out " + data,
@@ -641,7 +641,7 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			}},
 			{[]string{"start-training-devnet-client", "--metrics-local-port", "9100"}, []string{
 				"+ " + pc + " data prepare --tokenizer gpt2 --seq-len 2048 --out " + data,
-				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --device cuda --data-parallelism " + strconv.Itoa(devDataParallelism()) + " --metrics-local-port 9100",
+				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1 --device cuda --data-parallelism " + strconv.Itoa(devDataParallelism()) + " --metrics-local-port 9100",
 			}},
 		} {
 			t.Run(tc.args[0], func(t *testing.T) {
