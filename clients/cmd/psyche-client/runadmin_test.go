@@ -181,7 +181,7 @@ func TestTrainRefusesPrecision(t *testing.T) {
 	ok(big("create-run", "--permissionless")...)
 	ok(big("update-config", "--config-path", "../../../config/llama-1.1b.toml")...)
 	ok(big("set-paused", "--resume")...)
-	fails(exitBadInput, "of host memory at --micro-batch-size 8 and this machine has",
+	fails(exitBadInput, "of host memory at --micro-batch-size 8 (two trainers: the run verifies, and replays have their own) and this machine has",
 		"train", "--run-id", "big", "-w", userPath, "--logs", "none", "--device", "cpu", "--bind-p2p-interface", "127.0.0.1", "--p2p-rendezvous-dir", t.TempDir())
 	fails(exitFailure, "is not registered in this run", "json-dump-user", "--run-id", "big", "--address", user.PublicKey().String())
 }
