@@ -28,10 +28,13 @@ import (
 	"unsafe"
 )
 
-// backend holds the GPU model when a device was found; nil g means CPU.
-// The C model knows g too (tr_device_attach) and moves the weights,
-// gradients and optimizer state between host and device as its entry
-// points need them, whichever path runs.
+// backend holds the GPU model once a device is open (g); gpu says the
+// trainer computes there, and a trainer that never does never opens one
+// (New only notes that a GPU is there: the first call that needs it, or
+// SetGPU(true), opens device 0). The C model knows g too
+// (tr_device_attach) and moves the weights, gradients and optimizer state
+// between host and device as its entry points need them, whichever path
+// runs.
 type backend struct {
 	g       *C.trg_model
 	peers   []*C.trg_model // data parallelism: the other devices, in shard order
@@ -43,7 +46,7 @@ type backend struct {
 func (t *Trainer) Backend() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.be.gpu && t.be.g != nil {
+	if t.onGPU() {
 		name := "cuda:" + C.GoString(C.trg_device_name(t.be.g))
 		if len(t.be.devices) > 1 {
 			name += fmt.Sprintf(" x%d", len(t.be.devices))
@@ -69,24 +72,36 @@ func (t *Trainer) SetGPU(on bool) error {
 		return err
 	}
 	defer t.mu.Unlock()
-	if on && t.be.g == nil {
+	if !on {
+		t.be.gpu = false
+		return nil
+	}
+	if C.trg_device_count() < 1 {
 		return fmt.Errorf("GPU requested: %w (no CUDA device found)", ErrDevice)
 	}
-	t.be.gpu = on
+	if t.be.g == nil {
+		return t.openDevices([]int{0})
+	}
+	t.be.gpu = true
 	return nil
 }
 
-// initBackend opens the GPU when there is one; without a device or driver
-// the trainer runs on the CPU (the caller says so: GPUAvailable).
+// initBackend notes whether there is a GPU: a trainer computes there (from
+// the first call that needs it) unless the build emulates it; without a
+// device or driver it runs on the CPU (the caller says so: GPUAvailable).
 func (t *Trainer) initBackend() error {
-	if C.trg_device_count() < 1 {
-		return nil
-	}
-	if err := t.openDevices([]int{0}); err != nil {
-		return err
-	}
-	t.be.gpu = !emulatedGPU
+	t.be.gpu = C.trg_device_count() >= 1 && !emulatedGPU
 	return nil
+}
+
+// onGPU says whether the next call computes on the GPU, opening device 0
+// the first time; a device that cannot be opened leaves the trainer on the
+// CPU (SetGPU(true) says why).
+func (t *Trainer) onGPU() bool {
+	if t.be.gpu && t.be.g == nil && t.openDevices([]int{0}) != nil {
+		t.be.gpu = false
+	}
+	return t.be.gpu
 }
 
 // GPUMemory is CUDA device id's memory in bytes and its name.
@@ -124,11 +139,7 @@ func (t *Trainer) SetDevices(ids []int) error {
 		}
 		t.closeBackend()
 	}
-	if err := t.openDevices(ids); err != nil {
-		return err
-	}
-	t.be.gpu = true
-	return nil
+	return t.openDevices(ids)
 }
 
 // checkDevices says what is wrong with training on devices ids of count,
@@ -152,7 +163,8 @@ func checkDevices(ids []int, count, shards int) error {
 	return nil
 }
 
-// openDevices creates the device models and attaches them, each with the
+// openDevices creates the device models and attaches them (the trainer
+// then computes there), each with the
 // buffers of its subtree of the shard tree, and one at least where it
 // joins another device's (device_cuda.c: the even ones).
 func (t *Trainer) openDevices(ids []int) error {
@@ -181,7 +193,7 @@ func (t *Trainer) openDevices(ids []int) error {
 		destroy()
 		return err
 	}
-	t.be = backend{g: gs[0], peers: gs[1:], devices: slices.Clone(ids)}
+	t.be = backend{g: gs[0], peers: gs[1:], devices: slices.Clone(ids), gpu: true}
 	return nil
 }
 
@@ -216,63 +228,63 @@ func (t *Trainer) backendErr(rc C.int, what string) error {
 }
 
 func (t *Trainer) stepBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss *C.float) C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_step(t.m, tokens, targets, n, seqLen, loss)
 	}
 	return C.tr_step_device(t.m, tokens, targets, n, seqLen, loss)
 }
 
 func (t *Trainer) evalBackend(tokens, targets *C.int32_t, n, seqLen C.int, loss *C.float) C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_eval(t.m, tokens, targets, n, seqLen, loss)
 	}
 	return C.tr_eval_device(t.m, tokens, targets, n, seqLen, loss)
 }
 
 func (t *Trainer) adamwBackend(hp *C.tr_adamw) C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_adamw_step(t.m, hp)
 	}
 	return C.tr_adamw_step_device(t.m, hp)
 }
 
 func (t *Trainer) demoGenerateBackend(hp *C.tr_demo, out *C.uint8_t, size C.size_t, n *C.size_t) C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_demo_generate(t.m, hp, out, size, n)
 	}
 	return C.tr_demo_generate_device(t.m, hp, out, size, n)
 }
 
 func (t *Trainer) demoApplyBackend(hp *C.tr_demo, buf *C.uint8_t, lens *C.size_t, n C.int) C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_demo_apply(t.m, hp, buf, lens, n)
 	}
 	return C.tr_demo_apply_device(t.m, hp, buf, lens, n)
 }
 
 func (t *Trainer) locoBeginBackend() C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_loco_begin(t.m)
 	}
 	return C.tr_loco_begin_device(t.m)
 }
 
 func (t *Trainer) locoAbortBackend() C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_loco_abort(t.m)
 	}
 	return C.tr_loco_abort_device(t.m)
 }
 
 func (t *Trainer) locoGenerateBackend(hp *C.tr_loco, out *C.uint8_t, size C.size_t, n *C.size_t) C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_loco_generate(t.m, hp, out, size, n)
 	}
 	return C.tr_loco_generate_device(t.m, hp, out, size, n)
 }
 
 func (t *Trainer) locoApplyBackend(hp *C.tr_loco, buf *C.uint8_t, lens *C.size_t, n C.int) C.int {
-	if !t.be.gpu {
+	if !t.onGPU() {
 		return C.tr_loco_apply(t.m, hp, buf, lens, n)
 	}
 	return C.tr_loco_apply_device(t.m, hp, buf, lens, n)

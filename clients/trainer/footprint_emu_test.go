@@ -69,3 +69,25 @@ func TestGPUResidencyFootprintPeak(t *testing.T) {
 		}
 	}
 }
+
+// A trainer that computes on the CPU holds no device memory: New only notes
+// that a GPU is there, and the device opens when the GPU is asked for
+// (SetGPU(true), SetDevices, or on a real GPU the first call that computes).
+func TestGPUResidencyOpensOnlyWhenAsked(t *testing.T) {
+	cfg := tinyLlama
+	before, _ := emulatedMemory()
+	tr := newTrainer(t, cfg, 5)
+	if err := tr.SetGPU(false); err != nil {
+		t.Fatal(err)
+	}
+	step(t, tr, textFor(cfg, 5, 2*8+1), 0, 2, 8)
+	if got, _ := emulatedMemory(); got != before || tr.Backend() != "cpu" {
+		t.Fatalf("a CPU trainer: %d device bytes held (had %d), backend %s", got-before, before, tr.Backend())
+	}
+	if err := tr.SetGPU(true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := emulatedMemory(); got <= before {
+		t.Fatalf("SetGPU(true) opened no device memory (%d bytes, had %d)", got, before)
+	}
+}
