@@ -73,7 +73,7 @@ int tr_footprint(const tr_config *c, const tr_footprint_opts *o, tr_mem *host, t
     // Host: tr_create's buffers, on either path (model.c).
     host->weights = f * N;
     // dwte_emb, and the shard tree's partial sums above grads (layout.h);
-    // the GPU path's first device holds as many (its peers' fewer).
+    // one device holds as many, each of D devices fewer (client.fits).
     const size_t levels = (size_t)tr_shard_levels(tr_shards(c)) - 1;
     host->grads = f * (N + wte + N * levels);
     host->optimizer = f * N * state;
