@@ -27,14 +27,7 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 		{"../../config/llama-12m.toml", "llama-12m", trainer.ArithFP32},
 		{"../../config/llama-1.1b.toml", "llama-1.1b", trainer.ArithMX8},
 	} {
-		rc, err := coordinator.LoadRunConfig(c.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := rc.Params()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := loadParams(t, c.file)
 		got, err := TrainerConfig(p.Model, 8)
 		if err != nil {
 			t.Fatal(err)
@@ -52,14 +45,7 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 		}
 	}
 	// Untied, and an architecture this client does not know.
-	rc, err := coordinator.LoadRunConfig("../../config/llama-tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadParams(t, "../../config/llama-tiny.toml")
 	m := *p.Model
 	m.Untied = 1
 	if cfg, err := TrainerConfig(&m, 8); err != nil || !cfg.Untied {
@@ -79,14 +65,7 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 // The run's numeric contract becomes the trainer's: tag 0 fp32, 1 mx8; a
 // tag this client does not know is refused with one line that names it.
 func TestTrainerConfigPrecision(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/llama-tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadParams(t, "../../config/llama-tiny.toml")
 	m := *p.Model
 	for tag, want := range map[uint8]string{coordinator.PrecisionFP32: trainer.ArithFP32, coordinator.PrecisionMX8: trainer.ArithMX8} {
 		m.Precision = tag
@@ -96,7 +75,7 @@ func TestTrainerConfigPrecision(t *testing.T) {
 		}
 	}
 	m.Precision = 2
-	_, err = TrainerConfig(&m, 8)
+	_, err := TrainerConfig(&m, 8)
 	if err == nil || !strings.Contains(err.Error(), "numeric contract tag 2") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("precision tag 2: %v, want one line naming the tag", err)
 	}
@@ -106,14 +85,7 @@ func TestTrainerConfigPrecision(t *testing.T) {
 // (1 for a run written before the field, which reads 0), whatever the
 // machine; a count past 64 is refused with one line that names it.
 func TestTrainerConfigGradShards(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/llama-tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadParams(t, "../../config/llama-tiny.toml")
 	m := *p.Model
 	for log2, want := range map[uint8]int{0: 1, 1: 2, 3: 8, coordinator.MaxGradShardsLog2: trainer.MaxGradShards} {
 		m.GradShardsLog2 = log2
@@ -128,7 +100,7 @@ func TestTrainerConfigGradShards(t *testing.T) {
 	}
 	for _, log2 := range []uint8{7, 255} {
 		m.GradShardsLog2 = log2
-		_, err = TrainerConfig(&m, 8)
+		_, err := TrainerConfig(&m, 8)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("gradient shard count 2^%d", log2)) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("grad_shards_log2 %d: %v, want one line naming the count", log2, err)
 		}
@@ -325,16 +297,7 @@ func TestRunTokenizer(t *testing.T) {
 // joining, in one line naming the need, the memory and the fix, where it
 // does not fit; two devices need less each than one.
 func TestFits(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/llama-1.1b.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &coordinator.State{}
-	s.Model, s.Config = *p.Model, *p.Config
+	s := runState(t, "../../config/llama-1.1b.toml")
 	unverified := *s
 	unverified.Config.VerificationPercent = 0
 	const gib = int64(1) << 30
@@ -380,20 +343,7 @@ func TestFits(t *testing.T) {
 // cannot train a round's share in max_round_train_time, in one line; a
 // fast enough rate, and the tiny run (which never asks for a rate), pass.
 func TestFastEnough(t *testing.T) {
-	load := func(path string) *coordinator.State {
-		rc, err := coordinator.LoadRunConfig(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := rc.Params()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &coordinator.State{}
-		s.Model, s.Config = *p.Model, *p.Config
-		return s
-	}
-	big := load("../../config/llama-1.1b.toml")
+	big := runState(t, "../../config/llama-1.1b.toml")
 	at := func(r float64) func(string) float64 { return func(string) float64 { return r } }
 	err := fastEnough(big, at(100e9))
 	if !errors.Is(err, ErrNeedsGPU) || !strings.Contains(err.Error(), "train it on a GPU (--device cuda)") || strings.Contains(err.Error(), "\n") {
@@ -404,10 +354,33 @@ func TestFastEnough(t *testing.T) {
 	if err := fastEnough(big, at(1e16)); err != nil {
 		t.Errorf("the 1.1B run at 10 PFLOP/s: %v", err)
 	}
-	if err := fastEnough(load("../../config/tiny.toml"), func(string) float64 { t.Error("the tiny run asked for a rate"); return 0 }); err != nil {
+	if err := fastEnough(runState(t, "../../config/tiny.toml"), func(string) float64 { t.Error("the tiny run asked for a rate"); return 0 }); err != nil {
 		t.Errorf("the tiny run: %v", err)
 	}
 	if r := cpuRate(trainer.ArithFP32, 1); !(r > 0) {
 		t.Errorf("cpuRate measured %v FLOP/s", r)
 	}
+}
+
+// loadParams is the run config file path's parameters.
+func loadParams(t *testing.T, path string) coordinator.UpdateParams {
+	t.Helper()
+	rc, err := coordinator.LoadRunConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runState is a state holding the run config file path's model and config.
+func runState(t *testing.T, path string) *coordinator.State {
+	t.Helper()
+	p := loadParams(t, path)
+	s := &coordinator.State{}
+	s.Model, s.Config = *p.Model, *p.Config
+	return s
 }

@@ -15,14 +15,7 @@ import (
 )
 
 func TestShippedRunConfigs(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadParams(t, "../../config/tiny.toml")
 	m := p.Model
 	// The `light` trainer config: byte-level vocab 256, L=4, C=128, H=4, T=128.
 	if m.VocabSize != 256 || m.Tokenizer != 1 || m.NLayer != 4 || m.NEmbd != 128 || m.NHead != 4 || m.MaxSeqLen != 128 {
@@ -49,14 +42,7 @@ func TestShippedRunConfigs(t *testing.T) {
 	}
 	// Files without the SparseLoCo and overlap keys keep DisTrO's values.
 	for _, f := range []string{"../../config/tiny.toml", "../../config/smoke.toml"} {
-		rc, err := coordinator.LoadRunConfig(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := rc.Params()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := loadParams(t, f)
 		if m := p.Model; m.Optimizer != coordinator.OptimizerDistro || m.InnerSteps != 1 || m.OuterLearningRate != 0 || m.ValueBits != 0 || p.Config.Overlap != 0 {
 			t.Errorf("%s: optimizer %d inner %d outer %#x bits %d overlap %d", f, m.Optimizer, m.InnerSteps, m.OuterLearningRate, m.ValueBits, p.Config.Overlap)
 		}
@@ -64,14 +50,7 @@ func TestShippedRunConfigs(t *testing.T) {
 }
 
 func TestSparseLoCoRunConfig(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/sparseloco.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadParams(t, "../../config/sparseloco.toml")
 	m, c := p.Model, p.Config
 	if m.Optimizer != coordinator.OptimizerSparseLoCo || m.InnerSteps != 10 || m.OuterLearningRate != 8.0 || m.ValueBits != 2 ||
 		m.CompressionChunk != 64 || m.CompressionTopk != 6 || m.CompressionDecay != 0.9 || m.Quantize1bit != 0 ||
@@ -90,7 +69,7 @@ func TestSparseLoCoRunConfig(t *testing.T) {
 		"[model.checkpoint]\nkind = \"ephemeral\"\n[model.data]\nkind = \"local\"\nlocation = \"/data\"\n" +
 		"[model.lr]\nschedule = \"constant\"\nlearning_rate = 0.001\n[model.optimizer]\nkind = \"sparseloco\"\n"
 	doc := strings.Replace(base, "[config]\n", "[config]\noverlap = true\n", 1) + "inner_steps = 1000\nouter_learning_rate = 0.7\nvalue_bits = 32\n"
-	rc, err = coordinator.ParseRunConfig("s.toml", []byte(doc))
+	rc, err := coordinator.ParseRunConfig("s.toml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,14 +204,7 @@ func TestBadRunConfigNamesKeyAndLine(t *testing.T) {
 
 // architecture = "llama" with its keys; tie_embeddings defaults to true.
 func TestLlamaRunConfig(t *testing.T) {
-	rc, err := coordinator.LoadRunConfig("../../config/llama-tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadParams(t, "../../config/llama-tiny.toml")
 	m := p.Model
 	if m.Architecture != coordinator.ArchLlama || m.NKvHead != 2 || m.IntermediateSize != 384 || m.RopeTheta != 10000 || m.Untied != 0 {
 		t.Errorf("llama model %+v", m)
@@ -248,14 +220,7 @@ func TestLlamaRunConfig(t *testing.T) {
 		{"tie_embeddings = true", "tie_embeddings = false", 1},
 		{"tie_embeddings = true", "", 0},
 	} {
-		rc, err := coordinator.ParseRunConfig("l.toml", []byte(strings.Replace(string(base), c.from, c.to, 1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := rc.Params()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := parseParams(t, "l.toml", []byte(strings.Replace(string(base), c.from, c.to, 1)))
 		if p.Model.Untied != c.untied {
 			t.Errorf("%q: untied %d, want %d", c.to, p.Model.Untied, c.untied)
 		}
@@ -287,14 +252,7 @@ func TestWSDRunConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := coordinator.ParseRunConfig("w.toml", []byte(strings.Replace(string(base), `schedule = "cosine"`, `schedule = "wsd"`, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parseParams(t, "w.toml", []byte(strings.Replace(string(base), `schedule = "cosine"`, `schedule = "wsd"`, 1)))
 	if p.Model.LrSchedule != 4 {
 		t.Errorf("wsd: schedule tag %d, want 4", p.Model.LrSchedule)
 	}
@@ -322,14 +280,7 @@ func TestPrecisionRunConfig(t *testing.T) {
 		{withPrecision(`"fp32"`), coordinator.PrecisionFP32},
 		{withPrecision(`"mx8"`), coordinator.PrecisionMX8},
 	} {
-		rc, err := coordinator.ParseRunConfig("p.toml", []byte(c.doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := rc.Params()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := parseParams(t, "p.toml", []byte(c.doc))
 		if p.Model.Precision != c.want || coordinator.ValidateModel(p.Model) != nil {
 			t.Errorf("precision tag %d (%v), want %d", p.Model.Precision, coordinator.ValidateModel(p.Model), c.want)
 		}
@@ -348,14 +299,7 @@ func TestPrecisionRunConfig(t *testing.T) {
 		}
 	}
 	// The program's rule, as update-config checks it before sending.
-	rc, err := coordinator.ParseRunConfig("p.toml", []byte(withPrecision(`"mx8"`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parseParams(t, "p.toml", []byte(withPrecision(`"mx8"`)))
 	m := *p.Model
 	m.Precision = 2
 	var rule *coordinator.RuleError
@@ -392,14 +336,7 @@ func TestGradShardsRunConfig(t *testing.T) {
 		{withShards("4"), 2},
 		{withShards("64"), 6},
 	} {
-		rc, err := coordinator.ParseRunConfig("g.toml", []byte(c.doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := rc.Params()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := parseParams(t, "g.toml", []byte(c.doc))
 		if p.Model.GradShardsLog2 != c.want || coordinator.ValidateModel(p.Model) != nil {
 			t.Errorf("grad_shards_log2 %d (%v), want %d", p.Model.GradShardsLog2, coordinator.ValidateModel(p.Model), c.want)
 		}
@@ -421,14 +358,7 @@ func TestGradShardsRunConfig(t *testing.T) {
 		}
 	}
 	// The program's rule, as update-config checks it before sending.
-	rc, err := coordinator.ParseRunConfig("g.toml", []byte(withShards("64")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parseParams(t, "g.toml", []byte(withShards("64")))
 	m := *p.Model
 	m.GradShardsLog2 = 7
 	var rule *coordinator.RuleError
@@ -446,14 +376,7 @@ func TestTokenizerJSONRunConfig(t *testing.T) {
 	}
 	const hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	doc := strings.Replace(string(base), `tokenizer = "byte"`, `tokenizer = "json:`+hash+`"`, 1)
-	rc, err := coordinator.ParseRunConfig("j.toml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parseParams(t, "j.toml", []byte(doc))
 	m := p.Model
 	if m.Tokenizer != coordinator.TokenizerJSON || hex.EncodeToString(m.TokenizerHash[:]) != hash {
 		t.Errorf("json tokenizer: tag %d hash %x", m.Tokenizer, m.TokenizerHash)
@@ -490,14 +413,7 @@ func TestTokenizerJSONRunConfig(t *testing.T) {
 // testConfig is config/smoke.toml's [config]: a run's valid current config.
 func testConfig(t *testing.T) coordinator.Config {
 	t.Helper()
-	rc, err := coordinator.LoadRunConfig("../../config/smoke.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadParams(t, "../../config/smoke.toml")
 	return *p.Config
 }
 
@@ -602,4 +518,32 @@ func TestEveryShippedRunConfigValid(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+}
+
+// loadParams is the run config file path's parameters.
+func loadParams(t *testing.T, path string) coordinator.UpdateParams {
+	t.Helper()
+	rc, err := coordinator.LoadRunConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// parseParams is the parameters of run config doc, named name.
+func parseParams(t *testing.T, name string, doc []byte) coordinator.UpdateParams {
+	t.Helper()
+	rc, err := coordinator.ParseRunConfig(name, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
