@@ -388,10 +388,10 @@ func trainDevices(s string, dp int, dpSet bool, gpus int) (client.Device, []int,
 			ids = append(ids, i)
 		}
 	}
+	if len(ids) > 0 && gpus == 0 {
+		return 0, nil, badInputf("--device %s --data-parallelism %d: needs CUDA devices, and this machine has none", s, max(dp, len(ids)))
+	}
 	for _, id := range ids {
-		if gpus == 0 {
-			return 0, nil, badInputf("--device %s --data-parallelism %d: needs CUDA devices, and this machine has none", s, max(dp, len(ids)))
-		}
 		if id >= gpus {
 			return 0, nil, badInputf("--device %s --data-parallelism %d: CUDA device %d does not exist (this machine has %d)", s, max(dp, len(ids)), id, gpus)
 		}
