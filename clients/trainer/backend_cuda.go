@@ -42,11 +42,18 @@ type backend struct {
 	gpu     bool           // forward/backward and the optimizers on the GPU
 }
 
-// Backend names the compute path in use: "cuda:<device>" or "cpu".
+// Backend names the compute path in use: "cuda:<device>" or "cpu". It
+// opens no device: one not yet open is named by GPUMemory.
 func (t *Trainer) Backend() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.onGPU() {
+	if t.be.gpu && t.be.g == nil {
+		if _, name, err := GPUMemory(0); err == nil {
+			return "cuda:" + name
+		}
+		return "cpu"
+	}
+	if t.be.gpu {
 		name := "cuda:" + C.GoString(C.trg_device_name(t.be.g))
 		if len(t.be.devices) > 1 {
 			name += fmt.Sprintf(" x%d", len(t.be.devices))
