@@ -210,39 +210,33 @@ func simDataOf(t *testing.T, seqLen int) string {
 }
 
 func prepareSimData(seqLen int) (string, error) {
-	var simDataDir string
-	var simDataErr error
-	func() {
-		root, err := os.MkdirTemp("", "psyche-sim-data-")
-		if err != nil {
-			simDataErr = err
-			return
+	root, err := os.MkdirTemp("", "psyche-sim-data-")
+	if err != nil {
+		return "", err
+	}
+	in := filepath.Join(root, "corpus")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		return "", err
+	}
+	words := strings.Fields("the run trains one model together while clients join and leave and every replica applies the same updates in the same order")
+	rng := rand.New(rand.NewPCG(1, 1))
+	for year := 1990; year < 1994; year++ {
+		var b strings.Builder
+		for range 3000 {
+			b.WriteString(words[rng.IntN(len(words))])
+			b.WriteByte(' ')
 		}
-		in := filepath.Join(root, "corpus")
-		if simDataErr = os.MkdirAll(in, 0o755); simDataErr != nil {
-			return
+		if err := os.WriteFile(filepath.Join(in, fmt.Sprintf("%d.txt", year)), []byte(b.String()), 0o644); err != nil {
+			return "", err
 		}
-		words := strings.Fields("the run trains one model together while clients join and leave and every replica applies the same updates in the same order")
-		rng := rand.New(rand.NewPCG(1, 1))
-		for year := 1990; year < 1994; year++ {
-			var b strings.Builder
-			for range 3000 {
-				b.WriteString(words[rng.IntN(len(words))])
-				b.WriteByte(' ')
-			}
-			if simDataErr = os.WriteFile(filepath.Join(in, fmt.Sprintf("%d.txt", year)), []byte(b.String()), 0o644); simDataErr != nil {
-				return
-			}
-		}
-		sp, err := corpus.NewSplit("train", 2000)
-		if err != nil {
-			simDataErr = err
-			return
-		}
-		simDataDir = filepath.Join(root, "train")
-		_, simDataErr = prepare.Run(context.Background(), prepare.Options{Input: in, Split: sp, Tokenizer: tokenizer.ByteName, SeqLen: uint32(seqLen), Out: simDataDir})
-	}()
-	return simDataDir, simDataErr
+	}
+	sp, err := corpus.NewSplit("train", 2000)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(root, "train")
+	_, err = prepare.Run(context.Background(), prepare.Options{Input: in, Split: sp, Tokenizer: tokenizer.ByteName, SeqLen: uint32(seqLen), Out: out})
+	return out, err
 }
 
 func newSimRun(t *testing.T, seed uint64) *simRun {
