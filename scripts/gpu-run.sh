@@ -6,8 +6,9 @@
 #      real clients (clients/client's TestGPURun*, gpurun_test.go): each a
 #      real engine and executor with a real trainer; two train on the GPU,
 #      one on the CPU (Device cpu: trainer.SetGPU(false)), one spreads each
-#      step over two logical devices on GPU 0 (--data-parallelism 2; the
-#      runs have grad_shards = 2). The chain is the real Coordinator state
+#      step over logical devices on GPU 0 (--data-parallelism 2; in the
+#      DeMo run also --tensor-parallelism 2, four devices; the runs have
+#      grad_shards = 2). The chain is the real Coordinator state
 #      machine (coordsim: the program's Rust logic crate in a child process,
 #      no validator, which this machine could not run); the clients talk
 #      over real p2p nodes on loopback (libp2p, QUIC and TCP, found through
@@ -16,7 +17,7 @@
 #      in-memory network and simulated clock instead.) Checked: the run
 #      reaches Finished, every client applies every step with the same
 #      payloads and the same replica digest as every other, the CPU's and
-#      the two-device client's included (the CPU = GPU bit contract in a
+#      the multi-device client's included (the CPU = GPU bit contract in a
 #      run), each trained on its own backend, and in the DeMo run, which
 #      replays contributions to verify them, every verdict is MATCH, the
 #      CPU client's replays of GPU steps and a GPU client's of CPU steps

@@ -79,10 +79,13 @@ type Config struct {
 	// Device selects the trainer backend.
 	Device Device
 	// Devices are the CUDA ordinals a GPU trainer spreads each step over
-	// (data parallelism, trainer.SetDevices); nil: device 0 alone. Their
-	// count must divide the run's grad_shards, or the run is refused before
-	// joining (ErrParallelism).
-	Devices []int
+	// (trainer.SetDevices); nil: device 0 alone. They form groups of
+	// TensorParallelism devices (0 or 1: one device each), which share
+	// each step's token shards (data parallelism): the group count must
+	// divide the run's grad_shards, or the run is refused before joining
+	// (ErrParallelism).
+	Devices           []int
+	TensorParallelism int
 	// Precisions are the numeric contracts (Model.precision, by name:
 	// "fp32", "mx8") this client accepts to train under; a run under
 	// another is refused before joining (ErrPrecision). nil: every one this
@@ -294,7 +297,7 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 		e: newEngine(cfg.Wallet.PublicKey(), node.ID(), cfg.Version, salt, rng), snapshots: map[uint32][]float32{}}
 	c.e.checkpoints, c.e.hubUpload, c.e.benchmarks = cfg.CheckpointDir != "", cfg.HubUpload, len(cfg.EvalTasks) > 0
 	c.e.precisions, c.e.precisionsGiven = cfg.Precisions, precisionsGiven
-	c.e.devices = max(len(cfg.Devices), 1)
+	c.e.devices = groups(cfg)
 	c.e.fits = fitsMemory(clientMemory(cfg), cfg.MicroBatch, cfg.Threads)
 	copy(c.p2pKey[:], raw)
 	c.workDir = cfg.WorkDir

@@ -50,7 +50,7 @@ type engine struct {
 	// one it trains); precisionsGiven: the Config named them.
 	precisions      []string
 	precisionsGiven bool
-	// devices is how many devices share each step (Config.Devices).
+	// devices is how many device groups share each step's shards (groups).
 	devices int
 	// fits says whether the run's model fits this client's memory (nil:
 	// not checked).

@@ -26,15 +26,17 @@ import (
 // simulated one: the clients in turn, the in-memory network, the simulated
 // clock.) Most clients train on the GPU; one trains on
 // the CPU (Config.Device = DeviceCPU: trainer.SetGPU(false)) and one
-// spreads each step over two logical devices on GPU 0 (Config.Devices =
-// [0 0]: trainer.SetDevices, train --data-parallelism 2; the run has
-// grad_shards = 2). They check:
+// spreads each step over logical devices on GPU 0: in the SparseLoCo run
+// two (Config.Devices = [0 0]: trainer.SetDevices, train
+// --data-parallelism 2; the runs have grad_shards = 2), in the DeMo run
+// four, two groups of two (TensorParallelism 2: --data-parallelism 2
+// --tensor-parallelism 2). They check:
 //
 //   - the run reaches Finished, no client stops on an error and none is
 //     health-checked;
 //   - every client applies every step, and all of them the same payloads
 //     with the same replica digest at every step: the CPU client's and the
-//     data-parallel client's digests are the GPU clients', step by step;
+//     multi-device client's digests are the GPU clients', step by step;
 //   - each client trained on the backend it was given (its trainer's
 //     Backend) and trained steps of its own;
 //   - in the DeMo run, which verifies (config/tiny.toml: every contribution
@@ -57,23 +59,26 @@ import (
 // gpuRunEmulated: the GPU is the host emulation (-tags cudaemu).
 var gpuRunEmulated bool
 
-// gpuRunClient is one client of a GPU run: its name, device and devices.
+// gpuRunClient is one client of a GPU run: its name, device, devices and
+// tensor parallelism.
 type gpuRunClient struct {
 	name    string
 	device  Device
 	devices []int
+	tensor  int
 }
 
 var gpuRunClients = []gpuRunClient{
-	{"gpu-a", DeviceCUDA, nil},
-	{"gpu-b", DeviceCUDA, nil},
-	{"cpu", DeviceCPU, nil},
-	{"dp", DeviceCUDA, []int{0, 0}},
+	{"gpu-a", DeviceCUDA, nil, 0},
+	{"gpu-b", DeviceCUDA, nil, 0},
+	{"cpu", DeviceCPU, nil, 0},
+	{"dp", DeviceCUDA, []int{0, 0}, 0},
 }
 
-// TestGPURunDeMo: config/tiny.toml (DeMo, verification) with 4 clients.
+// TestGPURunDeMo: config/tiny.toml (DeMo, verification) with 4 clients,
+// the multi-device one 2 x 2.
 func TestGPURunDeMo(t *testing.T) {
-	gpuRun(t, "tiny.toml", nil, gpuRunClients)
+	gpuRun(t, "tiny.toml", nil, append(gpuRunClients[:3:3], gpuRunClient{"dp-tp", DeviceCUDA, []int{0, 0, 0, 0}, 2}))
 }
 
 // TestGPURunSparseLoCo: config/sparseloco.toml with 3 clients (a GPU, the
@@ -105,7 +110,7 @@ func gpuRun(t *testing.T, file string, extra map[string]string, clients []gpuRun
 	for _, gc := range clients {
 		r.add(gc.name, true, func(sc *simClient) {
 			sc.config = func(cfg *Config) {
-				cfg.Device, cfg.Devices = gc.device, gc.devices
+				cfg.Device, cfg.Devices, cfg.TensorParallelism = gc.device, gc.devices, gc.tensor
 				cfg.MicroBatch = 8
 				if gc.device == DeviceCPU && !gpuRunEmulated {
 					// Its rounds (10 inner steps in SparseLoCo) well within
@@ -149,7 +154,7 @@ func gpuRun(t *testing.T, file string, extra map[string]string, clients []gpuRun
 		switch {
 		case gc.device == DeviceCPU && sc.backend != "cpu",
 			gc.device == DeviceCUDA && !strings.HasPrefix(sc.backend, "cuda:"),
-			len(gc.devices) > 1 && !strings.HasSuffix(sc.backend, fmt.Sprintf(" x%d", len(gc.devices))):
+			len(gc.devices) > 1 && !strings.Contains(sc.backend, fmt.Sprintf(" x%d", len(gc.devices))):
 			t.Errorf("%s trained on %q, want device %v %v", sc.name, sc.backend, gc.device, gc.devices)
 		}
 		snap := sc.c.cfg.Recorder.Snapshot()

@@ -514,7 +514,7 @@ func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 // placeTrainer puts a new trainer on the backend Config.Device names:
 // DeviceCPU on the CPU (a CUDA build's trainer starts on the GPU when one is
 // found), DeviceCUDA, and DeviceAuto with a usable GPU, on the GPU, spread
-// over devices when there are several (data parallelism).
+// over devices when there are several (data and tensor parallelism).
 func (c *Client) placeTrainer(tr *trainer.Trainer, devices []int) error {
 	switch {
 	case c.cfg.Device == DeviceCPU:
@@ -522,7 +522,7 @@ func (c *Client) placeTrainer(tr *trainer.Trainer, devices []int) error {
 	case c.cfg.Device == DeviceCUDA || c.cfg.Device == DeviceAuto && trainer.GPUAvailable() == nil:
 		on := tr.SetGPU(true)
 		if len(devices) > 0 {
-			on = tr.SetDevices(devices)
+			on = tr.SetDevices(devices, max(c.cfg.TensorParallelism, 1))
 		}
 		return on
 	}

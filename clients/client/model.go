@@ -96,8 +96,8 @@ func (e *precisionError) Error() string        { return e.msg }
 func (e *precisionError) Is(target error) bool { return target == ErrPrecision }
 
 // ErrParallelism means the run's grad_shards cannot be spread over this
-// client's devices (Config.Devices, train --data-parallelism); the client
-// refuses the run before joining.
+// client's device groups (Config.Devices, train --data-parallelism); the
+// client refuses the run before joining.
 var ErrParallelism = errors.New("the run's gradient shards do not divide among this client's devices")
 
 type parallelismError struct{ msg string }
@@ -105,8 +105,14 @@ type parallelismError struct{ msg string }
 func (e *parallelismError) Error() string        { return e.msg }
 func (e *parallelismError) Is(target error) bool { return target == ErrParallelism }
 
+// groups is how many device groups share each step's shards: data
+// parallelism, each group cfg.TensorParallelism devices.
+func groups(cfg Config) int {
+	return max(len(cfg.Devices)/max(cfg.TensorParallelism, 1), 1)
+}
+
 // acceptsParallelism refuses a run whose gradient shard count the client's
-// devices devices do not divide: each device must step a whole subtree of
+// devices device groups do not divide: each must step a whole subtree of
 // the shard tree, or the bits would depend on the hardware.
 func acceptsParallelism(v *coordinator.View, devices int) error {
 	if v.Phase == coordinator.Uninitialized || devices <= 1 {
@@ -116,8 +122,8 @@ func acceptsParallelism(v *coordinator.View, devices int) error {
 	if shards%devices == 0 {
 		return nil
 	}
-	return &parallelismError{fmt.Sprintf("the run sums each step's gradients over grad_shards = %d token shards, which %d devices cannot share: "+
-		"restart train with --data-parallelism dividing %d (1 always works)", shards, devices, shards)}
+	return &parallelismError{fmt.Sprintf("the run sums each step's gradients over grad_shards = %d token shards, which --data-parallelism %d cannot share: "+
+		"restart train with --data-parallelism dividing %d (1 always works; --tensor-parallelism spreads each share over more GPUs)", shards, devices, shards)}
 }
 
 // ParsePrecisions checks a list of numeric contract names (train
@@ -292,7 +298,7 @@ type Memory struct {
 	OnGPU    bool
 	GPU      string // the smallest GPU, e.g. "cuda:0 (NVIDIA H100 80GB HBM3)"
 	GPUBytes int64
-	Devices  int // GPUs sharing each step (Config.Devices)
+	Devices  int // device groups sharing each step's shards (groups)
 	Host     int64
 }
 
@@ -318,7 +324,7 @@ func fits(s *coordinator.State, mem Memory, microBatch, threads int) error {
 	if err != nil {
 		return nil // refused elsewhere, with its own line
 	}
-	if mem.Devices > 1 { // the first device's part of the shard tree: its subtree's and the join's buffers
+	if mem.Devices > 1 { // the first group's part of the shard tree: its subtree's and the join's buffers (a tensor-parallel rank holds its leader's)
 		cfg.GradShards = max(cfg.Shards()/mem.Devices, 2)
 	}
 	opt := FootprintOptions(&s.Model, s.Config.Overlap != 0, int(s.Config.InitMinClients), max(threads, 1))
@@ -360,7 +366,7 @@ func fits(s *coordinator.State, mem Memory, microBatch, threads int) error {
 // clientMemory is the memory cfg's client trains in: its GPUs' (the
 // smallest) when it trains on them, and the host's (MemTotal).
 func clientMemory(cfg Config) Memory {
-	mem := Memory{Devices: max(len(cfg.Devices), 1), Host: hostMemory()}
+	mem := Memory{Devices: groups(cfg), Host: hostMemory()}
 	if cfg.Device != DeviceCUDA && (cfg.Device != DeviceAuto || trainer.GPUAvailable() != nil) {
 		return mem
 	}

@@ -201,9 +201,9 @@ func TestAcceptsParallelism(t *testing.T) {
 		{coordinator.RoundTrain, 3, 2, ""},
 		{coordinator.Uninitialized, 0, 4, ""},
 		{coordinator.WaitingForMembers, 0, 2,
-			"the run sums each step's gradients over grad_shards = 1 token shards, which 2 devices cannot share: restart train with --data-parallelism dividing 1 (1 always works)"},
+			"the run sums each step's gradients over grad_shards = 1 token shards, which --data-parallelism 2 cannot share: restart train with --data-parallelism dividing 1 (1 always works; --tensor-parallelism spreads each share over more GPUs)"},
 		{coordinator.Paused, 1, 4,
-			"the run sums each step's gradients over grad_shards = 2 token shards, which 4 devices cannot share: restart train with --data-parallelism dividing 2 (1 always works)"},
+			"the run sums each step's gradients over grad_shards = 2 token shards, which --data-parallelism 4 cannot share: restart train with --data-parallelism dividing 2 (1 always works; --tensor-parallelism spreads each share over more GPUs)"},
 	} {
 		err := acceptsParallelism(view(c.phase, c.log2), c.devices)
 		switch {

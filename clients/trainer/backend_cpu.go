@@ -32,7 +32,7 @@ func (t *Trainer) SetGPU(on bool) error {
 }
 
 // SetDevices trains on CUDA devices: not in this build (see SetGPU).
-func (t *Trainer) SetDevices(ids []int) error {
+func (t *Trainer) SetDevices(ids []int, tensor int) error {
 	return fmt.Errorf("CUDA devices %v requested: %w (built without the cuda tag)", ids, ErrDevice)
 }
 

@@ -7,7 +7,7 @@ package trainer
 #include "trainer.h"
 #include "cuda/trainer_cuda.h"
 
-int tr_device_attach(tr_model *m, trg_model *g, trg_model *const *peers, int npeers);
+int tr_device_attach(tr_model *m, trg_model *g, trg_model *const *peers, int npeers, int tensor);
 int tr_device_detach(tr_model *m);
 int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 int tr_eval_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
@@ -37,12 +37,14 @@ import (
 // runs.
 type backend struct {
 	g       *C.trg_model
-	peers   []*C.trg_model // data parallelism: the other devices, in shard order
+	peers   []*C.trg_model // parallelism: the other devices (SetDevices)
 	devices []int          // the CUDA ordinals of g and peers
+	tensor  int            // tensor-parallel ranks per group
 	gpu     bool           // forward/backward and the optimizers on the GPU
 }
 
-// Backend names the compute path in use: "cuda:<device>" or "cpu". It
+// Backend names the compute path in use: "cuda:<device>", with " xN" for N
+// devices and " (D groups of M)" with tensor parallelism, or "cpu". It
 // opens no device: one not yet open is named by GPUMemory.
 func (t *Trainer) Backend() string {
 	t.mu.Lock()
@@ -57,6 +59,9 @@ func (t *Trainer) Backend() string {
 		name := "cuda:" + C.GoString(C.trg_device_name(t.be.g))
 		if len(t.be.devices) > 1 {
 			name += fmt.Sprintf(" x%d", len(t.be.devices))
+		}
+		if t.be.tensor > 1 {
+			name += fmt.Sprintf(" (%d groups of %d)", len(t.be.devices)/t.be.tensor, t.be.tensor)
 		}
 		return name
 	}
@@ -87,7 +92,7 @@ func (t *Trainer) SetGPU(on bool) error {
 		return fmt.Errorf("GPU requested: %w (no CUDA device found)", ErrDevice)
 	}
 	if t.be.g == nil {
-		return t.openDevices([]int{0})
+		return t.openDevices([]int{0}, 1)
 	}
 	t.be.gpu = true
 	return nil
@@ -105,7 +110,7 @@ func (t *Trainer) initBackend() error {
 // the first time; a device that cannot be opened leaves the trainer on the
 // CPU (SetGPU(true) says why).
 func (t *Trainer) onGPU() bool {
-	if t.be.gpu && t.be.g == nil && t.openDevices([]int{0}) != nil {
+	if t.be.gpu && t.be.g == nil && t.openDevices([]int{0}, 1) != nil {
 		t.be.gpu = false
 	}
 	return t.be.gpu
@@ -124,20 +129,22 @@ func GPUMemory(id int) (int64, string, error) {
 // GPUCount is the number of CUDA devices this process sees.
 func GPUCount() int { return int(C.trg_device_count()) }
 
-// SetDevices trains on the CUDA devices ids with data parallelism: each
-// steps Shards()/len(ids) of every step's token shards, and the first joins
-// their gradients by the shard tree (README "Shards"), so any number of
-// devices gives one device's bits; the first also keeps the weights and the
-// optimizer state. len(ids) must be a power of two dividing the shard count.
-// A device named twice is two logical devices on one GPU (tests).
-// Bad ids change nothing; a device that cannot be opened leaves the trainer
-// on the CPU, its state intact.
-func (t *Trainer) SetDevices(ids []int) error {
+// SetDevices trains on the CUDA devices ids: len(ids)/tensor groups with
+// data parallelism, each of tensor devices with tensor parallelism (ids
+// grouped in order). Each group steps Shards()/groups of every step's token
+// shards, its linear layers' GEMMs split along N over its ranks, and the
+// first device joins the groups' gradients by the shard tree (README
+// "Shards", "Parallelism"), so any split gives one device's bits; the
+// first also keeps the weights and the optimizer state. The group count
+// must be a power of two dividing the shard count. A device named twice is
+// two logical devices on one GPU (tests). Bad ids change nothing; a device
+// that cannot be opened leaves the trainer on the CPU, its state intact.
+func (t *Trainer) SetDevices(ids []int, tensor int) error {
 	if err := t.lock(); err != nil {
 		return err
 	}
 	defer t.mu.Unlock()
-	if err := checkDevices(ids, int(C.trg_device_count()), t.cfg.Shards()); err != nil {
+	if err := checkDevices(ids, tensor, int(C.trg_device_count()), t.cfg.Shards()); err != nil {
 		return err
 	}
 	if t.be.g != nil {
@@ -146,14 +153,13 @@ func (t *Trainer) SetDevices(ids []int) error {
 		}
 		t.closeBackend()
 	}
-	return t.openDevices(ids)
+	return t.openDevices(ids, tensor)
 }
 
 // checkDevices says what is wrong with training on devices ids of count,
-// with shards token shards a step.
-func checkDevices(ids []int, count, shards int) error {
-	d := len(ids)
-	if d == 0 {
+// in groups of tensor, with shards token shards a step.
+func checkDevices(ids []int, tensor, count, shards int) error {
+	if len(ids) == 0 {
 		return fmt.Errorf("%w: no CUDA device named", ErrInvalid)
 	}
 	for _, id := range ids {
@@ -161,20 +167,27 @@ func checkDevices(ids []int, count, shards int) error {
 			return fmt.Errorf("%w: CUDA device %d does not exist (this machine has %d: 0 to %d)", ErrInvalid, id, count, count-1)
 		}
 	}
+	if tensor < 1 || tensor > MaxTensorParallelism {
+		return fmt.Errorf("%w: tensor parallelism %d: must be 1 to %d", ErrInvalid, tensor, MaxTensorParallelism)
+	}
+	if len(ids)%tensor != 0 {
+		return fmt.Errorf("%w: %d devices do not split into groups of %d (tensor parallelism)", ErrInvalid, len(ids), tensor)
+	}
+	d := len(ids) / tensor
 	if d&(d-1) != 0 {
-		return fmt.Errorf("%w: data parallelism over %d devices: the count must be a power of two (1, 2, 4, ...)", ErrInvalid, d)
+		return fmt.Errorf("%w: data parallelism over %d groups of devices: the count must be a power of two (1, 2, 4, ...)", ErrInvalid, d)
 	}
 	if shards%d != 0 {
-		return fmt.Errorf("%w: data parallelism over %d devices needs the run's grad_shards (%d) to be a multiple of %d", ErrInvalid, d, shards, d)
+		return fmt.Errorf("%w: data parallelism over %d groups of devices needs the run's grad_shards (%d) to be a multiple of %d", ErrInvalid, d, shards, d)
 	}
 	return nil
 }
 
 // openDevices creates the device models and attaches them (the trainer
-// then computes there), each with the
-// buffers of its subtree of the shard tree, and one at least where it
-// joins another device's (device_cuda.c: the even ones).
-func (t *Trainer) openDevices(ids []int) error {
+// then computes there), each with the buffers of its group's subtree of
+// the shard tree, and one at least where it joins another group's
+// (device_cuda.c: the even ones).
+func (t *Trainer) openDevices(ids []int, tensor int) error {
 	cc := t.cfg.c()
 	gs := make([]*C.trg_model, len(ids))
 	destroy := func() {
@@ -185,7 +198,7 @@ func (t *Trainer) openDevices(ids []int) error {
 		}
 	}
 	for i, id := range ids {
-		l := treeLevels(t.cfg.Shards(), len(ids), i)
+		l := treeLevels(t.cfg.Shards(), len(ids)/tensor, i/tensor)
 		if err := codeErr(C.trg_create(&cc, C.int(id), C.int(l), &gs[i]), fmt.Sprintf("create GPU model on cuda:%d", id)); err != nil {
 			destroy()
 			return err
@@ -196,11 +209,11 @@ func (t *Trainer) openDevices(ids []int) error {
 	if len(gs) > 1 {
 		peers = (**C.trg_model)(unsafe.Pointer(&gs[1]))
 	}
-	if err := codeErr(C.tr_device_attach(t.m, gs[0], peers, C.int(len(gs)-1)), "attach GPU model"); err != nil {
+	if err := codeErr(C.tr_device_attach(t.m, gs[0], peers, C.int(len(gs)-1), C.int(tensor)), "attach GPU model"); err != nil {
 		destroy()
 		return err
 	}
-	t.be = backend{g: gs[0], peers: gs[1:], devices: slices.Clone(ids), gpu: true}
+	t.be = backend{g: gs[0], peers: gs[1:], devices: slices.Clone(ids), tensor: tensor, gpu: true}
 	return nil
 }
 

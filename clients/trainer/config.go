@@ -43,6 +43,10 @@ type Config struct {
 // MaxGradShards bounds Config.GradShards.
 const MaxGradShards = 64
 
+// MaxTensorParallelism is the most devices a tensor-parallel group has
+// (SetDevices; TRG_MAX_TP in cuda/model.cu).
+const MaxTensorParallelism = 8
+
 // Shards is c's gradient shard count, at least 1.
 func (c Config) Shards() int { return max(c.GradShards, 1) }
 

@@ -79,19 +79,26 @@ static void tr_dev_wrote(tr_model *m, unsigned bufs) {
 #endif
 }
 
-// g, and peers in shard order after it, hold nothing of m yet: everything
-// uploads on first use. 1 + npeers devices share each step's shards, so
-// they must be a power of two dividing the shard count.
-int tr_device_attach(tr_model *m, trg_model *g, trg_model *const *peers, int npeers) {
-    int D = npeers + 1;
-    if (!m || !g || m->dev || npeers < 0 || (npeers && !peers) || (D & (D - 1)) || tr_shards(&m->cfg) % D) return TR_EINVAL;
-    for (int j = 0; j < npeers; j++) {
+// g, then peers, hold nothing of m yet: everything uploads on first use.
+// They form groups of `tensor` devices (trg_tp_attach: the first of each
+// leads), and the groups share each step's shards, so their count must be
+// a power of two dividing the shard count.
+int tr_device_attach(tr_model *m, trg_model *g, trg_model *const *peers, int npeers, int tensor) {
+    int N = npeers + 1, D = tensor > 0 ? N / tensor : 0;
+    if (!m || !g || m->dev || npeers < 0 || npeers >= TR_MAX_SHARDS || (npeers && !peers) || tensor < 1 || D * tensor != N ||
+        (D & (D - 1)) || tr_shards(&m->cfg) % D)
+        return TR_EINVAL;
+    for (int j = 0; j < npeers; j++)
         if (!peers[j]) return TR_EINVAL;
-        m->peers[j] = peers[j];
+    for (int d = 0; d < D && tensor > 1; d++) {
+        int rc = trg_tp_attach(d ? peers[d * tensor - 1] : g, peers + d * tensor, tensor - 1);
+        if (rc) return rc; // the caller destroys them all, which dissolves the groups made
     }
+    for (int j = 0; j < npeers; j++) m->peers[j] = peers[j];
     tr_cpu_release(m); // until the CPU's forward and backward run again
     m->dev = g;
     m->npeers = npeers;
+    m->tensor = tensor;
     m->dev_download = tr_dev_download;
     m->dev_stale = TR_BUF_ALL;
     m->host_stale = 0;
@@ -107,25 +114,36 @@ int tr_device_detach(tr_model *m) {
     if (rc) return rc;
     m->dev = NULL;
     m->npeers = 0;
+    m->tensor = 0;
     m->dev_stale = m->host_stale = m->peer_stale = 0;
     return TR_OK;
 }
 
-// Each device steps its subtree of the shard tree at the forward point
-// (the peers get the first device's weights when they changed), then the
-// devices' subtrees join by the same tree, pair by pair: at distance 1,
-// device 0 takes 1's, 2 takes 3's, ...; at distance 2, 0 takes 2's; and so
-// on, so the first device ends with the whole tree: the bits of one device.
-// Real devices each run from an OpenMP thread of their own (the pairs of a
-// level too); the emulated ones (cudaemu, not thread-safe) one after another.
+// The peers get the first device's weights wbit (buffer wbuf) when they
+// changed.
+static int tr_dev_peers(tr_model *m, unsigned wbit, int wbuf) {
+    int rc = tr_dev_use(m, wbit);
+    for (int j = 0; rc == TR_OK && j < m->npeers && (m->peer_stale & wbit); j++) rc = trg_copy_peer(m->peers[j], wbuf, m->dev, wbuf);
+    if (rc == TR_OK) m->peer_stale &= ~wbit;
+    return rc;
+}
+
+// Group d's leader: the device that steps its subtree of the shard tree.
+static trg_model *tr_dev_leader(tr_model *m, int d) { return d ? m->peers[d * m->tensor - 1] : m->dev; }
+
+// Each group steps its subtree of the shard tree at the forward point (with
+// its ranks in lockstep: trg_tp_attach), then the groups' subtrees join by
+// the same tree, pair by pair: at distance 1, group 0 takes 1's, 2 takes
+// 3's, ...; at distance 2, 0 takes 2's; and so on, so the first device ends
+// with the whole tree: the bits of one device. Real devices' groups each
+// run from an OpenMP thread of their own (the pairs of a level too); the
+// emulated ones (cudaemu, not thread-safe) one after another.
 int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
     if (!m || !m->dev || !loss) return TR_EINVAL;
     int la = m->lookahead_on; // the forward point: DeMo's lookahead when it is on
     unsigned wbit = la ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS;
-    int wbuf = la ? TRG_LOOKAHEAD : TRG_PARAMS, D = m->npeers + 1, per = tr_shards(&m->cfg) / D;
-    int rc = tr_dev_use(m, wbit);
-    for (int j = 0; rc == TR_OK && j < m->npeers && (m->peer_stale & wbit); j++) rc = trg_copy_peer(m->peers[j], wbuf, m->dev, wbuf);
-    if (rc == TR_OK) m->peer_stale &= ~wbit;
+    int wbuf = la ? TRG_LOOKAHEAD : TRG_PARAMS, D = (m->npeers + 1) / m->tensor, per = tr_shards(&m->cfg) / D;
+    int rc = tr_dev_peers(m, wbit, wbuf);
     float sum[TR_MAX_SHARDS];
     int drc[TR_MAX_SHARDS];
 #ifdef TR_EMULATED_DEVICE
@@ -135,14 +153,13 @@ int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, i
 #endif
     if (rc == TR_OK) {
         #pragma omp parallel for schedule(static, 1) num_threads(threads)
-        for (int d = 0; d < D; d++)
-            drc[d] = trg_step(d ? m->peers[d - 1] : m->dev, wbuf, tokens, targets, n, t, d * per, per, &sum[d]);
+        for (int d = 0; d < D; d++) drc[d] = trg_step(tr_dev_leader(m, d), wbuf, tokens, targets, n, t, d * per, per, &sum[d]);
         for (int d = 0; d < D && rc == TR_OK; d++) rc = drc[d];
     }
     for (int dist = 1; rc == TR_OK && dist < D; dist *= 2) {
         #pragma omp parallel for schedule(static, 1) num_threads(threads)
         for (int d = 0; d < D; d += 2 * dist) {
-            drc[d] = trg_join(d ? m->peers[d - 1] : m->dev, m->peers[d + dist - 1]);
+            drc[d] = trg_join(tr_dev_leader(m, d), tr_dev_leader(m, d + dist));
             sum[d] = sum[d] + sum[d + dist]; // the loss sums by the same tree
         }
         for (int d = 0; d < D && rc == TR_OK; d += 2 * dist) rc = drc[d];
@@ -156,7 +173,7 @@ int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, i
 
 int tr_eval_device(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
     if (!m || !m->dev) return TR_EINVAL;
-    int rc = tr_dev_use(m, TR_BUF_PARAMS);
+    int rc = m->tensor > 1 ? tr_dev_peers(m, TR_BUF_PARAMS, TRG_PARAMS) : tr_dev_use(m, TR_BUF_PARAMS); // eval runs on group 0
     return rc ? rc : trg_eval(m->dev, tokens, targets, n, t, loss);
 }
 

@@ -95,11 +95,12 @@ struct tr_model {
     void *dev;
     int (*dev_download)(tr_model *m, unsigned bufs);
     unsigned host_stale, dev_stale;
-    // Data parallelism (device_cuda.c): the other devices, in shard order
-    // after dev, which step their shards at dev's weights; peer_stale names
+    // Data and tensor parallelism (device_cuda.c): the other devices after
+    // dev, in groups of `tensor` (a leader, then its tensor-parallel ranks),
+    // the groups in shard order; all step at dev's weights. peer_stale names
     // the weights (TR_BUF_PARAMS, TR_BUF_LOOKAHEAD) they have not yet got.
     void *peers[TR_MAX_SHARDS - 1];
-    int npeers;
+    int npeers, tensor;
     unsigned peer_stale;
 };
 

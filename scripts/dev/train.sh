@@ -127,12 +127,14 @@ args=(train "${net[@]}" --run-id "$run_id" --authorizer "$authorizer" --data-dir
 # replays others' steps on a trainer of its own, then needs 72 GiB of GPU
 # memory: run-config describe).
 args+=(--micro-batch-size 1)
-# The 1.1B client trains on every GPU here, data parallel: the most that
-# divide the run's 8 gradient shards (1, 2, 4 or 8).
+# The 1.1B client trains on every GPU here: data parallel over the most
+# groups that divide both the GPUs and the run's 8 gradient shards (1, 2, 4
+# or 8), tensor parallel over the GPUs of each group (at most 8).
 if ((!light)); then
-  dp=1
-  while ((dp * 2 <= gpus && dp * 2 <= 8)); do dp=$((dp * 2)); done
-  args+=(--device cuda --data-parallelism "$dp")
+  n=$((gpus > 0 ? gpus : 1)) dp=1 # none: a dry run's one
+  while ((n % (dp * 2) == 0 && dp * 2 <= 8)); do dp=$((dp * 2)); done
+  tp=$((n / dp > 8 ? 8 : n / dp))
+  args+=(--device cuda --data-parallelism "$dp" --tensor-parallelism "$tp")
 fi
 args+=("${train_args[@]}")
 ((dry_run)) || say "training in run \"$run_id\" on $rpc; Ctrl-C leaves the run"

@@ -93,14 +93,15 @@ func nvidiaGPUs() int {
 	return strings.Count(string(out), "GPU ")
 }
 
-// devDataParallelism is the --data-parallelism train.sh gives the 1.1B
-// client here: the most GPUs that divide the run's 8 gradient shards.
-func devDataParallelism() int {
-	dp := 1
-	for dp*2 <= nvidiaGPUs() && dp*2 <= 8 {
+// devParallelism is the --data-parallelism --tensor-parallelism train.sh
+// gives the 1.1B client here: the most groups that divide both the GPUs
+// and the run's 8 gradient shards, the GPUs of a group (at most 8).
+func devParallelism() string {
+	gpus, dp := max(nvidiaGPUs(), 1), 1
+	for gpus%(dp*2) == 0 && dp*2 <= 8 {
 		dp *= 2
 	}
-	return dp
+	return fmt.Sprintf("--data-parallelism %d --tensor-parallelism %d", dp, min(gpus/dp, 8))
 }
 
 func fileExists(p string) bool {
@@ -627,7 +628,7 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			// (a dry run prints the commands on a machine without one too).
 			{[]string{"start-training-devnet-client", "run_id=my-run"}, []string{
 				"+ " + pc + " data prepare --tokenizer gpt2 --seq-len 2048 --out " + data,
-				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1 --device cuda --data-parallelism " + strconv.Itoa(devDataParallelism()),
+				"+ " + pc + " train " + net + " --run-id my-run --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1 --device cuda " + devParallelism(),
 			}},
 			{[]string{"start-training-devnet-light-client"}, []string{
 				"+ " + pc + " data prepare --tokenizer byte --seq-len 512 --out " + data,
@@ -641,7 +642,7 @@ func TestDevDevnetDryRuns(t *testing.T) {
 			}},
 			{[]string{"start-training-devnet-client", "--metrics-local-port", "9100"}, []string{
 				"+ " + pc + " data prepare --tokenizer gpt2 --seq-len 2048 --out " + data,
-				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1 --device cuda --data-parallelism " + strconv.Itoa(devDataParallelism()) + " --metrics-local-port 9100",
+				"+ " + pc + " train " + net + " --run-id test --authorizer 11111111111111111111111111111111 --data-dir " + data + " --micro-batch-size 1 --device cuda " + devParallelism() + " --metrics-local-port 9100",
 			}},
 		} {
 			t.Run(tc.args[0], func(t *testing.T) {

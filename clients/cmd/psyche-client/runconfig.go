@@ -154,5 +154,7 @@ func describeModel(w io.Writer, path string, p coordinator.UpdateParams, cfg tra
 		fmt.Fprintf(w, "grad_shards %d: the gradients include %d more gradient-sized buffers, the shard tree's; with --data-parallelism D each device holds "+
 			"log2(%d/D) of them, and at least one where it joins another device's (the first, third, ...).\n", s, bits.Len(uint(s))-1, s)
 	}
+	fmt.Fprintln(w, "--tensor-parallelism M splits a group's compute over M devices, not its memory: each holds the weights, gradients and activations "+
+		"(and the shard tree's buffers) above; the optimizer and its scratch only the group's first.")
 	return nil
 }

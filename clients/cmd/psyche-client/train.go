@@ -48,8 +48,10 @@ func trainCommand() *cli.Command {
 		&cli.IntFlag{Name: "micro-batch-size", Usage: "sequences per forward/backward pass: bounds memory and changes no bit of the result", Value: client.DefaultMicroBatch},
 		&cli.IntFlag{Name: "threads", Usage: "trainer threads (0: all cores; results do not depend on it)"},
 		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda, or cuda:N[,M...]: the CUDA devices to spread each step over (every backend and split computes the same bits)", Value: "auto"},
-		&cli.IntFlag{Name: "data-parallelism", Usage: "CUDA devices that share each step, each training a whole part of the run's grad_shards token shards (a power of two dividing them; " +
-			"a run they do not divide is refused before joining, with exit code 2): devices 0 to N-1, or those --device cuda:... names", Value: 1},
+		&cli.IntFlag{Name: "data-parallelism", Usage: "groups of CUDA devices that share each step, each training a whole part of the run's grad_shards token shards (a power of two dividing them; " +
+			"a run they do not divide is refused before joining, with exit code 2): devices 0 to N x M - 1, or those --device cuda:... names, in groups of M = --tensor-parallelism", Value: 1},
+		&cli.IntFlag{Name: "tensor-parallelism", Usage: "CUDA devices in each group, which split every linear layer's matrix products along their outputs (1 to 8; the same bits as one device; " +
+			"each device holds the whole model, so this spreads compute, not memory)", Value: 1},
 		&cli.StringSliceFlag{Name: "precision", Usage: "the numeric contracts this client accepts to train under, comma-separated: fp32 (contract v2) and mx8 (contract v3: " +
 			"block-scaled int8 matrix products); a run under another is refused before joining, with exit code 2 (default: every one this build trains, fp32,mx8)"},
 		&cli.StringFlag{Name: "data-url", Usage: "data server to train from instead of the run's data location (the run's pinned root still applies)"},
@@ -120,7 +122,8 @@ func train(c *cli.Context) error {
 			return err
 		}
 	}
-	device, devices, err := trainDevices(c.String("device"), c.Int("data-parallelism"), c.IsSet("data-parallelism"), trainer.GPUCount())
+	tp := c.Int("tensor-parallelism")
+	device, devices, err := trainDevices(c.String("device"), c.Int("data-parallelism"), c.IsSet("data-parallelism"), tp, trainer.GPUCount())
 	if err != nil {
 		return err
 	}
@@ -249,7 +252,7 @@ func train(c *cli.Context) error {
 		RunID: runID, Program: program, Chains: chains, Wallet: key, Authorization: authAddr,
 		Node: node, Recorder: rec, Log: log, Version: os.Getenv("CLIENT_VERSION"),
 		Data: data, Eval: eval, EvalEvery: c.Int("eval-every"), EvalSequences: c.Int("eval-sequences"),
-		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device, Devices: devices, Precisions: precisions,
+		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device, Devices: devices, TensorParallelism: tp, Precisions: precisions,
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
 		DummyTraining: c.Bool("dummy-training"),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
@@ -364,36 +367,47 @@ func parseDevice(s string) (client.Device, []int, error) {
 	return 0, nil, badInputf("--device must be auto, cpu, cuda or cuda:N[,M...], not %q", s)
 }
 
-// trainDevices reads train's --device and --data-parallelism against the
-// gpus this machine has: the backend, and the CUDA ordinals that share each
-// step (nil: device 0 alone).
-func trainDevices(s string, dp int, dpSet bool, gpus int) (client.Device, []int, error) {
+// trainDevices reads train's --device, --data-parallelism and
+// --tensor-parallelism against the gpus this machine has: the backend, and
+// the CUDA ordinals that share each step, in groups of tp (nil: device 0
+// alone).
+func trainDevices(s string, dp int, dpSet bool, tp int, gpus int) (client.Device, []int, error) {
 	device, ids, err := parseDevice(s)
 	if err != nil {
 		return 0, nil, err
 	}
+	if ids != nil && !dpSet && tp >= 1 { // the devices named, in groups of tp
+		dp = len(ids) / tp
+		switch {
+		case len(ids)%tp != 0:
+			return 0, nil, badInputf("--device %s names %d devices, which do not split into groups of --tensor-parallelism %d", s, len(ids), tp)
+		case dp&(dp-1) != 0:
+			return 0, nil, badInputf("--device %s: %d groups of %d devices; data parallelism needs a power of two groups (1, 2, 4, 8, ...)", s, dp, tp)
+		}
+	}
+	flags := fmt.Sprintf("--device %s --data-parallelism %d --tensor-parallelism %d", s, dp, tp)
 	switch {
 	case dp < 1 || dp&(dp-1) != 0:
 		return 0, nil, badInputf("--data-parallelism %d: must be a power of two (1, 2, 4, 8, ...), as the run's grad_shards is", dp)
-	case ids != nil && dpSet && dp != len(ids):
-		return 0, nil, badInputf("--data-parallelism %d, but --device %s names %d devices: give one or the other", dp, s, len(ids))
-	case ids != nil && len(ids)&(len(ids)-1) != 0:
-		return 0, nil, badInputf("--device %s: %d devices; data parallelism needs a power of two (1, 2, 4, 8, ...)", s, len(ids))
-	case device == client.DeviceCPU && dp > 1:
-		return 0, nil, badInputf("--data-parallelism %d needs CUDA devices, and --device cpu trains on the CPU (its threads: --threads)", dp)
+	case tp < 1 || tp > trainer.MaxTensorParallelism:
+		return 0, nil, badInputf("--tensor-parallelism %d: must be 1 to %d", tp, trainer.MaxTensorParallelism)
+	case ids != nil && dp*tp != len(ids):
+		return 0, nil, badInputf("%s: --device names %d devices, but the parallelism needs %d x %d = %d: name that many, or leave --device out", flags, len(ids), dp, tp, dp*tp)
+	case device == client.DeviceCPU && dp*tp > 1:
+		return 0, nil, badInputf("%s: parallelism needs CUDA devices, and --device cpu trains on the CPU (its threads: --threads)", flags)
 	}
-	if ids == nil && dp > 1 {
+	if ids == nil && dp*tp > 1 {
 		device = client.DeviceCUDA
-		for i := range dp {
+		for i := range dp * tp {
 			ids = append(ids, i)
 		}
 	}
 	if len(ids) > 0 && gpus == 0 {
-		return 0, nil, badInputf("--device %s --data-parallelism %d: needs CUDA devices, and this machine has none", s, max(dp, len(ids)))
+		return 0, nil, badInputf("%s: needs CUDA devices, and this machine has none", flags)
 	}
 	for _, id := range ids {
 		if id >= gpus {
-			return 0, nil, badInputf("--device %s --data-parallelism %d: CUDA device %d does not exist (this machine has %d)", s, max(dp, len(ids)), id, gpus)
+			return 0, nil, badInputf("%s: CUDA device %d does not exist (this machine has %d)", flags, id, gpus)
 		}
 	}
 	return device, ids, nil

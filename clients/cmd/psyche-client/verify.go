@@ -345,7 +345,7 @@ func replayTrainer(cfg trainer.Config, runID string, threads int, device client.
 	case client.DeviceCUDA:
 		on := tr.SetGPU(true)
 		if ids != nil {
-			on = tr.SetDevices(ids)
+			on = tr.SetDevices(ids, 1)
 		}
 		if on != nil {
 			return fail(badInputf("--device: %w", on))

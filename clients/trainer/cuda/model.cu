@@ -33,6 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
+
+#include <functional>
 
 #include "../kernels.h"
 #include "../layout.h"
@@ -891,25 +894,6 @@ static void matmul(const trg_mx *mx, const tr_gemm_args &g, int kseg) {
     TRG_LAUNCH_SYNC(mx_gemm_kernel, grid, MX_THREADS, g, nb * parts, mx->qa, mx->sa, mx->qb, mx->sb);
 }
 
-// out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC)
-static void linear_forward(const trg_mx *mx, float *out, int ldo, const float *inp, int ldi, const float *w, const float *bias,
-                           int BT, int IC, int OC) {
-    tr_gemm_args g = {BT, OC, IC, inp, ldi, w, IC, out, ldo, bias, 0, 0, 0};
-    matmul(mx, g, IC);
-}
-
-// dinp(BT, IC) = dout w (accumulate: on from dinp), dw(OC, IC) += dout^T inp,
-// dbias(OC) += column sums of dout (row stride ldd); rows are sequences of
-// T tokens (mx8 blocks of dw's K stay within one).
-static void linear_backward(const trg_mx *mx, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
-                            const float *inp, int ldi, const float *w, int BT, int T, int IC, int OC) {
-    tr_gemm_args gi = {BT, IC, OC, dout, ldd, w, IC, dinp, IC, NULL, accumulate, 0, 1, TR_MX_DINP_SLICES};
-    tr_gemm_args gw = {OC, IC, BT, dout, ldd, inp, ldi, dw, IC, NULL, 1, 1, 1};
-    matmul(mx, gi, OC);
-    matmul(mx, gw, T);
-    if (dbias) TRG_LAUNCH_SYNC(bias_backward_kernel, (OC + CH_COLS - 1) / CH_COLS, CH_THREADS, dbias, dout, ldd, BT, OC);
-}
-
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C) {
     TRG_LAUNCH(layernorm_forward_kernel, blocks_for(N), THREADS, out, mean, rstd, inp, w, b, N, C);
 }
@@ -1001,9 +985,27 @@ typedef struct {
     size_t bytes;
 } trg_scratch;
 
+// Tensor parallelism (trg_tp_attach): the ranks of a group, the leader
+// first, step in lockstep as fibers of the calling thread (trg_group).
+enum { TRG_MAX_TP = 8, TRG_TP_STACK = 1 << 20 };
+typedef struct {
+    int n;                      // ranks
+    trg_model *rank[TRG_MAX_TP];
+    ucontext_t main, ctx[TRG_MAX_TP];
+    char *stacks;               // n of TRG_TP_STACK bytes
+    const std::function<int(trg_model *)> *body;
+    int cur, rc[TRG_MAX_TP], done[TRG_MAX_TP];
+    // The gather each rank stopped at: columns [0, cols) of rows of out
+    // (row stride ld), whose slices the ranks computed (trg_part).
+    float *out[TRG_MAX_TP];
+    int ld[TRG_MAX_TP], rows[TRG_MAX_TP], cols[TRG_MAX_TP];
+} trg_tp;
+
 struct trg_model {
     tr_config cfg;
     int device;             // the CUDA ordinal; every entry point makes it current
+    trg_tp *tp;             // its tensor-parallel group (the leader's, shared), or NULL
+    int rank;               // its rank in tp: it computes slice rank of each split GEMM
     int levels;             // shard_grads' buffers
     float *shard_grads;     // (levels x N) the shard tree's partial sums above grads (../layout.h)
     size_t num_params;
@@ -1031,6 +1033,183 @@ struct trg_model {
 };
 
 // ----------------------------------------------------------------------------
+// Tensor parallelism. Every rank of a group runs the whole forward and
+// backward on its own copy of the weights and activations, except that each
+// linear layer's GEMMs are split along their outputs' N: rank r computes
+// output columns [trg_part(N, r), trg_part(N, r + 1)) of the forward and of
+// the input gradient, then the ranks gather each other's columns; and rows
+// [trg_part(OC, r), ...) of the weight gradient, which the leader gathers
+// once the step is done (trg_tp_grads). An output is then one chain over
+// the whole K wherever it is computed, so any group gives one device's bits.
+
+static int trg_ranks(const trg_model *g) { return g->tp ? g->tp->n : 1; }
+
+// The first of slice r of n split over R ranks: whole float4s while they go.
+static int trg_part(int n, int r, int R) { return r >= R ? n : (int)((long)(n / 4) * r / R) * 4; }
+
+static thread_local trg_tp *trg_tp_now; // the group whose fiber runs, for trg_tp_main
+
+static void trg_tp_main(void) {
+    trg_tp *tp = trg_tp_now;
+    int r = tp->cur;
+    tp->rc[r] = (*tp->body)(tp->rank[r]);
+    tp->done[r] = 1; // then uc_link returns to trg_group
+}
+
+// Columns [0, cols) of out (rows of ld floats) are split over g's group:
+// it hands its slice to the others and waits for theirs (trg_tp_gather).
+static void trg_gather(trg_model *g, float *out, int ld, int rows, int cols) {
+    trg_tp *tp = g->tp;
+    if (!tp) return;
+    int r = g->rank;
+    tp->out[r] = out;
+    tp->ld[r] = ld;
+    tp->rows[r] = rows;
+    tp->cols[r] = cols;
+    swapcontext(&tp->ctx[r], &tp->main);
+}
+
+// The pitched copy of width floats of rows rows (pitch ld) from src on
+// device sd to dst on dd.
+static cudaError_t trg_copy_rows(float *dst, int dd, const float *src, int sd, size_t ld, size_t width, size_t rows) {
+    cudaMemcpy3DPeerParms p;
+    memset(&p, 0, sizeof p);
+    p.srcPtr = make_cudaPitchedPtr((void *)src, ld * sizeof(float), width * sizeof(float), rows);
+    p.srcDevice = sd;
+    p.dstPtr = make_cudaPitchedPtr(dst, ld * sizeof(float), width * sizeof(float), rows);
+    p.dstDevice = dd;
+    p.extent = make_cudaExtent(width * sizeof(float), rows, 1);
+    return cudaMemcpy3DPeer(&p);
+}
+
+// Waits for every rank's device: what was launched there is done.
+static cudaError_t trg_tp_sync(trg_tp *tp) {
+    cudaError_t e = cudaSuccess;
+    for (int r = 0; r < tp->n && e == cudaSuccess; r++)
+        if ((e = cudaSetDevice(tp->rank[r]->device)) == cudaSuccess) e = cudaDeviceSynchronize();
+    return e;
+}
+
+// Every rank stopped at the same gather: each slice goes to every other rank.
+static int trg_tp_gather(trg_tp *tp) {
+    trg_model *lead = tp->rank[0];
+    for (int r = 1; r < tp->n; r++)
+        if (tp->ld[r] != tp->ld[0] || tp->rows[r] != tp->rows[0] || tp->cols[r] != tp->cols[0]) return TR_EDEVICE; // out of step: a bug
+    if ((lead->err = trg_tp_sync(tp)) != cudaSuccess) return TR_EDEVICE;
+    for (int s = 0; s < tp->n; s++) {
+        int c0 = trg_part(tp->cols[0], s, tp->n), c1 = trg_part(tp->cols[0], s + 1, tp->n);
+        for (int d = 0; d < tp->n && c1 > c0; d++) {
+            if (d == s) continue;
+            lead->err = trg_copy_rows(tp->out[d] + c0, tp->rank[d]->device, tp->out[s] + c0, tp->rank[s]->device, (size_t)tp->ld[0],
+                                      (size_t)(c1 - c0), (size_t)tp->rows[0]);
+            if (lead->err != cudaSuccess) return TR_EDEVICE;
+        }
+    }
+    return (lead->err = trg_tp_sync(tp)) == cudaSuccess ? TR_OK : TR_EDEVICE;
+}
+
+// Runs body on every rank of g's group in lockstep (on g alone without one):
+// each rank is a fiber that runs until its next gather; once all stand
+// there, the gather is done and they go on. Real devices still overlap:
+// a fiber's launches are queued when it yields.
+static int trg_group(trg_model *g, const std::function<int(trg_model *)> &body) {
+    trg_tp *tp = g->tp;
+    if (!tp) return body(g);
+    tp->body = &body;
+    for (int r = 0; r < tp->n; r++) {
+        tp->done[r] = tp->rc[r] = 0;
+        getcontext(&tp->ctx[r]);
+        tp->ctx[r].uc_stack.ss_sp = tp->stacks + (size_t)r * TRG_TP_STACK;
+        tp->ctx[r].uc_stack.ss_size = TRG_TP_STACK;
+        tp->ctx[r].uc_link = &tp->main;
+        makecontext(&tp->ctx[r], trg_tp_main, 0);
+    }
+    trg_tp *outer = trg_tp_now;
+    int rc = TR_OK;
+    for (;;) {
+        int done = 0;
+        for (int r = 0; r < tp->n; r++) {
+            if ((g->err = cudaSetDevice(tp->rank[r]->device)) != cudaSuccess) { rc = TR_EDEVICE; goto out; }
+            tp->cur = r;
+            trg_tp_now = tp;
+            swapcontext(&tp->main, &tp->ctx[r]);
+            done += tp->done[r];
+        }
+        for (int r = 0; r < tp->n; r++) // a rank that failed ends the group: the others are left at their gather
+            if (tp->rc[r]) {
+                if (r) g->err = tp->rank[r]->err;
+                rc = tp->rc[r];
+                goto out;
+            }
+        if (done == tp->n) break;
+        if (done || (rc = trg_tp_gather(tp))) { rc = rc ? rc : TR_EDEVICE; break; }
+    }
+out:
+    trg_tp_now = outer;
+    if (cudaSetDevice(g->device) != cudaSuccess && rc == TR_OK) rc = TR_EDEVICE;
+    return rc;
+}
+
+// The matrices whose gradient rows the ranks split: the 3-d tensors
+// (count matrices of rows x cols) and the lm head (wte when tied).
+static int trg_split_tensor(const tr_config *c, int i, int shape[3]) {
+    int nd = tr_param_shape(c, i, shape), head = tr_is_llama(c) ? (int)(c->untied ? TR_L_lmhead : TR_L_wte) : (int)TR_P_wte;
+    if (i == head) {
+        shape[2] = shape[1];
+        shape[1] = shape[0];
+        shape[0] = 1;
+        return 1;
+    }
+    return nd == 3;
+}
+
+// After a step, the leader takes each rank's rows of the split weight
+// gradients (the rest of every rank's gradients is the leader's own bits).
+static int trg_tp_grads(trg_model *g) {
+    trg_tp *tp = g->tp;
+    if ((g->err = trg_tp_sync(tp)) != cudaSuccess) return TR_EDEVICE;
+    for (int i = 0; i < tr_tensor_count(&g->cfg); i++) {
+        int sh[3];
+        if (!trg_split_tensor(&g->cfg, i, sh)) continue;
+        size_t pitch = (size_t)sh[1] * sh[2];
+        for (int r = 1; r < tp->n; r++) {
+            int o0 = trg_part(sh[1], r, tp->n), o1 = trg_part(sh[1], r + 1, tp->n);
+            size_t at = g->offsets[i] + (size_t)o0 * sh[2];
+            if (o1 > o0 && (g->err = trg_copy_rows(g->grads + at, g->device, tp->rank[r]->grads + at, tp->rank[r]->device, pitch,
+                                                   (size_t)(o1 - o0) * sh[2], (size_t)sh[0])) != cudaSuccess)
+                return TR_EDEVICE;
+        }
+    }
+    return (g->err = trg_tp_sync(tp)) == cudaSuccess ? TR_OK : TR_EDEVICE;
+}
+
+// out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC):
+// this rank's columns, then the group's.
+static void linear_forward(trg_model *g, float *out, int ldo, const float *inp, int ldi, const float *w, const float *bias,
+                           int BT, int IC, int OC) {
+    int R = trg_ranks(g), o0 = trg_part(OC, g->rank, R), o1 = trg_part(OC, g->rank + 1, R);
+    tr_gemm_args a = {BT, o1 - o0, IC, inp, ldi, w + (size_t)o0 * IC, IC, out + o0, ldo, bias ? bias + o0 : NULL, 0, 0, 0};
+    if (o1 > o0) matmul(&g->mx, a, IC);
+    trg_gather(g, out, ldo, BT, OC);
+}
+
+// dinp(BT, IC) = dout w (accumulate: on from dinp), dw(OC, IC) += dout^T inp,
+// dbias(OC) += column sums of dout (row stride ldd); rows are sequences of
+// T tokens (mx8 blocks of dw's K stay within one). In a group: dinp's
+// columns as linear_forward's, dw's rows of this rank only, dbias whole.
+static void linear_backward(trg_model *g, float *dinp, int accumulate, float *dw, float *dbias, const float *dout, int ldd,
+                            const float *inp, int ldi, const float *w, int BT, int T, int IC, int OC) {
+    int R = trg_ranks(g), i0 = trg_part(IC, g->rank, R), i1 = trg_part(IC, g->rank + 1, R);
+    int o0 = trg_part(OC, g->rank, R), o1 = trg_part(OC, g->rank + 1, R);
+    tr_gemm_args gi = {BT, i1 - i0, OC, dout, ldd, w + i0, IC, dinp + i0, IC, NULL, accumulate, 0, 1, TR_MX_DINP_SLICES};
+    tr_gemm_args gw = {o1 - o0, IC, BT, dout + o0, ldd, inp, ldi, dw + (size_t)o0 * IC, IC, NULL, 1, 1, 1};
+    if (i1 > i0) matmul(&g->mx, gi, OC);
+    if (o1 > o0) matmul(&g->mx, gw, T);
+    if (dbias) TRG_LAUNCH_SYNC(bias_backward_kernel, (OC + CH_COLS - 1) / CH_COLS, CH_THREADS, dbias, dout, ldd, BT, OC);
+    trg_gather(g, dinp, IC, BT, IC);
+}
+
+// ----------------------------------------------------------------------------
 // Model: the architectures as gpt.c and llama.c run them.
 
 static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
@@ -1046,18 +1225,18 @@ static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
         float *att = a->att, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C; // one layer's: ../layout.h
         float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C, *res3 = a->residual3 + l * BT * C;
         layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual, p->ln1w + l * C, p->ln1b + l * C, (int)BT, C);
-        linear_forward(&g->mx, qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
+        linear_forward(g, qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
         attention_forward(atty, att, g->rows, qkv, B, T, C, NH, NH);
-        linear_forward(&g->mx, res3, C, atty, C, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
+        linear_forward(g, res3, C, atty, C, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
         layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2, p->ln2w + l * C, p->ln2b + l * C, (int)BT, C);
-        linear_forward(&g->mx, fch, 4 * C, ln2, C, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, (int)BT, C, 4 * C);
+        linear_forward(g, fch, 4 * C, ln2, C, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, (int)BT, C, 4 * C);
         TRG_LAUNCH(gelu_forward_kernel, blocks_for(BT * 4 * C), THREADS, fchg, fch, BT * 4 * C);
-        linear_forward(&g->mx, res3, C, fchg, 4 * C, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, (int)BT, 4 * C, C);
+        linear_forward(g, res3, C, fchg, 4 * C, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, (int)BT, 4 * C, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
     }
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BT * C, p->lnfw, p->lnfb, (int)BT, C);
-    linear_forward(&g->mx, a->logits, Vp, a->lnf, C, p->wte, NULL, (int)BT, C, Vp);
+    linear_forward(g, a->logits, Vp, a->lnf, C, p->wte, NULL, (int)BT, C, Vp);
     crossentropy_forward(a->probs, a->losses, g->rows, a->logits, g->targets, (int)BT, V, Vp);
     return a->losses;
 }
@@ -1071,7 +1250,7 @@ static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, 
     tr_act_layout(&g->cfg, B, T, g->acts, a);
     tr_dact_layout(&g->cfg, B, T, g->dacts, d);
     TRG_LAUNCH(crossentropy_backward_kernel, blocks_for(BT * Vp), THREADS, d->dlogits, a->probs, g->targets, dloss, (int)BT, V, Vp);
-    linear_backward(&g->mx, d->dln, 0, gr->wte, NULL, d->dlogits, Vp, a->lnf, C, p->wte, (int)BT, T, C, Vp);
+    linear_backward(g, d->dln, 0, gr->wte, NULL, d->dlogits, Vp, a->lnf, C, p->wte, (int)BT, T, C, Vp);
     cudaMemsetAsync(d->dres, 0, sizeof(float) * BT * C);
     layernorm_backward(d->dres, gr->lnfw, gr->lnfb, d->dln, a->residual3 + (L - 1) * BT * C, p->lnfw, a->lnf_mean, a->lnf_rstd, (int)BT, C);
     for (int l = L - 1; l >= 0; l--) {
@@ -1079,20 +1258,20 @@ static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, 
         const float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
         const float *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
         const float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C;
-        linear_backward(&g->mx, d->dfch_gelu, 0, gr->fcprojw + (size_t)l * C * 4 * C, gr->fcprojb + l * C, d->dres, C, fchg, 4 * C,
+        linear_backward(g, d->dfch_gelu, 0, gr->fcprojw + (size_t)l * C * 4 * C, gr->fcprojb + l * C, d->dres, C, fchg, 4 * C,
                         p->fcprojw + (size_t)l * C * 4 * C, (int)BT, T, 4 * C, C);
         TRG_LAUNCH(gelu_backward_kernel, blocks_for(BT * 4 * C), THREADS, d->dfch, fch, d->dfch_gelu, BT * 4 * C);
-        linear_backward(&g->mx, d->dln, 0, gr->fcw + (size_t)l * 4 * C * C, gr->fcb + l * 4 * C, d->dfch, 4 * C, ln2, C,
+        linear_backward(g, d->dln, 0, gr->fcw + (size_t)l * 4 * C * C, gr->fcb + l * 4 * C, d->dfch, 4 * C, ln2, C,
                         p->fcw + (size_t)l * 4 * C * C, (int)BT, T, C, 4 * C);
         layernorm_backward(d->dres, gr->ln2w + l * C, gr->ln2b + l * C, d->dln, res2, p->ln2w + l * C,
                            a->ln2_mean + l * BT, a->ln2_rstd + l * BT, (int)BT, C);
-        linear_backward(&g->mx, d->datty, 0, gr->attprojw + (size_t)l * C * C, gr->attprojb + l * C, d->dres, C, atty, C,
+        linear_backward(g, d->datty, 0, gr->attprojw + (size_t)l * C * C, gr->attprojb + l * C, d->dres, C, atty, C,
                         p->attprojw + (size_t)l * C * C, (int)BT, T, C, C);
         // This layer's probabilities again, as forward computed them (it
         // also writes atty's same bits): one layer's are kept.
         attention_forward((float *)atty, a->att, g->rows, qkv, B, T, C, NH, NH);
         attention_backward(d->dqkv, g->dpre, g->rows, d->datty, a->att, qkv, B, T, C, NH, NH);
-        linear_backward(&g->mx, d->dln, 0, gr->qkvw + (size_t)l * 3 * C * C, gr->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
+        linear_backward(g, d->dln, 0, gr->qkvw + (size_t)l * 3 * C * C, gr->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
                         p->qkvw + (size_t)l * 3 * C * C, (int)BT, T, C, 3 * C);
         layernorm_backward(d->dres, gr->ln1w + l * C, gr->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
                            a->ln1_mean + l * BT, a->ln1_rstd + l * BT, (int)BT, C);
@@ -1115,22 +1294,22 @@ static const float *llama_forward(trg_model *g, float *w, int B, int T) {
         float *att = a.att, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C; // one layer's: ../layout.h
         float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H, *res3 = a.residual3 + l * BT * C;
         rmsnorm_forward(rms1, a.rms1_rstd + l * BT, residual, p.rms1w + l * C, (int)BT, C);
-        linear_forward(&g->mx, qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, NULL, (int)BT, C, C);
-        linear_forward(&g->mx, qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
-        linear_forward(&g->mx, qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+        linear_forward(g, qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, NULL, (int)BT, C, C);
+        linear_forward(g, qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+        linear_forward(g, qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, qkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 0);
         attention_forward(atty, att, g->rows, qkv, B, T, C, NH, KV);
-        linear_forward(&g->mx, res3, C, atty, C, p.wo + (size_t)l * C * C, NULL, (int)BT, C, C);
+        linear_forward(g, res3, C, atty, C, p.wo + (size_t)l * C * C, NULL, (int)BT, C, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
         rmsnorm_forward(rms2, a.rms2_rstd + l * BT, res2, p.rms2w + l * C, (int)BT, C);
-        linear_forward(&g->mx, gate, H, rms2, C, p.wgate + (size_t)l * H * C, NULL, (int)BT, C, H);
-        linear_forward(&g->mx, up, H, rms2, C, p.wup + (size_t)l * H * C, NULL, (int)BT, C, H);
+        linear_forward(g, gate, H, rms2, C, p.wgate + (size_t)l * H * C, NULL, (int)BT, C, H);
+        linear_forward(g, up, H, rms2, C, p.wup + (size_t)l * H * C, NULL, (int)BT, C, H);
         TRG_LAUNCH(swiglu_forward_kernel, blocks_for(BT * H), THREADS, hmid, gate, up, BT * H);
-        linear_forward(&g->mx, res3, C, hmid, H, p.wdown + (size_t)l * C * H, NULL, (int)BT, H, C);
+        linear_forward(g, res3, C, hmid, H, p.wdown + (size_t)l * C * H, NULL, (int)BT, H, C);
         TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
     }
     rmsnorm_forward(a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * BT * C, p.rmsfw, (int)BT, C);
-    linear_forward(&g->mx, a.logits, Vp, a.rmsf, C, p.lmhead, NULL, (int)BT, C, Vp);
+    linear_forward(g, a.logits, Vp, a.rmsf, C, p.lmhead, NULL, (int)BT, C, Vp);
     crossentropy_forward(a.probs, a.losses, g->rows, a.logits, g->targets, (int)BT, V, Vp);
     return a.losses;
 }
@@ -1146,7 +1325,7 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
     tr_llama_act_layout(c, B, T, g->acts, &a);
     tr_llama_dact_layout(c, B, T, g->dacts, &d);
     TRG_LAUNCH(crossentropy_backward_kernel, blocks_for(BT * Vp), THREADS, d.dlogits, a.probs, g->targets, dloss, (int)BT, V, Vp);
-    linear_backward(&g->mx, d.dln, 0, gr.lmhead, NULL, d.dlogits, Vp, a.rmsf, C, p.lmhead, (int)BT, T, C, Vp);
+    linear_backward(g, d.dln, 0, gr.lmhead, NULL, d.dlogits, Vp, a.rmsf, C, p.lmhead, (int)BT, T, C, Vp);
     cudaMemsetAsync(d.dres, 0, sizeof(float) * BT * C);
     rmsnorm_backward(d.dres, gr.rmsfw, d.dln, a.residual3 + (L - 1) * BT * C, p.rmsfw, a.rmsf_rstd, (int)BT, C);
     for (int l = L - 1; l >= 0; l--) {
@@ -1154,18 +1333,18 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
         const float *rms1 = a.rms1 + l * BT * C, *qkv = a.qkv + l * BT * QKVD, *atty = a.atty + l * BT * C;
         const float *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
         const float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H;
-        linear_backward(&g->mx, d.dhmid, 0, gr.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, (int)BT, T, H, C);
+        linear_backward(g, d.dhmid, 0, gr.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, (int)BT, T, H, C);
         TRG_LAUNCH(swiglu_backward_kernel, blocks_for(BT * H), THREADS, d.dgate, d.dup, gate, up, d.dhmid, BT * H);
-        linear_backward(&g->mx, d.dln, 0, gr.wup + (size_t)l * H * C, NULL, d.dup, H, rms2, C, p.wup + (size_t)l * H * C, (int)BT, T, C, H);
-        linear_backward(&g->mx, d.dln, 1, gr.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, (int)BT, T, C, H);
+        linear_backward(g, d.dln, 0, gr.wup + (size_t)l * H * C, NULL, d.dup, H, rms2, C, p.wup + (size_t)l * H * C, (int)BT, T, C, H);
+        linear_backward(g, d.dln, 1, gr.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, (int)BT, T, C, H);
         rmsnorm_backward(d.dres, gr.rms2w + l * C, d.dln, res2, p.rms2w + l * C, a.rms2_rstd + l * BT, (int)BT, C);
-        linear_backward(&g->mx, d.datty, 0, gr.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, (int)BT, T, C, C);
+        linear_backward(g, d.datty, 0, gr.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, (int)BT, T, C, C);
         attention_forward((float *)atty, a.att, g->rows, qkv, B, T, C, NH, KV); // as in gpt_backward
         attention_backward(d.dqkv, g->dpre, g->rows, d.datty, a.att, qkv, B, T, C, NH, KV);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, d.dqkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 1);
-        linear_backward(&g->mx, d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, T, C, C);
-        linear_backward(&g->mx, d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, T, C, KVD);
-        linear_backward(&g->mx, d.dln, 1, gr.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C,
+        linear_backward(g, d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, T, C, C);
+        linear_backward(g, d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, T, C, KVD);
+        linear_backward(g, d.dln, 1, gr.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C,
                         (int)BT, T, C, KVD);
         rmsnorm_backward(d.dres, gr.rms1w + l * C, d.dln, residual, p.rms1w + l * C, a.rms1_rstd + l * BT, (int)BT, C);
     }
@@ -1211,6 +1390,15 @@ extern "C" const char *trg_last_error(const trg_model *g) {
 extern "C" void trg_destroy(trg_model *g) {
     if (!g) return;
     trg_prof_print();
+    if (g->tp) { // one member gone dissolves its group
+        trg_tp *tp = g->tp;
+        for (int r = 0; r < tp->n; r++) {
+            tp->rank[r]->tp = NULL;
+            tp->rank[r]->rank = 0;
+        }
+        free(tp->stacks);
+        free(tp);
+    }
     for (int i = 0; i < 2; i++)
         if (g->pinned_ok[i]) cudaHostUnregister((void *)g->pinned[i]);
     cudaSetDevice(g->device);
@@ -1418,25 +1606,33 @@ extern "C" int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_
     if (!tokens || !targets || !sum || n < 1 || t < 1 || t > g->cfg.seq_len || count < 1 || first < 0 || count > S ||
         first > S - count || first % count || (count & (count - 1)) || tr_shard_levels(count) - 1 > g->levels)
         return TR_EINVAL;
+    for (int r = 1; r < trg_ranks(g); r++) // the ranks' own weights (trg_copy_peer) and tree buffers
+        if (trg_buffer(g->tp->rank[r], w, g->num_params, 0, &wp) || tr_shard_levels(count) - 1 > g->tp->rank[r]->levels) return TR_EINVAL;
     if (g->mx.refused[0]) return TR_EDEVICE;
     TRG_USE(g);
-    float dloss = 1.0f / ((float)n * (float)t), part[TR_MAX_SHARD_LEVELS];
-    int depth = 0;
-    for (int i = 0; i < count; i++) {
-        int s = first + i;
-        part[depth] = 0.0f;
-        if ((rc = trg_chain(g, wp, trg_level(g, depth), tokens, targets, tr_shard_first(n, S, s), tr_shard_first(n, S, s + 1), t,
-                            dloss, &part[depth])))
-            return rc;
-        depth++;
-        for (int k = tr_tree_merges(i); k > 0; k--, depth--) {
-            float *l = trg_level(g, depth - 2);
-            TRG_LAUNCH(add_kernel, blocks_for(g->num_params), THREADS, l, l, trg_level(g, depth - 1), g->num_params);
-            part[depth - 2] = part[depth - 2] + part[depth - 1];
+    float dloss = 1.0f / ((float)n * (float)t);
+    rc = trg_group(g, [&](trg_model *r) {
+        float *rw, part[TR_MAX_SHARD_LEVELS];
+        int depth = 0, rc = trg_buffer(r, w, r->num_params, 0, &rw);
+        for (int i = 0; rc == TR_OK && i < count; i++) {
+            int s = first + i;
+            part[depth] = 0.0f;
+            if ((rc = trg_chain(r, rw, trg_level(r, depth), tokens, targets, tr_shard_first(n, S, s), tr_shard_first(n, S, s + 1), t,
+                                dloss, &part[depth])))
+                return rc;
+            depth++;
+            for (int k = tr_tree_merges(i); k > 0; k--, depth--) {
+                float *l = trg_level(r, depth - 2);
+                TRG_LAUNCH(add_kernel, blocks_for(r->num_params), THREADS, l, l, trg_level(r, depth - 1), r->num_params);
+                part[depth - 2] = part[depth - 2] + part[depth - 1];
+            }
         }
-    }
+        if (rc == TR_OK && r == g) *sum = part[0];
+        return rc;
+    });
+    if (rc == TR_OK && g->tp) rc = trg_tp_grads(g);
+    if (rc) return rc;
     CK(cudaGetLastError());
-    *sum = part[0];
     return TR_OK;
 }
 
@@ -1460,12 +1656,41 @@ extern "C" int trg_copy_peer(trg_model *dst, int dbuf, const trg_model *src, int
     return TR_OK;
 }
 
+extern "C" int trg_tp_attach(trg_model *g, trg_model *const *ranks, int n) {
+    if (!g || g->tp || n < 1 || n + 1 > TRG_MAX_TP || !ranks) return TR_EINVAL;
+    for (int r = 0; r < n; r++)
+        if (!ranks[r] || ranks[r] == g || ranks[r]->tp || ranks[r]->num_params != g->num_params ||
+            memcmp(&ranks[r]->cfg, &g->cfg, sizeof g->cfg))
+            return TR_EINVAL;
+    trg_tp *tp = (trg_tp *)calloc(1, sizeof *tp);
+    if (!tp || !(tp->stacks = (char *)malloc((size_t)(n + 1) * TRG_TP_STACK))) {
+        free(tp);
+        return TR_ENOMEM;
+    }
+    tp->n = n + 1;
+    tp->rank[0] = g;
+    for (int r = 0; r < n; r++) {
+        tp->rank[r + 1] = ranks[r];
+        ranks[r]->tp = tp;
+        ranks[r]->rank = r + 1;
+    }
+    g->tp = tp;
+    return TR_OK;
+}
+
 extern "C" int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss) {
     if (!g || !tokens || !targets || !loss || n < 1 || t < 1 || t > g->cfg.seq_len) return TR_EINVAL;
     if (g->mx.refused[0]) return TR_EDEVICE;
+    for (int r = 1; r < trg_ranks(g); r++)
+        if (!g->tp->rank[r]->params) return TR_EINVAL;
     TRG_USE(g);
     float total = 0.0f;
-    int rc = trg_chain(g, g->params, NULL, tokens, targets, 0, n, t, 0.0f, &total);
+    int rc = trg_group(g, [&](trg_model *r) {
+        float part = 0.0f;
+        int rc = trg_chain(r, r->params, NULL, tokens, targets, 0, n, t, 0.0f, &part);
+        if (r == g) total = part;
+        return rc;
+    });
     if (rc == TR_OK) *loss = total / ((float)n * (float)t);
     return rc;
 }

@@ -68,7 +68,14 @@ int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_t *targets,
 int trg_join(trg_model *g, const trg_model *right);
 // dst's buffer dbuf = src's buffer sbuf, across devices.
 int trg_copy_peer(trg_model *dst, int dbuf, const trg_model *src, int sbuf);
-// Forward only, at TRG_PARAMS.
+// Makes g the leader of a tensor-parallel group with the n models ranks
+// (same config, each on a device of its own or a logical device): trg_step
+// and trg_eval on g then run on the whole group, each linear layer's GEMMs
+// split along N over the ranks (model.cu), with one device's bits. Each
+// rank must hold g's weights (trg_copy_peer) and its tree buffers; the
+// gradients end on g. Destroying any member dissolves the group.
+int trg_tp_attach(trg_model *g, trg_model *const *ranks, int n);
+// Forward only, at TRG_PARAMS (each rank's, in a group).
 int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 // AdamW step t (1 for the first) with adamw.c's arithmetic: the gradient
 // norm (clipping), then weights and moments updated from TRG_GRADS. hp must

@@ -13,6 +13,7 @@
 #define trg_step trgemu_step
 #define trg_join trgemu_join
 #define trg_copy_peer trgemu_copy_peer
+#define trg_tp_attach trgemu_tp_attach
 #define trg_eval trgemu_eval
 #define trg_activations trgemu_activations
 #define trg_upload trgemu_upload

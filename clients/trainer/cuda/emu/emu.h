@@ -206,6 +206,40 @@ static int trg_emu_devices = 1;
 static cudaError_t cudaGetDeviceCount(int *n) { *n = trg_emu_devices; return cudaSuccess; }
 static cudaError_t cudaSetDevice(int d) { return d >= 0 && d < trg_emu_devices ? cudaSuccess : cudaErrorInvalidDevice; }
 static cudaError_t cudaMemcpyPeer(void *dst, int, const void *src, int, size_t n) { memcpy(dst, src, n); return cudaSuccess; }
+// Launches run to completion when they are made, so there is nothing to wait for.
+static cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+// The pitched (2D) peer copies of tensor parallelism: rows of
+// extent.width bytes, extent.height of them, one depth.
+struct cudaPitchedPtr {
+    void *ptr;
+    size_t pitch, xsize, ysize;
+};
+struct cudaExtent {
+    size_t width, height, depth;
+};
+struct cudaPos {
+    size_t x, y, z;
+};
+struct cudaArray;
+struct cudaMemcpy3DPeerParms {
+    cudaArray *srcArray;
+    cudaPos srcPos;
+    cudaPitchedPtr srcPtr;
+    int srcDevice;
+    cudaArray *dstArray;
+    cudaPos dstPos;
+    cudaPitchedPtr dstPtr;
+    int dstDevice;
+    cudaExtent extent;
+};
+static cudaPitchedPtr make_cudaPitchedPtr(void *p, size_t pitch, size_t xsize, size_t ysize) { return {p, pitch, xsize, ysize}; }
+static cudaExtent make_cudaExtent(size_t w, size_t h, size_t d) { return {w, h, d}; }
+static cudaError_t cudaMemcpy3DPeer(const cudaMemcpy3DPeerParms *p) {
+    if (p->extent.depth != 1 || p->extent.width > p->srcPtr.pitch || p->extent.width > p->dstPtr.pitch) abort();
+    for (size_t y = 0; y < p->extent.height; y++)
+        memcpy((char *)p->dstPtr.ptr + y * p->dstPtr.pitch, (const char *)p->srcPtr.ptr + y * p->srcPtr.pitch, p->extent.width);
+    return cudaSuccess;
+}
 // Each emulated device's memory (tests set it), for cudaMemGetInfo.
 static size_t trg_emu_memory = (size_t)80 << 30;
 static cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
