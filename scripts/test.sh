@@ -59,7 +59,7 @@ section "CUDA build (-tags cuda)"
   # The trainer with model.cu emulated as its GPU: weights and optimizer
   # state resident on the device, every entry point and the device's
   # DeMo and SparseLoCo against the CPU.
-  go test -tags cudaemu -count=1 -run 'GPU(Residency|OptimizersMatchCPU|Parallel)' ./clients/trainer/
+  go test -tags cudaemu -count=1 -run 'GPU(Residency|OptimizersMatchCPU|Parallel|Recompute)' ./clients/trainer/
   # Whole runs with clients on the emulated GPU, one on the CPU and one on
   # two logical devices (scripts/gpu-run.sh runs them on a real GPU).
   go test -tags cudaemu -count=1 -run GPURun ./clients/client/

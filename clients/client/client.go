@@ -86,6 +86,10 @@ type Config struct {
 	// (ErrParallelism).
 	Devices           []int
 	TensorParallelism int
+	// RecomputeActivations has a GPU trainer keep only each layer's input
+	// and recompute the layer in backward (trainer.Config.Recompute), even
+	// where the model fits without; it is on anyway where it fits only so.
+	RecomputeActivations bool
 	// Precisions are the numeric contracts (Model.precision, by name:
 	// "fp32", "mx8") this client accepts to train under; a run under
 	// another is refused before joining (ErrPrecision). nil: every one this
@@ -182,7 +186,11 @@ type Client struct {
 	tr    replica
 	model coordinator.Model
 	data  provider.Provider
-	owned bool // data was opened here and is closed here
+	owned bool   // data was opened here and is closed here
+	mem   Memory // what this client trains in (clientMemory)
+	// recompute: the model's trainers recompute activations (memoryPlan,
+	// decided when the model is built).
+	recompute bool
 
 	lastNonce    uint64
 	epoch        uint32    // the run's, as last observed
@@ -298,7 +306,8 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	c.e.checkpoints, c.e.hubUpload, c.e.benchmarks = cfg.CheckpointDir != "", cfg.HubUpload, len(cfg.EvalTasks) > 0
 	c.e.precisions, c.e.precisionsGiven = cfg.Precisions, precisionsGiven
 	c.e.devices = groups(cfg)
-	c.e.fits = fitsMemory(clientMemory(cfg), cfg.MicroBatch, cfg.Threads)
+	c.mem = clientMemory(cfg)
+	c.e.fits = fitsMemory(c.mem, cfg.MicroBatch, cfg.Threads, cfg.RecomputeActivations)
 	copy(c.p2pKey[:], raw)
 	c.workDir = cfg.WorkDir
 	if c.workDir == "" {

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -474,6 +475,15 @@ func (c *Client) buildModel(ctx context.Context, v *coordinator.View) error {
 	cfg, err := TrainerConfig(&model, c.cfg.MicroBatch)
 	if err != nil {
 		return err
+	}
+	threads := c.cfg.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	c.recompute, _ = memoryPlan(v.State, c.mem, c.cfg.MicroBatch, threads, c.cfg.RecomputeActivations)
+	cfg.Recompute = c.recompute
+	if c.recompute && !c.cfg.RecomputeActivations {
+		c.log.Info("recomputing activations: the model fits this GPU's memory only so (the same bits, a forward pass more a step)")
 	}
 	tr, err := trainer.New(cfg, InitSeed(c.cfg.RunID))
 	if err != nil {

@@ -318,19 +318,24 @@ func FootprintOptions(m *coordinator.Model, overlap bool, members, threads int) 
 // trainer's footprint with the run's init_min_clients payloads an apply on
 // the first (largest) device, twice when the run verifies (a verifier's
 // replays run on a trainer of their own, on the same device), against the
-// GPU's memory and the host's.
-func fits(s *coordinator.State, mem Memory, microBatch, threads int) error {
+// GPU's memory and the host's; with activation recompute on the GPU when
+// recompute is set (trainer.Config.Recompute).
+func fits(s *coordinator.State, mem Memory, microBatch, threads int, recompute bool) error {
 	cfg, err := TrainerConfig(&s.Model, microBatch)
 	if err != nil {
 		return nil // refused elsewhere, with its own line
 	}
+	cfg.Recompute = recompute && mem.OnGPU
 	if mem.Devices > 1 { // the first group's part of the shard tree: its subtree's and the join's buffers (a tensor-parallel rank holds its leader's)
 		cfg.GradShards = max(cfg.Shards()/mem.Devices, 2)
 	}
 	opt := FootprintOptions(&s.Model, s.Config.Overlap != 0, int(s.Config.InitMinClients), max(threads, 1))
 	trainers, why := int64(1), ""
+	if cfg.Recompute {
+		why = " with activation recompute"
+	}
 	if s.Config.VerificationPercent > 0 {
-		trainers, why = 2, " (two trainers: the run verifies, and replays have their own)"
+		trainers, why = 2, why+" (two trainers: the run verifies, and replays have their own)"
 	}
 	need := func(mb int) (gpu, host int64) {
 		c := cfg
@@ -476,10 +481,24 @@ func cpuRate(arith string, threads int) float64 {
 	return 2 * n * n * n * float64(products) / time.Since(start).Seconds()
 }
 
-// fitsMemory is fits (and, on the CPU, fastEnough) for one client, its
-// answer kept for the run's model and config as last seen (they change
+// memoryPlan says whether a client of mem trains the run's model with
+// activation recompute, and why the model does not fit (nil: it does). On
+// a GPU, recompute is on when forced (train --recompute-activations) or
+// when the model fits only so: it changes no bit, and costs a forward.
+func memoryPlan(s *coordinator.State, mem Memory, microBatch, threads int, forced bool) (bool, error) {
+	if !mem.OnGPU {
+		return false, fits(s, mem, microBatch, threads, false)
+	}
+	if !forced && fits(s, mem, microBatch, threads, false) == nil {
+		return false, nil
+	}
+	return true, fits(s, mem, microBatch, threads, true)
+}
+
+// fitsMemory is memoryPlan's answer (and, on the CPU, fastEnough) for one
+// client, kept for the run's model and config as last seen (they change
 // only while a run is paused).
-func fitsMemory(mem Memory, microBatch, threads int) func(*coordinator.State) error {
+func fitsMemory(mem Memory, microBatch, threads int, recompute bool) func(*coordinator.State) error {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
@@ -504,7 +523,7 @@ func fitsMemory(mem Memory, microBatch, threads int) func(*coordinator.State) er
 			return last
 		}
 		seen.model, seen.config, seen.valid = s.Model, s.Config, true
-		last = fits(s, mem, microBatch, threads)
+		_, last = memoryPlan(s, mem, microBatch, threads, recompute)
 		if last == nil && !mem.OnGPU {
 			last = fastEnough(s, rate)
 		}

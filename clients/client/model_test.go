@@ -295,34 +295,46 @@ func TestRunTokenizer(t *testing.T) {
 // The 1.1B run (which verifies: two trainers) on GPUs of 24, 68 and 80 GiB
 // and hosts of 16 GiB and 1 TiB, and without verification: refused before
 // joining, in one line naming the need, the memory and the fix, where it
-// does not fit; two devices need less each than one.
+// does not fit even with activation recompute; recompute is on where the
+// model fits only so, or where it is forced; two devices need less each
+// than one. The README's 24 GB setting (grad_shards = 1, no verification,
+// micro-batch 1) fits a 24 GiB GPU with recompute.
 func TestFits(t *testing.T) {
 	s := runState(t, "../../config/llama-1.1b.toml")
 	unverified := *s
 	unverified.Config.VerificationPercent = 0
+	small := unverified
+	small.Model.GradShardsLog2 = 0
 	const gib = int64(1) << 30
 	const two = " (two trainers: the run verifies, and replays have their own)"
+	const re = " with activation recompute"
 	gpu := func(bytes int64, devices int) Memory {
 		return Memory{OnGPU: true, GPU: "cuda:0 (test)", GPUBytes: bytes, Devices: devices, Host: 1 << 40}
 	}
 	for _, c := range []struct {
-		s    *coordinator.State
-		mem  Memory
-		mb   int
-		want string // "" fits
+		s         *coordinator.State
+		mem       Memory
+		mb        int
+		forced    bool
+		recompute bool
+		want      string // "" fits
 	}{
-		{s, gpu(80*gib, 1), 1, ""},
-		{s, gpu(80*gib, 1), 8, "the run's model needs 178.3 GiB of GPU memory at --micro-batch-size 8" + two + " and cuda:0 (test) has 80.0 GiB: lower --micro-batch-size (1 needs 72.1 GiB)"},
-		{s, gpu(24*gib, 1), 1, "the run's model needs 72.1 GiB of GPU memory at --micro-batch-size 1" + two + " and cuda:0 (test) has 24.0 GiB: it does not fit at any micro-batch"},
-		{s, gpu(68*gib, 2), 1, ""}, // 64.0 GiB on the first of two
-		{s, gpu(68*gib, 1), 1, "the run's model needs 72.1 GiB of GPU memory at --micro-batch-size 1" + two + " and cuda:0 (test) has 68.0 GiB: it does not fit at any micro-batch"},
-		{&unverified, gpu(40*gib, 1), 1, ""}, // 36.0 GiB: one trainer
-		{s, gpu(0, 1), 64, ""},               // the GPU's memory unknown: not checked
-		{s, Memory{Devices: 1, Host: 16 * gib}, 1, "the run's model needs 92.0 GiB of host memory at --micro-batch-size 1" + two + " and this machine has 16.0 GiB: it does not fit at any micro-batch"},
-		{s, Memory{Devices: 1, Host: 1 << 40}, 1, ""},
+		{s, gpu(80*gib, 1), 1, false, false, ""},
+		{s, gpu(80*gib, 1), 1, true, true, ""},
+		{s, gpu(80*gib, 1), 8, false, true, "the run's model needs 107.6 GiB of GPU memory at --micro-batch-size 8" + re + two + " and cuda:0 (test) has 80.0 GiB: lower --micro-batch-size (1 needs 63.2 GiB)"},
+		{s, gpu(24*gib, 1), 1, false, true, "the run's model needs 63.2 GiB of GPU memory at --micro-batch-size 1" + re + two + " and cuda:0 (test) has 24.0 GiB: it does not fit at any micro-batch"},
+		{s, gpu(68*gib, 2), 1, false, false, ""},           // 64.0 GiB on the first of two
+		{s, gpu(68*gib, 1), 1, false, true, ""},            // 63.2 GiB: only with recompute
+		{&unverified, gpu(40*gib, 1), 1, false, false, ""}, // 36.0 GiB: one trainer
+		{&small, gpu(24*gib, 1), 1, false, true, ""},
+		{s, gpu(0, 1), 64, false, false, ""}, // the GPU's memory unknown: not checked
+		{s, Memory{Devices: 1, Host: 16 * gib}, 1, false, false, "the run's model needs 92.0 GiB of host memory at --micro-batch-size 1" + two + " and this machine has 16.0 GiB: it does not fit at any micro-batch"},
+		{s, Memory{Devices: 1, Host: 1 << 40}, 1, true, false, ""},
 	} {
-		err := fits(c.s, c.mem, c.mb, 2)
+		recompute, err := memoryPlan(c.s, c.mem, c.mb, 2, c.forced)
 		switch {
+		case recompute != c.recompute:
+			t.Errorf("%+v, micro-batch %d, forced %v: recompute %v, want %v", c.mem, c.mb, c.forced, recompute, c.recompute)
 		case c.want == "" && err != nil:
 			t.Errorf("%+v, micro-batch %d: refused: %v", c.mem, c.mb, err)
 		case c.want != "" && (!errors.Is(err, ErrMemory) || err.Error() != c.want):
@@ -333,7 +345,7 @@ func TestFits(t *testing.T) {
 	copy(s.ClientVersion[:], "test")
 	s.RunState = uint8(coordinator.WaitingForMembers)
 	e := testEngine()
-	e.fits = fitsMemory(gpu(24*gib, 1), 1, 2)
+	e.fits = fitsMemory(gpu(24*gib, 1), 1, 2, false)
 	if acts, err := e.decide(at(e, s, time.Unix(1000, 0)), &inputs{}, time.Unix(1000, 0)); !errors.Is(err, ErrMemory) || len(acts) != 0 {
 		t.Errorf("a 24 GiB GPU on the 1.1B run: %v, %v; want ErrMemory and nothing done", kinds(acts), err)
 	}

@@ -211,6 +211,7 @@ func (c *Client) replayer() (*trainer.Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Recompute = c.recompute // the model's choice (buildModel)
 	tr, err := trainer.New(cfg, InitSeed(c.cfg.RunID))
 	if err != nil {
 		return nil, err

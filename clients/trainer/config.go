@@ -6,7 +6,8 @@ import (
 )
 
 // Config is a model shape. Two trainers can exchange DeMo payloads and
-// states only when every field except Name and MicroBatch matches.
+// states only when every field except Name, MicroBatch and Recompute
+// matches.
 type Config struct {
 	Name string `json:"name"`
 	// Arch is the architecture: "gpt2" (also when empty) or "llama" (RMSNorm,
@@ -38,6 +39,11 @@ type Config struct {
 	// Data parallelism over D devices needs D to divide it. Like Arith, it
 	// is the run's, and replicas must agree on it.
 	GradShards int `json:"grad_shards,omitempty"`
+	// Recompute has the GPU keep only each layer's input (the residual
+	// stream) and run each layer's forward again in backward: activation
+	// memory of about one layer instead of L, for a third more compute.
+	// Like MicroBatch it is the machine's choice and changes no bit.
+	Recompute bool `json:"recompute,omitempty"`
 }
 
 // MaxGradShards bounds Config.GradShards.

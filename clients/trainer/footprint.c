@@ -129,8 +129,12 @@ int tr_footprint(const tr_config *c, const tr_footprint_opts *o, tr_mem *host, t
     // Activations (of attention's probabilities one layer's: backward
     // recomputes each) and their gradients; attention's score gradients of
     // one layer and its row scratch (max, sum and the 32 lane sums); token ids.
-    dev->activations = f * (tr_gpu_act_floats(c, (int)B, (int)T) + tr_act_floats(c, (int)B, (int)T, 1)) +
-                       f * tr_att_rows(c) * (T + 2 + TRK_LANES) + 2 * sizeof(int32_t) * BT;
+    // Recomputing, one layer's of all of them, and each layer's output.
+    tr_config one = *c;
+    if (c->recompute) one.layers = 1;
+    dev->activations = f * (tr_gpu_act_floats(&one, (int)B, (int)T) + tr_act_floats(c, (int)B, (int)T, 1)) +
+                       f * tr_att_rows(c) * (T + 2 + TRK_LANES) + 2 * sizeof(int32_t) * BT +
+                       (c->recompute ? f * (size_t)c->layers * BT * (size_t)c->channels : 0);
     dev->mx8 = c->arith == TR_ARITH_MX8 ? qa + qb + f * (qa / TRK_MX_BLOCK + qb / TRK_MX_BLOCK) : 0;
     dev->scratch = f * nb + rope;
     // The optimizers' scratch grows to the largest call and stays

@@ -102,10 +102,13 @@ func footprintConfigs() []Config {
 			out = append(out, c)
 		}
 	}
-	// The shard tree's buffers (layout.h).
+	// The shard tree's buffers (layout.h), and activation recompute (one
+	// layer's and the residual stream on the GPU; the CPU's are unchanged).
 	c := tinyLlama
 	c.GradShards, c.Name = 4, tinyLlama.Name+"-shards4"
-	return append(out, c)
+	r := tinyConfig
+	r.Layers, r.Recompute, r.Name = 3, true, tinyConfig.Name+"-recompute3"
+	return append(out, c, r)
 }
 
 // measureHost runs New and c's training and returns the host bytes malloc

@@ -29,6 +29,7 @@ int tr_config_check(const tr_config *c) {
         return TR_EINVAL;
     if (c->arith != TR_ARITH_FP32 && c->arith != TR_ARITH_MX8) return TR_EINVAL;
     if (c->grad_shards < 0 || c->grad_shards > TR_MAX_SHARDS || (c->grad_shards & (c->grad_shards - 1))) return TR_EINVAL;
+    if (c->recompute != 0 && c->recompute != 1) return TR_EINVAL;
     if (c->arch == TR_ARCH_GPT2) // the Llama fields must be unset
         return c->kv_heads || c->hidden || c->untied || c->rope_theta != 0.0f ? TR_EINVAL : TR_OK;
     if (c->arch != TR_ARCH_LLAMA) return TR_EINVAL;

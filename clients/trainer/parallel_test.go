@@ -51,6 +51,36 @@ func TestGPUParallelMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestGPURecomputeMatchesCPU: with activation recompute (Config.Recompute:
+// the GPU keeps each layer's input and runs the layer's forward again in
+// backward) a 3-layer model of either architecture, fp32 and mx8, gives the
+// CPU's bits, on one device and on a 2 x 2 split.
+func TestGPURecomputeMatchesCPU(t *testing.T) {
+	useDevices(t, 4)
+	for _, base := range []Config{tinyConfig, tinyLlama} {
+		for _, arith := range []string{ArithFP32, ArithMX8} {
+			cfg := base
+			cfg.Layers, cfg.GradShards, cfg.MicroBatch, cfg.Arith = 3, 4, 2, arith
+			want := dataParallelScript(t, newTrainer(t, cfg, 43))
+			cfg.Recompute = true
+			for _, split := range [][2]int{{1, 1}, {2, 2}} {
+				t.Run(fmt.Sprintf("%s/%s/%dx%d", cfg.Name, arith, split[0], split[1]), func(t *testing.T) {
+					tr := newTrainer(t, cfg, 43)
+					if err := tr.SetDevices(logical([]int{0, 1, 2, 3}[:split[0]*split[1]]), split[1]); err != nil {
+						t.Fatal(err)
+					}
+					got := dataParallelScript(t, tr)
+					for i := range want {
+						if got[i].sum != want[i].sum {
+							t.Fatalf("after %q: recompute %x, CPU without %x", want[i].op, got[i].sum[:8], want[i].sum[:8])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
 // TestGPUParallelBadDevices: devices that do not exist, a group count that
 // is not a power of two or does not divide the shards, and a tensor
 // parallelism that does not divide the devices or is out of range are

@@ -82,6 +82,9 @@ func (cfg Config) c() C.tr_config {
 	if cfg.IsMX8() {
 		cc.arith = C.TR_ARITH_MX8
 	}
+	if cfg.Recompute {
+		cc.recompute = 1
+	}
 	if cfg.IsLlama() {
 		cc.arch = C.TR_ARCH_LLAMA
 		cc.kv_heads, cc.hidden, cc.rope_theta = C.int(cfg.KVHeads), C.int(cfg.Hidden), C.float(cfg.RopeTheta)

@@ -39,6 +39,8 @@ typedef struct {
     int arith;        // numeric contract of the matrix products: TR_ARITH_FP32 (v2) or TR_ARITH_MX8 (v3)
     int grad_shards;  // token shards a step's gradients and loss sum over (layout.h); a power of
                       // two up to TR_MAX_SHARDS, 0 meaning 1
+    int recompute;    // GPU path, 0 or 1: keep each layer's input only and recompute the layer in
+                      // backward (less memory, one more forward; the same bits)
 } tr_config;
 
 enum { TR_MAX_SHARDS = 64, TR_MAX_SHARD_LEVELS = 7 }; // levels: log2(TR_MAX_SHARDS) + 1

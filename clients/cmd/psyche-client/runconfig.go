@@ -120,6 +120,13 @@ func describeModel(w io.Writer, path string, p coordinator.UpdateParams, cfg tra
 				}
 				if gpu {
 					lines = append(lines, line{a, "GPU", "device", mb, f.OnDevice}, line{a, "GPU", "host", mb, f.OnHost})
+					rc := cfg
+					rc.Recompute = true
+					r, err := trainer.Footprint(rc, opt)
+					if err != nil {
+						return err
+					}
+					lines = append(lines, line{a, "GPU+recompute", "device", mb, r.OnDevice})
 				} else {
 					lines = append(lines, line{a, "CPU", "host", mb, f.OnHost})
 				}
@@ -150,6 +157,8 @@ func describeModel(w io.Writer, path string, p coordinator.UpdateParams, cfg tra
 		return err
 	}
 	fmt.Fprintln(w, "A GPU client also holds the CPU path's buffers on the host. Per call: the most an optimizer step, a generate or an apply adds for its duration.")
+	fmt.Fprintln(w, "Recompute: the GPU keeps each layer's input only and runs the layer's forward again in backward (the same bits, a forward pass more a step); "+
+		"train turns it on where the model fits only so, or always with --recompute-activations.")
 	if s := cfg.Shards(); s > 1 {
 		fmt.Fprintf(w, "grad_shards %d: the gradients include %d more gradient-sized buffers, the shard tree's; with --data-parallelism D each device holds "+
 			"log2(%d/D) of them, and at least one where it joins another device's (the first, third, ...).\n", s, bits.Len(uint(s))-1, s)

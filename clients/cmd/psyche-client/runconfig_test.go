@@ -47,15 +47,15 @@ func TestRunConfigDescribe(t *testing.T) {
 		if n := p.Metadata.NumParameters; n != 0 && n != uint64(cfg.Params()) {
 			t.Errorf("%s: metadata num_parameters = %d, the model has %d", f, n, cfg.Params())
 		}
-		// 2 contracts x 2 micro-batches x 3 memories.
+		// 2 contracts x 2 micro-batches x 4 memories.
 		rows := 0
 		for _, l := range strings.Split(out, "\n") {
 			if fs := strings.Fields(l); len(fs) == 12 && (fs[0] == "fp32" || fs[0] == "mx8") {
 				rows++
 			}
 		}
-		if rows != 12 {
-			t.Errorf("%s: %d memory rows, want 12:\n%s", f, rows, out)
+		if rows != 16 {
+			t.Errorf("%s: %d memory rows, want 16:\n%s", f, rows, out)
 		}
 	}
 
@@ -83,6 +83,22 @@ func TestRunConfigDescribe(t *testing.T) {
 		found = found || strings.HasPrefix(l, want) && strings.HasSuffix(l, total)
 	}
 	if !found || !strings.Contains(out, "parameters: 1071998976\n") || !strings.Contains(out, "applying 4 payload(s) a step, in GiB") {
+		t.Errorf("no row %q ... %q in\n%s", want, total, out)
+	}
+	// And with activation recompute: fewer activations, the rest the same.
+	cfg.Recompute = true
+	if fp, err = trainer.Footprint(cfg, trainer.FootprintOptions{Optimizer: "demo", GPU: true, Threads: 2, Payloads: 4, Chunk: 64, TopK: 32}); err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf("mx8 1 GPU+recompute device %.2f %.2f %.2f %.2f", float64(fp.OnDevice.Weights)/(1<<30), float64(fp.OnDevice.Gradients)/(1<<30),
+		float64(fp.OnDevice.Optimizer)/(1<<30), float64(fp.OnDevice.Activations)/(1<<30))
+	total = fmt.Sprintf(" %.2f", float64(fp.Device())/(1<<30))
+	found = false
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.Join(strings.Fields(l), " ")
+		found = found || strings.HasPrefix(l, want) && strings.HasSuffix(l, total)
+	}
+	if !found {
 		t.Errorf("no row %q ... %q in\n%s", want, total, out)
 	}
 }

@@ -50,6 +50,8 @@ func trainCommand() *cli.Command {
 		&cli.StringFlag{Name: "device", Usage: "auto, cpu, cuda, or cuda:N[,M...]: the CUDA devices to spread each step over (every backend and split computes the same bits)", Value: "auto"},
 		&cli.IntFlag{Name: "data-parallelism", Usage: "groups of CUDA devices that share each step, each training a whole part of the run's grad_shards token shards (a power of two dividing them; " +
 			"a run they do not divide is refused before joining, with exit code 2): devices 0 to N x M - 1, or those --device cuda:... names, in groups of M = --tensor-parallelism", Value: 1},
+		&cli.BoolFlag{Name: "recompute-activations", Usage: "on a GPU, keep only each layer's input and recompute the layer in backward: about one layer's activations instead of all, " +
+			"for a forward pass more a step, the same bits (default: on only where the run's model fits the GPU only so)"},
 		&cli.IntFlag{Name: "tensor-parallelism", Usage: "CUDA devices in each group, which split every linear layer's matrix products along their outputs (1 to 8; the same bits as one device; " +
 			"each device holds the whole model, so this spreads compute, not memory)", Value: 1},
 		&cli.StringSliceFlag{Name: "precision", Usage: "the numeric contracts this client accepts to train under, comma-separated: fp32 (contract v2) and mx8 (contract v3: " +
@@ -252,7 +254,7 @@ func train(c *cli.Context) error {
 		RunID: runID, Program: program, Chains: chains, Wallet: key, Authorization: authAddr,
 		Node: node, Recorder: rec, Log: log, Version: os.Getenv("CLIENT_VERSION"),
 		Data: data, Eval: eval, EvalEvery: c.Int("eval-every"), EvalSequences: c.Int("eval-sequences"),
-		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device, Devices: devices, TensorParallelism: tp, Precisions: precisions,
+		MicroBatch: c.Int("micro-batch-size"), Threads: c.Int("threads"), Device: device, Devices: devices, TensorParallelism: tp, RecomputeActivations: c.Bool("recompute-activations"), Precisions: precisions,
 		TrainingDelay: time.Duration(delay * float64(time.Second)),
 		DummyTraining: c.Bool("dummy-training"),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),

@@ -1019,7 +1019,9 @@ struct trg_model {
     trg_scratch work, work_u, ent; // DeMo and SparseLoCo: tensor-sized floats and indices, payload entries
     float *norm_part, *h_norm_part; // (TRK_NORM_BLOCK blocks of N) the gradient norm's block sums, device and host
     float *dwte_emb;        // (Vp*C) the embedding's share of wte's gradient (model.c)
-    float *acts, *dacts;    // device, the architecture's activation layouts (../layout.h)
+    float *acts, *dacts;    // device, the architecture's activation layouts (../layout.h) for act_cfg
+    tr_config act_cfg;      // cfg, of one layer when recomputing (acts holds one layer's)
+    float *resid;           // recompute: (L, B*T, C) each layer's output, the residual stream; else NULL
     float *dpre;            // (B, NH, T, T) attention backward
     trg_rows rows;          // (B*NH*T) rows of scratch
     const void *pinned[2];  // host buffers page-locked by trg_pin
@@ -1212,30 +1214,47 @@ static void linear_backward(trg_model *g, float *dinp, int accumulate, float *dw
 // ----------------------------------------------------------------------------
 // Model: the architectures as gpt.c and llama.c run them.
 
+// Activation recompute (tr_config.recompute): the device keeps each
+// layer's input, the residual stream (resid), and one layer's other
+// activations (slot 0); backward runs each layer's forward again before its
+// backward, the same launches on the same inputs, so the same bits.
+// Without it every layer keeps its own (slot l), except attention's
+// probabilities, of which one layer's are kept (../layout.h).
+static size_t trg_layer_slot(const trg_model *g, int l) { return g->resid ? 0 : (size_t)l; }
+
+// The residual stream after layer l (-1: the embeddings), BTC floats a layer.
+static float *trg_stream(const trg_model *g, float *encoded, float *residual3, int l, size_t BTC) {
+    return l < 0 ? encoded : (g->resid ? g->resid : residual3) + (size_t)l * BTC;
+}
+
+static void gpt_layer_forward(trg_model *g, const tr_params *p, const tr_acts *a, int l, int B, int T) {
+    int C = g->cfg.channels, NH = g->cfg.heads;
+    size_t BT = (size_t)B * T, s = trg_layer_slot(g, l);
+    const float *residual = trg_stream(g, a->encoded, a->residual3, l - 1, BT * C);
+    float *ln1 = a->ln1 + s * BT * C, *qkv = a->qkv + s * BT * 3 * C, *atty = a->atty + s * BT * C;
+    float *att = a->att, *res2 = a->residual2 + s * BT * C, *ln2 = a->ln2 + s * BT * C;
+    float *fch = a->fch + s * BT * 4 * C, *fchg = a->fch_gelu + s * BT * 4 * C, *res3 = trg_stream(g, a->encoded, a->residual3, l, BT * C);
+    layernorm_forward(ln1, a->ln1_mean + s * BT, a->ln1_rstd + s * BT, residual, p->ln1w + l * C, p->ln1b + l * C, (int)BT, C);
+    linear_forward(g, qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
+    attention_forward(atty, att, g->rows, qkv, B, T, C, NH, NH);
+    linear_forward(g, res3, C, atty, C, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
+    TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
+    layernorm_forward(ln2, a->ln2_mean + s * BT, a->ln2_rstd + s * BT, res2, p->ln2w + l * C, p->ln2b + l * C, (int)BT, C);
+    linear_forward(g, fch, 4 * C, ln2, C, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, (int)BT, C, 4 * C);
+    TRG_LAUNCH(gelu_forward_kernel, blocks_for(BT * 4 * C), THREADS, fchg, fch, BT * 4 * C);
+    linear_forward(g, res3, C, fchg, 4 * C, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, (int)BT, 4 * C, C);
+    TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
+}
+
 static const float *gpt_forward(trg_model *g, float *w, int B, int T) {
-    int L = g->cfg.layers, C = g->cfg.channels, NH = g->cfg.heads, Vp = g->cfg.padded_vocab, V = g->cfg.vocab;
+    int L = g->cfg.layers, C = g->cfg.channels, Vp = g->cfg.padded_vocab, V = g->cfg.vocab;
     size_t BT = (size_t)B * T;
     tr_params pv = tr_param_views(w, g->offsets), *p = &pv;
     tr_acts av, *a = &av;
-    tr_act_layout(&g->cfg, B, T, g->acts, a);
+    tr_act_layout(&g->act_cfg, B, T, g->acts, a);
     TRG_LAUNCH(encoder_forward_kernel, blocks_for(BT * C), THREADS, a->encoded, g->tokens, p->wte, p->wpe, (int)BT, T, C);
-    for (int l = 0; l < L; l++) {
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
-        float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
-        float *att = a->att, *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C; // one layer's: ../layout.h
-        float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C, *res3 = a->residual3 + l * BT * C;
-        layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual, p->ln1w + l * C, p->ln1b + l * C, (int)BT, C);
-        linear_forward(g, qkv, 3 * C, ln1, C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
-        attention_forward(atty, att, g->rows, qkv, B, T, C, NH, NH);
-        linear_forward(g, res3, C, atty, C, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
-        TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
-        layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2, p->ln2w + l * C, p->ln2b + l * C, (int)BT, C);
-        linear_forward(g, fch, 4 * C, ln2, C, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, (int)BT, C, 4 * C);
-        TRG_LAUNCH(gelu_forward_kernel, blocks_for(BT * 4 * C), THREADS, fchg, fch, BT * 4 * C);
-        linear_forward(g, res3, C, fchg, 4 * C, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, (int)BT, 4 * C, C);
-        TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
-    }
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BT * C, p->lnfw, p->lnfb, (int)BT, C);
+    for (int l = 0; l < L; l++) gpt_layer_forward(g, p, a, l, B, T);
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, trg_stream(g, a->encoded, a->residual3, L - 1, BT * C), p->lnfw, p->lnfb, (int)BT, C);
     linear_forward(g, a->logits, Vp, a->lnf, C, p->wte, NULL, (int)BT, C, Vp);
     crossentropy_forward(a->probs, a->losses, g->rows, a->logits, g->targets, (int)BT, V, Vp);
     return a->losses;
@@ -1247,68 +1266,77 @@ static void gpt_backward(trg_model *g, float *w, float *gw, float dloss, int B, 
     tr_params pv = tr_param_views(w, g->offsets), grv = tr_param_views(gw, g->offsets), *p = &pv, *gr = &grv;
     tr_acts av, *a = &av;
     tr_dacts dv, *d = &dv;
-    tr_act_layout(&g->cfg, B, T, g->acts, a);
+    tr_act_layout(&g->act_cfg, B, T, g->acts, a);
     tr_dact_layout(&g->cfg, B, T, g->dacts, d);
     TRG_LAUNCH(crossentropy_backward_kernel, blocks_for(BT * Vp), THREADS, d->dlogits, a->probs, g->targets, dloss, (int)BT, V, Vp);
     linear_backward(g, d->dln, 0, gr->wte, NULL, d->dlogits, Vp, a->lnf, C, p->wte, (int)BT, T, C, Vp);
     cudaMemsetAsync(d->dres, 0, sizeof(float) * BT * C);
-    layernorm_backward(d->dres, gr->lnfw, gr->lnfb, d->dln, a->residual3 + (L - 1) * BT * C, p->lnfw, a->lnf_mean, a->lnf_rstd, (int)BT, C);
+    layernorm_backward(d->dres, gr->lnfw, gr->lnfb, d->dln, trg_stream(g, a->encoded, a->residual3, L - 1, BT * C), p->lnfw, a->lnf_mean,
+                       a->lnf_rstd, (int)BT, C);
     for (int l = L - 1; l >= 0; l--) {
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
-        const float *ln1 = a->ln1 + l * BT * C, *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
-        const float *res2 = a->residual2 + l * BT * C, *ln2 = a->ln2 + l * BT * C;
-        const float *fch = a->fch + l * BT * 4 * C, *fchg = a->fch_gelu + l * BT * 4 * C;
+        if (g->resid) gpt_layer_forward(g, p, a, l, B, T); // this layer's activations again (attention's too)
+        size_t s = trg_layer_slot(g, l);
+        const float *residual = trg_stream(g, a->encoded, a->residual3, l - 1, BT * C);
+        const float *ln1 = a->ln1 + s * BT * C, *qkv = a->qkv + s * BT * 3 * C, *atty = a->atty + s * BT * C;
+        const float *res2 = a->residual2 + s * BT * C, *ln2 = a->ln2 + s * BT * C;
+        const float *fch = a->fch + s * BT * 4 * C, *fchg = a->fch_gelu + s * BT * 4 * C;
         linear_backward(g, d->dfch_gelu, 0, gr->fcprojw + (size_t)l * C * 4 * C, gr->fcprojb + l * C, d->dres, C, fchg, 4 * C,
                         p->fcprojw + (size_t)l * C * 4 * C, (int)BT, T, 4 * C, C);
         TRG_LAUNCH(gelu_backward_kernel, blocks_for(BT * 4 * C), THREADS, d->dfch, fch, d->dfch_gelu, BT * 4 * C);
         linear_backward(g, d->dln, 0, gr->fcw + (size_t)l * 4 * C * C, gr->fcb + l * 4 * C, d->dfch, 4 * C, ln2, C,
                         p->fcw + (size_t)l * 4 * C * C, (int)BT, T, C, 4 * C);
         layernorm_backward(d->dres, gr->ln2w + l * C, gr->ln2b + l * C, d->dln, res2, p->ln2w + l * C,
-                           a->ln2_mean + l * BT, a->ln2_rstd + l * BT, (int)BT, C);
+                           a->ln2_mean + s * BT, a->ln2_rstd + s * BT, (int)BT, C);
         linear_backward(g, d->datty, 0, gr->attprojw + (size_t)l * C * C, gr->attprojb + l * C, d->dres, C, atty, C,
                         p->attprojw + (size_t)l * C * C, (int)BT, T, C, C);
         // This layer's probabilities again, as forward computed them (it
         // also writes atty's same bits): one layer's are kept.
-        attention_forward((float *)atty, a->att, g->rows, qkv, B, T, C, NH, NH);
+        if (!g->resid) attention_forward((float *)atty, a->att, g->rows, qkv, B, T, C, NH, NH);
         attention_backward(d->dqkv, g->dpre, g->rows, d->datty, a->att, qkv, B, T, C, NH, NH);
         linear_backward(g, d->dln, 0, gr->qkvw + (size_t)l * 3 * C * C, gr->qkvb + l * 3 * C, d->dqkv, 3 * C, ln1, C,
                         p->qkvw + (size_t)l * 3 * C * C, (int)BT, T, C, 3 * C);
         layernorm_backward(d->dres, gr->ln1w + l * C, gr->ln1b + l * C, d->dln, residual, p->ln1w + l * C,
-                           a->ln1_mean + l * BT, a->ln1_rstd + l * BT, (int)BT, C);
+                           a->ln1_mean + s * BT, a->ln1_rstd + s * BT, (int)BT, C);
     }
     TRG_LAUNCH(encoder_backward_kernel, blocks_for(C), THREADS, g->dwte_emb, gr->wpe, d->dres, g->tokens, (int)BT, T, C);
 }
 
+static void llama_layer_forward(trg_model *g, const tr_llama_params *p, const tr_llama_acts *a, int l, int B, int T) {
+    const tr_config *c = &g->cfg;
+    int C = c->channels, NH = c->heads, KV = c->kv_heads, H = c->hidden;
+    int KVD = tr_kv_dim(c), QKVD = C + 2 * KVD;
+    size_t BT = (size_t)B * T, s = trg_layer_slot(g, l);
+    const float *residual = trg_stream(g, a->encoded, a->residual3, l - 1, BT * C);
+    float *rms1 = a->rms1 + s * BT * C, *qkv = a->qkv + s * BT * QKVD, *atty = a->atty + s * BT * C;
+    float *att = a->att, *res2 = a->residual2 + s * BT * C, *rms2 = a->rms2 + s * BT * C;
+    float *gate = a->gate + s * BT * H, *up = a->up + s * BT * H, *hmid = a->hmid + s * BT * H;
+    float *res3 = trg_stream(g, a->encoded, a->residual3, l, BT * C);
+    rmsnorm_forward(rms1, a->rms1_rstd + s * BT, residual, p->rms1w + l * C, (int)BT, C);
+    linear_forward(g, qkv, QKVD, rms1, C, p->wq + (size_t)l * C * C, NULL, (int)BT, C, C);
+    linear_forward(g, qkv + C, QKVD, rms1, C, p->wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+    linear_forward(g, qkv + C + KVD, QKVD, rms1, C, p->wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+    TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, qkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 0);
+    attention_forward(atty, att, g->rows, qkv, B, T, C, NH, KV);
+    linear_forward(g, res3, C, atty, C, p->wo + (size_t)l * C * C, NULL, (int)BT, C, C);
+    TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
+    rmsnorm_forward(rms2, a->rms2_rstd + s * BT, res2, p->rms2w + l * C, (int)BT, C);
+    linear_forward(g, gate, H, rms2, C, p->wgate + (size_t)l * H * C, NULL, (int)BT, C, H);
+    linear_forward(g, up, H, rms2, C, p->wup + (size_t)l * H * C, NULL, (int)BT, C, H);
+    TRG_LAUNCH(swiglu_forward_kernel, blocks_for(BT * H), THREADS, hmid, gate, up, BT * H);
+    linear_forward(g, res3, C, hmid, H, p->wdown + (size_t)l * C * H, NULL, (int)BT, H, C);
+    TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
+}
+
 static const float *llama_forward(trg_model *g, float *w, int B, int T) {
     const tr_config *c = &g->cfg;
-    int L = c->layers, C = c->channels, NH = c->heads, KV = c->kv_heads, H = c->hidden, Vp = c->padded_vocab, V = c->vocab;
-    int KVD = tr_kv_dim(c), QKVD = C + 2 * KVD;
+    int L = c->layers, C = c->channels, Vp = c->padded_vocab, V = c->vocab;
     size_t BT = (size_t)B * T;
     tr_llama_params p = tr_llama_views(c, w, g->offsets);
     tr_llama_acts a;
-    tr_llama_act_layout(c, B, T, g->acts, &a);
+    tr_llama_act_layout(&g->act_cfg, B, T, g->acts, &a);
     TRG_LAUNCH(encoder_forward_kernel, blocks_for(BT * C), THREADS, a.encoded, g->tokens, p.wte, (const float *)NULL, (int)BT, T, C);
-    for (int l = 0; l < L; l++) {
-        const float *residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
-        float *rms1 = a.rms1 + l * BT * C, *qkv = a.qkv + l * BT * QKVD, *atty = a.atty + l * BT * C;
-        float *att = a.att, *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C; // one layer's: ../layout.h
-        float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H, *res3 = a.residual3 + l * BT * C;
-        rmsnorm_forward(rms1, a.rms1_rstd + l * BT, residual, p.rms1w + l * C, (int)BT, C);
-        linear_forward(g, qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, NULL, (int)BT, C, C);
-        linear_forward(g, qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
-        linear_forward(g, qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
-        TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, qkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 0);
-        attention_forward(atty, att, g->rows, qkv, B, T, C, NH, KV);
-        linear_forward(g, res3, C, atty, C, p.wo + (size_t)l * C * C, NULL, (int)BT, C, C);
-        TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
-        rmsnorm_forward(rms2, a.rms2_rstd + l * BT, res2, p.rms2w + l * C, (int)BT, C);
-        linear_forward(g, gate, H, rms2, C, p.wgate + (size_t)l * H * C, NULL, (int)BT, C, H);
-        linear_forward(g, up, H, rms2, C, p.wup + (size_t)l * H * C, NULL, (int)BT, C, H);
-        TRG_LAUNCH(swiglu_forward_kernel, blocks_for(BT * H), THREADS, hmid, gate, up, BT * H);
-        linear_forward(g, res3, C, hmid, H, p.wdown + (size_t)l * C * H, NULL, (int)BT, H, C);
-        TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res3, res2, res3, BT * C);
-    }
-    rmsnorm_forward(a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * BT * C, p.rmsfw, (int)BT, C);
+    for (int l = 0; l < L; l++) llama_layer_forward(g, &p, &a, l, B, T);
+    rmsnorm_forward(a.rmsf, a.rmsf_rstd, trg_stream(g, a.encoded, a.residual3, L - 1, BT * C), p.rmsfw, (int)BT, C);
     linear_forward(g, a.logits, Vp, a.rmsf, C, p.lmhead, NULL, (int)BT, C, Vp);
     crossentropy_forward(a.probs, a.losses, g->rows, a.logits, g->targets, (int)BT, V, Vp);
     return a.losses;
@@ -1322,31 +1350,33 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
     tr_llama_params p = tr_llama_views(c, w, g->offsets), gr = tr_llama_views(c, gw, g->offsets);
     tr_llama_acts a;
     tr_llama_dacts d;
-    tr_llama_act_layout(c, B, T, g->acts, &a);
+    tr_llama_act_layout(&g->act_cfg, B, T, g->acts, &a);
     tr_llama_dact_layout(c, B, T, g->dacts, &d);
     TRG_LAUNCH(crossentropy_backward_kernel, blocks_for(BT * Vp), THREADS, d.dlogits, a.probs, g->targets, dloss, (int)BT, V, Vp);
     linear_backward(g, d.dln, 0, gr.lmhead, NULL, d.dlogits, Vp, a.rmsf, C, p.lmhead, (int)BT, T, C, Vp);
     cudaMemsetAsync(d.dres, 0, sizeof(float) * BT * C);
-    rmsnorm_backward(d.dres, gr.rmsfw, d.dln, a.residual3 + (L - 1) * BT * C, p.rmsfw, a.rmsf_rstd, (int)BT, C);
+    rmsnorm_backward(d.dres, gr.rmsfw, d.dln, trg_stream(g, a.encoded, a.residual3, L - 1, BT * C), p.rmsfw, a.rmsf_rstd, (int)BT, C);
     for (int l = L - 1; l >= 0; l--) {
-        const float *residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
-        const float *rms1 = a.rms1 + l * BT * C, *qkv = a.qkv + l * BT * QKVD, *atty = a.atty + l * BT * C;
-        const float *res2 = a.residual2 + l * BT * C, *rms2 = a.rms2 + l * BT * C;
-        const float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H;
+        if (g->resid) llama_layer_forward(g, &p, &a, l, B, T); // as in gpt_backward
+        size_t s = trg_layer_slot(g, l);
+        const float *residual = trg_stream(g, a.encoded, a.residual3, l - 1, BT * C);
+        const float *rms1 = a.rms1 + s * BT * C, *qkv = a.qkv + s * BT * QKVD, *atty = a.atty + s * BT * C;
+        const float *res2 = a.residual2 + s * BT * C, *rms2 = a.rms2 + s * BT * C;
+        const float *gate = a.gate + s * BT * H, *up = a.up + s * BT * H, *hmid = a.hmid + s * BT * H;
         linear_backward(g, d.dhmid, 0, gr.wdown + (size_t)l * C * H, NULL, d.dres, C, hmid, H, p.wdown + (size_t)l * C * H, (int)BT, T, H, C);
         TRG_LAUNCH(swiglu_backward_kernel, blocks_for(BT * H), THREADS, d.dgate, d.dup, gate, up, d.dhmid, BT * H);
         linear_backward(g, d.dln, 0, gr.wup + (size_t)l * H * C, NULL, d.dup, H, rms2, C, p.wup + (size_t)l * H * C, (int)BT, T, C, H);
         linear_backward(g, d.dln, 1, gr.wgate + (size_t)l * H * C, NULL, d.dgate, H, rms2, C, p.wgate + (size_t)l * H * C, (int)BT, T, C, H);
-        rmsnorm_backward(d.dres, gr.rms2w + l * C, d.dln, res2, p.rms2w + l * C, a.rms2_rstd + l * BT, (int)BT, C);
+        rmsnorm_backward(d.dres, gr.rms2w + l * C, d.dln, res2, p.rms2w + l * C, a.rms2_rstd + s * BT, (int)BT, C);
         linear_backward(g, d.datty, 0, gr.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, (int)BT, T, C, C);
-        attention_forward((float *)atty, a.att, g->rows, qkv, B, T, C, NH, KV); // as in gpt_backward
+        if (!g->resid) attention_forward((float *)atty, a.att, g->rows, qkv, B, T, C, NH, KV); // as in gpt_backward
         attention_backward(d.dqkv, g->dpre, g->rows, d.datty, a.att, qkv, B, T, C, NH, KV);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, d.dqkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 1);
         linear_backward(g, d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, T, C, C);
         linear_backward(g, d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, T, C, KVD);
         linear_backward(g, d.dln, 1, gr.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C,
                         (int)BT, T, C, KVD);
-        rmsnorm_backward(d.dres, gr.rms1w + l * C, d.dln, residual, p.rms1w + l * C, a.rms1_rstd + l * BT, (int)BT, C);
+        rmsnorm_backward(d.dres, gr.rms1w + l * C, d.dln, residual, p.rms1w + l * C, a.rms1_rstd + s * BT, (int)BT, C);
     }
     TRG_LAUNCH(encoder_backward_kernel, blocks_for(C), THREADS, g->dwte_emb, (float *)NULL, d.dres, g->tokens, (int)BT, T, C);
 }
@@ -1402,7 +1432,7 @@ extern "C" void trg_destroy(trg_model *g) {
     for (int i = 0; i < 2; i++)
         if (g->pinned_ok[i]) cudaHostUnregister((void *)g->pinned[i]);
     cudaSetDevice(g->device);
-    cudaFree(g->params); cudaFree(g->grads); cudaFree(g->shard_grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->dacts);
+    cudaFree(g->params); cudaFree(g->grads); cudaFree(g->shard_grads); cudaFree(g->dwte_emb); cudaFree(g->acts); cudaFree(g->resid); cudaFree(g->dacts);
     cudaFree(g->dpre); cudaFree(g->rows.max); cudaFree(g->rows.val); cudaFree(g->rows.lanes); cudaFree(g->rope_cos); cudaFree(g->rope_sin); cudaFree(g->tokens); cudaFree(g->targets);
     cudaFree(g->mx.qa); cudaFree(g->mx.qb); cudaFree(g->mx.sa); cudaFree(g->mx.sb);
     cudaFree(g->adam_m); cudaFree(g->adam_v); cudaFree(g->norm_part);
@@ -1437,7 +1467,12 @@ extern "C" int trg_create(const tr_config *cfg, int device, int levels, trg_mode
     GALLOC(g->grads, sizeof(float) * off);
     if (levels) GALLOC(g->shard_grads, sizeof(float) * off * levels);
     GALLOC(g->dwte_emb, sizeof(float) * sizes[TR_P_wte]);
-    GALLOC(g->acts, sizeof(float) * tr_gpu_act_floats(cfg, (int)B, (int)T));
+    g->act_cfg = *cfg;
+    if (cfg->recompute) {
+        g->act_cfg.layers = 1;
+        GALLOC(g->resid, sizeof(float) * cfg->layers * BT * cfg->channels);
+    }
+    GALLOC(g->acts, sizeof(float) * tr_gpu_act_floats(&g->act_cfg, (int)B, (int)T));
     GALLOC(g->dacts, sizeof(float) * tr_act_floats(cfg, (int)B, (int)T, 1));
     GALLOC(g->dpre, sizeof(float) * tr_att_rows(cfg) * T);
     GALLOC(g->rows.max, sizeof(float) * tr_att_rows(cfg));
@@ -1696,7 +1731,7 @@ extern "C" int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targ
 }
 
 extern "C" int trg_activations(const trg_model *g, float *out, size_t len) {
-    if (!g || !out || len > tr_gpu_act_floats(&g->cfg, g->cfg.micro_batch, g->cfg.seq_len)) return TR_EINVAL;
+    if (!g || !out || len > tr_gpu_act_floats(&g->act_cfg, g->cfg.micro_batch, g->cfg.seq_len)) return TR_EINVAL;
     return cudaSetDevice(g->device) == cudaSuccess && cudaMemcpy(out, g->acts, sizeof(float) * len, cudaMemcpyDeviceToHost) == cudaSuccess
                ? TR_OK : TR_EDEVICE;
 }
