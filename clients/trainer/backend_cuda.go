@@ -134,7 +134,7 @@ func GPUCount() int { return int(C.trg_device_count()) }
 // grouped in order). Each group steps Shards()/groups of every step's token
 // shards, its linear layers' GEMMs split along N over its ranks, and the
 // first device joins the groups' gradients by the shard tree (README
-// "Shards", "Parallelism"), so any split gives one device's bits; the
+// "Shards", "Tensor parallelism"), so any split gives one device's bits; the
 // first also keeps the weights and the optimizer state. The group count
 // must be a power of two dividing the shard count. A device named twice is
 // two logical devices on one GPU (tests). Bad ids change nothing; a device
@@ -159,8 +159,8 @@ func (t *Trainer) SetDevices(ids []int, tensor int) error {
 // checkDevices says what is wrong with training on devices ids of count,
 // in groups of tensor, with shards token shards a step.
 func checkDevices(ids []int, tensor, count, shards int) error {
-	if len(ids) == 0 {
-		return fmt.Errorf("%w: no CUDA device named", ErrInvalid)
+	if len(ids) == 0 || len(ids) > MaxGradShards {
+		return fmt.Errorf("%w: %d CUDA devices named: 1 to %d can share a step", ErrInvalid, len(ids), MaxGradShards)
 	}
 	for _, id := range ids {
 		if id < 0 || id >= count {

@@ -97,7 +97,7 @@ func TestGPUParallelBadDevices(t *testing.T) {
 	for _, c := range []struct {
 		ids    []int
 		tensor int
-	}{{nil, 1}, {[]int{GPUCount()}, 1}, {[]int{-1}, 1}, {[]int{0, 0, 0}, 1}, {[]int{0, 0, 0, 0}, 1}, {[]int{0, 0, 0}, 2},
+	}{{nil, 1}, {make([]int, 65), 1}, {[]int{GPUCount()}, 1}, {[]int{-1}, 1}, {[]int{0, 0, 0}, 1}, {[]int{0, 0, 0, 0}, 1}, {[]int{0, 0, 0}, 2},
 		{[]int{0, 0, 0, 0, 0, 0}, 2}, {[]int{0}, 0}, {[]int{0, 0, 0, 0, 0, 0, 0, 0, 0}, 9}, {[]int{0, 0, 0, 0, 0, 0, 0, 0}, 2}} {
 		if err := tr.SetDevices(c.ids, c.tensor); !errors.Is(err, ErrInvalid) {
 			t.Errorf("SetDevices(%v, %d): %v, want ErrInvalid", c.ids, c.tensor, err)

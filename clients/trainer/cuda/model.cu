@@ -987,7 +987,7 @@ typedef struct {
 
 // Tensor parallelism (trg_tp_attach): the ranks of a group, the leader
 // first, step in lockstep as fibers of the calling thread (trg_group).
-enum { TRG_MAX_TP = 8, TRG_TP_STACK = 1 << 20 };
+enum { TRG_MAX_TP = 8, TRG_TP_STACK = 8 << 20 }; // a thread's stack: a first launch may load (or JIT) modules
 typedef struct {
     int n;                      // ranks
     trg_model *rank[TRG_MAX_TP];
@@ -1182,7 +1182,8 @@ static int trg_tp_grads(trg_model *g) {
                 return TR_EDEVICE;
         }
     }
-    return (g->err = trg_tp_sync(tp)) == cudaSuccess ? TR_OK : TR_EDEVICE;
+    if ((g->err = trg_tp_sync(tp)) != cudaSuccess || (g->err = cudaSetDevice(g->device)) != cudaSuccess) return TR_EDEVICE;
+    return TR_OK;
 }
 
 // out(BT, OC; row stride ldo) = inp(BT, IC; ldi) w(OC, IC)^T + bias(OC):
