@@ -424,10 +424,18 @@ func stepFLOPs(s *coordinator.State, cfg trainer.Config) float64 {
 	return tokens * (6*float64(cfg.Params()) + 12*float64(cfg.Layers)*float64(cfg.Channels)*float64(cfg.SeqLen))
 }
 
+// cpuMargin: a run is refused on the CPU only when its round would take
+// more than this many times max_round_train_time at the measured rate. The
+// 0.3 s probe reads a fraction of the CPU on a busy machine (two clients
+// starting together each see about half), and a client wrongly refused
+// costs more than one that joins and turns out slow; the runs it is for
+// (the 1.1B on a CPU) miss by hundreds of times.
+const cpuMargin = 4
+
 // fastEnough refuses a run a CPU client cannot train: its round's FLOPs at
 // rate (the CPU's measured matrix product FLOP/s, an upper bound on its
-// training rate) past max_round_train_time. rate is asked only for runs
-// that would need more than 10 GFLOP/s, which any CPU has.
+// training rate) past cpuMargin times max_round_train_time. rate is asked
+// only for runs that would need more than 10 GFLOP/s, which any CPU has.
 func fastEnough(s *coordinator.State, rate func(arith string) float64) error {
 	cfg, err := TrainerConfig(&s.Model, 1)
 	if err != nil {
@@ -439,12 +447,12 @@ func fastEnough(s *coordinator.State, rate func(arith string) float64) error {
 		return nil
 	}
 	r := rate(cfg.Arith)
-	if r <= 0 || flops/r <= budget {
+	if r <= 0 || flops/r <= cpuMargin*budget {
 		return nil
 	}
 	return &needsGPUError{fmt.Sprintf("a member's share of the run's rounds is %.1f TFLOP (the batch over init_min_clients = %d), about %.0f s on this CPU "+
-		"(%.0f GFLOP/s, its measured %s matrix product rate), and max_round_train_time allows %.0f s: train it on a GPU (--device cuda), or choose a smaller run",
-		flops/1e12, max(s.Config.InitMinClients, 1), flops/r, r/1e9, cfg.Arith, budget)}
+		"(%.0f GFLOP/s, its measured %s matrix product rate), more than %d times the %.0f s max_round_train_time allows: train it on a GPU (--device cuda), or choose a smaller run",
+		flops/1e12, max(s.Config.InitMinClients, 1), flops/r, r/1e9, cfg.Arith, cpuMargin, budget)}
 }
 
 // cpuRate measures this machine's matrix product rate in FLOP/s under

@@ -366,6 +366,15 @@ func TestFastEnough(t *testing.T) {
 	if err := fastEnough(big, at(1e16)); err != nil {
 		t.Errorf("the 1.1B run at 10 PFLOP/s: %v", err)
 	}
+	// The light run on a loaded 2-core machine (the rate a busy probe
+	// read): slower than its budget, but within the margin.
+	light := runState(t, "../../config/llama-12m.toml")
+	if err := fastEnough(light, at(12e9)); err != nil {
+		t.Errorf("the 12M run at 12 GFLOP/s: %v", err)
+	}
+	if err := fastEnough(light, at(1e9)); !errors.Is(err, ErrNeedsGPU) {
+		t.Errorf("the 12M run at 1 GFLOP/s: %v; want ErrNeedsGPU", err)
+	}
 	if err := fastEnough(runState(t, "../../config/tiny.toml"), func(string) float64 { t.Error("the tiny run asked for a rate"); return 0 }); err != nil {
 		t.Errorf("the tiny run: %v", err)
 	}
