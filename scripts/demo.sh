@@ -177,7 +177,7 @@ for i in "${!names[@]}"; do
   # Client 1 also scores each epoch's model on the built-in benchmark task
   # and publishes the scores on chain; the cheater trains on other sequences.
   bin=$pc extra=()
-  [ "$name" = client1 ] && extra=(--eval-tasks builtin:sotu --eval-limit 100)
+  [ "$name" = client1 ] && extra=(--eval-tasks builtin:sotu --eval-task-max-docs 100)
   [ "$name" = cheater ] && bin=$dir/psyche-client-cheat extra=(--cheat other-data)
   set -m
   "$bin" train "${net[@]}" -w "$w" --run-id "$run_id" --logs json --metrics-local-port "$port" --linger-secs 15 \

@@ -80,7 +80,7 @@ func (c *Client) scoreTask(ctx context.Context, params []float32, tok tokenizer.
 	if err := tr.SetParams(params); err != nil {
 		return eval.Result{}, err
 	}
-	return eval.Run(ctx, tr, tok, task, c.cfg.EvalLimit)
+	return eval.Run(ctx, tr, tok, task)
 }
 
 // RunTokenizer is the tokenizer the run's model names: byte, gpt2, or the

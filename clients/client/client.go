@@ -66,10 +66,9 @@ type Config struct {
 	EvalSequences int
 	EvalEvery     int
 	// EvalTasks are benchmark tasks the model of every epoch is scored on
-	// (at most EvalLimit items each; 0: all), the scores recorded and
+	// (every item: Task.Sample picks fewer), the scores recorded and
 	// published on chain (benchmark.go).
 	EvalTasks []eval.Task
-	EvalLimit int
 	// Tokenizer is the tokenizer.json file of a run whose model names one
 	// (checked against the hash the run pins); byte and gpt2 need none.
 	Tokenizer string

@@ -8,8 +8,9 @@
 //
 //	{"context": "The capital of France is", "choices": [" Paris", " Rome"], "gold": 0}
 //
-// so HellaSwag, ARC or PIQA converted to it run as they are. BuiltinSOTU
-// makes a task from the held-out corpus that needs nothing but this repo.
+// Convert writes HellaSwag, ARC, PIQA and MMLU in it as lm-evaluation-harness
+// prompts them. BuiltinSOTU makes a task from the held-out corpus that
+// needs nothing but this repo.
 package eval
 
 import (
@@ -28,11 +29,29 @@ import (
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
-// Item is one multiple-choice question.
+// Item is one multiple-choice question. Each choice continues the context
+// after TargetDelimiter (lm-evaluation-harness's target_delimiter, " " in
+// the sets Convert writes; empty when the choices carry their own): the
+// delimiter's tokens are scored with the choice's, and acc_norm divides by
+// the choice's bytes alone, as there.
 type Item struct {
-	Context string   `json:"context"`
-	Choices []string `json:"choices"`
-	Gold    int      `json:"gold"`
+	Context         string   `json:"context"`
+	Choices         []string `json:"choices"`
+	Gold            int      `json:"gold"`
+	TargetDelimiter string   `json:"target_delimiter,omitempty"`
+}
+
+// check says what makes it an item no task can hold.
+func (it Item) check() error {
+	if len(it.Choices) < 2 || it.Gold < 0 || it.Gold >= len(it.Choices) {
+		return fmt.Errorf("want at least 2 choices and gold an index into them, got %d choices and gold %d", len(it.Choices), it.Gold)
+	}
+	for i, c := range it.Choices {
+		if c == "" {
+			return fmt.Errorf("choice %d is empty", i)
+		}
+	}
+	return nil
 }
 
 // Task is a named list of items.
@@ -76,14 +95,8 @@ func Load(path string) (Task, error) {
 		if err := json.Unmarshal(sc.Bytes(), &it); err != nil {
 			return Task{}, fmt.Errorf("%w: %s:%d: %v", ErrTask, path, line, err)
 		}
-		if len(it.Choices) < 2 || it.Gold < 0 || it.Gold >= len(it.Choices) {
-			return Task{}, fmt.Errorf("%w: %s:%d: want at least 2 choices and gold an index into them, got %d choices and gold %d",
-				ErrTask, path, line, len(it.Choices), it.Gold)
-		}
-		for i, c := range it.Choices {
-			if c == "" {
-				return Task{}, fmt.Errorf("%w: %s:%d: choice %d is empty", ErrTask, path, line, i)
-			}
+		if err := it.check(); err != nil {
+			return Task{}, fmt.Errorf("%w: %s:%d: %v", ErrTask, path, line, err)
 		}
 		t.Items = append(t.Items, it)
 	}
@@ -95,6 +108,10 @@ func Load(path string) (Task, error) {
 	}
 	return t, nil
 }
+
+// DefaultSeed is the seed Task.Sample draws with unless told otherwise
+// (the reference client's --eval-seed default).
+const DefaultSeed = 42
 
 // Builtin names the built-in task in task lists; DefaultBuiltinItems is
 // how many items it has unless asked otherwise.
@@ -125,21 +142,18 @@ func fileKey(path string) string {
 	return k
 }
 
-// Run scores every item of task (at most limit; 0: all). Sequences longer
+// Run scores every item of task (Sample picks a subset). Sequences longer
 // than the model's context keep their last tokens (the choice always fits
 // whole, or the item is an error).
-func Run(ctx context.Context, tr *trainer.Trainer, tok tokenizer.Tokenizer, task Task, limit int) (Result, error) {
+func Run(ctx context.Context, tr *trainer.Trainer, tok tokenizer.Tokenizer, task Task) (Result, error) {
 	r := Result{Task: task.Name, Key: task.Key}
 	items := task.Items
-	if limit > 0 && limit < len(items) {
-		items = items[:limit]
-	}
 	var acc, accNorm, chance float64
 	for i, it := range items {
 		best, bestNorm := math.Inf(-1), math.Inf(-1)
 		pick, pickNorm := -1, -1
 		for c, choice := range it.Choices {
-			ll, err := logLikelihood(ctx, tr, tok, it.Context, choice)
+			ll, err := logLikelihood(ctx, tr, tok, it.Context, it.TargetDelimiter+choice)
 			if err != nil {
 				return Result{}, fmt.Errorf("%s item %d choice %d: %w", task.Name, i, c, err)
 			}

@@ -70,7 +70,7 @@ func TestTrainedModelBeatsChance(t *testing.T) {
 	}
 	defer tr.Close()
 	tok := tokenizer.Byte{}
-	before, err := Run(ctx, tr, tok, task, 0)
+	before, err := Run(ctx, tr, tok, task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestTrainedModelBeatsChance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after, err := Run(ctx, tr, tok, task, 0)
+	after, err := Run(ctx, tr, tok, task)
 	if err != nil {
 		t.Fatal(err)
 	}

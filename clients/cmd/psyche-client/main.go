@@ -218,7 +218,7 @@ func commands() []*cli.Command {
 		identityCommands(),
 		coordinatorCommands(),
 		treasurerCommands(),
-		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand(), evalCommand()},
+		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand(), evalCommand(), evalConvertCommand()},
 		{runManagerCommand(), explorerCommand()},
 		runConfigCommands(),
 		devCommands(),

@@ -65,7 +65,8 @@ func trainCommand() *cli.Command {
 		&cli.IntFlag{Name: "eval-sequences", Usage: "held-out sequences per evaluation", Value: client.DefaultEvalSequences},
 		&cli.StringSliceFlag{Name: "eval-tasks", Usage: "benchmark tasks to score the model of every epoch on, between epochs, and publish on chain: task files (JSONL, " +
 			"as psyche-client eval reads them) and/or " + eval.Builtin},
-		&cli.IntFlag{Name: "eval-limit", Usage: "items per --eval-tasks task at most (0: all)"},
+		&cli.IntFlag{Name: "eval-task-max-docs", Aliases: []string{"eval-limit"}, Usage: "items per --eval-tasks task at most, a sample that --eval-seed picks (0: all)"},
+		&cli.Uint64Flag{Name: "eval-seed", Usage: "seed of the items --eval-task-max-docs samples: the same seed, file and count score the same items on every client", Value: eval.DefaultSeed},
 		&cli.StringFlag{Name: "tokenizer-file", Usage: "the tokenizer.json of a run whose model names one (json:<sha256>): checked against that hash"},
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here (a restart resumes from it; hub checkpoints are kept here too)"},
 		&cli.IntFlag{Name: "keep-steps", Usage: "checkpoints to keep with --delete-old-steps", Value: client.DefaultKeepSteps},
@@ -143,8 +144,8 @@ func train(c *cli.Context) error {
 			return badInputf("--%s must be at least 1", name)
 		}
 	}
-	if c.Int("threads") < 0 || c.Int("linger-secs") < 0 || c.Int("eval-limit") < 0 {
-		return badInputf("--threads, --linger-secs and --eval-limit cannot be negative")
+	if c.Int("threads") < 0 || c.Int("linger-secs") < 0 || c.Int("eval-task-max-docs") < 0 {
+		return badInputf("--threads, --linger-secs and --eval-task-max-docs cannot be negative")
 	}
 	var tasks []eval.Task
 	for _, spec := range c.StringSlice("eval-tasks") {
@@ -152,7 +153,7 @@ func train(c *cli.Context) error {
 		if err != nil {
 			return badInputf("--eval-tasks: %w", err)
 		}
-		tasks = append(tasks, task)
+		tasks = append(tasks, task.Sample(c.Int("eval-task-max-docs"), c.Uint64("eval-seed")))
 	}
 	delay := c.Float64("dummy-training-delay-secs")
 	if delay < 0 || delay > 3600 {
@@ -259,7 +260,7 @@ func train(c *cli.Context) error {
 		DummyTraining: c.Bool("dummy-training"),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
 		GradientsDir: c.String("write-gradients-dir"), GradientsKeep: c.Int("keep-gradients-steps"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
-		EvalTasks: tasks, EvalLimit: c.Int("eval-limit"), Tokenizer: c.String("tokenizer-file"),
+		EvalTasks: tasks, Tokenizer: c.String("tokenizer-file"),
 		Tracer: obs.Tracer,
 	}
 	if err := applyCheat(c, &ccfg); err != nil {
