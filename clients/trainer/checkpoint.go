@@ -133,6 +133,7 @@ type modelShape struct {
 	Hidden      int     `json:"hidden,omitempty"`
 	Untied      bool    `json:"untied,omitempty"`
 	RopeTheta   float32 `json:"rope_theta,omitempty"`
+	Knobs
 }
 
 // SaveModel writes the parameters only (no optimizer state, no counters) to
@@ -156,7 +157,7 @@ func (t *Trainer) SaveModel(path string, meta map[string]string) error {
 	}
 	c := t.cfg
 	shape, err := json.Marshal(modelShape{c.Name, c.Arch, c.Vocab, c.PaddedVocab, c.Layers, c.Channels, c.Heads, c.SeqLen,
-		c.KVHeads, c.Hidden, c.Untied, c.RopeTheta})
+		c.KVHeads, c.Hidden, c.Untied, c.RopeTheta, c.Knobs})
 	if err != nil {
 		return fmt.Errorf("encode config: %w", err)
 	}

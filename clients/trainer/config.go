@@ -29,6 +29,7 @@ type Config struct {
 	Hidden    int     `json:"hidden,omitempty"`     // SwiGLU intermediate size
 	Untied    bool    `json:"untied,omitempty"`     // a separate lm-head instead of wte
 	RopeTheta float32 `json:"rope_theta,omitempty"` // rotary base, e.g. 10000
+	Knobs
 	// Arith is the numeric contract of the model's matrix products (README
 	// "Numeric contract"): "fp32" (v2, also when empty) or "mx8" (v3,
 	// block-scaled int8 operands). Replicas of one run must agree on it.
@@ -44,6 +45,64 @@ type Config struct {
 	// memory of about one layer instead of L, for a third more compute.
 	// Like MicroBatch it is the machine's choice and changes no bit.
 	Recompute bool `json:"recompute,omitempty"`
+}
+
+// Knobs are a Llama's settings that the families people fine-tune vary
+// (Llama 2 and 3, Mistral, Qwen2, SmolLM); zero is the default each names.
+// They are part of the model: replicas must agree on them, and the state
+// blob pins them (state.c, version 3).
+type Knobs struct {
+	// RMSNormEps is RMSNorm's epsilon, in (0, 0.1]; 0 means 1e-5.
+	RMSNormEps float32 `json:"rms_norm_eps,omitempty"`
+	// RopeScaling is "" (plain rotary frequencies) or "llama3": Llama 3.1's
+	// scaling (transformers' rope_type "llama3"), which divides by
+	// RopeFactor the frequencies whose wavelength is above RopeOrigCtx /
+	// RopeLowFreq, keeps those below RopeOrigCtx / RopeHighFreq, and blends
+	// the ones between.
+	RopeScaling  string  `json:"rope_scaling,omitempty"`
+	RopeFactor   float32 `json:"rope_factor,omitempty"`
+	RopeLowFreq  float32 `json:"rope_low_freq_factor,omitempty"`
+	RopeHighFreq float32 `json:"rope_high_freq_factor,omitempty"`
+	RopeOrigCtx  int     `json:"rope_original_context,omitempty"`
+}
+
+// RopeLlama3 names Llama 3.1's rotary scaling (Knobs.RopeScaling).
+const RopeLlama3 = "llama3"
+
+// DefaultRMSNormEps is RMSNorm's epsilon where Knobs.RMSNormEps is 0.
+const DefaultRMSNormEps = 1e-5
+
+// normalized is k with the defaults written out, for comparisons.
+func (k Knobs) normalized() Knobs {
+	if k.RMSNormEps == 0 {
+		k.RMSNormEps = DefaultRMSNormEps
+	}
+	return k
+}
+
+// check says what is wrong with a Llama's knobs.
+func (k Knobs) check() error {
+	if !(k.RMSNormEps >= 0 && k.RMSNormEps <= 0.1) {
+		return fmt.Errorf("model config: rms_norm_eps %v out of range (0, 0.1]", k.RMSNormEps)
+	}
+	switch k.RopeScaling {
+	case "":
+		if k.RopeFactor != 0 || k.RopeLowFreq != 0 || k.RopeHighFreq != 0 || k.RopeOrigCtx != 0 {
+			return fmt.Errorf("model config: rope_factor, rope_low_freq_factor, rope_high_freq_factor and rope_original_context need rope_scaling = %q", RopeLlama3)
+		}
+	case RopeLlama3:
+		switch {
+		case !(k.RopeFactor >= 1 && k.RopeFactor <= 1024):
+			return fmt.Errorf("model config: rope_factor %v out of range [1, 1024]", k.RopeFactor)
+		case !(k.RopeLowFreq > 0 && k.RopeHighFreq > k.RopeLowFreq && k.RopeHighFreq <= 1024):
+			return fmt.Errorf("model config: rope_low_freq_factor %v and rope_high_freq_factor %v: want 0 < low < high <= 1024", k.RopeLowFreq, k.RopeHighFreq)
+		case k.RopeOrigCtx < 1 || k.RopeOrigCtx > 1<<24:
+			return fmt.Errorf("model config: rope_original_context %d out of range [1, 2^24]", k.RopeOrigCtx)
+		}
+	default:
+		return fmt.Errorf("model config: unknown rope_scaling %q (known: %q, or none)", k.RopeScaling, RopeLlama3)
+	}
+	return nil
 }
 
 // MaxGradShards bounds Config.GradShards.
@@ -140,8 +199,8 @@ func (c Config) Validate() error {
 	}
 	switch c.Arch {
 	case "", ArchGPT2:
-		if c.KVHeads != 0 || c.Hidden != 0 || c.Untied || c.RopeTheta != 0 {
-			return fmt.Errorf("model config: kv_heads, hidden, untied and rope_theta are Llama settings, not gpt2's")
+		if c.KVHeads != 0 || c.Hidden != 0 || c.Untied || c.RopeTheta != 0 || c.Knobs != (Knobs{}) {
+			return fmt.Errorf("model config: kv_heads, hidden, untied, rope_theta, rms_norm_eps and rope scaling are Llama settings, not gpt2's")
 		}
 	case ArchLlama:
 		switch {
@@ -154,6 +213,7 @@ func (c Config) Validate() error {
 		case !(c.RopeTheta >= 1 && c.RopeTheta <= 1e12):
 			return fmt.Errorf("model config: rope_theta %v out of range [1, 1e12]", c.RopeTheta)
 		}
+		return c.Knobs.check()
 	default:
 		return fmt.Errorf("model config: unknown architecture %q (known: gpt2, llama)", c.Arch)
 	}
@@ -164,14 +224,22 @@ func (c Config) Validate() error {
 func (c Config) sameModel(o Config) bool {
 	return c.IsLlama() == o.IsLlama() && c.Vocab == o.Vocab && c.PaddedVocab == o.PaddedVocab && c.Layers == o.Layers &&
 		c.Channels == o.Channels && c.Heads == o.Heads && c.SeqLen == o.SeqLen && c.KVHeads == o.KVHeads &&
-		c.Hidden == o.Hidden && c.Untied == o.Untied && c.RopeTheta == o.RopeTheta
+		c.Hidden == o.Hidden && c.Untied == o.Untied && c.RopeTheta == o.RopeTheta && c.Knobs.normalized() == o.Knobs.normalized()
 }
 
 // Description names the model's architecture and shapes, for error messages.
 func (c Config) Description() string {
 	if c.IsLlama() {
-		return fmt.Sprintf("llama: %d layers, width %d, %d heads, %d key/value heads, SwiGLU %d, rope theta %g, vocabulary %d, untied %v",
+		d := fmt.Sprintf("llama: %d layers, width %d, %d heads, %d key/value heads, SwiGLU %d, rope theta %g, vocabulary %d, untied %v",
 			c.Layers, c.Channels, c.Heads, c.KVHeads, c.Hidden, c.RopeTheta, c.Vocab, c.Untied)
+		if k := c.Knobs.normalized(); k.RMSNormEps != DefaultRMSNormEps {
+			d += fmt.Sprintf(", rms_norm_eps %g", k.RMSNormEps)
+		}
+		if c.RopeScaling != "" {
+			d += fmt.Sprintf(", rope scaling %s (factor %g, low %g, high %g, original context %d)", c.RopeScaling, c.RopeFactor, c.RopeLowFreq,
+				c.RopeHighFreq, c.RopeOrigCtx)
+		}
+		return d
 	}
 	return fmt.Sprintf("gpt2: %d layers, width %d, %d heads, vocabulary %d", c.Layers, c.Channels, c.Heads, c.Vocab)
 }

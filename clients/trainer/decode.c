@@ -60,7 +60,7 @@ int tr_decode_next(tr_model *m, int32_t token, float *logits) {
         float *cache = m->kv_cache + (size_t)l * T * QKVD, *row = cache + (size_t)p * QKVD;
         if (llama) {
             tr_llama_params q = tr_llama_views(c, m->params, off);
-            trk_rmsnorm_row(n, &rstd, x, q.rms1w + (size_t)l * C, C);
+            trk_rmsnorm_row(n, &rstd, x, q.rms1w + (size_t)l * C, C, tr_rms_eps(c));
             tr_decode_linear(m, row, n, q.wq + (size_t)l * C * C, NULL, C, C);
             tr_decode_linear(m, row + C, n, q.wk + (size_t)l * KVD * C, NULL, C, KVD);
             tr_decode_linear(m, row + C + KVD, n, q.wv + (size_t)l * KVD * C, NULL, C, KVD);
@@ -69,7 +69,7 @@ int tr_decode_next(tr_model *m, int32_t token, float *logits) {
             for (int h = 0; h < NH; h++) trk_attention_row(y + (size_t)h * hs, arow, cache, 0, p, h, T, C, NH, KV);
             tr_decode_linear(m, t1, y, q.wo + (size_t)l * C * C, NULL, C, C);
             for (int i = 0; i < C; i++) x[i] = x[i] + t1[i];
-            trk_rmsnorm_row(n, &rstd, x, q.rms2w + (size_t)l * C, C);
+            trk_rmsnorm_row(n, &rstd, x, q.rms2w + (size_t)l * C, C, tr_rms_eps(c));
             tr_decode_linear(m, h1, n, q.wgate + (size_t)l * H * C, NULL, C, H);
             tr_decode_linear(m, h2, n, q.wup + (size_t)l * H * C, NULL, C, H);
             for (int i = 0; i < H; i++) h1[i] = trk_swiglu(h1[i], h2[i]);
@@ -91,7 +91,7 @@ int tr_decode_next(tr_model *m, int32_t token, float *logits) {
     const float *head;
     if (llama) {
         tr_llama_params q = tr_llama_views(c, m->params, off);
-        trk_rmsnorm_row(n, &rstd, x, q.rmsfw, C);
+        trk_rmsnorm_row(n, &rstd, x, q.rmsfw, C, tr_rms_eps(c));
         head = q.lmhead;
     } else {
         tr_params q = tr_param_views(m->params, off);

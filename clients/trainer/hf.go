@@ -119,23 +119,22 @@ type hfGPT2Config struct {
 }
 
 type hfLlamaConfig struct {
-	Architectures         []string        `json:"architectures"`
-	ModelType             string          `json:"model_type"`
-	VocabSize             int             `json:"vocab_size"`
-	HiddenSize            int             `json:"hidden_size"`
-	IntermediateSize      int             `json:"intermediate_size"`
-	NumHiddenLayers       int             `json:"num_hidden_layers"`
-	NumAttentionHeads     int             `json:"num_attention_heads"`
-	NumKeyValueHeads      int             `json:"num_key_value_heads"`
-	HeadDim               int             `json:"head_dim,omitempty"`
-	MaxPositionEmbeddings int             `json:"max_position_embeddings"`
-	RopeTheta             float64         `json:"rope_theta,omitempty"`
-	RopeScaling           json.RawMessage `json:"rope_scaling,omitempty"`
+	Architectures         []string `json:"architectures"`
+	ModelType             string   `json:"model_type"`
+	VocabSize             int      `json:"vocab_size"`
+	HiddenSize            int      `json:"hidden_size"`
+	IntermediateSize      int      `json:"intermediate_size"`
+	NumHiddenLayers       int      `json:"num_hidden_layers"`
+	NumAttentionHeads     int      `json:"num_attention_heads"`
+	NumKeyValueHeads      int      `json:"num_key_value_heads"`
+	HeadDim               int      `json:"head_dim,omitempty"`
+	MaxPositionEmbeddings int      `json:"max_position_embeddings"`
+	RopeTheta             float64  `json:"rope_theta,omitempty"`
+	RopeScaling           *hfRope  `json:"rope_scaling,omitempty"`
 	// transformers 5 writes the rotary settings here instead.
-	RopeParameters *struct {
-		RopeTheta float64 `json:"rope_theta"`
-		RopeType  string  `json:"rope_type"`
-	} `json:"rope_parameters,omitempty"`
+	RopeParameters *hfRope `json:"rope_parameters,omitempty"`
+	// Mistral: attention within this many tokens (null: all).
+	SlidingWindow     *int    `json:"sliding_window,omitempty"`
 	RMSNormEps        float64 `json:"rms_norm_eps"`
 	TieWordEmbeddings bool    `json:"tie_word_embeddings"`
 	HiddenAct         string  `json:"hidden_act"`
@@ -144,17 +143,55 @@ type hfLlamaConfig struct {
 	TorchDtype        string  `json:"torch_dtype,omitempty"`
 }
 
-// Our fixed normalisation epsilon (kernels.h), which an imported model must use.
+// hfRope is rope_scaling (transformers 4) or rope_parameters (5): the type
+// ("type" in older files) and Llama 3.1's scaling.
+type hfRope struct {
+	RopeTheta      float64 `json:"rope_theta,omitempty"`
+	RopeType       string  `json:"rope_type,omitempty"`
+	Type           string  `json:"type,omitempty"`
+	Factor         float64 `json:"factor,omitempty"`
+	LowFreqFactor  float64 `json:"low_freq_factor,omitempty"`
+	HighFreqFactor float64 `json:"high_freq_factor,omitempty"`
+	OriginalMaxPos int     `json:"original_max_position_embeddings,omitempty"`
+}
+
+// knobs reads r's scaling into k: none ("default", or no type) or llama3.
+func (r *hfRope) knobs(key string, k *Knobs) error {
+	if r == nil {
+		return nil
+	}
+	typ := r.RopeType
+	if typ == "" {
+		typ = r.Type
+	}
+	switch typ {
+	case "", "default":
+		return nil
+	case RopeLlama3:
+		k.RopeScaling, k.RopeFactor, k.RopeLowFreq, k.RopeHighFreq = RopeLlama3, float32(r.Factor), float32(r.LowFreqFactor), float32(r.HighFreqFactor)
+		k.RopeOrigCtx = r.OriginalMaxPos
+		return nil
+	}
+	return fmt.Errorf("%s.rope_type %q: plain rotary embeddings and %q are supported", key, typ, RopeLlama3)
+}
+
+// GPT-2's fixed LayerNorm epsilon (kernels.h), which an imported GPT-2 must use.
 const hfNormEps = 1e-5
 
 func hfConfigJSON(cfg Config) ([]byte, error) {
 	if cfg.IsLlama() {
-		return json.MarshalIndent(hfLlamaConfig{
+		k := cfg.Knobs.normalized()
+		h := hfLlamaConfig{
 			Architectures: []string{"LlamaForCausalLM"}, ModelType: "llama", VocabSize: cfg.Vocab, HiddenSize: cfg.Channels,
 			IntermediateSize: cfg.Hidden, NumHiddenLayers: cfg.Layers, NumAttentionHeads: cfg.Heads, NumKeyValueHeads: cfg.KVHeads,
 			HeadDim: cfg.Channels / cfg.Heads, MaxPositionEmbeddings: cfg.SeqLen, RopeTheta: float64(cfg.RopeTheta),
-			RMSNormEps: hfNormEps, TieWordEmbeddings: !cfg.Untied, HiddenAct: "silu", TorchDtype: "float32",
-		}, "", "  ")
+			RMSNormEps: float64(k.RMSNormEps), TieWordEmbeddings: !cfg.Untied, HiddenAct: "silu", TorchDtype: "float32",
+		}
+		if k.RopeScaling == RopeLlama3 {
+			h.RopeScaling = &hfRope{RopeType: RopeLlama3, Factor: float64(k.RopeFactor), LowFreqFactor: float64(k.RopeLowFreq),
+				HighFreqFactor: float64(k.RopeHighFreq), OriginalMaxPos: k.RopeOrigCtx}
+		}
+		return json.MarshalIndent(h, "", "  ")
 	}
 	tied := true
 	return json.MarshalIndent(hfGPT2Config{
@@ -193,7 +230,7 @@ func hfConfig(data []byte, microBatch int) (Config, error) {
 			return Config{}, fmt.Errorf("attention scaled otherwise than by 1/sqrt(head size) is not supported")
 		}
 		cfg = Config{Vocab: h.VocabSize, Layers: h.NLayer, Channels: h.NEmbd, Heads: h.NHead, SeqLen: h.NPositions}
-	case "llama":
+	case "llama", "mistral":
 		var h hfLlamaConfig
 		if err := json.Unmarshal(data, &h); err != nil {
 			return Config{}, fmt.Errorf("%s: %v", HFConfigFile, err)
@@ -203,30 +240,41 @@ func hfConfig(data []byte, microBatch int) (Config, error) {
 			return Config{}, fmt.Errorf("hidden_act %q: only silu is supported", h.HiddenAct)
 		case h.AttentionBias || h.MLPBias:
 			return Config{}, fmt.Errorf("attention_bias and mlp_bias must be false")
-		case len(h.RopeScaling) > 0 && string(h.RopeScaling) != "null":
-			return Config{}, fmt.Errorf("rope_scaling %s: only plain rotary embeddings are supported", h.RopeScaling)
-		case !near(h.RMSNormEps, hfNormEps):
-			return Config{}, fmt.Errorf("rms_norm_eps %g: only %g is supported", h.RMSNormEps, hfNormEps)
+		case !(h.RMSNormEps > 0 && h.RMSNormEps <= 0.1):
+			return Config{}, fmt.Errorf("rms_norm_eps %g: out of range (0, 0.1]", h.RMSNormEps)
 		case h.NumAttentionHeads > 0 && h.HeadDim != 0 && h.HeadDim*h.NumAttentionHeads != h.HiddenSize:
 			return Config{}, fmt.Errorf("head_dim %d: only hidden_size / num_attention_heads is supported", h.HeadDim)
+		case h.SlidingWindow != nil && *h.SlidingWindow < 1:
+			return Config{}, fmt.Errorf("sliding_window %d: want a positive window or null", *h.SlidingWindow)
 		}
-		if r := h.RopeParameters; r != nil {
-			if r.RopeType != "" && r.RopeType != "default" {
-				return Config{}, fmt.Errorf("rope_parameters.rope_type %q: only plain rotary embeddings are supported", r.RopeType)
-			}
-			if h.RopeTheta == 0 {
-				h.RopeTheta = r.RopeTheta
-			}
+		var k Knobs
+		if err := h.RopeScaling.knobs("rope_scaling", &k); err != nil {
+			return Config{}, err
+		}
+		if err := h.RopeParameters.knobs("rope_parameters", &k); err != nil {
+			return Config{}, err
+		}
+		if r := h.RopeParameters; r != nil && h.RopeTheta == 0 {
+			h.RopeTheta = r.RopeTheta
+		}
+		if eps := float32(h.RMSNormEps); eps != DefaultRMSNormEps {
+			k.RMSNormEps = eps
 		}
 		kv := h.NumKeyValueHeads
 		if kv == 0 {
 			kv = h.NumAttentionHeads
 		}
+		// Mistral attends within sliding_window tokens; below it that is full
+		// attention, so the model's context is cut to the window.
+		seq := h.MaxPositionEmbeddings
+		if w := h.SlidingWindow; w != nil && *w < seq {
+			seq = *w
+		}
 		cfg = Config{Arch: ArchLlama, Vocab: h.VocabSize, Layers: h.NumHiddenLayers, Channels: h.HiddenSize,
 			Heads: h.NumAttentionHeads, KVHeads: kv, Hidden: h.IntermediateSize, RopeTheta: float32(h.RopeTheta),
-			Untied: !h.TieWordEmbeddings, SeqLen: h.MaxPositionEmbeddings}
+			Untied: !h.TieWordEmbeddings, SeqLen: seq, Knobs: k}
 	default:
-		return Config{}, fmt.Errorf("model_type %q: gpt2 and llama are supported", probe.ModelType)
+		return Config{}, fmt.Errorf("model_type %q: gpt2, llama and mistral are supported", probe.ModelType)
 	}
 	cfg.Name = "hf-" + probe.ModelType
 	cfg.PaddedVocab = (cfg.Vocab + 63) / 64 * 64

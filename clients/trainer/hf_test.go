@@ -35,13 +35,14 @@ func loadGolden(t *testing.T, dir string) hfGolden {
 }
 
 // Our forward pass against transformers' (testdata/hf, written by
-// scripts/torch/hf_goldens.py): a tiny random GPT2LMHeadModel and an untied
-// LlamaForCausalLM with grouped-query attention, imported from their
-// save_pretrained files, give the reference's logits and loss within 1e-5
-// (relative to the largest logit), and export back to the same tensor
-// names and values.
+// scripts/torch/hf_goldens.py): a tiny random GPT2LMHeadModel, an untied
+// LlamaForCausalLM with grouped-query attention, a tied one with Llama
+// 3.1's rotary scaling and RMSNorm epsilon 1e-6, and a MistralForCausalLM
+// below its sliding window, imported from their save_pretrained files, give
+// the reference's logits and loss within 1e-5 (relative to the largest
+// logit), and export back to the same tensor names and values.
 func TestHFGoldens(t *testing.T) {
-	for _, name := range []string{"gpt2", "llama"} {
+	for _, name := range []string{"gpt2", "llama", "llama3", "mistral"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("testdata", "hf", name)
 			g := loadGolden(t, dir)
@@ -50,6 +51,9 @@ func TestHFGoldens(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tr.Close()
+			if name == "mistral" && tr.Config().SeqLen != 16 {
+				t.Errorf("mistral: context %d, want its sliding window, 16", tr.Config().SeqLen)
+			}
 			seq := len(g.Tokens[0])
 			var tok []int32
 			for _, row := range g.Tokens {
@@ -201,7 +205,10 @@ func TestHFImportRejectsAndWidens(t *testing.T) {
 	for _, c := range []struct{ name, cfg, drop, want string }{
 		{"scaled rope", strings.Replace(string(cfgRaw), `"rope_type": "default"`, `"rope_type": "yarn"`, 1), "", "rope_type"},
 		{"gelu MLP", strings.Replace(string(cfgRaw), `"hidden_act": "silu"`, `"hidden_act": "gelu"`, 1), "", "hidden_act"},
-		{"eps 1e-6", strings.Replace(string(cfgRaw), `"rms_norm_eps": 1e-05`, `"rms_norm_eps": 1e-06`, 1), "", "rms_norm_eps"},
+		{"eps 0", strings.Replace(string(cfgRaw), `"rms_norm_eps": 1e-05`, `"rms_norm_eps": 0`, 1), "", "rms_norm_eps 0: out of range"},
+		{"eps 0.5", strings.Replace(string(cfgRaw), `"rms_norm_eps": 1e-05`, `"rms_norm_eps": 0.5`, 1), "", "rms_norm_eps 0.5: out of range"},
+		{"sliding window 0", strings.Replace(string(cfgRaw), `"model_type": "llama"`, `"model_type": "mistral", "sliding_window": 0`, 1), "", "sliding_window 0"},
+		{"llama3 without a factor", strings.Replace(string(cfgRaw), `"rope_type": "default"`, `"rope_type": "llama3"`, 1), "", "rope_factor 0 out of range"},
 		{"unknown model", strings.Replace(string(cfgRaw), `"model_type": "llama"`, `"model_type": "mamba"`, 1), "", "model_type"},
 		{"missing tensor", string(cfgRaw), "model.norm.weight", "model.norm.weight missing"},
 		{"not json", "{", "", "config.json"},

@@ -33,7 +33,7 @@ typedef struct {
                        int Vp);
     void (*ce_backward)(float *dlogits, const float *probs, const int32_t *targets, float dloss, int r0, int r1, int V,
                         int Vp);
-    void (*rms_forward)(float *out, float *rstd, const float *inp, const float *w, int r0, int r1, int C);
+    void (*rms_forward)(float *out, float *rstd, const float *inp, const float *w, int r0, int r1, int C, float eps);
     void (*rms_backward)(float *dinp, const float *dout, const float *inp, const float *w, const float *rstd, int r0,
                          int r1, int C);
     void (*rms_dw)(float *dw, const float *dout, const float *inp, const float *rstd, int N, int C, int c0, int c1);

@@ -386,11 +386,10 @@ TRK void trk_attention_row(float *out, float *a, const float *qkv, int b, int t,
 // ----------------------------------------------------------------------------
 // Llama's layers.
 
-#define TRK_RMS_EPS 1e-5f
-
-// One row of RMSNorm: o = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
-TRK void trk_rmsnorm_row(float *o, float *rstd, const float *x, const float *w, int C) {
-    float rs = 1.0f / trk_sqrt(trk_sum_products(x, x, C) / (float)C + TRK_RMS_EPS);
+// One row of RMSNorm: o = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps)
+// (tr_rms_eps: the config's).
+TRK void trk_rmsnorm_row(float *o, float *rstd, const float *x, const float *w, int C, float eps) {
+    float rs = 1.0f / trk_sqrt(trk_sum_products(x, x, C) / (float)C + eps);
     for (int i = 0; i < C; i++) o[i] = x[i] * rs * w[i];
     *rstd = rs;
 }
@@ -410,13 +409,26 @@ TRK void trk_rmsnorm_back_row(float *dx, const float *dy, const float *x, const 
 // One token's step of the RMSNorm weight gradient chain.
 TRK void trk_rmsnorm_dw_step(float *sw, float x, float rs, float dy) { *sw = trk_fma(x * rs, dy, *sw); }
 
-// Rotary embedding tables (T, hs/2): angle t * theta^(-2i/hs), built in
-// double with mathfn.h's series (the same bits everywhere), then rounded.
-TRK void trk_rope_table(float *cosv, float *sinv, int T, int hs, float theta) {
+// Rotary embedding tables (T, hs/2) of config c: angle t * inv_i, inv_i =
+// theta^(-2i/hs), built in double with mathfn.h's series (the same bits
+// everywhere), then rounded. TR_ROPE_LLAMA3 scales the frequencies as
+// Llama 3.1 does (transformers' rope_type "llama3"): wavelengths 2 pi /
+// inv_i above orig_ctx / low_freq are divided by factor, those below
+// orig_ctx / high_freq kept, and those between blended by s = (orig_ctx /
+// wavelength - low_freq) / (high_freq - low_freq): (1 - s) inv / factor + s inv.
+TRK void trk_rope_table(float *cosv, float *sinv, int T, int hs, const tr_config *c) {
     int half = hs / 2;
-    double lt = tr_log_d((double)theta);
+    double lt = tr_log_d((double)c->rope_theta), pi2 = 6.283185307179586;
     for (int i = 0; i < half; i++) {
         double inv = tr_exp_d(-(2.0 * i / hs) * lt);
+        if (c->rope_scaling == TR_ROPE_LLAMA3) {
+            double wl = pi2 / inv, orig = (double)c->rope_orig_ctx, f = c->rope_factor, lo = c->rope_low_freq, hi = c->rope_high_freq;
+            if (wl > orig / lo) inv = inv / f;
+            else if (!(wl < orig / hi)) {
+                double s = (orig / wl - lo) / (hi - lo);
+                inv = (1.0 - s) * inv / f + s * inv;
+            }
+        }
         for (int t = 0; t < T; t++) {
             cosv[(size_t)t * half + i] = (float)tr_cos((double)t * inv);
             sinv[(size_t)t * half + i] = (float)tr_sin((double)t * inv);

@@ -242,8 +242,8 @@ static void TRL(attention_backward)(float *dqkv, const float *dout, const float 
     }
 }
 
-static void TRL(rms_forward)(float *out, float *rstd, const float *inp, const float *w, int r0, int r1, int C) {
-    for (int r = r0; r < r1; r++) trk_rmsnorm_row(out + (size_t)r * C, rstd + r, inp + (size_t)r * C, w, C);
+static void TRL(rms_forward)(float *out, float *rstd, const float *inp, const float *w, int r0, int r1, int C, float eps) {
+    for (int r = r0; r < r1; r++) trk_rmsnorm_row(out + (size_t)r * C, rstd + r, inp + (size_t)r * C, w, C, eps);
 }
 
 static void TRL(rms_backward)(float *dinp, const float *dout, const float *inp, const float *w, const float *rstd,

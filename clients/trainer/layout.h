@@ -96,6 +96,9 @@ static inline int tr_tensor_count(const tr_config *c) {
     return tr_is_llama(c) ? TR_LLAMA_TENSORS_MAX - (c->untied ? 0 : 1) : TR_NUM_TENSORS;
 }
 
+// Llama's RMSNorm epsilon: the config's, 1e-5 when unset (runs written before it).
+static inline float tr_rms_eps(const tr_config *c) { return c->rms_eps > 0.0f ? c->rms_eps : TR_RMS_EPS_DEFAULT; }
+
 // Width of the keys (and of the values): kv_heads heads of C/heads.
 static inline int tr_kv_dim(const tr_config *c) {
     return tr_is_llama(c) ? c->kv_heads * (c->channels / c->heads) : c->channels;

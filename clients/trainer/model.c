@@ -31,7 +31,18 @@ int tr_config_check(const tr_config *c) {
     if (c->grad_shards < 0 || c->grad_shards > TR_MAX_SHARDS || (c->grad_shards & (c->grad_shards - 1))) return TR_EINVAL;
     if (c->recompute != 0 && c->recompute != 1) return TR_EINVAL;
     if (c->arch == TR_ARCH_GPT2) // the Llama fields must be unset
-        return c->kv_heads || c->hidden || c->untied || c->rope_theta != 0.0f ? TR_EINVAL : TR_OK;
+        return c->kv_heads || c->hidden || c->untied || c->rope_theta != 0.0f || c->rms_eps != 0.0f || c->rope_scaling ||
+                       c->rope_factor != 0.0f || c->rope_low_freq != 0.0f || c->rope_high_freq != 0.0f || c->rope_orig_ctx
+                   ? TR_EINVAL
+                   : TR_OK;
+    if (!(c->rms_eps >= 0.0f && c->rms_eps <= 0.1f)) return TR_EINVAL;
+    if (c->rope_scaling == TR_ROPE_PLAIN) {
+        if (c->rope_factor != 0.0f || c->rope_low_freq != 0.0f || c->rope_high_freq != 0.0f || c->rope_orig_ctx) return TR_EINVAL;
+    } else if (c->rope_scaling != TR_ROPE_LLAMA3 || !(c->rope_factor >= 1.0f && c->rope_factor <= 1024.0f) ||
+               !(c->rope_low_freq > 0.0f && c->rope_high_freq > c->rope_low_freq && c->rope_high_freq <= 1024.0f) ||
+               c->rope_orig_ctx < 1 || c->rope_orig_ctx > (1 << 24)) {
+        return TR_EINVAL;
+    }
     if (c->arch != TR_ARCH_LLAMA) return TR_EINVAL;
     if (c->kv_heads < 1 || c->heads % c->kv_heads != 0 || (c->channels / c->heads) % 2 != 0 || c->hidden < 1 ||
         c->hidden > (1 << 20) || (c->untied != 0 && c->untied != 1) || !(c->rope_theta >= 1.0f && c->rope_theta <= 1e12f))
@@ -67,7 +78,7 @@ int tr_create(const tr_config *cfg, uint64_t seed, tr_model **out) {
     }
     m->isa = tr_isa_pick(TR_ISA_AUTO);
     m->layers = tr_layers_for(m->isa);
-    if (tr_is_llama(cfg)) trk_rope_table(m->rope_cos, m->rope_sin, T, 2 * half, cfg->rope_theta);
+    if (tr_is_llama(cfg)) trk_rope_table(m->rope_cos, m->rope_sin, T, 2 * half, cfg);
     m->arch->init(m, seed);
     *out = m;
     return TR_OK;

@@ -82,7 +82,7 @@ void tr_rmsnorm_forward(const tr_model *m, float *out, float *rstd, const float 
     #pragma omp parallel for schedule(static) num_threads(m->nthreads)
     for (int i = 0; i < tasks; i++) {
         TR_RANGE(i, tasks, N, r0, r1);
-        m->layers->rms_forward(out, rstd, inp, w, r0, r1, C);
+        m->layers->rms_forward(out, rstd, inp, w, r0, r1, C, tr_rms_eps(&m->cfg));
     }
 }
 

@@ -54,10 +54,14 @@ func TestGPUParallelMatchesCPU(t *testing.T) {
 // TestGPURecomputeMatchesCPU: with activation recompute (Config.Recompute:
 // the GPU keeps each layer's input and runs the layer's forward again in
 // backward) a 3-layer model of either architecture, fp32 and mx8, gives the
-// CPU's bits, on one device and on a 2 x 2 split.
+// CPU's bits, on one device and on a 2 x 2 split. The Llama has Llama 3.1's
+// knobs (RMSNorm epsilon 1e-6, scaled rotary frequencies): the GPU's
+// RMSNorm takes the config's epsilon.
 func TestGPURecomputeMatchesCPU(t *testing.T) {
 	useDevices(t, 4)
-	for _, base := range []Config{tinyConfig, tinyLlama} {
+	llama3 := tinyLlama
+	llama3.Knobs = Knobs{RMSNormEps: 1e-6, RopeScaling: RopeLlama3, RopeFactor: 8, RopeLowFreq: 1, RopeHighFreq: 4, RopeOrigCtx: 32}
+	for _, base := range []Config{tinyConfig, llama3} {
 		for _, arith := range []string{ArithFP32, ArithMX8} {
 			cfg := base
 			cfg.Layers, cfg.GradShards, cfg.MicroBatch, cfg.Arith = 3, 4, 2, arith

@@ -15,8 +15,9 @@ import (
 // parameters rebuilds the whole state, replays the step, and compares bits.
 
 // stateHeaderLen is the length of the header of a state blob or replay
-// state (state.c): 56 bytes in version 1 (GPT-2), 76 in version 2 (Llama);
-// 0 when b is too short or of an unknown version.
+// state (state.c): 56 bytes in version 1 (GPT-2), 76 in version 2 (Llama),
+// 100 in version 3 (a Llama with other RMSNorm or rotary knobs); 0 when b
+// is too short or of an unknown version.
 func stateHeaderLen(b []byte) int {
 	if len(b) < 8 {
 		return 0
@@ -27,6 +28,8 @@ func stateHeaderLen(b []byte) int {
 		n = 56
 	case 2:
 		n = 76
+	case 3:
+		n = 100
 	}
 	if len(b) < n {
 		return 0

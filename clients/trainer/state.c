@@ -1,18 +1,23 @@
 // state.c: the full trainer state as one canonical blob, for checkpoints,
 // audit restore and the per-step digest.
 //
-// Format, little-endian (version 1 for GPT-2, 2 for Llama):
+// Format, little-endian (version 1 for GPT-2, 2 for Llama, 3 for a Llama
+// whose RMSNorm epsilon or rotary scaling is not the default):
 //   "PSYS" | u32 version | u32 vocab, padded_vocab, layers, channels, heads, seq_len
 //   | u64 step | u64 adam_t | f32 demo_lr | u32 flags (bit 0: AdamW m,v; bit 1: DeMo delta;
 //   bit 2: DeMo lookahead on; bit 3: numeric contract v3, mx8, which the model must match; bit 4: DeMo
-//   pending update) | version 2 only: u32 arch=1, kv_heads, hidden, untied,
-//   f32 rope_theta | f32 params[N] | [f32 m[N], f32 v[N]] | [f32 delta[N]] | [f32 pending[N]]
+//   pending update) | versions 2 and 3: u32 arch=1, kv_heads, hidden, untied,
+//   f32 rope_theta | version 3: f32 rms_eps, u32 rope_scaling, f32 rope_factor,
+//   rope_low_freq, rope_high_freq, u32 rope_orig_ctx | f32 params[N] | [f32 m[N],
+//   f32 v[N]] | [f32 delta[N]] | [f32 pending[N]]
 
 #include "internal.h"
 
 #define TR_STATE_MAGIC "PSYS"
 #define TR_STATE_HEADER_V1 56
 #define TR_STATE_HEADER_V2 76
+#define TR_STATE_HEADER_V3 100
+#define TR_STATE_SHAPE 17 // tr_state_shape's words
 #define TR_STATE_ADAM 1u
 #define TR_STATE_DELTA 2u
 #define TR_STATE_LOOKAHEAD 4u
@@ -24,21 +29,37 @@ static uint32_t tr_state_flags(const tr_model *m) {
            (m->cfg.arith == TR_ARITH_MX8 ? TR_STATE_MX8 : 0) | (m->pending ? TR_STATE_PENDING : 0);
 }
 
-static uint32_t tr_state_version(const tr_model *m) { return tr_is_llama(&m->cfg) ? 2 : 1; }
+// Whether a Llama's knobs differ from the ones version 2 implies.
+static int tr_state_knobs(const tr_config *c) { return tr_rms_eps(c) != TR_RMS_EPS_DEFAULT || c->rope_scaling != TR_ROPE_PLAIN; }
 
-static size_t tr_state_header_len(const tr_model *m) { return tr_is_llama(&m->cfg) ? TR_STATE_HEADER_V2 : TR_STATE_HEADER_V1; }
+static uint32_t tr_state_version(const tr_model *m) { return !tr_is_llama(&m->cfg) ? 1 : tr_state_knobs(&m->cfg) ? 3 : 2; }
+
+static size_t tr_state_header_len(const tr_model *m) {
+    static const size_t len[4] = {0, TR_STATE_HEADER_V1, TR_STATE_HEADER_V2, TR_STATE_HEADER_V3};
+    return len[tr_state_version(m)];
+}
+
+// Words of tr_state_shape after the first 6 that the header holds.
+static int tr_state_extra(const tr_model *m) { return (int)(tr_state_header_len(m) - TR_STATE_HEADER_V1) / 4; }
 
 static size_t tr_state_bytes(const tr_model *m, uint32_t flags) {
     size_t n = 1 + ((flags & TR_STATE_ADAM) ? 2 : 0) + ((flags & TR_STATE_DELTA) ? 1 : 0) + ((flags & TR_STATE_PENDING) ? 1 : 0);
     return tr_state_header_len(m) + 4 * n * m->num_params;
 }
 
-// The header fields that pin the model: dimensions, and the Llama fields.
-static void tr_state_shape(const tr_config *c, uint32_t v[11]) {
-    int dims[11] = {c->vocab, c->padded_vocab, c->layers, c->channels, c->heads, c->seq_len, c->arch, c->kv_heads,
-                    c->hidden, c->untied, 0};
+// The header fields that pin the model: dimensions, the Llama fields, and
+// its knobs (version 3).
+static void tr_state_shape(const tr_config *c, uint32_t v[TR_STATE_SHAPE]) {
+    int dims[10] = {c->vocab, c->padded_vocab, c->layers, c->channels, c->heads, c->seq_len, c->arch, c->kv_heads,
+                    c->hidden, c->untied};
     for (int i = 0; i < 10; i++) v[i] = (uint32_t)dims[i];
     v[10] = tr_f2bits(c->rope_theta);
+    v[11] = tr_f2bits(tr_rms_eps(c));
+    v[12] = (uint32_t)c->rope_scaling;
+    v[13] = tr_f2bits(c->rope_factor);
+    v[14] = tr_f2bits(c->rope_low_freq);
+    v[15] = tr_f2bits(c->rope_high_freq);
+    v[16] = (uint32_t)c->rope_orig_ctx;
 }
 
 int tr_state_size(const tr_model *m, size_t *size) {
@@ -60,7 +81,7 @@ static uint8_t *tr_put_floats(uint8_t *p, const float *f, size_t n) {
 }
 
 static void tr_state_put_header(const tr_model *m, uint8_t *out) {
-    uint32_t v[11];
+    uint32_t v[TR_STATE_SHAPE];
     tr_state_shape(&m->cfg, v);
     memcpy(out, TR_STATE_MAGIC, 4);
     tr_put_u32(out + 4, tr_state_version(m));
@@ -69,8 +90,7 @@ static void tr_state_put_header(const tr_model *m, uint8_t *out) {
     tr_put_u64(out + 40, m->adam_t);
     tr_put_f32(out + 48, m->demo_lr);
     tr_put_u32(out + 52, tr_state_flags(m));
-    if (tr_is_llama(&m->cfg))
-        for (int i = 6; i < 11; i++) tr_put_u32(out + TR_STATE_HEADER_V1 + 4 * (i - 6), v[i]);
+    for (int i = 0; i < tr_state_extra(m); i++) tr_put_u32(out + TR_STATE_HEADER_V1 + 4 * i, v[6 + i]);
 }
 
 int tr_state_export(tr_model *m, uint8_t *out, size_t cap) {
@@ -131,13 +151,12 @@ int tr_state_import(tr_model *m, const uint8_t *in, size_t len) {
     if (!m || !in) return TR_EINVAL;
     size_t hl = tr_state_header_len(m);
     if (len < hl || memcmp(in, TR_STATE_MAGIC, 4) != 0 || tr_get_u32(in + 4) != tr_state_version(m)) return TR_ESTATE;
-    uint32_t v[11];
+    uint32_t v[TR_STATE_SHAPE];
     tr_state_shape(&m->cfg, v);
     for (int i = 0; i < 6; i++)
         if (tr_get_u32(in + 8 + 4 * i) != v[i]) return TR_ESTATE;
-    if (tr_is_llama(&m->cfg))
-        for (int i = 6; i < 11; i++)
-            if (tr_get_u32(in + TR_STATE_HEADER_V1 + 4 * (i - 6)) != v[i]) return TR_ESTATE;
+    for (int i = 0; i < tr_state_extra(m); i++)
+        if (tr_get_u32(in + TR_STATE_HEADER_V1 + 4 * i) != v[6 + i]) return TR_ESTATE;
     uint32_t flags = tr_get_u32(in + 52);
     if (flags & ~(TR_STATE_ADAM | TR_STATE_DELTA | TR_STATE_LOOKAHEAD | TR_STATE_MX8 | TR_STATE_PENDING)) return TR_ESTATE;
     if ((flags & TR_STATE_MX8) != (tr_state_flags(m) & TR_STATE_MX8)) return TR_ESTATE;

@@ -72,6 +72,14 @@ type Trainer struct {
 	hdr int // state blob header bytes
 }
 
+// CConfig is cfg as the C API's tr_config, in that struct's bytes: for the
+// cgo package beside this one (cuda/emu), whose C.tr_config is another Go
+// type of the same layout.
+func (cfg Config) CConfig() []byte {
+	cc := cfg.c()
+	return C.GoBytes(unsafe.Pointer(&cc), C.sizeof_tr_config)
+}
+
 // c is cfg as the C API's tr_config.
 func (cfg Config) c() C.tr_config {
 	cc := C.tr_config{
@@ -90,6 +98,12 @@ func (cfg Config) c() C.tr_config {
 		cc.kv_heads, cc.hidden, cc.rope_theta = C.int(cfg.KVHeads), C.int(cfg.Hidden), C.float(cfg.RopeTheta)
 		if cfg.Untied {
 			cc.untied = 1
+		}
+		cc.rms_eps = C.float(cfg.RMSNormEps)
+		if cfg.RopeScaling == RopeLlama3 {
+			cc.rope_scaling = C.TR_ROPE_LLAMA3
+			cc.rope_factor, cc.rope_low_freq, cc.rope_high_freq = C.float(cfg.RopeFactor), C.float(cfg.RopeLowFreq), C.float(cfg.RopeHighFreq)
+			cc.rope_orig_ctx = C.int(cfg.RopeOrigCtx)
 		}
 	}
 	return cc

@@ -41,11 +41,20 @@ typedef struct {
                       // two up to TR_MAX_SHARDS, 0 meaning 1
     int recompute;    // GPU path, 0 or 1: keep each layer's input only and recompute the layer in
                       // backward (less memory, one more forward; the same bits)
+    float rms_eps;    // llama: RMSNorm's epsilon, in (0, 0.1]; 0 means 1e-5 (TR_RMS_EPS_DEFAULT)
+    // llama: the rotary frequencies' scaling, TR_ROPE_PLAIN (the fields below 0) or
+    // TR_ROPE_LLAMA3 (Llama 3.1's: factor >= 1, 0 < low_freq < high_freq, orig_ctx >= 1)
+    int rope_scaling;
+    float rope_factor, rope_low_freq, rope_high_freq;
+    int rope_orig_ctx;
 } tr_config;
 
 enum { TR_MAX_SHARDS = 64, TR_MAX_SHARD_LEVELS = 7 }; // levels: log2(TR_MAX_SHARDS) + 1
 
 enum { TR_ARITH_FP32 = 0, TR_ARITH_MX8 = 1 };
+
+enum { TR_ROPE_PLAIN = 0, TR_ROPE_LLAMA3 = 1 };
+#define TR_RMS_EPS_DEFAULT 1e-5f
 
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;

@@ -229,26 +229,51 @@ func TestImportStateRejectsBadBlobs(t *testing.T) {
 	}
 }
 
-// A Llama state (version 2, the Llama fields in its header) goes only into a
-// model of the same shape: not into a GPT-2 model, nor one with another
-// rope_theta, kv_heads or tied-ness.
+// A Llama state (version 2, the Llama fields in its header; version 3 with
+// its knobs too) goes only into a model of the same shape: not into a GPT-2
+// model, nor one with another rope_theta, kv_heads, tied-ness, RMSNorm
+// epsilon or rotary scaling. An epsilon of 1e-5 written out is the default.
 func TestImportStateChecksTheArchitecture(t *testing.T) {
-	cfg := llamaLight(t)
-	src := newTrainer(t, cfg, 1)
-	blob, err := src.ExportState()
-	if err != nil {
-		t.Fatal(err)
+	llama3 := Knobs{RMSNormEps: 1e-6, RopeScaling: RopeLlama3, RopeFactor: 8, RopeLowFreq: 1, RopeHighFreq: 4, RopeOrigCtx: 64}
+	for _, knobs := range []Knobs{{}, llama3} {
+		cfg := llamaLight(t)
+		cfg.Knobs = knobs
+		src := newTrainer(t, cfg, 1)
+		blob, err := src.ExportState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, want := binary.LittleEndian.Uint32(blob[4:]), map[bool]uint32{true: 2, false: 3}[knobs == Knobs{}]; v != want {
+			t.Errorf("knobs %+v: state version %d, want %d", knobs, v, want)
+		}
+		checkStateArchitecture(t, cfg, src, blob)
 	}
+	// The default epsilon written out is the same model, and the same state.
+	cfg := llamaLight(t)
+	explicit := cfg
+	explicit.RMSNormEps = DefaultRMSNormEps
+	a, b := newTrainer(t, cfg, 1), newTrainer(t, explicit, 1)
+	if digest(t, a, nil) != digest(t, b, nil) {
+		t.Error("rms_norm_eps 1e-5 written out gives another digest than the default")
+	}
+}
+
+func checkStateArchitecture(t *testing.T, cfg Config, src *Trainer, blob []byte) {
+	t.Helper()
 	other := func(f func(*Config)) Config {
 		c := cfg
 		f(&c)
 		return c
 	}
 	for _, c := range []Config{
-		other(func(c *Config) { c.Arch, c.KVHeads, c.Hidden, c.RopeTheta = "", 0, 0, 0 }),
+		other(func(c *Config) { c.Arch, c.KVHeads, c.Hidden, c.RopeTheta, c.Knobs = "", 0, 0, 0, Knobs{} }),
 		other(func(c *Config) { c.RopeTheta = 20000 }),
 		other(func(c *Config) { c.KVHeads = 1 }),
 		other(func(c *Config) { c.Untied = true }),
+		other(func(c *Config) { c.RMSNormEps = 3e-6 }),
+		other(func(c *Config) {
+			c.RopeScaling, c.RopeFactor, c.RopeLowFreq, c.RopeHighFreq, c.RopeOrigCtx = RopeLlama3, 4, 1, 4, 64
+		}),
 	} {
 		dst := newTrainer(t, c, 2)
 		before := digest(t, dst, nil)

@@ -1,8 +1,10 @@
 """Goldens from the reference implementation (transformers), run by hand, never in CI.
 
-  python hf_goldens.py write DIR          writes DIR/gpt2 and DIR/llama: a tiny random
-                                          GPT2LMHeadModel and LlamaForCausalLM saved with
-                                          save_pretrained (config.json, model.safetensors),
+  python hf_goldens.py write DIR          writes DIR/gpt2, DIR/llama, DIR/llama3 and
+                                          DIR/mistral: tiny random GPT2LMHeadModel,
+                                          LlamaForCausalLM (plain, and with Llama 3.1's rotary
+                                          scaling and epsilon 1e-6) and MistralForCausalLM saved
+                                          with save_pretrained (config.json, model.safetensors),
                                           and golden.json: tokens, logits, mean loss and
                                           tensor names, computed in fp32 on the CPU
   python hf_goldens.py check EXPORT GOLD  loads EXPORT (a directory psyche-client wrote with
@@ -32,7 +34,21 @@ def models():
         vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=16, rope_theta=10000.0, rms_norm_eps=1e-5,
         tie_word_embeddings=False, hidden_act="silu", attention_bias=False, mlp_bias=False)
-    return {"gpt2": transformers.GPT2LMHeadModel(gpt2), "llama": transformers.LlamaForCausalLM(llama)}
+    # A tied Llama with Llama 3.1's rotary scaling (head size 16: one
+    # frequency kept, one blended, the rest divided) and RMSNorm epsilon 1e-6.
+    llama3 = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, rope_theta=10000.0, rms_norm_eps=1e-6,
+        tie_word_embeddings=True, hidden_act="silu", attention_bias=False, mlp_bias=False,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 32})
+    # Mistral below its sliding window (T < 16): full attention.
+    mistral = transformers.MistralConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, sliding_window=16, rope_theta=1e6, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, hidden_act="silu")
+    return {"gpt2": transformers.GPT2LMHeadModel(gpt2), "llama": transformers.LlamaForCausalLM(llama),
+            "llama3": transformers.LlamaForCausalLM(llama3), "mistral": transformers.MistralForCausalLM(mistral)}
 
 
 def forward(model, tokens):

@@ -647,10 +647,10 @@ __global__ void bias_backward_kernel(float *dbias, const float *dout, int ld, in
     if (mine) dbias[o] = s;
 }
 
-__global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
+__global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
     size_t r = trg_thread();
     if (r >= (size_t)N) return;
-    trk_rmsnorm_row(out + r * C, rstd + r, inp + r * C, w, C);
+    trk_rmsnorm_row(out + r * C, rstd + r, inp + r * C, w, C, eps);
 }
 
 __global__ void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
@@ -904,8 +904,8 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
     TRG_LAUNCH_SYNC(layernorm_backward_dw_kernel, (C + CH_COLS - 1) / CH_COLS, CH_THREADS, dw, db, dout, inp, mean, rstd, N, C);
 }
 
-static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
-    TRG_LAUNCH(rmsnorm_forward_kernel, blocks_for(N), THREADS, out, rstd, inp, w, N, C);
+static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    TRG_LAUNCH(rmsnorm_forward_kernel, blocks_for(N), THREADS, out, rstd, inp, w, N, C, eps);
 }
 
 static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C) {
@@ -1312,7 +1312,7 @@ static void llama_layer_forward(trg_model *g, const tr_llama_params *p, const tr
     float *att = a->att, *res2 = a->residual2 + s * BT * C, *rms2 = a->rms2 + s * BT * C;
     float *gate = a->gate + s * BT * H, *up = a->up + s * BT * H, *hmid = a->hmid + s * BT * H;
     float *res3 = trg_stream(g, a->encoded, a->residual3, l, BT * C);
-    rmsnorm_forward(rms1, a->rms1_rstd + s * BT, residual, p->rms1w + l * C, (int)BT, C);
+    rmsnorm_forward(rms1, a->rms1_rstd + s * BT, residual, p->rms1w + l * C, (int)BT, C, tr_rms_eps(c));
     linear_forward(g, qkv, QKVD, rms1, C, p->wq + (size_t)l * C * C, NULL, (int)BT, C, C);
     linear_forward(g, qkv + C, QKVD, rms1, C, p->wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
     linear_forward(g, qkv + C + KVD, QKVD, rms1, C, p->wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
@@ -1320,7 +1320,7 @@ static void llama_layer_forward(trg_model *g, const tr_llama_params *p, const tr
     attention_forward(atty, att, g->rows, qkv, B, T, C, NH, KV);
     linear_forward(g, res3, C, atty, C, p->wo + (size_t)l * C * C, NULL, (int)BT, C, C);
     TRG_LAUNCH(add_kernel, blocks_for(BT * C), THREADS, res2, residual, res3, BT * C);
-    rmsnorm_forward(rms2, a->rms2_rstd + s * BT, res2, p->rms2w + l * C, (int)BT, C);
+    rmsnorm_forward(rms2, a->rms2_rstd + s * BT, res2, p->rms2w + l * C, (int)BT, C, tr_rms_eps(c));
     linear_forward(g, gate, H, rms2, C, p->wgate + (size_t)l * H * C, NULL, (int)BT, C, H);
     linear_forward(g, up, H, rms2, C, p->wup + (size_t)l * H * C, NULL, (int)BT, C, H);
     TRG_LAUNCH(swiglu_forward_kernel, blocks_for(BT * H), THREADS, hmid, gate, up, BT * H);
@@ -1337,7 +1337,7 @@ static const float *llama_forward(trg_model *g, float *w, int B, int T) {
     tr_llama_act_layout(&g->act_cfg, B, T, g->acts, &a);
     TRG_LAUNCH(encoder_forward_kernel, blocks_for(BT * C), THREADS, a.encoded, g->tokens, p.wte, (const float *)NULL, (int)BT, T, C);
     for (int l = 0; l < L; l++) llama_layer_forward(g, &p, &a, l, B, T);
-    rmsnorm_forward(a.rmsf, a.rmsf_rstd, trg_stream(g, a.encoded, a.residual3, L - 1, BT * C), p.rmsfw, (int)BT, C);
+    rmsnorm_forward(a.rmsf, a.rmsf_rstd, trg_stream(g, a.encoded, a.residual3, L - 1, BT * C), p.rmsfw, (int)BT, C, tr_rms_eps(c));
     linear_forward(g, a.logits, Vp, a.rmsf, C, p.lmhead, NULL, (int)BT, C, Vp);
     crossentropy_forward(a.probs, a.losses, g->rows, a.logits, g->targets, (int)BT, V, Vp);
     return a.losses;
@@ -1501,7 +1501,7 @@ extern "C" int trg_create(const tr_config *cfg, int device, int levels, trg_mode
         GALLOC(g->rope_cos, sizeof(float) * T * half);
         GALLOC(g->rope_sin, sizeof(float) * T * half);
         if (!(table = (float *)malloc(sizeof(float) * 2 * T * half))) { g->err = cudaErrorMemoryAllocation; goto fail; }
-        trk_rope_table(table, table + T * half, (int)T, (int)(2 * half), cfg->rope_theta);
+        trk_rope_table(table, table + T * half, (int)T, (int)(2 * half), cfg);
         if ((g->err = cudaMemcpy(g->rope_cos, table, sizeof(float) * T * half, cudaMemcpyHostToDevice)) != cudaSuccess ||
             (g->err = cudaMemcpy(g->rope_sin, table + T * half, sizeof(float) * T * half, cudaMemcpyHostToDevice)) != cudaSuccess)
             goto fail;

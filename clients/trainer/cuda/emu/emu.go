@@ -43,23 +43,13 @@ type Model struct {
 	params int
 }
 
+// cConfig is cfg as this package's C.tr_config: trainer.Config.CConfig's bytes.
 func cConfig(cfg trainer.Config) C.tr_config {
-	cc := C.tr_config{
-		vocab: C.int(cfg.Vocab), padded_vocab: C.int(cfg.PaddedVocab), layers: C.int(cfg.Layers),
-		channels: C.int(cfg.Channels), heads: C.int(cfg.Heads), seq_len: C.int(cfg.SeqLen), micro_batch: C.int(cfg.MicroBatch),
-		grad_shards: C.int(cfg.GradShards),
+	b := cfg.CConfig()
+	if len(b) != C.sizeof_tr_config {
+		panic("trainer.Config.CConfig: not a tr_config")
 	}
-	if cfg.IsMX8() {
-		cc.arith = C.TR_ARITH_MX8
-	}
-	if cfg.IsLlama() {
-		cc.arch = C.TR_ARCH_LLAMA
-		cc.kv_heads, cc.hidden, cc.rope_theta = C.int(cfg.KVHeads), C.int(cfg.Hidden), C.float(cfg.RopeTheta)
-		if cfg.Untied {
-			cc.untied = 1
-		}
-	}
-	return cc
+	return *(*C.tr_config)(unsafe.Pointer(&b[0]))
 }
 
 // New allocates the emulated device buffers for cfg, which holds params parameters.
