@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -122,9 +123,10 @@ func TestSample(t *testing.T) {
 }
 
 // An item's target delimiter is scored with each choice, as if the choice
-// began with it, while acc_norm divides by the choice's own bytes: the
+// began with it, while acc_norm divides by the choice's own characters: the
 // converted form of an item scores as its hand-written form with the
-// delimiter in the choices for acc, and per byte of the bare choices.
+// delimiter in the choices for acc, and per character of the bare choices
+// ("é" one, though two bytes).
 func TestTargetDelimiter(t *testing.T) {
 	cfg, err := trainer.ConfigByName("light")
 	if err != nil {
@@ -136,8 +138,8 @@ func TestTargetDelimiter(t *testing.T) {
 	}
 	defer tr.Close()
 	ctx, tok := context.Background(), tokenizer.Byte{}
-	bare := Task{Name: "bare", Items: []Item{{Context: "The cat", Choices: []string{"sat down", "ran"}, Gold: 0, TargetDelimiter: " "}}}
-	baked := Task{Name: "baked", Items: []Item{{Context: "The cat", Choices: []string{" sat down", " ran"}, Gold: 0}}}
+	bare := Task{Name: "bare", Items: []Item{{Context: "The cat", Choices: []string{"sat down", "ran é"}, Gold: 0, TargetDelimiter: " "}}}
+	baked := Task{Name: "baked", Items: []Item{{Context: "The cat", Choices: []string{" sat down", " ran é"}, Gold: 0}}}
 	a, err := Run(ctx, tr, tok, bare)
 	if err != nil {
 		t.Fatal(err)
@@ -155,9 +157,9 @@ func TestTargetDelimiter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		norm[c] = ll / float64(len(choice))
+		norm[c] = ll / float64(utf8.RuneCountInString(choice))
 	}
 	if want := map[bool]float64{true: 1, false: 0}[norm[0] > norm[1]]; a.AccNorm != want {
-		t.Errorf("acc_norm %v, want %v from the scores per bare byte %v", a.AccNorm, want, norm)
+		t.Errorf("acc_norm %v, want %v from the scores per bare character %v", a.AccNorm, want, norm)
 	}
 }

@@ -2,7 +2,7 @@
 // lm-evaluation-harness does: each choice is a continuation of the context,
 // scored by its log-likelihood under the model; acc counts the items whose
 // gold choice scores highest, acc_norm the same with each score divided by
-// the choice's length in bytes.
+// the choice's length in characters (the harness's len of a Python string).
 //
 // Tasks are JSONL files, one item per line:
 //
@@ -33,7 +33,7 @@ import (
 // after TargetDelimiter (lm-evaluation-harness's target_delimiter, " " in
 // the sets Convert writes; empty when the choices carry their own): the
 // delimiter's tokens are scored with the choice's, and acc_norm divides by
-// the choice's bytes alone, as there.
+// the choice's characters alone, as there.
 type Item struct {
 	Context         string   `json:"context"`
 	Choices         []string `json:"choices"`
@@ -70,7 +70,7 @@ type Result struct {
 	Key     string
 	N       int     // items scored
 	Acc     float64 // fraction whose gold choice has the highest log-likelihood
-	AccNorm float64 // the same, per byte of the choice
+	AccNorm float64 // the same, per character of the choice
 	Chance  float64 // mean of 1/len(choices): what guessing scores
 }
 
@@ -160,7 +160,7 @@ func Run(ctx context.Context, tr *trainer.Trainer, tok tokenizer.Tokenizer, task
 			if ll > best {
 				best, pick = ll, c
 			}
-			if n := ll / float64(len(choice)); n > bestNorm {
+			if n := ll / float64(utf8.RuneCountInString(choice)); n > bestNorm {
 				bestNorm, pickNorm = n, c
 			}
 		}
