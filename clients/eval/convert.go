@@ -88,6 +88,22 @@ func field(doc map[string]json.RawMessage, key string, v any) error {
 	return nil
 }
 
+// kv is a key of a row and where its value goes (fields).
+type kv struct {
+	key string
+	v   any
+}
+
+// fields decodes each of fs from doc (field), stopping at the first error.
+func fields(doc map[string]json.RawMessage, fs ...kv) error {
+	for _, f := range fs {
+		if err := field(doc, f.key, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // index reads a gold answer written as an integer, a string of one, or
 // (letters non-empty) one of letters.
 func index(doc map[string]json.RawMessage, key string, letters []string) (int, error) {
@@ -172,13 +188,8 @@ func convertARC(doc map[string]json.RawMessage) (Item, error) {
 func convertHellaSwag(doc map[string]json.RawMessage) (Item, error) {
 	var activity, ctxA, ctxB string
 	var endings []string
-	for _, f := range []struct {
-		key string
-		v   any
-	}{{"activity_label", &activity}, {"ctx_a", &ctxA}, {"ctx_b", &ctxB}, {"endings", &endings}} {
-		if err := field(doc, f.key, f.v); err != nil {
-			return Item{}, err
-		}
+	if err := fields(doc, kv{"activity_label", &activity}, kv{"ctx_a", &ctxA}, kv{"ctx_b", &ctxB}, kv{"endings", &endings}); err != nil {
+		return Item{}, err
 	}
 	gold, err := index(doc, "label", nil)
 	if err != nil {
@@ -222,13 +233,8 @@ func pythonCapitalize(s string) string {
 func convertMMLU(doc map[string]json.RawMessage) (Item, error) {
 	var question, subject string
 	var choices []string
-	for _, f := range []struct {
-		key string
-		v   any
-	}{{"question", &question}, {"subject", &subject}, {"choices", &choices}} {
-		if err := field(doc, f.key, f.v); err != nil {
-			return Item{}, err
-		}
+	if err := fields(doc, kv{"question", &question}, kv{"subject", &subject}, kv{"choices", &choices}); err != nil {
+		return Item{}, err
 	}
 	letters := []string{"A", "B", "C", "D"}
 	if len(choices) != len(letters) {
@@ -253,13 +259,8 @@ func convertMMLU(doc map[string]json.RawMessage) (Item, error) {
 // rows without "label" are refused; the Hugging Face rows carry it.
 func convertPIQA(doc map[string]json.RawMessage) (Item, error) {
 	var goal, sol1, sol2 string
-	for _, f := range []struct {
-		key string
-		v   any
-	}{{"goal", &goal}, {"sol1", &sol1}, {"sol2", &sol2}} {
-		if err := field(doc, f.key, f.v); err != nil {
-			return Item{}, err
-		}
+	if err := fields(doc, kv{"goal", &goal}, kv{"sol1", &sol1}, kv{"sol2", &sol2}); err != nil {
+		return Item{}, err
 	}
 	gold, err := index(doc, "label", nil)
 	if err != nil {
