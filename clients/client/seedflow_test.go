@@ -82,11 +82,7 @@ func (c curve) String() string {
 // trains which sequences does too; the weights' path otherwise is the run's.
 func runLocally(t *testing.T, configPath, runID string, steps int) curve {
 	t.Helper()
-	rc, err := coordinator.LoadRunConfig(configPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
+	p, err := coordinator.LoadParams(configPath)
 	if err != nil {
 		t.Fatal(err)
 	}

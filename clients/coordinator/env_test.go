@@ -146,11 +146,7 @@ func (e *env) authorize(user solana.PublicKey) solana.PublicKey {
 // under a minute.
 func testRun(t *testing.T) (coordinator.Config, coordinator.Model) {
 	t.Helper()
-	rc, err := coordinator.LoadRunConfig("../../config/smoke.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
+	p, err := coordinator.LoadParams("../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

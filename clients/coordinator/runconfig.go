@@ -251,6 +251,16 @@ func LoadRunConfig(path string) (*RunConfig, error) {
 	return ParseRunConfig(path, data)
 }
 
+// LoadParams is the parameters of the run config file path
+// (LoadRunConfig, then Params).
+func LoadParams(path string) (UpdateParams, error) {
+	rc, err := LoadRunConfig(path)
+	if err != nil {
+		return UpdateParams{}, err
+	}
+	return rc.Params()
+}
+
 // ParseRunConfig is LoadRunConfig on bytes; name labels errors.
 func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 	var rc RunConfig

@@ -523,11 +523,7 @@ func TestEveryShippedRunConfigValid(t *testing.T) {
 // loadParams is the run config file path's parameters.
 func loadParams(t *testing.T, path string) coordinator.UpdateParams {
 	t.Helper()
-	rc, err := coordinator.LoadRunConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
+	p, err := coordinator.LoadParams(path)
 	if err != nil {
 		t.Fatal(err)
 	}

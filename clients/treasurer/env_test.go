@@ -369,11 +369,7 @@ func (e *env) advance(clients []*client, done func(*coordinator.State) bool) *co
 // testRun is config/smoke.toml: timers of seconds.
 func testRun(t *testing.T) coordinator.UpdateParams {
 	t.Helper()
-	rc, err := coordinator.LoadRunConfig("../../config/smoke.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
+	p, err := coordinator.LoadParams("../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

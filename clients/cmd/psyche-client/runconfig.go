@@ -41,11 +41,7 @@ func describeRunConfig(c *cli.Context) error {
 		return badInputf("run-config describe takes FILE, a run config (config/README.md), got %q", c.Args().Slice())
 	}
 	path := c.Args().First()
-	rc, err := coordinator.LoadRunConfig(path)
-	if err != nil {
-		return badInput(err)
-	}
-	p, err := rc.Params()
+	p, err := coordinator.LoadParams(path)
 	if err != nil {
 		return badInput(err)
 	}

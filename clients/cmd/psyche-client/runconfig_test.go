@@ -26,11 +26,7 @@ func TestRunConfigDescribe(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("describe %s: exit %d: %s", f, code, errOut)
 		}
-		rc, err := coordinator.LoadRunConfig(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := rc.Params()
+		p, err := coordinator.LoadParams(f)
 		if err != nil {
 			t.Fatal(err)
 		}

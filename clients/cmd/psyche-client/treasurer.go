@@ -244,11 +244,7 @@ func treasurerUpdateRun(c *cli.Context) error {
 	}
 	var metadata *coordinator.RunMetadata
 	if path := c.String("config-path"); path != "" {
-		rc, err := coordinator.LoadRunConfig(path)
-		if err != nil {
-			return badInput(err)
-		}
-		params, err := rc.Params()
+		params, err := coordinator.LoadParams(path)
 		if err != nil {
 			return badInput(err)
 		}

@@ -336,11 +336,7 @@ func TestTreasurerSettleCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One client, one witness, an epoch of seconds.
-	rc, err := coordinator.LoadRunConfig("../../../config/smoke.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, err := rc.Params()
+	params, err := coordinator.LoadParams("../../../config/smoke.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

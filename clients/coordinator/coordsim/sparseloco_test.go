@@ -20,9 +20,7 @@ func TestShippedConfigsPassTheProgram(t *testing.T) {
 	}
 	for i, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			rc, err := coordinator.LoadRunConfig(f)
-			must(t, err)
-			p, err := rc.Params()
+			p, err := coordinator.LoadParams(f)
 			must(t, err)
 			s := startSim(t, uint64(100+i))
 			must(t, s.Create("run", "v1", p, t0))

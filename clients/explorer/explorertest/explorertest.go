@@ -122,11 +122,7 @@ func Config(members int) (coordinator.UpdateParams, error) {
 	if err != nil {
 		return coordinator.UpdateParams{}, err
 	}
-	rc, err := coordinator.LoadRunConfig(filepath.Join(repo.Root, "config", "smoke.toml"))
-	if err != nil {
-		return coordinator.UpdateParams{}, err
-	}
-	p, err := rc.Params()
+	p, err := coordinator.LoadParams(filepath.Join(repo.Root, "config", "smoke.toml"))
 	if err != nil {
 		return coordinator.UpdateParams{}, err
 	}

@@ -30,11 +30,7 @@ func TestChainWatchFollowsVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sim.Close()
-	rc, err := coordinator.LoadRunConfig("../../../../config/tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := rc.Params()
+	p, err := coordinator.LoadParams("../../../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,11 +105,7 @@ func run() error {
 	if err := b.measure("top-up (SPL transfer_checked into the run)", admin, []solana.Instruction{r.TopUp(funder, a, 10_000, 6)}); err != nil {
 		return err
 	}
-	rc, err := coordinator.LoadRunConfig("config/smoke.toml")
-	if err != nil {
-		return err
-	}
-	params, err := rc.Params()
+	params, err := coordinator.LoadParams("config/smoke.toml")
 	if err != nil {
 		return err
 	}
