@@ -217,11 +217,11 @@ func evalLoss(ctx context.Context, t *testing.T, tr *trainer.Trainer, dir string
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, tg, err := provider.InputsAndTargets(seqs)
+	in, tg, err := provider.InputsAndTargets(p.Info(), seqs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	loss, err := tr.Eval(ctx, in, tg, len(seqs[0])-1)
+	loss, err := tr.Eval(ctx, in, tg, int(p.Info().SeqLen))
 	if err != nil {
 		t.Fatal(err)
 	}

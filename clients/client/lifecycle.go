@@ -605,11 +605,12 @@ func (c *Client) eval(ctx context.Context, step uint32) error {
 	if err != nil {
 		return fmt.Errorf("held-out data: %w", err)
 	}
-	in, tg, err := provider.InputsAndTargets(seqs)
+	info := c.cfg.Eval.Info()
+	in, tg, err := provider.InputsAndTargets(info, seqs)
 	if err != nil {
 		return err
 	}
-	loss, err := c.tr.Eval(ctx, in, tg, len(seqs[0])-1)
+	loss, err := c.tr.Eval(ctx, in, tg, int(info.SeqLen))
 	if err != nil {
 		return err
 	}

@@ -341,11 +341,12 @@ func BatchSequences(ctx context.Context, data provider.Provider, start, n uint64
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("fetch the sequences %d..%d: %w", start, start+n-1, err)
 	}
-	in, tg, err = provider.InputsAndTargets(seqs)
+	info := data.Info()
+	in, tg, err = provider.InputsAndTargets(info, seqs)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	return in, tg, len(seqs[0]) - 1, nil
+	return in, tg, int(info.SeqLen), nil
 }
 
 // postVerdict sends a verdict; one the program refuses is not sent again.

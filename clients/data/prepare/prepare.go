@@ -76,7 +76,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if shardBytes <= 0 {
 		shardBytes = DefaultShardBytes
 	}
-	seqBytes := shard.SequenceBytes(opts.SeqLen)
+	seqBytes := shard.SequenceBytes(opts.SeqLen, false)
 	seqsPerChunk := max(1, chunkBytes/seqBytes)
 	if seqsPerChunk > 1<<20 {
 		return Result{}, fmt.Errorf("chunks of %d bytes hold too many sequences", chunkBytes)

@@ -44,7 +44,7 @@ func readAll(t *testing.T, dir string, tok tokenizer.Tokenizer) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := shard.DecodeTokens(seq, chunk[loc.Skip:loc.Skip+d.Manifest.SequenceBytes()], d.Manifest.VocabSize); err != nil {
+		if err := shard.DecodeSequence(seq, chunk[loc.Skip:loc.Skip+d.Manifest.SequenceBytes()], d.Manifest.VocabSize, d.Manifest.SeqLen); err != nil {
 			t.Fatal(err)
 		}
 		s, err := tok.Decode(seq)

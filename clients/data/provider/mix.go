@@ -52,6 +52,9 @@ func NewMix(parts []Weighted) (*Mix, error) {
 			return nil, fmt.Errorf("data mix: dataset %d (%s, seq_len %d) does not match dataset 0 (%s, seq_len %d)",
 				i, in.Tokenizer, in.SeqLen, first.Tokenizer, first.SeqLen)
 		}
+		if in.LossMask != first.LossMask || in.ChatTemplate != first.ChatTemplate {
+			return nil, fmt.Errorf("data mix: dataset %d (loss mask %v, chat template %q) does not match dataset 0 (loss mask %v, chat template %q): fine-tuning data mixes only with data of the same template", i, in.LossMask, in.ChatTemplate, first.LossMask, first.ChatTemplate)
+		}
 		total += uint64(p.Weight)
 	}
 	if total > maxTotalWeight {

@@ -22,6 +22,10 @@ type Info struct {
 	SeqLen       uint32 // each sequence has SeqLen+1 tokens: inputs [0,SeqLen), targets [1,SeqLen]
 	NumSequences uint64 // valid indices are [0, NumSequences)
 	Root         string // hex commitment to the data, to pin in a run config
+	// LossMask marks fine-tuning data: each sequence's seq_len+1 tokens are
+	// followed by shard.MaskWords(SeqLen) words of its loss mask.
+	LossMask     bool
+	ChatTemplate string // hex SHA-256 of the chat template, if one shaped the data
 }
 
 // Provider returns training sequences by global index.
@@ -37,7 +41,7 @@ type Provider interface {
 func infoOf(m *shard.Manifest) Info {
 	return Info{
 		Tokenizer: m.Tokenizer, VocabSize: m.VocabSize, EOT: m.EOT, SeqLen: m.SeqLen,
-		NumSequences: m.NumSequences, Root: m.Root,
+		NumSequences: m.NumSequences, Root: m.Root, LossMask: m.LossMask, ChatTemplate: m.ChatTemplate,
 	}
 }
 
@@ -73,7 +77,7 @@ func gather(ctx context.Context, m *shard.Manifest, indices []uint64,
 	if err != nil {
 		return nil, err
 	}
-	n := int(m.SeqLen) + 1
+	n := m.SequenceWords()
 	flat := make([]uint16, len(indices)*n)
 	out := make([][]uint16, len(indices))
 	for i, loc := range locs {
@@ -83,33 +87,44 @@ func gather(ctx context.Context, m *shard.Manifest, indices []uint64,
 			return nil, fmt.Errorf("internal error: chunk %d of %s has %d bytes, sequence ends at %d", loc.Chunk, m.Shards[loc.Shard].Name, len(data), end)
 		}
 		out[i] = flat[i*n : (i+1)*n : (i+1)*n]
-		if err := shard.DecodeTokens(out[i], data[loc.Skip:end], m.VocabSize); err != nil {
+		if err := shard.DecodeSequence(out[i], data[loc.Skip:end], m.VocabSize, m.SeqLen); err != nil {
 			return nil, &shard.IntegrityError{Shard: m.Shards[loc.Shard].Name, Chunk: loc.Chunk, Reason: err.Error()}
 		}
 	}
 	return out, nil
 }
 
+// Ignored is the target of a position the loss skips (the trainer's
+// TR_IGNORE): fine-tuning data trains only the targets its mask marks.
+const Ignored = -1
+
 // InputsAndTargets lays sequences out as one flat trainer batch: for each
 // sequence of seq_len+1 tokens, inputs get tokens [0, seq_len) and targets
-// tokens [1, seq_len], so targets[i] is the token after inputs[i].
-func InputsAndTargets(seqs [][]uint16) (inputs, targets []int32, err error) {
+// tokens [1, seq_len], so targets[i] is the token after inputs[i]. With a
+// loss mask (info.LossMask), a target its mask leaves out is Ignored.
+func InputsAndTargets(info Info, seqs [][]uint16) (inputs, targets []int32, err error) {
 	if len(seqs) == 0 {
 		return nil, nil, fmt.Errorf("no sequences")
 	}
-	n := len(seqs[0]) - 1
+	n := int(info.SeqLen)
 	if n < 1 {
 		return nil, nil, fmt.Errorf("sequences of %d tokens leave nothing to predict", n+1)
 	}
+	words := shard.SequenceWords(info.SeqLen, info.LossMask)
 	inputs = make([]int32, 0, len(seqs)*n)
 	targets = make([]int32, 0, len(seqs)*n)
 	for i, s := range seqs {
-		if len(s) != n+1 {
-			return nil, nil, fmt.Errorf("sequence %d has %d tokens, sequence 0 has %d", i, len(s), n+1)
+		if len(s) != words {
+			return nil, nil, fmt.Errorf("sequence %d has %d words, want %d (seq_len %d, loss mask %v)", i, len(s), words, n, info.LossMask)
 		}
+		mask := s[n+1:]
 		for k := range n {
 			inputs = append(inputs, int32(s[k]))
-			targets = append(targets, int32(s[k+1]))
+			if info.LossMask && mask[k/16]&(1<<(k%16)) == 0 {
+				targets = append(targets, Ignored)
+			} else {
+				targets = append(targets, int32(s[k+1]))
+			}
 		}
 	}
 	return inputs, targets, nil

@@ -12,8 +12,10 @@ import (
 const (
 	// Magic opens every shard file.
 	Magic = "PSYSHARD"
-	// Version is the shard and manifest format version this package writes.
+	// Version is the shard format version of plain (pretraining) shards.
 	Version = 1
+	// VersionMasked marks a shard whose sequences carry a loss mask.
+	VersionMasked = 2
 	// HeaderSize is the size of the shard header; sequences follow it.
 	HeaderSize = 64
 	// TokenBytes is the size of one token: little-endian uint16.
@@ -26,7 +28,7 @@ const (
 //
 //	offset size field
 //	     0    8 magic "PSYSHARD"
-//	     8    4 version (1)
+//	     8    4 version (1; 2 when sequences carry a loss mask)
 //	    12    4 header size (64)
 //	    16    4 vocabulary size
 //	    20    4 end-of-text (document separator) token id
@@ -43,10 +45,26 @@ type Header struct {
 	NumSequences uint64
 	FirstIndex   uint64
 	Tokenizer    string
+	LossMask     bool // version 2
 }
 
-// SequenceBytes is the size of one stored sequence (seq_len+1 tokens).
-func SequenceBytes(seqLen uint32) int64 { return (int64(seqLen) + 1) * TokenBytes }
+// MaskWords is the size of a sequence's loss mask in uint16 words: one bit
+// per target, bit j%16 of word j/16 set when target j is trained.
+func MaskWords(seqLen uint32) int { return int(seqLen+15) / 16 }
+
+// SequenceWords is the length of one stored sequence in uint16 words:
+// seq_len+1 tokens, then the loss mask when the dataset has one.
+func SequenceWords(seqLen uint32, lossMask bool) int {
+	if lossMask {
+		return int(seqLen) + 1 + MaskWords(seqLen)
+	}
+	return int(seqLen) + 1
+}
+
+// SequenceBytes is the size of one stored sequence.
+func SequenceBytes(seqLen uint32, lossMask bool) int64 {
+	return int64(SequenceWords(seqLen, lossMask)) * TokenBytes
+}
 
 // MarshalBinary encodes the header into its 64 bytes.
 func (h Header) MarshalBinary() ([]byte, error) {
@@ -56,7 +74,7 @@ func (h Header) MarshalBinary() ([]byte, error) {
 	b := make([]byte, HeaderSize)
 	copy(b, Magic)
 	le := binary.LittleEndian
-	le.PutUint32(b[8:], Version)
+	le.PutUint32(b[8:], h.version())
 	le.PutUint32(b[12:], HeaderSize)
 	le.PutUint32(b[16:], h.VocabSize)
 	le.PutUint32(b[20:], h.EOT)
@@ -68,6 +86,13 @@ func (h Header) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
+func (h Header) version() uint32 {
+	if h.LossMask {
+		return VersionMasked
+	}
+	return Version
+}
+
 // UnmarshalBinary decodes and checks a 64-byte header.
 func (h *Header) UnmarshalBinary(b []byte) error {
 	if len(b) < HeaderSize {
@@ -77,8 +102,9 @@ func (h *Header) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("not a shard: magic %q, want %q", b[:8], Magic)
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(b[8:]); v != Version {
-		return fmt.Errorf("shard format version %d, this build reads %d", v, Version)
+	v := le.Uint32(b[8:])
+	if v != Version && v != VersionMasked {
+		return fmt.Errorf("shard format version %d, this build reads %d and %d", v, Version, VersionMasked)
 	}
 	if s := le.Uint32(b[12:]); s != HeaderSize {
 		return fmt.Errorf("header size field %d, want %d", s, HeaderSize)
@@ -98,22 +124,41 @@ func (h *Header) UnmarshalBinary(b []byte) error {
 		NumSequences: le.Uint64(b[32:]),
 		FirstIndex:   le.Uint64(b[40:]),
 		Tokenizer:    string(name),
+		LossMask:     v == VersionMasked,
 	}
 	return nil
 }
 
-// DecodeTokens converts stored little-endian tokens to ids, checking each
-// against the vocabulary so that no id can index past an embedding table.
-func DecodeTokens(dst []uint16, b []byte, vocabSize uint32) error {
+// DecodeSequence converts one stored sequence (SequenceWords words) to its
+// tokens and mask words, checking each token against the vocabulary so that
+// no id can index past an embedding table, and that the mask has no bits
+// beyond its seq_len targets (one spelling for each mask).
+func DecodeSequence(dst []uint16, b []byte, vocabSize, seqLen uint32) error {
 	if len(b) != len(dst)*TokenBytes {
-		return fmt.Errorf("%d bytes for %d tokens", len(b), len(dst))
+		return fmt.Errorf("%d bytes for %d words", len(b), len(dst))
 	}
+	n := int(seqLen) + 1
 	for i := range dst {
 		id := binary.LittleEndian.Uint16(b[i*TokenBytes:])
+		if i >= n {
+			dst[i] = id
+			continue
+		}
 		if uint32(id) >= vocabSize {
 			return fmt.Errorf("token %d at position %d is outside the vocabulary of %d", id, i, vocabSize)
 		}
 		dst[i] = id
+	}
+	return checkMask(dst[n:], seqLen)
+}
+
+// checkMask refuses mask words with bits past target seq_len-1.
+func checkMask(mask []uint16, seqLen uint32) error {
+	if len(mask) == 0 || seqLen%16 == 0 {
+		return nil
+	}
+	if extra := mask[len(mask)-1] >> (seqLen % 16); extra != 0 {
+		return fmt.Errorf("loss mask has bits set past its %d targets", seqLen)
 	}
 	return nil
 }

@@ -32,13 +32,19 @@ var shardNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\.tok$`)
 // shards' ranges following one another in the listed order. Every field is
 // covered by Root; see ComputeRoot.
 type Manifest struct {
-	Format       string  `json:"format"`
-	Tokenizer    string  `json:"tokenizer"`
-	VocabSize    uint32  `json:"vocab_size"`
-	EOT          uint32  `json:"eot"`
-	SeqLen       uint32  `json:"seq_len"`
-	SeqsPerChunk uint32  `json:"seqs_per_chunk"`
-	NumSequences uint64  `json:"num_sequences"`
+	Format       string `json:"format"`
+	Tokenizer    string `json:"tokenizer"`
+	VocabSize    uint32 `json:"vocab_size"`
+	EOT          uint32 `json:"eot"`
+	SeqLen       uint32 `json:"seq_len"`
+	SeqsPerChunk uint32 `json:"seqs_per_chunk"`
+	NumSequences uint64 `json:"num_sequences"`
+	// LossMask marks a fine-tuning dataset: each sequence carries a mask
+	// of the targets the loss is computed on (README "Fine-tuning data").
+	LossMask bool `json:"loss_mask,omitempty"`
+	// ChatTemplate is the SHA-256 (hex) of the chat template that shaped a
+	// masked dataset's conversations; empty when none did.
+	ChatTemplate string  `json:"chat_template,omitempty"`
 	Shards       []Entry `json:"shards"`
 	Root         string  `json:"root"`
 
@@ -60,7 +66,10 @@ func ChunksName(shardName string) string {
 }
 
 // SequenceBytes is the size of one stored sequence.
-func (m *Manifest) SequenceBytes() int64 { return SequenceBytes(m.SeqLen) }
+func (m *Manifest) SequenceBytes() int64 { return SequenceBytes(m.SeqLen, m.LossMask) }
+
+// SequenceWords is the length of one sequence as the providers return it.
+func (m *Manifest) SequenceWords() int { return SequenceWords(m.SeqLen, m.LossMask) }
 
 // NumChunks is the number of chunks in shard e.
 func (m *Manifest) NumChunks(e Entry) int {
@@ -156,6 +165,8 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("manifest: seq_len %d must be between 1 and %d", m.SeqLen, MaxSeqLen)
 	case m.SeqsPerChunk == 0:
 		return fmt.Errorf("manifest: seqs_per_chunk must be positive")
+	case m.ChatTemplate != "" && !m.LossMask:
+		return fmt.Errorf("manifest: chat_template without loss_mask: only fine-tuning datasets have a template")
 	case len(m.Shards) == 0:
 		return fmt.Errorf("manifest: no shards")
 	}
@@ -204,6 +215,7 @@ func (m *Manifest) Validate() error {
 //
 //	params leaf data = "psyche-data/1" 0x00 | u32 len(tokenizer) | tokenizer |
 //	                   u32 vocab_size | u32 eot | u32 seq_len | u32 seqs_per_chunk
+//	                   [0x01 | chat template sha256 or 32 zero bytes, when loss_mask]
 //	shard leaf data  = u32 len(name) | name | u64 num_sequences | u64 size |
 //	                   sha256 (32 bytes) | chunk_root (32 bytes)
 func (m *Manifest) ComputeRoot() (Hash, error) {
@@ -217,6 +229,17 @@ func (m *Manifest) ComputeRoot() (Hash, error) {
 	p = le.AppendUint32(p, m.EOT)
 	p = le.AppendUint32(p, m.SeqLen)
 	p = le.AppendUint32(p, m.SeqsPerChunk)
+	if m.LossMask {
+		var tmpl Hash
+		if m.ChatTemplate != "" {
+			var err error
+			if tmpl, err = parseHash(m.ChatTemplate); err != nil {
+				return Hash{}, fmt.Errorf("manifest: chat_template: %w", err)
+			}
+		}
+		p = append(p, 1)
+		p = append(p, tmpl[:]...)
+	}
 	leaves := []Hash{LeafHash(p)}
 	for _, e := range m.Shards {
 		sum, err := parseHash(e.SHA256)
@@ -249,6 +272,7 @@ func (m *Manifest) HeaderFor(k int) Header {
 		NumSequences: m.Shards[k].NumSequences,
 		FirstIndex:   m.starts[k],
 		Tokenizer:    m.Tokenizer,
+		LossMask:     m.LossMask,
 	}
 }
 

@@ -94,8 +94,8 @@ func readSequence(t *testing.T, d *Dataset, i uint64) []uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq := make([]uint16, d.Manifest.SeqLen+1)
-	if err := DecodeTokens(seq, chunk[loc.Skip:loc.Skip+d.Manifest.SequenceBytes()], d.Manifest.VocabSize); err != nil {
+	seq := make([]uint16, d.Manifest.SequenceWords())
+	if err := DecodeSequence(seq, chunk[loc.Skip:loc.Skip+d.Manifest.SequenceBytes()], d.Manifest.VocabSize, d.Manifest.SeqLen); err != nil {
 		t.Fatal(err)
 	}
 	return seq
@@ -292,13 +292,110 @@ func editManifest(t *testing.T, dir, old, new string) {
 	os.WriteFile(path, []byte(strings.Replace(string(raw), old, new, 1)), 0o644)
 }
 
-func TestDecodeTokensRejectsIdsOutsideVocabulary(t *testing.T) {
-	b := binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint16(nil, 7), 300)
+func TestDecodeSequenceRejectsIdsOutsideVocabularyAndStrayMaskBits(t *testing.T) {
+	le := binary.LittleEndian
+	b := le.AppendUint16(le.AppendUint16(nil, 7), 300)
 	dst := make([]uint16, 2)
-	if err := DecodeTokens(dst, b, 256); err == nil {
+	if err := DecodeSequence(dst, b, 256, 1); err == nil {
 		t.Fatal("token 300 accepted with a vocabulary of 256")
 	}
-	if err := DecodeTokens(dst, b, 301); err != nil || dst[1] != 300 {
-		t.Fatalf("DecodeTokens = %v, %v", dst, err)
+	if err := DecodeSequence(dst, b, 301, 1); err != nil || dst[1] != 300 {
+		t.Fatalf("DecodeSequence = %v, %v", dst, err)
+	}
+	// seq_len 3: 4 tokens and one mask word whose bits 0..2 are the targets.
+	masked := make([]uint16, SequenceWords(3, true))
+	for _, c := range []struct {
+		mask uint16
+		ok   bool
+	}{{0b101, true}, {0b111, true}, {0b1000, false}, {0x8000, false}} {
+		rec := le.AppendUint16(le.AppendUint16(le.AppendUint16(le.AppendUint16(nil, 1), 2), 3), 4)
+		rec = le.AppendUint16(rec, c.mask)
+		if err := DecodeSequence(masked, rec, 256, 3); (err == nil) != c.ok {
+			t.Errorf("mask %#x: err = %v, want ok %v", c.mask, err, c.ok)
+		}
+	}
+}
+
+func TestMaskedDatasetRoundTripsAndPinsItsTemplate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ft")
+	tmpl := hex.EncodeToString(make([]byte, 31)) + "ab"
+	p := Params{Tokenizer: "byte", VocabSize: 256, EOT: 0, SeqLen: 20, SeqsPerChunk: 2, SeqsPerShard: 4, LossMask: true, ChatTemplate: tmpl}
+	w, err := NewWriter(out, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddDocument([]uint16{1, 2}); err == nil {
+		t.Error("AddDocument accepted on a masked dataset")
+	}
+	examples := []struct {
+		n       int
+		trained []int
+	}{{5, []int{3, 4}}, {21, []int{1, 20}}, {30, []int{2, 29}}, {8, []int{7}}, {3, []int{1}}}
+	for _, ex := range examples {
+		toks, train := make([]uint16, ex.n), make([]bool, ex.n)
+		for i := range toks {
+			toks[i] = uint16(1 + i%200)
+		}
+		for _, j := range ex.trained {
+			train[j] = true
+		}
+		if err := w.AddExample(toks, train); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.AddExample([]uint16{1, 2, 3}, []bool{true, false, false}); err == nil {
+		t.Error("an example with no trained target (the first token is never a target) accepted")
+	}
+	long, longTrain := make([]uint16, 40), make([]bool, 40)
+	longTrain[30] = true
+	if err := w.AddExample(long, longTrain); err == nil || !strings.Contains(err.Error(), "no trained token") {
+		t.Errorf("an example trained only past the cut: %v", err)
+	}
+	m, _, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NumSequences != 5 || w.Truncated != 1 || !m.LossMask || m.ChatTemplate != tmpl {
+		t.Fatalf("manifest %+v, truncated %d", m, w.Truncated)
+	}
+	d, err := Open(out, m.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, ex := range examples {
+		seq := readSequence(t, d, uint64(i))
+		if len(seq) != 21+2 {
+			t.Fatalf("sequence %d has %d words, want 23", i, len(seq))
+		}
+		for k := range 21 {
+			want := uint16(0) // padding: the separator
+			if k < ex.n {
+				want = uint16(1 + k%200)
+			}
+			if seq[k] != want {
+				t.Fatalf("sequence %d token %d = %d, want %d", i, k, seq[k], want)
+			}
+		}
+		var mask uint32
+		for _, j := range ex.trained {
+			if j <= 20 {
+				mask |= 1 << (j - 1)
+			}
+		}
+		if got := uint32(seq[21]) | uint32(seq[22])<<16; got != mask {
+			t.Errorf("sequence %d mask %b, want %b", i, got, mask)
+		}
+	}
+	// The mask and the template are part of the root: a manifest that drops
+	// either no longer matches it.
+	for _, edit := range [][2]string{{`"loss_mask": true,`, ``}, {tmpl, strings.Repeat("0", 64)}} {
+		raw, _ := os.ReadFile(filepath.Join(out, ManifestName))
+		if _, err := ParseManifest([]byte(strings.Replace(string(raw), edit[0], edit[1], 1)), ""); err == nil {
+			t.Errorf("manifest edited (%q → %q) still parses", edit[0], edit[1])
+		}
 	}
 }

@@ -22,6 +22,10 @@ type Params struct {
 	SeqsPerChunk uint32
 	// SeqsPerShard caps a shard's size; it is rounded down to whole chunks.
 	SeqsPerShard uint64
+	// LossMask writes a fine-tuning dataset (AddExample), ChatTemplate the
+	// hex SHA-256 of the template that shaped it, if any.
+	LossMask     bool
+	ChatTemplate string
 }
 
 // Writer packs documents into a new dataset directory. Documents are joined
@@ -47,6 +51,8 @@ type Writer struct {
 	entries []Entry
 
 	Documents, Tokens uint64 // counted as documents are added
+	// Truncated counts examples cut to seq_len+1 tokens (AddExample).
+	Truncated uint64
 }
 
 // NewWriter prepares to write a dataset to out, which must not exist or be empty.
@@ -68,7 +74,7 @@ func NewWriter(out string, p Params) (*Writer, error) {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
 	p.SeqsPerShard -= p.SeqsPerShard % uint64(p.SeqsPerChunk)
-	seqBytes := SequenceBytes(p.SeqLen)
+	seqBytes := SequenceBytes(p.SeqLen, p.LossMask)
 	return &Writer{
 		out: out, tmp: tmp, p: p, seqBytes: seqBytes,
 		record: make([]byte, seqBytes),
@@ -88,6 +94,8 @@ func checkParams(p Params) error {
 		return fmt.Errorf("sequence length %d must be between 1 and %d", p.SeqLen, MaxSeqLen)
 	case p.SeqsPerChunk == 0:
 		return fmt.Errorf("sequences per chunk must be positive")
+	case p.ChatTemplate != "" && !p.LossMask:
+		return fmt.Errorf("a chat template needs a fine-tuning dataset (loss mask)")
 	case p.SeqsPerShard < uint64(p.SeqsPerChunk):
 		return fmt.Errorf("sequences per shard (%d) must be at least one chunk (%d)", p.SeqsPerShard, p.SeqsPerChunk)
 	}
@@ -96,13 +104,11 @@ func checkParams(p Params) error {
 
 // AddDocument appends one document's tokens, followed by the separator.
 func (w *Writer) AddDocument(tokens []uint16) error {
-	for i, t := range tokens {
-		if uint32(t) >= w.p.VocabSize {
-			return fmt.Errorf("token %d at position %d is outside the vocabulary of %d", t, i, w.p.VocabSize)
-		}
-		if uint32(t) == w.p.EOT {
-			return fmt.Errorf("document contains the separator token %d at position %d", t, i)
-		}
+	if w.p.LossMask {
+		return errors.New("internal error: AddDocument on a fine-tuning dataset (AddExample)")
+	}
+	if err := w.checkTokens(tokens); err != nil {
+		return err
 	}
 	w.Documents++
 	w.Tokens += uint64(len(tokens)) + 1
@@ -111,7 +117,7 @@ func (w *Writer) AddDocument(tokens []uint16) error {
 	n := int(w.p.SeqLen) + 1
 	consumed := 0
 	for ; len(w.stream)-consumed >= n; consumed += n {
-		if err := w.addSequence(w.stream[consumed : consumed+n]); err != nil {
+		if err := w.addSequence(w.stream[consumed:consumed+n], nil); err != nil {
 			return err
 		}
 	}
@@ -119,7 +125,68 @@ func (w *Writer) AddDocument(tokens []uint16) error {
 	return nil
 }
 
-func (w *Writer) addSequence(seq []uint16) error {
+// AddExample writes one fine-tuning example as a sequence of its own: its
+// tokens, cut to seq_len+1 or padded with the separator, and a loss mask that
+// trains target j (the token at j+1) when train[j+1]. Padding is never
+// trained, so examples neither attend to each other nor pay for each other.
+// An example whose trained tokens all fall past the cut is an error: the
+// caller chooses a longer seq_len or drops it.
+func (w *Writer) AddExample(tokens []uint16, train []bool) error {
+	switch {
+	case !w.p.LossMask:
+		return errors.New("internal error: AddExample on a pretraining dataset (AddDocument)")
+	case len(tokens) != len(train):
+		return fmt.Errorf("internal error: %d tokens and %d mask entries", len(tokens), len(train))
+	case len(tokens) < 2:
+		return fmt.Errorf("the example has %d tokens, too few to train on", len(tokens))
+	}
+	if err := w.checkTokens(tokens); err != nil {
+		return err
+	}
+	n := int(w.p.SeqLen) + 1
+	cut := len(tokens) > n
+	if cut {
+		tokens, train = tokens[:n], train[:n]
+	}
+	seq := make([]uint16, n)
+	for i := range seq {
+		seq[i] = uint16(w.p.EOT)
+	}
+	copy(seq, tokens)
+	mask := make([]uint16, MaskWords(w.p.SeqLen))
+	trained := false
+	for j := 1; j < len(tokens); j++ {
+		if train[j] {
+			mask[(j-1)/16] |= 1 << ((j - 1) % 16)
+			trained = true
+		}
+	}
+	if !trained {
+		return fmt.Errorf("no trained token within the first %d tokens (seq_len %d): nothing to learn from", n, w.p.SeqLen)
+	}
+	if cut {
+		w.Truncated++
+	}
+	w.Documents++
+	w.Tokens += uint64(len(tokens))
+	return w.addSequence(seq, mask)
+}
+
+// checkTokens refuses ids outside the vocabulary; in pretraining data, also
+// the separator, which only AddDocument may place.
+func (w *Writer) checkTokens(tokens []uint16) error {
+	for i, t := range tokens {
+		if uint32(t) >= w.p.VocabSize {
+			return fmt.Errorf("token %d at position %d is outside the vocabulary of %d", t, i, w.p.VocabSize)
+		}
+		if uint32(t) == w.p.EOT && !w.p.LossMask {
+			return fmt.Errorf("document contains the separator token %d at position %d", t, i)
+		}
+	}
+	return nil
+}
+
+func (w *Writer) addSequence(seq, mask []uint16) error {
 	if w.file == nil {
 		name := fmt.Sprintf("shard-%05d%s", len(w.entries), ShardExt)
 		f, err := os.Create(filepath.Join(w.tmp, name))
@@ -136,6 +203,9 @@ func (w *Writer) addSequence(seq []uint16) error {
 	}
 	for i, t := range seq {
 		binary.LittleEndian.PutUint16(w.record[i*TokenBytes:], t)
+	}
+	for i, m := range mask {
+		binary.LittleEndian.PutUint16(w.record[(len(seq)+i)*TokenBytes:], m)
 	}
 	w.chunk = append(w.chunk, w.record...)
 	w.inChunk++
@@ -177,7 +247,7 @@ func (w *Writer) closeShard() error {
 	}
 	header, err := Header{
 		VocabSize: w.p.VocabSize, EOT: w.p.EOT, SeqLen: w.p.SeqLen, SeqsPerChunk: w.p.SeqsPerChunk,
-		NumSequences: w.inShard, FirstIndex: first, Tokenizer: w.p.Tokenizer,
+		NumSequences: w.inShard, FirstIndex: first, Tokenizer: w.p.Tokenizer, LossMask: w.p.LossMask,
 	}.MarshalBinary()
 	if err != nil {
 		return err
@@ -228,6 +298,10 @@ func (w *Writer) Close() (*Manifest, int, error) {
 			return nil, 0, err
 		}
 	}
+	if len(w.entries) == 0 && w.p.LossMask {
+		w.Abort()
+		return nil, 0, errors.New("the input holds no examples")
+	}
 	if len(w.entries) == 0 {
 		w.Abort()
 		return nil, 0, fmt.Errorf("the input holds %d tokens, too few for one sequence of %d", len(w.stream), w.p.SeqLen+1)
@@ -235,6 +309,7 @@ func (w *Writer) Close() (*Manifest, int, error) {
 	m := &Manifest{
 		Format: Format, Tokenizer: w.p.Tokenizer, VocabSize: w.p.VocabSize, EOT: w.p.EOT,
 		SeqLen: w.p.SeqLen, SeqsPerChunk: w.p.SeqsPerChunk, Shards: w.entries,
+		LossMask: w.p.LossMask, ChatTemplate: w.p.ChatTemplate,
 	}
 	for _, e := range w.entries {
 		m.NumSequences += e.NumSequences
