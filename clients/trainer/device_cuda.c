@@ -167,7 +167,7 @@ int tr_step_device(tr_model *m, const int32_t *tokens, const int32_t *targets, i
     m->have_grads = rc == TR_OK;
     if (rc) return rc;
     tr_dev_wrote(m, TR_BUF_GRADS);
-    *loss = sum[0] / ((float)n * (float)t);
+    *loss = trk_loss_mean(sum[0], trk_loss_count(targets, (size_t)n * t));
     return TR_OK;
 }
 

@@ -56,12 +56,29 @@ func textFor(cfg Config, seed uint64, n int) []byte {
 
 func step(t testing.TB, tr *Trainer, text []byte, start, n, seqLen int) float32 {
 	t.Helper()
-	tok, tgt := Window(text, start, n, seqLen)
+	return maskedStep(t, tr, text, start, n, seqLen, nil)
+}
+
+// maskedStep is step with the targets that train(i) refuses Ignored, as a
+// fine-tuning batch's loss mask leaves them out (train nil: all trained).
+func maskedStep(t testing.TB, tr *Trainer, text []byte, start, n, seqLen int, train func(i int) bool) float32 {
+	t.Helper()
+	tok, tgt := maskedWindow(text, start, n, seqLen, train)
 	loss, err := tr.Step(context.Background(), tok, tgt, seqLen)
 	if err != nil {
 		t.Fatalf("Step: %v", err)
 	}
 	return loss
+}
+
+func maskedWindow(text []byte, start, n, seqLen int, train func(i int) bool) (tokens, targets []int32) {
+	tokens, targets = Window(text, start, n, seqLen)
+	for i := range targets {
+		if train != nil && !train(i) {
+			targets[i] = Ignore
+		}
+	}
+	return tokens, targets
 }
 
 func digest(t testing.TB, tr *Trainer, payload []byte) [32]byte {

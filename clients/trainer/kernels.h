@@ -475,10 +475,27 @@ TRK float trk_crossentropy_row(float *p, const float *l, int target, int V, int 
     float sum = trk_sum(p, V), inv = 1.0f / sum;
     for (int i = 0; i < V; i++) p[i] = p[i] * inv;
     for (int i = V; i < Vp; i++) p[i] = 0.0f;
-    return tr_logf(sum) - (l[target] - mx);
+    return target < 0 ? 0.0f : tr_logf(sum) - (l[target] - mx);
 }
 
 TRK float trk_dlogit(float p, int is_target, float dloss) { return (p - (is_target ? 1.0f : 0.0f)) * dloss; }
+
+// A row's share of the mean loss: none for an ignored target (TR_IGNORE),
+// whose row then adds exact zeros to every gradient.
+TRK float trk_target_dloss(int target, float dloss) { return target < 0 ? 0.0f : dloss; }
+
+// What the mean loss divides by: the n targets that are trained, all of them
+// without a loss mask; (float)k rounds as (float)B * (float)T did before
+// masks, so pretraining's bits are unchanged.
+TRK float trk_loss_count(const int32_t *targets, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += targets[i] >= 0;
+    return (float)k;
+}
+
+// The gradient scale and the mean of a loss sum over count targets.
+TRK float trk_loss_scale(float count) { return count > 0.0f ? 1.0f / count : 0.0f; }
+TRK float trk_loss_mean(float sum, float count) { return count > 0.0f ? sum / count : 0.0f; }
 
 // ----------------------------------------------------------------------------
 // Optimizers: AdamW's arithmetic, for adamw.c on the host and the optimizer

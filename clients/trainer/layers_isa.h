@@ -297,8 +297,8 @@ static void TRL(ce_backward)(float *dlogits, const float *probs, const int32_t *
                              int V, int Vp) {
     for (int r = r0; r < r1; r++) {
         const float *restrict p = probs + (size_t)r * Vp;
-        float *restrict d = dlogits + (size_t)r * Vp;
-        for (int i = 0; i < V; i++) d[i] = trk_dlogit(p[i], i == targets[r], dloss);
+        float *restrict d = dlogits + (size_t)r * Vp, dl = trk_target_dloss(targets[r], dloss);
+        for (int i = 0; i < V; i++) d[i] = trk_dlogit(p[i], i == targets[r], dl);
         for (int i = V; i < Vp; i++) d[i] = 0.0f;
     }
 }

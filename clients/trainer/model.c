@@ -147,7 +147,7 @@ static int tr_check_batch(const tr_model *m, const int32_t *tokens, const int32_
     if (!m || !tokens || !targets || n < 1 || t < 1 || t > m->cfg.seq_len) return TR_EINVAL;
     size_t total = (size_t)n * t;
     for (size_t i = 0; i < total; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab || targets[i] < 0 || targets[i] >= m->cfg.vocab) return TR_EINVAL;
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab || targets[i] < TR_IGNORE || targets[i] >= m->cfg.vocab) return TR_EINVAL;
     return TR_OK;
 }
 
@@ -184,7 +184,7 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
     if ((rc = tr_cpu_ready(m)) || (rc = tr_host_read(m, m->lookahead_on ? TR_BUF_LOOKAHEAD : TR_BUF_PARAMS))) return rc;
     tr_host_replace(m, TR_BUF_GRADS);
     float *w = tr_forward_weights(m);
-    float dloss = 1.0f / ((float)n * (float)t);
+    float count = trk_loss_count(targets, (size_t)n * t), dloss = trk_loss_scale(count);
     int S = tr_shards(&m->cfg), depth = 0;
     float *level[TR_MAX_SHARD_LEVELS], part[TR_MAX_SHARD_LEVELS];
     level[0] = m->grads;
@@ -208,7 +208,7 @@ int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
         }
     }
     m->have_grads = 1;
-    *loss = part[0] / ((float)n * (float)t);
+    *loss = trk_loss_mean(part[0], count);
     return TR_OK;
 }
 
@@ -231,7 +231,7 @@ int tr_eval(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, i
         const float *losses = m->arch->forward(m, m->params, tokens + (size_t)b0 * t, targets + (size_t)b0 * t, B, t);
         total = tr_add_losses(total, losses, B * t);
     }
-    *loss = total / ((float)n * (float)t);
+    *loss = trk_loss_mean(total, trk_loss_count(targets, (size_t)n * t));
     return TR_OK;
 }
 

@@ -282,16 +282,24 @@ func (t *Trainer) checkBatch(tokens, targets []int32, seqLen int) (int, error) {
 			len(tokens), len(targets), seqLen, ErrInvalid)
 	}
 	for i := range tokens {
-		if tokens[i] < 0 || int(tokens[i]) >= t.cfg.Vocab || targets[i] < 0 || int(targets[i]) >= t.cfg.Vocab {
-			return 0, fmt.Errorf("token %d at position %d outside vocabulary of %d: %w", max(tokens[i], targets[i]), i, t.cfg.Vocab, ErrInvalid)
+		if tokens[i] < 0 || int(tokens[i]) >= t.cfg.Vocab {
+			return 0, fmt.Errorf("token %d at position %d outside vocabulary of %d: %w", tokens[i], i, t.cfg.Vocab, ErrInvalid)
+		}
+		if targets[i] < Ignore || int(targets[i]) >= t.cfg.Vocab {
+			return 0, fmt.Errorf("target %d at position %d outside vocabulary of %d (or Ignore): %w", targets[i], i, t.cfg.Vocab, ErrInvalid)
 		}
 	}
 	return len(tokens) / seqLen, nil
 }
 
+// Ignore is the target of a position the loss skips (C's TR_IGNORE): a
+// fine-tuning batch trains only the targets its loss mask marks.
+const Ignore = C.TR_IGNORE
+
 // Step runs forward and backward over the batch (sequences of seqLen tokens,
-// targets[i] the token after tokens[i]), in micro-batches of
-// Config.MicroBatch sequences, and returns the mean loss. The gradients of the
+// targets[i] the token after tokens[i], or Ignore), in micro-batches of
+// Config.MicroBatch sequences, and returns the mean loss over the targets
+// it trains (0 when it trains none). The gradients of the
 // mean loss replace those of the previous step. ctx is checked before the
 // native call; a step, once started, runs to completion.
 func (t *Trainer) Step(ctx context.Context, tokens, targets []int32, seqLen int) (float32, error) {

@@ -114,9 +114,14 @@ int tr_set_threads(tr_model *m, int n);
 int tr_set_isa(tr_model *m, int isa); // returns the level chosen (>0) or an error
 size_t tr_num_params(const tr_model *m);
 
+// A target the loss skips: fine-tuning data trains only the positions its
+// loss mask marks, and the rest carry TR_IGNORE.
+#define TR_IGNORE (-1)
+
 // Forward+backward over n sequences of length t (t <= seq_len), accumulated in
-// micro-batches; gradients are of the mean loss over all n*t targets and are
-// replaced (not added to) by each call. *loss receives the mean loss.
+// micro-batches; gradients are of the mean loss over the n*t targets that are
+// not TR_IGNORE (0 when all are) and are replaced (not added to) by each
+// call. *loss receives the mean loss.
 int tr_step(tr_model *m, const int32_t *tokens, const int32_t *targets, int n, int t, float *loss);
 // A step that computes nothing: the gradients become zero, as if the batch
 // had taught the model nothing (the client's dummy training mode).

@@ -824,7 +824,7 @@ __global__ void crossentropy_loss_kernel(float *losses, float *inv, float *lanes
     if (r >= (size_t)BT) return;
     float sum = trk_tree32(lanes + r * TRK_LANES);
     inv[r] = 1.0f / sum;
-    losses[r] = tr_logf(sum) - (logits[r * Vp + targets[r]] - mx[r]);
+    losses[r] = targets[r] < 0 ? 0.0f : tr_logf(sum) - (logits[r * Vp + targets[r]] - mx[r]);
 }
 
 // One thread per element: the probabilities, 0 in the padding.
@@ -839,7 +839,7 @@ __global__ void crossentropy_backward_kernel(float *dlogits, const float *probs,
     size_t idx = trg_thread();
     if (idx >= (size_t)BT * Vp) return;
     int r = (int)(idx / Vp), i = (int)(idx % Vp);
-    dlogits[idx] = i < V ? trk_dlogit(probs[idx], i == targets[r], dloss) : 0.0f;
+    dlogits[idx] = i < V ? trk_dlogit(probs[idx], i == targets[r], trk_target_dloss(targets[r], dloss)) : 0.0f;
 }
 
 // ----------------------------------------------------------------------------
@@ -1646,7 +1646,7 @@ extern "C" int trg_step(trg_model *g, int w, const int32_t *tokens, const int32_
         if (trg_buffer(g->tp->rank[r], w, g->num_params, 0, &wp) || tr_shard_levels(count) - 1 > g->tp->rank[r]->levels) return TR_EINVAL;
     if (g->mx.refused[0]) return TR_EDEVICE;
     TRG_USE(g);
-    float dloss = 1.0f / ((float)n * (float)t);
+    float dloss = trk_loss_scale(trk_loss_count(targets, (size_t)n * t));
     rc = trg_group(g, [&](trg_model *r) {
         float *rw, part[TR_MAX_SHARD_LEVELS];
         int depth = 0, rc = trg_buffer(r, w, r->num_params, 0, &rw);
@@ -1727,7 +1727,7 @@ extern "C" int trg_eval(trg_model *g, const int32_t *tokens, const int32_t *targ
         if (r == g) total = part;
         return rc;
     });
-    if (rc == TR_OK) *loss = total / ((float)n * (float)t);
+    if (rc == TR_OK) *loss = trk_loss_mean(total, trk_loss_count(targets, (size_t)n * t));
     return rc;
 }
 
