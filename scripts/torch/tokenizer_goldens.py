@@ -118,7 +118,9 @@ def variants(docs):
         vocab.setdefault(w, len(vocab))
 
     llama3 = train_split(docs, 2000, LLAMA3_PATTERN, LLAMA3_SPECIAL)
-    qwen2 = train_split(docs, 2000, QWEN2_PATTERN, QWEN2_SPECIAL, nfc=True)
+    # Trained on Llama 3's split, so that merges join digits, which Qwen2's split must keep apart.
+    qwen2 = train_split(docs, 2000, LLAMA3_PATTERN, QWEN2_SPECIAL, nfc=True)
+    qwen2["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = QWEN2_PATTERN
 
     spm = train_spm(docs, 1500)
     # The legacy conversion (legacy=True): the "▁" work in a normalizer, no pre-tokenizer.
@@ -172,7 +174,7 @@ def texts(docs):
              # Metaspace and Prepend: the replacement character itself, and leading spaces.
              "▁", "▁hello", " hello", "  hello", "hello ", "a ▁ b", "\u2581\u2581", "\u0301e", "e\u0301 o\u0308",
              # The Llama 3 split: contractions in any case, digit runs, newline runs after symbols.
-             "I'M HERE, YOU'RE THERE, WE'VE 'Ve 'sS 'ſ 'K", "12345678901", "x1234y", "!!!\n\n\nabc", "a  \n  b",
+             "I'M HERE, YOU'RE THERE, WE'VE 'Ve 'sS 'ſ 'K 'ſup 'Sup 'LLama 'Dd", "12345678901", "x1234y", "!!!\n\n\nabc", "a  \n  b",
              "\n\t hello", " \r\n\r\n x", "...\r\n", "'hello", "?!word", "\u00a0word", "\u3000word"]
 
     def passage(n):

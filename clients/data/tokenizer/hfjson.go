@@ -425,10 +425,17 @@ func (t *jsonTables) readByteLevel(f *hfJSON) error {
 		}
 		t.nfc = true
 	}
+	if err := t.readByteLevelPre(f.PreTokenizer); err != nil {
+		return err
+	}
 	if d := f.Decoder; d != nil && d.Type != "ByteLevel" {
 		return fmt.Errorf("tokenizer.json: decoder type %q is not supported (only ByteLevel or null with byte-level BPE)", d.Type)
 	}
-	pre := f.PreTokenizer
+	return nil
+}
+
+// readByteLevelPre reads the pre-tokenizer of byte-level BPE.
+func (t *jsonTables) readByteLevelPre(pre *hfPreTokenizer) error {
 	if pre != nil && pre.Type == "Sequence" && len(pre.Steps) == 1 {
 		pre = &pre.Steps[0]
 	}
