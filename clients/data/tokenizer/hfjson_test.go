@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,17 +14,24 @@ import (
 
 	"github.com/psyche-go/psyche/clients/data/corpus"
 	"github.com/tiktoken-go/tokenizer/codec"
+	"golang.org/x/text/unicode/norm"
 )
 
 type jsonGoldenFile struct {
 	Texts      []string `json:"texts"`
 	Tokenizers []struct {
-		File        string     `json:"file"`
-		PrefixSpace bool       `json:"prefix_space"`
-		VocabSize   int        `json:"vocab_size"`
-		EOT         uint16     `json:"eot"`
-		EOTText     string     `json:"eot_text"`
-		IDs         [][]uint16 `json:"ids"`
+		File      string `json:"file"`
+		VocabSize int    `json:"vocab_size"`
+		EOT       uint16 `json:"eot"`
+		EOTText   string `json:"eot_text"`
+		// Per text: Encode's ids, and EncodeSpecial's where they differ.
+		IDs        [][]uint16  `json:"ids"`
+		SpecialIDs []*[]uint16 `json:"special_ids"`
+		// Per text: what tokenizers decodes those ids to, where not the text.
+		Decoded        []*string `json:"decoded"`
+		DecodedSpecial []*string `json:"decoded_special"`
+		// [ids, text] pairs: random ids and what tokenizers decodes them to.
+		DecodeCases [][2]json.RawMessage `json:"decode_cases"`
 	} `json:"tokenizers"`
 }
 
@@ -37,15 +45,37 @@ func loadJSONGoldens(t *testing.T) jsonGoldenFile {
 	if err := json.Unmarshal(raw, &g); err != nil {
 		t.Fatalf("parsing goldens: %v", err)
 	}
-	if len(g.Texts) < 200 || len(g.Tokenizers) < 4 {
+	if len(g.Texts) < 300 || len(g.Tokenizers) < 9 {
 		t.Fatalf("only %d golden strings for %d tokenizers; regenerate with scripts/torch/tokenizer_goldens.py", len(g.Texts), len(g.Tokenizers))
 	}
 	return g
 }
 
+// roundTrip is what README.md says Decode(Encode(text)) gives with each test
+// tokenizer, and false where it makes no promise; the goldens check the
+// promises against tokenizers.
+func roundTrip(file, text string) (string, bool) {
+	switch file {
+	case "prefix.json": // add_prefix_space: the leading space stays
+		if text != "" && text[0] != ' ' {
+			return " " + text, true
+		}
+	case "qwen2.json":
+		return norm.NFC.String(text), true
+	case "spm.json": // Metaspace: a leading space is lost, "▁" is a space
+		return text, !strings.HasPrefix(text, " ") && !strings.Contains(text, metaspace)
+	case "spm-legacy.json":
+		return text, !strings.Contains(text, metaspace)
+	case "spm-metaspace.json": // no byte fallback in the decoder
+		return "", false
+	}
+	return text, true
+}
+
 // TestJSONBPEMatchesTokenizers compares every golden string's encoding, under
 // each tokenizer.json in testdata/hfjson, with the ids Hugging Face tokenizers
-// gave. The second pass runs from the piece cache.
+// gave, by Encode and by EncodeSpecial, and the decoding of those ids. The
+// second pass runs from the piece cache.
 func TestJSONBPEMatchesTokenizers(t *testing.T) {
 	g := loadJSONGoldens(t)
 	for _, gt := range g.Tokenizers {
@@ -69,41 +99,73 @@ func TestJSONBPEMatchesTokenizers(t *testing.T) {
 			if s, err := tok.Decode([]uint16{tok.EOT()}); err != nil || s != gt.EOTText {
 				t.Errorf("Decode(EOT) = %q, %v; want %q", s, err, gt.EOTText)
 			}
-			if len(gt.IDs) != len(g.Texts) {
-				t.Fatalf("%d id lists for %d strings", len(gt.IDs), len(g.Texts))
+			if id, ok := tok.SpecialID(gt.EOTText); !ok || id != gt.EOT {
+				t.Errorf("SpecialID(%q) = %d, %v; want %d", gt.EOTText, id, ok, gt.EOT)
+			}
+			if n := len(g.Texts); len(gt.IDs) != n || len(gt.SpecialIDs) != n || len(gt.Decoded) != n || len(gt.DecodedSpecial) != n {
+				t.Fatalf("%d, %d, %d and %d golden lists for %d strings", len(gt.IDs), len(gt.SpecialIDs), len(gt.Decoded), len(gt.DecodedSpecial), n)
 			}
 			for pass := range 2 {
 				mismatches := 0
 				for i, text := range g.Texts {
-					got, err := tok.Encode(text)
-					if err != nil {
-						t.Fatalf("Encode(%q): %v", text, err)
+					special := gt.IDs[i]
+					if gt.SpecialIDs[i] != nil {
+						special = *gt.SpecialIDs[i]
 					}
-					if !slices.Equal(got, gt.IDs[i]) {
-						if mismatches++; mismatches <= 10 {
-							t.Errorf("pass %d: Encode(%q)\n got %v\nwant %v", pass, text, got, gt.IDs[i])
+					if !checkEncoding(t, tok, tok.Encode, text, gt.IDs[i], or(gt.Decoded[i], text)) ||
+						!checkEncoding(t, tok, tok.EncodeSpecial, text, special, or(gt.DecodedSpecial[i], text)) {
+						if mismatches++; mismatches >= 10 {
+							t.Fatalf("pass %d: too many golden strings differ", pass)
 						}
 						continue
 					}
-					if slices.Contains(got, tok.EOT()) {
+					if ids, _ := tok.Encode(text); slices.Contains(ids, tok.EOT()) {
 						t.Errorf("Encode(%q) produced the separator id", text)
 					}
-					// add_prefix_space gives the document a leading space, which
-					// decoding keeps, as tokenizers' decoder does.
-					want := text
-					if gt.PrefixSpace && text != "" && text[0] != ' ' {
-						want = " " + text
-					}
-					if back, err := tok.Decode(got); err != nil || back != want {
-						t.Errorf("Decode(Encode(%q)) = %q, %v; want %q", text, back, err, want)
+					if want, ok := roundTrip(gt.File, text); ok && or(gt.Decoded[i], text) != want {
+						t.Errorf("tokenizers decodes %q to %q, which README.md does not promise", text, or(gt.Decoded[i], text))
 					}
 				}
-				if mismatches > 0 {
-					t.Fatalf("pass %d: %d of %d golden strings differ", pass, mismatches, len(g.Texts))
+			}
+			for _, c := range gt.DecodeCases {
+				var ids []uint16
+				var want string
+				if json.Unmarshal(c[0], &ids) != nil || json.Unmarshal(c[1], &want) != nil {
+					t.Fatalf("bad decode case %s", c)
+				}
+				if got, err := tok.Decode(ids); err != nil || got != want {
+					t.Errorf("Decode(%v) = %q, %v; tokenizers gives %q", ids, got, err, want)
 				}
 			}
 		})
 	}
+}
+
+func or(s *string, def string) string {
+	if s == nil {
+		return def
+	}
+	return *s
+}
+
+// checkEncoding reports whether encode(text) gives want, and decoding it
+// decoded.
+func checkEncoding(t *testing.T, tok *JSONBPE, encode func(string) ([]uint16, error), text string, want []uint16, decoded string) bool {
+	t.Helper()
+	got, err := encode(text)
+	if err != nil {
+		t.Errorf("encoding %q: %v", text, err)
+		return false
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("encoding %q\n got %v\nwant %v", text, got, want)
+		return false
+	}
+	if back, err := tok.Decode(got); err != nil || back != decoded {
+		t.Errorf("Decode(%v) = %q, %v; tokenizers gives %q", got, back, err, decoded)
+		return false
+	}
+	return true
 }
 
 // gpt2JSON builds GPT-2's tokenizer.json, as the Hub has it, from the ranks in
@@ -211,6 +273,14 @@ func smallJSON() map[string]any {
 	}
 }
 
+// llamaPre is Llama 3's pre-tokenizer with another pattern or behavior.
+func llamaPre(pattern, behavior string) map[string]any {
+	return map[string]any{"type": "Sequence", "pretokenizers": []any{
+		map[string]any{"type": "Split", "pattern": map[string]any{"Regex": pattern}, "behavior": behavior, "invert": false},
+		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
+	}}
+}
+
 func parseEdited(t *testing.T, edit func(doc, model map[string]any)) (*JSONBPE, error) {
 	t.Helper()
 	doc := smallJSON()
@@ -286,7 +356,7 @@ func TestParseJSONRefusesUnsupported(t *testing.T) {
 	}{
 		{"Metaspace", func(d, _ map[string]any) {
 			d["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "▁"}
-		}, `pre_tokenizer type "Metaspace" is not supported (only ByteLevel BPE tokenizers`},
+		}, `pre_tokenizer type "Metaspace" is not supported (only byte-level BPE`},
 		{"two-step Sequence", func(d, _ map[string]any) {
 			d["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{map[string]any{"type": "Digits"}, d["pre_tokenizer"]}}
 		}, `pre_tokenizer type "Sequence" is not supported`},
@@ -294,13 +364,61 @@ func TestParseJSONRefusesUnsupported(t *testing.T) {
 		{"use_regex false", func(d, _ map[string]any) {
 			d["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "use_regex": false}
 		}, "use_regex false is not supported"},
-		{"normalizer", func(d, _ map[string]any) { d["normalizer"] = map[string]any{"type": "NFC"} }, `normalizer type "NFC" is not supported`},
+		{"normalizer", func(d, _ map[string]any) { d["normalizer"] = map[string]any{"type": "NFKC"} }, `normalizer type "NFKC" is not supported`},
+		{"Split pattern", func(d, _ map[string]any) { d["pre_tokenizer"] = llamaPre(`'s|'t| ?\p{L}+|\s+`, "Isolated") },
+			`pre_tokenizer Split pattern "'s|'t| ?\\p{L}+|\\s+" is not supported (only Llama 3's and Qwen2's)`},
+		{"Split string pattern", func(d, _ map[string]any) {
+			pre := llamaPre(llama3Pattern, "Isolated")
+			pre["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"String": " "}
+			d["pre_tokenizer"] = pre
+		}, `pre_tokenizer Split pattern " " is not supported (only Llama 3's and Qwen2's regexes)`},
+		{"Split behavior", func(d, _ map[string]any) { d["pre_tokenizer"] = llamaPre(qwen2Pattern, "MergedWithPrevious") },
+			`pre_tokenizer Split behavior "MergedWithPrevious" is not supported (only Isolated)`},
+		{"Split invert", func(d, _ map[string]any) {
+			pre := llamaPre(llama3Pattern, "Isolated")
+			pre["pretokenizers"].([]any)[0].(map[string]any)["invert"] = true
+			d["pre_tokenizer"] = pre
+		}, "pre_tokenizer Split invert true is not supported"},
+		{"ByteLevel regex after Split", func(d, _ map[string]any) {
+			pre := llamaPre(llama3Pattern, "Isolated")
+			delete(pre["pretokenizers"].([]any)[1].(map[string]any), "use_regex")
+			d["pre_tokenizer"] = pre
+		}, "pre_tokenizer ByteLevel after Split with use_regex true is not supported"},
+		{"prefix space after Split", func(d, _ map[string]any) {
+			pre := llamaPre(llama3Pattern, "Isolated")
+			pre["pretokenizers"].([]any)[1].(map[string]any)["add_prefix_space"] = true
+			d["pre_tokenizer"] = pre
+		}, "pre_tokenizer ByteLevel after Split with add_prefix_space true is not supported"},
+		{"Digits after Split", func(d, _ map[string]any) {
+			pre := llamaPre(llama3Pattern, "Isolated")
+			pre["pretokenizers"].([]any)[1] = map[string]any{"type": "Digits"}
+			d["pre_tokenizer"] = pre
+		}, `pre_tokenizer type "Digits" after Split is not supported (only ByteLevel)`},
+		{"vocabulary over uint16", func(_, m map[string]any) {
+			v := m["vocab"].(map[string]any)
+			for i := len(v); i <= maxVocab; i++ {
+				v[fmt.Sprint("w", i)] = i
+			}
+		}, "the vocabulary has 65537 tokens, added tokens included; shards store tokens as uint16, so this build takes at most 65536"},
+		{"lstrip", func(d, _ map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["lstrip"] = true },
+			`added token "<|endoftext|>" has lstrip true, which is not supported`},
+		{"rstrip", func(d, _ map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["rstrip"] = true },
+			`added token "<|endoftext|>" has rstrip true`},
+		{"single_word", func(d, _ map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["single_word"] = true },
+			`added token "<|endoftext|>" has single_word true`},
+		{"normalized with a normalizer", func(d, _ map[string]any) {
+			d["added_tokens"].([]any)[0].(map[string]any)["normalized"] = true
+			d["normalizer"] = map[string]any{"type": "NFC"}
+		}, `added token "<|endoftext|>" has normalized true`},
+		{"mixed normalized", func(d, _ map[string]any) {
+			d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": 300, "content": "<pad>", "special": true, "normalized": true})
+		}, `added tokens "<|endoftext|>" and "<pad>" differ in normalized`},
 		{"decoder", func(d, _ map[string]any) { d["decoder"] = map[string]any{"type": "Metaspace"} }, `decoder type "Metaspace" is not supported`},
 		{"Unigram", func(_, m map[string]any) { m["type"] = "Unigram" }, `model type "Unigram" is not supported`},
 		{"dropout", func(_, m map[string]any) { m["dropout"] = 0.1 }, "dropout 0.1 is not supported"},
 		{"subword prefix", func(_, m map[string]any) { m["continuing_subword_prefix"] = "##" }, `continuing_subword_prefix "##" is not supported`},
 		{"word suffix", func(_, m map[string]any) { m["end_of_word_suffix"] = "</w>" }, `end_of_word_suffix "</w>" is not supported`},
-		{"byte_fallback", func(_, m map[string]any) { m["byte_fallback"] = true }, "byte_fallback true is not supported"},
+		{"byte_fallback", func(_, m map[string]any) { m["byte_fallback"] = true }, `pre_tokenizer type "ByteLevel" is not supported with byte_fallback (only Metaspace)`},
 		{"id over uint16", func(_, m map[string]any) { m["vocab"].(map[string]any)["big"] = 65536 }, `token "big" has id 65536`},
 		{"added id over uint16", func(d, _ map[string]any) {
 			d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": 70000, "content": "<pad>", "special": true})
@@ -343,6 +461,176 @@ func TestParseJSONRefusesUnsupported(t *testing.T) {
 	}
 }
 
+// spmJSON is a valid SentencePiece-style tokenizer.json for tests to alter:
+// <unk> <s> </s>, the 256 byte tokens (ids 3 to 258), and merges that make
+// "▁t" (261) and "▁th" (262) from "▁" (259), "t" (260) and "h" (263).
+func spmJSON() map[string]any {
+	vocab := map[string]any{"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 259, "t": 260, "▁t": 261, "▁th": 262, "h": 263}
+	for b := range 256 {
+		vocab[fmt.Sprintf("<0x%02X>", b)] = b + 3
+	}
+	added := []any{}
+	for i, s := range []string{"<unk>", "<s>", "</s>"} {
+		added = append(added, map[string]any{"id": i, "content": s, "special": true, "normalized": false})
+	}
+	return map[string]any{
+		"added_tokens":  added,
+		"normalizer":    nil,
+		"pre_tokenizer": map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false},
+		"decoder": map[string]any{"type": "Sequence", "decoders": []any{
+			map[string]any{"type": "Replace", "pattern": map[string]any{"String": "▁"}, "content": " "},
+			map[string]any{"type": "ByteFallback"}, map[string]any{"type": "Fuse"},
+			map[string]any{"type": "Strip", "content": " ", "start": 1, "stop": 0}}},
+		"model": map[string]any{"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true,
+			"vocab": vocab, "merges": []any{[]any{"▁", "t"}, []any{"▁t", "h"}}},
+	}
+}
+
+func parseSPMEdited(t *testing.T, edit func(doc, model map[string]any)) (*JSONBPE, error) {
+	t.Helper()
+	doc := spmJSON()
+	edit(doc, doc["model"].(map[string]any))
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ParseJSON(data)
+}
+
+// legacySPM is the older conversion: the word marks come from normalizers.
+func legacySPM(d, _ map[string]any) {
+	d["pre_tokenizer"] = nil
+	d["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{
+		map[string]any{"type": "Prepend", "prepend": "▁"},
+		map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": "▁"}}}
+}
+
+func TestSentencePieceBPE(t *testing.T) {
+	e := uint16('e' + 3) // "e" is not in the vocab: byte fallback
+	tests := []struct {
+		name          string
+		edit          func(doc, model map[string]any)
+		text          string
+		encode, encSp []uint16
+		decoded       string
+	}{
+		{"Metaspace", func(_, _ map[string]any) {}, "the th", []uint16{262, e, 262}, nil, "the th"},
+		{"Metaspace, leading space", func(_, _ map[string]any) {}, " the", []uint16{262, e}, nil, "the"},
+		{"Metaspace, special first", func(_, _ map[string]any) {}, "<s>th </s>t", []uint16{259, '<' + 3, 's' + 3, '>' + 3, 260, 263, 259, '<' + 3, '/' + 3, 's' + 3, '>' + 3, 260},
+			[]uint16{1, 260, 263, 259, 2, 260}, "<s>th </s>t"},
+		{"legacy", legacySPM, " the", []uint16{259, 262, e}, nil, " the"},
+		{"legacy, special first", legacySPM, "<s>th", nil, []uint16{1, 262}, "<s> th"},
+		{"Metaspace decoder", func(d, _ map[string]any) {
+			d["decoder"] = map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}
+		}, "the", []uint16{262, e}, nil, "th<0x65>"},
+		{"character outside the vocab", func(_, _ map[string]any) {}, "é", []uint16{259, 0xC3 + 3, 0xA9 + 3}, nil, "é"},
+	}
+	for _, tt := range tests {
+		tok, err := parseSPMEdited(t, tt.edit)
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		want, encode := tt.encode, tok.Encode
+		if want == nil {
+			want, encode = tt.encSp, tok.EncodeSpecial
+		}
+		got, err := encode(tt.text)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: encoding %q = %v, %v; want %v", tt.name, tt.text, got, err, want)
+		}
+		if tt.encode != nil && tt.encSp != nil {
+			if got, err := tok.EncodeSpecial(tt.text); err != nil || !slices.Equal(got, tt.encSp) {
+				t.Errorf("%s: EncodeSpecial(%q) = %v, %v; want %v", tt.name, tt.text, got, err, tt.encSp)
+			}
+			got = tt.encSp
+		}
+		if back, err := tok.Decode(got); err != nil || back != tt.decoded {
+			t.Errorf("%s: Decode(%v) = %q, %v; want %q", tt.name, got, back, err, tt.decoded)
+		}
+	}
+	// A cut character decodes to one U+FFFD per byte, as in tokenizers.
+	tok, _ := parseSPMEdited(t, func(_, _ map[string]any) {})
+	if s, err := tok.Decode([]uint16{0xC3 + 3, 260}); err != nil || s != "\ufffdt" {
+		t.Errorf("Decode of a cut character = %q, %v", s, err)
+	}
+}
+
+func TestSentencePieceRefusesUnsupported(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(doc, model map[string]any)
+		wantErr string
+	}{
+		{"prepend_scheme always", func(d, _ map[string]any) { d["pre_tokenizer"].(map[string]any)["prepend_scheme"] = "always" },
+			`pre_tokenizer Metaspace prepend_scheme "always" is not supported (only "first")`},
+		{"Metaspace split", func(d, _ map[string]any) { d["pre_tokenizer"].(map[string]any)["split"] = true },
+			"pre_tokenizer Metaspace with split true is not supported"},
+		{"replacement", func(d, _ map[string]any) { d["pre_tokenizer"].(map[string]any)["replacement"] = "_" },
+			`pre_tokenizer Metaspace replacement "_" is not supported`},
+		{"ByteLevel with byte_fallback", func(d, _ map[string]any) { d["pre_tokenizer"] = map[string]any{"type": "ByteLevel"} },
+			`pre_tokenizer type "ByteLevel" is not supported with byte_fallback (only Metaspace)`},
+		{"Metaspace without byte_fallback", func(_, m map[string]any) { m["byte_fallback"] = false },
+			`pre_tokenizer type "Metaspace" is not supported (only byte-level BPE`},
+		{"normalizer and pre_tokenizer", func(d, _ map[string]any) { d["normalizer"] = map[string]any{"type": "NFKC"} },
+			`normalizer type "NFKC" is not supported with a pre_tokenizer in SentencePiece-style BPE (only null)`},
+		{"Replace alone", func(d, m map[string]any) {
+			legacySPM(d, m)
+			n := d["normalizer"].(map[string]any)
+			n["normalizers"] = n["normalizers"].([]any)[1:]
+		}, `normalizer type "Sequence" is not supported with byte_fallback`},
+		{"neither", func(d, _ map[string]any) { d["pre_tokenizer"] = nil }, "pre_tokenizer and normalizer null are not supported with byte_fallback"},
+		{"no decoder", func(d, _ map[string]any) { d["decoder"] = nil }, "decoder null is not supported with byte_fallback"},
+		{"ByteLevel decoder", func(d, _ map[string]any) { d["decoder"] = map[string]any{"type": "ByteLevel"} },
+			`decoder type "ByteLevel" is not supported with byte_fallback`},
+		{"Replace regex decoder", func(d, _ map[string]any) {
+			d["decoder"].(map[string]any)["decoders"].([]any)[0] = map[string]any{"type": "Replace", "pattern": map[string]any{"Regex": "▁+"}, "content": " "}
+		}, "decoder Replace with a regex pattern is not supported"},
+		{"Strip of two characters", func(d, _ map[string]any) {
+			d["decoder"].(map[string]any)["decoders"].([]any)[3].(map[string]any)["content"] = "  "
+		}, `decoder Strip content "  " start 1 stop 0 is not supported`},
+		{"ignore_merges", func(_, m map[string]any) { m["ignore_merges"] = true }, "model ignore_merges true is not supported with byte_fallback"},
+		{"merge into a word", func(_, m map[string]any) {
+			m["vocab"].(map[string]any)["t▁"] = 300
+			m["merges"] = append(m["merges"].([]any), []any{"t", "▁"})
+		}, `merge 2 ("t", "▁") makes "t▁", with "▁" after other characters, which is not supported`},
+	}
+	for _, tt := range tests {
+		_, err := parseSPMEdited(t, tt.edit)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: error = %v, want it to mention %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+// TestEncodeSpecialLongestFirst checks that overlapping special spellings
+// match leftmost-longest, as tokenizers matches added tokens.
+func TestEncodeSpecialLongestFirst(t *testing.T) {
+	tok, err := parseEdited(t, func(d, _ map[string]any) {
+		d["added_tokens"] = append(d["added_tokens"].([]any),
+			map[string]any{"id": 300, "content": "<a>", "special": true}, map[string]any{"id": 301, "content": "<a><b>", "special": true})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tok.EncodeSpecial("x<a><b><a>t<|endoftext|>")
+	if want := []uint16{'x' + 1, 301, 300, 't' + 1, 0}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("EncodeSpecial = %v, %v; want %v", got, err, want)
+	}
+	if got, err := tok.Encode("<a>"); err != nil || slices.Contains(got, 300) {
+		t.Errorf("Encode(\"<a>\") = %v, %v; want it as text", got, err)
+	}
+	if id, ok := tok.SpecialID("<a><b>"); !ok || id != 301 {
+		t.Errorf("SpecialID(<a><b>) = %d, %v", id, ok)
+	}
+	if _, ok := tok.SpecialID("<b>"); ok {
+		t.Errorf("SpecialID(<b>) found a token")
+	}
+	if _, err := tok.EncodeSpecial("<a>\xff"); err == nil {
+		t.Errorf("EncodeSpecial accepted invalid UTF-8")
+	}
+}
+
 func TestJSONBPERejectsUnrepresentable(t *testing.T) {
 	tok, err := parseEdited(t, func(_, m map[string]any) { delete(m["vocab"].(map[string]any), "x") })
 	if err != nil {
@@ -381,7 +669,8 @@ func TestJSONBPECloneSharesTables(t *testing.T) {
 	}
 }
 
-// FuzzJSONBPERoundTrip checks that decoding gives back any valid UTF-8 text,
+// FuzzJSONBPERoundTrip checks that decoding gives back any valid UTF-8 text
+// (with GPT-2's and Llama 3's splits),
 // that invalid UTF-8 is refused, and that text never yields the separator;
 // and, with GPT-2's vocabulary, that JSONBPE encodes exactly as GPT2 does.
 func FuzzJSONBPERoundTrip(f *testing.F) {
@@ -392,6 +681,10 @@ func FuzzJSONBPERoundTrip(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	llama, err := LoadJSON("testdata/hfjson/llama3.json")
+	if err != nil {
+		f.Fatal(err)
+	}
 	big, err := ParseJSON(gpt2JSON(f))
 	if err != nil {
 		f.Fatal(err)
@@ -399,7 +692,7 @@ func FuzzJSONBPERoundTrip(f *testing.F) {
 	gpt2 := NewGPT2()
 	f.Fuzz(func(t *testing.T, text string) {
 		want, wantErr := gpt2.Encode(text)
-		for _, tok := range []*JSONBPE{small, big} {
+		for _, tok := range []*JSONBPE{small, llama, big} {
 			ids, err := tok.Encode(text)
 			if !utf8.ValidString(text) {
 				if err == nil {
@@ -464,5 +757,27 @@ func BenchmarkJSONBPEEncode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSplitLlama checks cuts that BPE with the test vocabularies cannot show,
+// as tokenizers' pre_tokenize_str gives them for Llama 3's pattern.
+func TestSplitLlama(t *testing.T) {
+	for text, want := range map[string][]string{
+		"'ſup 'Sup":    {"'ſ", "up", " '", "Sup"},
+		"x'LL'd":       {"x", "'LL", "'d"},
+		"\n\t hello":   {"\n", "\t", " hello"},
+		"a  \n  b":     {"a", "  \n", " ", " b"},
+		"12345 !!\n\n": {"123", "45", " !!\n\n"},
+		"\u00a0x  ":    {"\u00a0x", "  "},
+	} {
+		var got []string
+		for rest := text; rest != ""; {
+			n := splitLlama(rest, 3)
+			got, rest = append(got, rest[:n]), rest[n:]
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("split %q = %q, want %q", text, got, want)
+		}
 	}
 }

@@ -1,7 +1,7 @@
 // Package tokenizer turns text into the uint16 token ids that training shards
 // hold: a byte-level tokenizer (vocab 256) for small CPU runs, GPT-2's BPE
-// (r50k_base, vocab 50257) for real ones, and byte-level BPE tokenizers read
-// from Hugging Face tokenizer.json files.
+// (r50k_base, vocab 50257) for real ones, and BPE tokenizers (byte-level or
+// SentencePiece-style) read from Hugging Face tokenizer.json files.
 package tokenizer
 
 import (
