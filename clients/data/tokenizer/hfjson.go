@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"cmp"
+	"container/heap"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -711,8 +712,17 @@ func (t *JSONBPE) encodePiece(piece string) ([]uint16, error) {
 	if len(ids) < 2 {
 		return ids, nil
 	}
-	// pairs[i] is the merge of ids[i] and ids[i+1]. Pieces are short, so a
-	// scan for the best rank beats a heap.
+	if len(ids) > longPiece {
+		return t.mergeLong(ids), nil
+	}
+	return t.mergeScan(ids), nil
+}
+
+// mergeScan applies the merges to a piece's symbols, lowest rank first and
+// leftmost among equals. Most pieces are short, and a scan for the best
+// rank beats a heap.
+func (t *JSONBPE) mergeScan(ids []uint16) []uint16 {
+	// pairs[i] is the merge of ids[i] and ids[i+1].
 	pairs := make([]merge, len(ids)-1)
 	for i := range pairs {
 		pairs[i] = t.merge(ids[i], ids[i+1])
@@ -737,7 +747,81 @@ func (t *JSONBPE) encodePiece(piece string) ([]uint16, error) {
 			pairs[best] = t.merge(ids[best], ids[best+1])
 		}
 	}
-	return ids, nil
+	return ids
+}
+
+// longPiece is the symbol count above which a piece merges by heap: the scan
+// costs the square of its length, and text without spaces (SentencePiece's
+// pieces run from one ▁ to the next) makes pieces as long as documents.
+const longPiece = 64
+
+// mergeLong applies the same merges as encodePiece's scan, lowest rank
+// first and leftmost among equals, in O(n log n): candidates wait in a heap
+// ordered by (rank, position of their left symbol) and are dropped when
+// popped if either symbol has merged since.
+func (t *JSONBPE) mergeLong(ids []uint16) []uint16 {
+	n := len(ids)
+	next, prev := make([]int, n), make([]int, n)
+	for i := range ids {
+		next[i], prev[i] = i+1, i-1
+	}
+	next[n-1] = -1
+	h := &pairHeap{}
+	push := func(i int) {
+		if j := next[i]; j >= 0 {
+			if m := t.merge(ids[i], ids[j]); m.rank != noMerge {
+				heap.Push(h, pairCand{m: m, pos: i, left: ids[i], right: ids[j]})
+			}
+		}
+	}
+	for i := range n - 1 {
+		push(i)
+	}
+	for h.Len() > 0 {
+		c := heap.Pop(h).(pairCand)
+		j := next[c.pos]
+		if ids[c.pos] != c.left || j < 0 || ids[j] != c.right || prev[c.pos] == -2 {
+			continue // stale: a symbol of the pair merged since it was pushed
+		}
+		ids[c.pos] = c.m.id
+		next[c.pos] = next[j]
+		if next[j] >= 0 {
+			prev[next[j]] = c.pos
+		}
+		prev[j] = -2 // merged away
+		if p := prev[c.pos]; p >= 0 {
+			push(p)
+		}
+		push(c.pos)
+	}
+	out := ids[:0]
+	for i := 0; i >= 0; i = next[i] {
+		out = append(out, ids[i])
+	}
+	return out
+}
+
+// pairCand is a merge of the symbols at pos and the one after it, as they
+// were when it was pushed.
+type pairCand struct {
+	m           merge
+	pos         int
+	left, right uint16
+}
+
+type pairHeap []pairCand
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(a, b int) bool {
+	return h[a].m.rank < h[b].m.rank || h[a].m.rank == h[b].m.rank && h[a].pos < h[b].pos
+}
+func (h pairHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pairCand)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // symbols are the tokens that BPE starts a piece from: its bytes'

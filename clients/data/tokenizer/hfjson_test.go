@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -778,6 +779,41 @@ func TestSplitLlama(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("split %q = %q, want %q", text, got, want)
+		}
+	}
+}
+
+// Long pieces merge by heap (mergeLong) and short ones by scan (mergeScan):
+// both give the same tokens on every tokenizer, for long pieces of text
+// without spaces in each of the goldens' scripts.
+func TestMergeLongMatchesScan(t *testing.T) {
+	files, err := filepath.Glob("testdata/hfjson/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"internationalization", "ababababab", "0123456789", "Привет", "日本語のテキスト", "🙂🙃", "x\u00e9\u0301"}
+	for _, f := range files {
+		if filepath.Base(f) == "goldens.json" {
+			continue
+		}
+		tok, err := LoadJSON(f)
+		if err != nil {
+			continue // the refused layouts' fixtures
+		}
+		rng := rand.New(rand.NewPCG(1, uint64(len(f))))
+		for range 40 {
+			var b strings.Builder
+			for b.Len() < 300 {
+				b.WriteString(texts[rng.IntN(len(texts))])
+			}
+			ids, err := tok.symbols(b.String())
+			if err != nil {
+				continue
+			}
+			scan := tok.mergeScan(slices.Clone(ids))
+			if long := tok.mergeLong(slices.Clone(ids)); !slices.Equal(long, scan) {
+				t.Fatalf("%s: %q: heap %v, scan %v", f, b.String(), long, scan)
+			}
 		}
 	}
 }
