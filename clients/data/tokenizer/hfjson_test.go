@@ -791,7 +791,7 @@ func TestMergeLongMatchesScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	texts := []string{"internationalization", "ababababab", "0123456789", "Привет", "日本語のテキスト", "🙂🙃", "x\u00e9\u0301"}
+	texts := []string{"internationalization", "ababababab", "aaaaaaa", "-------", "=====", "0000000", "eeee", "llll", "ssss", "0123456789", "Привет", "日本語のテキスト", "🙂🙃", "x\u00e9\u0301"}
 	for _, f := range files {
 		if filepath.Base(f) == "goldens.json" {
 			continue
