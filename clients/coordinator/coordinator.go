@@ -25,9 +25,9 @@ import (
 // Limits and sizes fixed by the program's layout.
 const (
 	// AccountSize is the CoordinatorAccount's data size (discriminator included).
-	AccountSize = 201_376
+	AccountSize = 201_400
 	// StateVersion is the layout version the program writes (state.version).
-	StateVersion = 6
+	StateVersion = 7
 	MaxRunIDLen  = 32
 	MaxClients   = 256
 	// StoredRounds is the length of the round ring buffer.
