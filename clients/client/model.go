@@ -19,7 +19,6 @@ import (
 
 // Tags of the run's model description (config/README.md).
 const (
-	dataPretraining  = 1
 	scheduleConstant = 1
 	scheduleLinear   = 2
 	scheduleCosine   = 3
@@ -31,8 +30,10 @@ func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error)
 	if m.Architecture != coordinator.ArchGPT2 && m.Architecture != coordinator.ArchLlama {
 		return trainer.Config{}, fmt.Errorf("the run's architecture tag %d is neither gpt2 nor llama, the ones this client trains", m.Architecture)
 	}
-	if m.DataType != dataPretraining {
-		return trainer.Config{}, fmt.Errorf("the run's data type tag %d is not pretraining, the only one this client trains", m.DataType)
+	// The data type shapes the loss, not the model: coordinator.FineTuning
+	// tells the run's data apart.
+	if m.DataType != coordinator.DataPretraining && m.DataType != coordinator.DataFinetuning {
+		return trainer.Config{}, fmt.Errorf("the run's data type tag %d is neither pretraining nor finetuning, the ones this client knows", m.DataType)
 	}
 	if m.Optimizer != coordinator.OptimizerDistro && m.Optimizer != coordinator.OptimizerSparseLoCo {
 		return trainer.Config{}, fmt.Errorf("the run's optimizer tag %d is neither distro nor sparseloco, the ones this client knows", m.Optimizer)
@@ -51,6 +52,7 @@ func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error)
 	if m.Architecture == coordinator.ArchLlama {
 		cfg.Arch, cfg.KVHeads, cfg.Hidden = trainer.ArchLlama, int(m.NKvHead), int(m.IntermediateSize)
 		cfg.RopeTheta, cfg.Untied = m.RopeTheta, m.Untied == 1
+		cfg.Knobs = knobsOf(m)
 	}
 	arith, ok := arithOf(m.Precision)
 	if !ok {
@@ -66,6 +68,23 @@ func TrainerConfig(m *coordinator.Model, microBatch int) (trainer.Config, error)
 		return trainer.Config{}, fmt.Errorf("the run's model: %w", err)
 	}
 	return cfg, nil
+}
+
+// knobsOf is the trainer's Knobs of the run's Llama. An unknown
+// rope_scaling tag becomes a name the trainer refuses.
+func knobsOf(m *coordinator.Model) trainer.Knobs {
+	k := trainer.Knobs{
+		RMSNormEps: m.RmsNormEps, RopeFactor: m.RopeFactor, RopeLowFreq: m.RopeLowFreqFactor, RopeHighFreq: m.RopeHighFreqFactor,
+		RopeOrigCtx: int(m.RopeOriginalContext), QKVBias: m.QkvBias != 0,
+	}
+	switch m.RopeScaling {
+	case coordinator.RopeNone:
+	case coordinator.RopeLlama3:
+		k.RopeScaling = trainer.RopeLlama3
+	default:
+		k.RopeScaling = fmt.Sprintf("unknown(%d)", m.RopeScaling)
+	}
+	return k
 }
 
 // Precisions are the numeric contracts this build trains, by their run

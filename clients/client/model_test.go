@@ -51,14 +51,54 @@ func TestTrainerConfigFromRunConfig(t *testing.T) {
 	if cfg, err := TrainerConfig(&m, 8); err != nil || !cfg.Untied {
 		t.Errorf("untied: %+v, %v", cfg, err)
 	}
-	m.DataType = 2
-	if _, err := TrainerConfig(&m, 8); err == nil {
-		t.Error("fine-tuning data accepted")
+	// Fine-tuning shapes the loss, not the model.
+	m.DataType = coordinator.DataFinetuning
+	if cfg, err := TrainerConfig(&m, 8); err != nil || !cfg.Untied {
+		t.Errorf("fine-tuning: %+v, %v", cfg, err)
 	}
-	m.DataType = 1
+	m.DataType = 3
+	if _, err := TrainerConfig(&m, 8); err == nil || !strings.Contains(err.Error(), "data type tag 3") {
+		t.Errorf("data type tag 3: %v", err)
+	}
+	m.DataType = coordinator.DataPretraining
 	m.Architecture = 3
 	if _, err := TrainerConfig(&m, 8); err == nil {
 		t.Error("architecture tag 3 accepted")
+	}
+}
+
+// A Llama's knobs go from a run config through the run's Model to the
+// trainer's Knobs; without them the trainer's defaults hold.
+func TestTrainerConfigKnobs(t *testing.T) {
+	base, err := os.ReadFile("../../config/llama-tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	knobs := "rms_norm_eps = 1e-6\nrope_scaling = \"llama3\"\nrope_factor = 8.0\nrope_low_freq_factor = 1.0\n" +
+		"rope_high_freq_factor = 4.0\nrope_original_context = 8192\nqkv_bias = true\ntie_embeddings = true"
+	doc := strings.Replace(string(base), "tie_embeddings = true", knobs, 1)
+	rc, err := coordinator.ParseRunConfig("knobs.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rc.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := TrainerConfig(p.Model, 8)
+	want := trainer.Knobs{RMSNormEps: 1e-6, RopeScaling: trainer.RopeLlama3, RopeFactor: 8, RopeLowFreq: 1, RopeHighFreq: 4, RopeOrigCtx: 8192, QKVBias: true}
+	if err != nil || cfg.Knobs != want {
+		t.Errorf("knobs: %+v, %v; want %+v", cfg.Knobs, err, want)
+	}
+	plain, err := TrainerConfig(loadParams(t, "../../config/llama-tiny.toml").Model, 8)
+	if err != nil || plain.Knobs != (trainer.Knobs{}) {
+		t.Errorf("no knobs: %+v, %v", plain.Knobs, err)
+	}
+	// A rotary scaling tag this client does not know is refused, naming it.
+	m := *p.Model
+	m.RopeScaling = 2
+	if _, err := TrainerConfig(&m, 8); err == nil || !strings.Contains(err.Error(), "unknown(2)") {
+		t.Errorf("rope scaling tag 2: %v", err)
 	}
 }
 

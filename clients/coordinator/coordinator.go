@@ -25,9 +25,9 @@ import (
 // Limits and sizes fixed by the program's layout.
 const (
 	// AccountSize is the CoordinatorAccount's data size (discriminator included).
-	AccountSize = 201_376
+	AccountSize = 201_400
 	// StateVersion is the layout version the program writes (state.version).
-	StateVersion = 6
+	StateVersion = 7
 	MaxRunIDLen  = 32
 	MaxClients   = 256
 	// StoredRounds is the length of the round ring buffer.
@@ -130,6 +130,26 @@ const (
 	// the lm-head tied to the token embedding unless Model.Untied.
 	ArchLlama uint8 = 2
 )
+
+// A Llama's rotary scaling (Model.rope_scaling): none, or Llama 3.1's
+// (trainer.RopeLlama3) with Model.RopeFactor, RopeLowFreqFactor,
+// RopeHighFreqFactor and RopeOriginalContext.
+const (
+	RopeNone   uint8 = 0
+	RopeLlama3 uint8 = 1
+)
+
+// Data types (Model.data_type).
+const (
+	// DataPretraining: the loss on every token.
+	DataPretraining uint8 = 1
+	// DataFinetuning: prompt/completion data, the loss on completions only.
+	DataFinetuning uint8 = 2
+)
+
+// FineTuning reports whether the run's model is trained on prompt/completion
+// data with the loss on completions only (data_type "finetuning").
+func FineTuning(m *Model) bool { return m.DataType == DataFinetuning }
 
 // Tokenizers (Model.tokenizer).
 const (

@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"strings"
 	"testing"
 
 	"github.com/gagliardetto/solana-go"
@@ -42,6 +43,14 @@ func TestCreateUpdateDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Config: lp.Config, Model: lp.Model})))
+	// A fine-tuned Llama 3.1 with every knob: the account holds the run
+	// config's model.
+	knobs := withLines(t, "../../config/llama-tiny.toml", "rope_theta", llama3Knobs)
+	kp := parseParams(t, "knobs.toml", []byte(strings.Replace(string(knobs), `data_type = "pretraining"`, `data_type = "finetuning"`, 1)))
+	e.mustSend(e.authority, e.ix(e.run.Update(e.authority.PublicKey(), coordinator.UpdateParams{Config: kp.Config, Model: kp.Model})))
+	if got := e.state().Model; got != *kp.Model || !coordinator.FineTuning(&got) || got.QkvBias != 1 || got.RopeScaling != coordinator.RopeLlama3 {
+		t.Errorf("the account's model %+v, want the run config's %+v", got, *kp.Model)
+	}
 	config, model := testRun(t)
 	// A tokenizer.json model: the program wants its hash, and stores it.
 	model.Tokenizer = coordinator.TokenizerJSON
@@ -61,7 +70,7 @@ func TestCreateUpdateDecode(t *testing.T) {
 	if s.FutureRates.EarningRateTotalShared != earning || s.FutureRates.SlashingRatePerClient != slashing {
 		t.Errorf("future rates %+v", s.FutureRates)
 	}
-	if got := coordinator.FixedString(s.ClientVersion[:]); got != "v2" || s.Nonce != 5 {
+	if got := coordinator.FixedString(s.ClientVersion[:]); got != "v2" || s.Nonce != 6 {
 		t.Errorf("client version %q nonce %d", got, s.Nonce)
 	}
 

@@ -99,6 +99,16 @@ type ModelTOML struct {
 	// over, a power of two from 1 to 64 (stored as its log2 in
 	// Model.grad_shards_log2); nil (the key left out) means 1.
 	GradShards *GradShardCount `toml:"grad_shards"`
+	// A Llama's knobs (trainer.Knobs; zero is the default each names), gpt2
+	// leaves them out. RopeScaling is "llama3" or nil (the key left out: no
+	// scaling, and no rope_factor ... rope_original_context).
+	RMSNormEps          float32 `toml:"rms_norm_eps"`
+	RopeScaling         *Enum   `toml:"rope_scaling"`
+	RopeFactor          float32 `toml:"rope_factor"`
+	RopeLowFreqFactor   float32 `toml:"rope_low_freq_factor"`
+	RopeHighFreqFactor  float32 `toml:"rope_high_freq_factor"`
+	RopeOriginalContext uint32  `toml:"rope_original_context"`
+	QKVBias             bool    `toml:"qkv_bias"`
 }
 
 // GradShardCount is a run config's grad_shards: a power of two from 1 to
@@ -183,10 +193,6 @@ type ProgressTOML struct {
 	DataIndex uint64 `toml:"data_index"`
 }
 
-// dataFinetuning is the program's tag for fine-tuning data, which it refuses
-// until clients train it (a name known, so the error can say so).
-const dataFinetuning = 2
-
 // Enum is a TOML string naming one of the program's tags; unknown names are
 // decode errors, so they carry the key and line.
 type Enum struct {
@@ -197,12 +203,13 @@ type Enum struct {
 // enums lists the accepted names per key (the program's tag values).
 var enums = map[string]map[string]uint8{
 	"architecture": {"gpt2": ArchGPT2, "llama": ArchLlama},
-	"data_type":    {"pretraining": 1, "finetuning": dataFinetuning},
+	"data_type":    {"pretraining": DataPretraining, "finetuning": DataFinetuning},
 	"checkpoint":   {"ephemeral": 1, "hub": 2, "p2p": 3},
 	"data":         {"local": 1, "http": 2},
 	"schedule":     {"constant": 1, "linear": 2, "cosine": 3, "wsd": 4},
 	"optimizer":    {"distro": OptimizerDistro, "sparseloco": OptimizerSparseLoCo},
 	"precision":    {"fp32": PrecisionFP32, "mx8": PrecisionMX8},
+	"rope_scaling": {"llama3": RopeLlama3},
 }
 
 // tokenizerJSONPrefix starts the name of a tokenizer.json tokenizer: then
@@ -289,10 +296,11 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 		if m.Precision != nil {
 			precision = m.Precision
 		}
-		for _, f := range []struct {
+		type enumKey struct {
 			key, kind string
 			e         *Enum
-		}{
+		}
+		keys := []enumKey{
 			{"model.architecture", "architecture", &m.Architecture},
 			{"model.data_type", "data_type", &m.DataType},
 			{"model.checkpoint.kind", "checkpoint", &m.Checkpoint.Kind},
@@ -300,7 +308,11 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 			{"model.lr.schedule", "schedule", &m.LR.Schedule},
 			{"model.optimizer.kind", "optimizer", &m.Optimizer.Kind},
 			{"model.precision", "precision", precision},
-		} {
+		}
+		if m.RopeScaling != nil {
+			keys = append(keys, enumKey{"model.rope_scaling", "rope_scaling", m.RopeScaling})
+		}
+		for _, f := range keys {
 			tag, ok := enums[f.kind][f.e.Name]
 			if !ok {
 				return nil, fmt.Errorf("%w: %s:%d: %s = %q; want one of %s", ErrRunConfig, name, keyLine(data, f.key), f.key, f.e.Name, names(enums[f.kind]))
@@ -317,10 +329,6 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 			return nil, fmt.Errorf("%w: %s:%d: model.tokenizer = %q; %v", ErrRunConfig, name, keyLine(data, "model.tokenizer"), m.Tokenizer.Name, err)
 		}
 		m.Tokenizer.Tag = tag
-		if m.DataType.Tag == dataFinetuning {
-			return nil, fmt.Errorf("%w: %s:%d: model.data_type = \"finetuning\": fine-tuning (prompt/completion data with the loss on completions) is not implemented yet; use \"pretraining\"",
-				ErrRunConfig, name, keyLine(data, "model.data_type"))
-		}
 		if m.Data.Root != "" {
 			if b, err := hex.DecodeString(m.Data.Root); err != nil || len(b) != 32 {
 				return nil, fmt.Errorf("%w: %s:%d: model.data.root must be 64 hex digits (a SHA-256 root)", ErrRunConfig, name, keyLine(data, "model.data.root"))
@@ -336,6 +344,8 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 				}
 				return 0
 			}(),
+			"model.rms_norm_eps": m.RMSNormEps, "model.rope_factor": m.RopeFactor,
+			"model.rope_low_freq_factor": m.RopeLowFreqFactor, "model.rope_high_freq_factor": m.RopeHighFreqFactor,
 		} {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
 				return nil, fmt.Errorf("%w: %s:%d: %s must be a finite, non-negative number", ErrRunConfig, name, keyLine(data, key), key)
@@ -348,10 +358,34 @@ func ParseRunConfig(name string, data []byte) (*RunConfig, error) {
 				ErrRunConfig, name, keyLine(data, "model.optimizer.outer_learning_rate"), *o, float32(MaxOverlapOuterLearningRate))
 		}
 	}
-	if _, err := rc.params(); err != nil {
+	p, err := rc.params()
+	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrRunConfig, name, err)
 	}
+	if p.Model != nil {
+		if err := rc.checkKnobs(p.Model); err != nil {
+			return nil, err
+		}
+	}
 	return &rc, nil
+}
+
+// checkKnobs refuses knobs the program would (validateKnobs) with the line
+// of the key at fault: rope_scaling's, or the model's architecture's, when
+// that key is left out.
+func (rc *RunConfig) checkKnobs(m *Model) error {
+	err := validateKnobs(m)
+	var rule *RuleError
+	if !errors.As(err, &rule) {
+		return err
+	}
+	line := keyLine(rc.data, rule.Key)
+	for _, k := range []string{"model.rope_scaling", "model.architecture"} {
+		if line == 0 {
+			line = keyLine(rc.data, k)
+		}
+	}
+	return fmt.Errorf("%w: %s:%d: %v", ErrRunConfig, rc.name, line, err)
 }
 
 func names(m map[string]uint8) string {
@@ -622,6 +656,14 @@ func (rc *RunConfig) params() (UpdateParams, error) {
 		}
 		if m.TieEmbeddings != nil && !*m.TieEmbeddings {
 			model.Untied = 1
+		}
+		model.RmsNormEps, model.RopeFactor, model.RopeLowFreqFactor = m.RMSNormEps, m.RopeFactor, m.RopeLowFreqFactor
+		model.RopeHighFreqFactor, model.RopeOriginalContext = m.RopeHighFreqFactor, m.RopeOriginalContext
+		if m.RopeScaling != nil {
+			model.RopeScaling = m.RopeScaling.Tag
+		}
+		if m.QKVBias {
+			model.QkvBias = 1
 		}
 		if m.Precision != nil {
 			model.Precision = m.Precision.Tag

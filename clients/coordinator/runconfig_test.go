@@ -231,18 +231,110 @@ func TestLlamaRunConfig(t *testing.T) {
 	}
 }
 
-// data_type = "finetuning" is refused with a clear error until clients train
-// it (a key accepted and ignored would be a defect).
-func TestFinetuningRefused(t *testing.T) {
+// data_type = "finetuning" is the program's fine-tuning tag, which clients
+// read (FineTuning); other names are refused with the key's line.
+func TestFinetuningRunConfig(t *testing.T) {
 	base, err := os.ReadFile("../../config/tiny.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := strings.Replace(string(base), `data_type = "pretraining"`, `data_type = "finetuning"`, 1)
+	p := parseParams(t, "f.toml", []byte(strings.Replace(string(base), `data_type = "pretraining"`, `data_type = "finetuning"`, 1)))
+	if p.Model.DataType != coordinator.DataFinetuning || !coordinator.FineTuning(p.Model) {
+		t.Errorf("finetuning: data type tag %d", p.Model.DataType)
+	}
+	if p := parseParams(t, "f.toml", base); p.Model.DataType != coordinator.DataPretraining || coordinator.FineTuning(p.Model) {
+		t.Errorf("pretraining: data type tag %d", p.Model.DataType)
+	}
+	doc := strings.Replace(string(base), `data_type = "pretraining"`, `data_type = "sft"`, 1)
 	_, err = coordinator.ParseRunConfig("f.toml", []byte(doc))
-	if err == nil || !errors.Is(err, coordinator.ErrRunConfig) || !strings.Contains(err.Error(), "not implemented") ||
-		!strings.Contains(err.Error(), "f.toml:") {
-		t.Errorf("finetuning: %v", err)
+	if err == nil || !errors.Is(err, coordinator.ErrRunConfig) || !strings.Contains(err.Error(), `f.toml:42: model.data_type = "sft"; want one of "finetuning", "pretraining"`) {
+		t.Errorf("sft: %v", err)
+	}
+}
+
+// llama3Knobs are the [model] lines of a Llama 3.1 model with every knob set.
+const llama3Knobs = "rms_norm_eps = 1e-6\nrope_scaling = \"llama3\"\nrope_factor = 8.0\nrope_low_freq_factor = 1.0\n" +
+	"rope_high_freq_factor = 4.0\nrope_original_context = 8192\nqkv_bias = true\n"
+
+// withLines is the run config file path with lines added after the line
+// that starts with after.
+func withLines(t *testing.T, path, after, lines string) []byte {
+	t.Helper()
+	base, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(base)
+	at := strings.Index(doc, "\n"+after) + 1
+	if at == 0 {
+		t.Fatalf("%s has no line starting with %q", path, after)
+	}
+	at += strings.IndexByte(doc[at:], '\n') + 1
+	return []byte(doc[:at] + lines + doc[at:])
+}
+
+// lineOf is the number of the first line of doc that starts with prefix.
+func lineOf(doc []byte, prefix string) int {
+	for i, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// A Llama's knobs go to the Model's fields; left out, they are all zero.
+// Bad values, and any knob of a gpt2 model, are refused naming the file,
+// the line and the key, with the program's error.
+func TestLlamaKnobsRunConfig(t *testing.T) {
+	const llama = "../../config/llama-tiny.toml"
+	m := parseParams(t, "k.toml", withLines(t, llama, "rope_theta", llama3Knobs)).Model
+	if m.RmsNormEps != 1e-6 || m.RopeScaling != coordinator.RopeLlama3 || m.RopeFactor != 8 || m.RopeLowFreqFactor != 1 ||
+		m.RopeHighFreqFactor != 4 || m.RopeOriginalContext != 8192 || m.QkvBias != 1 {
+		t.Errorf("knobs: %+v", m)
+	}
+	plain := parseParams(t, "k.toml", withLines(t, llama, "rope_theta", "")).Model
+	if plain.RmsNormEps != 0 || plain.RopeScaling != coordinator.RopeNone || plain.RopeFactor != 0 || plain.RopeLowFreqFactor != 0 ||
+		plain.RopeHighFreqFactor != 0 || plain.RopeOriginalContext != 0 || plain.QkvBias != 0 {
+		t.Errorf("no knobs: %+v", plain)
+	}
+	llama3 := func(factor, low, high, ctx string) string {
+		return "rope_scaling = \"llama3\"\nrope_factor = " + factor + "\nrope_low_freq_factor = " + low +
+			"\nrope_high_freq_factor = " + high + "\nrope_original_context = " + ctx + "\n"
+	}
+	for _, c := range []struct {
+		path, lines, at, want string
+	}{
+		{llama, "rms_norm_eps = 0.2\n", "rms_norm_eps", "model.rms_norm_eps = 0.2: must be 0 (the default 1e-5) or in (0, 0.1] (the program refuses it: ModelRmsNormEps)"},
+		{llama, "rms_norm_eps = -0.0\n", "rms_norm_eps", "ModelRmsNormEps"},
+		{llama, "rms_norm_eps = nan\n", "rms_norm_eps", "model.rms_norm_eps must be a finite, non-negative number"},
+		{llama, "rms_norm_eps = \"small\"\n", "rms_norm_eps", "model.rms_norm_eps must be a number"},
+		{llama, "rope_scaling = \"yarn\"\n", "rope_scaling", `model.rope_scaling = "yarn"; want one of "llama3"`},
+		{llama, llama3("0.5", "1.0", "4.0", "8192"), "rope_factor", "model.rope_factor = 0.5: must be 1 to 1024 (the program refuses it: ModelRopeScaling)"},
+		{llama, llama3("1025.0", "1.0", "4.0", "8192"), "rope_factor", "model.rope_factor = 1025: must be 1 to 1024"},
+		{llama, llama3("8.0", "4.0", "4.0", "8192"), "rope_low_freq_factor", "want 0 < low < high <= 1024 (the program refuses it: ModelRopeScaling)"},
+		{llama, llama3("8.0", "1.0", "2048.0", "8192"), "rope_low_freq_factor", "want 0 < low < high <= 1024"},
+		{llama, llama3("8.0", "1.0", "4.0", "16777217"), "rope_original_context", "model.rope_original_context = 16777217: must be 1 to 2^24"},
+		{llama, llama3("8.0", "1.0", "4.0", "-1"), "rope_original_context", "model.rope_original_context = -1 is out of range 0..4294967295"},
+		// A knob left out is named on rope_scaling's line.
+		{llama, "rope_scaling = \"llama3\"\n", "rope_scaling", "model.rope_factor = 0: must be 1 to 1024"},
+		{llama, "rope_original_context = 8192\n", "rope_original_context", `model.rope_original_context needs rope_scaling = "llama3" (the program refuses it: ModelRopeScaling)`},
+		{llama, "qkv_bias = 1\n", "qkv_bias", "model.qkv_bias must be true or false"},
+		{"../../config/tiny.toml", "qkv_bias = true\n", "qkv_bias", "model.qkv_bias is a llama knob: gpt2 leaves it out (the program refuses it: ModelLlama)"},
+		{"../../config/tiny.toml", "rms_norm_eps = 1e-6\n", "rms_norm_eps", "ModelLlama"},
+		{"../../config/tiny.toml", llama3("8.0", "1.0", "4.0", "8192"), "rope_scaling", "model.rope_scaling is a llama knob"},
+	} {
+		after := "rope_theta"
+		if strings.HasSuffix(c.path, "/tiny.toml") {
+			after = "data_type"
+		}
+		doc := withLines(t, c.path, after, c.lines)
+		_, err := coordinator.ParseRunConfig("k.toml", doc)
+		want := fmt.Sprintf("k.toml:%d: ", lineOf(doc, c.at))
+		if err == nil || !errors.Is(err, coordinator.ErrRunConfig) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), c.want) ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v; want one line with %q and %q", c.lines, err, want, c.want)
+		}
 	}
 }
 

@@ -25,6 +25,13 @@ const (
 	MaxIntermediateSize = 1 << 20
 	// maxRopeThetaBits is 1e12 as f32 bits, the largest RopeTheta.
 	maxRopeThetaBits = 0x5368_d4a5
+	// maxRMSNormEpsBits is 0.1 as f32 bits, the largest RmsNormEps.
+	maxRMSNormEpsBits = 0x3dcc_cccd
+	// maxRopeFactorBits is 1024 as f32 bits, the largest RopeFactor and
+	// RopeHighFreqFactor.
+	maxRopeFactorBits = 0x4480_0000
+	// MaxRopeOriginalContext bounds a Llama's RopeOriginalContext.
+	MaxRopeOriginalContext = 1 << 24
 	// Tokenizer vocabularies: the least for byte and gpt2, the most for json.
 	tokenizerByteVocab    = 256
 	tokenizerGPT2Vocab    = 50257
@@ -35,7 +42,6 @@ const (
 
 // Tags the program accepts (Model fields), besides those named elsewhere.
 const (
-	dataPretraining     = 1
 	checkpointEphemeral = 1
 	checkpointHub       = 2
 	checkpointP2P       = 3
@@ -210,8 +216,8 @@ func ValidateModel(m *Model) error {
 	if err := validateTokenizer(m); err != nil {
 		return err
 	}
-	if m.DataType != dataPretraining {
-		return ruleErr("model.data_type", "ModelDataType", "must be \"pretraining\"")
+	if m.DataType != DataPretraining && m.DataType != DataFinetuning {
+		return ruleErr("model.data_type", "ModelDataType", "= %d: must be \"pretraining\" (1) or \"finetuning\" (2)", m.DataType)
 	}
 	repo, repoOK := fixedStrOK(m.CheckpointRepo[:])
 	_, revOK := fixedStrOK(m.CheckpointRevision[:])
@@ -250,7 +256,7 @@ func validateLlama(m *Model) error {
 		if m.Untied != 0 || m.NKvHead != 0 || m.IntermediateSize != 0 || math.Float32bits(m.RopeTheta) != 0 {
 			return ruleErr("model", "ModelLlama", "is gpt2: leave out n_kv_head, intermediate_size, rope_theta and tie_embeddings")
 		}
-		return nil
+		return validateKnobs(m)
 	}
 	head := m.NEmbd / uint32(m.NHead)
 	theta := math.Float32bits(m.RopeTheta)
@@ -265,6 +271,69 @@ func validateLlama(m *Model) error {
 		return ruleErr("model.intermediate_size", "ModelLlama", "= %d: must be 1 to 2^20", m.IntermediateSize)
 	case !nonnegFinite(m.RopeTheta) || theta < f32One || theta > maxRopeThetaBits:
 		return ruleErr("model.rope_theta", "ModelLlama", "= %g: must be 1 to 1e12", m.RopeTheta)
+	}
+	return validateKnobs(m)
+}
+
+// knobKeys are a Llama's knobs, as run config keys, in the order of the
+// Model fields; ropeKeys those that rope_scaling = "llama3" needs.
+var (
+	knobKeys = []string{"model.rms_norm_eps", "model.rope_scaling", "model.rope_factor", "model.rope_low_freq_factor",
+		"model.rope_high_freq_factor", "model.rope_original_context", "model.qkv_bias"}
+	ropeKeys = knobKeys[2:6]
+)
+
+// firstKnobSet is the first of keys whose knob is not zero in m, or "".
+func firstKnobSet(m *Model, keys []string) string {
+	set := map[string]bool{
+		"model.rms_norm_eps": math.Float32bits(m.RmsNormEps) != 0, "model.rope_scaling": m.RopeScaling != RopeNone,
+		"model.rope_factor": math.Float32bits(m.RopeFactor) != 0, "model.rope_low_freq_factor": math.Float32bits(m.RopeLowFreqFactor) != 0,
+		"model.rope_high_freq_factor": math.Float32bits(m.RopeHighFreqFactor) != 0, "model.rope_original_context": m.RopeOriginalContext != 0,
+		"model.qkv_bias": m.QkvBias != 0,
+	}
+	for _, k := range keys {
+		if set[k] {
+			return k
+		}
+	}
+	return ""
+}
+
+// validateKnobs checks a Llama's knobs: gpt2 leaves them zero (the
+// program's ModelLlama); a llama's are in the ranges of the trainer's
+// Knobs.check (the program's Model::validate_knobs), compared as f32 bits:
+// -0, negatives and NaN are above every bound.
+func validateKnobs(m *Model) error {
+	if m.Architecture != ArchLlama {
+		if key := firstKnobSet(m, knobKeys); key != "" {
+			return ruleErr(key, "ModelLlama", "is a llama knob: gpt2 leaves it out")
+		}
+		return nil
+	}
+	if math.Float32bits(m.RmsNormEps) > maxRMSNormEpsBits {
+		return ruleErr("model.rms_norm_eps", "ModelRmsNormEps", "= %g: must be 0 (the default 1e-5) or in (0, 0.1]", m.RmsNormEps)
+	}
+	factor, low, high := math.Float32bits(m.RopeFactor), math.Float32bits(m.RopeLowFreqFactor), math.Float32bits(m.RopeHighFreqFactor)
+	switch m.RopeScaling {
+	case RopeNone:
+		if key := firstKnobSet(m, ropeKeys); key != "" {
+			return ruleErr(key, "ModelRopeScaling", "needs rope_scaling = \"llama3\"")
+		}
+	case RopeLlama3:
+		switch {
+		case factor < f32One || factor > maxRopeFactorBits:
+			return ruleErr("model.rope_factor", "ModelRopeScaling", "= %g: must be 1 to 1024", m.RopeFactor)
+		case low == 0 || low >= high || high > maxRopeFactorBits:
+			return ruleErr("model.rope_low_freq_factor", "ModelRopeScaling", "= %g with rope_high_freq_factor = %g: want 0 < low < high <= 1024",
+				m.RopeLowFreqFactor, m.RopeHighFreqFactor)
+		case m.RopeOriginalContext == 0 || m.RopeOriginalContext > MaxRopeOriginalContext:
+			return ruleErr("model.rope_original_context", "ModelRopeScaling", "= %d: must be 1 to 2^24", m.RopeOriginalContext)
+		}
+	default:
+		return ruleErr("model.rope_scaling", "ModelRopeScaling", "= %d: unknown (0 none, 1 llama3)", m.RopeScaling)
+	}
+	if m.QkvBias > 1 {
+		return ruleErr("model.qkv_bias", "ModelQkvBias", "= %d: must be true or false", m.QkvBias)
 	}
 	return nil
 }

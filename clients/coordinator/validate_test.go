@@ -22,6 +22,10 @@ func TestValidateUpdateMatchesProgram(t *testing.T) {
 	llama := func(m *coordinator.Model) {
 		m.Architecture, m.NKvHead, m.IntermediateSize, m.RopeTheta = coordinator.ArchLlama, 2, 384, 10000
 	}
+	llama3 := func(m *coordinator.Model) {
+		llama(m)
+		m.RopeScaling, m.RopeFactor, m.RopeLowFreqFactor, m.RopeHighFreqFactor, m.RopeOriginalContext = coordinator.RopeLlama3, 8, 1, 4, 8192
+	}
 	sparse := func(m *coordinator.Model) {
 		m.Optimizer, m.Quantize1bit, m.InnerSteps, m.OuterLearningRate, m.ValueBits = coordinator.OptimizerSparseLoCo, 0, 3, 1, 2
 	}
@@ -130,6 +134,74 @@ func TestValidateUpdateMatchesProgram(t *testing.T) {
 		{"byte vocab too small", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.VocabSize = 255 }, "ModelTokenizer"},
 		{"byte with a hash", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.TokenizerHash[0] = 1 }, "ModelTokenizer"},
 		{"data type 0", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.DataType = 0 }, "ModelDataType"},
+		{"fine-tuning", "cm", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.DataType = coordinator.DataFinetuning
+		}, ""},
+		{"data type 3", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.DataType = 3 }, "ModelDataType"},
+		{"gpt2 with rms_norm_eps", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.RmsNormEps = 1e-6 }, "ModelLlama"},
+		{"gpt2 with qkv bias", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.QkvBias = 1 }, "ModelLlama"},
+		{"gpt2 with rope scaling", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.RopeScaling = coordinator.RopeLlama3
+		}, "ModelLlama"},
+		{"llama, every knob", "cm", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RmsNormEps, m.QkvBias = 1e-6, 1
+		}, ""},
+		{"llama eps 0.1", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama(m)
+			m.RmsNormEps = 0.1
+		}, ""},
+		{"llama eps above 0.1", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama(m)
+			m.RmsNormEps = math.Nextafter32(0.1, 1)
+		}, "ModelRmsNormEps"},
+		{"llama eps -0", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama(m)
+			m.RmsNormEps = float32(math.Copysign(0, -1))
+		}, "ModelRmsNormEps"},
+		{"llama3 factor 1024", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeFactor = 1024
+		}, ""},
+		{"llama3 factor below 1", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeFactor = math.Nextafter32(1, 0)
+		}, "ModelRopeScaling"},
+		{"llama3 low == high", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeLowFreqFactor = 4
+		}, "ModelRopeScaling"},
+		{"llama3 low negative", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeLowFreqFactor = -1
+		}, "ModelRopeScaling"},
+		{"llama3 high above 1024", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeHighFreqFactor = math.Nextafter32(1024, 2048)
+		}, "ModelRopeScaling"},
+		{"llama3 context 2^24", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeOriginalContext = coordinator.MaxRopeOriginalContext
+		}, ""},
+		{"llama3 context above 2^24", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeOriginalContext = coordinator.MaxRopeOriginalContext + 1
+		}, "ModelRopeScaling"},
+		{"llama3 context 0", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeOriginalContext = 0
+		}, "ModelRopeScaling"},
+		{"no scaling with a factor", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { llama(m); m.RopeFactor = 8 }, "ModelRopeScaling"},
+		{"rope scaling 2", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama3(m)
+			m.RopeScaling = 2
+		}, "ModelRopeScaling"},
+		{"qkv bias 2", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { llama(m); m.QkvBias = 2 }, "ModelQkvBias"},
+		// In order: epsilon, rotary scaling, qkv bias.
+		{"bad eps, scaling and qkv bias", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			llama(m)
+			m.RmsNormEps, m.RopeScaling, m.QkvBias = 1, 2, 2
+		}, "ModelRmsNormEps"},
 		{"hub without repo", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
 			m.CheckpointRepo = [192]byte{}
 		}, "ModelCheckpoint"},

@@ -64,6 +64,8 @@ type Knobs struct {
 	RopeLowFreq  float32 `json:"rope_low_freq_factor,omitempty"`
 	RopeHighFreq float32 `json:"rope_high_freq_factor,omitempty"`
 	RopeOrigCtx  int     `json:"rope_original_context,omitempty"`
+	// QKVBias adds biases to the q, k and v projections (Qwen2).
+	QKVBias bool `json:"qkv_bias,omitempty"`
 }
 
 // RopeLlama3 names Llama 3.1's rotary scaling (Knobs.RopeScaling).

@@ -455,7 +455,14 @@ type Model struct {
 	RopeTheta            float32    `json:"ropeTheta"`
 	Precision            uint8      `json:"precision"`
 	GradShardsLog2       uint8      `json:"gradShardsLog2"`
-	Padding              [2]uint8   `json:"padding"`
+	RopeScaling          uint8      `json:"ropeScaling"`
+	QkvBias              uint8      `json:"qkvBias"`
+	RmsNormEps           float32    `json:"rmsNormEps"`
+	RopeFactor           float32    `json:"ropeFactor"`
+	RopeLowFreqFactor    float32    `json:"ropeLowFreqFactor"`
+	RopeHighFreqFactor   float32    `json:"ropeHighFreqFactor"`
+	RopeOriginalContext  uint32     `json:"ropeOriginalContext"`
+	Padding              [4]uint8   `json:"padding"`
 	CheckpointRepo       [192]uint8 `json:"checkpointRepo"`
 	CheckpointRevision   [64]uint8  `json:"checkpointRevision"`
 	DataLocation         [192]uint8 `json:"dataLocation"`
@@ -623,6 +630,41 @@ func (obj Model) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
 	err = encoder.Encode(obj.GradShardsLog2)
 	if err != nil {
 		return errors.NewField("GradShardsLog2", err)
+	}
+	// Serialize `RopeScaling`:
+	err = encoder.Encode(obj.RopeScaling)
+	if err != nil {
+		return errors.NewField("RopeScaling", err)
+	}
+	// Serialize `QkvBias`:
+	err = encoder.Encode(obj.QkvBias)
+	if err != nil {
+		return errors.NewField("QkvBias", err)
+	}
+	// Serialize `RmsNormEps`:
+	err = encoder.Encode(obj.RmsNormEps)
+	if err != nil {
+		return errors.NewField("RmsNormEps", err)
+	}
+	// Serialize `RopeFactor`:
+	err = encoder.Encode(obj.RopeFactor)
+	if err != nil {
+		return errors.NewField("RopeFactor", err)
+	}
+	// Serialize `RopeLowFreqFactor`:
+	err = encoder.Encode(obj.RopeLowFreqFactor)
+	if err != nil {
+		return errors.NewField("RopeLowFreqFactor", err)
+	}
+	// Serialize `RopeHighFreqFactor`:
+	err = encoder.Encode(obj.RopeHighFreqFactor)
+	if err != nil {
+		return errors.NewField("RopeHighFreqFactor", err)
+	}
+	// Serialize `RopeOriginalContext`:
+	err = encoder.Encode(obj.RopeOriginalContext)
+	if err != nil {
+		return errors.NewField("RopeOriginalContext", err)
 	}
 	// Serialize `Padding`:
 	err = encoder.Encode(obj.Padding)
@@ -827,6 +869,41 @@ func (obj *Model) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
 	err = decoder.Decode(&obj.GradShardsLog2)
 	if err != nil {
 		return errors.NewField("GradShardsLog2", err)
+	}
+	// Deserialize `RopeScaling`:
+	err = decoder.Decode(&obj.RopeScaling)
+	if err != nil {
+		return errors.NewField("RopeScaling", err)
+	}
+	// Deserialize `QkvBias`:
+	err = decoder.Decode(&obj.QkvBias)
+	if err != nil {
+		return errors.NewField("QkvBias", err)
+	}
+	// Deserialize `RmsNormEps`:
+	err = decoder.Decode(&obj.RmsNormEps)
+	if err != nil {
+		return errors.NewField("RmsNormEps", err)
+	}
+	// Deserialize `RopeFactor`:
+	err = decoder.Decode(&obj.RopeFactor)
+	if err != nil {
+		return errors.NewField("RopeFactor", err)
+	}
+	// Deserialize `RopeLowFreqFactor`:
+	err = decoder.Decode(&obj.RopeLowFreqFactor)
+	if err != nil {
+		return errors.NewField("RopeLowFreqFactor", err)
+	}
+	// Deserialize `RopeHighFreqFactor`:
+	err = decoder.Decode(&obj.RopeHighFreqFactor)
+	if err != nil {
+		return errors.NewField("RopeHighFreqFactor", err)
+	}
+	// Deserialize `RopeOriginalContext`:
+	err = decoder.Decode(&obj.RopeOriginalContext)
+	if err != nil {
+		return errors.NewField("RopeOriginalContext", err)
 	}
 	// Deserialize `Padding`:
 	err = decoder.Decode(&obj.Padding)

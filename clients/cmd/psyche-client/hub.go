@@ -147,9 +147,26 @@ func hfRunKeys(cfg trainer.Config, repo, rev string) string {
 		arch(cfg), cfg.Vocab, cfg.Layers, cfg.Heads, cfg.Channels, cfg.SeqLen)
 	if cfg.IsLlama() {
 		fmt.Fprintf(&b, "n_kv_head = %d\nintermediate_size = %d\nrope_theta = %g\ntie_embeddings = %v\n", cfg.KVHeads, cfg.Hidden, cfg.RopeTheta, !cfg.Untied)
+		writeKnobKeys(&b, cfg.Knobs)
 	}
 	fmt.Fprintf(&b, "[model.checkpoint]\nkind = \"hub\"\nrepo = %q\nrevision = %q\n", repo, rev)
 	return b.String()
+}
+
+// writeKnobKeys writes the run config keys of a Llama's knobs that are not
+// their defaults: the run's model must equal the Hugging Face one, knobs
+// included, for a client to start from it.
+func writeKnobKeys(b *strings.Builder, k trainer.Knobs) {
+	if k.RMSNormEps != 0 {
+		fmt.Fprintf(b, "rms_norm_eps = %g\n", k.RMSNormEps)
+	}
+	if k.RopeScaling != "" {
+		fmt.Fprintf(b, "rope_scaling = %q\nrope_factor = %g\nrope_low_freq_factor = %g\nrope_high_freq_factor = %g\nrope_original_context = %d\n",
+			k.RopeScaling, k.RopeFactor, k.RopeLowFreq, k.RopeHighFreq, k.RopeOrigCtx)
+	}
+	if k.QKVBias {
+		fmt.Fprintln(b, "qkv_bias = true")
+	}
 }
 
 func hubFetchCommand() *cli.Command {

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+	"github.com/pelletier/go-toml/v2"
 
+	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/hub"
 	"github.com/psyche-go/psyche/clients/programtest"
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -315,5 +317,34 @@ func TestHubUploadHFDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(strings.TrimPrefix(repo, "file://"), want+hub.Ext)); err != nil {
 		t.Fatalf("the file:// repo does not hold it: %v", err)
+	}
+}
+
+// The run config keys printed for a Hugging Face Llama carry its knobs, so
+// that the run's model equals it (HFConfigFits compares them).
+func TestHFRunKeysCarryKnobs(t *testing.T) {
+	cfg, err := trainer.ConfigByName("llama-light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Knobs = trainer.Knobs{RMSNormEps: 1e-6, RopeScaling: trainer.RopeLlama3, RopeFactor: 8, RopeLowFreq: 1, RopeHighFreq: 4, RopeOrigCtx: 8192, QKVBias: true}
+	var doc struct {
+		Model coordinator.ModelTOML `toml:"model"`
+	}
+	keys := hfRunKeys(cfg, "file:///models/x", "abc")
+	if err := toml.Unmarshal([]byte(keys), &doc); err != nil {
+		t.Fatalf("%v:\n%s", err, keys)
+	}
+	m := doc.Model
+	if m.RMSNormEps != 1e-6 || m.RopeScaling == nil || m.RopeScaling.Name != trainer.RopeLlama3 || m.RopeFactor != 8 || m.RopeLowFreqFactor != 1 ||
+		m.RopeHighFreqFactor != 4 || m.RopeOriginalContext != 8192 || !m.QKVBias {
+		t.Errorf("keys:\n%s", keys)
+	}
+	cfg.Knobs = trainer.Knobs{}
+	keys = hfRunKeys(cfg, "file:///models/x", "abc")
+	for _, k := range []string{"rms_norm_eps", "rope_scaling", "rope_factor", "qkv_bias"} {
+		if strings.Contains(keys, k) {
+			t.Errorf("default knobs print %s:\n%s", k, keys)
+		}
 	}
 }

@@ -118,7 +118,7 @@ pub fn edgy_config(rng: &mut Rng, c: CoordinatorConfig) -> CoordinatorConfig {
 pub fn edgy_model(rng: &mut Rng, m: Model) -> Model {
     let mut m = m;
     let v = rng.interesting_u64();
-    match rng.below(17) {
+    match rng.below(23) {
         0 => m.architecture = v as u8,
         1 => m.tokenizer = v as u8,
         2 => m.optimizer = v as u8,
@@ -136,6 +136,11 @@ pub fn edgy_model(rng: &mut Rng, m: Model) -> Model {
         14 => m.tokenizer_hash = [v as u8; 32],
         15 => m.precision = v as u8,
         16 => m.grad_shards_log2 = v as u8,
+        17 => m.rms_norm_eps = v as u32,
+        18 => m.rope_scaling = v as u8,
+        19 => m.rope_factor = v as u32,
+        20 => m.rope_original_context = v as u32,
+        21 => m.qkv_bias = v as u8,
         _ => m.checkpoint_repo = [v as u8; URL_LEN],
     }
     m

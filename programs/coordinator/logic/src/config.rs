@@ -104,7 +104,7 @@ impl Model {
             return Err(E::ModelShape);
         }
         let llama_ok = if self.architecture == ARCH_GPT2 {
-            self.untied == 0 && self.n_kv_head == 0 && self.intermediate_size == 0 && self.rope_theta == 0
+            self.untied == 0 && self.n_kv_head == 0 && self.intermediate_size == 0 && self.rope_theta == 0 && self.knobs_zero()
         } else {
             // Note: n_head > 0 (ModelShape above).
             #[allow(clippy::arithmetic_side_effects)]
@@ -120,6 +120,7 @@ impl Model {
         if !llama_ok {
             return Err(E::ModelLlama);
         }
+        self.validate_knobs()?;
         if self.max_seq_len == 0 || self.max_seq_len > MAX_SEQ_LEN {
             return Err(E::ModelSeqLen);
         }
@@ -135,7 +136,7 @@ impl Model {
         if !tokenizer_ok {
             return Err(E::ModelTokenizer);
         }
-        if self.data_type != DATA_PRETRAINING {
+        if !matches!(self.data_type, DATA_PRETRAINING | DATA_FINETUNING) {
             return Err(E::ModelDataType);
         }
         let repo = fixed_str_len(&self.checkpoint_repo).ok_or(E::ModelCheckpoint)?;
@@ -193,6 +194,50 @@ impl Model {
         }
         if self.grad_shards_log2 > MAX_GRAD_SHARDS_LOG2 {
             return Err(E::ModelGradShards);
+        }
+        Ok(())
+    }
+
+    /// Whether every knob of a Llama is zero, as GPT-2 leaves them.
+    fn knobs_zero(&self) -> bool {
+        self.rms_norm_eps == 0
+            && self.rope_scaling == ROPE_NONE
+            && self.rope_factor == 0
+            && self.rope_low_freq_factor == 0
+            && self.rope_high_freq_factor == 0
+            && self.rope_original_context == 0
+            && self.qkv_bias == 0
+    }
+
+    /// A Llama's knobs, the ranges of the trainer's `Knobs.check`
+    /// (clients/trainer/config.go). The f32 bounds are positive, so comparing
+    /// bits compares values, and -0, negatives and NaN (whose bits are
+    /// larger) fall outside.
+    fn validate_knobs(&self) -> Result<(), E> {
+        if self.rms_norm_eps > MAX_RMS_NORM_EPS {
+            return Err(E::ModelRmsNormEps);
+        }
+        let rope_ok = match self.rope_scaling {
+            ROPE_NONE => {
+                self.rope_factor == 0
+                    && self.rope_low_freq_factor == 0
+                    && self.rope_high_freq_factor == 0
+                    && self.rope_original_context == 0
+            }
+            ROPE_LLAMA3 => {
+                (F32_ONE..=MAX_ROPE_FACTOR).contains(&self.rope_factor)
+                    && self.rope_low_freq_factor > 0
+                    && self.rope_low_freq_factor < self.rope_high_freq_factor
+                    && self.rope_high_freq_factor <= MAX_ROPE_FACTOR
+                    && (1..=MAX_ROPE_ORIGINAL_CONTEXT).contains(&self.rope_original_context)
+            }
+            _ => false,
+        };
+        if !rope_ok {
+            return Err(E::ModelRopeScaling);
+        }
+        if self.qkv_bias > 1 {
+            return Err(E::ModelQkvBias);
         }
         Ok(())
     }
@@ -441,7 +486,13 @@ mod tests {
                 m.tokenizer = 4;
             }, Err(E::ModelTokenizer)),
             ("data type", |m| m.data_type = 0, Err(E::ModelDataType)),
-            ("fine-tuning refused", |m| m.data_type = DATA_FINETUNING, Err(E::ModelDataType)),
+            ("fine-tuning", |m| m.data_type = DATA_FINETUNING, Ok(())),
+            ("llama fine-tuning", |m| {
+                llama(m);
+                m.data_type = DATA_FINETUNING;
+            }, Ok(())),
+            ("data type 3", |m| m.data_type = 3, Err(E::ModelDataType)),
+            ("data type 255", |m| m.data_type = 255, Err(E::ModelDataType)),
             ("hub without repo", |m| m.checkpoint_repo = [0; URL_LEN], Err(E::ModelCheckpoint)),
             ("ephemeral with repo", |m| m.checkpoint_kind = CHECKPOINT_EPHEMERAL, Err(E::ModelCheckpoint)),
             ("ephemeral", |m| {
@@ -475,7 +526,7 @@ mod tests {
             ("distro inner steps 2", |m| m.inner_steps = 2, Err(E::ModelOptimizer)),
             ("distro outer lr", |m| m.outer_learning_rate = F32_ONE, Err(E::ModelOptimizer)),
             ("distro value bits", |m| m.value_bits = 2, Err(E::ModelOptimizer)),
-            ("distro padding ignored", |m| m._padding = [0xff; 2], Ok(())),
+            ("distro padding ignored", |m| m._padding = [0xff; 4], Ok(())),
             ("chunk not pow2", |m| m.compression_chunk = 48, Err(E::ModelOptimizer)),
             ("topk 0", |m| m.compression_topk = 0, Err(E::ModelOptimizer)),
             ("topk > chunk", |m| m.compression_topk = 65, Err(E::ModelOptimizer)),
@@ -511,6 +562,198 @@ mod tests {
                 m.precision = 2;
                 m.grad_shards_log2 = 7;
             }, Err(E::ModelPrecision)),
+        ];
+        for (name, edit, want) in cases {
+            let mut m = valid_model();
+            edit(&mut m);
+            assert_eq!(m.validate(), *want, "{name}");
+        }
+    }
+
+    /// llama() with Llama 3.1's rotary scaling: factor 8, low 1, high 4, 8192 tokens.
+    fn llama3(m: &mut Model) {
+        llama(m);
+        m.rope_scaling = ROPE_LLAMA3;
+        m.rope_factor = 0x41000000;
+        m.rope_low_freq_factor = F32_ONE;
+        m.rope_high_freq_factor = 0x40800000;
+        m.rope_original_context = 8192;
+    }
+
+    #[test]
+    fn knob_rules() {
+        type Edit = fn(&mut Model);
+        let cases: &[(&str, Edit, Result<(), E>)] = &[
+            ("gpt2 without knobs", |_| {}, Ok(())),
+            ("gpt2 with rms_norm_eps", |m| m.rms_norm_eps = 0x358637bd, Err(E::ModelLlama)),
+            ("gpt2 with rope scaling", |m| m.rope_scaling = ROPE_LLAMA3, Err(E::ModelLlama)),
+            ("gpt2 with rope factor", |m| m.rope_factor = F32_ONE, Err(E::ModelLlama)),
+            ("gpt2 with low freq", |m| m.rope_low_freq_factor = F32_ONE, Err(E::ModelLlama)),
+            ("gpt2 with high freq", |m| m.rope_high_freq_factor = F32_ONE, Err(E::ModelLlama)),
+            ("gpt2 with original context", |m| m.rope_original_context = 8192, Err(E::ModelLlama)),
+            ("gpt2 with qkv bias", |m| m.qkv_bias = 1, Err(E::ModelLlama)),
+            ("llama without knobs", llama, Ok(())),
+            ("eps 1e-6", |m| {
+                llama(m);
+                m.rms_norm_eps = 0x358637bd;
+            }, Ok(())),
+            ("eps 0.1", |m| {
+                llama(m);
+                m.rms_norm_eps = MAX_RMS_NORM_EPS;
+            }, Ok(())),
+            ("eps smallest subnormal", |m| {
+                llama(m);
+                m.rms_norm_eps = 1;
+            }, Ok(())),
+            ("eps above 0.1", |m| {
+                llama(m);
+                m.rms_norm_eps = MAX_RMS_NORM_EPS + 1;
+            }, Err(E::ModelRmsNormEps)),
+            ("eps -0", |m| {
+                llama(m);
+                m.rms_norm_eps = F32_SIGN;
+            }, Err(E::ModelRmsNormEps)),
+            ("eps negative", |m| {
+                llama(m);
+                m.rms_norm_eps = 0xb727c5ac; // -1e-5
+            }, Err(E::ModelRmsNormEps)),
+            ("eps nan", |m| {
+                llama(m);
+                m.rms_norm_eps = 0x7fc00000;
+            }, Err(E::ModelRmsNormEps)),
+            ("eps inf", |m| {
+                llama(m);
+                m.rms_norm_eps = F32_EXP;
+            }, Err(E::ModelRmsNormEps)),
+            ("llama3", llama3, Ok(())),
+            ("llama3 factor 1", |m| {
+                llama3(m);
+                m.rope_factor = F32_ONE;
+            }, Ok(())),
+            ("llama3 factor 1024", |m| {
+                llama3(m);
+                m.rope_factor = MAX_ROPE_FACTOR;
+            }, Ok(())),
+            ("llama3 factor below 1", |m| {
+                llama3(m);
+                m.rope_factor = F32_ONE - 1;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 factor above 1024", |m| {
+                llama3(m);
+                m.rope_factor = MAX_ROPE_FACTOR + 1;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 factor 0", |m| {
+                llama3(m);
+                m.rope_factor = 0;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 factor -8", |m| {
+                llama3(m);
+                m.rope_factor = 0xc1000000;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 factor nan", |m| {
+                llama3(m);
+                m.rope_factor = 0x7fc00000;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 low 0", |m| {
+                llama3(m);
+                m.rope_low_freq_factor = 0;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 low -1", |m| {
+                llama3(m);
+                m.rope_low_freq_factor = 0xbf800000;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 low tiny", |m| {
+                llama3(m);
+                m.rope_low_freq_factor = 1;
+            }, Ok(())),
+            ("llama3 low == high", |m| {
+                llama3(m);
+                m.rope_low_freq_factor = m.rope_high_freq_factor;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 low > high", |m| {
+                llama3(m);
+                m.rope_low_freq_factor = 0x41000000;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 high 1024", |m| {
+                llama3(m);
+                m.rope_high_freq_factor = MAX_ROPE_FACTOR;
+            }, Ok(())),
+            ("llama3 high above 1024", |m| {
+                llama3(m);
+                m.rope_high_freq_factor = MAX_ROPE_FACTOR + 1;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 high inf", |m| {
+                llama3(m);
+                m.rope_high_freq_factor = F32_EXP;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 original context 1", |m| {
+                llama3(m);
+                m.rope_original_context = 1;
+            }, Ok(())),
+            ("llama3 original context 2^24", |m| {
+                llama3(m);
+                m.rope_original_context = MAX_ROPE_ORIGINAL_CONTEXT;
+            }, Ok(())),
+            ("llama3 original context 0", |m| {
+                llama3(m);
+                m.rope_original_context = 0;
+            }, Err(E::ModelRopeScaling)),
+            ("llama3 original context above 2^24", |m| {
+                llama3(m);
+                m.rope_original_context = MAX_ROPE_ORIGINAL_CONTEXT + 1;
+            }, Err(E::ModelRopeScaling)),
+            ("no scaling with a factor", |m| {
+                llama(m);
+                m.rope_factor = 0x41000000;
+            }, Err(E::ModelRopeScaling)),
+            ("no scaling with low freq", |m| {
+                llama(m);
+                m.rope_low_freq_factor = F32_ONE;
+            }, Err(E::ModelRopeScaling)),
+            ("no scaling with high freq", |m| {
+                llama(m);
+                m.rope_high_freq_factor = F32_ONE;
+            }, Err(E::ModelRopeScaling)),
+            ("no scaling with original context", |m| {
+                llama(m);
+                m.rope_original_context = 8192;
+            }, Err(E::ModelRopeScaling)),
+            ("rope scaling 2", |m| {
+                llama3(m);
+                m.rope_scaling = 2;
+            }, Err(E::ModelRopeScaling)),
+            ("rope scaling 255", |m| {
+                llama(m);
+                m.rope_scaling = 255;
+            }, Err(E::ModelRopeScaling)),
+            ("qkv bias", |m| {
+                llama(m);
+                m.qkv_bias = 1;
+            }, Ok(())),
+            ("qkv bias 2", |m| {
+                llama(m);
+                m.qkv_bias = 2;
+            }, Err(E::ModelQkvBias)),
+            ("qkv bias 255", |m| {
+                llama3(m);
+                m.qkv_bias = 255;
+            }, Err(E::ModelQkvBias)),
+            ("every knob", |m| {
+                llama3(m);
+                m.rms_norm_eps = 0x358637bd;
+                m.qkv_bias = 1;
+            }, Ok(())),
+            // In order: epsilon, rotary scaling, qkv bias.
+            ("bad eps and scaling", |m| {
+                llama(m);
+                m.rms_norm_eps = F32_SIGN;
+                m.rope_scaling = 2;
+            }, Err(E::ModelRmsNormEps)),
+            ("bad scaling and qkv bias", |m| {
+                llama(m);
+                m.rope_scaling = 2;
+                m.qkv_bias = 2;
+            }, Err(E::ModelRopeScaling)),
         ];
         for (name, edit, want) in cases {
             let mut m = valid_model();

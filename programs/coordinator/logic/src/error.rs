@@ -65,7 +65,7 @@ errors! {
     ModelShape = 6025: "model: n_layer, n_head and n_embd must be positive and n_embd divisible by n_head",
     ModelSeqLen = 6026: "model: max_seq_len must be 1 to 65536",
     ModelTokenizer = 6027: "model: unknown tokenizer; byte and gpt2 need vocab_size at least their vocabulary and a zero tokenizer_hash, a tokenizer.json (3) its SHA-256 in tokenizer_hash and vocab_size 1 to 65536",
-    ModelDataType = 6028: "model: data_type must be pretraining (1); fine-tuning (2) is not implemented yet",
+    ModelDataType = 6028: "model: data_type must be pretraining (1) or fine-tuning (2)",
     ModelCheckpoint = 6029: "model: checkpoint must be Ephemeral (no repo) or Hub/P2P with a repo",
     ModelDataLocation = 6030: "model: data location kind unknown or location string missing",
     ModelLearningRate = 6031: "model: learning rates must be finite, the peak positive, the final at most the peak, and decaying schedules need decay steps (WSD's warmup and decay must fit in the run's total_steps times inner_steps)",
@@ -119,7 +119,7 @@ errors! {
     // Overlapped rounds (issue 17).
     ConfigOverlap = 6076: "config: overlap must be 0 or 1, and overlapped rounds (1) need verification_percent 0",
     // The Llama architecture (issue 19).
-    ModelLlama = 6077: "model: a llama model needs n_kv_head dividing n_head, an even head size, intermediate_size 1 to 2^20, rope_theta 1 to 1e12 and untied 0 or 1; gpt2 leaves these 0",
+    ModelLlama = 6077: "model: a llama model needs n_kv_head dividing n_head, an even head size, intermediate_size 1 to 2^20, rope_theta 1 to 1e12 and untied 0 or 1; gpt2 leaves these and the llama knobs (rms_norm_eps, rope scaling, qkv_bias) 0",
     // Benchmark reports (report_eval).
     EvalReport = 6078: "report_eval: step not yet trained, task not 1..=32 bytes of UTF-8, a score outside [0, 1] or count 0",
     // Hardening (issue 20).
@@ -132,6 +132,10 @@ errors! {
     // Numeric contracts (issue 34).
     ModelPrecision = 6084: "model: precision must be fp32 (0) or mx8 (1)",
     ModelGradShards = 6085: "model: grad_shards_log2 must be at most 6 (1 to 64 gradient shards, a power of two)",
+    // A Llama's knobs (issue 37).
+    ModelRmsNormEps = 6086: "model: rms_norm_eps must be 0 (the default 1e-5) or in (0, 0.1]",
+    ModelRopeScaling = 6087: "model: rope_scaling must be none (0) with every rope_* knob 0, or llama3 (1) with rope_factor 1 to 1024, 0 < rope_low_freq_factor < rope_high_freq_factor <= 1024 and rope_original_context 1 to 2^24",
+    ModelQkvBias = 6088: "model: qkv_bias must be 0 or 1",
 }
 
 #[cfg(test)]

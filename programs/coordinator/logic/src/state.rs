@@ -10,7 +10,7 @@ use crate::bloom::Bloom;
 use crate::selection::MAX_WITNESSES;
 
 /// Layout version written by `init` (bump with a new program id on change).
-pub const STATE_VERSION: u64 = 6;
+pub const STATE_VERSION: u64 = 7;
 /// Client slots: members, pending joiners and holders of unsettled points.
 pub const MAX_CLIENTS: usize = 256;
 /// Rounds kept in the ring buffer (current, previous, and two for lagging readers).
@@ -139,6 +139,18 @@ pub const ARCH_LLAMA: u8 = 2;
 /// Llama limits: the SwiGLU width and the rotary base (f32 bits of 1e12).
 pub const MAX_INTERMEDIATE_SIZE: u32 = 1 << 20;
 pub const MAX_ROPE_THETA: u32 = 0x5368_d4a5;
+/// A Llama's knobs (f32 bits where a value): RMSNorm's epsilon is 0 (the
+/// default 1e-5) or in (0, 0.1].
+pub const MAX_RMS_NORM_EPS: u32 = 0x3dcc_cccd;
+/// `Model::rope_scaling`: plain rotary frequencies, or Llama 3.1's scaling
+/// (transformers' rope_type "llama3") with `rope_factor` in [1, 1024],
+/// 0 < `rope_low_freq_factor` < `rope_high_freq_factor` <= 1024 and
+/// `rope_original_context` in [1, 2^24].
+pub const ROPE_NONE: u8 = 0;
+pub const ROPE_LLAMA3: u8 = 1;
+/// 1024 as f32 bits: the largest rope factor and high-frequency factor.
+pub const MAX_ROPE_FACTOR: u32 = 0x4480_0000;
+pub const MAX_ROPE_ORIGINAL_CONTEXT: u32 = 1 << 24;
 /// `Model::tokenizer`: byte-level (vocab 256), GPT-2 BPE (vocab 50257), or a
 /// Hugging Face tokenizer.json file, named by the SHA-256 in
 /// `Model::tokenizer_hash` (its vocabulary is in the file, so only the token
@@ -152,8 +164,8 @@ pub const TOKENIZER_GPT2_VOCAB: u32 = 50257;
 pub const TOKENIZER_JSON_MAX_VOCAB: u32 = 1 << 16;
 /// `Model::data_type`.
 pub const DATA_PRETRAINING: u8 = 1;
-/// Fine-tuning (prompt/completion data, the loss on completions) is reserved:
-/// no client trains it yet, so the program refuses it (`ModelDataType`).
+/// Fine-tuning: prompt/completion data, the loss on completions only (the
+/// clients mask the prompts' tokens out of the loss).
 pub const DATA_FINETUNING: u8 = 2;
 /// `Model::checkpoint_kind`. Hub: joiners load `checkpoint_repo`. P2P: joiners
 /// load from peers that finished the previous epoch (the repo stays the fallback).
@@ -289,7 +301,20 @@ pub struct Model {
     /// over devices dividing the count computes the same bits as one device.
     /// A former padding byte, so accounts written before it read one shard.
     pub grad_shards_log2: u8,
-    pub _padding: [u8; 2],
+    /// Llama: ROPE_NONE or ROPE_LLAMA3 (with the `rope_*` fields below). 0 for GPT-2.
+    pub rope_scaling: u8,
+    /// Llama: 1 adds biases to the q, k and v projections (Qwen2). 0 for GPT-2.
+    pub qkv_bias: u8,
+    /// Llama: RMSNorm's epsilon (f32 bits), 0 for the default 1e-5. 0 for GPT-2.
+    pub rms_norm_eps: u32,
+    /// Llama with ROPE_LLAMA3: the scaling factor and the low and high
+    /// frequency factors (f32 bits), and the context the model was
+    /// pretrained with. All 0 otherwise.
+    pub rope_factor: u32,
+    pub rope_low_freq_factor: u32,
+    pub rope_high_freq_factor: u32,
+    pub rope_original_context: u32,
+    pub _padding: [u8; 4],
     pub checkpoint_repo: [u8; URL_LEN],
     pub checkpoint_revision: [u8; REVISION_LEN],
     pub data_location: [u8; URL_LEN],
@@ -624,7 +649,9 @@ mod tests {
             lr_warmup_steps: u32, lr_decay_steps: u32, learning_rate: u32, final_learning_rate: u32,
             weight_decay: u32, clip_grad_norm: u32, compression_decay: u32, compression_topk: u32,
             compression_chunk: u32, outer_learning_rate: u32, inner_steps: u32, value_bits: u8, untied: u8,
-            n_kv_head: u16, intermediate_size: u32, rope_theta: u32, precision: u8, grad_shards_log2: u8, _padding: [u8; 2],
+            n_kv_head: u16, intermediate_size: u32, rope_theta: u32, precision: u8, grad_shards_log2: u8, rope_scaling: u8,
+            qkv_bias: u8, rms_norm_eps: u32, rope_factor: u32, rope_low_freq_factor: u32, rope_high_freq_factor: u32,
+            rope_original_context: u32, _padding: [u8; 4],
             checkpoint_repo: [u8; URL_LEN], checkpoint_revision: [u8; REVISION_LEN],
             data_location: [u8; URL_LEN], data_root: [u8; 32], tokenizer_hash: [u8; 32]);
         assert_tiled!(Progress, epoch: u32, step: u32, data_index: u64);
@@ -660,8 +687,8 @@ mod tests {
             disputes: [Dispute; MAX_DISPUTES]);
         assert_eq!(core::mem::align_of::<CoordinatorState>(), 8);
         // The account size is part of the wire contract (clients allocate it).
-        assert_eq!(ACCOUNT_SIZE, 201_376);
-        assert_eq!(size_of::<Model>(), 600);
+        assert_eq!(ACCOUNT_SIZE, 201_400);
+        assert_eq!(size_of::<Model>(), 624);
         assert_eq!(size_of::<Round>(), 37_224);
         assert_eq!(size_of::<CoordinatorConfig>(), 72);
     }

@@ -43,7 +43,10 @@ fn layout_types(t: &mut Types) {
         clip_grad_norm: json!("f32"), compression_decay: json!("f32"), compression_topk: json!("u32"),
         compression_chunk: json!("u32"), outer_learning_rate: json!("f32"), inner_steps: json!("u32"),
         value_bits: json!("u8"), untied: json!("u8"), n_kv_head: json!("u16"), intermediate_size: json!("u32"),
-        rope_theta: json!("f32"), precision: json!("u8"), grad_shards_log2: json!("u8"), _padding: bytes(2), checkpoint_repo: bytes(URL_LEN), checkpoint_revision: bytes(REVISION_LEN),
+        rope_theta: json!("f32"), precision: json!("u8"), grad_shards_log2: json!("u8"), rope_scaling: json!("u8"),
+        qkv_bias: json!("u8"), rms_norm_eps: json!("f32"), rope_factor: json!("f32"), rope_low_freq_factor: json!("f32"),
+        rope_high_freq_factor: json!("f32"), rope_original_context: json!("u32"), _padding: bytes(4),
+        checkpoint_repo: bytes(URL_LEN), checkpoint_revision: bytes(REVISION_LEN),
         data_location: bytes(URL_LEN), data_root: bytes(32), tokenizer_hash: bytes(32));
     zc!(t, Progress, "Progress", epoch: json!("u32"), step: json!("u32"), data_index: json!("u64"));
     zc!(t, EpochRates, "EpochRates", earning_rate_total_shared: json!("u64"), slashing_rate_per_client: json!("u64"));
