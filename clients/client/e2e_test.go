@@ -293,7 +293,14 @@ type runEnv struct {
 
 func newRunEnv(ctx context.Context, t *testing.T, runID, config string) *runEnv {
 	t.Helper()
-	trainDir, valDir := dataset(t)
+	return newRunEnvWith(ctx, t, runID, config, dataset)
+}
+
+// newRunEnvWith is newRunEnv with the train and held-out datasets that data
+// prepares.
+func newRunEnvWith(ctx context.Context, t *testing.T, runID, config string, data func(*testing.T) (train, validation string)) *runEnv {
+	t.Helper()
+	trainDir, valDir := data(t)
 	srv, err := server.New(ctx, trainDir, false, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -580,13 +580,34 @@ func (c *Client) openData(ctx context.Context) error {
 }
 
 func (c *Client) checkData() error {
-	info := c.data.Info()
-	if info.SeqLen != c.model.MaxSeqLen || info.VocabSize > c.model.VocabSize || info.NumSequences == 0 {
-		return fmt.Errorf("the data (sequence length %d, vocabulary %d, %d sequences) does not fit the run's model (sequence length %d, vocabulary %d)",
-			info.SeqLen, info.VocabSize, info.NumSequences, c.model.MaxSeqLen, c.model.VocabSize)
+	if err := DataFits(&c.model, c.data.Info()); err != nil {
+		return err
 	}
-	if want := runTokenizerName(&c.model); info.Tokenizer != want {
-		return fmt.Errorf("the data was tokenized by %s, but the run's model names %s", info.Tokenizer, want)
+	if c.cfg.Eval != nil {
+		if err := DataFits(&c.model, c.cfg.Eval.Info()); err != nil {
+			return fmt.Errorf("held-out data: %w", err)
+		}
+	}
+	return nil
+}
+
+// ErrData means the run's data does not fit its model: another shape,
+// tokenizer, or kind (a fine-tuning run needs loss-masked data, and a
+// pretraining run refuses it). Restarting will not help.
+var ErrData = errors.New("the data does not fit the run")
+
+// DataFits says whether data described by info fits the run's model m.
+func DataFits(m *coordinator.Model, info provider.Info) error {
+	switch ft := coordinator.FineTuning(m); {
+	case info.SeqLen != m.MaxSeqLen || info.VocabSize > m.VocabSize || info.NumSequences == 0:
+		return fmt.Errorf("%w: the data (sequence length %d, vocabulary %d, %d sequences) does not fit the run's model (sequence length %d, vocabulary %d)",
+			ErrData, info.SeqLen, info.VocabSize, info.NumSequences, m.MaxSeqLen, m.VocabSize)
+	case info.Tokenizer != runTokenizerName(m):
+		return fmt.Errorf("%w: the data was tokenized by %s, but the run's model names %s", ErrData, info.Tokenizer, runTokenizerName(m))
+	case ft && !info.LossMask:
+		return fmt.Errorf("%w: the run fine-tunes (data_type \"finetuning\"), but its data (root %s) has no loss mask: prepare chat or prompt/completion examples with psyche-client data prepare --examples", ErrData, info.Root)
+	case !ft && info.LossMask:
+		return fmt.Errorf("%w: the run pretrains (data_type \"pretraining\"), but its data (root %s) is fine-tuning data with a loss mask", ErrData, info.Root)
 	}
 	return nil
 }

@@ -89,9 +89,16 @@ func heldOutSpan(clients []*trainingClient) (first, last status.LossPoint) {
 // the clients and the run's final state.
 func threeToFinished(t *testing.T, runID, config string, opts func(i int, c *client.Config)) ([]*trainingClient, *coordinator.State, *runEnv) {
 	t.Helper()
+	return threeToFinishedWith(t, runID, config, dataset, opts)
+}
+
+// threeToFinishedWith is threeToFinished on the datasets that data prepares.
+func threeToFinishedWith(t *testing.T, runID, config string, data func(*testing.T) (train, validation string),
+	opts func(i int, c *client.Config)) ([]*trainingClient, *coordinator.State, *runEnv) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := newRunEnv(ctx, t, runID, config)
+	e := newRunEnvWith(ctx, t, runID, config, data)
 	var clients []*trainingClient
 	for i := range 3 {
 		var opt func(*client.Config)

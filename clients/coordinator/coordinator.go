@@ -143,12 +143,14 @@ const (
 const (
 	// DataPretraining: the loss on every token.
 	DataPretraining uint8 = 1
-	// DataFinetuning: prompt/completion data, the loss on completions only.
+	// DataFinetuning: data with a loss mask (chat conversations or
+	// prompt/completion pairs that data prepare --examples wrote), the loss
+	// on the answers only.
 	DataFinetuning uint8 = 2
 )
 
-// FineTuning reports whether the run's model is trained on prompt/completion
-// data with the loss on completions only (data_type "finetuning").
+// FineTuning reports whether the run's model is trained on loss-masked
+// data (data_type "finetuning").
 func FineTuning(m *Model) bool { return m.DataType == DataFinetuning }
 
 // Tokenizers (Model.tokenizer).

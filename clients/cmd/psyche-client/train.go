@@ -282,7 +282,8 @@ func train(c *cli.Context) error {
 	switch {
 	case errors.Is(runErr, client.ErrVersionMismatch):
 		return cli.Exit(runErr.Error(), exitVersionMismatch)
-	case errors.Is(runErr, client.ErrPrecision), errors.Is(runErr, client.ErrParallelism), errors.Is(runErr, client.ErrMemory), errors.Is(runErr, client.ErrNeedsGPU):
+	case errors.Is(runErr, client.ErrPrecision), errors.Is(runErr, client.ErrParallelism), errors.Is(runErr, client.ErrMemory), errors.Is(runErr, client.ErrNeedsGPU),
+		errors.Is(runErr, client.ErrData):
 		// The run and --precision, --data-parallelism or this machine disagree: restarting will not help.
 		return badInput(runErr)
 	case errors.Is(runErr, context.Canceled):

@@ -302,11 +302,9 @@ func openRunData(ctx context.Context, c *cli.Context, s *coordinator.State) (pro
 	if err != nil {
 		return nil, err
 	}
-	info := p.Info()
-	if info.SeqLen != s.Model.MaxSeqLen || info.VocabSize > s.Model.VocabSize || info.NumSequences == 0 {
+	if err := client.DataFits(&s.Model, p.Info()); err != nil {
 		p.Close()
-		return nil, badInputf("the data (sequence length %d, vocabulary %d, %d sequences) does not fit the run's model (sequence length %d, vocabulary %d)",
-			info.SeqLen, info.VocabSize, info.NumSequences, s.Model.MaxSeqLen, s.Model.VocabSize)
+		return nil, badInput(err)
 	}
 	return p, nil
 }
