@@ -11,7 +11,8 @@ import (
 type Config struct {
 	Name string `json:"name"`
 	// Arch is the architecture: "gpt2" (also when empty) or "llama" (RMSNorm,
-	// rotary positions, grouped-query attention, SwiGLU, no biases).
+	// rotary positions, grouped-query attention, SwiGLU, no biases but
+	// Knobs.QKVBias's).
 	Arch        string `json:"arch,omitempty"`
 	Vocab       int    `json:"vocab"`        // real vocabulary size
 	PaddedVocab int    `json:"padded_vocab"` // rows of the embedding, >= Vocab
@@ -64,7 +65,9 @@ type Knobs struct {
 	RopeLowFreq  float32 `json:"rope_low_freq_factor,omitempty"`
 	RopeHighFreq float32 `json:"rope_high_freq_factor,omitempty"`
 	RopeOrigCtx  int     `json:"rope_original_context,omitempty"`
-	// QKVBias adds biases to the q, k and v projections (Qwen2).
+	// QKVBias gives the q, k and v projections biases (Qwen2's attention;
+	// tensors bq, bk and bv, which start at zero). The output projection
+	// has none.
 	QKVBias bool `json:"qkv_bias,omitempty"`
 }
 
@@ -202,7 +205,7 @@ func (c Config) Validate() error {
 	switch c.Arch {
 	case "", ArchGPT2:
 		if c.KVHeads != 0 || c.Hidden != 0 || c.Untied || c.RopeTheta != 0 || c.Knobs != (Knobs{}) {
-			return fmt.Errorf("model config: kv_heads, hidden, untied, rope_theta, rms_norm_eps and rope scaling are Llama settings, not gpt2's")
+			return fmt.Errorf("model config: kv_heads, hidden, untied, rope_theta, rms_norm_eps, rope scaling and qkv_bias are Llama settings, not gpt2's")
 		}
 	case ArchLlama:
 		switch {
@@ -240,6 +243,9 @@ func (c Config) Description() string {
 		if c.RopeScaling != "" {
 			d += fmt.Sprintf(", rope scaling %s (factor %g, low %g, high %g, original context %d)", c.RopeScaling, c.RopeFactor, c.RopeLowFreq,
 				c.RopeHighFreq, c.RopeOrigCtx)
+		}
+		if c.QKVBias {
+			d += ", q/k/v biases"
 		}
 		return d
 	}

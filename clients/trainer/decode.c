@@ -61,9 +61,9 @@ int tr_decode_next(tr_model *m, int32_t token, float *logits) {
         if (llama) {
             tr_llama_params q = tr_llama_views(c, m->params, off);
             trk_rmsnorm_row(n, &rstd, x, q.rms1w + (size_t)l * C, C, tr_rms_eps(c));
-            tr_decode_linear(m, row, n, q.wq + (size_t)l * C * C, NULL, C, C);
-            tr_decode_linear(m, row + C, n, q.wk + (size_t)l * KVD * C, NULL, C, KVD);
-            tr_decode_linear(m, row + C + KVD, n, q.wv + (size_t)l * KVD * C, NULL, C, KVD);
+            tr_decode_linear(m, row, n, q.wq + (size_t)l * C * C, TR_LAYER(q.bq, l, C), C, C);
+            tr_decode_linear(m, row + C, n, q.wk + (size_t)l * KVD * C, TR_LAYER(q.bk, l, KVD), C, KVD);
+            tr_decode_linear(m, row + C + KVD, n, q.wv + (size_t)l * KVD * C, TR_LAYER(q.bv, l, KVD), C, KVD);
             const float *cs = m->rope_cos + (size_t)p * (hs / 2), *sn = m->rope_sin + (size_t)p * (hs / 2);
             for (int h = 0; h < NH + KV; h++) trk_rope(row + (size_t)h * hs, cs, sn, hs);
             for (int h = 0; h < NH; h++) trk_attention_row(y + (size_t)h * hs, arow, cache, 0, p, h, T, C, NH, KV);

@@ -13,7 +13,9 @@ import (
 func TestDecodeMatchesForward(t *testing.T) {
 	untied := llamaLight(t)
 	untied.Untied = true
-	for _, cfg := range []Config{lightConfig(t), llamaLight(t), untied} {
+	biased := llamaLight(t)
+	biased.Name, biased.QKVBias = "llama-light-qkv-bias", true
+	for _, cfg := range []Config{lightConfig(t), llamaLight(t), untied, biased} {
 		t.Run(cfg.Name, func(t *testing.T) {
 			tr := newTrainer(t, cfg, 4)
 			runSteps(t, tr, "adamw", MarkovText(3, 4*2*32+1), 0, 2, 2, 32) // weights away from their init

@@ -13,6 +13,13 @@ var tinyConfig = Config{Name: "tiny", Vocab: 32, PaddedVocab: 32, Layers: 1, Cha
 var tinyLlama = Config{Name: "tiny-llama", Arch: ArchLlama, Vocab: 32, PaddedVocab: 32, Layers: 1, Channels: 16, Heads: 2,
 	KVHeads: 1, Hidden: 40, RopeTheta: 10000, SeqLen: 8, MicroBatch: 2}
 
+// tinyQwen2 is tinyLlama with Qwen2's q/k/v biases and RMSNorm epsilon.
+var tinyQwen2 = func() Config {
+	c := tinyLlama
+	c.Name, c.QKVBias, c.RMSNormEps = "tiny-qwen2", true, 1e-6
+	return c
+}()
+
 var testDeMo = DeMo{LR: 1e-3, Decay: 0.999, WeightDecay: 0.1, Chunk: 64, TopK: 8, OneBit: true, Lookahead: true}
 
 var testAdamW = AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, ClipNorm: 1}

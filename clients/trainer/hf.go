@@ -17,8 +17,9 @@ import (
 
 // Hugging Face model files: a directory with config.json and
 // model.safetensors, with transformers' tensor names and config keys for
-// GPT2LMHeadModel and LlamaForCausalLM. Export writes fp32; import reads
-// fp32, fp16 or bf16 (widened exactly to fp32).
+// GPT2LMHeadModel, LlamaForCausalLM and Qwen2ForCausalLM (a Llama with
+// q/k/v biases). Export writes fp32; import reads fp32, fp16 or bf16
+// (widened exactly to fp32).
 
 // HF file names inside a model directory.
 const (
@@ -64,6 +65,11 @@ func hfLayout(cfg Config) []hfTensor {
 			add(p+"self_attn.q_proj.weight", "wq", l, C, C, false)
 			add(p+"self_attn.k_proj.weight", "wk", l, KVD, C, false)
 			add(p+"self_attn.v_proj.weight", "wv", l, KVD, C, false)
+			if cfg.QKVBias {
+				add(p+"self_attn.q_proj.bias", "bq", l, 1, C, false)
+				add(p+"self_attn.k_proj.bias", "bk", l, 1, KVD, false)
+				add(p+"self_attn.v_proj.bias", "bv", l, 1, KVD, false)
+			}
 			add(p+"self_attn.o_proj.weight", "wo", l, C, C, false)
 			add(p+"post_attention_layernorm.weight", "rms2w", l, 1, C, false)
 			add(p+"mlp.gate_proj.weight", "wgate", l, H, C, false)
@@ -133,14 +139,68 @@ type hfLlamaConfig struct {
 	RopeScaling           *hfRope  `json:"rope_scaling,omitempty"`
 	// transformers 5 writes the rotary settings here instead.
 	RopeParameters *hfRope `json:"rope_parameters,omitempty"`
-	// Mistral: attention within this many tokens (null: all).
-	SlidingWindow     *int    `json:"sliding_window,omitempty"`
-	RMSNormEps        float64 `json:"rms_norm_eps"`
-	TieWordEmbeddings bool    `json:"tie_word_embeddings"`
-	HiddenAct         string  `json:"hidden_act"`
-	AttentionBias     bool    `json:"attention_bias"`
-	MLPBias           bool    `json:"mlp_bias"`
-	TorchDtype        string  `json:"torch_dtype,omitempty"`
+	// Mistral and Qwen2: attention within this many tokens (null: all); in
+	// Qwen2 only with use_sliding_window, and only in the layers layer_types
+	// names "sliding_attention" (by default those from max_window_layers on).
+	SlidingWindow     *int     `json:"sliding_window,omitempty"`
+	UseSlidingWindow  *bool    `json:"use_sliding_window,omitempty"`
+	MaxWindowLayers   *int     `json:"max_window_layers,omitempty"`
+	LayerTypes        []string `json:"layer_types,omitempty"`
+	RMSNormEps        float64  `json:"rms_norm_eps"`
+	TieWordEmbeddings bool     `json:"tie_word_embeddings"`
+	HiddenAct         string   `json:"hidden_act"`
+	// Llama's; Qwen2 has no such keys (its q, k and v have biases, o none).
+	AttentionBias *bool  `json:"attention_bias,omitempty"`
+	MLPBias       *bool  `json:"mlp_bias,omitempty"`
+	TorchDtype    string `json:"torch_dtype,omitempty"`
+}
+
+// qwen2Window is the window within which a Qwen2 attends (0: everywhere),
+// as transformers 5 reads its config: the window is sliding_window when
+// use_sliding_window is true, else none; layer i slides when
+// layer_types[i] is "sliding_attention", layer_types being by default, with
+// a window, the layers from max_window_layers (28) on.
+func (h *hfLlamaConfig) qwen2Window() (int, error) {
+	window := 0
+	if h.UseSlidingWindow != nil && *h.UseSlidingWindow && h.SlidingWindow != nil {
+		if window = *h.SlidingWindow; window < 1 {
+			return 0, fmt.Errorf("sliding_window %d: want a positive window or null", window)
+		}
+	}
+	types := h.LayerTypes
+	if types == nil {
+		first := 28
+		if h.MaxWindowLayers != nil {
+			first = *h.MaxWindowLayers
+		}
+		for i := range h.NumHiddenLayers {
+			typ := "full_attention"
+			if window != 0 && i >= first {
+				typ = "sliding_attention"
+			}
+			types = append(types, typ)
+		}
+	}
+	if len(types) != h.NumHiddenLayers {
+		return 0, fmt.Errorf("layer_types has %d entries for %d layers", len(types), h.NumHiddenLayers)
+	}
+	slides := false
+	for i, typ := range types {
+		switch typ {
+		case "full_attention":
+		case "sliding_attention":
+			slides = true
+		default:
+			return 0, fmt.Errorf("layer_types[%d] %q: full_attention and sliding_attention are supported", i, typ)
+		}
+	}
+	switch {
+	case !slides:
+		return 0, nil
+	case window == 0:
+		return 0, fmt.Errorf("layer_types: sliding_attention layers need use_sliding_window true and a sliding_window")
+	}
+	return window, nil
 }
 
 // hfRope is rope_scaling (transformers 4) or rope_parameters (5): the type
@@ -178,6 +238,8 @@ func (r *hfRope) knobs(key string, k *Knobs) error {
 // GPT-2's fixed LayerNorm epsilon (kernels.h), which an imported GPT-2 must use.
 const hfNormEps = 1e-5
 
+// A Llama exports as LlamaForCausalLM, with q/k/v biases as
+// Qwen2ForCausalLM (without its sliding window).
 func hfConfigJSON(cfg Config) ([]byte, error) {
 	if cfg.IsLlama() {
 		k := cfg.Knobs.normalized()
@@ -185,7 +247,12 @@ func hfConfigJSON(cfg Config) ([]byte, error) {
 			Architectures: []string{"LlamaForCausalLM"}, ModelType: "llama", VocabSize: cfg.Vocab, HiddenSize: cfg.Channels,
 			IntermediateSize: cfg.Hidden, NumHiddenLayers: cfg.Layers, NumAttentionHeads: cfg.Heads, NumKeyValueHeads: cfg.KVHeads,
 			HeadDim: cfg.Channels / cfg.Heads, MaxPositionEmbeddings: cfg.SeqLen, RopeTheta: float64(cfg.RopeTheta),
-			RMSNormEps: float64(k.RMSNormEps), TieWordEmbeddings: !cfg.Untied, HiddenAct: "silu", TorchDtype: "float32",
+			RMSNormEps: float64(k.RMSNormEps), TieWordEmbeddings: !cfg.Untied, HiddenAct: "silu",
+			AttentionBias: new(bool), MLPBias: new(bool), TorchDtype: "float32",
+		}
+		if k.QKVBias {
+			h.Architectures, h.ModelType, h.HeadDim, h.AttentionBias, h.MLPBias = []string{"Qwen2ForCausalLM"}, "qwen2", 0, nil, nil
+			h.UseSlidingWindow = new(bool)
 		}
 		if k.RopeScaling == RopeLlama3 {
 			h.RopeScaling = &hfRope{RopeType: RopeLlama3, Factor: float64(k.RopeFactor), LowFreqFactor: float64(k.RopeLowFreq),
@@ -230,21 +297,24 @@ func hfConfig(data []byte, microBatch int) (Config, error) {
 			return Config{}, fmt.Errorf("attention scaled otherwise than by 1/sqrt(head size) is not supported")
 		}
 		cfg = Config{Vocab: h.VocabSize, Layers: h.NLayer, Channels: h.NEmbd, Heads: h.NHead, SeqLen: h.NPositions}
-	case "llama", "mistral":
+	case "llama", "mistral", "qwen2":
 		var h hfLlamaConfig
 		if err := json.Unmarshal(data, &h); err != nil {
 			return Config{}, fmt.Errorf("%s: %v", HFConfigFile, err)
 		}
+		qwen2 := probe.ModelType == "qwen2"
 		switch {
 		case h.HiddenAct != "silu":
 			return Config{}, fmt.Errorf("hidden_act %q: only silu is supported", h.HiddenAct)
-		case h.AttentionBias || h.MLPBias:
-			return Config{}, fmt.Errorf("attention_bias and mlp_bias must be false")
+		case !qwen2 && h.AttentionBias != nil && *h.AttentionBias:
+			return Config{}, fmt.Errorf("attention_bias true (biases on q, k, v and o): only Qwen2's, on q, k and v, are supported")
+		case !qwen2 && h.MLPBias != nil && *h.MLPBias:
+			return Config{}, fmt.Errorf("mlp_bias must be false")
 		case !(h.RMSNormEps > 0 && h.RMSNormEps <= 0.1):
 			return Config{}, fmt.Errorf("rms_norm_eps %g: out of range (0, 0.1]", h.RMSNormEps)
 		case h.NumAttentionHeads > 0 && h.HeadDim != 0 && h.HeadDim*h.NumAttentionHeads != h.HiddenSize:
 			return Config{}, fmt.Errorf("head_dim %d: only hidden_size / num_attention_heads is supported", h.HeadDim)
-		case h.SlidingWindow != nil && *h.SlidingWindow < 1:
+		case !qwen2 && h.SlidingWindow != nil && *h.SlidingWindow < 1:
 			return Config{}, fmt.Errorf("sliding_window %d: want a positive window or null", *h.SlidingWindow)
 		}
 		var k Knobs
@@ -260,21 +330,33 @@ func hfConfig(data []byte, microBatch int) (Config, error) {
 		if eps := float32(h.RMSNormEps); eps != DefaultRMSNormEps {
 			k.RMSNormEps = eps
 		}
+		k.QKVBias = qwen2
 		kv := h.NumKeyValueHeads
 		if kv == 0 {
 			kv = h.NumAttentionHeads
 		}
-		// Mistral attends within sliding_window tokens; below it that is full
-		// attention, so the model's context is cut to the window.
+		// Mistral (and a Qwen2's sliding layers) attend within sliding_window
+		// tokens; below it that is full attention, so the model's context is
+		// cut to the window.
+		window := 0
+		if w := h.SlidingWindow; w != nil && !qwen2 {
+			window = *w
+		}
+		if qwen2 {
+			var err error
+			if window, err = h.qwen2Window(); err != nil {
+				return Config{}, err
+			}
+		}
 		seq := h.MaxPositionEmbeddings
-		if w := h.SlidingWindow; w != nil && *w < seq {
-			seq = *w
+		if window != 0 && window < seq {
+			seq = window
 		}
 		cfg = Config{Arch: ArchLlama, Vocab: h.VocabSize, Layers: h.NumHiddenLayers, Channels: h.HiddenSize,
 			Heads: h.NumAttentionHeads, KVHeads: kv, Hidden: h.IntermediateSize, RopeTheta: float32(h.RopeTheta),
 			Untied: !h.TieWordEmbeddings, SeqLen: seq, Knobs: k}
 	default:
-		return Config{}, fmt.Errorf("model_type %q: gpt2, llama and mistral are supported", probe.ModelType)
+		return Config{}, fmt.Errorf("model_type %q: gpt2, llama, mistral and qwen2 are supported", probe.ModelType)
 	}
 	cfg.Name = "hf-" + probe.ModelType
 	cfg.PaddedVocab = (cfg.Vocab + 63) / 64 * 64

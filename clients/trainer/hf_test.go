@@ -19,6 +19,11 @@ type hfGolden struct {
 	Logits       []float64 `json:"logits"`
 	Loss         float64   `json:"loss"`
 	Tensors      []string  `json:"tensors"`
+	// The argmax continuation of a prompt (the newer goldens).
+	Greedy *struct {
+		Prompt []int32 `json:"prompt"`
+		Tokens []int32 `json:"tokens"`
+	} `json:"greedy"`
 }
 
 func loadGolden(t *testing.T, dir string) hfGolden {
@@ -37,12 +42,14 @@ func loadGolden(t *testing.T, dir string) hfGolden {
 // Our forward pass against transformers' (testdata/hf, written by
 // scripts/torch/hf_goldens.py): a tiny random GPT2LMHeadModel, an untied
 // LlamaForCausalLM with grouped-query attention, a tied one with Llama
-// 3.1's rotary scaling and RMSNorm epsilon 1e-6, and a MistralForCausalLM
-// below its sliding window, imported from their save_pretrained files, give
+// 3.1's rotary scaling and RMSNorm epsilon 1e-6, a MistralForCausalLM below
+// its sliding window, and Qwen2ForCausalLM, tied and untied (with a sliding
+// layer, below its window), imported from their save_pretrained files, give
 // the reference's logits and loss within 1e-5 (relative to the largest
-// logit), and export back to the same tensor names and values.
+// logit) and its greedy continuation, and export back to the same tensor
+// names and values, and the same architecture.
 func TestHFGoldens(t *testing.T) {
-	for _, name := range []string{"gpt2", "llama", "llama3", "mistral"} {
+	for _, name := range []string{"gpt2", "llama", "llama3", "mistral", "qwen2", "qwen2-untied"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("testdata", "hf", name)
 			g := loadGolden(t, dir)
@@ -51,8 +58,8 @@ func TestHFGoldens(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tr.Close()
-			if name == "mistral" && tr.Config().SeqLen != 16 {
-				t.Errorf("mistral: context %d, want its sliding window, 16", tr.Config().SeqLen)
+			if (name == "mistral" || name == "qwen2-untied") && tr.Config().SeqLen != 16 {
+				t.Errorf("%s: context %d, want its sliding window, 16", name, tr.Config().SeqLen)
 			}
 			seq := len(g.Tokens[0])
 			var tok []int32
@@ -86,6 +93,11 @@ func TestHFGoldens(t *testing.T) {
 			if maxDiff/maxRef > 1e-5 || lossErr > 1e-5 {
 				t.Errorf("logits off by %.3g, loss by %.3g: want at most 1e-5", maxDiff/maxRef, lossErr)
 			}
+			if g.Greedy != nil {
+				if got := greedyTokens(t, tr, g.Greedy.Prompt, len(g.Greedy.Tokens)); !slices.Equal(got, g.Greedy.Tokens) {
+					t.Errorf("greedy continuation %v, transformers %v", got, g.Greedy.Tokens)
+				}
+			}
 
 			out := t.TempDir()
 			if err := tr.ExportHF(out); err != nil {
@@ -117,8 +129,56 @@ func TestHFGoldens(t *testing.T) {
 			if !slices.Equal(p1, p2) {
 				t.Error("export then import changed the parameters")
 			}
+			if arch, want := hfArchitecture(t, out), hfArchitecture(t, dir); arch != want && !(name == "mistral" && arch == "LlamaForCausalLM/llama") {
+				t.Errorf("exported as %s, transformers saved %s", arch, want)
+			}
 		})
 	}
+}
+
+// greedyTokens decodes prompt, then n tokens each the argmax of the last logits.
+func greedyTokens(t *testing.T, tr *Trainer, prompt []int32, n int) []int32 {
+	t.Helper()
+	if err := tr.DecodeReset(); err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	next := prompt[0]
+	for i := 1; len(out) < n; i++ {
+		logits, err := tr.DecodeNext(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < len(prompt) {
+			next = prompt[i]
+			continue
+		}
+		next = int32(0)
+		for j, v := range logits {
+			if v > logits[next] {
+				next = int32(j)
+			}
+		}
+		out = append(out, next)
+	}
+	return out
+}
+
+// hfArchitecture is the model class and type a config.json names.
+func hfArchitecture(t *testing.T, dir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, HFConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Architectures []string `json:"architectures"`
+		ModelType     string   `json:"model_type"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil || len(c.Architectures) != 1 {
+		t.Fatalf("%s: %v, architectures %v", dir, err, c.Architectures)
+	}
+	return c.Architectures[0] + "/" + c.ModelType
 }
 
 // GPT-2 models from transformers name the tied lm-head too; files leave it out.
@@ -202,7 +262,22 @@ func TestHFImportRejectsAndWidens(t *testing.T) {
 			t.Errorf("%s: largest change %.3g, want in (0, %g]", dtype, worst, limit)
 		}
 	}
+	qwenRaw, err := os.ReadFile(filepath.Join("testdata", "hf", "qwen2", HFConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen := func(old, new string) string {
+		if !strings.Contains(string(qwenRaw), old) {
+			t.Fatalf("qwen2's config.json has no %s", old)
+		}
+		return strings.Replace(string(qwenRaw), old, new, 1)
+	}
 	for _, c := range []struct{ name, cfg, drop, want string }{
+		{"attention bias", strings.Replace(string(cfgRaw), `"attention_bias": false`, `"attention_bias": true`, 1), "", "attention_bias true"},
+		{"qwen2 sliding layer without a window", qwen(`"full_attention"`, `"sliding_attention"`), "", "layer_types: sliding_attention"},
+		{"qwen2 unknown layer type", qwen(`"full_attention"`, `"chunked_attention"`), "", "layer_types[0]"},
+		{"qwen2 layer types short", qwen(`"full_attention",`, ``), "", "layer_types has 1 entries"},
+		{"qwen2 window 0", qwen(`"use_sliding_window": false`, `"use_sliding_window": true, "sliding_window": 0`), "", "sliding_window 0"},
 		{"scaled rope", strings.Replace(string(cfgRaw), `"rope_type": "default"`, `"rope_type": "yarn"`, 1), "", "rope_type"},
 		{"gelu MLP", strings.Replace(string(cfgRaw), `"hidden_act": "silu"`, `"hidden_act": "gelu"`, 1), "", "hidden_act"},
 		{"eps 0", strings.Replace(string(cfgRaw), `"rms_norm_eps": 1e-05`, `"rms_norm_eps": 0`, 1), "", "rms_norm_eps 0: out of range"},

@@ -43,8 +43,10 @@
     X(lnfw, 1, C, 0, 0)                                                           \
     X(lnfb, 1, C, 0, 0)
 
-// Llama: RMSNorm, rotary positions, grouped-query attention, SwiGLU, no
-// biases. lmhead exists only when the config is untied (then it is last).
+// Llama: RMSNorm, rotary positions, grouped-query attention, SwiGLU. lmhead
+// exists only when the config is untied, bq, bk and bv (Qwen2's q/k/v
+// biases) only with qkv_bias: appended after the rest, so that the layout of
+// a config without them is the one it always had.
 #define TR_LLAMA_TENSORS(X)                                                       \
     X(wte, 2, Vp, C, 0)         /* token embedding (and lm-head when tied) */    \
     X(rms1w, 2, L, C, 0)                                                          \
@@ -57,10 +59,14 @@
     X(wup, 3, L, H, C)                                                            \
     X(wdown, 3, L, C, H)        /* residual projection */                        \
     X(rmsfw, 1, C, 0, 0)                                                          \
-    X(lmhead, 2, Vp, C, 0)
+    X(lmhead, 2, Vp, C, 0)                                                        \
+    X(bq, 2, L, C, 0)                                                             \
+    X(bk, 2, L, KVD, 0)                                                           \
+    X(bv, 2, L, KVD, 0)
 
-// Tensor indices: TR_P_wte = 0, ..., TR_P_lnfb = 15 (GPT-2); TR_L_wte = 0,
-// ..., TR_L_lmhead = 11 (Llama).
+// Tensor ids: TR_P_wte = 0, ..., TR_P_lnfb = 15 (GPT-2), each its storage
+// index; TR_L_wte = 0, ..., TR_L_bv = 14 (Llama), whose storage index skips
+// the absent ones (tr_llama_tensor_id).
 enum {
 #define TR_X_(name, nd, d0, d1, d2) TR_P_##name,
     TR_PARAM_TENSORS(TR_X_)
@@ -93,8 +99,20 @@ static inline int tr_is_llama(const tr_config *c) { return c->arch == TR_ARCH_LL
 
 // Number of parameter tensors of config c.
 static inline int tr_tensor_count(const tr_config *c) {
-    return tr_is_llama(c) ? TR_LLAMA_TENSORS_MAX - (c->untied ? 0 : 1) : TR_NUM_TENSORS;
+    return tr_is_llama(c) ? TR_L_lmhead + (c->untied ? 1 : 0) + (c->qkv_bias ? 3 : 0) : TR_NUM_TENSORS;
 }
+
+// The Llama tensor id (TR_L_*) stored at index i (0 <= i < tr_tensor_count),
+// and the index of id, -1 when c has no such tensor.
+static inline int tr_llama_tensor_id(const tr_config *c, int i) { return i < TR_L_lmhead || c->untied ? i : i + 1; }
+static inline int tr_llama_tensor_index(const tr_config *c, int id) {
+    if (id < TR_L_lmhead) return id;
+    if (id == TR_L_lmhead) return c->untied ? id : -1;
+    return c->qkv_bias ? id - (c->untied ? 0 : 1) : -1;
+}
+
+// Layer l's n floats of per-layer tensor v, NULL when v is (an absent bias).
+#define TR_LAYER(v, l, n) ((v) ? (v) + (size_t)(l) * (size_t)(n) : NULL)
 
 // Llama's RMSNorm epsilon: the config's, 1e-5 when unset (runs written before it).
 static inline float tr_rms_eps(const tr_config *c) { return c->rms_eps > 0.0f ? c->rms_eps : TR_RMS_EPS_DEFAULT; }
@@ -117,7 +135,7 @@ static inline const char *tr_param_name(const tr_config *c, int i) {
 #undef TR_X_
     };
     if (i < 0 || i >= tr_tensor_count(c)) return "";
-    return tr_is_llama(c) ? llama[i] : gpt[i];
+    return tr_is_llama(c) ? llama[tr_llama_tensor_id(c, i)] : gpt[i];
 }
 
 // Shape of tensor i for config c: returns ndim (0 when i is out of range) and
@@ -128,7 +146,7 @@ static inline int tr_param_shape(const tr_config *c, int i, int shape[3]) {
     shape[0] = shape[1] = shape[2] = 0;
     if (i < 0 || i >= tr_tensor_count(c)) return 0;
     if (tr_is_llama(c)) {
-        switch (i) {
+        switch (tr_llama_tensor_id(c, i)) {
 #define TR_X_(name, nd, d0, d1, d2) \
     case TR_L_##name: shape[0] = d0; shape[1] = d1; shape[2] = d2; return nd;
             TR_LLAMA_TENSORS(TR_X_)
@@ -269,10 +287,11 @@ static inline tr_params tr_param_views(float *base, const size_t *offsets) {
     return p;
 }
 
-// The same for Llama; a tied lm-head is wte.
+// The same for Llama; a tied lm-head is wte, absent biases NULL.
 static inline tr_llama_params tr_llama_views(const tr_config *c, float *base, const size_t *offsets) {
     tr_llama_params p;
-#define TR_X_(name, nd, d0, d1, d2) p.name = TR_L_##name < tr_tensor_count(c) ? base + offsets[TR_L_##name] : base;
+#define TR_X_(name, nd, d0, d1, d2) \
+    p.name = tr_llama_tensor_index(c, TR_L_##name) >= 0 ? base + offsets[tr_llama_tensor_index(c, TR_L_##name)] : NULL;
     TR_LLAMA_TENSORS(TR_X_)
 #undef TR_X_
     if (!c->untied) p.lmhead = p.wte;

@@ -1,5 +1,6 @@
 // llama.c: the Llama architecture (RMSNorm, rotary position embeddings,
-// grouped-query attention, SwiGLU MLP, no biases, tied or untied lm-head)
+// grouped-query attention, SwiGLU MLP, q/k/v biases only with qkv_bias
+// (Qwen2), tied or untied lm-head)
 // trained in fp32 on the CPU, layer by layer (ops.c). Layouts: layout.h.
 
 #include "internal.h"
@@ -20,9 +21,9 @@ static const float *llama_forward(tr_model *m, float *w, const int32_t *tok, con
         float *gate = a.gate + l * BT * H, *up = a.up + l * BT * H, *hmid = a.hmid + l * BT * H;
         float *res3 = a.residual3 + l * BT * C;
         tr_rmsnorm_forward(m, rms1, a.rms1_rstd + l * BT, residual, p.rms1w + l * C, BT, C);
-        tr_linear_forward(m, qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, NULL, BT, C, C);
-        tr_linear_forward(m, qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, NULL, BT, C, KVD);
-        tr_linear_forward(m, qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, NULL, BT, C, KVD);
+        tr_linear_forward(m, qkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, TR_LAYER(p.bq, l, C), BT, C, C);
+        tr_linear_forward(m, qkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, TR_LAYER(p.bk, l, KVD), BT, C, KVD);
+        tr_linear_forward(m, qkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C, TR_LAYER(p.bv, l, KVD), BT, C, KVD);
         tr_rope(m, qkv, BT, T, KV, 0);
         tr_attention_forward(m, atty, att, qkv, B, T, KV);
         // res3 doubles as scratch for the output projection before it holds residual3.
@@ -70,10 +71,11 @@ static void llama_backward(tr_model *m, float *w, float *gw, const int32_t *tok,
         tr_linear_backward(m, d.datty, 0, g.wo + (size_t)l * C * C, NULL, d.dres, C, atty, C, p.wo + (size_t)l * C * C, BT, T, C, C);
         tr_attention_backward(m, d.dqkv, d.datty, qkv, att, B, T, KV);
         tr_rope(m, d.dqkv, BT, T, KV, 1);
-        tr_linear_backward(m, d.dln, 0, g.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, BT, T, C, C);
-        tr_linear_backward(m, d.dln, 1, g.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C,
-                           BT, T, C, KVD);
-        tr_linear_backward(m, d.dln, 1, g.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C,
+        tr_linear_backward(m, d.dln, 0, g.wq + (size_t)l * C * C, TR_LAYER(g.bq, l, C), d.dqkv, QKVD, rms1, C,
+                           p.wq + (size_t)l * C * C, BT, T, C, C);
+        tr_linear_backward(m, d.dln, 1, g.wk + (size_t)l * KVD * C, TR_LAYER(g.bk, l, KVD), d.dqkv + C, QKVD, rms1, C,
+                           p.wk + (size_t)l * KVD * C, BT, T, C, KVD);
+        tr_linear_backward(m, d.dln, 1, g.wv + (size_t)l * KVD * C, TR_LAYER(g.bv, l, KVD), d.dqkv + C + KVD, QKVD, rms1, C,
                            p.wv + (size_t)l * KVD * C, BT, T, C, KVD);
         tr_rmsnorm_backward(m, d.dres, g.rms1w + l * C, d.dln, residual, p.rms1w + l * C, a.rms1_rstd + l * BT, BT, C);
     }
@@ -81,20 +83,24 @@ static void llama_backward(tr_model *m, float *w, float *gw, const int32_t *tok,
 }
 
 // Llama initialisation: N(0, 0.02), the residual projections (wo, wdown)
-// scaled by 1/sqrt(2L), RMSNorm weights 1; padded vocabulary rows stay 0.
+// scaled by 1/sqrt(2L), RMSNorm weights 1, biases 0 (as transformers
+// starts Qwen2's); padded vocabulary rows stay 0.
 static void llama_init(tr_model *m, uint64_t seed) {
     uint64_t s = seed;
     float std = 0.02f, proj_std = 0.02f / __builtin_sqrtf(2.0f * m->cfg.layers);
     memset(m->params, 0, sizeof(float) * m->num_params);
     for (int i = 0; i < m->ntensors; i++) {
         float *p = m->params + m->offsets[i];
-        size_t n = i == TR_L_wte || i == TR_L_lmhead ? (size_t)m->cfg.vocab * m->cfg.channels : m->sizes[i];
-        switch (i) {
+        int id = tr_llama_tensor_id(&m->cfg, i);
+        size_t n = id == TR_L_wte || id == TR_L_lmhead ? (size_t)m->cfg.vocab * m->cfg.channels : m->sizes[i];
+        switch (id) {
         case TR_L_wte: case TR_L_wq: case TR_L_wk: case TR_L_wv: case TR_L_wgate: case TR_L_wup: case TR_L_lmhead:
             for (size_t j = 0; j < n; j++) p[j] = std * tr_normal(&s);
             break;
         case TR_L_wo: case TR_L_wdown:
             for (size_t j = 0; j < n; j++) p[j] = proj_std * tr_normal(&s);
+            break;
+        case TR_L_bq: case TR_L_bk: case TR_L_bv:
             break;
         default: // RMSNorm weights
             for (size_t j = 0; j < n; j++) p[j] = 1.0f;

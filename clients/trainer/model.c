@@ -32,7 +32,8 @@ int tr_config_check(const tr_config *c) {
     if (c->recompute != 0 && c->recompute != 1) return TR_EINVAL;
     if (c->arch == TR_ARCH_GPT2) // the Llama fields must be unset
         return c->kv_heads || c->hidden || c->untied || c->rope_theta != 0.0f || c->rms_eps != 0.0f || c->rope_scaling ||
-                       c->rope_factor != 0.0f || c->rope_low_freq != 0.0f || c->rope_high_freq != 0.0f || c->rope_orig_ctx
+                       c->rope_factor != 0.0f || c->rope_low_freq != 0.0f || c->rope_high_freq != 0.0f || c->rope_orig_ctx ||
+                       c->qkv_bias
                    ? TR_EINVAL
                    : TR_OK;
     if (!(c->rms_eps >= 0.0f && c->rms_eps <= 0.1f)) return TR_EINVAL;
@@ -45,7 +46,7 @@ int tr_config_check(const tr_config *c) {
     }
     if (c->arch != TR_ARCH_LLAMA) return TR_EINVAL;
     if (c->kv_heads < 1 || c->heads % c->kv_heads != 0 || (c->channels / c->heads) % 2 != 0 || c->hidden < 1 ||
-        c->hidden > (1 << 20) || (c->untied != 0 && c->untied != 1) || !(c->rope_theta >= 1.0f && c->rope_theta <= 1e12f))
+        c->hidden > (1 << 20) || (c->untied != 0 && c->untied != 1) || (c->qkv_bias != 0 && c->qkv_bias != 1) || !(c->rope_theta >= 1.0f && c->rope_theta <= 1e12f))
         return TR_EINVAL;
     return TR_OK;
 }

@@ -18,11 +18,12 @@ import (
 // every step of AdamW and of DeMo with its lookahead (so the peers get the
 // new weights, and the lookahead point, after each optimizer step), over 6
 // sequences (shards of 1, 2, 1, 2) and 3 (one shard empty); both
-// architectures, fp32 and mx8 (whose operands are quantized per row, so a
-// GEMM split along N quantizes the same blocks).
+// architectures, the Llama also with Qwen2's q/k/v biases (whose slices
+// follow the GEMMs' split columns), fp32 and mx8 (whose operands are
+// quantized per row, so a GEMM split along N quantizes the same blocks).
 func TestGPUParallelMatchesCPU(t *testing.T) {
 	useDevices(t, 4)
-	for _, base := range []Config{tinyConfig, tinyLlama} {
+	for _, base := range []Config{tinyConfig, tinyLlama, tinyQwen2} {
 		for _, arith := range []string{ArithFP32, ArithMX8} {
 			cfg := base
 			cfg.GradShards, cfg.MicroBatch, cfg.Arith = 4, 2, arith
@@ -54,14 +55,14 @@ func TestGPUParallelMatchesCPU(t *testing.T) {
 // TestGPURecomputeMatchesCPU: with activation recompute (Config.Recompute:
 // the GPU keeps each layer's input and runs the layer's forward again in
 // backward) a 3-layer model of either architecture, fp32 and mx8, gives the
-// CPU's bits, on one device and on a 2 x 2 split. The Llama has Llama 3.1's
+// CPU's bits, on one device and on a 2 x 2 split. One Llama has Llama 3.1's
 // knobs (RMSNorm epsilon 1e-6, scaled rotary frequencies): the GPU's
-// RMSNorm takes the config's epsilon.
+// RMSNorm takes the config's epsilon; the other Qwen2's q/k/v biases.
 func TestGPURecomputeMatchesCPU(t *testing.T) {
 	useDevices(t, 4)
 	llama3 := tinyLlama
 	llama3.Knobs = Knobs{RMSNormEps: 1e-6, RopeScaling: RopeLlama3, RopeFactor: 8, RopeLowFreq: 1, RopeHighFreq: 4, RopeOrigCtx: 32}
-	for _, base := range []Config{tinyConfig, llama3} {
+	for _, base := range []Config{tinyConfig, llama3, tinyQwen2} {
 		for _, arith := range []string{ArithFP32, ArithMX8} {
 			cfg := base
 			cfg.Layers, cfg.GradShards, cfg.MicroBatch, cfg.Arith = 3, 4, 2, arith

@@ -28,7 +28,7 @@ func gpuTrainer(t *testing.T, cfg Config, seed uint64) *Trainer {
 // on the other. Under the cudaemu tag (no GPU needed) the host's stale copies hold
 // NaN, so a missing download fails this too.
 func TestGPUResidency(t *testing.T) {
-	for _, cfg := range []Config{tinyConfig, tinyLlama} {
+	for _, cfg := range []Config{tinyConfig, tinyLlama, tinyQwen2} {
 		t.Run(cfg.Name, func(t *testing.T) {
 			gpu := gpuTrainer(t, cfg, 21)
 			cpu := newTrainer(t, cfg, 21)

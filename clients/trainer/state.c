@@ -2,13 +2,16 @@
 // audit restore and the per-step digest.
 //
 // Format, little-endian (version 1 for GPT-2, 2 for Llama, 3 for a Llama
-// whose RMSNorm epsilon or rotary scaling is not the default):
+// whose RMSNorm epsilon or rotary scaling is not the default, 4 for a Llama
+// with q/k/v biases; each the oldest that can say what the model is, so a
+// model writes the blobs it always wrote):
 //   "PSYS" | u32 version | u32 vocab, padded_vocab, layers, channels, heads, seq_len
 //   | u64 step | u64 adam_t | f32 demo_lr | u32 flags (bit 0: AdamW m,v; bit 1: DeMo delta;
 //   bit 2: DeMo lookahead on; bit 3: numeric contract v3, mx8, which the model must match; bit 4: DeMo
 //   pending update) | versions 2 and 3: u32 arch=1, kv_heads, hidden, untied,
 //   f32 rope_theta | version 3: f32 rms_eps, u32 rope_scaling, f32 rope_factor,
-//   rope_low_freq, rope_high_freq, u32 rope_orig_ctx | f32 params[N] | [f32 m[N],
+//   rope_low_freq, rope_high_freq, u32 rope_orig_ctx | version 4: u32 qkv_bias=1
+//   | f32 params[N] | [f32 m[N],
 //   f32 v[N]] | [f32 delta[N]] | [f32 pending[N]]
 
 #include "internal.h"
@@ -17,7 +20,8 @@
 #define TR_STATE_HEADER_V1 56
 #define TR_STATE_HEADER_V2 76
 #define TR_STATE_HEADER_V3 100
-#define TR_STATE_SHAPE 17 // tr_state_shape's words
+#define TR_STATE_HEADER_V4 104
+#define TR_STATE_SHAPE 18 // tr_state_shape's words
 #define TR_STATE_ADAM 1u
 #define TR_STATE_DELTA 2u
 #define TR_STATE_LOOKAHEAD 4u
@@ -32,10 +36,12 @@ static uint32_t tr_state_flags(const tr_model *m) {
 // Whether a Llama's knobs differ from the ones version 2 implies.
 static int tr_state_knobs(const tr_config *c) { return tr_rms_eps(c) != TR_RMS_EPS_DEFAULT || c->rope_scaling != TR_ROPE_PLAIN; }
 
-static uint32_t tr_state_version(const tr_model *m) { return !tr_is_llama(&m->cfg) ? 1 : tr_state_knobs(&m->cfg) ? 3 : 2; }
+static uint32_t tr_state_version(const tr_model *m) {
+    return !tr_is_llama(&m->cfg) ? 1 : m->cfg.qkv_bias ? 4 : tr_state_knobs(&m->cfg) ? 3 : 2;
+}
 
 static size_t tr_state_header_len(const tr_model *m) {
-    static const size_t len[4] = {0, TR_STATE_HEADER_V1, TR_STATE_HEADER_V2, TR_STATE_HEADER_V3};
+    static const size_t len[5] = {0, TR_STATE_HEADER_V1, TR_STATE_HEADER_V2, TR_STATE_HEADER_V3, TR_STATE_HEADER_V4};
     return len[tr_state_version(m)];
 }
 
@@ -48,7 +54,7 @@ static size_t tr_state_bytes(const tr_model *m, uint32_t flags) {
 }
 
 // The header fields that pin the model: dimensions, the Llama fields, and
-// its knobs (version 3).
+// its knobs (versions 3 and 4).
 static void tr_state_shape(const tr_config *c, uint32_t v[TR_STATE_SHAPE]) {
     int dims[10] = {c->vocab, c->padded_vocab, c->layers, c->channels, c->heads, c->seq_len, c->arch, c->kv_heads,
                     c->hidden, c->untied};
@@ -60,6 +66,7 @@ static void tr_state_shape(const tr_config *c, uint32_t v[TR_STATE_SHAPE]) {
     v[14] = tr_f2bits(c->rope_low_freq);
     v[15] = tr_f2bits(c->rope_high_freq);
     v[16] = (uint32_t)c->rope_orig_ctx;
+    v[17] = (uint32_t)c->qkv_bias;
 }
 
 int tr_state_size(const tr_model *m, size_t *size) {

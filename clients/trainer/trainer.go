@@ -105,6 +105,9 @@ func (cfg Config) c() C.tr_config {
 			cc.rope_factor, cc.rope_low_freq, cc.rope_high_freq = C.float(cfg.RopeFactor), C.float(cfg.RopeLowFreq), C.float(cfg.RopeHighFreq)
 			cc.rope_orig_ctx = C.int(cfg.RopeOrigCtx)
 		}
+		if cfg.QKVBias {
+			cc.qkv_bias = 1
+		}
 	}
 	return cc
 }

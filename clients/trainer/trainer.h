@@ -47,6 +47,7 @@ typedef struct {
     int rope_scaling;
     float rope_factor, rope_low_freq, rope_high_freq;
     int rope_orig_ctx;
+    int qkv_bias; // llama, 0 or 1: biases on the q, k and v projections (Qwen2's attention)
 } tr_config;
 
 enum { TR_MAX_SHARDS = 64, TR_MAX_SHARD_LEVELS = 7 }; // levels: log2(TR_MAX_SHARDS) + 1

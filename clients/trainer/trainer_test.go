@@ -8,6 +8,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -49,11 +51,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 // The analytic gradient of every tensor, along sign(g) restricted to that
 // tensor, must match a central finite difference of the loss: GPT-2, and
-// Llama with grouped-query attention, tied and untied.
+// Llama with grouped-query attention, tied and untied, and tied with q/k/v
+// biases (Qwen2's).
 func TestGradientMatchesFiniteDifferences(t *testing.T) {
 	untied := llamaLight(t)
 	untied.Name, untied.Untied = "llama-light-untied", true
-	for _, cfg := range []Config{lightConfig(t), llamaLight(t), untied} {
+	biased := llamaLight(t)
+	biased.Name, biased.QKVBias = "llama-light-qkv-bias", true
+	for _, cfg := range []Config{lightConfig(t), llamaLight(t), untied, biased} {
 		t.Run(cfg.Name, func(t *testing.T) { checkGradients(t, cfg, nil) })
 	}
 }
@@ -232,12 +237,18 @@ func TestImportStateRejectsBadBlobs(t *testing.T) {
 }
 
 // A Llama state (version 2, the Llama fields in its header; version 3 with
-// its knobs too) goes only into a model of the same shape: not into a GPT-2
-// model, nor one with another rope_theta, kv_heads, tied-ness, RMSNorm
-// epsilon or rotary scaling. An epsilon of 1e-5 written out is the default.
+// its knobs too; version 4 with q/k/v biases) goes only into a model of the
+// same shape: not into a GPT-2 model, nor one with another rope_theta,
+// kv_heads, tied-ness, RMSNorm epsilon, rotary scaling or q/k/v biases. An
+// epsilon of 1e-5 written out is the default.
 func TestImportStateChecksTheArchitecture(t *testing.T) {
 	llama3 := Knobs{RMSNormEps: 1e-6, RopeScaling: RopeLlama3, RopeFactor: 8, RopeLowFreq: 1, RopeHighFreq: 4, RopeOrigCtx: 64}
-	for _, knobs := range []Knobs{{}, llama3} {
+	qwen2 := Knobs{RMSNormEps: 1e-6, QKVBias: true}
+	for _, c := range []struct {
+		knobs   Knobs
+		version uint32
+	}{{Knobs{}, 2}, {llama3, 3}, {qwen2, 4}} {
+		knobs := c.knobs
 		cfg := llamaLight(t)
 		cfg.Knobs = knobs
 		src := newTrainer(t, cfg, 1)
@@ -245,7 +256,7 @@ func TestImportStateChecksTheArchitecture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, want := binary.LittleEndian.Uint32(blob[4:]), map[bool]uint32{true: 2, false: 3}[knobs == Knobs{}]; v != want {
+		if v, want := binary.LittleEndian.Uint32(blob[4:]), c.version; v != want {
 			t.Errorf("knobs %+v: state version %d, want %d", knobs, v, want)
 		}
 		checkStateArchitecture(t, cfg, src, blob)
@@ -257,6 +268,49 @@ func TestImportStateChecksTheArchitecture(t *testing.T) {
 	a, b := newTrainer(t, cfg, 1), newTrainer(t, explicit, 1)
 	if digest(t, a, nil) != digest(t, b, nil) {
 		t.Error("rms_norm_eps 1e-5 written out gives another digest than the default")
+	}
+}
+
+// q/k/v biases (Knobs.QKVBias) append bq (L, C), bk and bv (L, KVD) to a
+// Llama's tensors, tied or untied, and leave the rest as they were: the same
+// names, shapes, offsets and initial values (the biases start at zero), so
+// the same loss. Nonzero biases change the loss.
+func TestQKVBiasLayout(t *testing.T) {
+	for _, untied := range []bool{false, true} {
+		plain := llamaLight(t)
+		plain.Untied = untied
+		biased := plain
+		biased.QKVBias = true
+		a, b := newTrainer(t, plain, 5), newTrainer(t, biased, 5)
+		ta, _ := a.Tensors()
+		tb, _ := b.Tensors()
+		L, C, KVD := plain.Layers, plain.Channels, plain.KVHeads*(plain.Channels/plain.Heads)
+		want := append(slices.Clone(ta), Tensor{"bq", []int{L, C}, a.NumParams(), L * C},
+			Tensor{"bk", []int{L, KVD}, a.NumParams() + L*C, L * KVD}, Tensor{"bv", []int{L, KVD}, a.NumParams() + L*C + L*KVD, L * KVD})
+		if !reflect.DeepEqual(tb, want) {
+			t.Fatalf("untied %v: tensors %v, want %v", untied, tb, want)
+		}
+		pa, _ := a.Params()
+		pb, _ := b.Params()
+		if !slices.Equal(pb[:len(pa)], pa) || slices.ContainsFunc(pb[len(pa):], func(v float32) bool { return v != 0 }) {
+			t.Fatalf("untied %v: the biased model's initial weights are not the plain one's and zero biases", untied)
+		}
+		tok, tgt := Window(MarkovText(2, 2*16+1), 0, 2, 16)
+		ctx := context.Background()
+		la, _ := a.Eval(ctx, tok, tgt, 16)
+		lb, _ := b.Eval(ctx, tok, tgt, 16)
+		if la != lb {
+			t.Errorf("untied %v: zero biases give loss %v, the plain model %v", untied, lb, la)
+		}
+		for i := len(pa); i < len(pb); i++ {
+			pb[i] = 0.05 * float32(i%7-3)
+		}
+		if err := b.SetParams(pb); err != nil {
+			t.Fatal(err)
+		}
+		if lc, _ := b.Eval(ctx, tok, tgt, 16); lc == la {
+			t.Errorf("untied %v: nonzero biases leave the loss at %v", untied, lc)
+		}
 	}
 }
 
@@ -276,6 +330,7 @@ func checkStateArchitecture(t *testing.T, cfg Config, src *Trainer, blob []byte)
 		other(func(c *Config) {
 			c.RopeScaling, c.RopeFactor, c.RopeLowFreq, c.RopeHighFreq, c.RopeOrigCtx = RopeLlama3, 4, 1, 4, 64
 		}),
+		other(func(c *Config) { c.QKVBias = !c.QKVBias }),
 	} {
 		dst := newTrainer(t, c, 2)
 		before := digest(t, dst, nil)

@@ -1313,9 +1313,9 @@ static void llama_layer_forward(trg_model *g, const tr_llama_params *p, const tr
     float *gate = a->gate + s * BT * H, *up = a->up + s * BT * H, *hmid = a->hmid + s * BT * H;
     float *res3 = trg_stream(g, a->encoded, a->residual3, l, BT * C);
     rmsnorm_forward(rms1, a->rms1_rstd + s * BT, residual, p->rms1w + l * C, (int)BT, C, tr_rms_eps(c));
-    linear_forward(g, qkv, QKVD, rms1, C, p->wq + (size_t)l * C * C, NULL, (int)BT, C, C);
-    linear_forward(g, qkv + C, QKVD, rms1, C, p->wk + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
-    linear_forward(g, qkv + C + KVD, QKVD, rms1, C, p->wv + (size_t)l * KVD * C, NULL, (int)BT, C, KVD);
+    linear_forward(g, qkv, QKVD, rms1, C, p->wq + (size_t)l * C * C, TR_LAYER(p->bq, l, C), (int)BT, C, C);
+    linear_forward(g, qkv + C, QKVD, rms1, C, p->wk + (size_t)l * KVD * C, TR_LAYER(p->bk, l, KVD), (int)BT, C, KVD);
+    linear_forward(g, qkv + C + KVD, QKVD, rms1, C, p->wv + (size_t)l * KVD * C, TR_LAYER(p->bv, l, KVD), (int)BT, C, KVD);
     TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, qkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 0);
     attention_forward(atty, att, g->rows, qkv, B, T, C, NH, KV);
     linear_forward(g, res3, C, atty, C, p->wo + (size_t)l * C * C, NULL, (int)BT, C, C);
@@ -1373,10 +1373,12 @@ static void llama_backward(trg_model *g, float *w, float *gw, float dloss, int B
         if (!g->resid) attention_forward((float *)atty, a.att, g->rows, qkv, B, T, C, NH, KV); // as in gpt_backward
         attention_backward(d.dqkv, g->dpre, g->rows, d.datty, a.att, qkv, B, T, C, NH, KV);
         TRG_LAUNCH(rope_kernel, blocks_for(BT * (NH + KV)), THREADS, d.dqkv, g->rope_cos, g->rope_sin, (int)BT, T, C, NH, KV, 1);
-        linear_backward(g, d.dln, 0, gr.wq + (size_t)l * C * C, NULL, d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C, (int)BT, T, C, C);
-        linear_backward(g, d.dln, 1, gr.wk + (size_t)l * KVD * C, NULL, d.dqkv + C, QKVD, rms1, C, p.wk + (size_t)l * KVD * C, (int)BT, T, C, KVD);
-        linear_backward(g, d.dln, 1, gr.wv + (size_t)l * KVD * C, NULL, d.dqkv + C + KVD, QKVD, rms1, C, p.wv + (size_t)l * KVD * C,
-                        (int)BT, T, C, KVD);
+        linear_backward(g, d.dln, 0, gr.wq + (size_t)l * C * C, TR_LAYER(gr.bq, l, C), d.dqkv, QKVD, rms1, C, p.wq + (size_t)l * C * C,
+                        (int)BT, T, C, C);
+        linear_backward(g, d.dln, 1, gr.wk + (size_t)l * KVD * C, TR_LAYER(gr.bk, l, KVD), d.dqkv + C, QKVD, rms1, C,
+                        p.wk + (size_t)l * KVD * C, (int)BT, T, C, KVD);
+        linear_backward(g, d.dln, 1, gr.wv + (size_t)l * KVD * C, TR_LAYER(gr.bv, l, KVD), d.dqkv + C + KVD, QKVD, rms1, C,
+                        p.wv + (size_t)l * KVD * C, (int)BT, T, C, KVD);
         rmsnorm_backward(d.dres, gr.rms1w + l * C, d.dln, residual, p.rms1w + l * C, a.rms1_rstd + s * BT, (int)BT, C);
     }
     TRG_LAUNCH(encoder_backward_kernel, blocks_for(C), THREADS, g->dwte_emb, (float *)NULL, d.dres, g->tokens, (int)BT, T, C);
