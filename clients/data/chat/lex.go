@@ -32,31 +32,13 @@ type token struct {
 	pos  int    // byte offset in the normalized source
 }
 
-// normalizeSource does what jinja2 does before lexing: it splits the source
-// into lines the way Python's str.splitlines does and joins them with "\n",
-// which converts every line break to "\n" and drops one trailing break.
+// normalizeSource does what jinja2 does before lexing: "\r\n" and "\r"
+// become "\n", and one trailing newline is dropped (keep_trailing_newline
+// is off).
 func normalizeSource(src string) string {
-	var lines []string
-	start := 0
-	for i := 0; i < len(src); {
-		r, size := utf8.DecodeRuneInString(src[i:])
-		switch r {
-		case '\r':
-			lines = append(lines, src[start:i])
-			if i+1 < len(src) && src[i+1] == '\n' {
-				size = 2
-			}
-			start = i + size
-		case '\n', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
-			lines = append(lines, src[start:i])
-			start = i + size
-		}
-		i += size
-	}
-	if start < len(src) {
-		lines = append(lines, src[start:])
-	}
-	return strings.Join(lines, "\n")
+	src = strings.ReplaceAll(src, "\r\n", "\n")
+	src = strings.ReplaceAll(src, "\r", "\n")
+	return strings.TrimSuffix(src, "\n")
 }
 
 // isPySpace reports whether Python's str.isspace (and so re's \s and

@@ -39,7 +39,7 @@ type loopState struct {
 
 // Limits that stop a runaway template.
 const (
-	maxSteps  = 10_000_000
+	maxSteps  = 5_000_000
 	maxOutput = 64 << 20
 	maxRange  = 100_000 // jinja2's sandbox limit
 )
@@ -154,21 +154,22 @@ func (r *renderer) execIf(s ifStmt) error {
 	return nil
 }
 
-// bind sets a loop's targets to item in a fresh scope.
-func (r *renderer) bind(s forStmt, item value) (map[string]value, error) {
-	scope := map[string]value{}
+// bind sets a loop's targets to item in scope, which it clears first: each
+// iteration starts afresh.
+func (r *renderer) bind(s forStmt, scope map[string]value, item value) error {
+	clear(scope)
 	if len(s.targets) == 1 {
 		scope[s.targets[0]] = item
-		return scope, nil
+		return nil
 	}
 	l, ok := item.([]value)
 	if !ok || len(l) != len(s.targets) {
-		return nil, r.errAt(s.pos, "cannot unpack %s into %d loop variables", typeName(item), len(s.targets))
+		return r.errAt(s.pos, "cannot unpack %s into %d loop variables", typeName(item), len(s.targets))
 	}
 	for i, name := range s.targets {
 		scope[name] = l[i]
 	}
-	return scope, nil
+	return nil
 }
 
 // execFor runs a loop. As in jinja2, each iteration has its own scope, so
@@ -183,11 +184,14 @@ func (r *renderer) execFor(s forStmt) error {
 		return err
 	}
 	items := all
+	scope := map[string]value{}
 	if s.cond != nil {
 		items = nil
 		for _, item := range all {
-			scope, err := r.bind(s, item)
-			if err != nil {
+			if err := r.step(s.pos); err != nil {
+				return err
+			}
+			if err := r.bind(s, scope, item); err != nil {
 				return err
 			}
 			r.scopes = append(r.scopes, scope)
@@ -206,14 +210,16 @@ func (r *renderer) execFor(s forStmt) error {
 	}
 	loop := &loopState{items: items}
 	for i, item := range items {
-		scope, err := r.bind(s, item)
-		if err != nil {
+		if err := r.step(s.pos); err != nil {
+			return err
+		}
+		if err := r.bind(s, scope, item); err != nil {
 			return err
 		}
 		loop.index0 = i
 		scope["loop"] = loop
 		r.scopes = append(r.scopes, scope)
-		err = r.exec(s.body)
+		err := r.exec(s.body)
 		r.scopes = r.scopes[:len(r.scopes)-1]
 		if err == errBreak {
 			break
