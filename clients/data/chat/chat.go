@@ -76,9 +76,6 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool, v Vars) (str
 	}
 	r := &renderer{src: t.src, scopes: []map[string]value{root}}
 	if err := r.exec(t.body); err != nil {
-		if err == errBreak || err == errContinue {
-			return "", fmt.Errorf("chat template: %w", err)
-		}
 		return "", err
 	}
 	return r.out.String(), nil

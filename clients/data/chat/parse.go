@@ -140,9 +140,10 @@ var (
 )
 
 type parser struct {
-	src  string
-	toks []token
-	i    int
+	src   string
+	toks  []token
+	i     int
+	loops int // how many for bodies enclose the current statement
 }
 
 func parse(src string) ([]stmt, error) {
@@ -251,6 +252,9 @@ func (p *parser) stmts() (body []stmt, end string, err error) {
 			case "set":
 				s, err = p.setStmt(name.pos)
 			case "break", "continue":
+				if p.loops == 0 {
+					return nil, "", p.errAt(name.pos, "{%% %s %%} outside a loop", name.val)
+				}
 				s = loopCtlStmt{name.pos, name.val == "break"}
 			case "endif", "elif", "else", "endfor":
 				return body, name.val, nil
@@ -356,7 +360,10 @@ func (p *parser) forStmt(pos int) (stmt, error) {
 		return nil, err
 	}
 	var end string
-	if s.body, end, err = p.body(pos, "for", "else", "endfor"); err != nil {
+	p.loops++
+	s.body, end, err = p.body(pos, "for", "else", "endfor")
+	p.loops--
+	if err != nil {
 		return nil, err
 	}
 	if end == "else" {
@@ -474,6 +481,7 @@ func (p *parser) not() (expr, error) {
 }
 
 func (p *parser) compare() (expr, error) {
+	chained := false
 	x, err := p.math1()
 	if err != nil {
 		return nil, err
@@ -492,6 +500,10 @@ func (p *parser) compare() (expr, error) {
 		default:
 			return x, nil
 		}
+		if chained {
+			return nil, p.errAt(t.pos, "chained comparisons are not supported")
+		}
+		chained = true
 		p.next()
 		r, err := p.math1()
 		if err != nil {

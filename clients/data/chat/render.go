@@ -54,9 +54,11 @@ func (e *RaisedError) Error() string {
 	return fmt.Sprintf("chat template line %d:%d: raise_exception: %s", e.Line, e.Col, e.Message)
 }
 
+// errBreak and errContinue unwind a loop's body; the parser refuses them
+// outside a loop.
 var (
-	errBreak    = errors.New("break outside a loop")
-	errContinue = errors.New("continue outside a loop")
+	errBreak    = errors.New("break")
+	errContinue = errors.New("continue")
 )
 
 type renderer struct {

@@ -148,6 +148,8 @@ func TestRefusedFeatures(t *testing.T) {
 		{"{% for m in messages %}{% endif %}", "line 1:27: unexpected {% endif %} inside {% for %}"},
 		{"{{ 'x' ", "line 1:1: the tag opened here is never closed"},
 		{"{# never closed", "line 1:1: missing end of comment tag"},
+		{"{% for m in messages %}{% else %}{% break %}{% endfor %}", "line 1:37: {% break %} outside a loop"},
+		{"{{ 1 < 2 < 3 }}", "line 1:10: chained comparisons are not supported"},
 	} {
 		_, err := ParseTemplate(tc.src)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
