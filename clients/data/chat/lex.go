@@ -167,9 +167,10 @@ func endDelimiter(s string, closer byte) (end int, sign byte, ok bool) {
 	return 0, 0, false
 }
 
-// endSign returns the "-" or "+" just before an end delimiter at i, if any.
-func endSign(s string, i, min int) byte {
-	if i > min && (s[i-1] == '-' || s[i-1] == '+') {
+// endSign returns the "-" or "+" just before an end delimiter at i, if it
+// lies after from.
+func endSign(s string, i, from int) byte {
+	if i > from && (s[i-1] == '-' || s[i-1] == '+') {
 		return s[i-1]
 	}
 	return 0
