@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,9 +43,11 @@ func dataCommands() []*cli.Command {
 func dataPrepareCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "prepare",
-		Usage: "tokenize a directory of .txt/.jsonl documents into shards with a manifest",
+		Usage: "tokenize a directory of .txt/.jsonl documents (or fine-tuning examples: --examples) into shards with a manifest",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "input", Usage: "corpus directory (default: the State of the Union corpus that scripts/setup.sh installs)"},
+			&cli.StringFlag{Name: "examples", Usage: "instead of --input, fine-tuning examples: a JSONL file of chat conversations ({\"messages\": [{\"role\": ..., \"content\": ...}, ...]}) or prompt/completion pairs; writes a loss-masked dataset, one example a sequence, trained on the answers only"},
+			chatTemplateFlag,
 			&cli.StringFlag{Name: "tokenizer", Usage: "byte, gpt2, or the path of a Hugging Face tokenizer.json (byte-level BPE; a run names it as json:<its sha256>)", Value: tokenizer.GPT2Name},
 			&cli.StringFlag{Name: "out", Usage: "dataset directory to create (required; must not exist or be empty)"},
 			&cli.UintFlag{Name: "seq-len", Usage: "tokens a sequence trains on; each stores seq-len+1 for the targets", Value: 1024},
@@ -56,6 +59,12 @@ func dataPrepareCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if err := requireFlagsNoArgs(c, "out"); err != nil {
 				return err
+			}
+			if c.IsSet("examples") {
+				return prepareExamples(c)
+			}
+			if c.IsSet(chatTemplateFlag.Name) {
+				return badInputf("--%s needs --examples", chatTemplateFlag.Name)
 			}
 			input := c.String("input")
 			if input == "" {
@@ -107,6 +116,64 @@ func dataPrepareCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+var chatTemplateFlag = &cli.StringFlag{Name: "chat-template", Usage: "the chat template: a tokenizer_config.json or a template file (default: the tokenizer_config.json beside --tokenizer)"}
+
+// chatTemplatePath is --chat-template, or the tokenizer_config.json beside
+// a --tokenizer tokenizer.json; "" when there is neither.
+func chatTemplatePath(c *cli.Context) string {
+	if p := c.String(chatTemplateFlag.Name); p != "" {
+		return p
+	}
+	if tok := c.String("tokenizer"); strings.HasSuffix(tok, ".json") {
+		p := filepath.Join(filepath.Dir(tok), "tokenizer_config.json")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// prepareExamples is data prepare --examples: a loss-masked dataset.
+func prepareExamples(c *cli.Context) error {
+	if c.IsSet("input") || c.IsSet("split") || c.IsSet("last-train-year") {
+		return badInputf("--examples replaces --input, --split and --last-train-year")
+	}
+	seqLen := c.Uint("seq-len")
+	if seqLen == 0 || seqLen > shard.MaxSeqLen {
+		return badInputf("--seq-len %d must be between 1 and %d", seqLen, shard.MaxSeqLen)
+	}
+	if c.Int64("chunk-bytes") <= 0 || c.Int64("shard-bytes") <= 0 {
+		return badInputf("--chunk-bytes and --shard-bytes must be positive")
+	}
+	out := c.String("out")
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		return badInputf("--out %s is not empty", out)
+	}
+	tmpl := chatTemplatePath(c)
+	res, err := prepare.RunChat(c.Context, prepare.ChatOptions{
+		Input: c.String("examples"), Tokenizer: c.String("tokenizer"), Template: tmpl, SeqLen: uint32(seqLen),
+		ChunkBytes: c.Int64("chunk-bytes"), ShardBytes: c.Int64("shard-bytes"), Out: out,
+	})
+	if err != nil {
+		var inErr *corpus.InputError
+		if errors.As(err, &inErr) {
+			return badInput(err)
+		}
+		return err
+	}
+	m := res.Manifest
+	w := c.App.Writer
+	fmt.Fprintf(w, "dataset    %s (fine-tuning: loss-masked)\n", out)
+	fmt.Fprintf(w, "input      %s: %d examples, %d cut to %d tokens\n", c.String("examples"), res.Examples, res.Truncated, m.SeqLen+1)
+	if m.ChatTemplate != "" {
+		fmt.Fprintf(w, "template   %s (sha256 %s)\n", tmpl, m.ChatTemplate)
+	}
+	fmt.Fprintf(w, "tokens     %d (%s, vocab %d), %d of them trained\n", res.Tokens, m.Tokenizer, m.VocabSize, res.Trained)
+	fmt.Fprintf(w, "sequences  %d of %d+1 tokens in %d shards, %d per chunk\n", m.NumSequences, m.SeqLen, len(m.Shards), m.SeqsPerChunk)
+	fmt.Fprintf(w, "root       %s\n", m.Root)
+	return nil
 }
 
 func dataServeCommand() *cli.Command {
@@ -244,24 +311,65 @@ func dataFetchCommand() *cli.Command {
 				}
 			}
 			enc := json.NewEncoder(c.App.Writer)
+			info := p.Info()
 			for i, seq := range seqs {
-				if tok == nil {
-					if err := enc.Encode(map[string]any{"index": indices[i], "tokens": seq}); err != nil {
-						return err
-					}
-					continue
-				}
-				text, err := tok.Decode(seq)
+				out, err := fetchedSequence(info, seq, tok)
 				if err != nil {
 					return err
 				}
-				if err := enc.Encode(map[string]any{"index": indices[i], "text": text}); err != nil {
+				out["index"] = indices[i]
+				if err := enc.Encode(out); err != nil {
 					return err
 				}
 			}
 			return nil
 		},
 	}
+}
+
+// fetchedSequence is what data fetch prints of one sequence: its tokens (or
+// with tok their text) and, with a loss mask, the spans of tokens trained
+// as targets: [start, end) token positions (or with tok their texts).
+func fetchedSequence(info provider.Info, seq []uint16, tok tokenizer.Tokenizer) (map[string]any, error) {
+	n := int(info.SeqLen) + 1
+	out := map[string]any{}
+	var spans [][2]int
+	if info.LossMask {
+		for j := 1; j < n; j++ {
+			if seq[n+(j-1)/16]&(1<<((j-1)%16)) == 0 {
+				continue
+			}
+			if k := len(spans) - 1; k >= 0 && spans[k][1] == j {
+				spans[k][1] = j + 1
+			} else {
+				spans = append(spans, [2]int{j, j + 1})
+			}
+		}
+	}
+	if tok == nil {
+		out["tokens"] = seq[:n]
+		if info.LossMask {
+			out["trained"] = spans
+		}
+		return out, nil
+	}
+	text, err := tok.Decode(seq[:n])
+	if err != nil {
+		return nil, err
+	}
+	out["text"] = text
+	if info.LossMask {
+		trained := []string{}
+		for _, s := range spans {
+			t, err := tok.Decode(seq[s[0]:s[1]])
+			if err != nil {
+				return nil, err
+			}
+			trained = append(trained, t)
+		}
+		out["trained"] = trained
+	}
+	return out, nil
 }
 
 // requireFlagsNoArgs fails, as bad input, on positional arguments (a data

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -11,6 +12,8 @@ import (
 
 	"github.com/psyche-go/psyche/clients/client"
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/data/chat"
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/generate"
 	"github.com/psyche-go/psyche/clients/hub"
 	"github.com/psyche-go/psyche/clients/trainer"
@@ -29,6 +32,8 @@ func sampleCommand() *cli.Command {
 			&cli.IntFlag{Name: "top-k", Usage: "sample among the k most likely tokens (0: all)", Value: 40},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the sampler"},
 			&cli.StringFlag{Name: "tokenizer", Usage: "byte, gpt2 or the path of a tokenizer.json (default: from the model's vocabulary, byte for 256 or gpt2 for 50257)"},
+			&cli.BoolFlag{Name: "chat", Usage: "send --prompt as a user's message through the chat template, and stop at the end of the reply"},
+			chatTemplateFlag,
 		}, coordinatorReadFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
@@ -53,9 +58,9 @@ func sampleCommand() *cli.Command {
 			}
 			defer tr.Close()
 			cfg := tr.Config()
-			ids, err := tok.Encode(c.String("prompt"))
-			if err != nil || len(ids) == 0 {
-				return badInputf("--prompt %q: %v (it needs at least one token)", c.String("prompt"), err)
+			ids, stop, err := samplePrompt(c, tok)
+			if err != nil {
+				return err
 			}
 			prompt := make([]int32, len(ids))
 			for i, id := range ids {
@@ -63,6 +68,9 @@ func sampleCommand() *cli.Command {
 			}
 			w := c.App.Writer
 			fmt.Fprint(w, c.String("prompt"))
+			if c.Bool("chat") {
+				fmt.Fprintln(w) // the reply on a line of its own
+			}
 			// Tokens can end inside a UTF-8 character: print only whole text.
 			var pending []uint16
 			flush := func(final bool) error {
@@ -78,9 +86,15 @@ func sampleCommand() *cli.Command {
 			}
 			o := generate.Options{MaxTokens: c.Int("max-tokens"), Temperature: c.Float64("temperature"), TopK: c.Int("top-k"), Seed: c.Uint64("seed")}
 			err = generate.Generate(c.Context, tr, prompt, o, func(t int32) error {
+				if stop[uint16(t)] {
+					return errEndOfTurn
+				}
 				pending = append(pending, uint16(t))
 				return flush(false)
 			})
+			if errors.Is(err, errEndOfTurn) {
+				err = nil
+			}
 			if ferr := flush(true); ferr != nil && err == nil {
 				err = ferr
 			}
@@ -95,6 +109,59 @@ func sampleCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// errEndOfTurn stops a --chat reply at its end-of-turn token.
+var errEndOfTurn = errors.New("end of turn")
+
+// samplePrompt is --prompt's tokens, and the tokens that end the reply:
+// none for plain text; with --chat, the prompt as a user's message through
+// the chat template with the assistant's turn opened, and the tokenizer's
+// end-of-text and the template's eos_token as the reply's ends.
+func samplePrompt(c *cli.Context, tok tokenizer.Tokenizer) (ids []uint16, stop map[uint16]bool, err error) {
+	text := c.String("prompt")
+	if !c.Bool("chat") {
+		if c.IsSet(chatTemplateFlag.Name) {
+			return nil, nil, badInputf("--%s needs --chat", chatTemplateFlag.Name)
+		}
+		ids, err = tok.Encode(text)
+		if err != nil || len(ids) == 0 {
+			return nil, nil, badInputf("--prompt %q: %v (it needs at least one token)", text, err)
+		}
+		return ids, nil, nil
+	}
+	js, ok := tok.(*tokenizer.JSONBPE)
+	if !ok {
+		return nil, nil, badInputf("--chat needs a tokenizer.json tokenizer (--tokenizer PATH), whose special tokens the chat template spells")
+	}
+	path := chatTemplatePath(c)
+	if path == "" {
+		return nil, nil, badInputf("--chat needs the chat template: give --%s (a tokenizer_config.json or a template file), or a --tokenizer tokenizer.json with a tokenizer_config.json beside it", chatTemplateFlag.Name)
+	}
+	tmpl, _, vars, err := chat.LoadTemplate(path)
+	if err != nil {
+		return nil, nil, badInput(err)
+	}
+	plain, err1 := js.Encode(text)
+	spec, err2 := js.EncodeSpecial(text)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, nil, badInputf("--prompt: %w", err)
+	}
+	if !slices.Equal(plain, spec) {
+		return nil, nil, badInputf("--prompt spells a special token of the tokenizer; a message is plain text")
+	}
+	rendered, err := tmpl.Render([]chat.Message{{Role: "user", Content: text}}, true, vars)
+	if err == nil {
+		ids, err = js.EncodeSpecial(rendered)
+	}
+	if err != nil {
+		return nil, nil, badInputf("--chat: %w", err)
+	}
+	stop = map[uint16]bool{js.EOT(): true}
+	if id, ok := js.SpecialID(vars.EOS); ok {
+		stop[id] = true
+	}
+	return ids, stop, nil
 }
 
 // fetchRunModel fetches the run's announced hub checkpoint into a temporary

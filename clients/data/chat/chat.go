@@ -26,6 +26,7 @@ type Message struct{ Role, Content string }
 type Example struct {
 	Messages           []Message
 	Prompt, Completion string
+	Line               int // in the file ReadJSONL read it from
 }
 
 // Vars are the tokenizer's special tokens a template sees as bos_token and
@@ -94,7 +95,17 @@ func LoadTemplate(path string) (t *Template, hash [32]byte, vars Vars, err error
 	}
 	src := string(raw)
 	if filepath.Base(path) == "tokenizer_config.json" {
-		if src, vars, err = fromTokenizerConfig(raw); err != nil {
+		src, vars, err = fromTokenizerConfig(raw)
+		if errors.Is(err, errNoTemplate) {
+			// transformers 4.50 and later save the template beside the config.
+			var jinja []byte
+			if jinja, err = os.ReadFile(filepath.Join(filepath.Dir(path), TemplateFile)); err == nil {
+				src = string(jinja)
+			} else if errors.Is(err, os.ErrNotExist) {
+				err = fmt.Errorf(`no "chat_template", and no %s beside it`, TemplateFile)
+			}
+		}
+		if err != nil {
 			return nil, hash, Vars{}, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -106,6 +117,12 @@ func LoadTemplate(path string) (t *Template, hash [32]byte, vars Vars, err error
 	}
 	return t, sha256.Sum256([]byte(src)), vars, nil
 }
+
+// TemplateFile is where transformers saves a tokenizer's chat template when
+// its tokenizer_config.json has none.
+const TemplateFile = "chat_template.jinja"
+
+var errNoTemplate = errors.New(`no "chat_template"`)
 
 func fromTokenizerConfig(raw []byte) (string, Vars, error) {
 	var cfg struct {
@@ -125,7 +142,7 @@ func fromTokenizerConfig(raw []byte) (string, Vars, error) {
 		return "", Vars{}, err
 	}
 	if len(cfg.ChatTemplate) == 0 || string(cfg.ChatTemplate) == "null" {
-		return "", Vars{}, errors.New(`no "chat_template" (transformers may have saved it to chat_template.jinja beside this file)`)
+		return "", vars, errNoTemplate
 	}
 	var src string
 	if json.Unmarshal(cfg.ChatTemplate, &src) == nil {
@@ -263,6 +280,7 @@ func ReadJSONL(r io.Reader, name string) ([]Example, error) {
 		if perr != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, perr)
 		}
+		ex.Line = line
 		out = append(out, ex)
 	}
 }

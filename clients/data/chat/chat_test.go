@@ -227,9 +227,21 @@ func TestLoadTemplateConfigs(t *testing.T) {
 	if got, err := tmpl.Render(nil, false, vars); err != nil || got != "<B>x<E>" {
 		t.Errorf("rendered %q, %v", got, err)
 	}
+	// transformers 4.50 and later save the template beside the config.
+	beside := write("beside", `{"bos_token": "<B>", "eos_token": "<E>"}`)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(beside), TemplateFile), []byte("{{ eos_token }}y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, hash, vars, err = LoadTemplate(beside)
+	if err != nil || vars != (Vars{"<B>", "<E>"}) || hash != sha256.Sum256([]byte("{{ eos_token }}y")) {
+		t.Fatalf("beside: got %q, %x, %v", vars, hash, err)
+	}
+	if got, err := tmpl.Render(nil, false, vars); err != nil || got != "<E>y" {
+		t.Errorf("beside: rendered %q, %v", got, err)
+	}
 
 	for _, tc := range []struct{ name, content, want string }{
-		{"none", `{"bos_token": "<s>"}`, `no "chat_template"`},
+		{"none", `{"bos_token": "<s>"}`, `no "chat_template", and no chat_template.jinja beside it`},
 		{"nodefault", `{"chat_template": [{"name": "tool_use", "template": "x"}]}`, `"chat_template" lists no template named "default"`},
 		{"badlist", `{"chat_template": [{"name": "default"}]}`, `"chat_template" item 0 lacks a "name" or "template" string`},
 		{"badtype", `{"chat_template": 5}`, `"chat_template" is neither a string nor a list`},
@@ -257,9 +269,9 @@ func TestReadJSONL(t *testing.T) {
 		`{"completion": "c2", "prompt": ""}`
 	got, err := ReadJSONL(strings.NewReader(in), "train.jsonl")
 	want := []Example{
-		{Messages: []Message{{"system", "s"}, {"user", "u"}, {"assistant", "a"}}},
-		{Prompt: "p", Completion: "c"},
-		{Completion: "c2"},
+		{Messages: []Message{{"system", "s"}, {"user", "u"}, {"assistant", "a"}}, Line: 2},
+		{Prompt: "p", Completion: "c", Line: 4},
+		{Completion: "c2", Line: 5},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, %v\nwant %+v", got, err, want)

@@ -1,0 +1,180 @@
+package prepare
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+
+	"github.com/psyche-go/psyche/clients/data/chat"
+	"github.com/psyche-go/psyche/clients/data/corpus"
+	"github.com/psyche-go/psyche/clients/data/shard"
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
+)
+
+// ChatOptions say what fine-tuning data to prepare.
+type ChatOptions struct {
+	Input     string // JSONL of chat conversations or prompt/completion pairs (chat.ReadJSONL)
+	Tokenizer string // as Options.Tokenizer; chat conversations need a tokenizer.json
+	// Template is a tokenizer_config.json or a chat template file
+	// (chat.LoadTemplate); "" when every example is a prompt/completion pair.
+	Template   string
+	SeqLen     uint32
+	ChunkBytes int64 // as Options
+	ShardBytes int64
+	Out        string
+	Log        *slog.Logger
+}
+
+// ChatResult summarizes a prepared fine-tuning dataset.
+type ChatResult struct {
+	Manifest  *shard.Manifest
+	Examples  uint64
+	Truncated uint64 // examples cut to seq_len+1 tokens
+	Tokens    uint64 // the examples' tokens, before padding
+	Trained   uint64 // of which the loss is computed on
+}
+
+// RunChat tokenizes fine-tuning examples into a loss-masked dataset at
+// opts.Out: each example its own sequence, padded with the separator, the
+// loss on its answers only (chat.Template.Segments). Problems with the
+// examples or the template are *corpus.InputError.
+func RunChat(ctx context.Context, opts ChatOptions) (ChatResult, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tok, err := tokenizer.Open(opts.Tokenizer)
+	if err != nil {
+		return ChatResult{}, &corpus.InputError{Err: fmt.Errorf("tokenizer: %w", err)}
+	}
+	f, err := os.Open(opts.Input)
+	if err != nil {
+		return ChatResult{}, &corpus.InputError{Err: err}
+	}
+	examples, err := chat.ReadJSONL(f, opts.Input)
+	f.Close()
+	if err != nil {
+		return ChatResult{}, &corpus.InputError{Err: err}
+	}
+	enc := segmentEncoder{tok: tok}
+	var tmplHash string
+	if opts.Template != "" {
+		t, hash, vars, err := chat.LoadTemplate(opts.Template)
+		if err != nil {
+			return ChatResult{}, &corpus.InputError{Err: err}
+		}
+		js, ok := tok.(*tokenizer.JSONBPE)
+		if !ok {
+			return ChatResult{}, &corpus.InputError{Err: fmt.Errorf("a chat template needs a tokenizer.json tokenizer, whose special tokens its text spells; %s has none", tok.Name())}
+		}
+		enc.tmpl, enc.vars, enc.special = t, vars, js
+		tmplHash = hex.EncodeToString(hash[:])
+	}
+	if opts.SeqLen == 0 || opts.SeqLen > shard.MaxSeqLen {
+		return ChatResult{}, &corpus.InputError{Err: fmt.Errorf("sequence length %d must be between 1 and %d", opts.SeqLen, shard.MaxSeqLen)}
+	}
+	seqBytes := shard.SequenceBytes(opts.SeqLen, true)
+	chunkBytes, shardBytes := cmpOr(opts.ChunkBytes, DefaultChunkBytes), cmpOr(opts.ShardBytes, DefaultShardBytes)
+	seqsPerChunk := max(1, chunkBytes/seqBytes)
+	w, err := shard.NewWriter(opts.Out, shard.Params{
+		Tokenizer: tok.Name(), VocabSize: uint32(tok.VocabSize()), EOT: uint32(tok.EOT()),
+		SeqLen: opts.SeqLen, SeqsPerChunk: uint32(seqsPerChunk), SeqsPerShard: uint64(max(seqsPerChunk, shardBytes/seqBytes)),
+		LossMask: true, ChatTemplate: tmplHash,
+	})
+	if err != nil {
+		return ChatResult{}, err
+	}
+	var res ChatResult
+	for i, ex := range examples {
+		if err := ctx.Err(); err != nil {
+			w.Abort()
+			return ChatResult{}, err
+		}
+		ids, train, err := enc.encode(ex)
+		if err == nil {
+			err = w.AddExample(ids, train)
+		}
+		if err != nil {
+			w.Abort()
+			return ChatResult{}, &corpus.InputError{Err: fmt.Errorf("%s: example %d (line %d): %w", opts.Input, i+1, ex.Line, err)}
+		}
+		res.Tokens += uint64(len(ids))
+		for _, t := range train[:min(len(train), int(opts.SeqLen)+1)] {
+			if t {
+				res.Trained++
+			}
+		}
+	}
+	m, _, err := w.Close()
+	if err != nil {
+		return ChatResult{}, err
+	}
+	res.Manifest, res.Examples, res.Truncated = m, w.Documents, w.Truncated
+	log.Info("prepared fine-tuning dataset", "out", opts.Out, "tokenizer", tok.Name(), "examples", res.Examples,
+		"truncated", res.Truncated, "tokens", res.Tokens, "trained", res.Trained, "root", m.Root)
+	return res, nil
+}
+
+func cmpOr(v, def int64) int64 {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// segmentEncoder turns an example into tokens and their loss mask.
+type segmentEncoder struct {
+	tok     tokenizer.Tokenizer
+	tmpl    *chat.Template // nil: prompt/completion pairs only
+	vars    chat.Vars
+	special *tokenizer.JSONBPE // tok, when a template's text spells special tokens
+}
+
+// encode tokenizes ex's segments one by one, so that a mask boundary is
+// always a token boundary. A template's text is encoded with its special
+// tokens; the messages themselves may not spell one (a message that could
+// would forge turns). A prompt/completion pair is plain text, and its
+// completion ends with the separator, trained, so that the model learns
+// to stop.
+func (e segmentEncoder) encode(ex chat.Example) (ids []uint16, train []bool, err error) {
+	for k, m := range ex.Messages {
+		if e.special == nil {
+			break
+		}
+		plain, err1 := e.special.Encode(m.Content)
+		spec, err2 := e.special.EncodeSpecial(m.Content)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, nil, fmt.Errorf("message %d: %w", k+1, err)
+		}
+		if !slices.Equal(plain, spec) {
+			return nil, nil, fmt.Errorf("message %d (%s) spells a special token of the tokenizer; messages are plain text", k+1, m.Role)
+		}
+	}
+	segs, err := e.tmpl.Segments(ex, e.vars)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range segs {
+		var part []uint16
+		if e.special != nil && len(ex.Messages) > 0 {
+			part, err = e.special.EncodeSpecial(s.Text)
+		} else {
+			part, err = e.tok.Encode(s.Text)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		ids = append(ids, part...)
+		for range part {
+			train = append(train, s.Train)
+		}
+	}
+	if len(ex.Messages) == 0 {
+		ids, train = append(ids, e.tok.EOT()), append(train, true)
+	}
+	return ids, train, nil
+}
