@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -141,5 +140,3 @@ func maskedEvalLoss(t *testing.T, tr *trainer.Trainer, dir string) float32 {
 	}
 	return loss
 }
-
-var _ = hex.EncodeToString

@@ -89,7 +89,7 @@ func RunChat(ctx context.Context, opts ChatOptions) (ChatResult, error) {
 		return ChatResult{}, err
 	}
 	var res ChatResult
-	for i, ex := range examples {
+	for _, ex := range examples {
 		if err := ctx.Err(); err != nil {
 			w.Abort()
 			return ChatResult{}, err
@@ -100,7 +100,7 @@ func RunChat(ctx context.Context, opts ChatOptions) (ChatResult, error) {
 		}
 		if err != nil {
 			w.Abort()
-			return ChatResult{}, &corpus.InputError{Err: fmt.Errorf("%s: example %d (line %d): %w", opts.Input, i+1, ex.Line, err)}
+			return ChatResult{}, &corpus.InputError{Err: fmt.Errorf("%s:%d: %w", opts.Input, ex.Line, err)}
 		}
 		res.Tokens += uint64(len(ids))
 		for _, t := range train[:min(len(train), int(opts.SeqLen)+1)] {
@@ -148,10 +148,10 @@ func (e segmentEncoder) encode(ex chat.Example) (ids []uint16, train []bool, err
 		plain, err1 := e.special.Encode(m.Content)
 		spec, err2 := e.special.EncodeSpecial(m.Content)
 		if err := errors.Join(err1, err2); err != nil {
-			return nil, nil, fmt.Errorf("message %d: %w", k+1, err)
+			return nil, nil, fmt.Errorf("message %d: %w", k, err)
 		}
 		if !slices.Equal(plain, spec) {
-			return nil, nil, fmt.Errorf("message %d (%s) spells a special token of the tokenizer; messages are plain text", k+1, m.Role)
+			return nil, nil, fmt.Errorf("message %d (%s) spells a special token of the tokenizer; messages are plain text", k, m.Role)
 		}
 	}
 	segs, err := e.tmpl.Segments(ex, e.vars)
