@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	ariths := fs.String("arith", "fp32,mx8", "comma-separated numeric contracts to measure: fp32 (v2), mx8 (v3)")
 	peak := fs.Float64("peak-tflops", 0, "the compute path's peak TFLOP/s for the MFU figure, e.g. a GPU's dense bf16 tensor rate (H100 SXM and H200: 989); 0: unknown, MFU printed as -")
 	demo := fs.Bool("demo", true, "also time DeMo steps and print the payload line")
+	mask := fs.Bool("mask", false, "also time fine-tuning steps (a loss mask training the second half of each sequence) against pretraining steps of the same shape, interleaved, and print their ratio")
 	fitGiB := fs.Float64("fit-gib", 0, "micro-batch: the largest divisor of -batch whose trainer.Footprint (AdamW; the GPU's figure when a GPU is found, else the host's) is at most this many GiB (0: -microbatch)")
 	fitHostGiB := fs.Float64("fit-host-gib", 0, "with -fit-gib on a GPU: also keep the host's peak, New's (the CPU path's footprint: New makes those buffers before the GPU attaches), within this many GiB (0: unchecked)")
 	if err := fs.Parse(args); err != nil {
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		}
 		for _, a := range arith {
 			o := trainOpts{name: strings.TrimSpace(name), arith: a, steps: *steps, batch: *batch, threads: *threads, topk: *topk,
-				microBatch: *microBatch, fitGiB: *fitGiB, fitHostGiB: *fitHostGiB, peakTFLOPs: *peak, demo: *demo}
+				microBatch: *microBatch, fitGiB: *fitGiB, fitHostGiB: *fitHostGiB, peakTFLOPs: *peak, demo: *demo, mask: *mask}
 			if err := benchTrain(ctx, w, o); err != nil {
 				return err
 			}
@@ -197,6 +198,7 @@ type trainOpts struct {
 	fitGiB                      float64 // > 0: the largest micro-batch that fits, instead of microBatch
 	fitHostGiB                  float64 // > 0, with fitGiB on a GPU: New's host peak must fit too
 	peakTFLOPs                  float64 // 0: unknown
+	mask                        bool    // time masked against plain steps
 	demo                        bool
 }
 
@@ -423,6 +425,11 @@ func benchTrain(ctx context.Context, w io.Writer, o trainOpts) error {
 		line += "; gpu used " + used
 	}
 	fmt.Fprintln(w, line)
+	if o.mask {
+		if err := benchMask(ctx, w, tr, o, text); err != nil {
+			return err
+		}
+	}
 	if !o.demo {
 		return nil
 	}
@@ -454,5 +461,37 @@ func benchTrain(ctx context.Context, w io.Writer, o trainOpts) error {
 	dense := 4 * tr.NumParams()
 	fmt.Fprintf(w, "payload %-6s top-k=%d one-bit: %d bytes/step, dense fp32 gradients %d bytes: %.1fx smaller\n",
 		name, topk, size, dense, float64(dense)/float64(size))
+	return nil
+}
+
+// benchMask times forward+backward on fine-tuning batches (each sequence's
+// first half Ignore, as a prompt the loss skips) and on pretraining batches
+// of the same tokens, alternating, so that drift hits both alike, and prints
+// the ratio: masking should cost nothing.
+func benchMask(ctx context.Context, w io.Writer, tr *trainer.Trainer, o trainOpts, text []byte) error {
+	T := tr.Config().SeqLen
+	var plain, masked time.Duration
+	for i := range 2 * o.steps {
+		tok, tgt := trainer.Window(text, (i/2)*o.batch*T, o.batch, T)
+		if i%2 == 1 {
+			for j := range tgt {
+				if j%T < T/2 {
+					tgt[j] = trainer.Ignore
+				}
+			}
+		}
+		t0 := time.Now()
+		if _, err := tr.Step(ctx, tok, tgt, T); err != nil {
+			return err
+		}
+		if i%2 == 1 {
+			masked += time.Since(t0)
+		} else {
+			plain += time.Since(t0)
+		}
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(o.steps) }
+	fmt.Fprintf(w, "mask   %-6s arith=%-4s B=%d T=%d fwd+bwd: pretraining %.1f ms/step, fine-tuning (half the targets trained) %.1f ms/step: %.3fx (%d of each, interleaved)\n",
+		o.name, o.arith, o.batch, T, per(plain), per(masked), masked.Seconds()/plain.Seconds(), o.steps)
 	return nil
 }
