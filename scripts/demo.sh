@@ -18,8 +18,10 @@
 #   DEMO_DIR=<temp dir>   where ledger, wallets, data, logs and the plot go (kept)
 #   DEMO_CONFIG=tiny      the run config, config/<name>.toml: tiny (DeMo every
 #                         step), llama-tiny (the same run on the Llama
-#                         architecture) or sparseloco (the multi-step mode: 10
+#                         architecture), sparseloco (the multi-step mode: 10
 #                         inner steps per round, 2-bit top-k pseudo-gradients)
+#                         or finetune (a Llama fine-tuned on config/finetune's
+#                         instruction set, the loss on the answers only)
 #   DEMO_OVERLAP=0        1: overlapped rounds (train round h+1 while round h's
 #                         payloads are exchanged; applied one round late);
 #                         turns verification off, which overlap excludes
@@ -122,10 +124,21 @@ authority=$dir/authority.json
 say "deploying the programs"
 "$pc" program deploy "${net[@]}" -w "$authority" psyche_coordinator psyche_authorizer >/dev/null
 
-say "preparing the byte-level dataset (train: addresses up to 2000, held out: later)"
-for split in train validation; do
-  [ -d "$dir/data/$split" ] || "$pc" data prepare --tokenizer byte --seq-len 128 --split "$split" --out "$dir/data/$split" >/dev/null
-done
+if grep -q '^data_type = "finetuning"' "$source_config"; then
+  finetune=1
+  say "preparing the fine-tuning datasets (config/finetune: 600 conversations to train on, 64 held out; the loss on the answers)"
+  for split in train validation; do
+    examples=config/finetune/train.jsonl
+    [ "$split" = validation ] && examples=config/finetune/heldout.jsonl
+    [ -d "$dir/data/$split" ] || "$pc" data prepare --examples "$examples" --tokenizer config/finetune/tokenizer.json --seq-len 128 --out "$dir/data/$split" >/dev/null
+  done
+else
+  finetune=0
+  say "preparing the byte-level dataset (train: addresses up to 2000, held out: later)"
+  for split in train validation; do
+    [ -d "$dir/data/$split" ] || "$pc" data prepare --tokenizer byte --seq-len 128 --split "$split" --out "$dir/data/$split" >/dev/null
+  done
+fi
 set -m
 "$pc" data serve --dir "$dir/data/train" --port "$data_port" &>"$dir/data-server.log" &
 pids+=($!)
@@ -177,7 +190,7 @@ for i in "${!names[@]}"; do
   # Client 1 also scores each epoch's model on the built-in benchmark task
   # and publishes the scores on chain; the cheater trains on other sequences.
   bin=$pc extra=()
-  [ "$name" = client1 ] && extra=(--eval-tasks builtin:sotu --eval-task-max-docs 100)
+  [ "$name" = client1 ] && [ "$finetune" = 0 ] && extra=(--eval-tasks builtin:sotu --eval-task-max-docs 100)
   [ "$name" = cheater ] && bin=$dir/psyche-client-cheat extra=(--cheat other-data)
   set -m
   "$bin" train "${net[@]}" -w "$w" --run-id "$run_id" --logs json --metrics-local-port "$port" --linger-secs 15 \

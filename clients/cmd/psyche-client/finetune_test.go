@@ -1,12 +1,14 @@
 package main
 
 import (
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
@@ -103,5 +105,22 @@ func TestSampleChat(t *testing.T) {
 		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q: want 2 and one line", bad, code, stderr)
 		}
+	}
+}
+
+// config/finetune.toml pins the tokenizer config/finetune ships, and is a
+// fine-tuning run.
+func TestFinetuneConfigPinsItsTokenizer(t *testing.T) {
+	p, err := coordinator.LoadParams(filepath.Join(finetuneDir, "..", "finetune.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(finetuneDir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model.TokenizerHash != sha256.Sum256(data) || !coordinator.FineTuning(p.Model) {
+		t.Errorf("config/finetune.toml: tokenizer hash %x, data type %d; want %x (config/finetune/tokenizer.json) and finetuning",
+			p.Model.TokenizerHash, p.Model.DataType, sha256.Sum256(data))
 	}
 }
