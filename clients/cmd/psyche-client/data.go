@@ -48,7 +48,7 @@ func dataPrepareCommand() *cli.Command {
 			&cli.StringFlag{Name: "input", Usage: "corpus directory (default: the State of the Union corpus that scripts/setup.sh installs)"},
 			&cli.StringFlag{Name: "examples", Usage: "instead of --input, fine-tuning examples: a JSONL file of chat conversations ({\"messages\": [{\"role\": ..., \"content\": ...}, ...]}) or prompt/completion pairs; writes a loss-masked dataset, one example a sequence, trained on the answers only"},
 			chatTemplateFlag,
-			&cli.StringFlag{Name: "tokenizer", Usage: "byte, gpt2, or the path of a Hugging Face tokenizer.json (byte-level BPE; a run names it as json:<its sha256>)", Value: tokenizer.GPT2Name},
+			&cli.StringFlag{Name: "tokenizer", Usage: "byte, gpt2, or the path of a Hugging Face tokenizer.json (byte-level BPE as GPT-2, Llama 3 or Qwen2 split text, or SentencePiece-style BPE as Llama 2 and Mistral: clients/data/README.md; a run names it as json:<its sha256>)", Value: tokenizer.GPT2Name},
 			&cli.StringFlag{Name: "out", Usage: "dataset directory to create (required; must not exist or be empty)"},
 			&cli.UintFlag{Name: "seq-len", Usage: "tokens a sequence trains on; each stores seq-len+1 for the targets", Value: 1024},
 			&cli.StringFlag{Name: "split", Usage: "all, train (files from years up to --last-train-year) or validation (later years)", Value: "all"},

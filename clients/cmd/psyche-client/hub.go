@@ -89,7 +89,7 @@ func hubUploadCommand() *cli.Command {
 		Name:      "upload",
 		Usage:     "upload a safetensors checkpoint, or a Hugging Face model directory's weights, to a hub repo and print its revision (its SHA-256)",
 		ArgsUsage: "FILE|DIR",
-		Description: "A DIR is a Hugging Face model directory (config.json, model.safetensors; GPT2LMHeadModel or LlamaForCausalLM):\n" +
+		Description: "A DIR is a Hugging Face model directory (config.json, model.safetensors; GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM):\n" +
 			"it is checked as `model import` checks it, its model.safetensors is uploaded, and the run config keys that start a run\n" +
 			"from it are printed to stderr. The repo may also be file:///DIR, a directory on a local or shared filesystem.",
 		Flags: []cli.Flag{

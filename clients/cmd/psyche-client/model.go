@@ -50,7 +50,7 @@ func modelExportCommand() *cli.Command {
 func modelImportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "import",
-		Usage:     "read a Hugging Face model directory (GPT2LMHeadModel or LlamaForCausalLM; fp32, fp16 or bf16) into a model file",
+		Usage:     "read a Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM; fp32, fp16 or bf16) into a model file",
 		ArgsUsage: "DIR OUT",
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
