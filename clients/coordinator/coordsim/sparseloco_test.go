@@ -151,7 +151,7 @@ func TestPrecisionRoundTrips(t *testing.T) {
 	must(t, s.SetPaused(true, t0))
 	mx8 := paramsOf(t, strings.Replace(testConfig, "[model]\n", "[model]\nprecision = \"mx8\"\n", 1))
 	must(t, s.Update(coordinator.UpdateParams{Model: mx8.Model}, t0))
-	if got := s.State().Model; got.Precision != coordinator.PrecisionMX8 || got.Padding != [2]uint8{} || got != *mx8.Model {
+	if got := s.State().Model; got.Precision != coordinator.PrecisionMX8 || got.Padding != [4]uint8{} || got != *mx8.Model {
 		t.Fatalf("mx8 model read back as precision %d, padding %v", got.Precision, got.Padding)
 	}
 	bad := *mx8.Model
@@ -179,7 +179,7 @@ func TestGradShardsRoundTrips(t *testing.T) {
 	sharded := paramsOf(t, strings.Replace(testConfig, "[model]\n", "[model]\ngrad_shards = 64\nprecision = \"mx8\"\n", 1))
 	must(t, s.Update(coordinator.UpdateParams{Model: sharded.Model}, t0))
 	if got := s.State().Model; got.GradShardsLog2 != coordinator.MaxGradShardsLog2 || got.Precision != coordinator.PrecisionMX8 ||
-		got.Padding != [2]uint8{} || got != *sharded.Model {
+		got.Padding != [4]uint8{} || got != *sharded.Model {
 		t.Fatalf("64-shard model read back as grad_shards_log2 %d, precision %d, padding %v", got.GradShardsLog2, got.Precision, got.Padding)
 	}
 	bad := *sharded.Model
