@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
@@ -13,11 +14,15 @@ import (
 // Benchmarks (Config.EvalTasks, the reference's --eval-tasks): between
 // epochs, in Cooldown or once the run is Finished, a client scores the
 // epoch's model on each task, records the scores and publishes them on
-// chain with report_eval. The scoring runs in the background on the replay
-// trainer (one task at a time, between replays), so the loop keeps its
-// deadlines; a client whose run finished waits for it before it stops.
+// chain with report_eval. The prompt task (Config.PromptTask, the
+// reference's --prompt-task) then continues one of eval.Prompts with the
+// same model and publishes the tokens with report_prompt. Both run in the
+// background on the replay trainer (one task at a time, between replays),
+// so the loop keeps its deadlines; a client whose run finished waits for
+// them before it stops.
 
-// benchmarkAction scores the model of step (the last of epoch).
+// benchmarkAction scores the model of step (the last of epoch) and
+// continues its prompt.
 type benchmarkAction struct{ step, epoch uint32 }
 
 func (a benchmarkAction) String() string {
@@ -63,8 +68,61 @@ func (c *Client) startBenchmark(ctx context.Context, a benchmarkAction) error {
 				c.log.Warn("benchmark not recorded", "err", err)
 			}
 		}
+		if c.cfg.PromptTask {
+			c.promptTask(ctx, params, tok, a)
+		}
 	}()
 	return nil
+}
+
+// promptTask continues the epoch's prompt with the model params, logs and
+// records the text, and publishes the tokens with report_prompt. Failures
+// are logged: they never stop training.
+func (c *Client) promptTask(ctx context.Context, params []float32, tok tokenizer.Tokenizer, a benchmarkAction) {
+	index := eval.PromptFor(c.cfg.EvalSeed, a.epoch)
+	prompt := eval.Prompts[index]
+	ids, err := c.continuePrompt(ctx, params, tok, prompt)
+	if err == nil && len(ids) == 0 {
+		err = errors.New("no token generated")
+	}
+	if err != nil {
+		c.log.Warn("prompt task failed", "prompt", index, "step", a.step, "err", err)
+		return
+	}
+	tokens := make([]uint32, len(ids))
+	short := make([]uint16, len(ids))
+	for i, id := range ids {
+		tokens[i], short[i] = uint32(id), uint16(id)
+	}
+	text, err := tok.Decode(short)
+	if err != nil {
+		c.log.Warn("prompt task: tokens do not decode", "prompt", index, "step", a.step, "err", err)
+	}
+	report := coordinator.PromptReport{Step: a.step, Prompt: uint16(index), Tokens: tokens}
+	published := c.chain.Submit(ctx, op{kind: opReportPrompt, prompt: report}, false) == nil
+	if !published {
+		c.log.Warn("prompt task tokens not published", "prompt", index, "step", a.step)
+	}
+	c.log.Info("prompt task", "step", a.step, "prompt", index, "text", prompt+text)
+	p := status.Prompt{Step: uint64(a.step), Epoch: uint64(a.epoch), Index: index, Prompt: prompt, Tokens: tokens, Text: text, Published: published}
+	if err := c.cfg.Recorder.RecordPrompt(p); err != nil {
+		c.log.Warn("prompt task not recorded", "err", err)
+	}
+}
+
+// continuePrompt generates coordinator.MaxPromptTokens tokens at most after
+// prompt with the model params, on the replay trainer, as scoreTask scores.
+func (c *Client) continuePrompt(ctx context.Context, params []float32, tok tokenizer.Tokenizer, prompt string) ([]int32, error) {
+	c.replayMu.Lock()
+	defer c.replayMu.Unlock()
+	tr, err := c.replayer()
+	if err != nil {
+		return nil, err
+	}
+	if err := tr.SetParams(params); err != nil {
+		return nil, err
+	}
+	return eval.Continue(ctx, tr, tok, prompt, coordinator.MaxPromptTokens)
 }
 
 // scoreTask scores the model params on task, on the replay trainer. The

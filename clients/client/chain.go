@@ -49,9 +49,11 @@ const (
 	opJudge
 	opAnswer
 	opReportEval
+	opReportPrompt
 )
 
-var opNames = [...]string{"join_run", "leave_run", "tick", "warmup_witness", "witness", "health_check", "checkpoint", "commit", "verify", "judge_dispute", "answer_dispute"}
+var opNames = [...]string{"join_run", "leave_run", "tick", "warmup_witness", "witness", "health_check", "checkpoint", "commit", "verify",
+	"judge_dispute", "answer_dispute", "report_eval", "report_prompt"}
 
 func (k opKind) String() string { return opNames[k] }
 
@@ -70,6 +72,7 @@ type op struct {
 	vote    uint8                     // opJudge
 	claim   [2][32]byte               // opAnswer: the rerun's payload and state-after hashes
 	eval    coordinator.EvalReport    // opReportEval
+	prompt  coordinator.PromptReport  // opReportPrompt
 }
 
 // rpcChain is the Coordinator over JSON-RPC and websockets, with failover
@@ -322,6 +325,8 @@ func (rc *rpcChain) instruction(o op) (solana.Instruction, error) {
 		return r.AnswerDispute(me, o.dispute, o.claim[0], o.claim[1])
 	case opReportEval:
 		return r.ReportEval(me, o.eval)
+	case opReportPrompt:
+		return r.ReportPrompt(me, o.prompt)
 	}
 	return nil, fmt.Errorf("no instruction %d", o.kind)
 }

@@ -69,6 +69,12 @@ type Config struct {
 	// (every item: Task.Sample picks fewer), the scores recorded and
 	// published on chain (benchmark.go).
 	EvalTasks []eval.Task
+	// PromptTask continues one of eval.Prompts with the model of every
+	// epoch, greedily, and publishes the tokens on chain (benchmark.go).
+	PromptTask bool
+	// EvalSeed picks the prompt task's prompt (eval.PromptFor), so that
+	// clients with the same seed continue the same one.
+	EvalSeed uint64
 	// Tokenizer is the tokenizer.json file of a run whose model names one
 	// (checked against the hash the run pins); byte and gpt2 need none.
 	Tokenizer string
@@ -302,7 +308,7 @@ func newClient(cfg Config, ch coordinatorChain, node network) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, log: cfg.Log, now: cfg.Clock, chain: ch, node: node, inbox: newInbox(node, cfg.Log),
 		e: newEngine(cfg.Wallet.PublicKey(), node.ID(), cfg.Version, salt, rng), snapshots: map[uint32][]float32{}}
-	c.e.checkpoints, c.e.hubUpload, c.e.benchmarks = cfg.CheckpointDir != "", cfg.HubUpload, len(cfg.EvalTasks) > 0
+	c.e.checkpoints, c.e.hubUpload, c.e.benchmarks = cfg.CheckpointDir != "", cfg.HubUpload, len(cfg.EvalTasks) > 0 || cfg.PromptTask
 	c.e.precisions, c.e.precisionsGiven = cfg.Precisions, precisionsGiven
 	c.e.devices = groups(cfg)
 	c.mem = clientMemory(cfg)

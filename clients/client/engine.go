@@ -44,7 +44,7 @@ type engine struct {
 	salt [32]byte
 	rng  *rand.Rand
 	// checkpoints, hubUpload and benchmarks are the Config's
-	// CheckpointDir != "", HubUpload and EvalTasks != nil.
+	// CheckpointDir != "", HubUpload and (EvalTasks != nil or PromptTask).
 	checkpoints, hubUpload, benchmarks bool
 	// precisions are the numeric contracts the client accepts (nil: every
 	// one it trains); precisionsGiven: the Config named them.

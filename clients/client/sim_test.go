@@ -626,6 +626,8 @@ func (ch *simChain) Submit(_ context.Context, o op, simulate bool) error {
 		err = r.sim.AnswerDispute(me, o.dispute, o.claim[0], o.claim[1], now)
 	case opReportEval:
 		err = r.sim.ReportEval(me, o.eval, now)
+	case opReportPrompt:
+		err = r.sim.ReportPrompt(me, o.prompt, now)
 	}
 	var te *chain.TxError
 	if errors.As(err, &te) {

@@ -524,16 +524,53 @@ func (r Run) ReportEval(user solana.PublicKey, e EvalReport) (solana.Instruction
 type EvalReported = coordinator.EvalReported
 
 // EvalReports decodes the EvalReported events among a transaction's log
-// lines (chain.TransactionLogs, or a chain.LogEntry's), in order. Payloads
-// that do not decode are skipped, as chain.EventData skips bad lines: any
-// program a transaction calls can log, so logs are not trusted input.
+// lines (chain.TransactionLogs, or a chain.LogEntry's), in order.
 func EvalReports(logs []string) []*EvalReported {
-	var out []*EvalReported
+	return events(logs, coordinator.Event_EvalReported, coordinator.ParseEvent_EvalReported)
+}
+
+// MaxPromptTokens bounds a PromptReport's tokens.
+const MaxPromptTokens = 32
+
+// PromptReport is the continuation that the model after optimizer step Step
+// generated for prompt number Prompt of the clients' list (eval.Prompts):
+// 1 to MaxPromptTokens token ids, each below the run's vocab_size. The
+// program takes it from any registered client for a trained step
+// (1 <= Step < Progress.Step), PromptReport otherwise.
+type PromptReport struct {
+	Step   uint32
+	Prompt uint16
+	Tokens []uint32
+}
+
+// ReportPrompt publishes user's generated tokens as a PromptReported event;
+// the run's account does not change.
+func (r Run) ReportPrompt(user solana.PublicKey, p PromptReport) (solana.Instruction, error) {
+	return r.Program.rebind(coordinator.NewReportPromptInstruction(coordinator.ReportPromptParams{
+		Step: p.Step, Prompt: p.Prompt, Tokens: p.Tokens,
+	}, user, r.Instance, r.Account))
+}
+
+// PromptReported is report_prompt's event: Tokens[:Len] are the generated ids.
+type PromptReported = coordinator.PromptReported
+
+// PromptReports decodes the PromptReported events among a transaction's log
+// lines, in order.
+func PromptReports(logs []string) []*PromptReported {
+	return events(logs, coordinator.Event_PromptReported, coordinator.ParseEvent_PromptReported)
+}
+
+// events decodes the events with discriminator disc among a transaction's
+// log lines, in order. Payloads that do not decode are skipped, as
+// chain.EventData skips bad lines: any program a transaction calls can log,
+// so logs are not trusted input.
+func events[T any](logs []string, disc [8]byte, parse func([]byte) (*T, error)) []*T {
+	var out []*T
 	for _, data := range chain.EventData(logs) {
-		if len(data) < 8 || [8]byte(data[:8]) != coordinator.Event_EvalReported {
+		if len(data) < 8 || [8]byte(data[:8]) != disc {
 			continue
 		}
-		if ev, err := coordinator.ParseEvent_EvalReported(data); err == nil {
+		if ev, err := parse(data); err == nil {
 			out = append(out, ev)
 		}
 	}

@@ -57,6 +57,11 @@ func TestExplorerAPI(t *testing.T) {
 		d.Evals[0].Signer != r.Clients[0].PublicKey().String() || d.Evals[0].Signature == "" {
 		t.Fatalf("evals: %+v", d.Evals)
 	}
+	// The run's byte tokenizer decodes the prompt task's tokens.
+	if len(d.Prompts) != 1 || d.Prompts[0].Step != 1 || d.Prompts[0].Prompt != 3 || d.Prompts[0].Text != "hi!" ||
+		!slices.Equal(d.Prompts[0].Tokens, []uint32{'h', 'i', '!'}) || d.Prompts[0].Signer != r.Clients[0].PublicKey().String() {
+		t.Fatalf("prompts: %+v", d.Prompts)
+	}
 	if len(d.MemberList) != 2 {
 		t.Fatalf("members: %+v", d.MemberList)
 	}

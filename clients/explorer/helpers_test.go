@@ -98,6 +98,9 @@ func trainingRun(t *testing.T, n *programtest.Net, id string, losses ...float32)
 	if err := r.ReportEval(ctx, 1, "sotu", 0.4); err != nil {
 		t.Fatal(err)
 	}
+	if err := r.ReportPrompt(ctx, 1, 3, []uint32{'h', 'i', '!'}); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 

@@ -23,6 +23,7 @@ const (
 	maxSteps    = 16384 // of the loss curve
 	maxReports  = 512   // the newest witness reports, for the stored rounds (at most 4 x 32)
 	maxEvals    = 4096
+	maxPrompts  = 256
 	maxTimeline = 512
 	maxEvents   = 256
 	// maxDisputes bounds the disputes whose parties are remembered (from
@@ -42,6 +43,7 @@ type runData struct {
 	steps    []stepStats     // by step
 	reports  []witnessReport // by step
 	evals    []EvalPoint     // by step
+	prompts  []PromptPoint   // by step
 	timeline []PhaseChange   // by slot
 	events   []EventView     // by slot
 	disputes map[uint64]disputeParties
@@ -168,6 +170,10 @@ func (rd *runData) addEvent(ev any, at Activity) {
 		rd.evals = insertSorted(rd.evals, EvalPoint{Activity: at, Step: ev.Step, Epoch: ev.Epoch, Task: coordinator.FixedString(ev.Task[:]),
 			Acc: float(ev.Acc), AccNorm: float(ev.AccNorm), Count: ev.Count, Signer: ev.Signer.String()},
 			func(p EvalPoint) uint64 { return uint64(p.Step) }, maxEvals)
+	case *bindings.PromptReported:
+		rd.prompts = insertSorted(rd.prompts, PromptPoint{Activity: at, Step: ev.Step, Epoch: ev.Epoch, Prompt: ev.Prompt,
+			Tokens: slices.Clone(ev.Tokens[:min(int(ev.Len), len(ev.Tokens))]), Signer: ev.Signer.String()},
+			func(p PromptPoint) uint64 { return uint64(p.Step) }, maxPrompts)
 	case *bindings.RoundStarted, *bindings.WitnessReported:
 	default:
 		if o, ok := ev.(*bindings.DisputeOpened); ok {

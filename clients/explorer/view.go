@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/psyche-go/psyche/clients/coordinator"
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/status"
 	"github.com/psyche-go/psyche/clients/treasurer"
 )
@@ -95,6 +98,7 @@ type RunDetail struct {
 	Rounds       []RoundView    `json:"rounds"`
 	Loss         []LossPoint    `json:"loss"`
 	Evals        []EvalPoint    `json:"evals"`
+	Prompts      []PromptPoint  `json:"prompts"`
 	Timeline     []PhaseChange  `json:"timeline"`
 	Events       []EventView    `json:"events"`
 	Verification map[string]any `json:"verification"`
@@ -171,6 +175,19 @@ type EvalPoint struct {
 	AccNorm status.Float `json:"acc_norm"`
 	Count   uint32       `json:"count"`
 	Signer  string       `json:"signer"`
+}
+
+// PromptPoint is a PromptReported event: the tokens a client's model
+// generated after prompt number Prompt of the clients' prompt task, and
+// their text where the run's tokenizer is a built-in one (byte, gpt2).
+type PromptPoint struct {
+	Activity
+	Step   uint32   `json:"step"`
+	Epoch  uint32   `json:"epoch"`
+	Prompt uint16   `json:"prompt"`
+	Tokens []uint32 `json:"tokens"`
+	Text   string   `json:"text"`
+	Signer string   `json:"signer"`
 }
 
 // PhaseChange is a StateChanged event.
@@ -316,12 +333,13 @@ func (rd *runData) detail() *RunDetail {
 		RunSummary: rd.summary(), Instance: rd.run.Instance.String(),
 		MainAuthority: rd.inst.MainAuthority.String(), JoinAuthority: rd.inst.JoinAuthority.String(),
 		MemberList: []MemberView{}, Rounds: []RoundView{}, Loss: rd.lossCurve(),
-		Evals: orEmpty(rd.evals), Timeline: orEmpty(rd.timeline), Events: orEmpty(rd.events),
+		Evals: orEmpty(rd.evals), Prompts: []PromptPoint{}, Timeline: orEmpty(rd.timeline), Events: orEmpty(rd.events),
 	}
 	s := rd.state
 	if s == nil {
 		return d
 	}
+	d.Prompts = promptTexts(rd.prompts, s.Model.Tokenizer)
 	d.Description, d.ClientVersion = coordinator.FixedString(s.Metadata.Description[:]), coordinator.FixedString(s.ClientVersion[:])
 	d.PendingPause, d.PhaseStart = s.PendingPause != 0, s.RunStateStart
 	if secs, ok := coordinator.PhaseDuration(s); ok {
@@ -456,4 +474,29 @@ func (rd *runData) treasuryView() *TreasuryView {
 		TotalClaimedPoints: t.acc.TotalClaimedPoints, TotalDeposits: t.acc.TotalDeposits, TotalBurned: t.acc.TotalBurned,
 		JoinDeposit: t.acc.JoinDeposit, Closed: t.acc.Closed, Funding: treasurer.FundingOf(t.acc, s, t.mint, t.balance),
 	}
+}
+
+// promptTexts are the prompt reports with their tokens decoded by the
+// built-in tokenizer the run names (a tokenizer.json is not at hand: its
+// reports show the token ids only).
+func promptTexts(ps []PromptPoint, tag uint8) []PromptPoint {
+	out := slices.Clone(orEmpty(ps))
+	name := map[uint8]string{coordinator.TokenizerByte: tokenizer.ByteName, coordinator.TokenizerGPT2: tokenizer.GPT2Name}[tag]
+	if name == "" || len(out) == 0 {
+		return out
+	}
+	tok, err := tokenizer.New(name)
+	if err != nil {
+		return out
+	}
+	for i, p := range out {
+		ids := make([]uint16, len(p.Tokens))
+		for k, t := range p.Tokens {
+			ids[k] = uint16(min(t, math.MaxUint16))
+		}
+		if text, err := tok.Decode(ids); err == nil {
+			out[i].Text = strings.ToValidUTF8(text, "\uFFFD")
+		}
+	}
+	return out
 }

@@ -22,6 +22,8 @@ type Options struct {
 	RecentSteps int
 	// Benchmarks is how many benchmark results are kept; default 512.
 	Benchmarks int
+	// Prompts is how many prompt task continuations are kept; default 64.
+	Prompts int
 	// LogLines is how many log lines are kept; default 200.
 	LogLines int
 	// MaxPeers caps the per-peer list; default 256.
@@ -41,6 +43,7 @@ func (o Options) withDefaults() Options {
 	def(&o.LossPoints, 2048)
 	def(&o.RecentSteps, 256)
 	def(&o.Benchmarks, 512)
+	def(&o.Prompts, 64)
 	def(&o.LogLines, 200)
 	def(&o.MaxPeers, 256)
 	def(&o.MaxLineBytes, 1024)
@@ -62,6 +65,7 @@ type Recorder struct {
 	heldOut thinned
 	steps   ring[StepStat]
 	bench   ring[Benchmark]
+	prompts ring[Prompt]
 	log     ring[LogLine]
 	subs    map[chan struct{}]struct{}
 }
@@ -75,6 +79,7 @@ func NewRecorder(runID string, opts Options) *Recorder {
 		heldOut: newThinned(opts.LossPoints),
 		steps:   newRing[StepStat](opts.RecentSteps),
 		bench:   newRing[Benchmark](opts.Benchmarks),
+		prompts: newRing[Prompt](opts.Prompts),
 		log:     newRing[LogLine](opts.LogLines),
 		subs:    map[chan struct{}]struct{}{},
 	}
@@ -127,6 +132,10 @@ func (r *Recorder) Snapshot() Snapshot {
 	s.HeldOut = r.heldOut.points()
 	s.Steps = r.steps.slice()
 	s.Benchmarks = r.bench.slice()
+	s.Prompts = r.prompts.slice()
+	for i := range s.Prompts {
+		s.Prompts[i].Tokens = slices.Clone(s.Prompts[i].Tokens)
+	}
 	s.Log = r.log.slice()
 	if r.s.Checkpoint != nil {
 		c := *r.s.Checkpoint
@@ -282,6 +291,19 @@ func (r *Recorder) RecordBenchmark(b Benchmark) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.bench.push(b)
+	r.changed()
+	return nil
+}
+
+// RecordPrompt records a prompt task's continuation by the model of a step.
+func (r *Recorder) RecordPrompt(p Prompt) error {
+	if p.Prompt == "" || len(p.Tokens) == 0 {
+		return fmt.Errorf("prompt %d: %d tokens after %q: want a prompt and tokens", p.Index, len(p.Tokens), p.Prompt)
+	}
+	p.Tokens = slices.Clone(p.Tokens)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prompts.push(p)
 	r.changed()
 	return nil
 }

@@ -396,3 +396,27 @@ func TestRecordBenchmark(t *testing.T) {
 		t.Fatalf("latest per task: %+v", latest)
 	}
 }
+
+func TestRecordPrompt(t *testing.T) {
+	r := NewRecorder("run", Options{Prompts: 2})
+	tokens := []uint32{104, 105}
+	for step := range uint64(3) {
+		if err := r.RecordPrompt(Prompt{Step: step, Index: int(step), Prompt: "Once", Tokens: tokens, Text: "hi"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens[0] = 0 // the recorder keeps its own copy
+	for _, bad := range []Prompt{{Prompt: "", Tokens: tokens}, {Prompt: "Once"}} {
+		if err := r.RecordPrompt(bad); err == nil {
+			t.Errorf("%+v recorded", bad)
+		}
+	}
+	s := r.Snapshot()
+	if len(s.Prompts) != 2 || s.Prompts[0].Step != 1 || s.Prompts[1].Index != 2 || s.Prompts[1].Tokens[0] != 104 {
+		t.Fatalf("kept %+v, want the prompts of steps 1 and 2", s.Prompts)
+	}
+	s.Prompts[1].Tokens[1] = 0
+	if r.Snapshot().Prompts[1].Tokens[1] != 105 {
+		t.Error("a snapshot shares its tokens with the recorder")
+	}
+}

@@ -64,6 +64,9 @@ type Snapshot struct {
 	// Benchmarks are the most recent benchmark task scores (train
 	// --eval-tasks), oldest first.
 	Benchmarks []Benchmark `json:"benchmarks"`
+	// Prompts are the most recent prompt task continuations (train
+	// --prompt-task), oldest first.
+	Prompts []Prompt `json:"prompts"`
 
 	// Verification is this client's part in the run's verification; nil
 	// until the client sets it (a run that verifies training).
@@ -131,6 +134,18 @@ type Benchmark struct {
 	Acc       float64 `json:"acc"`
 	AccNorm   float64 `json:"acc_norm"`
 	Published bool    `json:"published"` // sent on chain (report_eval)
+}
+
+// Prompt is the text the model of a step generated after one of the
+// prompt task's prompts (eval.Prompts), as published with report_prompt.
+type Prompt struct {
+	Step      uint64   `json:"step"`
+	Epoch     uint64   `json:"epoch"`
+	Index     int      `json:"index"` // in eval.Prompts
+	Prompt    string   `json:"prompt"`
+	Tokens    []uint32 `json:"tokens"`
+	Text      string   `json:"text"`      // Tokens decoded
+	Published bool     `json:"published"` // sent on chain (report_prompt)
 }
 
 // LatestBenchmarks is the newest result of each task, in the order the

@@ -26,6 +26,7 @@ var (
 	Event_DisputeOpened     = [8]byte{239, 222, 102, 235, 193, 85, 1, 214}
 	Event_DisputeSettled    = [8]byte{254, 31, 147, 164, 50, 13, 223, 158}
 	Event_EvalReported      = [8]byte{123, 7, 177, 176, 100, 129, 30, 67}
+	Event_PromptReported    = [8]byte{68, 243, 251, 193, 174, 54, 88, 127}
 )
 
 // Instruction discriminators
@@ -50,4 +51,5 @@ var (
 	Instruction_JudgeDispute        = [8]byte{249, 237, 5, 137, 5, 160, 236, 85}
 	Instruction_TakeBurned          = [8]byte{170, 252, 219, 102, 201, 222, 102, 47}
 	Instruction_ReportEval          = [8]byte{49, 213, 121, 103, 208, 1, 89, 177}
+	Instruction_ReportPrompt        = [8]byte{87, 189, 50, 124, 245, 16, 147, 134}
 )

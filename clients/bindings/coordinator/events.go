@@ -120,6 +120,13 @@ func ParseAnyEvent(eventData []byte) (any, error) {
 			return nil, fmt.Errorf("failed to unmarshal event as EvalReported: %w", err)
 		}
 		return value, nil
+	case Event_PromptReported:
+		value := new(PromptReported)
+		err := value.UnmarshalWithDecoder(decoder)
+		if err != nil {
+			return nil, fmt.Errorf("failed to unmarshal event as PromptReported: %w", err)
+		}
+		return value, nil
 	default:
 		return nil, fmt.Errorf("unknown discriminator: %s", binary.FormatDiscriminator(discriminator))
 	}
@@ -376,6 +383,23 @@ func ParseEvent_EvalReported(eventData []byte) (*EvalReported, error) {
 	err = event.UnmarshalWithDecoder(decoder)
 	if err != nil {
 		return nil, fmt.Errorf("failed to unmarshal event of type EvalReported: %w", err)
+	}
+	return event, nil
+}
+
+func ParseEvent_PromptReported(eventData []byte) (*PromptReported, error) {
+	decoder := binary.NewBorshDecoder(eventData)
+	discriminator, err := decoder.ReadDiscriminator()
+	if err != nil {
+		return nil, fmt.Errorf("failed to peek discriminator: %w", err)
+	}
+	if discriminator != Event_PromptReported {
+		return nil, fmt.Errorf("expected discriminator %v, got %s", Event_PromptReported, binary.FormatDiscriminator(discriminator))
+	}
+	event := new(PromptReported)
+	err = event.UnmarshalWithDecoder(decoder)
+	if err != nil {
+		return nil, fmt.Errorf("failed to unmarshal event of type PromptReported: %w", err)
 	}
 	return event, nil
 }

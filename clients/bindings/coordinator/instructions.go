@@ -922,3 +922,48 @@ func NewReportEvalInstruction(
 		buf__.Bytes(),
 	), nil
 }
+
+// Builds a "report_prompt" instruction.
+func NewReportPromptInstruction(
+	// Params:
+	paramsParam ReportPromptParams,
+
+	// Accounts:
+	userAccount solanago.PublicKey,
+	coordinatorInstanceAccount solanago.PublicKey,
+	coordinatorAccountAccount solanago.PublicKey,
+) (solanago.Instruction, error) {
+	buf__ := new(bytes.Buffer)
+	enc__ := binary.NewBorshEncoder(buf__)
+
+	// Encode the instruction discriminator.
+	err := enc__.WriteBytes(Instruction_ReportPrompt[:], false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write instruction discriminator: %w", err)
+	}
+	{
+		// Serialize `paramsParam`:
+		err = enc__.Encode(paramsParam)
+		if err != nil {
+			return nil, errors.NewField("paramsParam", err)
+		}
+	}
+	accounts__ := solanago.AccountMetaSlice{}
+
+	// Add the accounts to the instruction.
+	{
+		// Account 0 "user": Read-only, Signer, Required
+		accounts__.Append(solanago.NewAccountMeta(userAccount, false, true))
+		// Account 1 "coordinator_instance": Read-only, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorInstanceAccount, false, false))
+		// Account 2 "coordinator_account": Writable, Non-signer, Required
+		accounts__.Append(solanago.NewAccountMeta(coordinatorAccountAccount, true, false))
+	}
+
+	// Create the instruction.
+	return solanago.NewInstruction(
+		ProgramID,
+		accounts__,
+		buf__.Bytes(),
+	), nil
+}

@@ -3960,6 +3960,77 @@ func UnmarshalReportEvalParams(buf []byte) (*ReportEvalParams, error) {
 	return obj, nil
 }
 
+type ReportPromptParams struct {
+	Step   uint32   `json:"step"`
+	Prompt uint16   `json:"prompt"`
+	Tokens []uint32 `json:"tokens"`
+}
+
+func (obj ReportPromptParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `Prompt`:
+	err = encoder.Encode(obj.Prompt)
+	if err != nil {
+		return errors.NewField("Prompt", err)
+	}
+	// Serialize `Tokens`:
+	err = encoder.Encode(obj.Tokens)
+	if err != nil {
+		return errors.NewField("Tokens", err)
+	}
+	return nil
+}
+
+func (obj ReportPromptParams) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding ReportPromptParams: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *ReportPromptParams) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `Prompt`:
+	err = decoder.Decode(&obj.Prompt)
+	if err != nil {
+		return errors.NewField("Prompt", err)
+	}
+	// Deserialize `Tokens`:
+	err = decoder.Decode(&obj.Tokens)
+	if err != nil {
+		return errors.NewField("Tokens", err)
+	}
+	return nil
+}
+
+func (obj *ReportPromptParams) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling ReportPromptParams: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalReportPromptParams(buf []byte) (*ReportPromptParams, error) {
+	obj := new(ReportPromptParams)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 type LeaveRunParams struct{}
 
 func (obj LeaveRunParams) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
@@ -5155,6 +5226,110 @@ func (obj *EvalReported) Unmarshal(buf []byte) error {
 
 func UnmarshalEvalReported(buf []byte) (*EvalReported, error) {
 	obj := new(EvalReported)
+	err := obj.Unmarshal(buf)
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+type PromptReported struct {
+	Signer solanago.PublicKey `json:"signer"`
+	Epoch  uint32             `json:"epoch"`
+	Step   uint32             `json:"step"`
+	Prompt uint16             `json:"prompt"`
+	Len    uint8              `json:"len"`
+	Tokens [32]uint32         `json:"tokens"`
+}
+
+func (obj PromptReported) MarshalWithEncoder(encoder *binary.Encoder) (err error) {
+	// Serialize `Signer`:
+	err = encoder.Encode(obj.Signer)
+	if err != nil {
+		return errors.NewField("Signer", err)
+	}
+	// Serialize `Epoch`:
+	err = encoder.Encode(obj.Epoch)
+	if err != nil {
+		return errors.NewField("Epoch", err)
+	}
+	// Serialize `Step`:
+	err = encoder.Encode(obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Serialize `Prompt`:
+	err = encoder.Encode(obj.Prompt)
+	if err != nil {
+		return errors.NewField("Prompt", err)
+	}
+	// Serialize `Len`:
+	err = encoder.Encode(obj.Len)
+	if err != nil {
+		return errors.NewField("Len", err)
+	}
+	// Serialize `Tokens`:
+	err = encoder.Encode(obj.Tokens)
+	if err != nil {
+		return errors.NewField("Tokens", err)
+	}
+	return nil
+}
+
+func (obj PromptReported) Marshal() ([]byte, error) {
+	buf := bytes.NewBuffer(nil)
+	encoder := binary.NewBorshEncoder(buf)
+	err := obj.MarshalWithEncoder(encoder)
+	if err != nil {
+		return nil, fmt.Errorf("error while encoding PromptReported: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (obj *PromptReported) UnmarshalWithDecoder(decoder *binary.Decoder) (err error) {
+	// Deserialize `Signer`:
+	err = decoder.Decode(&obj.Signer)
+	if err != nil {
+		return errors.NewField("Signer", err)
+	}
+	// Deserialize `Epoch`:
+	err = decoder.Decode(&obj.Epoch)
+	if err != nil {
+		return errors.NewField("Epoch", err)
+	}
+	// Deserialize `Step`:
+	err = decoder.Decode(&obj.Step)
+	if err != nil {
+		return errors.NewField("Step", err)
+	}
+	// Deserialize `Prompt`:
+	err = decoder.Decode(&obj.Prompt)
+	if err != nil {
+		return errors.NewField("Prompt", err)
+	}
+	// Deserialize `Len`:
+	err = decoder.Decode(&obj.Len)
+	if err != nil {
+		return errors.NewField("Len", err)
+	}
+	// Deserialize `Tokens`:
+	err = decoder.Decode(&obj.Tokens)
+	if err != nil {
+		return errors.NewField("Tokens", err)
+	}
+	return nil
+}
+
+func (obj *PromptReported) Unmarshal(buf []byte) error {
+	err := obj.UnmarshalWithDecoder(binary.NewBorshDecoder(buf))
+	if err != nil {
+		return fmt.Errorf("error while unmarshaling PromptReported: %w", err)
+	}
+	return nil
+}
+
+func UnmarshalPromptReported(buf []byte) (*PromptReported, error) {
+	obj := new(PromptReported)
 	err := obj.Unmarshal(buf)
 	if err != nil {
 		return nil, err

@@ -66,7 +66,8 @@ func trainCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "eval-tasks", Usage: "benchmark tasks to score the model of every epoch on, between epochs, and publish on chain: task files (JSONL, " +
 			"as psyche-client eval reads them) and/or " + eval.Builtin},
 		&cli.IntFlag{Name: "eval-task-max-docs", Aliases: []string{"eval-limit"}, Usage: "items per --eval-tasks task at most, a sample that --eval-seed picks (0: all)"},
-		&cli.Uint64Flag{Name: "eval-seed", Usage: "seed of the items --eval-task-max-docs samples: the same seed, file and count score the same items on every client", Value: eval.DefaultSeed},
+		&cli.Uint64Flag{Name: "eval-seed", Usage: "seed of the items --eval-task-max-docs samples and of --prompt-task's prompt: the same seed, file and count score the same items on every client", Value: eval.DefaultSeed},
+		&cli.BoolFlag{Name: "prompt-task", Usage: "continue a built-in prompt (picked by --eval-seed and the epoch) with the model of every epoch, up to 32 tokens greedily, log the text and publish the tokens on chain, where anyone can check them"},
 		&cli.StringFlag{Name: "tokenizer-file", Usage: "the tokenizer.json of a run whose model names one (json:<sha256>): checked against that hash"},
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here (a restart resumes from it; hub checkpoints are kept here too)"},
 		&cli.IntFlag{Name: "keep-steps", Usage: "checkpoints to keep with --delete-old-steps", Value: client.DefaultKeepSteps},
@@ -260,7 +261,7 @@ func train(c *cli.Context) error {
 		DummyTraining: c.Bool("dummy-training"),
 		CheckpointDir: c.String("checkpoint-dir"), KeepSteps: c.Int("keep-steps"), DeleteOldSteps: c.Bool("delete-old-steps"),
 		GradientsDir: c.String("write-gradients-dir"), GradientsKeep: c.Int("keep-gradients-steps"), HubUpload: c.Bool("hub-upload"), HubToken: hubTok,
-		EvalTasks: tasks, Tokenizer: c.String("tokenizer-file"),
+		EvalTasks: tasks, PromptTask: c.Bool("prompt-task"), EvalSeed: c.Uint64("eval-seed"), Tokenizer: c.String("tokenizer-file"),
 		Tracer: obs.Tracer,
 	}
 	if err := applyCheat(c, &ccfg); err != nil {

@@ -53,6 +53,7 @@ func TestTrainBadInput(t *testing.T) {
 		{"negative eval limit", append(base, "--eval-limit", "-1"), "--eval-task-max-docs cannot be negative"},
 		{"negative eval max docs", append(base, "--eval-task-max-docs", "-1"), "--eval-task-max-docs cannot be negative"},
 		{"bad eval seed", append(base, "--eval-seed", "x"), "--eval-seed"},
+		{"prompt task with a value", append(base, "--prompt-task=maybe"), "prompt-task"},
 		{"zero gradient steps kept", append(base, "--write-gradients-dir", dir, "--keep-gradients-steps", "0"), "--keep-gradients-steps must be at least 1"},
 		{"bad otlp url", append(base, "--oltp-metrics-url", "ftp://x"), "--oltp-metrics-url"},
 		{"bad otlp interval", append(base, "--oltp-metrics-url", "http://127.0.0.1:1", "--oltp-report-interval", "soon"), "--oltp-report-interval"},

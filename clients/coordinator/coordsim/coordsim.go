@@ -386,6 +386,13 @@ func (s *Sim) ReportEval(signer solana.PublicKey, e coordinator.EvalReport, now 
 	return s.call(signer, ix, err, now)
 }
 
+// ReportPrompt publishes signer's generated tokens for the model after
+// p.Step; like ReportEval, it changes nothing and returns no events.
+func (s *Sim) ReportPrompt(signer solana.PublicKey, p coordinator.PromptReport, now int64) error {
+	ix, err := s.run.ReportPrompt(signer, p)
+	return s.call(signer, ix, err, now)
+}
+
 // call sends one instruction signed by signer at time now.
 func (s *Sim) call(signer solana.PublicKey, ix solana.Instruction, buildErr error, now int64) error {
 	if buildErr != nil {

@@ -763,3 +763,30 @@ func TestReportEval(t *testing.T) {
 		wantErr(t, s.ReportEval(ms[0].key, bad, t0), "EvalReport")
 	}
 }
+
+// TestReportPrompt: report_prompt in the simulator, as TestReportEval.
+func TestReportPrompt(t *testing.T) {
+	s := startSim(t, 7)
+	p := params(t)
+	p.Progress = &coordinator.Progress{Step: 3} // steps 1 and 2 trained
+	must(t, s.Create("run", "v1", p, t0))
+	ms := members(2)
+	must(t, s.Join(ms[0].key, ms[0].p2p, t0))
+	report := coordinator.PromptReport{Step: 2, Prompt: 1, Tokens: []uint32{3, 1, 4}}
+	before := s.Account()
+	must(t, s.ReportPrompt(ms[0].key, report, t0))
+	if !bytes.Equal(before, s.Account()) {
+		t.Fatal("report_prompt changed the account")
+	}
+	wantErr(t, s.ReportPrompt(ms[1].key, report, t0), "NotAClient")
+	for _, edit := range []func(*coordinator.PromptReport){
+		func(r *coordinator.PromptReport) { r.Step = 3 },
+		func(r *coordinator.PromptReport) { r.Tokens = nil },
+		func(r *coordinator.PromptReport) { r.Tokens = make([]uint32, coordinator.MaxPromptTokens+1) },
+		func(r *coordinator.PromptReport) { r.Tokens = []uint32{p.Model.VocabSize} },
+	} {
+		bad := report
+		edit(&bad)
+		wantErr(t, s.ReportPrompt(ms[0].key, bad, t0), "PromptReport")
+	}
+}

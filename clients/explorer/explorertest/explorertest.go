@@ -401,6 +401,15 @@ func filters(items int) (*schedule.Bloom, *schedule.Bloom, error) {
 	return p, b, err
 }
 
+// ReportPrompt publishes the first client's tokens for a trained step.
+func (r *Run) ReportPrompt(ctx context.Context, step uint32, prompt uint16, tokens []uint32) error {
+	if len(r.Clients) == 0 {
+		return fmt.Errorf("run %q has no client to report", r.ID)
+	}
+	p := coordinator.PromptReport{Step: step, Prompt: prompt, Tokens: tokens}
+	return r.send(ctx, r.Clients[0].PublicKey(), func(k solana.PublicKey) (solana.Instruction, error) { return r.Coord.ReportPrompt(k, p) })
+}
+
 // ReportEval publishes the first client's score of a trained step.
 func (r *Run) ReportEval(ctx context.Context, step uint32, task string, accNorm float32) error {
 	if len(r.Clients) == 0 {

@@ -211,6 +211,8 @@ function renderRun(d) {
       lineChart('loss-chart', 'Training loss (witness reports)',
         [{ name: 'loss', points: d.loss.filter((p) => finite(p.loss)).map((p) => [p.step, p.loss]) }], (v) => fixed(v, 3)),
       lineChart('eval-chart', 'Evaluations (acc_norm)', evalSeries(d.evals), (v) => fixed(v, 2))),
+    d.prompts.length ? section('Prompt task', table('prompts', [['Step', 1], ['Epoch', 1], ['Prompt', 1], ['Continuation', 0, 'wrap'], ['Client']],
+      d.prompts.slice().reverse().map((p) => [num(p.step), num(p.epoch), `#${p.prompt}`, p.text || p.tokens.join(' '), keyEl(p.signer)]))) : null,
     section('Members', d.member_list.length ? membersTable(d.member_list, t) : empty('Nobody has joined.')),
     section('Recent rounds', d.rounds.length ? roundsTable(d.rounds) : empty('No round stored.'),
       witnessTable(d.rounds)),

@@ -126,6 +126,13 @@ func Summary(s status.Snapshot) string {
 		fmt.Fprintf(&b, "benchmark      %s acc %.3f (step %d) -> %.3f (step %d), acc_norm %.3f, %d items\n",
 			last.Task, first.Acc, first.Step, last.Acc, last.Step, last.AccNorm, last.Items)
 	}
+	if n := len(s.Prompts); n > 0 {
+		first, last := s.Prompts[0], s.Prompts[n-1]
+		fmt.Fprintf(&b, "prompt         (step %d) %q\n", first.Step, first.Prompt+first.Text)
+		if n > 1 {
+			fmt.Fprintf(&b, "prompt         (step %d) %q\n", last.Step, last.Prompt+last.Text)
+		}
+	}
 	var secs float64
 	for _, st := range s.Steps {
 		secs += st.Duration.Seconds()

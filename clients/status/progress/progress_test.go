@@ -140,6 +140,11 @@ func TestSummary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, p := range []status.Prompt{{Step: 10, Prompt: "Once", Tokens: []uint32{1}, Text: " a"}, {Step: 20, Prompt: "Once", Tokens: []uint32{2}, Text: " upon"}} {
+		if err := rec.RecordPrompt(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if strings.Contains(Summary(rec.Snapshot()), "commitments") {
 		t.Error("verification lines without verification")
 	}
@@ -158,6 +163,7 @@ func TestSummary(t *testing.T) {
 		"disputes       1 open, 3 TRAINER_FAULT, 4 ACCUSER_FAULT, 2 TRANSIENT, 5 UNRESOLVED (as trainer, accuser or committee)\n",
 		"standing       FAULTED, 120 points burned, 15 unvested\n",
 		"benchmark      builtin:sotu acc 0.250 (step 10) -> 0.430 (step 20), acc_norm 0.410, 100 items",
+		"prompt         (step 10) \"Once a\"\nprompt         (step 20) \"Once upon\"\n",
 		"run demo: Finished after 20 steps (epoch 2)",
 		"train loss     5.9000 (step 1) -> 4.0000 (step 20)",
 		"held-out loss  6.9000 (step 1) -> 5.0000 (step 20)",

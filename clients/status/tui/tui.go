@@ -215,6 +215,10 @@ func (m model) render() []string {
 		}
 		top = append(top, kv("evals", strings.Join(parts, sep)))
 	}
+	if n := len(s.Prompts); n > 0 {
+		p := s.Prompts[n-1]
+		top = append(top, kv("prompt", fmt.Sprintf("@%d %s", p.Step, clean(p.Prompt+p.Text))))
+	}
 	if e := s.LastError; e != nil {
 		top = append(top, st.err.Render("last error: ")+clean(e.Message))
 	}

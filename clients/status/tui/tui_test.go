@@ -40,6 +40,7 @@ func filled(t *testing.T) *status.Recorder {
 	rec.SetCheckpoint(status.Checkpoint{Step: 40, Location: "/ckpt/demo-run-step40"})
 	check(t, rec.RecordBenchmark(status.Benchmark{Step: 20, Epoch: 1, Task: "builtin:sotu", Items: 200, Acc: 0.3, AccNorm: 0.28}))
 	check(t, rec.RecordBenchmark(status.Benchmark{Step: 40, Epoch: 2, Task: "builtin:sotu", Items: 200, Acc: 0.43, AccNorm: 0.415, Published: true}))
+	check(t, rec.RecordPrompt(status.Prompt{Step: 40, Epoch: 2, Index: 3, Prompt: "Once upon a time", Tokens: []uint32{44, 32}, Text: ", the\nking", Published: true}))
 	check(t, rec.SetVerification(status.Verification{
 		Commitments: status.VerifiedCommitments{Committed: 12, Match: 9, Mismatch: 1, Unjudged: 2},
 		Replays:     status.Replays{Run: 5, Match: 5, Posted: 4},
@@ -94,6 +95,7 @@ func TestViewShowsTheFigures(t *testing.T) {
 		"checkpoint step 40  /ckpt/demo-run-step40",
 		"verify commits 12: 9 MATCH 1 MISMATCH 0 NO_DATA 2 unjudged · replays 5, 4 posted · disputes 1 open, 1 settled",
 		"evals builtin:sotu acc 0.430 acc_norm 0.415@40",
+		"prompt @40 Once upon a time, the\uFFFDking",
 		"last error: witness transaction failed",
 		"12D3KooWPeerAAAAAAA…", "/ip4/127.0.0.1/udp/4001/quic-v1", "3.0 MiB", "1.5ms",
 		"WARN  peer 12D3KooWPeerB delivered nothing",

@@ -289,7 +289,7 @@ impl CoordRun {
         Step { ix, setup: vec![(keys::INSTRUCTIONS_SYSVAR, sysvar)] }
     }
 
-    /// A client instruction, the mix of the walk plus checkpoint, report_eval.
+    /// A client instruction, the mix of the walk plus checkpoint, report_eval, report_prompt.
     pub fn client_step(&self, env: &Env, rng: &mut Rng) -> Step {
         let who = rng.below(self.users.len() as u64) as usize;
         let user = self.users[who];
@@ -361,6 +361,18 @@ impl CoordRun {
                 let repo: &[u8] = if rng.one_in(10) { &[b'x'; 193] } else { b"hub://psyche/fuzz" };
                 let rev: &[u8] = if rng.one_in(3) { b"" } else { b"rev1" };
                 Step::new(self.client_ix(cp::CHECKPOINT, signer, W::new(cp::CHECKPOINT).string(repo).string(rev)))
+            }
+            10 if rng.one_in(2) => {
+                let step = if rng.one_in(4) { rng.below(u32::MAX as u64) as u32 } else { 1 + rng.below(s.progress.step.max(1) as u64) as u32 };
+                // 0..=33 tokens, now and then one at or above the vocabulary.
+                let n = rng.below(34) as u32;
+                let mut data = W::new(cp::REPORT_PROMPT).u32(step).u16(rng.below(20) as u16).u32(n);
+                for _ in 0..n {
+                    let id = if rng.one_in(10) { s.model.vocab_size.saturating_add(rng.below(3) as u32) } else { rng.below(s.model.vocab_size.max(1) as u64) as u32 };
+                    data = data.u32(id);
+                }
+                let (_, signer) = member(rng);
+                Step::new(self.client_ix(cp::REPORT_PROMPT, signer, data))
             }
             10 => {
                 let step = if rng.one_in(4) { rng.below(u32::MAX as u64) as u32 } else { 1 + rng.below(s.progress.step.max(1) as u64) as u32 };

@@ -1,7 +1,7 @@
 // Command coordinator-bench deploys the Authorizer and the Coordinator on a
 // fresh local validator, drives a run of 8, 64 and the most (MaxClients) clients through join,
 // warmup, rounds with witnesses, a health check, checkpoint, a benchmark
-// report, leave and pause, and prints the compute units of each instruction
+// report, a prompt report, leave and pause, and prints the compute units of each instruction
 // at each size, plus the coordinator account's size and rent.
 package main
 
@@ -508,6 +508,18 @@ func (b *bench) runOf(i, n int) error {
 		return err
 	}
 	if err := b.measure(i, "report_eval", member, ixs); err != nil {
+		return err
+	}
+	// The longest continuation a client publishes (32 tokens).
+	tokens := make([]uint32, coordinator.MaxPromptTokens)
+	for k := range tokens {
+		tokens[k] = uint32(k)
+	}
+	prompt := coordinator.PromptReport{Step: s.Progress.Step - 1, Prompt: 3, Tokens: tokens}
+	if ixs, err = one(r.ReportPrompt(member.PublicKey(), prompt)); err != nil {
+		return err
+	}
+	if err := b.measure(i, "report_prompt", member, ixs); err != nil {
 		return err
 	}
 	if ixs, err = one(r.LeaveRun(member.PublicKey())); err != nil {

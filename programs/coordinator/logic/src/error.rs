@@ -136,6 +136,8 @@ errors! {
     ModelRmsNormEps = 6086: "model: rms_norm_eps must be 0 (the default 1e-5) or in (0, 0.1]",
     ModelRopeScaling = 6087: "model: rope_scaling must be none (0) with every rope_* knob 0, or llama3 (1) with rope_factor 1 to 1024, 0 < rope_low_freq_factor < rope_high_freq_factor <= 1024 and rope_original_context 1 to 2^24",
     ModelQkvBias = 6088: "model: qkv_bias must be 0 or 1",
+    // Prompt reports (report_prompt, issue 37).
+    PromptReport = 6089: "report_prompt: step not yet trained, or tokens not 1..=32 ids each below the model's vocab_size",
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Events that instructions emit (the glue logs them Anchor-style with
 //! sol_log_data). A fixed buffer: no allocation on-chain.
 
-use crate::state::{dispute_state, RunState, EVAL_TASK_LEN, MAX_DISPUTES};
+use crate::state::{dispute_state, RunState, EVAL_TASK_LEN, MAX_DISPUTES, PROMPT_TOKENS_LEN};
 
 /// One thing that happened, for indexers and clients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +25,9 @@ pub enum Event {
     /// `signer` scored the model after `step` on benchmark `task` (zero-padded):
     /// accuracy and length-normalized accuracy as f32 bits, over `count` items.
     EvalReported { signer: [u8; 32], epoch: u32, step: u32, task: [u8; EVAL_TASK_LEN], acc: u32, acc_norm: u32, count: u32 },
+    /// `signer` continued prompt number `prompt` with the model after `step`:
+    /// the first `len` of `tokens` (the rest zero) are the generated ids.
+    PromptReported { signer: [u8; 32], epoch: u32, step: u32, prompt: u16, len: u8, tokens: [u32; PROMPT_TOKENS_LEN] },
 }
 
 /// The most events one instruction emits: its own event plus a tick's

@@ -3,7 +3,7 @@
 //! anything, so a rejected instruction leaves the account bytes as they were
 //! (the runtime would revert them anyway; tests check we do not rely on it).
 //! Every successful call that changes the state bumps `nonce` (all but
-//! `report_eval`, which only emits an event).
+//! `report_eval` and `report_prompt`, which only emit an event).
 
 use crate::bloom::Bloom;
 use crate::config::{f32_unit, nonempty_str};
@@ -98,6 +98,19 @@ pub struct EvalReport<'a> {
     pub acc_norm: u32,
     /// Items scored.
     pub count: u32,
+}
+
+/// Arguments of `report_prompt`: the tokens a client's model after `step`
+/// generated as the continuation of one of the clients' fixed prompts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromptReport<'a> {
+    /// The optimizer step after which the model generated.
+    pub step: u32,
+    /// The prompt's index in the clients' list (the program does not know it).
+    pub prompt: u16,
+    /// The generated token ids, little-endian u32 each (the instruction's
+    /// bytes, unaligned): 1..=PROMPT_TOKENS_LEN of them, each below vocab_size.
+    pub tokens: &'a [[u8; 4]],
 }
 
 /// Arguments of `commit`: a member's commitment to its step in the current
@@ -930,6 +943,39 @@ impl CoordinatorState {
             acc: r.acc,
             acc_norm: r.acc_norm,
             count: r.count,
+        });
+        Ok(ev)
+    }
+
+    /// `report_prompt`: a registered client publishes the tokens the model
+    /// after a trained step generated for one of the clients' prompts, as an
+    /// event only: like `report_eval`, it changes nothing and is accepted in
+    /// every phase of a configured run.
+    pub fn report_prompt(&self, signer: &Key, r: &PromptReport) -> Result<Events, E> {
+        if self.run_state()? == RunState::Uninitialized {
+            return Err(E::RunUninitialized);
+        }
+        self.slot_of(signer).ok_or(E::NotAClient)?;
+        let vocab = self.model.vocab_size;
+        let valid = (1..self.progress.step).contains(&r.step)
+            && (1..=PROMPT_TOKENS_LEN).contains(&r.tokens.len())
+            && r.tokens.iter().all(|t| u32::from_le_bytes(*t) < vocab);
+        if !valid {
+            return Err(E::PromptReport);
+        }
+        let mut tokens = [0u32; PROMPT_TOKENS_LEN];
+        for (out, t) in tokens.iter_mut().zip(r.tokens) {
+            *out = u32::from_le_bytes(*t);
+        }
+        let mut ev = Events::default();
+        ev.push(Event::PromptReported {
+            signer: *signer,
+            epoch: self.progress.epoch,
+            step: r.step,
+            prompt: r.prompt,
+            // Note: at most PROMPT_TOKENS_LEN (32), checked above.
+            len: r.tokens.len() as u8,
+            tokens,
         });
         Ok(ev)
     }

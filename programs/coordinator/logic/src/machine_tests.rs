@@ -2259,3 +2259,69 @@ fn report_eval_emits_the_scores_and_changes_nothing() {
     assert_eq!(sim.state(), RunState::Paused);
     assert!(sim.s.report_eval(&key(1), &report(2, b"piqa")).is_ok());
 }
+
+/// Token ids as report_prompt's instruction bytes carry them.
+fn le_ids(ids: &[u32]) -> Vec<[u8; 4]> {
+    ids.iter().map(|t| t.to_le_bytes()).collect()
+}
+
+#[test]
+fn report_prompt_emits_the_tokens_and_changes_nothing() {
+    fn report(step: u32, tokens: &[[u8; 4]]) -> PromptReport<'_> {
+        PromptReport { step, prompt: 7, tokens }
+    }
+    let ids = le_ids(&[5, 0, 255]);
+    let mut sim = Sim::uninitialized();
+    sim.rejects(E::RunUninitialized, |s, _| s.report_prompt(&key(1), &report(1, &ids)));
+    assert_eq!(zeroed_state().report_prompt(&key(1), &report(1, &ids)), Err(E::CorruptState));
+
+    let mut sim = Sim::new();
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    sim.finish_round();
+    assert_eq!(sim.s.progress.step, 2);
+    let vocab = sim.s.model.vocab_size;
+    let before = sim.s.as_bytes().to_vec();
+    let ev = sim.s.report_prompt(&key(1), &report(1, &ids)).unwrap();
+    let mut tokens = [0u32; PROMPT_TOKENS_LEN];
+    tokens[..3].copy_from_slice(&[5, 0, 255]);
+    let want = Event::PromptReported { signer: key(1), epoch: 0, step: 1, prompt: 7, len: 3, tokens };
+    assert_eq!(ev.iter().collect::<Vec<_>>(), vec![want]);
+    assert!(sim.s.as_bytes() == &before[..], "a report changed the account (nonce included)");
+    // Boundaries that pass: 32 tokens of the largest id, one token, any prompt index.
+    let full = le_ids(&[vocab - 1; PROMPT_TOKENS_LEN]);
+    let ev = sim.s.report_prompt(&key(2), &PromptReport { step: 1, prompt: u16::MAX, tokens: &full }).unwrap();
+    assert!(matches!(ev.iter().next(), Some(Event::PromptReported { len: 32, prompt: u16::MAX, tokens, .. }) if tokens == [vocab - 1; PROMPT_TOKENS_LEN]));
+    assert!(sim.s.report_prompt(&key(2), &report(1, &le_ids(&[0]))).is_ok());
+
+    sim.rejects(E::NotAClient, |s, _| s.report_prompt(&key(9), &report(1, &ids)));
+    let too_many = le_ids(&[1; PROMPT_TOKENS_LEN + 1]);
+    let at_vocab = le_ids(&[1, vocab]);
+    let huge = le_ids(&[u32::MAX]);
+    let bad: [(&str, PromptReport); 6] = [
+        ("step 0", report(0, &ids)),
+        ("step not yet trained", report(2, &ids)),
+        ("no tokens", report(1, &[])),
+        ("33 tokens", report(1, &too_many)),
+        ("an id equal to vocab_size", report(1, &at_vocab)),
+        ("id u32::MAX", report(1, &huge)),
+    ];
+    for (name, r) in bad {
+        let before = sim.s.as_bytes().to_vec();
+        assert_eq!(sim.s.report_prompt(&key(1), &r), Err(E::PromptReport), "{name}");
+        assert!(sim.s.as_bytes() == &before[..], "{name}");
+    }
+
+    // A Finished run takes reports of any trained step.
+    let config = CoordinatorConfig { total_steps: 1, ..valid_config() };
+    let mut sim = Sim::with(config);
+    sim.form_epoch(1..=3);
+    sim.start_training();
+    sim.finish_round();
+    sim.wait(10);
+    sim.tick().unwrap();
+    assert_eq!(sim.state(), RunState::Finished);
+    let ev = sim.s.report_prompt(&key(3), &report(1, &ids)).unwrap();
+    assert!(matches!(ev.iter().next(), Some(Event::PromptReported { epoch: 1, step: 1, .. })));
+    sim.rejects(E::PromptReport, |s, _| s.report_prompt(&key(3), &report(2, &ids)));
+}

@@ -23,6 +23,8 @@ pub const URL_LEN: usize = 192;
 pub const REVISION_LEN: usize = 64;
 /// Longest benchmark task name in `report_eval` (and its event's zero-padded field).
 pub const EVAL_TASK_LEN: usize = 32;
+/// Most generated tokens in `report_prompt` (and its event's zero-padded field).
+pub const PROMPT_TOKENS_LEN: usize = 32;
 /// Dispute entries kept (open ones and the latest settled ones).
 pub const MAX_DISPUTES: usize = 32;
 /// Members on a dispute's committee (fewer when the round is smaller).

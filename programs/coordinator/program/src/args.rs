@@ -14,7 +14,8 @@ use core::mem::{size_of, MaybeUninit};
 use psyche_coordinator_logic::bloom::Bloom;
 use psyche_coordinator_logic::error::CoordinatorError;
 use psyche_coordinator_logic::machine::{
-    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, EvalReport, HealthCheck, Update, VerifyArgs, WitnessReport,
+    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, EvalReport, HealthCheck, PromptReport, Update, VerifyArgs,
+    WitnessReport,
 };
 use psyche_coordinator_logic::state::{CoordinatorConfig, Model, Progress, RunMetadata, REVISION_LEN, URL_LEN};
 use psyche_sdk::borsh::{BorshError, Reader};
@@ -294,6 +295,22 @@ impl<'a> Decode<'a> for EvalReport<'a> {
         let count = r.u32()?;
         r.finish()?;
         Ok(Self { step, task, acc, acc_norm, count })
+    }
+}
+
+/// `ReportPromptParams`: the token ids (a Vec<u32>) are borrowed as their
+/// little-endian bytes; the logic's PromptReport checks their count and range.
+impl<'a> Decode<'a> for PromptReport<'a> {
+    fn decode(args: &'a [u8]) -> Result<Self, ProgramError> {
+        let mut r = Reader::new(args);
+        let step = r.u32()?;
+        let prompt = r.u16()?;
+        let n = r.vec_len(4)?;
+        // Note: vec_len checked that n * 4 bytes follow, so it does not overflow.
+        #[allow(clippy::arithmetic_side_effects)]
+        let (tokens, _) = r.bytes(n * 4)?.as_chunks::<4>();
+        r.finish()?;
+        Ok(Self { step, prompt, tokens })
     }
 }
 

@@ -23,9 +23,10 @@ pub const VERIFIED: [u8; 8] = anchor::event("Verified");
 pub const DISPUTE_OPENED: [u8; 8] = anchor::event("DisputeOpened");
 pub const DISPUTE_SETTLED: [u8; 8] = anchor::event("DisputeSettled");
 pub const EVAL_REPORTED: [u8; 8] = anchor::event("EvalReported");
+pub const PROMPT_REPORTED: [u8; 8] = anchor::event("PromptReported");
 
 /// Event names in IDL order, with their discriminators.
-pub const EVENTS: [(&str, [u8; 8]); 15] = [
+pub const EVENTS: [(&str, [u8; 8]); 16] = [
     ("StateChanged", STATE_CHANGED),
     ("RoundStarted", ROUND_STARTED),
     ("EpochEnded", EPOCH_ENDED),
@@ -41,6 +42,7 @@ pub const EVENTS: [(&str, [u8; 8]); 15] = [
     ("DisputeOpened", DISPUTE_OPENED),
     ("DisputeSettled", DISPUTE_SETTLED),
     ("EvalReported", EVAL_REPORTED),
+    ("PromptReported", PROMPT_REPORTED),
 ];
 
 /// Logs every event of one instruction, in order.
@@ -51,8 +53,11 @@ pub fn emit_all(events: &Events) -> ProgramResult {
     Ok(())
 }
 
+/// The longest event payload: PromptReported's 171 bytes.
+pub(crate) const MAX_PAYLOAD: usize = 171;
+
 fn emit(e: &Event) -> ProgramResult {
-    let mut buf = [0u8; 96];
+    let mut buf = [0u8; MAX_PAYLOAD];
     let mut w = Writer::new(&mut buf);
     let disc = encode(e, &mut w).map_err(|_| ErrorCode::InstructionDidNotSerialize.fail())?;
     let n = w.len();
@@ -121,6 +126,13 @@ pub(crate) fn encode(e: &Event, w: &mut Writer<'_>) -> Result<&'static [u8; 8], 
         Event::EvalReported { signer, epoch, step, task, acc, acc_norm, count } => {
             w.bytes(&signer)?.u32(epoch)?.u32(step)?.bytes(&task)?.u32(acc)?.u32(acc_norm)?.u32(count)?;
             &EVAL_REPORTED
+        }
+        Event::PromptReported { signer, epoch, step, prompt, len, tokens } => {
+            w.bytes(&signer)?.u32(epoch)?.u32(step)?.u16(prompt)?.u8(len)?;
+            for t in tokens {
+                w.u32(t)?;
+            }
+            &PROMPT_REPORTED
         }
     })
 }

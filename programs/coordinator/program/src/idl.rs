@@ -14,8 +14,8 @@ use psyche_coordinator_logic::bloom::Bloom;
 use psyche_coordinator_logic::error::CoordinatorError;
 use psyche_coordinator_logic::state::*;
 use psyche_idl::{
-    account as acc, address, array, bytes, defined, fixed_account, json, option, seed_arg, seed_const, with_pda, zero_copy as zc,
-    Idl, Instruction, Types, Value, SYSTEM_PROGRAM,
+    account as acc, address, array, bytes, defined, fixed_account, json, option, seed_arg, seed_const, vec, with_pda,
+    zero_copy as zc, Idl, Instruction, Types, Value, SYSTEM_PROGRAM,
 };
 
 use crate::events::EVENTS;
@@ -157,6 +157,11 @@ fn borsh_types(t: &mut Types) {
         ("acc_norm", json!("f32")),
         ("count", json!("u32")),
     ]);
+    t.borsh("ReportPromptParams", &[
+        ("step", json!("u32")),
+        ("prompt", json!("u16")),
+        ("tokens", vec(json!("u32"))),
+    ]);
     for empty in ["LeaveRunParams", "TickParams", "WarmupWitnessParams", "FreeCoordinatorParams"] {
         t.borsh(empty, &[]);
     }
@@ -191,6 +196,14 @@ fn borsh_types(t: &mut Types) {
         ("acc", json!("f32")),
         ("acc_norm", json!("f32")),
         ("count", json!("u32")),
+    ]);
+    t.borsh("PromptReported", &[
+        ("signer", json!("pubkey")),
+        ("epoch", json!("u32")),
+        ("step", json!("u32")),
+        ("prompt", json!("u16")),
+        ("len", json!("u8")),
+        ("tokens", array(json!("u32"), PROMPT_TOKENS_LEN)),
     ]);
 }
 
@@ -234,6 +247,7 @@ fn instruction_shapes() -> Vec<Instruction> {
         (client(), "JudgeDisputeParams"),
         (authority(), "TakeBurnedParams"),
         (client(), "ReportEvalParams"),
+        (client(), "ReportPromptParams"),
     ];
     shapes.into_iter().map(|(accounts, params)| Instruction { accounts, params }).collect()
 }
@@ -289,11 +303,12 @@ fn event_payloads_match_their_idl_types() {
         Event::DisputeOpened { id: 1, step: 2, trainer: k, accuser: k },
         Event::DisputeSettled { id: 1, outcome: 3 },
         Event::EvalReported { signer: k, epoch: 1, step: 2, task: k, acc: 3, acc_norm: 4, count: 5 },
+        Event::PromptReported { signer: k, epoch: 1, step: 2, prompt: 3, len: 4, tokens: [5; PROMPT_TOKENS_LEN] },
     ];
     let types = types();
     for (e, (name, disc)) in samples.iter().zip(EVENTS) {
         let want = types.fields_size(name);
-        let mut buf = [0u8; 96];
+        let mut buf = [0u8; crate::events::MAX_PAYLOAD];
         let mut w = psyche_sdk::borsh::Writer::new(&mut buf);
         assert_eq!(crate::events::encode(e, &mut w).unwrap(), &disc, "{name}: discriminator (event order)");
         assert_eq!(w.len(), want, "{name} payload");

@@ -5,7 +5,7 @@
 //! use, for host tools (the simulator in programs/coordinator/sim).
 
 use psyche_coordinator_logic::machine::{
-    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, EvalReport, HealthCheck, VerifyArgs, WitnessReport,
+    CheckpointRepo, CommitArgs, DisputeAnswer, DisputeVote, EvalReport, HealthCheck, PromptReport, VerifyArgs, WitnessReport,
 };
 use psyche_sdk::anchor::split_instruction;
 use psyche_sdk::{ErrorCode, ProgramError};
@@ -16,7 +16,7 @@ use crate::args::{
 };
 use crate::{
     ANSWER_DISPUTE, CHECKPOINT, COMMIT, FREE_COORDINATOR, JUDGE_DISPUTE, HEALTH_CHECK, INIT_COORDINATOR, JOIN_RUN, LEAVE_RUN,
-    REPORT_EVAL, SETTLE_POINTS, SET_FUTURE_EPOCH_RATES, SET_PAUSED, TAKE_BURNED, TICK, UPDATE, UPDATE_CLIENT_VERSION, VERIFY,
+    REPORT_EVAL, REPORT_PROMPT, SETTLE_POINTS, SET_FUTURE_EPOCH_RATES, SET_PAUSED, TAKE_BURNED, TICK, UPDATE, UPDATE_CLIENT_VERSION, VERIFY,
     WARMUP_WITNESS, WITNESS,
 };
 
@@ -44,6 +44,7 @@ pub enum Kind {
     JudgeDispute,
     TakeBurned,
     ReportEval,
+    ReportPrompt,
 }
 
 impl Kind {
@@ -76,6 +77,7 @@ impl Kind {
             d if d == JUDGE_DISPUTE => Kind::JudgeDispute,
             d if d == TAKE_BURNED => Kind::TakeBurned,
             d if d == REPORT_EVAL => Kind::ReportEval,
+            d if d == REPORT_PROMPT => Kind::ReportPrompt,
             _ => return Err(ErrorCode::InstructionFallbackNotFound.fail()),
         };
         Ok((kind, args))
@@ -109,6 +111,7 @@ pub enum Instruction<'a> {
     JudgeDispute(DisputeVote),
     TakeBurned(TakeBurnedParams),
     ReportEval(EvalReport<'a>),
+    ReportPrompt(PromptReport<'a>),
 }
 
 impl<'a> Instruction<'a> {
@@ -139,6 +142,7 @@ impl<'a> Instruction<'a> {
             Kind::JudgeDispute => Self::JudgeDispute(Decode::decode(args)?),
             Kind::TakeBurned => Self::TakeBurned(Decode::decode(args)?),
             Kind::ReportEval => Self::ReportEval(Decode::decode(args)?),
+            Kind::ReportPrompt => Self::ReportPrompt(Decode::decode(args)?),
         })
     }
 
@@ -335,6 +339,13 @@ mod tests {
                 }),
                 Instruction::ReportEval(EvalReport { step: 41, task: b"arc_easy", acc: 0x3f00_0000, acc_norm: 0x3f80_0000, count: 2376 }),
             ),
+            (
+                ix(crate::REPORT_PROMPT, |w| {
+                    w.u32(9)?.u16(3)?.u32(2)?.u32(0x0102_0304)?.u32(50256)?;
+                    Ok(())
+                }),
+                Instruction::ReportPrompt(PromptReport { step: 9, prompt: 3, tokens: &[[4, 3, 2, 1], [0x50, 0xc4, 0, 0]] }),
+            ),
         ]
     }
 
@@ -371,6 +382,21 @@ mod tests {
             Ok(())
         });
         assert!(matches!(Instruction::decode(&raw_task), Ok(Instruction::ReportEval(EvalReport { task: [0xff], .. }))));
+        // report_prompt's token count is the logic's to refuse (PromptReport),
+        // but a count the bytes cannot hold is not read.
+        let many = ix(crate::REPORT_PROMPT, |w| {
+            w.u32(1)?.u16(0)?.u32(33)?;
+            for t in 0..33 {
+                w.u32(t)?;
+            }
+            Ok(())
+        });
+        assert!(matches!(Instruction::decode(&many), Ok(Instruction::ReportPrompt(PromptReport { tokens, .. })) if tokens.len() == 33));
+        let short = ix(crate::REPORT_PROMPT, |w| {
+            w.u32(1)?.u16(0)?.u32(u32::MAX)?.u32(7)?;
+            Ok(())
+        });
+        assert_eq!(Instruction::decode(&short), Err(DID_NOT_DESERIALIZE));
         let invalid_checkpoint = ProgramError::Custom(CoordinatorError::InvalidCheckpoint.code());
         let long_repo = "x".repeat(URL_LEN + 1);
         let long_revision = "x".repeat(REVISION_LEN + 1);

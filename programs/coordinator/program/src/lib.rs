@@ -75,9 +75,10 @@ pub const ANSWER_DISPUTE: [u8; 8] = anchor::instruction("answer_dispute");
 pub const JUDGE_DISPUTE: [u8; 8] = anchor::instruction("judge_dispute");
 pub const TAKE_BURNED: [u8; 8] = anchor::instruction("take_burned");
 pub const REPORT_EVAL: [u8; 8] = anchor::instruction("report_eval");
+pub const REPORT_PROMPT: [u8; 8] = anchor::instruction("report_prompt");
 
 /// Instruction names in IDL order, with their discriminators.
-pub const INSTRUCTIONS: [(&str, [u8; 8]); 20] = [
+pub const INSTRUCTIONS: [(&str, [u8; 8]); 21] = [
     ("init_coordinator", INIT_COORDINATOR),
     ("update", UPDATE),
     ("update_client_version", UPDATE_CLIENT_VERSION),
@@ -98,6 +99,7 @@ pub const INSTRUCTIONS: [(&str, [u8; 8]); 20] = [
     ("judge_dispute", JUDGE_DISPUTE),
     ("take_burned", TAKE_BURNED),
     ("report_eval", REPORT_EVAL),
+    ("report_prompt", REPORT_PROMPT),
 ];
 
 /// Dispatches an instruction; public so host tests and the entrypoint share it.
@@ -127,5 +129,6 @@ pub fn process(program_id: &Address, accounts: &[AccountView], data: &[u8]) -> P
         Kind::JudgeDispute => processor::judge_dispute(accounts, args),
         Kind::TakeBurned => processor::take_burned(accounts, args),
         Kind::ReportEval => processor::report_eval(accounts, args),
+        Kind::ReportPrompt => processor::report_prompt(accounts, args),
     }
 }

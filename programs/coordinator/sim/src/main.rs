@@ -219,6 +219,9 @@ impl Sim {
             Instruction::ReportEval(r) => {
                 self.as_client()?.report_eval(signer, r)?;
             }
+            Instruction::ReportPrompt(r) => {
+                self.as_client()?.report_prompt(signer, r)?;
+            }
             Instruction::FreeCoordinator => unreachable!("handle answers free_coordinator"),
         }
         Ok(())
@@ -309,7 +312,7 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use psyche_coordinator::{CHECKPOINT, FREE_COORDINATOR, INIT_COORDINATOR, JOIN_RUN, REPORT_EVAL, SET_PAUSED, TICK};
+    use psyche_coordinator::{CHECKPOINT, FREE_COORDINATOR, INIT_COORDINATOR, JOIN_RUN, REPORT_EVAL, REPORT_PROMPT, SET_PAUSED, TICK};
     use psyche_coordinator_logic::state::RunState;
     use psyche_sdk::borsh::{BorshError, Writer};
 
@@ -414,6 +417,11 @@ mod tests {
             Ok(())
         });
         fails(&mut sim, &ALICE, &report, "RunUninitialized");
+        let prompt = ix(REPORT_PROMPT, |w| {
+            w.u32(1)?.u16(0)?.u32(1)?.u32(7)?;
+            Ok(())
+        });
+        fails(&mut sim, &ALICE, &prompt, "RunUninitialized");
         let pause = ix(SET_PAUSED, |w| {
             w.bool(true)?;
             Ok(())
