@@ -84,27 +84,16 @@ func dataPrepareCommand() *cli.Command {
 			if err != nil {
 				return badInputf("--split: %w", err)
 			}
-			seqLen := c.Uint("seq-len")
-			if seqLen == 0 || seqLen > shard.MaxSeqLen {
-				return badInputf("--seq-len %d must be between 1 and %d", seqLen, shard.MaxSeqLen)
-			}
-			if c.Int64("chunk-bytes") <= 0 || c.Int64("shard-bytes") <= 0 {
-				return badInputf("--chunk-bytes and --shard-bytes must be positive")
-			}
-			out := c.String("out")
-			if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
-				return badInputf("--out %s is not empty", out)
+			seqLen, out, err := prepareLayout(c)
+			if err != nil {
+				return err
 			}
 			res, err := prepare.Run(c.Context, prepare.Options{
 				Input: input, Split: split, Tokenizer: c.String("tokenizer"), SeqLen: uint32(seqLen),
 				ChunkBytes: c.Int64("chunk-bytes"), ShardBytes: c.Int64("shard-bytes"), Out: out,
 			})
 			if err != nil {
-				var inErr *corpus.InputError
-				if errors.As(err, &inErr) {
-					return badInput(err)
-				}
-				return err
+				return asBadInput(err)
 			}
 			m := res.Manifest
 			w := c.App.Writer
@@ -135,21 +124,41 @@ func chatTemplatePath(c *cli.Context) string {
 	return ""
 }
 
+// prepareLayout checks the flags both kinds of prepare share: --seq-len,
+// the chunk and shard sizes, and an --out that is new or empty.
+func prepareLayout(c *cli.Context) (seqLen uint, out string, err error) {
+	seqLen = c.Uint("seq-len")
+	if seqLen == 0 || seqLen > shard.MaxSeqLen {
+		return 0, "", badInputf("--seq-len %d must be between 1 and %d", seqLen, shard.MaxSeqLen)
+	}
+	if c.Int64("chunk-bytes") <= 0 || c.Int64("shard-bytes") <= 0 {
+		return 0, "", badInputf("--chunk-bytes and --shard-bytes must be positive")
+	}
+	out = c.String("out")
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		return 0, "", badInputf("--out %s is not empty", out)
+	}
+	return seqLen, out, nil
+}
+
+// asBadInput marks problems with the input files (*corpus.InputError) as
+// bad input; others, such as a full disk, stay ordinary failures.
+func asBadInput(err error) error {
+	var inErr *corpus.InputError
+	if errors.As(err, &inErr) {
+		return badInput(err)
+	}
+	return err
+}
+
 // prepareExamples is data prepare --examples: a loss-masked dataset.
 func prepareExamples(c *cli.Context) error {
 	if c.IsSet("input") || c.IsSet("split") || c.IsSet("last-train-year") {
 		return badInputf("--examples replaces --input, --split and --last-train-year")
 	}
-	seqLen := c.Uint("seq-len")
-	if seqLen == 0 || seqLen > shard.MaxSeqLen {
-		return badInputf("--seq-len %d must be between 1 and %d", seqLen, shard.MaxSeqLen)
-	}
-	if c.Int64("chunk-bytes") <= 0 || c.Int64("shard-bytes") <= 0 {
-		return badInputf("--chunk-bytes and --shard-bytes must be positive")
-	}
-	out := c.String("out")
-	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
-		return badInputf("--out %s is not empty", out)
+	seqLen, out, err := prepareLayout(c)
+	if err != nil {
+		return err
 	}
 	tmpl := chatTemplatePath(c)
 	res, err := prepare.RunChat(c.Context, prepare.ChatOptions{
@@ -157,11 +166,7 @@ func prepareExamples(c *cli.Context) error {
 		ChunkBytes: c.Int64("chunk-bytes"), ShardBytes: c.Int64("shard-bytes"), Out: out,
 	})
 	if err != nil {
-		var inErr *corpus.InputError
-		if errors.As(err, &inErr) {
-			return badInput(err)
-		}
-		return err
+		return asBadInput(err)
 	}
 	m := res.Manifest
 	w := c.App.Writer
