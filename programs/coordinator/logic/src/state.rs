@@ -166,8 +166,8 @@ pub const TOKENIZER_GPT2_VOCAB: u32 = 50257;
 pub const TOKENIZER_JSON_MAX_VOCAB: u32 = 1 << 16;
 /// `Model::data_type`.
 pub const DATA_PRETRAINING: u8 = 1;
-/// Fine-tuning: prompt/completion data, the loss on completions only (the
-/// clients mask the prompts' tokens out of the loss).
+/// Fine-tuning: loss-masked data (chat conversations or prompt/completion
+/// pairs), the loss on the answers only; clients refuse data without a mask.
 pub const DATA_FINETUNING: u8 = 2;
 /// `Model::checkpoint_kind`. Hub: joiners load `checkpoint_repo`. P2P: joiners
 /// load from peers that finished the previous epoch (the repo stays the fallback).
