@@ -90,11 +90,10 @@ func (c *Client) promptTask(ctx context.Context, params []float32, tok tokenizer
 		return
 	}
 	tokens := make([]uint32, len(ids))
-	short := make([]uint16, len(ids))
 	for i, id := range ids {
-		tokens[i], short[i] = uint32(id), uint16(id)
+		tokens[i] = uint32(id)
 	}
-	text, err := tok.Decode(short)
+	text, err := tok.Decode(tokens)
 	if err != nil {
 		c.log.Warn("prompt task: tokens do not decode", "prompt", index, "step", a.step, "err", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/psyche-go/psyche/clients/client"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
+	"github.com/psyche-go/psyche/clients/data/tokenizer"
 )
 
 // A fine-tuning run trains only on loss-masked data and a pretraining run
@@ -19,6 +20,8 @@ func TestDataFits(t *testing.T) {
 	plain := provider.Info{Tokenizer: "byte", VocabSize: 256, SeqLen: 128, NumSequences: 10, Root: "ab"}
 	masked := plain
 	masked.LossMask = true
+	wide := &coordinator.Model{DataType: coordinator.DataPretraining, Tokenizer: coordinator.TokenizerJSON, TokenizerHash: [32]byte{7}, VocabSize: 151936, MaxSeqLen: 128}
+	wideData := provider.Info{Tokenizer: tokenizer.JSONName(wide.TokenizerHash), VocabSize: 151646, SeqLen: 128, NumSequences: 10, Root: "ab"}
 	for _, tc := range []struct {
 		name string
 		m    *coordinator.Model
@@ -31,6 +34,9 @@ func TestDataFits(t *testing.T) {
 		{"pretraining, masked data", model(coordinator.DataPretraining), masked, "fine-tuning data with a loss mask"},
 		{"another sequence length", model(coordinator.DataFinetuning), func() provider.Info { i := masked; i.SeqLen = 64; return i }(), "does not fit"},
 		{"another tokenizer", model(coordinator.DataFinetuning), func() provider.Info { i := masked; i.Tokenizer = "gpt2"; return i }(), "tokenized by gpt2"},
+		// Qwen2's tokenizer.json (151646 tokens) under its padded embedding.
+		{"a wide tokenizer.json", wide, wideData, ""},
+		{"a wider vocabulary than the model's", wide, func() provider.Info { i := wideData; i.VocabSize = 200000; return i }(), "vocabulary 200000"},
 	} {
 		err := client.DataFits(tc.m, tc.info)
 		switch {

@@ -179,14 +179,13 @@ func checkPromptReport(t *testing.T, ev *coordinator.PromptReported, p status.Pr
 		t.Fatal(err)
 	}
 	want := make([]uint32, len(ids))
-	short := make([]uint16, len(ids))
 	for i, id := range ids {
-		want[i], short[i] = uint32(id), uint16(id)
+		want[i] = uint32(id)
 	}
 	if got := ev.Tokens[:ev.Len]; !slices.Equal(got, want) || !slices.Equal(p.Tokens, want) {
 		t.Errorf("step %d: published tokens %v, recorded %v; the checkpoint's greedy continuation is %v", p.Step, got, p.Tokens, want)
 	}
-	if text, err := tok.Decode(short); err != nil || text != p.Text {
+	if text, err := tok.Decode(want); err != nil || text != p.Text {
 		t.Errorf("step %d: recorded text %q, the continuation decodes to %q (%v)", p.Step, p.Text, text, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -490,11 +489,7 @@ func promptTexts(ps []PromptPoint, tag uint8) []PromptPoint {
 		return out
 	}
 	for i, p := range out {
-		ids := make([]uint16, len(p.Tokens))
-		for k, t := range p.Tokens {
-			ids[k] = uint16(min(t, math.MaxUint16))
-		}
-		if text, err := tok.Decode(ids); err == nil {
+		if text, err := tok.Decode(p.Tokens); err == nil {
 			out[i].Text = strings.ToValidUTF8(text, "\uFFFD")
 		}
 	}

@@ -335,7 +335,7 @@ func dataFetchCommand() *cli.Command {
 // fetchedSequence is what data fetch prints of one sequence: its tokens (or
 // with tok their text) and, with a loss mask, the spans of tokens trained
 // as targets: [start, end) token positions (or with tok their texts).
-func fetchedSequence(info provider.Info, seq []uint16, tok tokenizer.Tokenizer) (map[string]any, error) {
+func fetchedSequence(info provider.Info, seq []uint32, tok tokenizer.Tokenizer) (map[string]any, error) {
 	n := int(info.SeqLen) + 1
 	out := map[string]any{}
 	var spans [][2]int

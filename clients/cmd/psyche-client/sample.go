@@ -72,7 +72,7 @@ func sampleCommand() *cli.Command {
 				fmt.Fprintln(w) // the reply on a line of its own
 			}
 			// Tokens can end inside a UTF-8 character: print only whole text.
-			var pending []uint16
+			var pending []uint32
 			flush := func(final bool) error {
 				s, err := tok.Decode(pending)
 				if err != nil {
@@ -86,10 +86,10 @@ func sampleCommand() *cli.Command {
 			}
 			o := generate.Options{MaxTokens: c.Int("max-tokens"), Temperature: c.Float64("temperature"), TopK: c.Int("top-k"), Seed: c.Uint64("seed")}
 			err = generate.Generate(c.Context, tr, prompt, o, func(t int32) error {
-				if stop[uint16(t)] {
+				if stop[uint32(t)] {
 					return errEndOfTurn
 				}
-				pending = append(pending, uint16(t))
+				pending = append(pending, uint32(t))
 				return flush(false)
 			})
 			if errors.Is(err, errEndOfTurn) {
@@ -118,7 +118,7 @@ var errEndOfTurn = errors.New("end of turn")
 // none for plain text; with --chat, the prompt as a user's message through
 // the chat template with the assistant's turn opened, and the tokenizer's
 // end-of-text and the template's eos_token as the reply's ends.
-func samplePrompt(c *cli.Context, tok tokenizer.Tokenizer) (ids []uint16, stop map[uint16]bool, err error) {
+func samplePrompt(c *cli.Context, tok tokenizer.Tokenizer) (ids []uint32, stop map[uint32]bool, err error) {
 	text := c.String("prompt")
 	if !c.Bool("chat") {
 		if c.IsSet(chatTemplateFlag.Name) {
@@ -157,7 +157,7 @@ func samplePrompt(c *cli.Context, tok tokenizer.Tokenizer) (ids []uint16, stop m
 	if err != nil {
 		return nil, nil, badInputf("--chat: %w", err)
 	}
-	stop = map[uint16]bool{js.EOT(): true}
+	stop = map[uint32]bool{js.EOT(): true}
 	if id, ok := js.SpecialID(vars.EOS); ok {
 		stop[id] = true
 	}

@@ -264,9 +264,9 @@ func newVerifyFixture(t *testing.T) *verifyFixture {
 		t.Fatal(err)
 	}
 	text := trainer.MarkovText(3, 40*17)
-	doc := make([]uint16, len(text))
+	doc := make([]uint32, len(text))
 	for i, b := range text {
-		doc[i] = uint16(b)
+		doc[i] = uint32(b)
 	}
 	if err := w.AddDocument(doc); err != nil {
 		t.Fatal(err)

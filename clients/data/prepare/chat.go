@@ -77,11 +77,12 @@ func RunChat(ctx context.Context, opts ChatOptions) (ChatResult, error) {
 	if opts.SeqLen == 0 || opts.SeqLen > shard.MaxSeqLen {
 		return ChatResult{}, &corpus.InputError{Err: fmt.Errorf("sequence length %d must be between 1 and %d", opts.SeqLen, shard.MaxSeqLen)}
 	}
-	seqBytes := shard.SequenceBytes(opts.SeqLen, true)
+	vocab := uint32(tok.VocabSize())
+	seqBytes := shard.SequenceBytes(vocab, opts.SeqLen, true)
 	chunkBytes, shardBytes := cmpOr(opts.ChunkBytes, DefaultChunkBytes), cmpOr(opts.ShardBytes, DefaultShardBytes)
 	seqsPerChunk := max(1, chunkBytes/seqBytes)
 	w, err := shard.NewWriter(opts.Out, shard.Params{
-		Tokenizer: tok.Name(), VocabSize: uint32(tok.VocabSize()), EOT: uint32(tok.EOT()),
+		Tokenizer: tok.Name(), VocabSize: vocab, EOT: tok.EOT(),
 		SeqLen: opts.SeqLen, SeqsPerChunk: uint32(seqsPerChunk), SeqsPerShard: uint64(max(seqsPerChunk, shardBytes/seqBytes)),
 		LossMask: true, ChatTemplate: tmplHash,
 	})
@@ -140,7 +141,7 @@ type segmentEncoder struct {
 // would forge turns). A prompt/completion pair is plain text, and its
 // completion ends with the separator, trained, so that the model learns
 // to stop.
-func (e segmentEncoder) encode(ex chat.Example) (ids []uint16, train []bool, err error) {
+func (e segmentEncoder) encode(ex chat.Example) (ids []uint32, train []bool, err error) {
 	for k, m := range ex.Messages {
 		if e.special == nil {
 			break
@@ -159,7 +160,7 @@ func (e segmentEncoder) encode(ex chat.Example) (ids []uint16, train []bool, err
 		return nil, nil, err
 	}
 	for _, s := range segs {
-		var part []uint16
+		var part []uint32
 		if e.special != nil && len(ex.Messages) > 0 {
 			part, err = e.special.EncodeSpecial(s.Text)
 		} else {

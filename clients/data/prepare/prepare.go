@@ -76,15 +76,16 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if shardBytes <= 0 {
 		shardBytes = DefaultShardBytes
 	}
-	seqBytes := shard.SequenceBytes(opts.SeqLen, false)
+	vocab := uint32(base.VocabSize())
+	seqBytes := shard.SequenceBytes(vocab, opts.SeqLen, false)
 	seqsPerChunk := max(1, chunkBytes/seqBytes)
 	if seqsPerChunk > 1<<20 {
 		return Result{}, fmt.Errorf("chunks of %d bytes hold too many sequences", chunkBytes)
 	}
 	w, err := shard.NewWriter(opts.Out, shard.Params{
 		Tokenizer:    base.Name(),
-		VocabSize:    uint32(toks[0].VocabSize()),
-		EOT:          uint32(toks[0].EOT()),
+		VocabSize:    vocab,
+		EOT:          base.EOT(),
 		SeqLen:       opts.SeqLen,
 		SeqsPerChunk: uint32(seqsPerChunk),
 		SeqsPerShard: uint64(max(seqsPerChunk, shardBytes/seqBytes)),
@@ -133,8 +134,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 }
 
 // encodeAll tokenizes docs in parallel, one tokenizer per goroutine.
-func encodeAll(toks []tokenizer.Tokenizer, docs []corpus.Document) ([][]uint16, error) {
-	out := make([][]uint16, len(docs))
+func encodeAll(toks []tokenizer.Tokenizer, docs []corpus.Document) ([][]uint32, error) {
+	out := make([][]uint32, len(docs))
 	errs := make([]error, len(docs))
 	var wg sync.WaitGroup
 	for w, tok := range toks {

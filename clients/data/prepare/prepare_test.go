@@ -37,7 +37,7 @@ func readAll(t *testing.T, dir string, tok tokenizer.Tokenizer) string {
 	}
 	defer d.Close()
 	var sb strings.Builder
-	seq := make([]uint16, d.Manifest.SeqLen+1)
+	seq := make([]uint32, d.Manifest.SeqLen+1)
 	for i := range d.Manifest.NumSequences {
 		loc, _ := d.Manifest.Locate(i)
 		chunk, err := d.ReadChunk(loc.Shard, loc.Chunk, nil)

@@ -138,7 +138,7 @@ func (h *HTTP) Close() error {
 	return nil
 }
 
-func (h *HTTP) Sequences(ctx context.Context, indices []uint64) ([][]uint16, error) {
+func (h *HTTP) Sequences(ctx context.Context, indices []uint64) ([][]uint32, error) {
 	return gather(ctx, h.m, indices, h.fetchChunks)
 }
 

@@ -22,7 +22,7 @@ func OpenLocal(dir, pinnedRoot string) (*Local, error) {
 
 func (l *Local) Info() Info { return infoOf(l.d.Manifest) }
 
-func (l *Local) Sequences(ctx context.Context, indices []uint64) ([][]uint16, error) {
+func (l *Local) Sequences(ctx context.Context, indices []uint64) ([][]uint32, error) {
 	return gather(ctx, l.d.Manifest, indices, func(ctx context.Context, keys []chunkKey) (map[chunkKey][]byte, error) {
 		chunks := make(map[chunkKey][]byte, len(keys))
 		for _, k := range keys {

@@ -110,7 +110,7 @@ func (m *Mix) Source(i uint64) (dataset int, index uint64, err error) {
 	return d, (period*uint64(m.parts[d].Weight) + m.ranks[slot]) % n, nil
 }
 
-func (m *Mix) Sequences(ctx context.Context, indices []uint64) ([][]uint16, error) {
+func (m *Mix) Sequences(ctx context.Context, indices []uint64) ([][]uint32, error) {
 	perPart := make([][]uint64, len(m.parts))
 	where := make([][2]int, len(indices)) // dataset, position in its request
 	for i, idx := range indices {
@@ -121,7 +121,7 @@ func (m *Mix) Sequences(ctx context.Context, indices []uint64) ([][]uint16, erro
 		where[i] = [2]int{d, len(perPart[d])}
 		perPart[d] = append(perPart[d], j)
 	}
-	results := make([][][]uint16, len(m.parts))
+	results := make([][][]uint32, len(m.parts))
 	errs := make([]error, len(m.parts))
 	var wg sync.WaitGroup
 	for d, idxs := range perPart {
@@ -134,7 +134,7 @@ func (m *Mix) Sequences(ctx context.Context, indices []uint64) ([][]uint16, erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	out := make([][]uint16, len(indices))
+	out := make([][]uint32, len(indices))
 	for i, w := range where {
 		out[i] = results[w[0]][w[1]]
 	}

@@ -12,7 +12,7 @@ import (
 
 // smallDataset writes a byte dataset of n sequences (seq_len 3) whose
 // sequence i starts with token base+i, so a sequence names its origin.
-func smallDataset(t *testing.T, n int, base uint16, seqLen uint32) *Local {
+func smallDataset(t *testing.T, n int, base uint32, seqLen uint32) *Local {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "ds")
 	w, err := shard.NewWriter(out, shard.Params{Tokenizer: "byte", VocabSize: 256, EOT: 0, SeqLen: seqLen, SeqsPerChunk: 2, SeqsPerShard: 4})
@@ -21,9 +21,9 @@ func smallDataset(t *testing.T, n int, base uint16, seqLen uint32) *Local {
 	}
 	for i := range n {
 		// A document of seqLen tokens plus its separator fills one sequence.
-		doc := make([]uint16, seqLen)
+		doc := make([]uint32, seqLen)
 		for k := range doc {
-			doc[k] = base + uint16(i)
+			doc[k] = base + uint32(i)
 		}
 		if err := w.AddDocument(doc); err != nil {
 			t.Fatal(err)
@@ -59,11 +59,11 @@ func TestMixInterleavesByWeight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var firsts []uint16
+	var firsts []uint32
 	for _, s := range seqs {
 		firsts = append(firsts, s[0])
 	}
-	want := []uint16{1, 2, 100, 3, 4, 5, 101, 6, 7, 8, 102, 9, 10, 1, 100, 2}
+	want := []uint32{1, 2, 100, 3, 4, 5, 101, 6, 7, 8, 102, 9, 10, 1, 100, 2}
 	if !slices.Equal(firsts, want) {
 		t.Fatalf("mix order %v, want %v", firsts, want)
 	}

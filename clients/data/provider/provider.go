@@ -23,7 +23,8 @@ type Info struct {
 	NumSequences uint64 // valid indices are [0, NumSequences)
 	Root         string // hex commitment to the data, to pin in a run config
 	// LossMask marks fine-tuning data: each sequence's seq_len+1 tokens are
-	// followed by shard.MaskWords(SeqLen) words of its loss mask.
+	// followed by shard.MaskWords(SeqLen) words of its loss mask, each
+	// holding 16 mask bits (bit j%16 of word j/16: target j is trained).
 	LossMask     bool
 	ChatTemplate string // hex SHA-256 of the chat template, if one shaped the data
 }
@@ -34,7 +35,7 @@ type Provider interface {
 	// Sequences returns the sequences with the given indices, in that order.
 	// Which indices a client trains on is decided elsewhere (the batch
 	// assignment); a provider only fetches and verifies them.
-	Sequences(ctx context.Context, indices []uint64) ([][]uint16, error)
+	Sequences(ctx context.Context, indices []uint64) ([][]uint32, error)
 	Close() error
 }
 
@@ -51,7 +52,7 @@ type chunkKey struct{ shard, chunk int }
 // gather locates indices, has fetch produce the verified bytes of every chunk
 // they touch (each chunk once), and cuts the sequences out.
 func gather(ctx context.Context, m *shard.Manifest, indices []uint64,
-	fetch func(ctx context.Context, keys []chunkKey) (map[chunkKey][]byte, error)) ([][]uint16, error) {
+	fetch func(ctx context.Context, keys []chunkKey) (map[chunkKey][]byte, error)) ([][]uint32, error) {
 	locs := make([]shard.Location, len(indices))
 	seen := make(map[chunkKey]bool)
 	var keys []chunkKey
@@ -78,8 +79,8 @@ func gather(ctx context.Context, m *shard.Manifest, indices []uint64,
 		return nil, err
 	}
 	n := m.SequenceWords()
-	flat := make([]uint16, len(indices)*n)
-	out := make([][]uint16, len(indices))
+	flat := make([]uint32, len(indices)*n)
+	out := make([][]uint32, len(indices))
 	for i, loc := range locs {
 		data := chunks[chunkKey{loc.Shard, loc.Chunk}]
 		end := loc.Skip + m.SequenceBytes()
@@ -102,7 +103,7 @@ const Ignored = -1
 // sequence of seq_len+1 tokens, inputs get tokens [0, seq_len) and targets
 // tokens [1, seq_len], so targets[i] is the token after inputs[i]. With a
 // loss mask (info.LossMask), a target its mask leaves out is Ignored.
-func InputsAndTargets(info Info, seqs [][]uint16) (inputs, targets []int32, err error) {
+func InputsAndTargets(info Info, seqs [][]uint32) (inputs, targets []int32, err error) {
 	if len(seqs) == 0 {
 		return nil, nil, fmt.Errorf("no sequences")
 	}

@@ -368,23 +368,23 @@ func flipByte(t *testing.T, path string, at int64) {
 
 func TestInputsAndTargets(t *testing.T) {
 	plain := Info{SeqLen: 2}
-	in, tg, err := InputsAndTargets(plain, [][]uint16{{1, 2, 3}, {7, 8, 9}})
-	if err != nil || !slices.Equal(in, []int32{1, 2, 7, 8}) || !slices.Equal(tg, []int32{2, 3, 8, 9}) {
+	in, tg, err := InputsAndTargets(plain, [][]uint32{{1, 2, 3}, {7, 151645, 200000}})
+	if err != nil || !slices.Equal(in, []int32{1, 2, 7, 151645}) || !slices.Equal(tg, []int32{2, 3, 151645, 200000}) {
 		t.Fatalf("InputsAndTargets = %v %v %v", in, tg, err)
 	}
-	for _, bad := range [][][]uint16{nil, {{1}}, {{1, 2, 3}, {1, 2}}, {{1, 2, 3, 0}}} {
+	for _, bad := range [][][]uint32{nil, {{1}}, {{1, 2, 3}, {1, 2}}, {{1, 2, 3, 0}}} {
 		if _, _, err := InputsAndTargets(plain, bad); err == nil {
 			t.Errorf("InputsAndTargets(%v) succeeded", bad)
 		}
 	}
 	// Masked: 18 targets, two mask words; targets 0, 2 and 17 are trained.
 	masked := Info{SeqLen: 18, LossMask: true}
-	seq := make([]uint16, 19+2)
+	seq := make([]uint32, 19+2)
 	for i := range 19 {
-		seq[i] = uint16(10 + i)
+		seq[i] = uint32(10 + i)
 	}
 	seq[19], seq[20] = 1<<0|1<<2, 1<<1
-	in, tg, err = InputsAndTargets(masked, [][]uint16{seq})
+	in, tg, err = InputsAndTargets(masked, [][]uint32{seq})
 	if err != nil || len(in) != 18 || in[17] != 27 {
 		t.Fatalf("masked InputsAndTargets = %v %v %v", in, tg, err)
 	}
@@ -393,7 +393,7 @@ func TestInputsAndTargets(t *testing.T) {
 	if !slices.Equal(tg, want) {
 		t.Fatalf("masked targets = %v, want %v", tg, want)
 	}
-	if _, _, err := InputsAndTargets(masked, [][]uint16{seq[:19]}); err == nil {
+	if _, _, err := InputsAndTargets(masked, [][]uint32{seq[:19]}); err == nil {
 		t.Error("a masked batch without its mask words succeeded")
 	}
 }

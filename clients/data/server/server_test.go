@@ -22,9 +22,9 @@ func testDataset(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := make([]uint16, 100)
+	doc := make([]uint32, 100)
 	for i := range doc {
-		doc[i] = uint16(i%250 + 1)
+		doc[i] = uint32(i%250 + 1)
 	}
 	if err := w.AddDocument(doc); err != nil {
 		t.Fatal(err)

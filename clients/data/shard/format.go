@@ -1,6 +1,6 @@
 // Package shard defines the on-disk training data format: shards of packed
-// uint16 token sequences, per-chunk hash files, and the manifest whose Merkle
-// root a run config pins. README.md in clients/data documents every byte.
+// token sequences, per-chunk hash files, and the manifest whose Merkle root a
+// run config pins. README.md in clients/data documents every byte.
 package shard
 
 import (
@@ -18,8 +18,12 @@ const (
 	VersionMasked = 2
 	// HeaderSize is the size of the shard header; sequences follow it.
 	HeaderSize = 64
-	// TokenBytes is the size of one token: little-endian uint16.
-	TokenBytes = 2
+	// MaxVocab is the largest vocabulary a dataset may have: room for
+	// Gemma's 256,000 tokens. Tokenizers above it are refused as well.
+	MaxVocab = 1 << 18
+	// maskWordBytes is the size of a loss mask word, a little-endian uint16
+	// whatever the token width.
+	maskWordBytes = 2
 	// maxTokenizerName is the width of the header's tokenizer field.
 	maxTokenizerName = 16
 )
@@ -48,12 +52,23 @@ type Header struct {
 	LossMask     bool // version 2
 }
 
-// MaskWords is the size of a sequence's loss mask in uint16 words: one bit
+// TokenBytes is the size of one stored token: a little-endian uint16 for a
+// vocabulary of at most 65536 ids, so that such datasets keep their bytes and
+// roots, and a little-endian uint32 above. vocab_size is in the header and
+// the root, so the width needs no field of its own.
+func TokenBytes(vocab uint32) int {
+	if vocab <= 1<<16 {
+		return 2
+	}
+	return 4
+}
+
+// MaskWords is the size of a sequence's loss mask in 16-bit words: one bit
 // per target, bit j%16 of word j/16 set when target j is trained.
 func MaskWords(seqLen uint32) int { return int(seqLen+15) / 16 }
 
-// SequenceWords is the length of one stored sequence in uint16 words:
-// seq_len+1 tokens, then the loss mask when the dataset has one.
+// SequenceWords is the length of one sequence in memory: seq_len+1 tokens,
+// then the loss mask's words when the dataset has one.
 func SequenceWords(seqLen uint32, lossMask bool) int {
 	if lossMask {
 		return int(seqLen) + 1 + MaskWords(seqLen)
@@ -62,8 +77,28 @@ func SequenceWords(seqLen uint32, lossMask bool) int {
 }
 
 // SequenceBytes is the size of one stored sequence.
-func SequenceBytes(seqLen uint32, lossMask bool) int64 {
-	return int64(SequenceWords(seqLen, lossMask)) * TokenBytes
+func SequenceBytes(vocab, seqLen uint32, lossMask bool) int64 {
+	n := int64(seqLen+1) * int64(TokenBytes(vocab))
+	if lossMask {
+		n += int64(MaskWords(seqLen)) * maskWordBytes
+	}
+	return n
+}
+
+// putToken and getToken store one token in width bytes (TokenBytes).
+func putToken(b []byte, width int, t uint32) {
+	if width == 2 {
+		binary.LittleEndian.PutUint16(b, uint16(t))
+		return
+	}
+	binary.LittleEndian.PutUint32(b, t)
+}
+
+func getToken(b []byte, width int) uint32 {
+	if width == 2 {
+		return uint32(binary.LittleEndian.Uint16(b))
+	}
+	return binary.LittleEndian.Uint32(b)
 }
 
 // MarshalBinary encodes the header into its 64 bytes.
@@ -129,31 +164,34 @@ func (h *Header) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// DecodeSequence converts one stored sequence (SequenceWords words) to its
-// tokens and mask words, checking each token against the vocabulary so that
-// no id can index past an embedding table, and that the mask has no bits
-// beyond its seq_len targets (one spelling for each mask).
-func DecodeSequence(dst []uint16, b []byte, vocabSize, seqLen uint32) error {
-	if len(b) != len(dst)*TokenBytes {
+// DecodeSequence converts one stored sequence to its tokens and, when dst
+// has room past the seq_len+1 tokens, its mask words (SequenceWords words in
+// all). It checks each token against the vocabulary so that no id can index
+// past an embedding table, and that the mask has no bits beyond its seq_len
+// targets (one spelling for each mask).
+func DecodeSequence(dst []uint32, b []byte, vocabSize, seqLen uint32) error {
+	n := int(seqLen) + 1
+	masked := len(dst) > n
+	if len(dst) != SequenceWords(seqLen, masked) || int64(len(b)) != SequenceBytes(vocabSize, seqLen, masked) {
 		return fmt.Errorf("%d bytes for %d words", len(b), len(dst))
 	}
-	n := int(seqLen) + 1
-	for i := range dst {
-		id := binary.LittleEndian.Uint16(b[i*TokenBytes:])
-		if i >= n {
-			dst[i] = id
-			continue
-		}
-		if uint32(id) >= vocabSize {
+	width := TokenBytes(vocabSize)
+	for i := range n {
+		id := getToken(b[i*width:], width)
+		if id >= vocabSize {
 			return fmt.Errorf("token %d at position %d is outside the vocabulary of %d", id, i, vocabSize)
 		}
 		dst[i] = id
+	}
+	mask := b[n*width:]
+	for i := range dst[n:] {
+		dst[n+i] = uint32(binary.LittleEndian.Uint16(mask[i*maskWordBytes:]))
 	}
 	return checkMask(dst[n:], seqLen)
 }
 
 // checkMask refuses mask words with bits past target seq_len-1.
-func checkMask(mask []uint16, seqLen uint32) error {
+func checkMask(mask []uint32, seqLen uint32) error {
 	if len(mask) == 0 || seqLen%16 == 0 {
 		return nil
 	}

@@ -66,7 +66,7 @@ func ChunksName(shardName string) string {
 }
 
 // SequenceBytes is the size of one stored sequence.
-func (m *Manifest) SequenceBytes() int64 { return SequenceBytes(m.SeqLen, m.LossMask) }
+func (m *Manifest) SequenceBytes() int64 { return SequenceBytes(m.VocabSize, m.SeqLen, m.LossMask) }
 
 // SequenceWords is the length of one sequence as the providers return it.
 func (m *Manifest) SequenceWords() int { return SequenceWords(m.SeqLen, m.LossMask) }
@@ -157,8 +157,8 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("manifest: format %q, this build reads %q", m.Format, Format)
 	case m.Tokenizer == "" || len(m.Tokenizer) > maxTokenizerName:
 		return fmt.Errorf("manifest: tokenizer name %q must have 1 to %d bytes", m.Tokenizer, maxTokenizerName)
-	case m.VocabSize == 0 || m.VocabSize > 1<<16:
-		return fmt.Errorf("manifest: vocab_size %d does not fit uint16 tokens", m.VocabSize)
+	case m.VocabSize == 0 || m.VocabSize > MaxVocab:
+		return fmt.Errorf("manifest: vocab_size %d must be between 1 and %d", m.VocabSize, MaxVocab)
 	case m.EOT >= m.VocabSize:
 		return fmt.Errorf("manifest: eot %d is outside the vocabulary of %d", m.EOT, m.VocabSize)
 	case m.SeqLen == 0 || m.SeqLen > MaxSeqLen:

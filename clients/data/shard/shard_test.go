@@ -65,7 +65,7 @@ func TestHeaderRoundTripAndRejects(t *testing.T) {
 
 // writeDataset packs docs with seq_len 4 (5 tokens per sequence), 2 sequences
 // per chunk and 4 per shard.
-func writeDataset(t *testing.T, docs [][]uint16) (string, *Manifest, int) {
+func writeDataset(t *testing.T, docs [][]uint32) (string, *Manifest, int) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "ds")
 	w, err := NewWriter(out, Params{Tokenizer: "byte", VocabSize: 256, EOT: 0, SeqLen: 4, SeqsPerChunk: 2, SeqsPerShard: 5})
@@ -84,7 +84,7 @@ func writeDataset(t *testing.T, docs [][]uint16) (string, *Manifest, int) {
 	return out, m, dropped
 }
 
-func readSequence(t *testing.T, d *Dataset, i uint64) []uint16 {
+func readSequence(t *testing.T, d *Dataset, i uint64) []uint32 {
 	t.Helper()
 	loc, err := d.Manifest.Locate(i)
 	if err != nil {
@@ -94,7 +94,7 @@ func readSequence(t *testing.T, d *Dataset, i uint64) []uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq := make([]uint16, d.Manifest.SequenceWords())
+	seq := make([]uint32, d.Manifest.SequenceWords())
 	if err := DecodeSequence(seq, chunk[loc.Skip:loc.Skip+d.Manifest.SequenceBytes()], d.Manifest.VocabSize, d.Manifest.SeqLen); err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +103,11 @@ func readSequence(t *testing.T, d *Dataset, i uint64) []uint16 {
 
 func TestWriterPacksDocumentsIntoFixedSequences(t *testing.T) {
 	// 3 + 1 + 7 + 1 + 11 + 1 + 13 + 1 = 38 tokens: 7 sequences of 5, 3 dropped.
-	var docs [][]uint16
-	var stream []uint16
-	next := uint16(1)
+	var docs [][]uint32
+	var stream []uint32
+	next := uint32(1)
 	for _, n := range []int{3, 7, 11, 13} {
-		var d []uint16
+		var d []uint32
 		for range n {
 			d = append(d, next)
 			next = next%255 + 1
@@ -136,6 +136,16 @@ func TestWriterPacksDocumentsIntoFixedSequences(t *testing.T) {
 	if err := d.Verify(context.Background()); err != nil {
 		t.Fatalf("Verify on an intact dataset: %v", err)
 	}
+	// A vocabulary of at most 65536 keeps 2-byte tokens, as every dataset
+	// written before wider ones had.
+	raw, _ := os.ReadFile(filepath.Join(dir, "shard-00000.tok"))
+	var disk []byte
+	for _, tok := range stream[:5] {
+		disk = binary.LittleEndian.AppendUint16(disk, uint16(tok))
+	}
+	if got := raw[HeaderSize : HeaderSize+len(disk)]; !slices.Equal(got, disk) {
+		t.Errorf("the first sequence on disk is %x, want %x", got, disk)
+	}
 	if _, err := m.Locate(7); err == nil {
 		t.Error("Locate(7) succeeded on a 7-sequence dataset")
 	}
@@ -159,13 +169,13 @@ func TestWriterRejectsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.AddDocument([]uint16{5, 0, 6}); err == nil {
+	if err := w.AddDocument([]uint32{5, 0, 6}); err == nil {
 		t.Error("a document containing the separator was accepted")
 	}
-	if err := w.AddDocument([]uint16{5, 256}); err == nil {
+	if err := w.AddDocument([]uint32{5, 256}); err == nil {
 		t.Error("a token outside the vocabulary was accepted")
 	}
-	if err := w.AddDocument([]uint16{1, 2}); err != nil {
+	if err := w.AddDocument([]uint32{1, 2}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := w.Close(); err == nil || !strings.Contains(err.Error(), "too few") {
@@ -177,9 +187,9 @@ func TestWriterRejectsBadInput(t *testing.T) {
 }
 
 func TestTamperingIsDetectedWithTheShardName(t *testing.T) {
-	docs := [][]uint16{make([]uint16, 40)}
+	docs := [][]uint32{make([]uint32, 40)}
 	for i := range docs[0] {
-		docs[0][i] = uint16(i + 1)
+		docs[0][i] = uint32(i + 1)
 	}
 	tests := []struct {
 		name    string
@@ -202,7 +212,7 @@ func TestTamperingIsDetectedWithTheShardName(t *testing.T) {
 		{"manifest edited", func(dir string, m *Manifest) { editManifest(t, dir, `"eot": 0`, `"eot": 1`) }, false,
 			"does not match its content", "", ""},
 		{"manifest replaced by another consistent one", func(dir string, m *Manifest) {
-			other, _, _ := writeDataset(t, [][]uint16{make40(2)})
+			other, _, _ := writeDataset(t, [][]uint32{make40(2)})
 			os.Rename(filepath.Join(other, ManifestName), filepath.Join(dir, ManifestName))
 		}, true, "does not match the pinned root", "", ""},
 		{"unknown manifest field", func(dir string, m *Manifest) { editManifest(t, dir, `"format"`, `"extra": 1, "format"`) }, false,
@@ -249,10 +259,10 @@ func TestTamperingIsDetectedWithTheShardName(t *testing.T) {
 	}
 }
 
-func make40(start uint16) []uint16 {
-	d := make([]uint16, 40)
+func make40(start uint32) []uint32 {
+	d := make([]uint32, 40)
 	for i := range d {
-		d[i] = start + uint16(i)
+		d[i] = start + uint32(i)
 	}
 	return d
 }
@@ -295,7 +305,7 @@ func editManifest(t *testing.T, dir, old, new string) {
 func TestDecodeSequenceRejectsIdsOutsideVocabularyAndStrayMaskBits(t *testing.T) {
 	le := binary.LittleEndian
 	b := le.AppendUint16(le.AppendUint16(nil, 7), 300)
-	dst := make([]uint16, 2)
+	dst := make([]uint32, 2)
 	if err := DecodeSequence(dst, b, 256, 1); err == nil {
 		t.Fatal("token 300 accepted with a vocabulary of 256")
 	}
@@ -303,7 +313,7 @@ func TestDecodeSequenceRejectsIdsOutsideVocabularyAndStrayMaskBits(t *testing.T)
 		t.Fatalf("DecodeSequence = %v, %v", dst, err)
 	}
 	// seq_len 3: 4 tokens and one mask word whose bits 0..2 are the targets.
-	masked := make([]uint16, SequenceWords(3, true))
+	masked := make([]uint32, SequenceWords(3, true))
 	for _, c := range []struct {
 		mask uint16
 		ok   bool
@@ -324,7 +334,7 @@ func TestMaskedDatasetRoundTripsAndPinsItsTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.AddDocument([]uint16{1, 2}); err == nil {
+	if err := w.AddDocument([]uint32{1, 2}); err == nil {
 		t.Error("AddDocument accepted on a masked dataset")
 	}
 	examples := []struct {
@@ -332,9 +342,9 @@ func TestMaskedDatasetRoundTripsAndPinsItsTemplate(t *testing.T) {
 		trained []int
 	}{{5, []int{3, 4}}, {21, []int{1, 20}}, {30, []int{2, 29}}, {8, []int{7}}, {3, []int{1}}}
 	for _, ex := range examples {
-		toks, train := make([]uint16, ex.n), make([]bool, ex.n)
+		toks, train := make([]uint32, ex.n), make([]bool, ex.n)
 		for i := range toks {
-			toks[i] = uint16(1 + i%200)
+			toks[i] = uint32(1 + i%200)
 		}
 		for _, j := range ex.trained {
 			train[j] = true
@@ -343,10 +353,10 @@ func TestMaskedDatasetRoundTripsAndPinsItsTemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.AddExample([]uint16{1, 2, 3}, []bool{true, false, false}); err == nil {
+	if err := w.AddExample([]uint32{1, 2, 3}, []bool{true, false, false}); err == nil {
 		t.Error("an example with no trained target (the first token is never a target) accepted")
 	}
-	long, longTrain := make([]uint16, 40), make([]bool, 40)
+	long, longTrain := make([]uint32, 40), make([]bool, 40)
 	longTrain[30] = true
 	if err := w.AddExample(long, longTrain); err == nil || !strings.Contains(err.Error(), "no trained token") {
 		t.Errorf("an example trained only past the cut: %v", err)
@@ -372,9 +382,9 @@ func TestMaskedDatasetRoundTripsAndPinsItsTemplate(t *testing.T) {
 			t.Fatalf("sequence %d has %d words, want 23", i, len(seq))
 		}
 		for k := range 21 {
-			want := uint16(0) // padding: the separator
+			want := uint32(0) // padding: the separator
 			if k < ex.n {
-				want = uint16(1 + k%200)
+				want = uint32(1 + k%200)
 			}
 			if seq[k] != want {
 				t.Fatalf("sequence %d token %d = %d, want %d", i, k, seq[k], want)
@@ -397,5 +407,148 @@ func TestMaskedDatasetRoundTripsAndPinsItsTemplate(t *testing.T) {
 		if _, err := ParseManifest([]byte(strings.Replace(string(raw), edit[0], edit[1], 1)), ""); err == nil {
 			t.Errorf("manifest edited (%q → %q) still parses", edit[0], edit[1])
 		}
+	}
+}
+
+func TestTokenWidthFollowsTheVocabulary(t *testing.T) {
+	for _, c := range []struct {
+		vocab uint32
+		want  int
+	}{{256, 2}, {50257, 2}, {1 << 16, 2}, {1<<16 + 1, 4}, {200000, 4}, {MaxVocab, 4}} {
+		if got := TokenBytes(c.vocab); got != c.want {
+			t.Errorf("TokenBytes(%d) = %d, want %d", c.vocab, got, c.want)
+		}
+	}
+	// seq_len 20: 21 tokens, then 2 mask words of 2 bytes whatever the width.
+	for _, c := range []struct {
+		vocab  uint32
+		masked bool
+		want   int64
+	}{{256, false, 42}, {256, true, 46}, {200000, false, 84}, {200000, true, 88}} {
+		if got := SequenceBytes(c.vocab, 20, c.masked); got != c.want {
+			t.Errorf("SequenceBytes(%d, 20, %v) = %d, want %d", c.vocab, c.masked, got, c.want)
+		}
+	}
+}
+
+// TestWideVocabularyRoundTrips writes and reads datasets whose vocabulary
+// needs 4-byte tokens, plain and masked, and checks their bytes on disk.
+func TestWideVocabularyRoundTrips(t *testing.T) {
+	const vocab, eot = 200000, 199999
+	token := func(i int) uint32 { return uint32(65530 + i*1009%(vocab-65531)) } // spans 65535
+	for _, masked := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "wide")
+		w, err := NewWriter(out, Params{Tokenizer: "json:ab", VocabSize: vocab, EOT: eot, SeqLen: 20, SeqsPerChunk: 2, SeqsPerShard: 4, LossMask: masked})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want [][]uint32
+		for s := range 5 {
+			toks := make([]uint32, 21)
+			for i := range toks {
+				toks[i] = token(s*21 + i)
+			}
+			var err error
+			if masked {
+				train := make([]bool, 21)
+				train[1], train[20] = true, true
+				err = w.AddExample(toks, train)
+				toks = append(toks, 1, 1<<3) // targets 0 and 19
+			} else {
+				err = w.AddDocument(toks[:20])
+				toks[20] = eot
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, toks)
+		}
+		m, _, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.NumSequences != 5 || m.SequenceBytes() != SequenceBytes(vocab, 20, masked) || m.Shards[0].Size != HeaderSize+4*m.SequenceBytes() {
+			t.Fatalf("masked %v: manifest %+v", masked, m)
+		}
+		d, err := Open(out, m.Root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Verify(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range want {
+			if got := readSequence(t, d, uint64(i)); !slices.Equal(got, w) {
+				t.Errorf("masked %v: sequence %d = %v, want %v", masked, i, got, w)
+			}
+		}
+		d.Close()
+		raw, err := os.ReadFile(filepath.Join(out, "shard-00000.tok"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var disk []byte
+		for _, tok := range want[0][:21] {
+			disk = binary.LittleEndian.AppendUint32(disk, tok)
+		}
+		for _, word := range want[0][21:] {
+			disk = binary.LittleEndian.AppendUint16(disk, uint16(word))
+		}
+		if !slices.Equal(raw[HeaderSize:HeaderSize+len(disk)], disk) {
+			t.Errorf("masked %v: the first sequence on disk is %x, want %x", masked, raw[HeaderSize:HeaderSize+len(disk)], disk)
+		}
+	}
+}
+
+// TestWideVocabularyLimitsAndTampering: the width is no field of its own, so
+// a manifest sized for 2-byte tokens does not describe 4-byte shards, and a
+// flipped high byte of a token is caught like any other.
+func TestWideVocabularyLimitsAndTampering(t *testing.T) {
+	p := Params{Tokenizer: "json:ab", VocabSize: MaxVocab + 1, EOT: 0, SeqLen: 4, SeqsPerChunk: 2, SeqsPerShard: 4}
+	if _, err := NewWriter(filepath.Join(t.TempDir(), "x"), p); err == nil || !strings.Contains(err.Error(), "datasets take 1 to 262144") {
+		t.Errorf("a vocabulary of %d: %v", p.VocabSize, err)
+	}
+	p.VocabSize = MaxVocab
+	out := filepath.Join(t.TempDir(), "wide")
+	w, err := NewWriter(out, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddDocument([]uint32{MaxVocab - 1, 1 << 16, 3, 4, 5, 6, 7, 8, 9}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(out, ManifestName))
+	for _, edit := range []struct{ old, new, wantErr string }{
+		{`"vocab_size": 262144`, `"vocab_size": 262145`, "vocab_size 262145 must be between 1 and 262144"},
+		{`"size": 104`, `"size": 84`, "size 84, but 2 sequences take 104 bytes"},
+	} {
+		if !strings.Contains(string(raw), edit.old) {
+			t.Fatalf("manifest lacks %q:\n%s", edit.old, raw)
+		}
+		edited := strings.Replace(string(raw), edit.old, edit.new, 1)
+		if _, err := ParseManifest([]byte(edited), ""); err == nil || !strings.Contains(err.Error(), edit.wantErr) {
+			t.Errorf("manifest with %s: %v, want %q", edit.new, err, edit.wantErr)
+		}
+	}
+	// Byte 2 of the first token (MaxVocab-1 = 0x3ffff) is its high half.
+	flip(t, filepath.Join(out, "shard-00000.tok"), HeaderSize+2)
+	d, err := Open(out, m.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.ReadChunk(0, 0, nil); err == nil || !strings.Contains(err.Error(), "chunk 0: content does not match") {
+		t.Errorf("a flipped high token byte: %v", err)
+	}
+	rec := binary.LittleEndian.AppendUint32(nil, MaxVocab)
+	for range 4 {
+		rec = binary.LittleEndian.AppendUint32(rec, 1)
+	}
+	if err := DecodeSequence(make([]uint32, 5), rec, MaxVocab, 4); err == nil || !strings.Contains(err.Error(), "token 262144 at position 0") {
+		t.Errorf("token %d with a vocabulary of %d: %v", MaxVocab, MaxVocab, err)
 	}
 }

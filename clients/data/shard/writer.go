@@ -36,11 +36,12 @@ type Params struct {
 // only when Close succeeds: everything is written to a temporary sibling
 // directory that is renamed into place at the end.
 type Writer struct {
-	out, tmp string
-	p        Params
-	seqBytes int64
+	out, tmp   string
+	p          Params
+	seqBytes   int64
+	tokenBytes int
 
-	stream  []uint16 // tokens not yet in a sequence (fewer than seq_len+1)
+	stream  []uint32 // tokens not yet in a sequence (fewer than seq_len+1)
 	record  []byte   // one encoded sequence
 	chunk   []byte   // sequences of the current chunk
 	inChunk uint32
@@ -74,9 +75,9 @@ func NewWriter(out string, p Params) (*Writer, error) {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
 	p.SeqsPerShard -= p.SeqsPerShard % uint64(p.SeqsPerChunk)
-	seqBytes := SequenceBytes(p.SeqLen, p.LossMask)
+	seqBytes := SequenceBytes(p.VocabSize, p.SeqLen, p.LossMask)
 	return &Writer{
-		out: out, tmp: tmp, p: p, seqBytes: seqBytes,
+		out: out, tmp: tmp, p: p, seqBytes: seqBytes, tokenBytes: TokenBytes(p.VocabSize),
 		record: make([]byte, seqBytes),
 		chunk:  make([]byte, 0, int64(p.SeqsPerChunk)*seqBytes),
 	}, nil
@@ -86,8 +87,8 @@ func checkParams(p Params) error {
 	switch {
 	case p.Tokenizer == "" || len(p.Tokenizer) > maxTokenizerName:
 		return fmt.Errorf("tokenizer name %q must have 1 to %d bytes", p.Tokenizer, maxTokenizerName)
-	case p.VocabSize == 0 || p.VocabSize > 1<<16:
-		return fmt.Errorf("vocabulary of %d does not fit uint16 tokens", p.VocabSize)
+	case p.VocabSize == 0 || p.VocabSize > MaxVocab:
+		return fmt.Errorf("vocabulary of %d tokens: datasets take 1 to %d", p.VocabSize, MaxVocab)
 	case p.EOT >= p.VocabSize:
 		return fmt.Errorf("EOT %d is outside the vocabulary of %d", p.EOT, p.VocabSize)
 	case p.SeqLen == 0 || p.SeqLen > MaxSeqLen:
@@ -103,7 +104,7 @@ func checkParams(p Params) error {
 }
 
 // AddDocument appends one document's tokens, followed by the separator.
-func (w *Writer) AddDocument(tokens []uint16) error {
+func (w *Writer) AddDocument(tokens []uint32) error {
 	if w.p.LossMask {
 		return errors.New("internal error: AddDocument on a fine-tuning dataset (AddExample)")
 	}
@@ -113,7 +114,7 @@ func (w *Writer) AddDocument(tokens []uint16) error {
 	w.Documents++
 	w.Tokens += uint64(len(tokens)) + 1
 	w.stream = append(w.stream, tokens...)
-	w.stream = append(w.stream, uint16(w.p.EOT))
+	w.stream = append(w.stream, w.p.EOT)
 	n := int(w.p.SeqLen) + 1
 	consumed := 0
 	for ; len(w.stream)-consumed >= n; consumed += n {
@@ -131,7 +132,7 @@ func (w *Writer) AddDocument(tokens []uint16) error {
 // trained, so examples neither attend to each other nor pay for each other.
 // An example whose trained tokens all fall past the cut is an error: the
 // caller chooses a longer seq_len or drops it.
-func (w *Writer) AddExample(tokens []uint16, train []bool) error {
+func (w *Writer) AddExample(tokens []uint32, train []bool) error {
 	switch {
 	case !w.p.LossMask:
 		return errors.New("internal error: AddExample on a pretraining dataset (AddDocument)")
@@ -148,9 +149,9 @@ func (w *Writer) AddExample(tokens []uint16, train []bool) error {
 	if cut {
 		tokens, train = tokens[:n], train[:n]
 	}
-	seq := make([]uint16, n)
+	seq := make([]uint32, n)
 	for i := range seq {
-		seq[i] = uint16(w.p.EOT)
+		seq[i] = w.p.EOT
 	}
 	copy(seq, tokens)
 	mask := make([]uint16, MaskWords(w.p.SeqLen))
@@ -174,19 +175,21 @@ func (w *Writer) AddExample(tokens []uint16, train []bool) error {
 
 // checkTokens refuses ids outside the vocabulary; in pretraining data, also
 // the separator, which only AddDocument may place.
-func (w *Writer) checkTokens(tokens []uint16) error {
+func (w *Writer) checkTokens(tokens []uint32) error {
 	for i, t := range tokens {
-		if uint32(t) >= w.p.VocabSize {
+		if t >= w.p.VocabSize {
 			return fmt.Errorf("token %d at position %d is outside the vocabulary of %d", t, i, w.p.VocabSize)
 		}
-		if uint32(t) == w.p.EOT && !w.p.LossMask {
+		if t == w.p.EOT && !w.p.LossMask {
 			return fmt.Errorf("document contains the separator token %d at position %d", t, i)
 		}
 	}
 	return nil
 }
 
-func (w *Writer) addSequence(seq, mask []uint16) error {
+// addSequence stores seq_len+1 tokens and, in a fine-tuning dataset, the
+// mask words that follow them on disk.
+func (w *Writer) addSequence(seq []uint32, mask []uint16) error {
 	if w.file == nil {
 		name := fmt.Sprintf("shard-%05d%s", len(w.entries), ShardExt)
 		f, err := os.Create(filepath.Join(w.tmp, name))
@@ -202,10 +205,11 @@ func (w *Writer) addSequence(seq, mask []uint16) error {
 		w.entries = append(w.entries, Entry{Name: name})
 	}
 	for i, t := range seq {
-		binary.LittleEndian.PutUint16(w.record[i*TokenBytes:], t)
+		putToken(w.record[i*w.tokenBytes:], w.tokenBytes, t)
 	}
+	masks := w.record[len(seq)*w.tokenBytes:]
 	for i, m := range mask {
-		binary.LittleEndian.PutUint16(w.record[(len(seq)+i)*TokenBytes:], m)
+		binary.LittleEndian.PutUint16(masks[i*maskWordBytes:], m)
 	}
 	w.chunk = append(w.chunk, w.record...)
 	w.inChunk++

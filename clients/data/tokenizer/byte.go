@@ -15,20 +15,20 @@ type Byte struct{}
 
 func (Byte) Name() string   { return ByteName }
 func (Byte) VocabSize() int { return 256 }
-func (Byte) EOT() uint16    { return 0 }
+func (Byte) EOT() uint32    { return 0 }
 
-func (Byte) Encode(text string) ([]uint16, error) {
+func (Byte) Encode(text string) ([]uint32, error) {
 	if i := strings.IndexByte(text, 0); i >= 0 {
 		return nil, fmt.Errorf("byte tokenizer: NUL byte at offset %d (byte 0 is reserved as the document separator)", i)
 	}
-	ids := make([]uint16, len(text))
+	ids := make([]uint32, len(text))
 	for i := range len(text) {
-		ids[i] = uint16(text[i])
+		ids[i] = uint32(text[i])
 	}
 	return ids, nil
 }
 
-func (Byte) Decode(ids []uint16) (string, error) {
+func (Byte) Decode(ids []uint32) (string, error) {
 	b := make([]byte, len(ids))
 	for i, id := range ids {
 		if id > 255 {

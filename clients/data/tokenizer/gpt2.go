@@ -30,25 +30,25 @@ const (
 // equivalence.
 type GPT2 struct {
 	codec *codec.Codec
-	cache map[string][]uint16
+	cache map[string][]uint32
 }
 
 // NewGPT2 returns a GPT-2 tokenizer. The vocabulary is embedded in the
 // binary; nothing is downloaded.
 func NewGPT2() *GPT2 {
-	return &GPT2{codec: codec.NewR50kBase(), cache: make(map[string][]uint16)}
+	return &GPT2{codec: codec.NewR50kBase(), cache: make(map[string][]uint32)}
 }
 
 func (*GPT2) Name() string   { return GPT2Name }
 func (*GPT2) VocabSize() int { return gpt2Vocab }
-func (*GPT2) EOT() uint16    { return GPT2EOT }
+func (*GPT2) EOT() uint32    { return GPT2EOT }
 
-func (g *GPT2) Encode(text string) ([]uint16, error) {
+func (g *GPT2) Encode(text string) ([]uint32, error) {
 	if !utf8.ValidString(text) {
 		return nil, fmt.Errorf("gpt2 tokenizer: invalid UTF-8 at byte %d", invalidUTF8Offset(text))
 	}
 	// About one token per four bytes of English prose.
-	ids := make([]uint16, 0, len(text)/4+1)
+	ids := make([]uint32, 0, len(text)/4+1)
 	for rest := text; rest != ""; {
 		n := splitPiece(rest)
 		piece := rest[:n]
@@ -79,7 +79,7 @@ const gpt2DEL = 221
 
 // encodePiece runs the library's BPE on one piece and checks that the tokens
 // spell the piece exactly, so no library quirk can silently lose text.
-func (g *GPT2) encodePiece(piece string) ([]uint16, error) {
+func (g *GPT2) encodePiece(piece string) ([]uint32, error) {
 	if i := strings.IndexByte(piece, 0x7f); i >= 0 {
 		before, err := g.encodePiece(piece[:i])
 		if err != nil {
@@ -101,17 +101,17 @@ func (g *GPT2) encodePiece(piece string) ([]uint16, error) {
 	if joined := strings.Join(tokens, ""); joined != piece {
 		return nil, fmt.Errorf("gpt2 tokenizer: BPE of %q gave tokens spelling %q", piece, joined)
 	}
-	enc := make([]uint16, len(raw))
+	enc := make([]uint32, len(raw))
 	for i, id := range raw {
 		if id >= gpt2Vocab {
 			return nil, fmt.Errorf("gpt2 tokenizer: piece %q encoded to token %d outside the vocabulary", piece, id)
 		}
-		enc[i] = uint16(id)
+		enc[i] = uint32(id)
 	}
 	return enc, nil
 }
 
-func (g *GPT2) Decode(ids []uint16) (string, error) {
+func (g *GPT2) Decode(ids []uint32) (string, error) {
 	var sb strings.Builder
 	run := make([]uint, 0, len(ids))
 	flush := func() error {

@@ -11,7 +11,7 @@ import (
 // skip_special_tokens=False) does. Byte-level tokens decode to their bytes
 // exactly, even where ids cut a character (tokenizers writes U+FFFD there);
 // SentencePiece-style tokens go through the tokenizer.json's decoder.
-func (t *JSONBPE) Decode(ids []uint16) (string, error) {
+func (t *JSONBPE) Decode(ids []uint32) (string, error) {
 	toks := make([]string, len(ids))
 	for i, id := range ids {
 		if int(id) >= len(t.spell) || !t.known[id] {

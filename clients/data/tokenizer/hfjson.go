@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/psyche-go/psyche/clients/data/shard"
 )
 
 // JSONPrefix starts the name of a tokenizer read from a tokenizer.json file;
@@ -53,24 +55,24 @@ var eotTexts = []string{"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|
 // another goroutine without reading the file again.
 type JSONBPE struct {
 	*jsonTables
-	cache map[string][]uint16
+	cache map[string][]uint32
 }
 
 // jsonTables is what Clone shares.
 type jsonTables struct {
 	hash [32]byte
-	eot  uint16
+	eot  uint32
 	textForm
 	split     func(string) int  // the length of a text's first pre-token
 	byteLevel bool              // BPE starts from bytes (else from characters, with byte fallback)
 	byteIDs   [256]int32        // the token of each byte (byte-level: its character; else <0xXX>), or -1
-	charIDs   map[rune]uint16   // without byteLevel: the vocab's one-character tokens
-	merges    map[uint32]merge  // keyed by left<<16 | right
-	whole     map[string]uint16 // with ignore_merges: vocab ids by the pre-token they spell
+	charIDs   map[rune]uint32   // without byteLevel: the vocab's one-character tokens
+	merges    map[uint64]merge  // keyed by pairKey
+	whole     map[string]uint32 // with ignore_merges: vocab ids by the pre-token they spell
 	spell     []string          // byte-level: the bytes each id decodes to; else its token
 	known     []bool            // which ids exist
 	decoder   []decodeStep      // nil for byte-level: Decode joins spell
-	special   map[string]uint16 // special added tokens by spelling
+	special   map[string]uint32 // special added tokens by spelling
 	longest   []string          // their spellings, longest first
 }
 
@@ -92,15 +94,15 @@ const (
 
 type merge struct {
 	rank uint32
-	id   uint16
+	id   uint32
 }
 
 // noMerge ranks a pair that has no merge.
 const noMerge = math.MaxUint32
 
-// maxVocab is the most tokens a vocabulary may have: shards store tokens as
-// uint16.
-const maxVocab = math.MaxUint16 + 1
+// maxVocab is the most tokens a vocabulary may have: the most a dataset
+// takes.
+const maxVocab = shard.MaxVocab
 
 // byteChar is GPT-2's byte-to-unicode mapping, which ByteLevel uses to spell
 // bytes as printable characters; charByte inverts it.
@@ -223,7 +225,7 @@ func ParseJSON(data []byte) (*JSONBPE, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
-	t := &jsonTables{hash: sha256.Sum256(data), merges: make(map[uint32]merge), special: make(map[string]uint16)}
+	t := &jsonTables{hash: sha256.Sum256(data), merges: make(map[uint64]merge), special: make(map[string]uint32)}
 	if err := t.readLayout(&f); err != nil {
 		return nil, err
 	}
@@ -234,10 +236,10 @@ func ParseJSON(data []byte) (*JSONBPE, error) {
 	m := &f.Model
 	t.spell, t.known = make([]string, len(names)), make([]bool, len(names))
 	if m.IgnoreMerges {
-		t.whole = make(map[string]uint16)
+		t.whole = make(map[string]uint32)
 	}
 	if !t.byteLevel {
-		t.charIDs = make(map[rune]uint16)
+		t.charIDs = make(map[rune]uint32)
 	}
 	for id, tok := range names {
 		if tok == nil {
@@ -247,7 +249,7 @@ func ParseJSON(data []byte) (*JSONBPE, error) {
 		_, inVocab := m.Vocab[*tok]
 		if !t.byteLevel {
 			if r, n := utf8.DecodeRuneInString(*tok); inVocab && n == len(*tok) {
-				t.charIDs[r] = uint16(id)
+				t.charIDs[r] = uint32(id)
 			}
 			continue
 		}
@@ -256,7 +258,7 @@ func ParseJSON(data []byte) (*JSONBPE, error) {
 		// ignore_merges looks pre-tokens up in the model's vocab, where only
 		// tokens spelled in the byte-level alphabet can match.
 		if inVocab && byteLevel && t.whole != nil {
-			t.whole[spelled] = uint16(id)
+			t.whole[spelled] = uint32(id)
 		}
 	}
 	for b := range 256 {
@@ -272,7 +274,7 @@ func ParseJSON(data []byte) (*JSONBPE, error) {
 	if err := t.readMerges(&f); err != nil {
 		return nil, err
 	}
-	return &JSONBPE{jsonTables: t, cache: make(map[string][]uint16)}, nil
+	return &JSONBPE{jsonTables: t, cache: make(map[string][]uint32)}, nil
 }
 
 // readTokens reads the vocab and the added tokens, and returns each id's
@@ -286,7 +288,7 @@ func (t *jsonTables) readTokens(f *hfJSON) ([]*string, error) {
 		}
 	}
 	if size > maxVocab {
-		return nil, fmt.Errorf("tokenizer.json: the vocabulary has %d tokens, added tokens included; shards store tokens as uint16, so this build takes at most %d", size, maxVocab)
+		return nil, fmt.Errorf("tokenizer.json: the vocabulary has %d tokens, added tokens included; datasets take at most %d", size, maxVocab)
 	}
 	names := make(map[int64]string, size)
 	for tok, id := range m.Vocab {
@@ -361,7 +363,7 @@ func (t *jsonTables) readAddedToken(f *hfJSON, a hfAddedToken, names map[int64]s
 	if id, ok := f.Model.Vocab[a.Content]; ok && id != a.ID {
 		return fmt.Errorf("tokenizer.json: added token %q has id %d but id %d in the vocab", a.Content, a.ID, id)
 	}
-	t.special[a.Content] = uint16(a.ID)
+	t.special[a.Content] = uint32(a.ID)
 	return nil
 }
 
@@ -388,7 +390,7 @@ func (t *jsonTables) readMerges(f *hfJSON) error {
 			return fmt.Errorf("tokenizer.json: merge %d (%q, %q) makes %q, with %q after other characters, which is not supported (SentencePiece vocabularies start words with it)", rank, p[0], p[1], made, metaspace)
 		}
 		// A repeated pair takes its last rank, as in tokenizers.
-		t.merges[uint32(a)<<16|uint32(b)] = merge{rank: uint32(rank), id: uint16(id)}
+		t.merges[pairKey(uint32(a), uint32(b))] = merge{rank: uint32(rank), id: uint32(id)}
 	}
 	return nil
 }
@@ -543,7 +545,7 @@ func deref(s *string) string {
 
 func checkID(tok string, id int64) error {
 	if id < 0 || id >= maxVocab {
-		return fmt.Errorf("tokenizer.json: token %q has id %d; ids must be in [0, %d) (tokens are stored as uint16)", tok, id, maxVocab)
+		return fmt.Errorf("tokenizer.json: token %q has id %d; ids must be in [0, %d), the vocabularies datasets take", tok, id, maxVocab)
 	}
 	return nil
 }
@@ -583,7 +585,7 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 // Clone returns a tokenizer that shares t's tables but not its cache, for
 // use in another goroutine.
 func (t *JSONBPE) Clone() *JSONBPE {
-	return &JSONBPE{jsonTables: t.jsonTables, cache: make(map[string][]uint16)}
+	return &JSONBPE{jsonTables: t.jsonTables, cache: make(map[string][]uint32)}
 }
 
 // Hash is the SHA-256 of the tokenizer.json that t was read from.
@@ -591,15 +593,15 @@ func (t *JSONBPE) Hash() [32]byte { return t.hash }
 
 func (t *JSONBPE) Name() string   { return JSONName(t.hash) }
 func (t *JSONBPE) VocabSize() int { return len(t.spell) }
-func (t *JSONBPE) EOT() uint16    { return t.eot }
+func (t *JSONBPE) EOT() uint32    { return t.eot }
 
 // Encode tokenizes text as tokenizers does with encode_special_tokens set:
 // special spellings are ordinary text.
-func (t *JSONBPE) Encode(text string) ([]uint16, error) {
+func (t *JSONBPE) Encode(text string) ([]uint32, error) {
 	if !utf8.ValidString(text) {
 		return nil, fmt.Errorf("json tokenizer: invalid UTF-8 at byte %d", invalidUTF8Offset(text))
 	}
-	return t.encodeSection(make([]uint16, 0, len(text)/4+1), text, true)
+	return t.encodeSection(make([]uint32, 0, len(text)/4+1), text, true)
 }
 
 // EncodeSpecial tokenizes text in which the spellings of special tokens (such
@@ -609,11 +611,11 @@ func (t *JSONBPE) Encode(text string) ([]uint16, error) {
 // and the sections between are encoded as by Encode, the first alone as the
 // start of the text. Documents go through Encode instead, so that they
 // cannot inject separators.
-func (t *JSONBPE) EncodeSpecial(text string) ([]uint16, error) {
+func (t *JSONBPE) EncodeSpecial(text string) ([]uint32, error) {
 	if !utf8.ValidString(text) {
 		return nil, fmt.Errorf("json tokenizer: invalid UTF-8 at byte %d", invalidUTF8Offset(text))
 	}
-	ids := make([]uint16, 0, len(text)/4+1)
+	ids := make([]uint32, 0, len(text)/4+1)
 	start := 0
 	for i := 0; i < len(text); i++ {
 		sp := t.specialAt(text[i:])
@@ -642,14 +644,14 @@ func (t *JSONBPE) specialAt(s string) string {
 }
 
 // SpecialID is the id of the special added token spelled text.
-func (t *JSONBPE) SpecialID(text string) (uint16, bool) {
+func (t *JSONBPE) SpecialID(text string) (uint32, bool) {
 	id, ok := t.special[text]
 	return id, ok
 }
 
 // encodeSection appends the tokens of one section of text with no special
 // tokens in it; first says whether it starts the text.
-func (t *JSONBPE) encodeSection(ids []uint16, text string, first bool) ([]uint16, error) {
+func (t *JSONBPE) encodeSection(ids []uint32, text string, first bool) ([]uint32, error) {
 	for rest := t.form(text, first); rest != ""; {
 		n := t.split(rest)
 		piece := rest[:n]
@@ -701,9 +703,9 @@ func (f textForm) form(s string, first bool) string {
 // (byte-level) or per character, it applies the lowest-ranked merge among
 // adjacent pairs (the leftmost on a tie) until none applies, which is what
 // tokenizers' merge queue amounts to.
-func (t *JSONBPE) encodePiece(piece string) ([]uint16, error) {
+func (t *JSONBPE) encodePiece(piece string) ([]uint32, error) {
 	if id, ok := t.whole[piece]; ok {
-		return []uint16{id}, nil // ignore_merges: a pre-token in the vocab is one token
+		return []uint32{id}, nil // ignore_merges: a pre-token in the vocab is one token
 	}
 	ids, err := t.symbols(piece)
 	if err != nil {
@@ -721,7 +723,7 @@ func (t *JSONBPE) encodePiece(piece string) ([]uint16, error) {
 // mergeScan applies the merges to a piece's symbols, lowest rank first and
 // leftmost among equals. Most pieces are short, and a scan for the best
 // rank beats a heap.
-func (t *JSONBPE) mergeScan(ids []uint16) []uint16 {
+func (t *JSONBPE) mergeScan(ids []uint32) []uint32 {
 	// pairs[i] is the merge of ids[i] and ids[i+1].
 	pairs := make([]merge, len(ids)-1)
 	for i := range pairs {
@@ -759,7 +761,7 @@ const longPiece = 64
 // first and leftmost among equals, in O(n log n): candidates wait in a heap
 // ordered by (rank, position of their left symbol) and are dropped when
 // popped if either symbol has merged since.
-func (t *JSONBPE) mergeLong(ids []uint16) []uint16 {
+func (t *JSONBPE) mergeLong(ids []uint32) []uint32 {
 	n := len(ids)
 	next, prev := make([]int, n), make([]int, n)
 	for i := range ids {
@@ -806,7 +808,7 @@ func (t *JSONBPE) mergeLong(ids []uint16) []uint16 {
 type pairCand struct {
 	m           merge
 	pos         int
-	left, right uint16
+	left, right uint32
 }
 
 type pairHeap []pairCand
@@ -827,8 +829,8 @@ func (h *pairHeap) Pop() any {
 // symbols are the tokens that BPE starts a piece from: its bytes'
 // characters in the byte-level alphabet, or its characters, each character
 // missing from the vocab as its bytes' <0xXX> tokens (byte fallback).
-func (t *JSONBPE) symbols(piece string) ([]uint16, error) {
-	ids := make([]uint16, 0, len(piece))
+func (t *JSONBPE) symbols(piece string) ([]uint32, error) {
+	ids := make([]uint32, 0, len(piece))
 	for i := 0; i < len(piece); {
 		n := 1
 		if !t.byteLevel {
@@ -846,15 +848,18 @@ func (t *JSONBPE) symbols(piece string) ([]uint16, error) {
 				// tokenizers would drop the byte or emit unk_token, losing text.
 				return nil, fmt.Errorf("json tokenizer: byte 0x%02x in %q has no token in the vocabulary", b, piece)
 			}
-			ids = append(ids, uint16(id))
+			ids = append(ids, uint32(id))
 		}
 		i += n
 	}
 	return ids, nil
 }
 
-func (t *JSONBPE) merge(a, b uint16) merge {
-	if m, ok := t.merges[uint32(a)<<16|uint32(b)]; ok {
+// pairKey keys the merge of a and b; ids take up to 32 bits.
+func pairKey(a, b uint32) uint64 { return uint64(a)<<32 | uint64(b) }
+
+func (t *JSONBPE) merge(a, b uint32) merge {
+	if m, ok := t.merges[pairKey(a, b)]; ok {
 		return m
 	}
 	return merge{rank: noMerge}

@@ -23,11 +23,11 @@ type jsonGoldenFile struct {
 	Tokenizers []struct {
 		File      string `json:"file"`
 		VocabSize int    `json:"vocab_size"`
-		EOT       uint16 `json:"eot"`
+		EOT       uint32 `json:"eot"`
 		EOTText   string `json:"eot_text"`
 		// Per text: Encode's ids, and EncodeSpecial's where they differ.
-		IDs        [][]uint16  `json:"ids"`
-		SpecialIDs []*[]uint16 `json:"special_ids"`
+		IDs        [][]uint32  `json:"ids"`
+		SpecialIDs []*[]uint32 `json:"special_ids"`
 		// Per text: what tokenizers decodes those ids to, where not the text.
 		Decoded        []*string `json:"decoded"`
 		DecodedSpecial []*string `json:"decoded_special"`
@@ -97,7 +97,7 @@ func TestJSONBPEMatchesTokenizers(t *testing.T) {
 			if tok.EOT() != gt.EOT || tok.VocabSize() != gt.VocabSize {
 				t.Errorf("EOT %d, vocab size %d; tokenizers says %d and %d", tok.EOT(), tok.VocabSize(), gt.EOT, gt.VocabSize)
 			}
-			if s, err := tok.Decode([]uint16{tok.EOT()}); err != nil || s != gt.EOTText {
+			if s, err := tok.Decode([]uint32{tok.EOT()}); err != nil || s != gt.EOTText {
 				t.Errorf("Decode(EOT) = %q, %v; want %q", s, err, gt.EOTText)
 			}
 			if id, ok := tok.SpecialID(gt.EOTText); !ok || id != gt.EOT {
@@ -129,7 +129,7 @@ func TestJSONBPEMatchesTokenizers(t *testing.T) {
 				}
 			}
 			for _, c := range gt.DecodeCases {
-				var ids []uint16
+				var ids []uint32
 				var want string
 				if json.Unmarshal(c[0], &ids) != nil || json.Unmarshal(c[1], &want) != nil {
 					t.Fatalf("bad decode case %s", c)
@@ -151,7 +151,7 @@ func or(s *string, def string) string {
 
 // checkEncoding reports whether encode(text) gives want, and decoding it
 // decoded.
-func checkEncoding(t *testing.T, tok *JSONBPE, encode func(string) ([]uint16, error), text string, want []uint16, decoded string) bool {
+func checkEncoding(t *testing.T, tok *JSONBPE, encode func(string) ([]uint32, error), text string, want []uint32, decoded string) bool {
 	t.Helper()
 	got, err := encode(text)
 	if err != nil {
@@ -299,40 +299,40 @@ func TestParseJSONOptions(t *testing.T) {
 		name string
 		edit func(doc, model map[string]any)
 		text string
-		want []uint16
-		eot  uint16
+		want []uint32
+		eot  uint32
 	}{
-		{"pair merges", func(_, _ map[string]any) {}, " the", []uint16{258, 'e' + 1}, 0},
-		{"string merges", func(_, m map[string]any) { m["merges"] = []any{"#version: 0.2", "Ġ t", "Ġt h"} }, " the", []uint16{258, 'e' + 1}, 0},
+		{"pair merges", func(_, _ map[string]any) {}, " the", []uint32{258, 'e' + 1}, 0},
+		{"string merges", func(_, m map[string]any) { m["merges"] = []any{"#version: 0.2", "Ġ t", "Ġt h"} }, " the", []uint32{258, 'e' + 1}, 0},
 		{"merge order is rank order", func(_, m map[string]any) {
 			m["vocab"].(map[string]any)["th"] = 259
 			m["merges"] = []any{"t h", "Ġ t", "Ġt h"}
-		}, " the", []uint16{' ' + 1, 259, 'e' + 1}, 0},
+		}, " the", []uint32{' ' + 1, 259, 'e' + 1}, 0},
 		{"a repeated merge takes its last rank", func(_, m map[string]any) {
 			m["vocab"].(map[string]any)["th"] = 259
 			m["merges"] = []any{"t h", "Ġ t", "Ġt h", "t h"}
-		}, " the", []uint16{258, 'e' + 1}, 0},
+		}, " the", []uint32{258, 'e' + 1}, 0},
 		{"add_prefix_space", func(d, _ map[string]any) {
 			d["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "add_prefix_space": true}
-		}, "the", []uint16{258, 'e' + 1}, 0},
+		}, "the", []uint32{258, 'e' + 1}, 0},
 		{"Sequence of ByteLevel, affixes empty, dropout 0", func(d, m map[string]any) {
 			d["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{d["pre_tokenizer"]}}
 			m["continuing_subword_prefix"], m["end_of_word_suffix"], m["dropout"] = "", "", 0
-		}, " the", []uint16{258, 'e' + 1}, 0},
+		}, " the", []uint32{258, 'e' + 1}, 0},
 		{"ignore_merges", func(_, m map[string]any) {
 			m["vocab"].(map[string]any)["Ġthe"] = 259
 			m["ignore_merges"] = true
-		}, " the the", []uint16{259, 259}, 0},
+		}, " the the", []uint32{259, 259}, 0},
 		{"merges without ignore_merges", func(_, m map[string]any) {
 			m["vocab"].(map[string]any)["Ġthe"] = 259
-		}, " the", []uint16{258, 'e' + 1}, 0},
+		}, " the", []uint32{258, 'e' + 1}, 0},
 		{"end-of-text preference", func(d, m map[string]any) {
 			m["vocab"].(map[string]any)["</s>"] = 259
 			d["added_tokens"] = append([]any{map[string]any{"id": 259, "content": "</s>", "special": true}}, d["added_tokens"].([]any)...)
-		}, "", []uint16{}, 0},
+		}, "", []uint32{}, 0},
 		{"</s> as end of text", func(d, _ map[string]any) {
 			d["added_tokens"] = []any{map[string]any{"id": 300, "content": "</s>", "special": true}}
-		}, "</s>", []uint16{'<' + 1, '/' + 1, 's' + 1, '>' + 1}, 300},
+		}, "</s>", []uint32{'<' + 1, '/' + 1, 's' + 1, '>' + 1}, 300},
 	}
 	for _, tt := range tests {
 		tok, err := parseEdited(t, tt.edit)
@@ -395,12 +395,12 @@ func TestParseJSONRefusesUnsupported(t *testing.T) {
 			pre["pretokenizers"].([]any)[1] = map[string]any{"type": "Digits"}
 			d["pre_tokenizer"] = pre
 		}, `pre_tokenizer type "Digits" after Split is not supported (only ByteLevel)`},
-		{"vocabulary over uint16", func(_, m map[string]any) {
+		{"vocabulary over the datasets' limit", func(_, m map[string]any) {
 			v := m["vocab"].(map[string]any)
 			for i := len(v); i <= maxVocab; i++ {
 				v[fmt.Sprint("w", i)] = i
 			}
-		}, "the vocabulary has 65537 tokens, added tokens included; shards store tokens as uint16, so this build takes at most 65536"},
+		}, "the vocabulary has 262145 tokens, added tokens included; datasets take at most 262144"},
 		{"lstrip", func(d, _ map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["lstrip"] = true },
 			`added token "<|endoftext|>" has lstrip true, which is not supported`},
 		{"rstrip", func(d, _ map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["rstrip"] = true },
@@ -420,10 +420,10 @@ func TestParseJSONRefusesUnsupported(t *testing.T) {
 		{"subword prefix", func(_, m map[string]any) { m["continuing_subword_prefix"] = "##" }, `continuing_subword_prefix "##" is not supported`},
 		{"word suffix", func(_, m map[string]any) { m["end_of_word_suffix"] = "</w>" }, `end_of_word_suffix "</w>" is not supported`},
 		{"byte_fallback", func(_, m map[string]any) { m["byte_fallback"] = true }, `pre_tokenizer type "ByteLevel" is not supported with byte_fallback (only Metaspace)`},
-		{"id over uint16", func(_, m map[string]any) { m["vocab"].(map[string]any)["big"] = 65536 }, `token "big" has id 65536`},
-		{"added id over uint16", func(d, _ map[string]any) {
-			d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": 70000, "content": "<pad>", "special": true})
-		}, `token "<pad>" has id 70000`},
+		{"id over the limit", func(_, m map[string]any) { m["vocab"].(map[string]any)["big"] = 1 << 18 }, `token "big" has id 262144`},
+		{"added id over the limit", func(d, _ map[string]any) {
+			d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": 300000, "content": "<pad>", "special": true})
+		}, `token "<pad>" has id 300000`},
 		{"no end-of-text token", func(d, _ map[string]any) { d["added_tokens"] = []any{} }, "the tokenizer has no end-of-text token"},
 		{"end of text not special", func(d, _ map[string]any) {
 			d["added_tokens"].([]any)[0].(map[string]any)["special"] = false
@@ -507,24 +507,24 @@ func legacySPM(d, _ map[string]any) {
 }
 
 func TestSentencePieceBPE(t *testing.T) {
-	e := uint16('e' + 3) // "e" is not in the vocab: byte fallback
+	e := uint32('e' + 3) // "e" is not in the vocab: byte fallback
 	tests := []struct {
 		name          string
 		edit          func(doc, model map[string]any)
 		text          string
-		encode, encSp []uint16
+		encode, encSp []uint32
 		decoded       string
 	}{
-		{"Metaspace", func(_, _ map[string]any) {}, "the th", []uint16{262, e, 262}, nil, "the th"},
-		{"Metaspace, leading space", func(_, _ map[string]any) {}, " the", []uint16{262, e}, nil, "the"},
-		{"Metaspace, special first", func(_, _ map[string]any) {}, "<s>th </s>t", []uint16{259, '<' + 3, 's' + 3, '>' + 3, 260, 263, 259, '<' + 3, '/' + 3, 's' + 3, '>' + 3, 260},
-			[]uint16{1, 260, 263, 259, 2, 260}, "<s>th </s>t"},
-		{"legacy", legacySPM, " the", []uint16{259, 262, e}, nil, " the"},
-		{"legacy, special first", legacySPM, "<s>th", nil, []uint16{1, 262}, "<s> th"},
+		{"Metaspace", func(_, _ map[string]any) {}, "the th", []uint32{262, e, 262}, nil, "the th"},
+		{"Metaspace, leading space", func(_, _ map[string]any) {}, " the", []uint32{262, e}, nil, "the"},
+		{"Metaspace, special first", func(_, _ map[string]any) {}, "<s>th </s>t", []uint32{259, '<' + 3, 's' + 3, '>' + 3, 260, 263, 259, '<' + 3, '/' + 3, 's' + 3, '>' + 3, 260},
+			[]uint32{1, 260, 263, 259, 2, 260}, "<s>th </s>t"},
+		{"legacy", legacySPM, " the", []uint32{259, 262, e}, nil, " the"},
+		{"legacy, special first", legacySPM, "<s>th", nil, []uint32{1, 262}, "<s> th"},
 		{"Metaspace decoder", func(d, _ map[string]any) {
 			d["decoder"] = map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}
-		}, "the", []uint16{262, e}, nil, "th<0x65>"},
-		{"character outside the vocab", func(_, _ map[string]any) {}, "é", []uint16{259, 0xC3 + 3, 0xA9 + 3}, nil, "é"},
+		}, "the", []uint32{262, e}, nil, "th<0x65>"},
+		{"character outside the vocab", func(_, _ map[string]any) {}, "é", []uint32{259, 0xC3 + 3, 0xA9 + 3}, nil, "é"},
 	}
 	for _, tt := range tests {
 		tok, err := parseSPMEdited(t, tt.edit)
@@ -552,7 +552,7 @@ func TestSentencePieceBPE(t *testing.T) {
 	}
 	// A cut character decodes to one U+FFFD per byte, as in tokenizers.
 	tok, _ := parseSPMEdited(t, func(_, _ map[string]any) {})
-	if s, err := tok.Decode([]uint16{0xC3 + 3, 260}); err != nil || s != "\ufffdt" {
+	if s, err := tok.Decode([]uint32{0xC3 + 3, 260}); err != nil || s != "\ufffdt" {
 		t.Errorf("Decode of a cut character = %q, %v", s, err)
 	}
 }
@@ -615,7 +615,7 @@ func TestEncodeSpecialLongestFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := tok.EncodeSpecial("x<a><b><a>t<|endoftext|>")
-	if want := []uint16{'x' + 1, 301, 300, 't' + 1, 0}; err != nil || !slices.Equal(got, want) {
+	if want := []uint32{'x' + 1, 301, 300, 't' + 1, 0}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("EncodeSpecial = %v, %v; want %v", got, err, want)
 	}
 	if got, err := tok.Encode("<a>"); err != nil || slices.Contains(got, 300) {
@@ -647,7 +647,53 @@ func TestJSONBPERejectsUnrepresentable(t *testing.T) {
 		}
 	}
 	// Id 'x'+1 is unassigned now, and 259 is past the end of the vocabulary.
-	for _, ids := range [][]uint16{{'a' + 1, 'x' + 1}, {259}, {65535}} {
+	for _, ids := range [][]uint32{{'a' + 1, 'x' + 1}, {259}, {65535}, {1 << 20}} {
+		if s, err := tok.Decode(ids); err == nil {
+			t.Errorf("Decode(%v) = %q, want an error", ids, s)
+		}
+	}
+}
+
+// TestJSONBPEWideVocabulary reads a tokenizer.json of more than 65536
+// tokens, whose merges, special token and decoding use ids above 65535 (one
+// merge joins two of them), as Llama 3's and Qwen2's do.
+func TestJSONBPEWideVocabulary(t *testing.T) {
+	// The low 16 bits of "Ġthe"'s id are those of "r" ('r'+1), so merge
+	// tables that kept 16 bits of an id would take ("Ġthe", "e") for ("r", "e").
+	const the, re, thee, there, imStart = 1<<16 + 'r' + 1, 70000, 150000, 200000, 200001
+	tok, err := parseEdited(t, func(d, m map[string]any) {
+		v := m["vocab"].(map[string]any)
+		for id := 300; id < 70100; id++ {
+			if id != the && id != re {
+				v[fmt.Sprint("w", id)] = id
+			}
+		}
+		v["Ġthe"], v["re"], v["Ġthee"], v["Ġthere"] = the, re, thee, there
+		m["merges"] = append(m["merges"].([]any), []any{"Ġth", "e"}, []any{"r", "e"}, []any{"Ġthe", "e"}, []any{"Ġthe", "re"})
+		d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": imStart, "content": "<|im_start|>", "special": true})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.VocabSize() != imStart+1 {
+		t.Fatalf("VocabSize = %d, want %d", tok.VocabSize(), imStart+1)
+	}
+	got, err := tok.Encode(" there the re thee")
+	if want := []uint32{there, the, ' ' + 1, re, thee}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("Encode = %v, %v; want %v", got, err, want)
+	}
+	got, err = tok.EncodeSpecial("<|im_start|> there")
+	if want := []uint32{imStart, there}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("EncodeSpecial = %v, %v; want %v", got, err, want)
+	}
+	if id, ok := tok.SpecialID("<|im_start|>"); !ok || id != imStart {
+		t.Errorf("SpecialID = %d, %v; want %d", id, ok, imStart)
+	}
+	text, err := tok.Decode([]uint32{there, the, imStart, 70099, re})
+	if want := " there the<|im_start|>w70099re"; err != nil || text != want {
+		t.Errorf("Decode = %q, %v; want %q", text, err, want)
+	}
+	for _, ids := range [][]uint32{{imStart + 1}, {70100}} {
 		if s, err := tok.Decode(ids); err == nil {
 			t.Errorf("Decode(%v) = %q, want an error", ids, s)
 		}

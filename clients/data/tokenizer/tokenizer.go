@@ -1,5 +1,5 @@
-// Package tokenizer turns text into the uint16 token ids that training shards
-// hold: a byte-level tokenizer (vocab 256) for small CPU runs, GPT-2's BPE
+// Package tokenizer turns text into the token ids that training shards hold:
+// a byte-level tokenizer (vocab 256) for small CPU runs, GPT-2's BPE
 // (r50k_base, vocab 50257) for real ones, and BPE tokenizers (byte-level or
 // SentencePiece-style) read from Hugging Face tokenizer.json files.
 package tokenizer
@@ -18,14 +18,14 @@ type Tokenizer interface {
 	// VocabSize is the number of distinct token ids; every id is below it.
 	VocabSize() int
 	// EOT is the id that separates documents in packed shards.
-	EOT() uint16
+	EOT() uint32
 	// Encode tokenizes one document. Text that spells a special token, such
 	// as "<|endoftext|>", is encoded as ordinary text, so documents cannot
 	// inject separators. It fails on text the tokenizer cannot represent
 	// exactly (invalid UTF-8 for GPT-2, NUL bytes for the byte tokenizer).
-	Encode(text string) ([]uint16, error)
+	Encode(text string) ([]uint32, error)
 	// Decode returns the text of ids; the EOT id decodes to its text form.
-	Decode(ids []uint16) (string, error)
+	Decode(ids []uint32) (string, error)
 }
 
 // Names lists the tokenizers New accepts.

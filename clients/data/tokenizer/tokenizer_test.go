@@ -13,11 +13,11 @@ import (
 
 type goldenFile struct {
 	Generator string   `json:"generator"`
-	EOT       []uint16 `json:"eot"`
+	EOT       []uint32 `json:"eot"`
 	EOTText   string   `json:"eot_text"`
 	Cases     []struct {
 		Text   string   `json:"text"`
-		Tokens []uint16 `json:"tokens"`
+		Tokens []uint32 `json:"tokens"`
 	} `json:"cases"`
 }
 
@@ -42,10 +42,10 @@ func loadGoldens(t *testing.T) goldenFile {
 func TestGPT2MatchesJSTiktoken(t *testing.T) {
 	g := loadGoldens(t)
 	tok := NewGPT2()
-	if !slices.Equal(g.EOT, []uint16{tok.EOT()}) {
+	if !slices.Equal(g.EOT, []uint32{tok.EOT()}) {
 		t.Fatalf("EOT id %d, js-tiktoken says %v", tok.EOT(), g.EOT)
 	}
-	if s, err := tok.Decode([]uint16{tok.EOT()}); err != nil || s != g.EOTText {
+	if s, err := tok.Decode([]uint32{tok.EOT()}); err != nil || s != g.EOTText {
 		t.Fatalf("Decode(EOT) = %q, %v; want %q", s, err, g.EOTText)
 	}
 	mismatches := 0
@@ -113,11 +113,13 @@ func TestEncodeRejectsUnrepresentableText(t *testing.T) {
 func TestDecodeRejectsIdsOutsideVocabulary(t *testing.T) {
 	tests := []struct {
 		tokenizer string
-		ids       []uint16
+		ids       []uint32
 	}{
-		{ByteName, []uint16{65, 256}},
-		{GPT2Name, []uint16{15496, 50257}},
-		{GPT2Name, []uint16{65535}},
+		{ByteName, []uint32{65, 256}},
+		{GPT2Name, []uint32{15496, 50257}},
+		{GPT2Name, []uint32{65535}},
+		{GPT2Name, []uint32{1 << 20}},
+		{ByteName, []uint32{1<<16 + 65}},
 	}
 	for _, tt := range tests {
 		tok, _ := New(tt.tokenizer)
@@ -231,11 +233,11 @@ func TestDELIsOnlyInItsOwnToken(t *testing.T) {
 	tok := NewGPT2()
 	for _, tt := range []struct {
 		text string
-		want []uint16
+		want []uint32
 	}{ // ids from js-tiktoken
-		{"\x7f", []uint16{221}},
-		{"a\x7fb", []uint16{64, 221, 65}},
-		{" \x7f\x7f!", []uint16{220, 221, 221, 0}},
+		{"\x7f", []uint32{221}},
+		{"a\x7fb", []uint32{64, 221, 65}},
+		{" \x7f\x7f!", []uint32{220, 221, 221, 0}},
 	} {
 		if got, err := tok.Encode(tt.text); err != nil || !slices.Equal(got, tt.want) {
 			t.Errorf("Encode(%q) = %v, %v; want %v", tt.text, got, err, tt.want)
