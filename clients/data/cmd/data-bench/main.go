@@ -22,6 +22,7 @@ import (
 	"github.com/psyche-go/psyche/clients/data/prepare"
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/data/server"
+	"github.com/psyche-go/psyche/clients/data/shard"
 	"github.com/psyche-go/psyche/clients/data/tokenizer"
 )
 
@@ -142,7 +143,7 @@ func run() error {
 func measure(name string, p provider.Provider, batch int, contiguous bool, d time.Duration, wire *atomic.Int64) error {
 	in := p.Info()
 	r := rand.New(rand.NewPCG(1, 2))
-	seqBytes := float64(in.SeqLen+1) * 2
+	seqBytes := float64(shard.SequenceBytes(in.VocabSize, in.SeqLen, in.LossMask))
 	var seqs, calls int
 	if wire != nil {
 		wire.Store(0)
