@@ -158,8 +158,8 @@ const (
 	TokenizerByte uint8 = 1
 	TokenizerGPT2 uint8 = 2
 	// TokenizerJSON: a Hugging Face tokenizer.json file, named by its SHA-256
-	// in Model.TokenizerHash; Model.VocabSize is at most 65536 (token ids are
-	// u16 in data shards).
+	// in Model.TokenizerHash; Model.VocabSize is at most 262144, the most
+	// the data format takes.
 	TokenizerJSON uint8 = 3
 )
 

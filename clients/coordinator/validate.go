@@ -35,7 +35,7 @@ const (
 	// Tokenizer vocabularies: the least for byte and gpt2, the most for json.
 	tokenizerByteVocab    = 256
 	tokenizerGPT2Vocab    = 50257
-	tokenizerJSONMaxVocab = 1 << 16
+	tokenizerJSONMaxVocab = 1 << 18
 	// MaxDataIndex bounds Progress.DataIndex.
 	MaxDataIndex = 1 << 62
 )
@@ -350,7 +350,7 @@ func validateTokenizer(m *Model) error {
 		ok = hashed && m.VocabSize >= 1 && m.VocabSize <= tokenizerJSONMaxVocab
 	}
 	if !ok {
-		return ruleErr("model.vocab_size", "ModelTokenizer", "= %d: must be at least 256 with \"byte\", at least 50257 with \"gpt2\", 1 to 65536 with \"json:...\"", m.VocabSize)
+		return ruleErr("model.vocab_size", "ModelTokenizer", "= %d: must be at least 256 with \"byte\", at least 50257 with \"gpt2\", 1 to 262144 with \"json:...\"", m.VocabSize)
 	}
 	return nil
 }

@@ -133,6 +133,12 @@ func TestValidateUpdateMatchesProgram(t *testing.T) {
 		}, "ModelSeqLen"},
 		{"byte vocab too small", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.VocabSize = 255 }, "ModelTokenizer"},
 		{"byte with a hash", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.TokenizerHash[0] = 1 }, "ModelTokenizer"},
+		{"json vocab 262144", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.Tokenizer, m.TokenizerHash[0], m.VocabSize = coordinator.TokenizerJSON, 1, 1<<18
+		}, ""},
+		{"json vocab 262145", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
+			m.Tokenizer, m.TokenizerHash[0], m.VocabSize = coordinator.TokenizerJSON, 1, 1<<18+1
+		}, "ModelTokenizer"},
 		{"data type 0", "m", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) { m.DataType = 0 }, "ModelDataType"},
 		{"fine-tuning", "cm", func(_ *coordinator.Config, m *coordinator.Model, _ *coordinator.Progress) {
 			m.DataType = coordinator.DataFinetuning

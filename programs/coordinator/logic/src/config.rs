@@ -469,13 +469,13 @@ mod tests {
                 json_tokenizer(m);
                 m.tokenizer_hash = [0; 32];
             }, Err(E::ModelTokenizer)),
-            ("json vocab 65536", |m| {
+            ("json vocab 262144", |m| {
                 json_tokenizer(m);
-                m.vocab_size = TOKENIZER_JSON_MAX_VOCAB;
+                m.vocab_size = 1 << 18;
             }, Ok(())),
-            ("json vocab 65537", |m| {
+            ("json vocab 262145", |m| {
                 json_tokenizer(m);
-                m.vocab_size = TOKENIZER_JSON_MAX_VOCAB + 1;
+                m.vocab_size = (1 << 18) + 1;
             }, Err(E::ModelTokenizer)),
             ("json vocab 0", |m| {
                 json_tokenizer(m);

@@ -64,7 +64,7 @@ errors! {
     ModelArchitecture = 6024: "model: unknown architecture",
     ModelShape = 6025: "model: n_layer, n_head and n_embd must be positive and n_embd divisible by n_head",
     ModelSeqLen = 6026: "model: max_seq_len must be 1 to 65536",
-    ModelTokenizer = 6027: "model: unknown tokenizer; byte and gpt2 need vocab_size at least their vocabulary and a zero tokenizer_hash, a tokenizer.json (3) its SHA-256 in tokenizer_hash and vocab_size 1 to 65536",
+    ModelTokenizer = 6027: "model: unknown tokenizer; byte and gpt2 need vocab_size at least their vocabulary and a zero tokenizer_hash, a tokenizer.json (3) its SHA-256 in tokenizer_hash and vocab_size 1 to 262144",
     ModelDataType = 6028: "model: data_type must be pretraining (1) or fine-tuning (2)",
     ModelCheckpoint = 6029: "model: checkpoint must be Ephemeral (no repo) or Hub/P2P with a repo",
     ModelDataLocation = 6030: "model: data location kind unknown or location string missing",

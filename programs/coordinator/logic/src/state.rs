@@ -155,15 +155,16 @@ pub const MAX_ROPE_FACTOR: u32 = 0x4480_0000;
 pub const MAX_ROPE_ORIGINAL_CONTEXT: u32 = 1 << 24;
 /// `Model::tokenizer`: byte-level (vocab 256), GPT-2 BPE (vocab 50257), or a
 /// Hugging Face tokenizer.json file, named by the SHA-256 in
-/// `Model::tokenizer_hash` (its vocabulary is in the file, so only the token
-/// id width bounds `vocab_size`).
+/// `Model::tokenizer_hash` (its vocabulary is in the file, so only the data
+/// format's limit bounds `vocab_size`).
 pub const TOKENIZER_BYTE: u8 = 1;
 pub const TOKENIZER_GPT2: u8 = 2;
 pub const TOKENIZER_JSON: u8 = 3;
 pub const TOKENIZER_BYTE_VOCAB: u32 = 256;
 pub const TOKENIZER_GPT2_VOCAB: u32 = 50257;
-/// Largest `vocab_size` with a tokenizer.json: data shards store token ids as u16.
-pub const TOKENIZER_JSON_MAX_VOCAB: u32 = 1 << 16;
+/// Largest `vocab_size` with a tokenizer.json, the most the clients' data
+/// format takes (4-byte tokens above 65536; Gemma's 256,000 fits).
+pub const TOKENIZER_JSON_MAX_VOCAB: u32 = 1 << 18;
 /// `Model::data_type`.
 pub const DATA_PRETRAINING: u8 = 1;
 /// Fine-tuning: loss-masked data (chat conversations or prompt/completion
