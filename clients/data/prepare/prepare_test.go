@@ -2,6 +2,7 @@ package prepare
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -88,6 +89,50 @@ func TestRunPacksTheCorpusLosslessly(t *testing.T) {
 				t.Fatalf("decoded dataset is not the corpus stream minus a short tail:\n got %q\nwant %q (dropped %d)", got, stream, res.DroppedTokens)
 			}
 		})
+	}
+}
+
+// TestRunWritesWideTokens prepares a corpus with a tokenizer.json whose ids
+// all lie above 65535 (jsonTokenizer's, moved up by 100000): its dataset
+// stores 4-byte tokens and decodes back to the corpus.
+func TestRunWritesWideTokens(t *testing.T) {
+	raw, err := os.ReadFile(jsonTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	vocab := doc["model"].(map[string]any)["vocab"].(map[string]any)
+	for tok, id := range vocab {
+		vocab[tok] = id.(float64) + 100000
+	}
+	for _, a := range doc["added_tokens"].([]any) {
+		a.(map[string]any)["id"] = a.(map[string]any)["id"].(float64) + 100000
+	}
+	wide, _ := json.Marshal(doc)
+	path := filepath.Join(t.TempDir(), "wide.json")
+	if err := os.WriteFile(path, wide, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20)
+	all, _ := corpus.NewSplit("all", 2000)
+	out := filepath.Join(t.TempDir(), "wide")
+	res, err := Run(context.Background(), Options{Input: writeCorpus(t, map[string]string{"a.txt": text}), Split: all, Tokenizer: path, SeqLen: 16, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Manifest
+	if m.VocabSize <= 1<<16 || m.EOT < 100000 || m.Shards[0].Size != shard.HeaderSize+int64(m.Shards[0].NumSequences)*17*4 {
+		t.Fatalf("manifest %+v: want a vocabulary past 65536 and 4-byte tokens", m)
+	}
+	tok, err := tokenizer.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, out, tok); !strings.HasPrefix(text+"<|endoftext|>", got) || len(got) < len(text)/2 {
+		t.Fatalf("decoded dataset %q is not the corpus", got)
 	}
 }
 
