@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sort"
+	"strings"
 
 	"github.com/psyche-go/psyche/clients/data/chat"
 	"github.com/psyche-go/psyche/clients/data/corpus"
@@ -104,7 +106,7 @@ func RunChat(ctx context.Context, opts ChatOptions) (ChatResult, error) {
 			return ChatResult{}, &corpus.InputError{Err: fmt.Errorf("%s:%d: %w", opts.Input, ex.Line, err)}
 		}
 		res.Tokens += uint64(len(ids))
-		for _, t := range train[:min(len(train), int(opts.SeqLen)+1)] {
+		for _, t := range train[1:min(len(train), int(opts.SeqLen)+1)] { // token 0 is never a target
 			if t {
 				res.Trained++
 			}
@@ -159,13 +161,11 @@ func (e segmentEncoder) encode(ex chat.Example) (ids []uint32, train []bool, err
 	if err != nil {
 		return nil, nil, err
 	}
+	if e.special != nil && len(ex.Messages) > 0 {
+		return e.encodeWhole(segs)
+	}
 	for _, s := range segs {
-		var part []uint32
-		if e.special != nil && len(ex.Messages) > 0 {
-			part, err = e.special.EncodeSpecial(s.Text)
-		} else {
-			part, err = e.tok.Encode(s.Text)
-		}
+		part, err := e.tok.Encode(s.Text)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -174,8 +174,91 @@ func (e segmentEncoder) encode(ex chat.Example) (ids []uint32, train []bool, err
 			train = append(train, s.Train)
 		}
 	}
-	if len(ex.Messages) == 0 {
-		ids, train = append(ids, e.tok.EOT()), append(train, true)
+	return append(ids, e.tok.EOT()), append(train, true), nil
+}
+
+// encodeWhole tokenizes a rendered conversation whole, as inference
+// tokenizes it: encoding its segments apart can differ where they meet (a
+// legacy SentencePiece normalizer prepends ▁ to every text it is given).
+// When it does, a token is trained when its text ends inside a trained
+// segment; where the segments meet is found by decoding prefixes of the
+// tokens (a binary search per boundary) and comparing with the decoded
+// whole, which may only add spaces to the text (as that normalizer does
+// after each special token).
+func (e segmentEncoder) encodeWhole(segs []chat.Segment) (ids []uint32, train []bool, err error) {
+	var b strings.Builder
+	for _, s := range segs {
+		b.WriteString(s.Text)
+	}
+	full := b.String()
+	if ids, err = e.special.EncodeSpecial(full); err != nil {
+		return nil, nil, err
+	}
+	// Where encoding the segments apart gives the same tokens (byte-level
+	// BPE at a template's boundaries, as a rule), their boundaries are exact.
+	var parts []uint32
+	for _, s := range segs {
+		p, err := e.special.EncodeSpecial(s.Text)
+		if err != nil {
+			return nil, nil, err
+		}
+		parts = append(parts, p...)
+		for range p {
+			train = append(train, s.Train)
+		}
+	}
+	if slices.Equal(parts, ids) {
+		return ids, train, nil
+	}
+	decoded, err := e.special.Decode(ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	at, ok := spacesAdded(full, decoded)
+	if !ok {
+		return nil, nil, fmt.Errorf("the tokenizer decodes the rendered conversation to other text, so its answers cannot be located among the tokens")
+	}
+	decodedLen := func(n int) int {
+		text, err := e.special.Decode(ids[:n])
+		if err != nil {
+			return len(decoded) + 1 // a prefix that ends inside a character: past any boundary
+		}
+		return len(text)
+	}
+	train = make([]bool, len(ids))
+	first, end := 0, 0
+	for _, s := range segs {
+		end += len(s.Text)
+		// The tokens whose text ends at or before the segment's end.
+		n := first + sort.Search(len(ids)-first, func(k int) bool { return decodedLen(first+k+1) > at[end] })
+		for i := first; i < n; i++ {
+			train[i] = s.Train
+		}
+		first = n
 	}
 	return ids, train, nil
+}
+
+// spacesAdded maps each position of text (and its end) to its position in
+// decoded, which must be text with spaces added; ok is false otherwise.
+func spacesAdded(text, decoded string) (at []int, ok bool) {
+	at = make([]int, len(text)+1)
+	j := 0
+	for i := 0; i < len(text); i++ {
+		for j < len(decoded) && decoded[j] != text[i] && decoded[j] == ' ' {
+			j++
+		}
+		if j == len(decoded) || decoded[j] != text[i] {
+			return nil, false
+		}
+		at[i] = j
+		j++
+	}
+	for k := j; k < len(decoded); k++ {
+		if decoded[k] != ' ' {
+			return nil, false
+		}
+	}
+	at[len(text)] = len(decoded)
+	return at, true
 }
