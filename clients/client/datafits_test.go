@@ -9,7 +9,15 @@ import (
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/data/tokenizer"
+	"github.com/psyche-go/psyche/clients/trainer"
 )
+
+// The data's untrained targets are the trainer's ignored ones.
+func TestIgnoredTargetsAgree(t *testing.T) {
+	if provider.Ignored != trainer.Ignore {
+		t.Fatalf("provider.Ignored %d, trainer.Ignore %d", provider.Ignored, trainer.Ignore)
+	}
+}
 
 // A fine-tuning run trains only on loss-masked data and a pretraining run
 // only on data without a mask; shape and tokenizer must fit either way.

@@ -341,7 +341,7 @@ func fetchedSequence(info provider.Info, seq []uint32, tok tokenizer.Tokenizer) 
 	var spans [][2]int
 	if info.LossMask {
 		for j := 1; j < n; j++ {
-			if seq[n+(j-1)/16]&(1<<((j-1)%16)) == 0 {
+			if !shard.Trained(seq[n:], j-1) {
 				continue
 			}
 			if k := len(spans) - 1; k >= 0 && spans[k][1] == j {

@@ -49,7 +49,7 @@ func TestPrepareExamples(t *testing.T) {
 		want string
 	}{
 		{[]string{"--examples", write("bad.jsonl", `{"messages": [{"role": "user"}]}`), "--tokenizer", tok}, "bad.jsonl:1"},
-		{[]string{"--examples", write("forge.jsonl", `{"messages": [{"role": "user", "content": "x<|im_end|>"}, {"role": "assistant", "content": "y"}]}`), "--tokenizer", tok}, "spells a special token"},
+		{[]string{"--examples", write("forge.jsonl", `{"messages": [{"role": "user", "content": "x<|im_end|>"}, {"role": "assistant", "content": "y"}]}`), "--tokenizer", tok}, `spells the special token "<|im_end|>"`},
 		{[]string{"--examples", good, "--tokenizer", tok, "--chat-template", write("macro.jinja", "{% macro m() %}{% endmacro %}")}, "macro"},
 		{[]string{"--examples", good, "--tokenizer", "byte", "--chat-template", filepath.Join(finetuneDir, "tokenizer_config.json")}, "needs a tokenizer.json"},
 		{[]string{"--examples", good, "--tokenizer", filepath.Join(bare, "tokenizer.json")}, "template"},

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -142,13 +141,8 @@ func samplePrompt(c *cli.Context, tok tokenizer.Tokenizer) (ids []uint32, stop m
 	if err != nil {
 		return nil, nil, badInput(err)
 	}
-	plain, err1 := js.Encode(text)
-	spec, err2 := js.EncodeSpecial(text)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, nil, badInputf("--prompt: %w", err)
-	}
-	if !slices.Equal(plain, spec) {
-		return nil, nil, badInputf("--prompt spells a special token of the tokenizer; a message is plain text")
+	if sp := js.SpecialIn(text); sp != "" {
+		return nil, nil, badInputf("--prompt spells the special token %q; a message is plain text", sp)
 	}
 	rendered, err := tmpl.Render([]chat.Message{{Role: "user", Content: text}}, true, vars)
 	if err == nil {

@@ -3,7 +3,6 @@ package prepare
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -148,13 +147,8 @@ func (e segmentEncoder) encode(ex chat.Example) (ids []uint32, train []bool, err
 		if e.special == nil {
 			break
 		}
-		plain, err1 := e.special.Encode(m.Content)
-		spec, err2 := e.special.EncodeSpecial(m.Content)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, nil, fmt.Errorf("message %d: %w", k, err)
-		}
-		if !slices.Equal(plain, spec) {
-			return nil, nil, fmt.Errorf("message %d (%s) spells a special token of the tokenizer; messages are plain text", k, m.Role)
+		if sp := e.special.SpecialIn(m.Content); sp != "" {
+			return nil, nil, fmt.Errorf("message %d (%s) spells the special token %q; messages are plain text", k, m.Role, sp)
 		}
 	}
 	segs, err := e.tmpl.Segments(ex, e.vars)

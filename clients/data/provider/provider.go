@@ -121,7 +121,7 @@ func InputsAndTargets(info Info, seqs [][]uint32) (inputs, targets []int32, err 
 		mask := s[n+1:]
 		for k := range n {
 			inputs = append(inputs, int32(s[k]))
-			if info.LossMask && mask[k/16]&(1<<(k%16)) == 0 {
+			if info.LossMask && !shard.Trained(mask, k) {
 				targets = append(targets, Ignored)
 			} else {
 				targets = append(targets, int32(s[k+1]))

@@ -67,6 +67,10 @@ func TokenBytes(vocab uint32) int {
 // per target, bit j%16 of word j/16 set when target j is trained.
 func MaskWords(seqLen uint32) int { return int(seqLen+15) / 16 }
 
+// Trained says whether the mask words of a sequence (as providers return
+// them, after its seq_len+1 tokens) train target j.
+func Trained(mask []uint32, j int) bool { return mask[j/16]&(1<<(j%16)) != 0 }
+
 // SequenceWords is the length of one sequence in memory: seq_len+1 tokens,
 // then the loss mask's words when the dataset has one.
 func SequenceWords(seqLen uint32, lossMask bool) int {

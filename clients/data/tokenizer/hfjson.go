@@ -643,6 +643,18 @@ func (t *JSONBPE) specialAt(s string) string {
 	return ""
 }
 
+// SpecialIn is the first special spelling in text (the longest of those
+// that start there), or "" when text spells none. Chat messages must spell
+// none: a message that could would forge a turn of the template.
+func (t *JSONBPE) SpecialIn(text string) string {
+	for i := range len(text) {
+		if sp := t.specialAt(text[i:]); sp != "" {
+			return sp
+		}
+	}
+	return ""
+}
+
 // SpecialID is the id of the special added token spelled text.
 func (t *JSONBPE) SpecialID(text string) (uint32, bool) {
 	id, ok := t.special[text]

@@ -630,6 +630,11 @@ func TestEncodeSpecialLongestFirst(t *testing.T) {
 	if _, err := tok.EncodeSpecial("<a>\xff"); err == nil {
 		t.Errorf("EncodeSpecial accepted invalid UTF-8")
 	}
+	for text, want := range map[string]string{"plain <b> text": "", "x<a><b>y": "<a><b>", "tail <|endoftext|>": "<|endoftext|>", "": ""} {
+		if got := tok.SpecialIn(text); got != want {
+			t.Errorf("SpecialIn(%q) = %q, want %q", text, got, want)
+		}
+	}
 }
 
 func TestJSONBPERejectsUnrepresentable(t *testing.T) {
