@@ -188,8 +188,9 @@ const footprintPeakSlack = 4 << 10
 // buffers come into being, the second time every call is measured for
 // what it holds beyond them at its peak, which must be the footprint's
 // Transient (to OpenMP's teams), the most of any call. On the CPU path the
-// steady bytes must be the footprint's too, to the model struct (2.7 KiB)
-// and an OpenMP team; on the GPU path the device test checks them, the
+// steady bytes must be the footprint's too, to footprintHostSlack (the
+// model struct, 3.2 KiB, and an OpenMP team, about 2.9 KiB in the first
+// case a process runs); on the GPU path the device test checks them, the
 // emulated device's blocks being malloc's too.
 func checkPeaks(t *testing.T, cfg Config, c footprintCase, gpu bool) {
 	t.Helper()
@@ -226,7 +227,7 @@ func checkPeaks(t *testing.T, cfg Config, c footprintCase, gpu bool) {
 	}
 	steady, _ := heapStats()
 	steady -= base
-	if d := steady - fp.OnHost.Steady(); !gpu && (d < 0 || d > 6<<10) {
+	if d := steady - fp.OnHost.Steady(); !gpu && (d < 0 || d > footprintHostSlack) {
 		t.Errorf("steady: %d bytes in use, Footprint %d (%+d)", steady, fp.OnHost.Steady(), d)
 	}
 	t.Logf("transient %d bytes (%s), Footprint %d; steady %+d", most, which, want, steady-fp.OnHost.Steady())

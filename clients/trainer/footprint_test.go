@@ -160,7 +160,7 @@ func footprintTrainer(t *testing.T, cfg Config, gpu bool) *Trainer {
 // model struct. glibc rounds a chunk up to 16 bytes with an 8-byte header
 // (at most 24 bytes more than asked), and maps the buffers above its mmap
 // threshold (128 KiB at first; here the GEMM pack buffers) in whole pages
-// with a 16-byte header (at most 4111 more); the model struct is 2.7 KiB,
+// with a 16-byte header (at most 4111 more); the model struct is 3.2 KiB,
 // and about 40 buffers are live. So 8 KiB: half the smallest
 // parameter-sized buffer of the tiny models (4 KiB parameters, 16 KiB a
 // buffer), so that a parameter-sized buffer missing or counted twice
