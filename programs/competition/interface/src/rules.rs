@@ -1,0 +1,1 @@
+//! Win, weight and payout arithmetic (SPEC.md "Arithmetic"). Placeholder.
