@@ -338,6 +338,11 @@ impl Board {
         self.validators().iter().position(|v| &v.key == key.as_array())
     }
 
+    /// The validator `key`, if it joined (and its slot was not reused).
+    pub fn validator(&self, key: &Address) -> Option<&Validator> {
+        self.validator_index(key).map(|i| &self.validators[i])
+    }
+
     /// The votes of the round.
     pub fn votes(&self) -> &[Vote] {
         &self.round.votes[..usize::from(self.round.vote_count).min(MAX_VALIDATORS)]
@@ -386,11 +391,16 @@ impl Board {
         Ok(shift)
     }
 
-    /// submission_claim: what entry `index` (of `miner`) earned since its
-    /// last claim, now claimed.
-    pub fn claim(&mut self, c: &mut Competition, index: u16, miner: &Address) -> Result<u64, E> {
+    /// What entry `index` (of `miner`) earned since its last claim.
+    pub fn owed(&self, index: u16, miner: &Address) -> Result<u64, E> {
         let e = self.entry_of(index, miner)?;
-        let owed = sub(e.earned.get(), e.claimed.get())?;
+        sub(e.earned.get(), e.claimed.get())
+    }
+
+    /// submission_claim: what entry `index` (of `miner`) earned since its
+    /// last claim, now claimed (nothing changes on an error).
+    pub fn claim(&mut self, c: &mut Competition, index: u16, miner: &Address) -> Result<u64, E> {
+        let owed = self.owed(index, miner)?;
         if owed == 0 {
             return Err(E::NothingToClaim);
         }
