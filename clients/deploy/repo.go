@@ -16,6 +16,7 @@ const (
 	Authorizer  = "psyche_authorizer"
 	Coordinator = "psyche_coordinator"
 	Treasurer   = "psyche_treasurer"
+	Competition = "psyche_competition"
 )
 
 // Repo is a checkout of this repository: its built programs

@@ -100,5 +100,5 @@ func keysCommands() []*cli.Command {
 
 // programNames lists the programs whose ids a checkout manages.
 func programNames() []string {
-	return []string{deploy.Authorizer, deploy.Coordinator, deploy.Treasurer}
+	return []string{deploy.Authorizer, deploy.Coordinator, deploy.Treasurer, deploy.Competition}
 }

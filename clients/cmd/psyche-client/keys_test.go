@@ -63,7 +63,8 @@ func TestKeysSync(t *testing.T) {
 		t.Errorf("bindings script not run; output %q", out)
 	}
 	out, _, code = runCLIIn(t, root, nil, "keys", "list")
-	if code != 0 || !strings.Contains(out, "psyche_authorizer: "+fresh) || !strings.Contains(out, "psyche_treasurer: no keypair") {
+	if code != 0 || !strings.Contains(out, "psyche_authorizer: "+fresh) || !strings.Contains(out, "psyche_treasurer: no keypair") ||
+		!strings.Contains(out, "psyche_competition: no keypair") {
 		t.Errorf("keys list: %q", out)
 	}
 	if _, errOut, code := runCLIIn(t, root, nil, "keys", "sync", "psyche_nothing"); code != exitBadInput {

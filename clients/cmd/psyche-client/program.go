@@ -80,7 +80,7 @@ func programDeploy(c *cli.Context) error {
 		}
 		names := c.Args().Slice()
 		if len(names) == 0 {
-			names = []string{deploy.Authorizer, deploy.Coordinator, deploy.Treasurer}
+			names = []string{deploy.Authorizer, deploy.Coordinator, deploy.Treasurer, deploy.Competition}
 		}
 		for _, name := range names {
 			elf, err := repo.ELF(name)

@@ -6,8 +6,8 @@
 //! derivation and the C-ABI CPI syscall; this crate adds the entrypoint and panic
 //! handler for the upstream `bpfel-unknown-none` target, logging without
 //! `core::fmt`, Anchor's wire conventions (discriminators, Borsh, error codes,
-//! events), account validation, and CPI helpers for the System, SPL Token and
-//! Associated Token programs.
+//! events), account validation, CPI helpers for the System, SPL Token and
+//! Associated Token programs, and the token account and mint checks.
 //!
 //! On the host (`cargo test`) everything compiles: hashing and encoding run
 //! natively, logs are discarded, and syscalls that only the runtime can answer
@@ -27,6 +27,7 @@ pub mod mem;
 pub mod panic;
 pub mod pda;
 pub mod sysvar;
+pub mod token;
 pub mod validate;
 
 pub use error::ErrorCode;

@@ -1,9 +1,12 @@
-//! Clock and Rent sysvars through their syscalls, and rent with integer math
-//! (upstream BPF has no floating point).
+//! Clock and Rent sysvars through their syscalls, rent with integer math
+//! (upstream BPF has no floating point), and SlotHashes entries read one at
+//! a time.
 
 #[cfg(not(target_arch = "bpf"))]
 use crate::ErrorCode;
 use crate::ProgramError;
+#[cfg(target_arch = "bpf")]
+use crate::{base58, Address};
 
 /// The Clock sysvar.
 #[repr(C)]
@@ -105,6 +108,84 @@ impl Rent {
             Ok(scaled >> right)
         }
     }
+}
+
+/// The SlotHashes sysvar: u64 count, then (slot u64, hash [32]) newest
+/// first, up to 512 entries. It is ~20 KB, so entries are read one at a
+/// time with `sol_get_sysvar` (no account to pass).
+pub struct SlotHashes;
+
+/// One SlotHashes entry: a recent slot and its bank hash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotHash {
+    pub slot: u64,
+    pub hash: [u8; 32],
+}
+
+#[cfg(target_arch = "bpf")]
+const SLOT_HASHES_ID: Address = base58::address("SysvarS1otHashes111111111111111111111111111");
+const SLOT_HASH_LEN: u64 = 40;
+
+impl SlotHashes {
+    /// The number of entries (0 only at genesis).
+    pub fn len() -> Result<u64, ProgramError> {
+        let mut w = [0u8; 8];
+        read_slot_hashes(&mut w, 0)?;
+        Ok(u64::from_le_bytes(w))
+    }
+
+    /// Entry `i` (0 = newest); the caller checked i < len().
+    pub fn entry(i: u64) -> Result<SlotHash, ProgramError> {
+        let mut e = [0u8; SLOT_HASH_LEN as usize];
+        let offset = i.checked_mul(SLOT_HASH_LEN).and_then(|o| o.checked_add(8)).ok_or(ProgramError::InvalidAccountData)?;
+        read_slot_hashes(&mut e, offset)?;
+        let mut slot = [0u8; 8];
+        slot.copy_from_slice(&e[..8]);
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&e[8..]);
+        Ok(SlotHash { slot: u64::from_le_bytes(slot), hash })
+    }
+
+    /// The oldest of the `count` (= len()) entries whose slot is above
+    /// `after`; the caller checked that entry 0 (the newest) is. Slots fall
+    /// strictly with the index, so a binary search reads about log2(512) = 9
+    /// entries. If every kept entry is above `after` (nobody acted for 512
+    /// slots), the oldest kept one. Whoever sends the instruction at slot
+    /// `after` cannot know the hash of a later slot, so the entry is entropy
+    /// it could not choose.
+    pub fn oldest_after(after: u64, count: u64) -> Result<SlotHash, ProgramError> {
+        // Invariant: entry lo is above `after`; entries past hi are not.
+        let (mut lo, mut hi) = (0u64, count.saturating_sub(1));
+        while lo < hi {
+            // lo < hi, so mid > lo and the loop shrinks.
+            #[allow(clippy::arithmetic_side_effects)]
+            let mid = lo + (hi - lo).div_ceil(2);
+            if Self::entry(mid)?.slot > after {
+                lo = mid;
+            } else {
+                // mid > lo >= 0.
+                #[allow(clippy::arithmetic_side_effects)]
+                let below = mid - 1;
+                hi = below;
+            }
+        }
+        Self::entry(lo)
+    }
+}
+
+/// Reads `out.len()` bytes of the sysvar at `offset`; a read past its end
+/// (a count the data does not hold) is a malformed sysvar.
+#[cfg(target_arch = "bpf")]
+fn read_slot_hashes(out: &mut [u8], offset: u64) -> Result<(), ProgramError> {
+    use pinocchio::sysvars::get_sysvar_unchecked;
+    // SAFETY: `out` is valid for out.len() writable bytes.
+    unsafe { get_sysvar_unchecked(out.as_mut_ptr(), &SLOT_HASHES_ID, offset as usize, out.len()) }
+        .map_err(|_| ProgramError::InvalidAccountData)
+}
+
+#[cfg(not(target_arch = "bpf"))]
+fn read_slot_hashes(_out: &mut [u8], _offset: u64) -> Result<(), ProgramError> {
+    Err(ErrorCode::OnChainOnly.into())
 }
 
 #[cfg(test)]

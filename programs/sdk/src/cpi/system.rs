@@ -91,3 +91,32 @@ impl Assign<'_> {
         invoke_signed(&ix, &[self.account], signers)
     }
 }
+
+/// Creates the PDA `account` with `lamports`, `space` bytes and `owner`,
+/// paid by `payer`; `signer` signs for the PDA. An address that already
+/// holds lamports (anyone may send some to block a plain CreateAccount) is
+/// topped up to `lamports`, allocated and assigned instead.
+pub struct CreatePda<'a> {
+    pub payer: &'a AccountView,
+    pub account: &'a AccountView,
+    pub lamports: u64,
+    pub space: u64,
+    pub owner: &'a Address,
+}
+
+impl CreatePda<'_> {
+    pub fn invoke_signed(&self, signer: &Signer) -> ProgramResult {
+        let signers = core::slice::from_ref(signer);
+        let held = self.account.lamports();
+        if held == 0 {
+            return CreateAccount { from: self.payer, to: self.account, lamports: self.lamports, space: self.space, owner: self.owner }
+                .invoke_signed(signers);
+        }
+        let missing = self.lamports.saturating_sub(held);
+        if missing > 0 {
+            Transfer { from: self.payer, to: self.account, lamports: missing }.invoke_signed(&[])?;
+        }
+        Allocate { account: self.account, space: self.space }.invoke_signed(signers)?;
+        Assign { account: self.account, owner: self.owner }.invoke_signed(signers)
+    }
+}

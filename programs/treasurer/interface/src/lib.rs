@@ -25,7 +25,8 @@
 use psyche_authorizer_interface::Authorization;
 use psyche_coordinator_logic::state::{ClientSlot, CoordinatorState, RunState};
 use psyche_sdk::borsh::{BorshError, Reader, Writer};
-use psyche_sdk::{anchor, base58, define_errors, Address};
+use psyche_sdk::token::{TokenErrors, MINT_LEN};
+use psyche_sdk::{anchor, base58, define_errors, Address, ProgramError};
 
 /// The program's id (Anchor.toml, the IDL and programs/keys agree; a Go test checks).
 pub const ID: Address = base58::address("GRMnhStRdTw6M1634WCGVgovRDrRsQFAsVHkuxhceYRB");
@@ -130,73 +131,15 @@ pub const ERRORS: [TreasurerError; 36] = [
     TreasurerError::ZeroSlashingRate,
 ];
 
-/// Base size of a mint; `decimals` at 44, `is_initialized` at 45, the
-/// freeze authority (a u32 COption tag, then the key) at 46.
-pub const MINT_LEN: usize = 82;
-/// Token-2022: a mint with extensions is padded to a token account's size,
-/// then an account-type byte (1: mint), then TLV entries (u16 type, u16
-/// length, value).
-const MINT_ACCOUNT_TYPE_AT: usize = 165;
-
-/// The Token-2022 mint extensions a run accepts: none lets anyone freeze,
-/// move, hook, tax, pause or hide the run's tokens. Mint close authority
-/// (a mint closes only at zero supply), interest-bearing and scaled UI
-/// amounts (display only), metadata and group pointers and data.
-pub const ALLOWED_MINT_EXTENSIONS: [u16; 9] = [
-    3,  // MintCloseAuthority
-    10, // InterestBearingConfig
-    18, // MetadataPointer
-    19, // TokenMetadata
-    20, // GroupPointer
-    21, // TokenGroup
-    22, // GroupMemberPointer
-    23, // TokenGroupMember
-    25, // ScaledUiAmount
-];
-
-/// Why a collateral mint is refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MintRefusal {
-    /// Not an initialized mint, or extension data that does not parse.
-    Invalid,
-    /// Its freeze authority could freeze the run's token account.
-    FreezeAuthority,
-    /// A Token-2022 extension outside ALLOWED_MINT_EXTENSIONS.
-    Extension(u16),
-}
-
-/// Checks the data of a mint account (SPL Token or Token-2022) as a run's
-/// collateral and returns its decimals.
-pub fn check_collateral_mint(data: &[u8]) -> Result<u8, MintRefusal> {
-    if data.len() < MINT_LEN || data[45] != 1 {
-        return Err(MintRefusal::Invalid);
+/// The token checks fail with the Treasurer's own errors.
+impl TokenErrors for TreasurerError {
+    const INVALID_MINT: Self = TreasurerError::InvalidMint;
+    const MINT_NOT_ALLOWED: Self = TreasurerError::MintNotAllowed;
+    const MINT_MISMATCH: Self = TreasurerError::MintMismatch;
+    const OWNER_MISMATCH: Self = TreasurerError::TokenAccountOwnerMismatch;
+    fn fail(self) -> ProgramError {
+        TreasurerError::fail(self)
     }
-    if data[46..50] != [0; 4] {
-        return Err(MintRefusal::FreezeAuthority);
-    }
-    if data.len() > MINT_LEN {
-        // Token-2022 with extensions: zero padding, the type byte, then TLVs.
-        if data.len() <= MINT_ACCOUNT_TYPE_AT || data[MINT_LEN..MINT_ACCOUNT_TYPE_AT].iter().any(|&b| b != 0) || data[MINT_ACCOUNT_TYPE_AT] != 1 {
-            return Err(MintRefusal::Invalid);
-        }
-        let mut tlv = &data[MINT_ACCOUNT_TYPE_AT + 1..];
-        while tlv.len() >= 4 {
-            let kind = u16::from_le_bytes([tlv[0], tlv[1]]);
-            let len = usize::from(u16::from_le_bytes([tlv[2], tlv[3]]));
-            if kind == 0 {
-                break; // uninitialized: the rest is free space
-            }
-            let value = &tlv[4..];
-            if value.len() < len {
-                return Err(MintRefusal::Invalid);
-            }
-            if !ALLOWED_MINT_EXTENSIONS.contains(&kind) {
-                return Err(MintRefusal::Extension(kind));
-            }
-            tlv = &value[len..];
-        }
-    }
-    Ok(data[44])
 }
 
 /// A mint's supply, and whether it is fixed for good (no mint authority:

@@ -693,16 +693,12 @@ fn errors_are_numbered_in_order() {
     }
 }
 
-/// A mint's data: base layout (decimals 6, initialized), an optional freeze
-/// authority, and for Token-2022 the given (type, length) extensions.
-fn mint_data(freeze: bool, extensions: &[(u16, u16)]) -> std::vec::Vec<u8> {
-    let mut d = vec![0u8; MINT_LEN];
+/// A mint's data: base layout (decimals 6, initialized) and for Token-2022
+/// the given (type, length) extensions.
+fn mint_data(extensions: &[(u16, u16)]) -> std::vec::Vec<u8> {
+    let mut d = vec![0u8; psyche_sdk::token::MINT_LEN];
     d[44] = 6;
     d[45] = 1;
-    if freeze {
-        d[46] = 1;
-        d[50..82].fill(9);
-    }
     if !extensions.is_empty() {
         d.resize(165, 0);
         d.push(1); // account type: mint
@@ -715,41 +711,9 @@ fn mint_data(freeze: bool, extensions: &[(u16, u16)]) -> std::vec::Vec<u8> {
     d
 }
 
-#[test]
-fn collateral_mint_rule() {
-    assert_eq!(check_collateral_mint(&mint_data(false, &[])), Ok(6));
-    assert_eq!(check_collateral_mint(&mint_data(true, &[])), Err(MintRefusal::FreezeAuthority));
-    // Every allowed extension together, then free space.
-    let allowed: std::vec::Vec<(u16, u16)> = ALLOWED_MINT_EXTENSIONS.iter().map(|&k| (k, 32)).collect();
-    let mut d = mint_data(false, &allowed);
-    d.extend_from_slice(&[0; 12]);
-    assert_eq!(check_collateral_mint(&d), Ok(6));
-    // The extensions that can freeze, move, hook, tax, pause or hide tokens,
-    // and one this rule has never heard of, alone and after allowed ones.
-    for kind in [1u16, 4, 6, 9, 12, 14, 16, 24, 26, 999] {
-        assert_eq!(check_collateral_mint(&mint_data(false, &[(kind, 32)])), Err(MintRefusal::Extension(kind)), "extension {kind}");
-        assert_eq!(check_collateral_mint(&mint_data(false, &[(18, 64), (kind, 0)])), Err(MintRefusal::Extension(kind)), "extension {kind} after one allowed");
-    }
-    // Malformed: uninitialized, short, an overlong TLV, a wrong account type, non-zero padding.
-    let mut d = mint_data(false, &[]);
-    d[45] = 0;
-    assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
-    assert_eq!(check_collateral_mint(&mint_data(false, &[])[..81]), Err(MintRefusal::Invalid));
-    let mut d = mint_data(false, &[(18, 64)]);
-    d.truncate(d.len() - 1);
-    assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
-    let mut d = mint_data(false, &[(18, 64)]);
-    d[165] = 2;
-    assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
-    let mut d = mint_data(false, &[(18, 64)]);
-    d[100] = 1;
-    assert_eq!(check_collateral_mint(&d), Err(MintRefusal::Invalid));
-    assert_eq!(check_collateral_mint(&mint_data(false, &[])[..MINT_LEN].iter().copied().chain([0u8; 50]).collect::<std::vec::Vec<u8>>()), Err(MintRefusal::Invalid));
-}
-
 /// A base mint with `supply` and, when `authority`, a mint authority.
 fn supply_mint(supply: u64, authority: bool) -> std::vec::Vec<u8> {
-    let mut d = mint_data(false, &[]);
+    let mut d = mint_data(&[]);
     if authority {
         d[0] = 1;
         d[4..36].fill(3);
@@ -763,7 +727,7 @@ fn earning_rates_above_a_fixed_supply_are_refused() {
     assert_eq!(mint_supply(&supply_mint(500, false)), Some(MintSupply { supply: 500, fixed: true }));
     assert_eq!(mint_supply(&supply_mint(500, true)), Some(MintSupply { supply: 500, fixed: false }));
     // Token-2022 with extensions: the same base layout.
-    let mut ext = mint_data(false, &[(18, 64)]);
+    let mut ext = mint_data(&[(18, 64)]);
     ext[36..44].copy_from_slice(&9u64.to_le_bytes());
     assert_eq!(mint_supply(&ext), Some(MintSupply { supply: 9, fixed: true }));
     let mut bad_tag = supply_mint(500, true);

@@ -21,7 +21,6 @@
 mod authorizer;
 mod coordinator;
 mod processor;
-mod token;
 
 #[cfg(test)]
 mod idl;

@@ -1,6 +1,6 @@
 use psyche_coordinator_logic::error::CoordinatorError;
 use psyche_coordinator_logic::state::ACCOUNT_SIZE;
-use psyche_sdk::cpi::system::{Allocate, Assign, CreateAccount, Transfer, SYSTEM_PROGRAM_ID};
+use psyche_sdk::cpi::system::{CreatePda, SYSTEM_PROGRAM_ID};
 use psyche_sdk::cpi::{Seed, Signer};
 use psyche_sdk::sysvar::Rent;
 use psyche_sdk::{validate, AccountView, ErrorCode, ProgramResult};
@@ -55,29 +55,7 @@ pub fn init_coordinator(accounts: &[AccountView], args: &[u8]) -> ProgramResult 
     let bump_seed = [bump];
     let seeds = [Seed::from(INSTANCE_SEED), Seed::from(run_id), Seed::from(&bump_seed)];
     let lamports = rent.minimum_balance(size)?;
-    create_pda(payer, instance, &Allocation { size, lamports }, &Signer::from(&seeds))?;
+    CreatePda { payer, account: instance, lamports, space: size as u64, owner: &ID }.invoke_signed(&Signer::from(&seeds))?;
     let mut data = instance.try_borrow_mut()?;
     inst.encode(&mut data).map_err(|_| ErrorCode::AccountDidNotSerialize.fail())
-}
-
-struct Allocation {
-    size: usize,
-    lamports: u64,
-}
-
-/// Creates the program-owned PDA `account`, rent paid by `payer`. An address
-/// that already holds lamports (anyone may send some to block a plain
-/// CreateAccount) is topped up, allocated and assigned instead.
-fn create_pda(payer: &AccountView, account: &AccountView, a: &Allocation, signer: &Signer<'_, '_>) -> ProgramResult {
-    let held = account.lamports();
-    if held == 0 {
-        return CreateAccount { from: payer, to: account, lamports: a.lamports, space: a.size as u64, owner: &ID }
-            .invoke_signed(core::slice::from_ref(signer));
-    }
-    let missing = a.lamports.saturating_sub(held);
-    if missing > 0 {
-        Transfer { from: payer, to: account, lamports: missing }.invoke_signed(&[])?;
-    }
-    Allocate { account, space: a.size as u64 }.invoke_signed(core::slice::from_ref(signer))?;
-    Assign { account, owner: &ID }.invoke_signed(core::slice::from_ref(signer))
 }

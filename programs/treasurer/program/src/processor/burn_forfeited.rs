@@ -1,13 +1,13 @@
 use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::token::BurnChecked;
 use psyche_sdk::cpi::Signer;
+use psyche_sdk::token::{mint_decimals, token_account};
 use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{Forfeit, TreasurerError, AUTHORIZER_ID, COORDINATOR_ID, ID, PARTICIPANT_SEED};
 
 use super::{emit, load_participant, load_run, require_coordinator, require_join_authorization, store_participant, store_run, RunSeeds};
 use crate::authorizer::JoinAuthorization;
 use crate::coordinator::{user_view, Authority, TAKE_BURNED};
-use crate::token::{mint_decimals, token_account};
 use crate::FORFEITS_BURNED;
 
 /// burn_forfeited {}: anyone burns what `user` forfeited: the burned points
@@ -47,8 +47,8 @@ pub fn burn_forfeited(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     if mint.address() != &state.collateral_mint {
         return Err(TreasurerError::MintMismatch.fail());
     }
-    let decimals = mint_decimals(mint, &state.token_program)?;
-    let held = token_account(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
+    let decimals = mint_decimals::<TreasurerError>(mint, &state.token_program)?;
+    let held = token_account::<TreasurerError>(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
     let mut record = if participant.owned_by(&ID) {
         Some(load_participant(participant, run, user)?)
     } else {

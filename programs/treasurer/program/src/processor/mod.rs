@@ -25,7 +25,7 @@ pub use run_update::run_update;
 pub use run_withdraw::run_withdraw;
 
 use psyche_sdk::borsh::{BorshError, Writer};
-use psyche_sdk::cpi::system::{Allocate, Assign, CreateAccount, Transfer};
+use psyche_sdk::cpi::system::CreatePda;
 use psyche_sdk::cpi::{Seed, Signer};
 use psyche_sdk::sysvar::Rent;
 use psyche_sdk::{pda, validate, AccountView, ErrorCode, ProgramError, ProgramResult};
@@ -104,26 +104,11 @@ fn emit(discriminator: &[u8; 8], write: impl FnOnce(&mut Writer<'_>) -> Result<(
     psyche_sdk::anchor::emit(discriminator, &buf[..n])
 }
 
-struct Allocation {
-    size: usize,
-}
-
-/// Creates the program-owned PDA `account`, rent paid by `payer`. An address
-/// that already holds lamports (anyone may send some to block a plain
-/// CreateAccount) is topped up, allocated and assigned instead.
-fn create_pda(payer: &AccountView, account: &AccountView, a: &Allocation, signer: &Signer<'_, '_>) -> ProgramResult {
-    let rent = Rent::get()?.minimum_balance(a.size)?;
-    let held = account.lamports();
-    if held == 0 {
-        return CreateAccount { from: payer, to: account, lamports: rent, space: a.size as u64, owner: &ID }
-            .invoke_signed(core::slice::from_ref(signer));
-    }
-    let missing = rent.saturating_sub(held);
-    if missing > 0 {
-        Transfer { from: payer, to: account, lamports: missing }.invoke_signed(&[])?;
-    }
-    Allocate { account, space: a.size as u64 }.invoke_signed(core::slice::from_ref(signer))?;
-    Assign { account, owner: &ID }.invoke_signed(core::slice::from_ref(signer))
+/// Creates the program-owned PDA `account` of `size` bytes, rent paid by
+/// `payer`.
+fn create_pda(payer: &AccountView, account: &AccountView, size: usize, signer: &Signer<'_, '_>) -> ProgramResult {
+    let lamports = Rent::get()?.minimum_balance(size)?;
+    CreatePda { payer, account, lamports, space: size as u64, owner: &ID }.invoke_signed(signer)
 }
 
 /// Checks that `participant` is a Participant of this program at its PDA

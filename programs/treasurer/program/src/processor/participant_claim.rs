@@ -1,12 +1,12 @@
 use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::token::TransferChecked;
 use psyche_sdk::cpi::Signer;
+use psyche_sdk::token::{mint_decimals, token_account};
 use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{TreasurerError, COORDINATOR_ID};
 
 use super::{emit, load_participant, load_run, require_coordinator, store_participant, store_run, RunSeeds};
 use crate::coordinator::{user_view, Authority, SETTLE_POINTS};
-use crate::token::{mint_decimals, token_account};
 use crate::REWARDS_CLAIMED;
 
 /// participant_claim {}: pays the user 1 collateral base unit per point it
@@ -43,9 +43,9 @@ pub fn participant_claim(accounts: &[AccountView], args: &[u8]) -> ProgramResult
     if mint.address() != &state.collateral_mint {
         return Err(TreasurerError::MintMismatch.fail());
     }
-    let decimals = mint_decimals(mint, &state.token_program)?;
-    let held = token_account(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
-    token_account(user_collateral, &state.token_program, &state.collateral_mint, Some(user.address()))?;
+    let decimals = mint_decimals::<TreasurerError>(mint, &state.token_program)?;
+    let held = token_account::<TreasurerError>(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
+    token_account::<TreasurerError>(user_collateral, &state.token_program, &state.collateral_mint, Some(user.address()))?;
     let slot = user_view(account, user.address())?.slot;
     let (earned, slashed) = record.claim_points(slot.as_ref()).map_err(|e| e.fail())?;
 

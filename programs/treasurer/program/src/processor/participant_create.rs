@@ -4,7 +4,7 @@ use psyche_sdk::cpi::{Seed, Signer};
 use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{Participant, TreasurerError, ID, PARTICIPANT_SEED, PARTICIPANT_SPACE};
 
-use super::{create_pda, load_run, serialized, Allocation};
+use super::{create_pda, load_run, serialized};
 
 /// participant_create {}: the user's claim record for a run, PDA
 /// ["Participant", run, user]; rent paid by `payer`.
@@ -27,7 +27,7 @@ pub fn participant_create(accounts: &[AccountView], args: &[u8]) -> ProgramResul
     let bump_seed = [bump];
     let seeds =
         [Seed::from(PARTICIPANT_SEED), Seed::from(run.address().as_ref()), Seed::from(user.address().as_ref()), Seed::from(&bump_seed)];
-    create_pda(payer, participant, &Allocation { size: PARTICIPANT_SPACE }, &Signer::from(&seeds))?;
+    create_pda(payer, participant, PARTICIPANT_SPACE, &Signer::from(&seeds))?;
     let p = Participant::new(bump, run.address().clone(), user.address().clone());
     let mut data = participant.try_borrow_mut()?;
     serialized(p.encode(&mut data))

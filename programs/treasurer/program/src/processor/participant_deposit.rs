@@ -2,13 +2,13 @@ use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::system::SYSTEM_PROGRAM_ID;
 use psyche_sdk::cpi::token::TransferChecked;
 use psyche_sdk::cpi::Signer;
+use psyche_sdk::token::{mint_decimals, token_account};
 use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{TreasurerError, AUTHORIZER_ID};
 
 use super::{emit, load_participant, load_run, require_coordinator, store_participant, store_run, ParticipantSeeds, RunSeeds};
 use crate::authorizer::JoinAuthorization;
 use crate::coordinator::{user_view, UserView};
-use crate::token::{mint_decimals, token_account};
 use crate::DEPOSIT_MADE;
 
 /// participant_deposit { amount }: the user deposits the run's join deposit
@@ -56,9 +56,9 @@ pub fn participant_deposit(accounts: &[AccountView], args: &[u8]) -> ProgramResu
     if mint.address() != &state.collateral_mint {
         return Err(TreasurerError::MintMismatch.fail());
     }
-    let decimals = mint_decimals(mint, &state.token_program)?;
-    token_account(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?;
-    token_account(user_collateral, &state.token_program, &state.collateral_mint, Some(user.address()))?;
+    let decimals = mint_decimals::<TreasurerError>(mint, &state.token_program)?;
+    token_account::<TreasurerError>(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?;
+    token_account::<TreasurerError>(user_collateral, &state.token_program, &state.collateral_mint, Some(user.address()))?;
     let UserView { phase, slot } = user_view(account, user.address())?;
     record.make_deposit(&state, run.address(), slot.as_ref(), phase, amount).map_err(|e| e.fail())?;
     state.total_deposits = state.total_deposits.checked_add(amount).ok_or_else(|| TreasurerError::MathOverflow.fail())?;

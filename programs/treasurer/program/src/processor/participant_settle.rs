@@ -5,7 +5,7 @@ use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{Participant, TreasurerError, COORDINATOR_ID, ID, PARTICIPANT_SEED, PARTICIPANT_SPACE};
 
 use super::{
-    create_pda, emit, load_participant, load_run, require_coordinator, store_participant, store_run, Allocation, ParticipantSeeds,
+    create_pda, emit, load_participant, load_run, require_coordinator, store_participant, store_run, ParticipantSeeds,
     RunSeeds,
 };
 use crate::coordinator::{user_view, Authority, SETTLE_POINTS};
@@ -56,7 +56,7 @@ pub fn participant_settle(accounts: &[AccountView], args: &[u8]) -> ProgramResul
     if create {
         let seeds = ParticipantSeeds::new(&record);
         let seeds = seeds.seeds();
-        create_pda(payer, participant, &Allocation { size: PARTICIPANT_SPACE }, &Signer::from(&seeds))?;
+        create_pda(payer, participant, PARTICIPANT_SPACE, &Signer::from(&seeds))?;
     }
     let seeds = RunSeeds::new(&state);
     let seeds = seeds.seeds();

@@ -1,13 +1,13 @@
 use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::token::TransferChecked;
 use psyche_sdk::cpi::Signer;
+use psyche_sdk::token::{mint_decimals, token_account};
 use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{TreasurerError, AUTHORIZER_ID};
 
 use super::{emit, load_participant, load_run, require_coordinator, require_join_authorization, store_participant, store_run, RunSeeds};
 use crate::authorizer::JoinAuthorization;
 use crate::coordinator::{user_view, UserView};
-use crate::token::{mint_decimals, token_account};
 use crate::DEPOSIT_RETURNED;
 
 /// participant_withdraw_deposit {}: returns a user's deposit into its token
@@ -44,9 +44,9 @@ pub fn participant_withdraw_deposit(accounts: &[AccountView], args: &[u8]) -> Pr
     if mint.address() != &state.collateral_mint {
         return Err(TreasurerError::MintMismatch.fail());
     }
-    let decimals = mint_decimals(mint, &state.token_program)?;
-    token_account(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?;
-    token_account(user_collateral, &state.token_program, &state.collateral_mint, Some(user.address()))?;
+    let decimals = mint_decimals::<TreasurerError>(mint, &state.token_program)?;
+    token_account::<TreasurerError>(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?;
+    token_account::<TreasurerError>(user_collateral, &state.token_program, &state.collateral_mint, Some(user.address()))?;
     let UserView { phase, slot } = user_view(account, user.address())?;
     let finished = phase.finished;
     if signer.address() != user.address() && !(signer.address() == &state.main_authority && finished) {

@@ -2,12 +2,12 @@ use psyche_sdk::borsh::{Reader, Writer};
 use psyche_sdk::cpi::ata::{CreateIdempotent, ASSOCIATED_TOKEN_PROGRAM_ID};
 use psyche_sdk::cpi::system::SYSTEM_PROGRAM_ID;
 use psyche_sdk::cpi::{invoke_signed, InstructionAccount, InstructionView, Signer};
+use psyche_sdk::token::{check_mint, check_token_program};
 use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{Run, TreasurerError, COORDINATOR_ID, ID, RUN_SEED, RUN_SPACE};
 
-use super::{create_pda, serialized, store_run, Allocation, RunSeeds};
+use super::{create_pda, serialized, store_run, RunSeeds};
 use crate::coordinator::INIT_COORDINATOR;
-use crate::token::{check_collateral, check_token_program};
 
 /// run_create { index, run_id, client_version, main_authority, join_authority,
 /// join_deposit }: creates the Run PDA ["Run", index], its associated token
@@ -41,7 +41,7 @@ pub fn run_create(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     check_token_program(token_program)?;
     validate::program(ata_program, &ASSOCIATED_TOKEN_PROGRAM_ID)?;
     validate::program(system_program, &SYSTEM_PROGRAM_ID)?;
-    check_collateral(mint, token_program.address())?;
+    check_mint::<TreasurerError>(mint, token_program.address())?;
     let index_le = index.to_le_bytes();
     let bump = validate::pda(run, &[RUN_SEED, &index_le], &ID)?;
     // Only this program can give the PDA data or an owner, so a system-owned
@@ -69,7 +69,7 @@ pub fn run_create(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     state.set_join_deposit(run.address(), join_deposit).map_err(|e| e.fail())?;
     let seeds = RunSeeds::new(&state);
     let seeds = seeds.seeds();
-    create_pda(payer, run, &Allocation { size: RUN_SPACE }, &Signer::from(&seeds))?;
+    create_pda(payer, run, RUN_SPACE, &Signer::from(&seeds))?;
     store_run(run, &state)?;
 
     CreateIdempotent { payer, account: run_collateral, wallet: run, mint, system_program, token_program }.invoke_signed(&[])?;

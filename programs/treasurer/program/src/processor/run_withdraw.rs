@@ -1,12 +1,12 @@
 use psyche_sdk::borsh::Reader;
 use psyche_sdk::cpi::token::TransferChecked;
 use psyche_sdk::cpi::Signer;
+use psyche_sdk::token::{mint_decimals, token_account};
 use psyche_sdk::{validate, AccountView, ProgramResult};
 use psyche_treasurer_interface::{reserved_tokens, withdrawable, TreasurerError};
 
 use super::{emit, load_run, require_authority, require_coordinator, RunSeeds};
 use crate::coordinator::with_state;
-use crate::token::{mint_decimals, token_account};
 use crate::COLLATERAL_WITHDRAWN;
 
 /// run_withdraw { amount }: the run authority takes tokens nobody is owed, once
@@ -32,9 +32,9 @@ pub fn run_withdraw(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     if mint.address() != &state.collateral_mint {
         return Err(TreasurerError::MintMismatch.fail());
     }
-    let decimals = mint_decimals(mint, &state.token_program)?;
-    let held = token_account(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
-    token_account(destination, &state.token_program, &state.collateral_mint, None)?;
+    let decimals = mint_decimals::<TreasurerError>(mint, &state.token_program)?;
+    let held = token_account::<TreasurerError>(run_collateral, &state.token_program, &state.collateral_mint, Some(run.address()))?.amount;
+    token_account::<TreasurerError>(destination, &state.token_program, &state.collateral_mint, None)?;
     // A closed run's coordinator account is gone, and with it every point;
     // deposits stay reserved.
     let reserved = if state.closed {
