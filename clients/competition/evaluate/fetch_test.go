@@ -45,7 +45,7 @@ func TestFetchVerifiesTheCommitmentAndCaches(t *testing.T) {
 	h.upload(t, path)
 	raw, _ := os.ReadFile(path)
 	c := constraintsFor(tinyGPT2)
-	sub := submit(t, 0, path, h.repo, minerKey(0))
+	sub := submit(t, 0, path, h.Repo, minerKey(0))
 
 	dir := t.TempDir()
 	got, n, err := Fetch(context.Background(), sub, dir, c, quickFetch)
@@ -88,7 +88,7 @@ func TestCopyUnderAnotherKeyFailsOnlyWithTheOriginalCommitment(t *testing.T) {
 	h.upload(t, path)
 	raw, _ := os.ReadFile(path)
 	c := constraintsFor(tinyGPT2)
-	orig := submit(t, 0, path, h.repo, minerKey(0))
+	orig := submit(t, 0, path, h.Repo, minerKey(0))
 
 	stolen := orig
 	stolen.Index, stolen.Miner = 1, minerKey(1) // the original's commitment, another key
@@ -120,7 +120,7 @@ func TestFetchInvalidReasons(t *testing.T) {
 	h := startHub(t)
 	path := modelFile(t, newModel(t, tinyGPT2, 1, 0), "a")
 	c := constraintsFor(tinyGPT2)
-	sub := submit(t, 0, path, h.repo, minerKey(0)) // not uploaded yet
+	sub := submit(t, 0, path, h.Repo, minerKey(0)) // not uploaded yet
 	fetch := func(s Submission) error {
 		_, _, err := Fetch(context.Background(), s, t.TempDir(), c, quickFetch)
 		return err
@@ -146,7 +146,7 @@ func TestFetchInvalidReasons(t *testing.T) {
 
 	// The hub serves other bytes under the revision's name.
 	rev := hex.EncodeToString(sub.Revision[:])
-	served := filepath.Join(h.dir, "comp", rev+hub.Ext)
+	served := filepath.Join(h.Dir, "comp", rev+hub.Ext)
 	if err := os.MkdirAll(filepath.Dir(served), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestFetchInvalidReasons(t *testing.T) {
 	big := make([]byte, MaxFileSize(16)+1)
 	copy(big, raw)
 	bigSum := sha256.Sum256(big)
-	if err := os.WriteFile(filepath.Join(h.dir, "comp", hex.EncodeToString(bigSum[:])+hub.Ext), big, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(h.Dir, "comp", hex.EncodeToString(bigSum[:])+hub.Ext), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	huge := sub
@@ -228,7 +228,7 @@ func TestFetchFailuresOfTheValidatorAreNotInvalid(t *testing.T) {
 	path := modelFile(t, newModel(t, tinyGPT2, 1, 0), "a")
 	h.upload(t, path)
 	c := constraintsFor(tinyGPT2)
-	sub := submit(t, 0, path, h.repo, minerKey(0))
+	sub := submit(t, 0, path, h.Repo, minerKey(0))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

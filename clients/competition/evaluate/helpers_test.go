@@ -6,15 +6,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/gagliardetto/solana-go"
 
-	"github.com/psyche-go/psyche/clients/data/corpus"
-	"github.com/psyche-go/psyche/clients/data/prepare"
+	"github.com/psyche-go/psyche/clients/competition/comptest"
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/hub"
@@ -43,31 +41,10 @@ func constraintsFor(cfg trainer.Config) Constraints {
 	return Constraints{Architecture: arch, MaxParams: 1 << 20, Vocab: 256, Tokenizer: tokenizer.ByteName, SeqLen: testSeqLen, Precision: trainer.ArithFP32}
 }
 
-// testData prepares a real dataset (clients/data/prepare, byte tokenizer)
-// from Markov text: 12 documents of 4 KiB, about 1500 sequences of
-// testSeqLen tokens, and opens it.
+// testData is a real dataset (comptest.Dataset): 12 documents of 4 KiB of
+// Markov text, about 1500 sequences of testSeqLen tokens.
 func testData(t testing.TB) provider.Provider {
-	t.Helper()
-	in := t.TempDir()
-	for i := range 12 {
-		text := trainer.MarkovText(uint64(1000+i), 4096)
-		if err := os.WriteFile(filepath.Join(in, fmt.Sprintf("doc%02d.txt", i)), text, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	split, err := corpus.NewSplit("all", corpus.DefaultLastTrainYear)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "data")
-	if _, err := prepare.Run(context.Background(), prepare.Options{Input: in, Split: split, Tokenizer: tokenizer.ByteName, SeqLen: testSeqLen, Out: out}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := provider.OpenLocal(out, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p, _ := comptest.Dataset(t, 12, testSeqLen)
 	return p
 }
 
@@ -141,33 +118,12 @@ func submit(t testing.TB, index int, path, repo string, miner solana.PublicKey) 
 		Params: params, Slot: uint64(100 + index), Repo: repo}
 }
 
-// testHub is a real hub server (hub.Server over httptest) holding repo
-// "comp" under dir.
-type testHub struct {
-	*httptest.Server
-	dir  string
-	repo string
-}
+// testHub is a real hub (comptest.StartHub).
+type testHub struct{ *comptest.Hub }
 
-func startHub(t testing.TB) *testHub {
-	t.Helper()
-	dir := t.TempDir()
-	s, err := hub.NewServer(dir, hub.ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() { srv.Close(); s.Close() })
-	return &testHub{Server: srv, dir: dir, repo: srv.URL + "/comp"}
-}
+func startHub(t testing.TB) *testHub { return &testHub{comptest.StartHub(t)} }
 
-// upload puts the file at path on the hub, as a miner does.
-func (h *testHub) upload(t testing.TB, path string) {
-	t.Helper()
-	if _, err := hub.Upload(context.Background(), h.repo, path, hub.UploadOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
+func (h *testHub) upload(t testing.TB, path string) { h.Upload(t, path) }
 
 // quickFetch fails fast on transient errors (two tries, 1 ms apart).
 var quickFetch = hub.FetchOptions{Attempts: 2, Backoff: 1e6}

@@ -156,14 +156,14 @@ func TestEvaluateRound(t *testing.T) {
 	for _, p := range []string{a, b, l} {
 		h.upload(t, p)
 	}
-	stolen := submit(t, 2, a, h.repo, minerKey(0))
+	stolen := submit(t, 2, a, h.Repo, minerKey(0))
 	stolen.Miner = minerKey(2)
 	subs := []Submission{
-		submit(t, 0, a, h.repo, minerKey(0)),
-		submit(t, 1, b, h.repo, minerKey(1)),
+		submit(t, 0, a, h.Repo, minerKey(0)),
+		submit(t, 1, b, h.Repo, minerKey(1)),
 		stolen,
-		submit(t, 3, missing, h.repo, minerKey(3)),
-		submit(t, 4, l, h.repo, minerKey(4)),
+		submit(t, 3, missing, h.Repo, minerKey(3)),
+		submit(t, 4, l, h.Repo, minerKey(4)),
 	}
 	c := constraintsFor(tinyGPT2)
 	dir := t.TempDir()

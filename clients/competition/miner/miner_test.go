@@ -2,16 +2,11 @@ package miner
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/psyche-go/psyche/clients/data/corpus"
-	"github.com/psyche-go/psyche/clients/data/prepare"
+	"github.com/psyche-go/psyche/clients/competition/comptest"
 	"github.com/psyche-go/psyche/clients/data/provider"
-	"github.com/psyche-go/psyche/clients/data/tokenizer"
 	"github.com/psyche-go/psyche/clients/trainer"
 )
 
@@ -19,26 +14,7 @@ var tiny = trainer.Config{Name: "tiny", Vocab: 256, PaddedVocab: 256, Layers: 1,
 
 // markovData is a real byte-level dataset of Markov text.
 func markovData(t *testing.T) provider.Provider {
-	t.Helper()
-	in := t.TempDir()
-	for i := range 4 {
-		if err := os.WriteFile(filepath.Join(in, fmt.Sprintf("d%d.txt", i)), trainer.MarkovText(uint64(7+i), 4096), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	split, err := corpus.NewSplit("all", corpus.DefaultLastTrainYear)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "data")
-	if _, err := prepare.Run(context.Background(), prepare.Options{Input: in, Split: split, Tokenizer: tokenizer.ByteName, SeqLen: 32, Out: out}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := provider.OpenLocal(out, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p, _ := comptest.Dataset(t, 4, 32)
 	return p
 }
 
