@@ -9,6 +9,7 @@ package competition
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -388,3 +389,9 @@ func Constraints(acc *Account, vocab uint32, tokenizerName string) (evaluate.Con
 	}
 	return evaluate.Constraints{Architecture: arch, MaxParams: acc.MaxParams, Vocab: vocab, Tokenizer: tokenizerName, SeqLen: acc.SeqLen, Precision: prec}, nil
 }
+
+// TokenizerHash is a competition's tokenizer_hash for a dataset whose
+// manifest names tokenizer: the SHA-256 of the name ("byte", "gpt2", or
+// "json:" and the start of the tokenizer file's hash). Validators refuse a
+// dataset whose tokenizer does not hash to it.
+func TokenizerHash(tokenizer string) [32]byte { return sha256.Sum256([]byte(tokenizer)) }
