@@ -146,8 +146,8 @@ func (e *compEnv) waitBoard(what string, timeout time.Duration, ok func(*competi
 
 // roundLog collects the honest validators' evaluations by round.
 type roundLog struct {
-	mu   sync.Mutex
-	byV  map[int]map[uint64]*competition.Evaluation
+	mu  sync.Mutex
+	byV map[int]map[uint64]*competition.Evaluation
 }
 
 func (l *roundLog) record(v int) func(*competition.Evaluation) {

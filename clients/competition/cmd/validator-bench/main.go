@@ -1,11 +1,11 @@
-// Command competition-bench times one competition validator round
+// Command validator-bench times one competition validator round
 // (clients/competition/evaluate): fetching N models from a hub server on
 // loopback, checking them, and the loss table over P pages, and prints the
 // figures: the time of the round and of each stage, the bytes downloaded
 // and the threads used. Then it times the same round again over the
 // cached files. It asserts nothing.
 //
-//	go run ./clients/competition/cmd/competition-bench [-models 8] [-config light] [-pages 64] [-spp 8] [-threads 0]
+//	go run ./clients/competition/cmd/validator-bench [-models 8] [-config light] [-pages 64] [-spp 8] [-threads 0]
 package main
 
 import (
@@ -32,7 +32,7 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "competition-bench: %v\n", err)
+		fmt.Fprintf(os.Stderr, "validator-bench: %v\n", err)
 		os.Exit(1)
 	}
 }
@@ -61,7 +61,7 @@ func run() error {
 		*threads = runtime.NumCPU()
 	}
 	ctx := context.Background()
-	work, err := os.MkdirTemp("", "competition-bench")
+	work, err := os.MkdirTemp("", "validator-bench")
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func run() error {
 	fmt.Printf("threads %d (of %d processors), micro-batch %d, hub on loopback\n", *threads, runtime.NumCPU(), mb)
 
 	dir := filepath.Join(work, "validator")
-	seed := sha256.Sum256([]byte("competition-bench"))
+	seed := sha256.Sum256([]byte("validator-bench"))
 	opts := evaluate.Options{Table: evaluate.TableOptions{Threads: *threads, MicroBatch: mb}}
 	for _, what := range []string{"cold (fetch from the hub)", "cached (files already fetched)"} {
 		start := time.Now()
