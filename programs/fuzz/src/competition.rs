@@ -169,9 +169,10 @@ impl CompetitionWorld {
         }
     }
 
-    /// The vote of validator `vi` on the board's round: honest validators
-    /// all find the same wins and invalid models, drawn from the seed.
-    fn ballot(&self, env: &Env, c: &Comp, vi: usize, rng: &mut Rng) -> Vec<u8> {
+    /// A vote on the board's round: honest validators all find the same
+    /// wins and invalid models, drawn from the seed; `lie` picks a way to
+    /// differ (another table, other wins, another round).
+    fn ballot(env: &Env, c: &Comp, lie: Option<u64>) -> Vec<u8> {
         let (round, seed, n, eligible, pages) = Self::with_board(env, c, |b| {
             (b.round.number.get(), b.round.seed, usize::from(b.round.entries.get()), b.round.eligible, b.round.pages.get())
         })
@@ -188,14 +189,15 @@ impl CompetitionWorld {
         let max = u32::from(pages) * count.saturating_sub(1);
         let mut wins: Vec<u16> = (0..n).map(|i| if valid(i) { ((u32::from(seed[i % 32]) * (i as u32 + 1)) % (max + 1)) as u16 } else { 0 }).collect();
         let mut table = seed;
-        if vi < LIARS || rng.one_in(25) {
-            match rng.below(3) {
-                0 => table[0] ^= 1,
-                1 if !wins.is_empty() => wins[0] = wins[0].saturating_sub(1),
-                _ => table[1] ^= 2,
-            }
+        let mut round = round;
+        match lie {
+            None => {}
+            Some(0) => table[0] ^= 1,
+            Some(1) if !wins.is_empty() => wins[0] ^= 1,
+            Some(2) => round += 1,
+            Some(_) => table[1] ^= 2,
         }
-        let mut w = W::new(cp::ROUND_VOTE).u64(if rng.one_in(30) { round + 1 } else { round }).bytes(&table).u32(wins.len() as u32);
+        let mut w = W::new(cp::ROUND_VOTE).u64(round).bytes(&table).u32(wins.len() as u32);
         for x in wins {
             w = w.u16(x);
         }
@@ -228,7 +230,8 @@ impl CompetitionWorld {
             0..=2 => Step::new(ix(vec![Meta::ro(c.key), Meta::w(c.board)], cp::ROUND_TICK.to_vec())),
             3..=5 => {
                 let pool = c.pool.map_or(none(), Meta::ro);
-                Step::new(ix(vec![Meta::s(validator), Meta::w(c.key), Meta::w(c.board), pool], self.ballot(env, c, vi, rng)))
+                let lie = (vi < LIARS || rng.one_in(25)).then(|| rng.below(4));
+                Step::new(ix(vec![Meta::s(validator), Meta::w(c.key), Meta::w(c.board), pool], Self::ballot(env, c, lie)))
             }
             6..=9 => {
                 let repo: Vec<u8> = match rng.below(30) {
@@ -313,6 +316,128 @@ impl CompetitionWorld {
                 })
             }
             _ => Step::new(ix(vec![Meta::ro(c.key), Meta::w(c.board)], cp::ROUND_TICK.to_vec())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::fuzz::load_env;
+    use crate::runtime::Outcome;
+
+    /// The largest round on the real program: 256 entries, 32 validators
+    /// staking, 15 of them voting another table before 16 others reach the
+    /// quorum of 16. Every step fits the default 200,000 CU of
+    /// an instruction; prints the compute of each kind (programs/competition/README.md).
+    #[test]
+    fn the_largest_round_fits_the_compute_budget() {
+        let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/deploy");
+        let Ok(mut env) = load_env(&deploy) else {
+            eprintln!("skipped: no programs in {} (scripts/build-programs.sh)", deploy.display());
+            return;
+        };
+        let mut w = CompetitionWorld::new(&mut env);
+        let mut max: std::collections::BTreeMap<&str, u64> = Default::default();
+        let mut run = |env: &mut Env, name: &'static str, step: Step| {
+            for (k, a) in step.setup {
+                env.accounts.insert(k, a);
+            }
+            env.sysvars.slot += 1;
+            let out = env.process(&step.ix);
+            assert_eq!(out, Outcome::Ok, "{name}");
+            let cu = max.entry(name).or_default();
+            *cu = (*cu).max(env.last_cu);
+        };
+        // A pooled competition with a stake and a quorum of 16.
+        let mut rng = Rng(3);
+        let mut create = w.create(&mut env, &mut rng);
+        let c = w.comps.last().map(|c| (c.key, c.board, c.pool)).unwrap();
+        let (comp, board, pool) = (c.0, c.1, c.2.expect("a pool"));
+        let id = format!("comp-{}", w.count).into_bytes();
+        create.ix.data = W::new(cp::COMPETITION_CREATE)
+            .string(&id)
+            .u8(0)
+            .u64(1_000_000)
+            .bytes(&[3; 32])
+            .u32(1024)
+            .u8(0)
+            .bytes(&[4; 32])
+            .string(b"hf://datasets/fuzz")
+            .u32(10)
+            .u32(5_000)
+            .u32(1_000)
+            .u64(100)
+            .u16(psyche_competition_interface::MAX_PAGES_PER_ROUND)
+            .u32(10_000)
+            .u64(1_000)
+            .u64(1_000)
+            .u64(10)
+            .bool(false)
+            .u8(16)
+            .done();
+        run(&mut env, "competition_create", create);
+        let top_up = Instr {
+            program: TOKEN_PROGRAM,
+            metas: vec![Meta::w(w.authority_ata), Meta::ro(w.mint), Meta::w(pool), Meta::s(w.authority)],
+            data: W(vec![12]).u64(100_000).u8(DECIMALS).done(),
+        };
+        run(&mut env, "top-up", Step::new(top_up));
+        // 32 validators, each with tokens to stake.
+        for i in 0..32u64 {
+            let v = key("cu-validator", i);
+            fund(&mut env, v, 10 * SOL);
+            let a = ata(&v, &w.mint);
+            let lamports = env.sysvars.rent_minimum(165);
+            env.accounts.insert(a, Account { lamports, data: token_account_data(&w.mint, &v, 100), owner: TOKEN_PROGRAM, executable: false });
+            let metas = vec![Meta::ws(v), Meta::w(comp), Meta::w(board), none(), Meta::w(a), Meta::w(pool), Meta::ro(w.mint), Meta::ro(TOKEN_PROGRAM)];
+            run(&mut env, "validator_join", Step::new(ix(metas, cp::VALIDATOR_JOIN.to_vec())));
+        }
+        // 256 miners.
+        for i in 0..256u64 {
+            let m = key("cu-miner", i);
+            fund(&mut env, m, 10 * SOL);
+            let (s, _) = env.find_pda(&[b"Submission", &comp, &m], &keys::COMPETITION).unwrap();
+            let data = W::new(cp::SUBMISSION_COMMIT).bytes(&[i as u8; 32]).bytes(&[7; 32]).u64(1_000).string(&[b'r'; 192]).done();
+            let metas = vec![Meta::ws(m), Meta::ro(comp), Meta::w(board), Meta::w(s), Meta::ro(SYSTEM_PROGRAM)];
+            run(&mut env, "submission_commit", Step::new(ix(metas, data)));
+        }
+        let tick = || Step::new(ix(vec![Meta::ro(comp), Meta::w(board)], cp::ROUND_TICK.to_vec()));
+        run(&mut env, "round_tick (open)", tick());
+        env.sysvars.slot += 1;
+        run(&mut env, "round_tick (seed)", tick());
+        let c = Comp { key: comp, board, pool: Some(pool) };
+        let validators: Vec<Key> = (0..32).map(|i| key("cu-validator", i)).collect();
+        for (i, v) in validators.iter().enumerate() {
+            let data = CompetitionWorld::ballot(&env, &c, (i < 15).then_some(0));
+            let name = match i {
+                30 => "round_vote (final, 15 faults)",
+                31 => "round_vote (late)",
+                _ => "round_vote",
+            };
+            run(&mut env, name, Step::new(ix(vec![Meta::s(*v), Meta::w(comp), Meta::w(board), Meta::ro(pool)], data)));
+        }
+        let b = CompetitionWorld::with_board(&env, &c, |b| (b.round_state(), b.validators().iter().filter(|v| v.status == 2).count())).unwrap();
+        assert_eq!(b, (RoundState::Final, 15));
+        let m = key("cu-miner", 0);
+        let (s, _) = env.find_pda(&[b"Submission", &comp, &m], &keys::COMPETITION).unwrap();
+        let ma = ata(&m, &w.mint);
+        let lamports = env.sysvars.rent_minimum(165);
+        env.accounts.insert(ma, Account { lamports, data: token_account_data(&w.mint, &m, 0), owner: TOKEN_PROGRAM, executable: false });
+        let earned = CompetitionWorld::with_board(&env, &c, |b| b.submissions[0].earned.get()).unwrap();
+        if earned > 0 {
+            let metas = vec![Meta::s(m), Meta::w(comp), Meta::w(board), Meta::ro(s), Meta::w(pool), Meta::w(ma), Meta::ro(w.mint), Meta::ro(TOKEN_PROGRAM)];
+            run(&mut env, "submission_claim", Step::new(ix(metas, cp::SUBMISSION_CLAIM.to_vec())));
+        }
+        run(&mut env, "stake_burn", Step::new(ix(vec![Meta::w(comp), Meta::w(pool), Meta::w(w.mint), Meta::ro(TOKEN_PROGRAM)], cp::STAKE_BURN.to_vec())));
+        let leave = vec![Meta::s(validators[20]), Meta::w(comp), Meta::w(board), Meta::w(ata(&validators[20], &w.mint)), Meta::w(pool), Meta::ro(w.mint), Meta::ro(TOKEN_PROGRAM)];
+        run(&mut env, "validator_leave", Step::new(ix(leave, cp::VALIDATOR_LEAVE.to_vec())));
+        run(&mut env, "round_tick (open)", tick());
+        for (name, cu) in &max {
+            println!("{name}: {cu} CU");
+            assert!(*cu <= 200_000, "{name}: {cu} CU");
         }
     }
 }
