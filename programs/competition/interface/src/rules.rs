@@ -1,4 +1,4 @@
-//! Weight, payout and digest arithmetic (SPEC.md "Arithmetic"): the parts
+//! Weight, payout and digest arithmetic (../../README.md, "The arithmetic"): the parts
 //! the program runs on chain. Integer only, no u128 multiply or divide and
 //! no large stack buffers, so that it builds for upstream BPF and fits the
 //! vote instruction's frame.
