@@ -13,8 +13,8 @@ import (
 var ErrMintNotAllowed = errors.New("the mint cannot be a run's collateral")
 
 // mintExtensions names Token-2022's mint extension types; allowed marks the
-// ones run_create accepts (ALLOWED_MINT_EXTENSIONS in the program's
-// interface crate; a test keeps the two lists equal), why says what each
+// ones run_create accepts (ALLOWED_MINT_EXTENSIONS in programs/sdk's token
+// module; a test keeps the two lists equal), why says what each
 // refused one could do to the run's tokens.
 var mintExtensions = map[uint16]struct {
 	name    string

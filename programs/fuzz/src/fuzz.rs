@@ -12,6 +12,7 @@ use crate::invariants;
 use crate::keys;
 use crate::mutate;
 use crate::runtime::{Account, Env, Instr, Key, Outcome, Sysvars};
+use crate::competition::CompetitionWorld;
 use crate::worlds::{AuthorizerWorld, CoordinatorWorld, Program, TreasurerWorld};
 
 #[allow(clippy::large_enum_variant)]
@@ -19,6 +20,7 @@ pub enum World {
     Coordinator(CoordinatorWorld),
     Authorizer(AuthorizerWorld),
     Treasurer(TreasurerWorld),
+    Competition(CompetitionWorld),
 }
 
 impl World {
@@ -27,6 +29,7 @@ impl World {
             Program::Coordinator => World::Coordinator(CoordinatorWorld::new(env)),
             Program::Authorizer => World::Authorizer(AuthorizerWorld::new(env)),
             Program::Treasurer => World::Treasurer(TreasurerWorld::new(env)),
+            Program::Competition => World::Competition(CompetitionWorld::new(env)),
         }
     }
     fn step(&mut self, env: &mut Env, rng: &mut Rng) -> Step {
@@ -34,6 +37,7 @@ impl World {
             World::Coordinator(w) => w.step(env, rng),
             World::Authorizer(w) => w.step(env, rng),
             World::Treasurer(w) => w.step(env, rng),
+            World::Competition(w) => w.step(env, rng),
         }
     }
     fn state_label(&self, env: &Env) -> &'static str {
@@ -41,6 +45,7 @@ impl World {
             World::Coordinator(w) => w.state_label(env),
             World::Authorizer(_) => "-",
             World::Treasurer(w) => w.state_label(env),
+            World::Competition(w) => w.state_label(env),
         }
     }
     fn after(&mut self, env: &Env) {
@@ -98,13 +103,14 @@ pub struct Fuzzer {
     trace: u64,
 }
 
-/// Loads the three programs' .so files from `deploy`.
+/// Loads the programs' .so files from `deploy`.
 pub fn load_env(deploy: &Path) -> Result<Env, String> {
     let mut env = Env::new();
     for (id, name, file) in [
         (keys::COORDINATOR, "coordinator", "psyche_coordinator.so"),
         (keys::AUTHORIZER, "authorizer", "psyche_authorizer.so"),
         (keys::TREASURER, "treasurer", "psyche_treasurer.so"),
+        (keys::COMPETITION, "competition", "psyche_competition.so"),
     ] {
         let path = deploy.join(file);
         let elf = std::fs::read(&path).map_err(|e| format!("{}: {e} (build with scripts/build-programs.sh)", path.display()))?;
@@ -120,6 +126,8 @@ pub fn ix_name(ix: &Instr) -> String {
         &psyche_authorizer::INSTRUCTIONS
     } else if ix.program == keys::TREASURER {
         &psyche_treasurer::INSTRUCTIONS
+    } else if ix.program == keys::COMPETITION {
+        &psyche_competition::INSTRUCTIONS
     } else {
         return format!("native:{}", ix.data.first().copied().unwrap_or(0));
     };
@@ -144,6 +152,11 @@ pub fn error_name(program: &Key, code: u64) -> String {
     }
     if *program == keys::TREASURER {
         if let Some(e) = psyche_treasurer_interface::ERRORS.iter().find(|e| e.code() == c) {
+            return e.name().to_string();
+        }
+    }
+    if *program == keys::COMPETITION {
+        if let Some(e) = psyche_competition_interface::ERRORS.iter().find(|e| e.code() == c) {
             return e.name().to_string();
         }
     }

@@ -9,7 +9,12 @@
 //!   logic crate (`psyche_coordinator_logic::invariants::check`, which its
 //!   random walk asserts too);
 //! - every touched Treasurer Run holds at least its deposits in its
-//!   collateral account, when both are touched.
+//!   collateral account, when both are touched;
+//! - every touched Competition keeps its books with its board and pool (when
+//!   the bank holds them): unclaimed == the entries' sum of earned -
+//!   claimed, stakes == the validators' stakes, and the pool holds at least
+//!   the reserve (unclaimed + stakes + forfeited); its board's round is in a
+//!   known state with at most 32 votes and 256 entries.
 
 use std::collections::BTreeMap;
 
@@ -88,6 +93,46 @@ pub fn check(env: &Env, pre: &[(Key, Option<Account>)], out: &Outcome) -> Result
                 }
             }
         }
+    }
+    for (k, a) in &post {
+        if a.owner == keys::COMPETITION && a.data.get(..8) == Some(&psyche_competition_interface::COMPETITION_ACCOUNT[..]) {
+            check_competition(env, a).map_err(|e| format!("competition {}: {e}", env.name(k)))?;
+        }
+    }
+    Ok(())
+}
+
+fn check_competition(env: &Env, a: &Account) -> Result<(), String> {
+    use psyche_competition_interface::{Board, Competition, RoundState, BOARD_ACCOUNT, MAX_SUBMISSIONS, MAX_VALIDATORS};
+    let c = Competition::decode(&a.data).map_err(|e| format!("does not decode: {e:?}"))?;
+    let reserve = c.reserve().map_err(|e| format!("reserve: {e:?}"))?;
+    if c.has_pool() {
+        if let Some(t) = env.accounts.get(&c.pool.to_bytes()).and_then(|p| read_token_account(&p.data)) {
+            if t.amount < reserve {
+                return Err(format!("the pool holds {} tokens, less than its reserve {reserve}", t.amount));
+            }
+        }
+    } else if reserve != 0 {
+        return Err(format!("no pool, yet a reserve of {reserve}"));
+    }
+    let Some(b) = env.accounts.get(&c.board.to_bytes()).filter(|b| b.owner == keys::COMPETITION) else { return Ok(()) };
+    let Some(b) = Board::from_bytes(&b.data).filter(|b| b.discriminator == BOARD_ACCOUNT) else { return Ok(()) };
+    if c.closed {
+        return Err("closed, with its board open".into());
+    }
+    if usize::from(b.submission_count.get()) > MAX_SUBMISSIONS || usize::from(b.validator_count) > MAX_VALIDATORS {
+        return Err("board counts out of range".into());
+    }
+    if RoundState::from_u8(b.round.state).is_none() || usize::from(b.round.vote_count) > MAX_VALIDATORS || b.round.entries.get() > b.submission_count.get() {
+        return Err(format!("round out of shape: state {}, {} votes", b.round.state, b.round.vote_count));
+    }
+    let owed: u128 = b.entries().iter().map(|e| u128::from(e.earned.get()) - u128::from(e.claimed.get().min(e.earned.get()))).sum();
+    if b.entries().iter().any(|e| e.claimed.get() > e.earned.get()) || owed != u128::from(c.unclaimed) {
+        return Err(format!("unclaimed {} != the entries' earned - claimed {owed}", c.unclaimed));
+    }
+    let staked: u128 = b.validators().iter().map(|v| u128::from(v.stake.get())).sum();
+    if staked != u128::from(c.stakes) {
+        return Err(format!("stakes {} != the validators' stakes {staked}", c.stakes));
     }
     Ok(())
 }

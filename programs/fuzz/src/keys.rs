@@ -18,6 +18,7 @@ pub const ED25519_PROGRAM: Key = addr("Ed25519SigVerify1111111111111111111111111
 pub const COORDINATOR: Key = psyche_coordinator::ID.to_bytes();
 pub const AUTHORIZER: Key = psyche_authorizer_interface::ID.to_bytes();
 pub const TREASURER: Key = psyche_treasurer_interface::ID.to_bytes();
+pub const COMPETITION: Key = psyche_competition_interface::ID.to_bytes();
 
 /// A deterministic wallet key for a role and index: a point of the curve, as
 /// a keypair's public key is (off-curve addresses are PDAs, which cannot sign

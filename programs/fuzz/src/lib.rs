@@ -6,6 +6,7 @@ pub mod keys;
 pub mod pda;
 pub mod runtime;
 pub mod sbf;
+pub mod competition;
 pub mod coord;
 pub mod fuzz;
 pub mod gen;

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use psyche_fuzz::fuzz::{load_env, Fuzzer, Options};
 use psyche_fuzz::worlds::Program;
 
-const USAGE: &str = "usage: psyche-fuzz [--program coordinator|authorizer|treasurer|all] [--iterations N] [--seed S]
+const USAGE: &str = "usage: psyche-fuzz [--program coordinator|authorizer|treasurer|competition|all] [--iterations N] [--seed S]
                    [--mutate PERCENT] [--no-save] [--interpreted] [--deploy DIR] [--corpus DIR]
                    [--findings DIR] [--repro FILE] [--cu-repro MEMBERS] [-v]";
 

@@ -17,6 +17,8 @@ fn discriminators(program: &[u8; 32]) -> Vec<[u8; 8]> {
         &psyche_coordinator::INSTRUCTIONS
     } else if *program == keys::AUTHORIZER {
         &psyche_authorizer::INSTRUCTIONS
+    } else if *program == keys::COMPETITION {
+        &psyche_competition::INSTRUCTIONS
     } else {
         &psyche_treasurer::INSTRUCTIONS
     };
@@ -119,7 +121,7 @@ fn one(step: &mut Step, env: &Env, rng: &mut Rng) {
             // by someone else (anyone can make such an account).
             let i = rng.below(ix.metas.len() as u64) as usize;
             let orig = env.get(&ix.metas[i].key);
-            let owner = *rng.pick(&[SYSTEM_PROGRAM, TOKEN_PROGRAM, keys::key("attacker-program", 0), keys::COORDINATOR, keys::AUTHORIZER, keys::TREASURER]);
+            let owner = *rng.pick(&[SYSTEM_PROGRAM, TOKEN_PROGRAM, keys::key("attacker-program", 0), keys::COORDINATOR, keys::AUTHORIZER, keys::TREASURER, keys::COMPETITION]);
             if owner == orig.owner {
                 return;
             }

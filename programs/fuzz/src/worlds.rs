@@ -2,7 +2,9 @@
 //! well-formed instructions that move it forward. Instructions of the program
 //! under test count towards its executions; the others a world sends to make
 //! progress (a System transfer, Coordinator ticks and witnesses in a
-//! Treasurer run) are "support", checked by the same invariants.
+//! Treasurer run, SPL top-ups of a competition's pool) are "support",
+//! checked by the same invariants. The Competition's world is in
+//! competition.rs.
 
 use psyche_authorizer as ap;
 use psyche_coordinator as cp;
@@ -25,6 +27,7 @@ pub enum Program {
     Coordinator,
     Authorizer,
     Treasurer,
+    Competition,
 }
 
 impl Program {
@@ -33,6 +36,7 @@ impl Program {
             Program::Coordinator => keys::COORDINATOR,
             Program::Authorizer => keys::AUTHORIZER,
             Program::Treasurer => keys::TREASURER,
+            Program::Competition => keys::COMPETITION,
         }
     }
     pub fn name(self) -> &'static str {
@@ -40,17 +44,18 @@ impl Program {
             Program::Coordinator => "coordinator",
             Program::Authorizer => "authorizer",
             Program::Treasurer => "treasurer",
+            Program::Competition => "competition",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
-        [Program::Coordinator, Program::Authorizer, Program::Treasurer].into_iter().find(|p| p.name() == s)
+        Program::all().into_iter().find(|p| p.name() == s)
     }
-    pub fn all() -> [Program; 3] {
-        [Program::Coordinator, Program::Authorizer, Program::Treasurer]
+    pub fn all() -> [Program; 4] {
+        [Program::Coordinator, Program::Authorizer, Program::Treasurer, Program::Competition]
     }
 }
 
-fn fund(env: &mut Env, k: Key, lamports: u64) {
+pub(crate) fn fund(env: &mut Env, k: Key, lamports: u64) {
     env.accounts.insert(k, Account { lamports, data: vec![], owner: SYSTEM_PROGRAM, executable: false });
 }
 

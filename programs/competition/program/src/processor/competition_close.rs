@@ -20,9 +20,9 @@ pub fn competition_close(accounts: &[AccountView], args: &[u8]) -> ProgramResult
     require_authority(&c, authority)?;
     check_board(board, &c, competition)?;
     c.check_closable().map_err(|e| e.fail())?;
+    validate::close(board, spill)?;
     c.closed = true;
     store_competition(competition, &c)?;
-    validate::close(board, spill)?;
     emit(&COMPETITION_CLOSED, |w| {
         w.address(competition.address())?;
         Ok(())
