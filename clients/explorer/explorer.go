@@ -12,6 +12,11 @@
 // logged; the runs it touched are then re-read. A resync every
 // Options.Resync re-reads every run, for what no Coordinator transaction
 // announces (a token top-up) and anything missed.
+//
+// It shows the Competition program's competitions too (competitions.go,
+// compview.go): each one's settings, pool, board and rounds, whose wins,
+// weights and payouts it rebuilds from the votes and events of the
+// competition's transactions.
 package explorer
 
 import (
@@ -27,6 +32,7 @@ import (
 	"github.com/gagliardetto/solana-go/rpc/ws"
 
 	"github.com/psyche-go/psyche/clients/chain"
+	"github.com/psyche-go/psyche/clients/competition"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/treasurer"
 )
@@ -45,10 +51,14 @@ type Options struct {
 	PollInterval time.Duration
 	// Resync is how often every run is re-read (default 30 s).
 	Resync time.Duration
-	// History is how many of each run's newest transactions are read at
-	// start (default 1000).
+	// History is how many of each run's (and each competition's) newest
+	// transactions are read at start (default 1000).
 	History int
 	Log     *slog.Logger
+	// CompetitionID is the Competition program whose competitions are
+	// shown (zero: the id the bindings were generated with). A cluster
+	// without it shows none.
+	CompetitionID solana.PublicKey
 }
 
 // Sources of updates, as the API reports them.
@@ -62,6 +72,7 @@ const (
 type Indexer struct {
 	opts Options
 	tp   treasurer.Program
+	cp   competition.Program
 	log  *slog.Logger
 
 	mu       sync.Mutex
@@ -75,10 +86,16 @@ type Indexer struct {
 	ready    chan struct{} // closed once every run and its history was read
 	list     cached
 
+	comps      map[string]*compData           // by competition id (competitions.go)
+	compByAddr map[solana.PublicKey]*compData // by competition account
+	compList   cached
+
 	// Only Run's goroutine touches these.
-	seen    *sigSet
-	newest  solana.Signature // the program's newest transaction read; polling resumes after it
-	catchUp chan struct{}    // the websocket (re)connected: poll once for what it missed
+	seen       *sigSet
+	newest     solana.Signature // the program's newest transaction read; polling resumes after it
+	catchUp    chan struct{}    // the websocket (re)connected: poll once for what it missed
+	compSeen   *sigSet
+	compNewest solana.Signature // the Competition program's newest transaction read
 }
 
 // New returns an indexer; Run starts it.
@@ -95,13 +112,18 @@ func New(opts Options) *Indexer {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.CompetitionID.IsZero() {
+		opts.CompetitionID = competition.Default().ID
+	}
 	return &Indexer{
 		opts: opts, log: opts.Log,
 		tp:     treasurer.Program{ID: opts.TreasurerID, Coordinator: opts.Coordinator},
+		cp:     competition.Program{ID: opts.CompetitionID},
 		runs:   map[string]*runData{},
 		byAcct: map[solana.PublicKey]*runData{},
+		comps:  map[string]*compData{}, compByAddr: map[solana.PublicKey]*compData{},
 		source: SourcePolling, changed: make(chan struct{}), ready: make(chan struct{}),
-		seen: newSigSet(1 << 14), catchUp: make(chan struct{}, 1),
+		seen: newSigSet(1 << 14), catchUp: make(chan struct{}, 1), compSeen: newSigSet(1 << 14),
 	}
 }
 
@@ -230,6 +252,10 @@ func (x *Indexer) Run(ctx context.Context) error {
 				err = x.poll(ctx)
 				behind = err != nil && x.sourceIs(SourceWebsocket)
 			}
+			if err == nil {
+				// Competitions are polled for, websocket or not.
+				err = x.pollCompetitions(ctx)
+			}
 		case <-resync.C:
 			err = x.sync(ctx, false)
 			resyncDue = err != nil
@@ -337,8 +363,16 @@ func (x *Indexer) poll(ctx context.Context) error {
 }
 
 // sync lists the runs and re-reads every run's state and Treasurer run;
-// first, it also reads each run's newest History transactions.
+// first, it also reads each run's newest History transactions. Then the
+// same for the competitions (syncCompetitions).
 func (x *Indexer) sync(ctx context.Context, first bool) error {
+	if err := x.syncRuns(ctx, first); err != nil {
+		return err
+	}
+	return x.syncCompetitions(ctx, first)
+}
+
+func (x *Indexer) syncRuns(ctx context.Context, first bool) error {
 	if first {
 		newest, err := x.signatures(ctx, x.opts.Coordinator.ID, solana.Signature{}, 1)
 		if err != nil {

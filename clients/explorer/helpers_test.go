@@ -216,7 +216,7 @@ func startExplorer(t *testing.T, n *programtest.Net, c *chain.Client, live bool)
 	logs := &syncbuf.Buffer{}
 	x := explorer.New(explorer.Options{
 		Chain: c, Coordinator: coordinator.Program{ID: n.IDs[deploy.Coordinator]}, TreasurerID: n.IDs[deploy.Treasurer],
-		Live: live, PollInterval: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(logs, nil)),
+		CompetitionID: n.IDs[deploy.Competition], Live: live, PollInterval: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := httptest.NewServer(explorer.Handler(ctx, x))

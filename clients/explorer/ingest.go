@@ -125,18 +125,10 @@ func (x *Indexer) mentionsUnknownRun(txs []*txData) bool {
 // time, witness reports (instruction data) and the events the Coordinator
 // logged while running each instruction (x.mu held).
 func (x *Indexer) recordLocked(d *txData, touched map[*runData]bool) {
-	segments := logSegments(d.logs, x.opts.Coordinator.ID)
-	for _, ix := range d.ixs {
-		program := d.key(ix.ProgramIDIndex)
-		// Precompiles (ed25519 proofs) log nothing: a segment belongs to
-		// the next instruction of the program it names.
-		var lines []string
-		if len(segments) > 0 && segments[0].program == program.String() {
-			lines, segments = segments[0].lines, segments[1:]
-		}
+	d.eachInstruction(x.opts.Coordinator.ID, func(ix solana.CompiledInstruction, program solana.PublicKey, lines []string) {
 		rd := x.runOfLocked(d, ix)
 		if rd == nil {
-			continue
+			return
 		}
 		touched[rd] = true
 		rd.touch(d.at)
@@ -150,6 +142,23 @@ func (x *Indexer) recordLocked(d *txData, touched map[*runData]bool) {
 				rd.addEvent(ev, d.at)
 			}
 		}
+	})
+}
+
+// eachInstruction calls f with each top-level instruction of d, the
+// program it invokes, and the log lines author wrote while running it
+// (logSegments: none when author did not run).
+func (d *txData) eachInstruction(author solana.PublicKey, f func(ix solana.CompiledInstruction, program solana.PublicKey, lines []string)) {
+	segments := logSegments(d.logs, author)
+	for _, ix := range d.ixs {
+		program := d.key(ix.ProgramIDIndex)
+		// Precompiles (ed25519 proofs) log nothing: a segment belongs to
+		// the next instruction of the program it names.
+		var lines []string
+		if len(segments) > 0 && segments[0].program == program.String() {
+			lines, segments = segments[0].lines, segments[1:]
+		}
+		f(ix, program, lines)
 	}
 }
 

@@ -31,6 +31,12 @@ var static embed.FS
 //	GET /api/runs/{id}          RunDetail, 404 with {"error": ...} for an unknown run
 //	GET /api/stream             server-sent events: "update" with the RunList at every change
 //	GET /api/runs/{id}/stream   "update" with the RunDetail at every change; "gone" if the run is closed
+//	GET /competitions                     the competitions (the same page)
+//	GET /competitions/{id}                a competition's page, 404 for an unknown one
+//	GET /api/competitions                 CompetitionList
+//	GET /api/competitions/{id}            CompetitionDetail, 404 with {"error": ...} for an unknown one
+//	GET /api/stream/competitions          "update" with the CompetitionList at every change
+//	GET /api/competitions/{id}/stream     "update" with the CompetitionDetail at every change; "gone" once it is unknown
 //
 // Requests wait for the indexer's first read of the chain. Streams end
 // when ctx does, so that the server shuts down promptly.
@@ -44,8 +50,14 @@ func Handler(ctx context.Context, x *Indexer) http.Handler {
 	mux.HandleFunc("GET /api/runs/{id}", s.run)
 	mux.HandleFunc("GET /api/stream", s.listStream)
 	mux.HandleFunc("GET /api/runs/{id}/stream", s.runStream)
+	mux.HandleFunc("GET /competitions", s.page)
+	mux.HandleFunc("GET /competitions/{id}", s.competitionPage)
+	mux.HandleFunc("GET /api/competitions", s.competitions)
+	mux.HandleFunc("GET /api/competitions/{id}", s.competition)
+	mux.HandleFunc("GET /api/stream/competitions", s.competitionsStream)
+	mux.HandleFunc("GET /api/competitions/{id}/stream", s.competitionStream)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.notFound(w, r, fmt.Errorf("no page at %s: the explorer serves / and /runs/RUN_ID", r.URL.Path))
+		s.notFound(w, r, fmt.Errorf("no page at %s: the explorer serves / and /runs/RUN_ID, /competitions and /competitions/ID", r.URL.Path))
 	})
 	return mux
 }
@@ -93,11 +105,22 @@ func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 	s.page(w, r)
 }
 
+func (s *server) competitionPage(w http.ResponseWriter, r *http.Request) {
+	if !s.ready(r) {
+		return
+	}
+	if _, err := s.x.CompetitionJSON(r.PathValue("id")); err != nil {
+		s.notFound(w, r, err)
+		return
+	}
+	s.page(w, r)
+}
+
 var notFoundPage = template.Must(template.New("404").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Not found · Psyche run explorer</title><link rel="stylesheet" href="/static/style.css"></head>
-<body><header><a class="brand" href="/">Psyche run explorer</a></header>
-<main><h1>Not found</h1><p class="error" id="error">{{.}}</p><p><a href="/">All runs</a></p></main></body></html>
+<title>Not found · Psyche run explorer</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/static/style.css"></head>
+<body><header><a class="brand" href="/">Psyche run explorer</a><nav><a href="/">Runs</a><a href="/competitions">Competitions</a></nav></header>
+<main><h1>Not found</h1><p class="error" id="error">{{.}}</p><p><a href="/">All runs</a> · <a href="/competitions">All competitions</a></p></main></body></html>
 `))
 
 // notFound answers 404 with err: as JSON to the API, as a page otherwise.
@@ -136,6 +159,33 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
+func (s *server) competitions(w http.ResponseWriter, r *http.Request) {
+	if s.ready(r) {
+		writeJSON(w, http.StatusOK, s.x.CompetitionsJSON())
+	}
+}
+
+func (s *server) competition(w http.ResponseWriter, r *http.Request) {
+	if !s.ready(r) {
+		return
+	}
+	body, err := s.x.CompetitionJSON(r.PathValue("id"))
+	if err != nil {
+		s.notFound(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *server) competitionsStream(w http.ResponseWriter, r *http.Request) {
+	s.stream(w, r, func() ([]byte, error) { return s.x.CompetitionsJSON(), nil })
+}
+
+func (s *server) competitionStream(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.stream(w, r, func() ([]byte, error) { return s.x.CompetitionJSON(id) })
+}
+
 func (s *server) listStream(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, func() ([]byte, error) { return s.x.ListJSON(), nil })
 }
@@ -149,7 +199,8 @@ func (s *server) runStream(w http.ResponseWriter, r *http.Request) {
 const streamPing = 15 * time.Second
 
 // stream sends body as an "update" event now and after every change that
-// alters it; when body fails (the run was closed) it sends "gone" and ends.
+// alters it; when body fails (the run was closed, the competition is no
+// longer listed) it sends "gone" and ends.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, body func() ([]byte, error)) {
 	if !s.ready(r) {
 		return
@@ -174,7 +225,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, body func() ([]b
 		changed := s.x.Changed() // before reading, so that no change goes unseen
 		b, err := body()
 		switch {
-		case errors.Is(err, errNoRun):
+		case errors.Is(err, errNoRun) || errors.Is(err, errNoCompetition):
 			msg, _ := json.Marshal(map[string]string{"error": err.Error()})
 			fmt.Fprintf(w, "event: gone\ndata: %s\n\n", msg)
 			flusher.Flush()

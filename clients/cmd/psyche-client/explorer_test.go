@@ -28,6 +28,7 @@ func TestExplorerCommand(t *testing.T) {
 	fails(exitBadInput, "--poll-interval must be at least 100ms", "explorer", "--poll-interval", "0s")
 	fails(exitBadInput, "is not a ws(s) URL", "explorer", "--ws-rpc", "http://127.0.0.1:8900")
 	fails(exitBadInput, "--treasurer-program-id", "explorer", "--treasurer-program-id", "nope")
+	fails(exitBadInput, "--competition-program-id", "explorer", "--competition-program-id", "nope")
 
 	v := localnettest.Start(t, localnet.Options{SlotDuration: 100 * time.Millisecond})
 	programtest.Deploy(t, v, "psyche_authorizer")
@@ -68,14 +69,12 @@ func TestExplorerCommand(t *testing.T) {
 		t.Fatalf("first line %q (%v)", line, err)
 	}
 	go io.Copy(io.Discard, stdout)
-	resp, err := http.Get(url + "api/runs")
-	if err != nil {
-		t.Fatal(err)
+	if body := explorerGet(t, url+"api/runs"); !strings.Contains(body, `"run_id":"cli-explorer"`) || !strings.Contains(body, `"source":"polling"`) {
+		t.Fatalf("GET /api/runs: %s", body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `"run_id":"cli-explorer"`) || !strings.Contains(string(body), `"source":"polling"`) {
-		t.Fatalf("GET /api/runs: %s %s", resp.Status, body)
+	// This cluster has no Competition program: no competitions, no error.
+	if body := explorerGet(t, url+"api/competitions"); body != `{"source":"polling","competitions":[]}` {
+		t.Fatalf("GET /api/competitions: %s", body)
 	}
 	if !strings.Contains(stderr.String(), "no websocket endpoint: polling for new transactions") {
 		t.Errorf("stderr does not say the explorer polls: %s", stderr)
@@ -89,4 +88,19 @@ func TestExplorerCommand(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the explorer did not stop within 10 s of Ctrl-C")
 	}
+}
+
+// explorerGet is the body of a 200 answer to GET url.
+func explorerGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s %s", url, resp.Status, body)
+	}
+	return string(body)
 }

@@ -1,13 +1,17 @@
 package explorertest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -32,6 +36,9 @@ func Chromium() (string, error) {
 type Browser struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	errors []string // uncaught exceptions, console.error calls and error log entries
 }
 
 // NewBrowser starts the browser at path, headless; Close stops it.
@@ -44,7 +51,49 @@ func NewBrowser(ctx context.Context, path string) (*Browser, error) {
 		b.Close()
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
+	if err := chromedp.Listen(tab, func(ev any) {
+		var msg string
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			msg = "exception: " + ev.ExceptionDetails.Text
+			if e := ev.ExceptionDetails.Exception; e != nil {
+				msg += " " + e.Description
+			}
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type != runtime.ConsoleAPICalledTypeError {
+				return
+			}
+			msg = "console.error:"
+			for _, a := range ev.Args {
+				msg += " " + cmp.Or(a.Description, string(a.Value))
+			}
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level != cdplog.EntryLevelError {
+				return
+			}
+			msg = fmt.Sprintf("%s error: %s (%s)", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL)
+		default:
+			return
+		}
+		b.mu.Lock()
+		b.errors = append(b.errors, msg)
+		b.mu.Unlock()
+	}); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return b, nil
+}
+
+// Errors returns the page's errors since the last call: uncaught
+// exceptions, console.error calls and error entries of the browser's log
+// (a failed request among them).
+func (b *Browser) Errors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.errors
+	b.errors = nil
+	return out
 }
 
 // Close stops the browser.

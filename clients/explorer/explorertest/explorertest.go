@@ -28,7 +28,7 @@ import (
 )
 
 // Programs are the programs a Net needs (programtest.Launch or Start).
-var Programs = []string{deploy.Authorizer, deploy.Coordinator, deploy.Treasurer}
+var Programs = []string{deploy.Authorizer, deploy.Coordinator, deploy.Treasurer, deploy.Competition}
 
 // Run is a run on a Net and the wallets that joined it.
 type Run struct {

@@ -1,7 +1,8 @@
 // The run explorer's page: renders the list of runs at / and a run at
-// /runs/ID from the server's event streams (server.go), which send the
-// whole view at once and again at every change. Everything from the chain
-// goes into text nodes, never HTML.
+// /runs/ID, the competitions at /competitions and one at /competitions/ID,
+// from the server's event streams (server.go), which send the whole view
+// at once and again at every change. Everything from the chain goes into
+// text nodes, never HTML.
 'use strict';
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -39,7 +40,7 @@ function withKeys(text) {
 const num = (n) => (n === null || n === undefined ? dash : Number(n).toLocaleString('en-US'));
 const finite = (v) => typeof v === 'number' && Number.isFinite(v);
 const fixed = (v, d) => (finite(v) ? v.toFixed(d) : v === null || v === undefined ? dash : String(v));
-const badge = (s) => el('span', { class: 'badge ' + (s || '') }, s || 'unknown');
+const badge = (s) => el('span', { class: 'badge ' + (s || '').replace(/\s+/g, '-') }, s || 'unknown');
 function human(v, units) {
   if (!finite(v)) return dash;
   let i = 0;
@@ -98,8 +99,9 @@ function niceTicks(lo, hi, n) {
 const palette = ['#0b62d6', '#d9480f', '#2b8a3e', '#ae3ec9', '#e67700', '#1098ad', '#c2255c', '#5f3dc4'];
 
 // lineChart draws series ({name, points: [[x, y]...]}) as an SVG that
-// scales with its box. Each series is a polyline of all its points.
-function lineChart(id, caption, series, yFormat) {
+// scales with its box. Each series is a polyline of all its points; x is
+// a step unless xLabel says otherwise.
+function lineChart(id, caption, series, yFormat, xLabel = 'step') {
   const W = 640, H = 260, m = { l: 66, r: 14, t: 12, b: 34 };
   const pts = series.flatMap((s) => s.points);
   if (!pts.length) return el('figure', {}, el('figcaption', {}, caption), empty('No data yet.'));
@@ -118,7 +120,7 @@ function lineChart(id, caption, series, yFormat) {
   for (const v of niceTicks(x0, x1, 6).filter((v) => Number.isInteger(v))) {
     g.append(svg('text', { x: X(v), y: H - m.b + 16, 'text-anchor': 'middle' }, num(v)));
   }
-  g.append(svg('text', { x: W - m.r, y: H - 2, 'text-anchor': 'end' }, 'step'));
+  g.append(svg('text', { x: W - m.r, y: H - 2, 'text-anchor': 'end' }, xLabel));
   series.forEach((s, i) => {
     const color = palette[i % palette.length];
     g.append(svg('polyline', { class: 'series', stroke: color, 'data-series': s.name,
@@ -126,7 +128,7 @@ function lineChart(id, caption, series, yFormat) {
     if (s.points.length <= 80) {
       for (const p of s.points) {
         g.append(svg('circle', { cx: X(p[0]), cy: Y(p[1]), r: 2.5, fill: color },
-          svg('title', {}, `${s.name} step ${p[0]}: ${yFormat(p[1])}`)));
+          svg('title', {}, `${s.name} ${xLabel} ${p[0]}: ${yFormat(p[1])}`)));
       }
     }
   });
@@ -297,6 +299,120 @@ function verification(v) {
   return out;
 }
 
+// Competitions (the Competition program): the list, and a competition's
+// settings, pool, current round, entries, rounds with their weights and
+// payouts, curves, validators, faults and events.
+
+const pct = (v) => (finite(v) ? (v * 100).toFixed(1) + '%' : dash);
+const ppm = (v) => (finite(v) ? +(v / 1e4).toFixed(4) + '%' : dash);
+const hexEl = (h) => (h ? el('code', { title: h }, h.length > 12 ? h.slice(0, 8) + '…' : h) : dash);
+const yesNo = (b) => (b === undefined || b === null ? dash : b ? 'yes' : 'no');
+
+function renderCompetitions(list) {
+  document.title = 'Competitions · Psyche run explorer';
+  const rows = list.competitions.map((c) => [
+    el('a', { href: '/competitions/' + encodeURIComponent(c.id) }, c.id),
+    [badge(c.phase || 'unread'), c.paused ? [' ', badge('paused')] : null, c.closed ? [' ', badge('closed')] : null],
+    num(c.round), num(c.entries), num(c.validators), c.pool_balance === null ? dash : num(c.pool_balance), activity(c.last_activity)]);
+  app.replaceChildren(el('div', { id: 'competitions-view' }, el('h1', {}, 'Competitions'),
+    rows.length ? table('competitions', [['Competition'], ['Phase'], ['Round', 1], ['Entries', 1], ['Validators', 1], ['Pool', 1],
+      ['Last activity']], rows) : empty('No competitions on this cluster.')));
+}
+
+// entryName is an entry's label in the rounds table and the curves.
+const entryName = (entries, i) => '#' + i + (entries[i] ? ' ' + short(entries[i].miner) : '');
+
+function renderCompetition(d) {
+  document.title = d.id + ' · competition · Psyche run explorer';
+  const r = d.round, p = d.pool, entries = d.entries;
+  const finals = d.rounds.filter((x) => x.weights);
+  app.replaceChildren(el('div', { id: 'competition-view' },
+    el('h1', {}, d.id, ' ', badge(r.phase), d.paused ? [' ', badge('paused')] : null, d.closed ? [' ', badge('closed')] : null),
+    d.read_error ? el('p', { class: 'error' }, d.read_error) : null,
+    facts([
+      ['Model', d.architecture ? `${d.architecture}, at most ${params(d.max_params)} parameters` : dash], ['Sequence length', num(d.seq_len)],
+      ['Precision', d.precision || dash], ['Dataset root', hexEl(d.data_root)], ['Dataset location', d.data_location || dash],
+      ['Sequences per page', num(d.sequences_per_page)],
+      ['Epsilon', d.epsilon_start_ppm === d.epsilon_end_ppm ? ppm(d.epsilon_start_ppm)
+        : `${ppm(d.epsilon_start_ppm)} → ${ppm(d.epsilon_end_ppm)} over ${num(d.epsilon_decay_slots)} slots`],
+      ['Pages per round', num(d.pages_per_round)], ['Temperature', fixed(d.temperature, 3)], ['Round slots', num(d.round_slots)],
+      ['Quorum', num(d.quorum)], ['Validators', d.permissioned ? 'permissioned' : 'anyone'], ['Validator stake', num(d.validator_stake)],
+      ['Authority', keyEl(d.authority)], ['Created at slot', num(d.created_slot)], ['Last activity', activity(d.last_activity)],
+    ]),
+    section('Reward pool', p ? facts([
+      ['Balance', num(p.balance)], ['Reward per round', num(p.reward_per_round)], ['Owed to miners', num(p.unclaimed)],
+      ['Stakes', num(p.stakes)], ['Forfeited, to burn', num(p.forfeited)], ['Withdrawable', num(p.withdrawable)],
+      ['Paid in all', num(p.total_paid)], ['Burned in all', num(p.total_burned)], ['Mint', keyEl(p.mint)], ['Pool account', keyEl(p.account)],
+    ]) : empty('This competition pays no rewards.')),
+    section('Current round', r.number ? [facts([
+      ['Round', num(r.number)], ['Phase', badge(r.phase)], ['Opened at slot', num(r.open_slot)],
+      ['Seed', hexEl(r.seed)], ['Votes due by slot', r.deadline_slot ? num(r.deadline_slot) : dash],
+      ['Eligible entries', r.eligible.length ? r.eligible.map((i) => '#' + i).join(' ') : dash], ['Pages', num(r.pages)],
+      ['Quorum', num(r.quorum)], ['Paid', num(r.paid)],
+    ]), r.votes.length ? table('round-votes', [['Validator'], ['Digest'], ['Agrees']],
+      r.votes.map((v) => [keyEl(v.validator), hexEl(v.digest),
+        v.agrees === undefined ? el('span', { class: 'muted' }, 'not final') : v.agrees ? 'yes' : el('span', { class: 'bad' }, 'no')]))
+      : empty('No vote yet.')] : empty('No round opened yet.')),
+    section('Entries', entries.length ? table('entries', [['#', 1], ['Miner'], ['Committed at slot', 1], ['Status'], ['Wins', 1], ['Weight', 1],
+      ['Earned', 1], ['Claimed', 1], ['Claimable', 1], ['Repo'], ['Revision']],
+    entries.map((e) => [e.index, keyEl(e.miner), num(e.slot), badge(e.excluded ? 'excluded' : 'active'), num(e.wins), pct(e.weight),
+      num(e.earned), num(e.claimed), num(e.claimable), e.repo || dash, hexEl(e.revision)]))
+      : empty('No submission yet.')),
+    section('Weights and payouts over rounds'), el('div', { class: 'charts' },
+      lineChart('weight-chart', 'Weight per entry (final rounds)', entrySeries(finals, entries, (x, i) => x.weights[i]), pct, 'round'),
+      lineChart('payout-chart', 'Cumulative payouts per entry', cumulative(entrySeries(finals, entries, (x, i) => x.payouts[i])), (v) => human(v, ['', 'K', 'M', 'B', 'T']), 'round')),
+    section('Rounds', d.rounds.length ? roundsHistory(d.rounds, entries) : empty('No round seen yet.')),
+    section('Validators', d.validators.length ? table('validators', [['Validator'], ['Stake', 1], ['Status'], ['Votes', 1], ['Faults', 1]],
+      d.validators.map((v) => [keyEl(v.key), num(v.stake), badge(v.status), num(v.votes), num(v.faults)]))
+      : empty('No validator has joined.')),
+    section('Faults', d.faults.length ? table('faults', [['When'], ['Round', 1], ['Validator'], ['Forfeited', 1]],
+      d.faults.slice().reverse().map((f) => [timeEl(f.time), num(f.round), keyEl(f.validator), num(f.forfeited)]))
+      : empty('No validator has been faulted.')),
+    section('Events', d.events.length ? table('competition-events', [['When'], ['Event'], ['What', 0, 'wrap']],
+      d.events.slice().reverse().map((e) => [timeEl(e.time), e.name === 'ValidatorFaulted' ? el('span', { class: 'bad' }, e.name) : e.name, withKeys(e.text)]))
+      : empty('No submission, validator or claim event seen yet.')),
+  ));
+}
+
+// entrySeries is, per entry, value(round, index) over the rounds that have it.
+function entrySeries(rounds, entries, value) {
+  const n = Math.max(entries.length, ...rounds.map((x) => x.weights.length));
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const points = rounds.filter((x) => i < x.weights.length).map((x) => [x.number, value(x, i)]);
+    if (points.length) out.push({ name: entryName(entries, i), points });
+  }
+  return out;
+}
+
+function cumulative(series) {
+  return series.map((s) => {
+    let sum = 0;
+    return { name: s.name, points: s.points.map(([x, y]) => [x, (sum += y)]) };
+  });
+}
+
+// roundsHistory is one row per round, newest first: its outcome, votes,
+// pot, and per entry its wins · weight · payout.
+function roundsHistory(rounds, entries) {
+  const n = Math.max(entries.length, ...rounds.map((x) => (x.wins || []).length));
+  const cols = [['Round', 1], ['Outcome'], ['Opened at slot', 1], ['Votes', 1], ['Paid', 1], ['Credited', 1], ['Temperature', 1]];
+  for (let i = 0; i < n; i++) cols.push([entryName(entries, i)]);
+  return [table('competition-rounds', cols, rounds.slice().reverse().map((x) => {
+    const agreeing = x.votes.filter((v) => v.agrees).length;
+    const row = [(x.current ? '▶ ' : '') + x.number, x.exact || !x.weights ? badge(x.outcome) : el('span', { title: x.note }, badge(x.outcome), ' ≈'),
+      num(x.open_slot), x.outcome === 'final' ? `${agreeing} of ${x.votes.length} agree` : num(x.votes.length),
+      x.outcome === 'final' ? num(x.paid) : dash, x.outcome === 'final' ? num(x.credited) : dash,
+      x.temperature_ppm ? fixed(x.temperature_ppm / 1e6, 3) : dash];
+    for (let i = 0; i < n; i++) {
+      row.push(x.weights && i < x.weights.length
+        ? `${x.wins[i]} · ${pct(x.weights[i])} · ${num(x.payouts[i])}`
+        : x.eligible.includes(i) ? el('span', { class: 'muted' }, 'eligible') : dash);
+    }
+    return row;
+  })), el('p', { class: 'muted note' }, 'Per entry: wins · weight · payout of each final round. ≈: the weights are rebuilt from part of the history (hover for why).')];
+}
+
 function until(t) {
   const s = Math.round(t - Date.now() / 1000);
   return s > 0 ? `in ${s} s` : 'due';
@@ -313,9 +429,20 @@ function gone(message) {
   app.replaceChildren(el('h1', {}, 'Run closed'), el('p', { class: 'error' }, message), el('p', {}, el('a', { href: '/' }, 'All runs')));
 }
 
+function competitionGone(message) {
+  setStatus(null, false);
+  app.replaceChildren(el('h1', {}, 'Competition gone'), el('p', { class: 'error' }, message),
+    el('p', {}, el('a', { href: '/competitions' }, 'All competitions')));
+}
+
 const m = location.pathname.match(/^\/runs\/([^/]+)$/);
+const cm = location.pathname.match(/^\/competitions\/([^/]+)$/);
 if (m) {
   follow('/api/runs/' + m[1] + '/stream', renderRun, gone);
+} else if (cm) {
+  follow('/api/competitions/' + cm[1] + '/stream', renderCompetition, competitionGone);
+} else if (location.pathname === '/competitions') {
+  follow('/api/stream/competitions', renderCompetitions, competitionGone);
 } else {
   follow('/api/stream', renderRuns, gone);
 }
