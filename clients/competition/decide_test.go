@@ -35,7 +35,7 @@ func TestDecideTable(t *testing.T) {
 	}
 }
 
-// sim is the program's round machine as SPEC.md gives it, driven by
+// sim is the program's round machine as programs/competition/README.md gives it, driven by
 // validators that run Decide: each evaluation takes a validator a number of
 // slots, and every action lands in the slot it is decided in.
 type sim struct {

@@ -1,5 +1,5 @@
 // Package evaluate is a competition validator's deterministic evaluation
-// (programs/competition/SPEC.md, "Which model a round evaluates" and
+// (programs/competition/README.md, "Which model a round evaluates" and
 // "Off-chain"): which pages of the competition's dataset a round draws from
 // its seed (Pages), fetching and checking each entry's model (Fetch, Check:
 // every failure that is the miner's is an *Invalid), and the loss table of
@@ -24,7 +24,7 @@ import (
 )
 
 // Submission is the model an entry has in a round (the Submission
-// account's current or prev fields, as SPEC.md's rule picks them).
+// account's current or prev fields, as programs/competition/README.md's rule picks them).
 type Submission struct {
 	Index      uint16           // the entry's index on the board
 	Miner      solana.PublicKey // who committed it
@@ -36,7 +36,7 @@ type Submission struct {
 }
 
 // RoundModel is the commit of an entry that a round opened at openSlot
-// evaluates (SPEC.md, "Which model a round evaluates"): current when it
+// evaluates (programs/competition/README.md, "Which model a round evaluates"): current when it
 // was committed before openSlot, else prev when there is one (a commit
 // during the round moved the earlier one there); ok is false when neither
 // was (the entry is not eligible).

@@ -8,7 +8,7 @@ import (
 	"math"
 )
 
-// Pages draws a round's pages from its seed (SPEC.md, "Off-chain"): the
+// Pages draws a round's pages from its seed (programs/competition/README.md, "Off-chain"): the
 // dataset's numSequences make num_pages = floor(numSequences /
 // sequencesPerPage) whole pages, and page j of the round (j = 0 ..
 // pages-1) is the first of u64 LE(sha256(seed ‖ "page" ‖ j u32 LE ‖

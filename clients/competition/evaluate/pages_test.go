@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// referencePages is SPEC.md's rule written as plainly as possible: the
+// referencePages is programs/competition/README.md's rule written as plainly as possible: the
 // message assembled by appends, the modulus taken after decoding, the
 // already-drawn check a linear scan.
 func referencePages(seed [32]byte, numSequences uint64, spp uint32, n int) []uint64 {
@@ -40,7 +40,7 @@ func seq32() [32]byte {
 }
 
 // The vectors were computed independently (Python's hashlib and struct,
-// the rule of SPEC.md) and checked by hand against the reference above;
+// the rule of programs/competition/README.md) and checked by hand against the reference above;
 // the second draws every page of 12, so most of its pages took retries
 // (attempts 0, 1, 2, 1, 1, 0, 11, 1, 4, 3, 6, 0).
 func TestPagesVectors(t *testing.T) {
@@ -137,7 +137,7 @@ func TestPagesRefusesTooSmallADataset(t *testing.T) {
 	}
 }
 
-// SPEC.md's rule: current when committed before the round opened, else
+// programs/competition/README.md's rule: current when committed before the round opened, else
 // the previous commit (a commit during the round), else not eligible.
 func TestRoundModel(t *testing.T) {
 	cur, prev := Submission{Slot: 50, Repo: "current"}, Submission{Slot: 20, Repo: "prev"}

@@ -50,7 +50,7 @@ func DefaultMicroBatch(cfg trainer.Config, sequencesPerPage uint32) int {
 	return max(mb, 1)
 }
 
-// LossTable is the round's loss table (SPEC.md, "Off-chain"): for each
+// LossTable is the round's loss table (programs/competition/README.md, "Off-chain"): for each
 // model in entry order, for each page, the trainer's Eval mean loss over
 // the page's sequencesPerPage sequences at c.SeqLen tokens and c's
 // precision, model-major; +Inf on every page of an invalid model. It

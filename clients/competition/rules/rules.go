@@ -1,7 +1,7 @@
 // Package rules is the Competition program's arithmetic for validators and
 // tools: the epsilon decay, the win function, the wins of a loss table, the
 // Q32 exponential, the softmax weights, the payouts, a vote's digest and a
-// round's seed (programs/competition/SPEC.md, "Arithmetic").
+// round's seed (programs/competition/README.md, "Arithmetic").
 //
 // It mirrors the Rust crate psyche-competition-interface
 // (programs/competition/interface/src/rules.rs) bit for bit: a validator's

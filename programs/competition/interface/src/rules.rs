@@ -1,4 +1,4 @@
-//! Win, weight and payout arithmetic (SPEC.md "Arithmetic"), the one
+//! Win, weight and payout arithmetic (the program README's "Arithmetic"), the one
 //! definition every validator and the program agree on bit for bit. The Go
 //! mirror is `clients/competition/rules`; `tests/vectors.rs` writes the shared
 //! vectors (`testdata/competition_vectors.json`) that its tests check.
@@ -167,7 +167,7 @@ pub fn wins(
 /// shifted right by k. Within 1 + 1e-8 relative units of the exact value;
 /// non-increasing in z except for rises of one unit between z values less
 /// than 4 apart (the terms' floors). (Terms 12 and 13 are always 0 for
-/// r < LN2_Q32; the loop keeps them, as SPEC.md states the recipe.)
+/// r < LN2_Q32; the loop keeps them, as programs/competition/README.md states the recipe.)
 pub fn exp_neg_q32(z: u64) -> u64 {
     // Note: LN2_Q32 is a nonzero constant.
     #[allow(clippy::arithmetic_side_effects)]
@@ -362,7 +362,7 @@ mod tests {
         Epsilon { start_ppm: start, end_ppm: end, decay_slots: decay }
     }
 
-    /// SPEC.md's formula with a u128 intermediate (host only).
+    /// programs/competition/README.md's formula with a u128 intermediate (host only).
     fn epsilon_reference(start: u32, end: u32, decay: u64, age: u64) -> u32 {
         if decay == 0 || age >= decay {
             return end;
