@@ -1277,7 +1277,7 @@ func openCompetitionID(c *cli.Context, id string, newCtx func(*cli.Context) (*co
 }
 
 // competitionData opens the competition's dataset: its data location, or
-// the first of flags given, pinned to its data root. It checks that the
+// the first of flags (at least one) given, pinned to its data root. It checks that the
 // data is the competition's (tokenizer, sequences) and returns the
 // constraints models are evaluated under; the caller closes it.
 func competitionData(c *cli.Context, acc *competition.Account, flags ...string) (provider.Provider, evaluate.Constraints, error) {
@@ -1294,7 +1294,7 @@ func competitionData(c *cli.Context, acc *competition.Account, flags ...string) 
 		if flag != "" {
 			return nil, evaluate.Constraints{}, badInputf("--%s: %w", flag, err)
 		}
-		return nil, evaluate.Constraints{}, fmt.Errorf("open the competition's data (%s): %w; give a copy of it with --%s", loc, err, cmpOr(flags, "data"))
+		return nil, evaluate.Constraints{}, fmt.Errorf("open the competition's data (%s): %w; give a copy of it with --%s", loc, err, flags[0])
 	}
 	fail := func(err error) (provider.Provider, evaluate.Constraints, error) {
 		p.Close()
@@ -1315,13 +1315,6 @@ func competitionData(c *cli.Context, acc *competition.Account, flags ...string) 
 		return fail(err)
 	}
 	return p, cons, nil
-}
-
-func cmpOr(flags []string, def string) string {
-	if len(flags) > 0 {
-		return flags[0]
-	}
-	return def
 }
 
 // competitionModelDir is --model-dir, else the competition's directory in

@@ -365,9 +365,10 @@ func TestCompetitionCommands(t *testing.T) {
 	// The first validator runs alone: it opens round 1, seeds it, votes, and
 	// the round waits for the quorum of 2. Pausing then keeps the round
 	// final once the second validator votes.
-	validate := func(path, name string) *bgCLI {
-		return startCLI(t, append([]string{"competition", "validate", "--id", id, "--model-dir", filepath.Join(dir, name), "--poll-ms", "100",
-			"--threads", "1", "-w", path}, net...)...)
+	validate := func(path, name string, extra ...string) *bgCLI {
+		args := append([]string{"competition", "validate", "--id", id, "--model-dir", filepath.Join(dir, name), "--poll-ms", "100",
+			"--threads", "1", "-w", path}, extra...)
+		return startCLI(t, append(args, net...)...)
 	}
 	waitShow := func(what string, cond func(competition.Summary) bool) competition.Summary {
 		t.Helper()
@@ -493,5 +494,13 @@ func TestCompetitionCommands(t *testing.T) {
 	_, errOut, code = runCLI(t, nil, append([]string{"competition", "validate", "--id", "cli-perm", "-w", v1Path, "--model-dir", filepath.Join(dir, "x")}, net...)...)
 	if code != exitFailure || !strings.Contains(errOut, `competition "cli-perm" is closed`) {
 		t.Fatalf("validate of a closed competition: exit %d, %s", code, errOut)
+	}
+
+	// validate --join stakes again for a validator that left, and waits out the pause.
+	val1 = validate(v1Path, "v1", "--join")
+	waitShow("v1 back", func(s competition.Summary) bool { return s.Validators[0].Status == "active" && s.Pool.Stakes == 100 })
+	val1.cmd.Process.Signal(os.Interrupt)
+	if code := val1.wait(t, 20*time.Second); code != 0 || !strings.Contains(val1.stderr.String(), "validates competition") {
+		t.Fatalf("validate --join after Ctrl-C: exit %d\n%s", code, val1.stderr)
 	}
 }
