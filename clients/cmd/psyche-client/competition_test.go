@@ -504,3 +504,43 @@ func TestCompetitionCommands(t *testing.T) {
 		t.Fatalf("validate --join after Ctrl-C: exit %d\n%s", code, val1.stderr)
 	}
 }
+
+// Every competition command names its missing required flags in one line,
+// exit 2, before it reads a key or a cluster.
+func TestCompetitionMissingRequiredFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		missing []string
+	}{
+		{[]string{"competition", "create"}, []string{"id", "data", "architecture", "max-params", "sequences-per-page", "pages-per-round", "epsilon",
+			"temperature", "round-slots", "quorum"}},
+		{[]string{"competition", "update"}, []string{"id"}},
+		{[]string{"competition", "show"}, []string{"id"}},
+		{[]string{"competition", "join"}, []string{"id"}},
+		{[]string{"competition", "leave"}, []string{"id"}},
+		{[]string{"competition", "submit"}, []string{"id", "model", "hub-repo"}},
+		{[]string{"competition", "validate"}, []string{"id"}},
+		{[]string{"competition", "check"}, []string{"id"}},
+		{[]string{"competition", "claim"}, []string{"id"}},
+		{[]string{"competition", "burn-stakes"}, []string{"id"}},
+		{[]string{"competition", "withdraw"}, []string{"id"}},
+		{[]string{"competition", "close"}, []string{"id"}},
+		{[]string{"train", "--competition", "c"}, []string{"checkpoint-dir", "hub-repo"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, errOut, code := runCLI(t, nil, tc.args...)
+			verb := " is required"
+			if len(tc.missing) > 1 {
+				verb = " are required"
+			}
+			name := strings.Join(tc.args, " ")
+			if tc.args[0] == "train" {
+				name = "train"
+			}
+			want := "psyche-client: " + name + ": --" + strings.Join(tc.missing, ", --") + verb + "\n"
+			if code != exitBadInput || errOut != want {
+				t.Errorf("exit %d, stderr %q; want exit %d, stderr %q", code, errOut, exitBadInput, want)
+			}
+		})
+	}
+}
