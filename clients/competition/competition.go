@@ -152,12 +152,10 @@ func (p Program) Create(ctx context.Context, c *chain.Client, payer, authority, 
 	if err != nil {
 		return nil, Competition{}, err
 	}
-	ata := treasurer.AssociatedTokenProgramID
-	if mint.IsZero() {
-		ata = p.ID
-	}
+	// The Associated Token program is passed with or without a pool: the
+	// program checks it either way (competition_create.rs).
 	create, err := p.rebind(competition.NewCompetitionCreateInstruction(params, payer, authority, addr, board,
-		k.optional(k.Mint), k.optional(k.Pool), k.optional(k.TokenProgram), ata, solana.SystemProgramID))
+		k.optional(k.Mint), k.optional(k.Pool), k.optional(k.TokenProgram), treasurer.AssociatedTokenProgramID, solana.SystemProgramID))
 	if err != nil {
 		return nil, Competition{}, err
 	}

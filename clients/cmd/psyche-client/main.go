@@ -218,6 +218,7 @@ func commands() []*cli.Command {
 		identityCommands(),
 		coordinatorCommands(),
 		treasurerCommands(),
+		competitionCommands(),
 		{trainCommand(), predownloadCommand(), verifyCommand(), sampleCommand(), evalCommand(), evalConvertCommand()},
 		{runManagerCommand(), explorerCommand()},
 		runConfigCommands(),

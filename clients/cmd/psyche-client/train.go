@@ -22,6 +22,7 @@ import (
 	"github.com/psyche-go/psyche/clients/client"
 	"github.com/psyche-go/psyche/clients/cmd/psyche-client/p2pflags"
 	"github.com/psyche-go/psyche/clients/cmd/psyche-client/statusflags"
+	"github.com/psyche-go/psyche/clients/competition/miner"
 	"github.com/psyche-go/psyche/clients/coordinator"
 	"github.com/psyche-go/psyche/clients/data/provider"
 	"github.com/psyche-go/psyche/clients/eval"
@@ -66,14 +67,16 @@ func trainCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "eval-tasks", Usage: "benchmark tasks to score the model of every epoch on, between epochs, and publish on chain: task files (JSONL, " +
 			"as psyche-client eval reads them) and/or " + eval.Builtin},
 		&cli.IntFlag{Name: "eval-task-max-docs", Aliases: []string{"eval-limit"}, Usage: "items per --eval-tasks task at most, a sample that --eval-seed picks (0: all)"},
-		&cli.Uint64Flag{Name: "eval-seed", Usage: "seed of the items --eval-task-max-docs samples and of --prompt-task's prompt: the same seed, file and count score the same items on every client", Value: eval.DefaultSeed},
+		&cli.Uint64Flag{Name: "eval-seed", Usage: "seed of the items --eval-task-max-docs samples and of --prompt-task's prompt: the same seed, file and count score the same items on every client; " +
+			"with --competition, of the pages models are scored on", Value: eval.DefaultSeed},
 		&cli.BoolFlag{Name: "prompt-task", Usage: "continue a built-in prompt (picked by --eval-seed and the epoch) with the model of every epoch, up to 32 tokens greedily, log the text and publish the tokens on chain, where anyone can check them"},
 		&cli.StringFlag{Name: "tokenizer-file", Usage: "the tokenizer.json of a run whose model names one (json:<sha256>): checked against that hash"},
-		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here (a restart resumes from it; hub checkpoints are kept here too)"},
+		&cli.StringFlag{Name: "checkpoint-dir", Usage: "write a safetensors checkpoint at the end of every epoch here (a restart resumes from it; hub checkpoints are kept here too); " +
+			"with --competition, the model file of every session and the models it starts from"},
 		&cli.IntFlag{Name: "keep-steps", Usage: "checkpoints to keep with --delete-old-steps", Value: client.DefaultKeepSteps},
 		&cli.BoolFlag{Name: "delete-old-steps", Usage: "delete all but the newest --keep-steps checkpoints", Value: true},
 		&cli.BoolFlag{Name: "hub-upload", Usage: "be a checkpointer: at the end of every epoch upload the model to the run's hub repo and announce it on chain"},
-		&cli.StringFlag{Name: "hub-token-file", Usage: "file holding the hub's bearer token for --hub-upload (default: $" + hubTokenEnv + ")"},
+		&cli.StringFlag{Name: "hub-token-file", Usage: "file holding the hub's bearer token for --hub-upload, and for --competition's uploads (default: $" + hubTokenEnv + ")"},
 		&cli.StringFlag{Name: "write-gradients-dir", Usage: "write this client's DeMo payload of every step here, with its replay state and the model the step started from (one model file per step) for psyche-client verify; " +
 			"the newest --keep-gradients-steps steps are kept"},
 		&cli.IntFlag{Name: "keep-gradients-steps", Usage: "the newest steps whose --write-gradients-dir files are kept (older ones are removed). verify replays a step whose commitment the chain holds: " +
@@ -90,16 +93,51 @@ func trainCommand() *cli.Command {
 	}
 	flags = append(flags, statusflags.Flags()...)
 	flags = append(flags, cheatFlags()...)
+	flags = append(flags, competitionTrainFlags()...)
 	return &cli.Command{
-		Name:  "train",
-		Usage: "join a run and train in it until it is Finished (Ctrl-C leaves the run)",
+		Name: "train",
+		Usage: "join a run and train in it until it is Finished (Ctrl-C leaves the run); with --competition, train a model alone for a " +
+			"competition and submit it whenever it improves",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
+			if c.IsSet("competition") {
+				return competitionTrain(c)
+			}
+			if err := refuseFlags(c, func(n string) bool { return competitionTrainOnly[n] }, "without --competition"); err != nil {
+				return err
+			}
 			if err := requireFlags(c, runIDFlag.Name); err != nil {
 				return err
 			}
 			return train(c)
 		},
+	}
+}
+
+// competitionTrainFlags are the flags of train's competition mode
+// (competitionTrain); --data-dir, --data-url, --checkpoint-dir, --threads,
+// --hub-token-file and --eval-seed serve both modes.
+func competitionTrainFlags() []cli.Flag {
+	lr, _ := strconv.ParseFloat(strconv.FormatFloat(float64(miner.Defaults.LR), 'g', -1, 32), 64)
+	return []cli.Flag{
+		&cli.StringFlag{Name: "competition", Usage: "train a model alone for this competition (its id), as SN9's miners do, instead of joining a run: " +
+			"sessions of --steps AdamW steps over the competition's dataset (--data-dir/--data-url: a copy of it), each ending with the model " +
+			"written to --checkpoint-dir (required), scored on --eval-pages pages of the dataset drawn from sha256 of --eval-seed's decimal digits, " +
+			"and uploaded to --hub-repo (required) and submitted when its loss beats the best (the start model's, else the wallet's own entry's) " +
+			"by more than the competition's epsilon"},
+		competitionProgramFlag,
+		&cli.IntFlag{Name: "steps", Usage: "with --competition: training steps of a session", Value: 100},
+		&cli.IntFlag{Name: "sessions", Usage: "with --competition: sessions to train", Value: 1},
+		&cli.IntFlag{Name: "batch-size", Usage: "with --competition: sequences of a training step", Value: miner.Defaults.Batch},
+		&cli.Float64Flag{Name: "learning-rate", Usage: "with --competition: the peak learning rate (reached after a warmup of " +
+			strconv.Itoa(miner.Defaults.Warmup) + " steps)", Value: lr},
+		&cli.StringFlag{Name: "model-config", Usage: "with --competition: start from fresh weights of this shape: a preset (" +
+			strings.Join(trainer.ConfigNames(), ", ") + ") or a model file; the vocabulary is the dataset's, the context the competition's"},
+		&cli.Uint64Flag{Name: "init-seed", Usage: "with --competition and --model-config: the seed of the fresh weights"},
+		&cli.BoolFlag{Name: "load-best", Usage: "with --competition: start from the model of the entry with the highest weight in the last final round (ties: the lower index)"},
+		&cli.StringFlag{Name: "load-submission", Usage: "with --competition: start from this miner's submitted model (its pubkey)"},
+		&cli.StringFlag{Name: "hub-repo", Usage: "with --competition: the hub repo submitted models are uploaded to: a base URL such as http://host:9100/comp, or file:///DIR"},
+		&cli.IntFlag{Name: "eval-pages", Usage: "with --competition: pages of the dataset each session's model is scored on", Value: 8},
 	}
 }
 
