@@ -73,6 +73,7 @@ func competitionCommands() []*cli.Command {
 			competitionUpdateCommand(),
 			competitionListCommand(),
 			competitionShowCommand(),
+			competitionStandingsCommand(),
 			competitionJoinCommand(),
 			competitionLeaveCommand(),
 			competitionSubmitCommand(),
@@ -519,6 +520,60 @@ func competitionShow(c *cli.Context) error {
 		return err
 	}
 	return printJSON(c, s)
+}
+
+func competitionStandingsCommand() *cli.Command {
+	return &cli.Command{
+		Name: "standings",
+		Usage: "print a competition's round and its entries as a table: wins and weight in the last final round, " +
+			"earned and claimed (show has everything, as JSON)",
+		Flags:  competitionReadFlags(),
+		Action: competitionStandings,
+	}
+}
+
+func competitionStandings(c *cli.Context) error {
+	if err := requireFlagsNoArgs(c, competitionIDFlag.Name); err != nil {
+		return err
+	}
+	cc, k, acc, err := openCompetition(c, newCompetitionReadCtx)
+	if err != nil {
+		return err
+	}
+	if acc.Closed {
+		return badInputf("competition %q is closed: its board is gone (show prints what is left)", acc.Id)
+	}
+	s, err := k.Summarize(c.Context, cc.client)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	r := s.Round
+	fmt.Fprintf(w, "competition %s: round %d %s (%d entries eligible, %d votes of a quorum of %d)", s.ID, r.Number, r.Phase, len(r.Eligible), len(r.Votes), r.Quorum)
+	if s.Pool != nil {
+		fmt.Fprintf(w, "; pool %d, owed %d, paid %d in all", s.Pool.Balance, s.Pool.Unclaimed, s.Pool.TotalPaid)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%5s  %-12s %10s %-9s %6s %8s %12s %12s\n", "entry", "miner", "slot", "status", "wins", "weight", "earned", "claimed")
+	for _, e := range s.Entries {
+		status := "active"
+		if e.Excluded {
+			status = "excluded"
+		}
+		fmt.Fprintf(w, "%5d  %-12s %10d %-9s %6d %8.4f %12d %12d\n", e.Index, short(e.Miner), e.Slot, status, e.Wins, e.Weight, e.Earned, e.Claimed)
+	}
+	for _, v := range s.Validators {
+		fmt.Fprintf(w, "validator %s: %s, stake %d, %d votes, %d faults\n", short(v.Key), v.Status, v.Stake, v.Votes, v.Faults)
+	}
+	return nil
+}
+
+// short is a key's first and last four characters.
+func short(key string) string {
+	if len(key) <= 12 {
+		return key
+	}
+	return key[:4] + "…" + key[len(key)-4:]
 }
 
 func competitionJoinCommand() *cli.Command {

@@ -400,6 +400,12 @@ func TestCompetitionCommands(t *testing.T) {
 		t.Fatalf("check printed:\n%s", out)
 	}
 	t.Logf("check:\n%s", out)
+	table := ok("competition", "standings", "--id", id)
+	if !strings.Contains(table, "round 1 final (2 entries eligible, 2 votes of a quorum of 2)") ||
+		!regexp.MustCompile(`(?m)^ +1 +\S+ +\d+ active +6 `).MatchString(table) || !regexp.MustCompile(`(?m)^ +0 +\S+ +\d+ active +0 `).MatchString(table) ||
+		strings.Count(table, "validator ") != 2 {
+		t.Fatalf("standings printed:\n%s", table)
+	}
 	for _, v := range []solana.PublicKey{v1.PublicKey(), v2.PublicKey()} {
 		if !strings.Contains(out, "vote "+v.String()+" ") {
 			t.Fatalf("check names no vote of %s:\n%s", v, out)
@@ -516,6 +522,7 @@ func TestCompetitionMissingRequiredFlags(t *testing.T) {
 			"temperature", "round-slots", "quorum"}},
 		{[]string{"competition", "update"}, []string{"id"}},
 		{[]string{"competition", "show"}, []string{"id"}},
+		{[]string{"competition", "standings"}, []string{"id"}},
 		{[]string{"competition", "join"}, []string{"id"}},
 		{[]string{"competition", "leave"}, []string{"id"}},
 		{[]string{"competition", "submit"}, []string{"id", "model", "hub-repo"}},
