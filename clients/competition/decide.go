@@ -33,7 +33,8 @@ type View struct {
 	// SeedSlot and Deadline are the round's (SeedPending: its seed comes
 	// from the first slot after SeedSlot; Evaluating: votes until Deadline).
 	SeedSlot, Deadline uint64
-	// Openable: a tick now would open a round (some entry is eligible).
+	// Openable: a tick now would open a round (a round length has passed
+	// since the last one opened, and some entry is eligible).
 	Openable bool
 	// Voted: the board holds this validator's vote for Round.
 	Voted bool

@@ -43,6 +43,7 @@ type sim struct {
 	quorum           int
 	round            uint64
 	phase            Phase
+	openSlot         uint64
 	seedSlot         uint64
 	deadline         uint64
 	votes            map[int]bool
@@ -50,11 +51,14 @@ type sim struct {
 	refusedTicks     int
 }
 
+// due: a round length has passed since the last round opened.
+func (s *sim) due() bool { return s.round == 0 || s.slot >= s.openSlot+s.roundSlots }
+
 func (s *sim) tick() bool {
 	switch {
-	case s.phase == PhaseNone || s.phase == PhaseFinal || s.phase == PhaseExpired:
+	case (s.phase == PhaseNone || s.phase == PhaseFinal || s.phase == PhaseExpired) && s.due():
 		s.round++
-		s.phase, s.seedSlot, s.votes = PhaseSeedPending, s.slot, map[int]bool{}
+		s.phase, s.openSlot, s.seedSlot, s.votes = PhaseSeedPending, s.slot, s.slot, map[int]bool{}
 	case s.phase == PhaseSeedPending && s.slot > s.seedSlot:
 		s.phase, s.deadline = PhaseEvaluating, s.slot+s.roundSlots
 	case s.phase == PhaseEvaluating && s.slot > s.deadline:
@@ -87,7 +91,7 @@ func runSim(t *testing.T, rng *rand.Rand, costs []uint64, quorum int, roundSlots
 				continue
 			}
 			view := View{Slot: s.slot, Member: true, Round: s.round, Phase: s.phase, SeedSlot: s.seedSlot, Deadline: s.deadline,
-				Openable: true, Voted: s.votes[i], Evaluated: v.evaluated == s.round && s.round > 0}
+				Openable: s.due(), Voted: s.votes[i], Evaluated: v.evaluated == s.round && s.round > 0}
 			switch Decide(view) {
 			case Tick:
 				s.tick()
@@ -132,8 +136,8 @@ func TestDecideSimulation(t *testing.T) {
 		if s.expired > 0 {
 			t.Fatalf("trial %d: costs %v within a window of %d slots, yet %d rounds expired", trial, costs, roundSlots, s.expired)
 		}
-		if s.round < 400/(2*roundSlots+3) {
-			t.Fatalf("trial %d: only %d rounds in 400 slots of %d-slot windows", trial, s.round, roundSlots)
+		if s.round < 400/(2*roundSlots+3) || s.round > 400/roundSlots+1 {
+			t.Fatalf("trial %d: %d rounds in 400 slots of %d-slot rounds", trial, s.round, roundSlots)
 		}
 		if s.refusedTicks >= n*int(s.round)*3 {
 			t.Fatalf("trial %d: %d refused ticks over %d rounds of %d validators", trial, s.refusedTicks, s.round, n)

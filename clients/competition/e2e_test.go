@@ -199,7 +199,7 @@ func TestCompetitionMinersCopiersAndALyingValidator(t *testing.T) {
 		Id: "e2e", Architecture: 0, MaxParams: 1 << 20, TokenizerHash: competition.TokenizerHash(info.Tokenizer), SeqLen: seqLen, Precision: 0,
 		DataRoot: root, DataLocation: "file:///e2e-data", SequencesPerPage: spp,
 		EpsilonStartPpm: epsilonPPM, EpsilonEndPpm: epsilonPPM, PagesPerRound: pagesPerRound, TemperaturePpm: temperaturePPM,
-		RoundSlots: 300, RewardPerRound: rewardPerRound, ValidatorStake: stake, Quorum: 2,
+		RoundSlots: 30, RewardPerRound: rewardPerRound, ValidatorStake: stake, Quorum: 2,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -234,9 +234,11 @@ func ViewOf(acc *Account, b *Board, me solana.PublicKey, slot uint64) View {
 			view.Voted = true
 		}
 	}
+	// A round opens at most once per round length (the program's rule).
+	due := r.Number == 0 || slot >= r.OpenSlot+acc.RoundSlots
 	for i := range int(b.SubmissionCount) {
 		e := b.Submissions[i]
-		if e.Status == EntryActive && (e.Slot < slot || (e.PrevSlot != 0 && e.PrevSlot < slot)) {
+		if due && e.Status == EntryActive && (e.Slot < slot || (e.PrevSlot != 0 && e.PrevSlot < slot)) {
 			view.Openable = true
 		}
 	}

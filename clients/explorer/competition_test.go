@@ -55,7 +55,7 @@ func playedCompetition(t *testing.T, n *programtest.Net) *explorertest.Competiti
 			k, err := explorertest.NewCompetition(ctx, n, competition.CreateParams{
 				Id: "comp-x", Architecture: 0, MaxParams: 1 << 20, TokenizerHash: competition.TokenizerHash("byte"), SeqLen: 32,
 				DataRoot: sha256.Sum256([]byte("explorer data")), DataLocation: "file:///explorer-test-data", SequencesPerPage: 4,
-				EpsilonStartPpm: 10_000, EpsilonEndPpm: 10_000, PagesPerRound: compPages, TemperaturePpm: compTemp, RoundSlots: 3000,
+				EpsilonStartPpm: 10_000, EpsilonEndPpm: 10_000, PagesPerRound: compPages, TemperaturePpm: compTemp, RoundSlots: 30,
 				RewardPerRound: compReward, ValidatorStake: compStake, Quorum: 2,
 			}, 1_000_000_000)
 			if err != nil {

@@ -498,21 +498,25 @@ impl Board {
         (bitmap, count)
     }
 
-    /// What round_tick does at slot `now`: expire a round past its deadline
-    /// (also while paused), else (not paused) open a round once the last one
-    /// is over and an entry is eligible, or seed an open round once
-    /// SlotHashes holds a slot after its opening (`newest_hash_slot`: its
-    /// newest entry's slot; None when empty).
-    pub fn tick_action(&self, now: u64, paused: bool, newest_hash_slot: Option<u64>) -> Result<Tick, E> {
+    /// What round_tick does at slot `now` in competition `c`: expire a round
+    /// past its deadline (also while paused), else (not paused) open a round
+    /// once the last one is over, `round_slots` have passed since it opened
+    /// (rounds come at most once per round length, so the reward per slot
+    /// does not depend on how fast validators are) and an entry is
+    /// eligible, or seed an open round once SlotHashes holds a slot after
+    /// its opening (`newest_hash_slot`: its newest entry's slot; None when
+    /// empty).
+    pub fn tick_action(&self, c: &Competition, now: u64, newest_hash_slot: Option<u64>) -> Result<Tick, E> {
         let state = self.round_state();
         if state == RoundState::Evaluating && now > self.round.deadline_slot.get() {
             return Ok(Tick::Expire);
         }
-        if paused {
+        if c.paused {
             return Err(E::CompetitionPaused);
         }
+        let due = self.round.number.get() == 0 || now >= self.round.open_slot.get().saturating_add(c.round_slots);
         match state {
-            RoundState::None | RoundState::Final | RoundState::Expired if self.eligible_at(now).1 > 0 => Ok(Tick::Open),
+            RoundState::None | RoundState::Final | RoundState::Expired if due && self.eligible_at(now).1 > 0 => Ok(Tick::Open),
             RoundState::SeedPending if newest_hash_slot.is_some_and(|s| s > self.round.seed_slot.get()) => Ok(Tick::Seed),
             _ => Err(E::NothingToTick),
         }

@@ -370,7 +370,7 @@ impl Fixture {
 
     fn tick(&mut self, now: u64) -> Result<Tick, CompetitionError> {
         let c = self.c.clone();
-        let t = self.b().tick_action(now, c.paused, Some(now.saturating_sub(1)))?;
+        let t = self.b().tick_action(&c, now, Some(now.saturating_sub(1)))?;
         match t {
             Tick::Open => {
                 self.board().open_round(&c, now)?;
@@ -466,10 +466,12 @@ fn a_second_commit_during_a_round_never_moves_the_model_it_evaluates() {
     let s = &f.subs[&1];
     assert_eq!(s.prev.commitment, [1; 32], "still A for the final round");
     assert_eq!(s.current.commitment, [5; 32]);
-    // The next round opens after it: it evaluates E, the latest.
-    f.round(200);
+    // The next round opens a round length (300 slots) after it, not
+    // before: it evaluates E, the latest.
+    assert_eq!(f.tick(399), Err(CompetitionError::NothingToTick), "one slot short of a round length");
+    f.round(400);
     let s = &f.subs[&1];
-    assert_eq!(evaluated_model(s.current.slot, s.prev.slot, 200), Some(Evaluated::Current));
+    assert_eq!(evaluated_model(s.current.slot, s.prev.slot, 400), Some(Evaluated::Current));
     f.check();
 }
 
@@ -517,9 +519,9 @@ fn rounds_open_seed_and_expire() {
     assert_eq!((r.number.get(), r.open_slot.get(), r.entries.get(), f.b().round_state()), (1, 11, 1, RoundState::SeedPending));
     assert_eq!((r.quorum, r.pages.get(), r.epsilon_start_ppm.get()), (2, 4, 5_000), "the rules it opened with");
     // No slot hash after the opening slot yet.
-    assert_eq!(f.b().tick_action(11, false, Some(11)), Err(CompetitionError::NothingToTick));
-    assert_eq!(f.b().tick_action(11, false, None), Err(CompetitionError::NothingToTick));
-    assert_eq!(f.b().tick_action(12, false, Some(12)), Ok(Tick::Seed));
+    assert_eq!(f.b().tick_action(&f.c, 11, Some(11)), Err(CompetitionError::NothingToTick));
+    assert_eq!(f.b().tick_action(&f.c, 11, None), Err(CompetitionError::NothingToTick));
+    assert_eq!(f.b().tick_action(&f.c, 12, Some(12)), Ok(Tick::Seed));
     f.board().seed_round(&addr(0xc0), (12, &[6; 32]), 13, 300);
     let r = f.b().round;
     assert_eq!(r.seed, round_seed(&addr(0xc0), 1, 12, &[6; 32]));

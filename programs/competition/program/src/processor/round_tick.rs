@@ -28,7 +28,7 @@ pub fn round_tick(accounts: &[AccountView], args: &[u8]) -> ProgramResult {
     let now = Clock::get()?.slot;
     let count = SlotHashes::len()?;
     let newest = if count > 0 { Some(SlotHashes::entry(0)?.slot) } else { None };
-    let (tick, after, number) = with_board(board, |b| Ok((b.tick_action(now, c.paused, newest)?, b.round.seed_slot.get(), b.round.number.get())))?;
+    let (tick, after, number) = with_board(board, |b| Ok((b.tick_action(&c, now, newest)?, b.round.seed_slot.get(), b.round.number.get())))?;
     match tick {
         Tick::Open => {
             let o = with_board(board, |b| b.open_round(&c, now))?;
