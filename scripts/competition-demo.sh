@@ -105,9 +105,9 @@ repo=http://127.0.0.1:$hub_port/$id
 
 mint=$("$pc" mint-create "${net[@]}" -w "$authority" | sed -n 's/^mint \([1-9A-HJ-NP-Za-km-z]*\) .*/\1/p')
 [ -n "$mint" ] || die "mint-create printed no mint"
-say "creating the competition \"$id\": gpt2 models of at most 1M parameters, 16 pages of 8 sequences a round, epsilon 1%, quorum 2, 1000 tokens a round"
+say "creating the competition \"$id\": gpt2 models of at most 1M parameters, a round every 50 slots (20 s) on 16 pages of 8 sequences, epsilon 1%, quorum 2, 1000 tokens a round"
 "$pc" competition create "${net[@]}" -w "$authority" --id "$id" --data "$dir/data" --architecture gpt2 --max-params 1000000 \
-  --sequences-per-page 8 --pages-per-round 16 --epsilon 0.01 --temperature 0.25 --round-slots 600 --quorum 2 \
+  --sequences-per-page 8 --pages-per-round 16 --epsilon 0.01 --temperature 0.25 --round-slots 50 --quorum 2 \
   --mint "$mint" --reward-per-round 1000 --validator-stake 100 >"$dir/create.txt"
 address=$(sed -n 's/^competition "[^"]*": \([1-9A-HJ-NP-Za-km-z]*\)$/\1/p' "$dir/create.txt" | head -n 1)
 [ -n "$address" ] || { cat "$dir/create.txt" >&2; die "competition create printed no address"; }
@@ -144,11 +144,14 @@ a=$(wallet minerA) b=$(wallet minerB) c=$(wallet minerC)
 say "miner A trains a light GPT-2 from fresh weights for $steps steps and submits it"
 "$pc" train "${net[@]}" -w "$a" --competition "$id" --model-config light --steps "$steps" --threads 1 \
   --checkpoint-dir "$dir/minerA" --hub-repo "$repo" &>"$dir/minerA.log" || { tail -n 20 "$dir/minerA.log" >&2; die "miner A failed"; }
+wait_final 1
+standings
 model=$(ls -t "$dir"/minerA/model-*.safetensors | head -n 1)
-say "miner B submits A's file under its own key"
+say "miner B downloads A's model and submits the very file under its own key"
 "$pc" competition submit "${net[@]}" -w "$b" --id "$id" --model "$model" --hub-repo "$repo" >"$dir/minerB.log"
 wait_final 2
 standings
+say "  (B's copy has A's losses on every page, but A, older, wins every page by epsilon)"
 say "miner C starts from A's model and trains until it beats it by more than epsilon ($steps steps a session)"
 "$pc" train "${net[@]}" -w "$c" --competition "$id" --load-submission "$("$pc" pubkey "$a")" --steps "$steps" --sessions 3 --threads 1 \
   --checkpoint-dir "$dir/minerC" --hub-repo "$repo" &>"$dir/minerC.log" || { tail -n 20 "$dir/minerC.log" >&2; die "miner C failed"; }
@@ -161,6 +164,6 @@ say "rerunning the last final round (competition check)"
 for m in A B C; do
   w=$dir/miner$m.json
   printf 'miner %s: ' "$m" >&2
-  "$pc" competition claim "${net[@]}" -w "$w" --id "$id" 2>&1 | head -n 1 >&2 || true
+  "$pc" competition claim "${net[@]}" -w "$w" --id "$id" 2>&1 | grep -m 1 -E '^claimed|error|nothing' >&2 || true
 done
 say "done in $(($(date +%s) - start)) s"
