@@ -25,8 +25,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 start=$(date +%s)
-say() { printf 'competition-demo: %s\n' "$*" >&2; }
-die() { printf 'competition-demo: error: %s\n' "$*" >&2; exit 1; }
+me=competition-demo
+source scripts/lib/demo.sh
 
 rpc_port=${RPC_PORT:-8899}
 hub_port=${HUB_PORT:-9100}
@@ -39,25 +39,10 @@ done
 [[ "$steps" =~ ^[0-9]+$ ]] && ((steps > 0)) || die "COMP_STEPS must be a positive number, not $steps"
 dir=${COMP_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/psyche-competition.XXXXXX")}
 mkdir -p "$dir"
-rpc=http://127.0.0.1:$rpc_port
-ws=ws://127.0.0.1:$((rpc_port + 1))
 id=demo
 say "working in $dir"
 
-pids=()
-cleanup() {
-  local code=$?
-  trap - EXIT INT TERM
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill -INT "${pids[$i]}" 2>/dev/null || true
-    wait "${pids[$i]}" 2>/dev/null || true
-  done
-  say "stopped; logs in $dir (total $(($(date +%s) - start)) s)"
-  exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+demo_traps
 
 if [ "${SETUP:-1}" != 0 ]; then
   say "setup (installs only what is missing)"
@@ -68,22 +53,7 @@ mkdir -p bin
 go build -o bin/psyche-client ./clients/cmd/psyche-client
 bash scripts/build-programs.sh
 pc=$root/bin/psyche-client
-net=(--rpc "$rpc" --ws-rpc "$ws")
-
-if "$pc" balance "${net[@]}" 11111111111111111111111111111111 &>/dev/null; then
-  die "something already serves $rpc: stop it, or set RPC_PORT"
-fi
-say "starting the validator on $rpc (log: $dir/validator.log)"
-set -m
-bash scripts/localnet.sh --ledger "$dir/ledger" --reset --rpc-port "$rpc_port" --ws-port "$((rpc_port + 1))" &>"$dir/validator.log" &
-pids+=($!)
-set +m
-for ((i = 0; ; i++)); do
-  "$pc" balance "${net[@]}" 11111111111111111111111111111111 &>/dev/null && break
-  kill -0 "${pids[0]}" 2>/dev/null || { tail -n 20 "$dir/validator.log" >&2; die "the validator exited"; }
-  ((i < 240)) || die "the validator did not answer within 60 s"
-  sleep 0.25
-done
+demo_localnet
 
 wallet() { # name: a funded keypair file
   local w=$dir/$1.json
@@ -97,10 +67,7 @@ say "deploying the programs"
 
 say "preparing the byte-level dataset (State of the Union addresses up to 2000, 64-token sequences)"
 [ -d "$dir/data" ] || "$pc" data prepare --tokenizer byte --seq-len 64 --split train --out "$dir/data" >/dev/null
-set -m
-"$pc" hub serve --dir "$dir/hub" --listen "127.0.0.1:$hub_port" &>"$dir/hub.log" &
-pids+=($!)
-set +m
+demo_background "$pc" hub serve --dir "$dir/hub" --listen "127.0.0.1:$hub_port" &>"$dir/hub.log"
 repo=http://127.0.0.1:$hub_port/$id
 
 mint=$("$pc" mint-create "${net[@]}" -w "$authority" | sed -n 's/^mint \([1-9A-HJ-NP-Za-km-z]*\) .*/\1/p')
@@ -116,17 +83,11 @@ address=$(sed -n 's/^competition "[^"]*": \([1-9A-HJ-NP-Za-km-z]*\)$/\1/p' "$dir
 for v in validator1 validator2; do
   w=$(wallet "$v")
   "$pc" mint-to "${net[@]}" -w "$authority" --mint "$mint" --amount 100 --to "$("$pc" pubkey "$w")" >/dev/null
-  set -m
-  "$pc" competition validate "${net[@]}" -w "$w" --id "$id" --join --threads 1 --model-dir "$dir/$v-models" &>"$dir/$v.log" &
-  pids+=($!)
-  set +m
+  demo_background "$pc" competition validate "${net[@]}" -w "$w" --id "$id" --join --threads 1 --model-dir "$dir/$v-models" &>"$dir/$v.log"
 done
 say "2 validators started (logs: $dir/validator{1,2}.log)"
 if ((explorer_port > 0)); then
-  set -m
-  "$pc" explorer "${net[@]}" --listen "127.0.0.1:$explorer_port" &>"$dir/explorer.log" &
-  pids+=($!)
-  set +m
+  demo_background "$pc" explorer "${net[@]}" --listen "127.0.0.1:$explorer_port" &>"$dir/explorer.log"
   say "explorer: http://127.0.0.1:$explorer_port/competitions/$id"
 fi
 

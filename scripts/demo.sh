@@ -41,8 +41,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 start=$(date +%s)
-say() { printf 'demo: %s\n' "$*" >&2; }
-die() { printf 'demo: error: %s\n' "$*" >&2; exit 1; }
+me=demo
+source scripts/lib/demo.sh
 
 rpc_port=${RPC_PORT:-8899}
 data_port=${DATA_PORT:-9000}
@@ -65,26 +65,10 @@ if [ "$cheat" = 1 ]; then
 fi
 dir=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/psyche-demo.XXXXXX")}
 mkdir -p "$dir"
-rpc=http://127.0.0.1:$rpc_port
-ws=ws://127.0.0.1:$((rpc_port + 1))
 run_id=demo
 say "working in $dir"
 
-pids=()
-cleanup() {
-  local code=$?
-  trap - EXIT INT TERM
-  # Clients first (SIGINT: they leave the run), then the data server, then the validator.
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill -INT "${pids[$i]}" 2>/dev/null || true
-    wait "${pids[$i]}" 2>/dev/null || true
-  done
-  say "stopped; logs in $dir (total $(($(date +%s) - start)) s)"
-  exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+demo_traps
 
 if [ "${SETUP:-1}" != 0 ]; then
   say "setup (installs only what is missing)"
@@ -100,23 +84,7 @@ if [ "$cheat" = 1 ]; then
 fi
 bash scripts/build-programs.sh
 pc=$root/bin/psyche-client
-net=(--rpc "$rpc" --ws-rpc "$ws")
-
-if "$pc" balance "${net[@]}" 11111111111111111111111111111111 &>/dev/null; then
-  die "something already serves $rpc: stop it, or set RPC_PORT"
-fi
-say "starting the validator on $rpc (log: $dir/validator.log)"
-# Own process group, so Ctrl-C reaches only this script; cleanup stops it.
-set -m
-bash scripts/localnet.sh --ledger "$dir/ledger" --reset --rpc-port "$rpc_port" --ws-port "$((rpc_port + 1))" &>"$dir/validator.log" &
-pids+=($!)
-set +m
-for ((i = 0; ; i++)); do
-  "$pc" balance "${net[@]}" 11111111111111111111111111111111 &>/dev/null && break
-  kill -0 "${pids[0]}" 2>/dev/null || { tail -n 20 "$dir/validator.log" >&2; die "the validator exited"; }
-  ((i < 240)) || die "the validator did not answer within 60 s"
-  sleep 0.25
-done
+demo_localnet
 
 authority=$dir/authority.json
 "$pc" keygen -o "$authority" >/dev/null
@@ -139,10 +107,7 @@ else
     [ -d "$dir/data/$split" ] || "$pc" data prepare --tokenizer byte --seq-len 128 --split "$split" --out "$dir/data/$split" >/dev/null
   done
 fi
-set -m
-"$pc" data serve --dir "$dir/data/train" --port "$data_port" &>"$dir/data-server.log" &
-pids+=($!)
-set +m
+demo_background "$pc" data serve --dir "$dir/data/train" --port "$data_port" &>"$dir/data-server.log"
 root_hex=$(sed -n 's/.*"root": *"\([0-9a-f]\{64\}\)".*/\1/p' "$dir/data/train/manifest.json" | tail -n 1)
 [ -n "$root_hex" ] || die "no root in $dir/data/train/manifest.json"
 
@@ -170,11 +135,8 @@ admin=("${net[@]}" -w "$authority" --run-id "$run_id")
 
 explorer_url= explorer_pid=
 if ((explorer_port > 0)); then
-  set -m
-  "$pc" explorer "${net[@]}" --listen "127.0.0.1:$explorer_port" &>"$dir/explorer.log" &
-  explorer_pid=$!
-  pids+=($!)
-  set +m
+  demo_background "$pc" explorer "${net[@]}" --listen "127.0.0.1:$explorer_port" &>"$dir/explorer.log"
+  explorer_pid=${pids[-1]}
   explorer_url=http://127.0.0.1:$explorer_port/runs/$run_id
   say "run explorer: $explorer_url (log: $dir/explorer.log)"
 fi
@@ -192,12 +154,9 @@ for i in "${!names[@]}"; do
   bin=$pc extra=()
   [ "$name" = client1 ] && [ "$finetune" = 0 ] && extra=(--eval-tasks builtin:sotu --eval-task-max-docs 100)
   [ "$name" = cheater ] && bin=$dir/psyche-client-cheat extra=(--cheat other-data)
-  set -m
-  "$bin" train "${net[@]}" -w "$w" --run-id "$run_id" --logs json --metrics-local-port "$port" --linger-secs 15 \
+  demo_background "$bin" train "${net[@]}" -w "$w" --run-id "$run_id" --logs json --metrics-local-port "$port" --linger-secs 15 \
     --eval-data "$dir/data/validation" --eval-every 10 --threads 1 "${extra[@]}" \
-    --p2p-rendezvous-dir "$dir/p2p" --bind-p2p-interface 127.0.0.1 &>"$dir/$name.log" &
-  pids+=($!)
-  set +m
+    --p2p-rendezvous-dir "$dir/p2p" --bind-p2p-interface 127.0.0.1 &>"$dir/$name.log"
   watch+=(-signer "$name=$("$pc" pubkey "$w")")
   urls+=("$name=http://127.0.0.1:$port")
 done
