@@ -434,6 +434,8 @@ mod tests {
         run(&mut env, "stake_burn", Step::new(ix(vec![Meta::w(comp), Meta::w(pool), Meta::w(w.mint), Meta::ro(TOKEN_PROGRAM)], cp::STAKE_BURN.to_vec())));
         let leave = vec![Meta::s(validators[20]), Meta::w(comp), Meta::w(board), Meta::w(ata(&validators[20], &w.mint)), Meta::w(pool), Meta::ro(w.mint), Meta::ro(TOKEN_PROGRAM)];
         run(&mut env, "validator_leave", Step::new(ix(leave, cp::VALIDATOR_LEAVE.to_vec())));
+        // The next round opens a round length (1,000 slots) after this one.
+        env.sysvars.slot += 1_000;
         run(&mut env, "round_tick (open)", tick());
         for (name, cu) in &max {
             println!("{name}: {cu} CU");
