@@ -53,7 +53,7 @@ func (k Competition) RoundSubmissions(ctx context.Context, c *chain.Client, b *B
 		if s == nil {
 			return nil, fmt.Errorf("entry %d (%s) has no submission account", i, miner)
 		}
-		sub, ok := evaluate.RoundModel(submissionOf(s, s.Current), submissionOf(s, s.Prev), r.OpenSlot)
+		sub, ok := evaluate.RoundModel(SubmissionOf(s, s.Current), SubmissionOf(s, s.Prev), r.OpenSlot)
 		if !ok {
 			return nil, fmt.Errorf("entry %d (%s) has no model committed before slot %d, yet the round holds it eligible", i, miner, r.OpenSlot)
 		}
@@ -62,7 +62,9 @@ func (k Competition) RoundSubmissions(ctx context.Context, c *chain.Client, b *B
 	return subs, nil
 }
 
-func submissionOf(s *Submission, m Model) evaluate.Submission {
+// SubmissionOf is one of a Submission account's two models (Current or
+// Prev) as the evaluator takes it.
+func SubmissionOf(s *Submission, m Model) evaluate.Submission {
 	return evaluate.Submission{Index: s.Index, Miner: s.Miner, Commitment: m.Commitment, Revision: m.Revision, Params: m.Params, Slot: m.Slot, Repo: m.Repo}
 }
 

@@ -1659,7 +1659,7 @@ func competitionTrain(c *cli.Context) error {
 		if own, err := k.ReadSubmission(ctx, cc.client, me); err != nil {
 			return err
 		} else if own != nil {
-			sub := submissionOf(own, own.Current)
+			sub := competition.SubmissionOf(own, own.Current)
 			path, err := fetchSubmission(ctx, sub, dir, cons, log)
 			switch _, invalid := evaluate.AsInvalid(err); {
 			case invalid:
@@ -1810,12 +1810,12 @@ func startSubmission(ctx context.Context, cc *competitionCtx, k competition.Comp
 	if s == nil {
 		return evaluate.Submission{}, "", badInputf("--load-submission: %s has no entry in competition %q", from, k.ID)
 	}
-	sub := submissionOf(s, s.Current)
+	sub := competition.SubmissionOf(s, s.Current)
 	what := fmt.Sprintf("entry %d (%s)", s.Index, from)
 	if loadBest {
 		// The model the last final round weighted, when the board still holds that round.
 		if r := b.Round; competition.Phase(r.State) == competition.PhaseFinal {
-			if m, ok := evaluate.RoundModel(sub, submissionOf(s, s.Prev), r.OpenSlot); ok {
+			if m, ok := evaluate.RoundModel(sub, competition.SubmissionOf(s, s.Prev), r.OpenSlot); ok {
 				sub = m
 			}
 		}
@@ -1834,10 +1834,6 @@ func bestEntry(b *competition.Board) int {
 		}
 	}
 	return best
-}
-
-func submissionOf(s *competition.Submission, m competition.Model) evaluate.Submission {
-	return evaluate.Submission{Index: s.Index, Miner: s.Miner, Commitment: m.Commitment, Revision: m.Revision, Params: m.Params, Slot: m.Slot, Repo: m.Repo}
 }
 
 // fetchSubmission downloads a submission's model into dir, verified, and
