@@ -139,6 +139,18 @@ type ValidatorSummary struct {
 	Faults uint32 `json:"faults"`
 }
 
+// PoolBalance is the reward pool's balance and what of it nobody is owed
+// (the program's reserve: unclaimed rewards, stakes, forfeited stakes), what
+// competition_withdraw may take.
+func (k Competition) PoolBalance(ctx context.Context, c *chain.Client, acc *Account) (balance, withdrawable uint64, err error) {
+	ta, err := treasurer.FetchTokenAccount(ctx, c, k.Pool)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the reward pool: %w", err)
+	}
+	reserve := acc.Unclaimed + acc.Stakes + acc.Forfeited
+	return ta.Amount, ta.Amount - min(ta.Amount, reserve), nil
+}
+
 var validatorStatus = map[uint8]string{ValidatorActive: "active", ValidatorLeft: "left", ValidatorFaulted: "faulted"}
 
 // Summarize reads the competition's accounts and each entry's submission.
@@ -169,13 +181,12 @@ func (k Competition) Summarize(ctx context.Context, c *chain.Client) (*Summary, 
 		Quorum: acc.Quorum, Permissioned: acc.Permissioned, ValidatorStake: acc.ValidatorStake,
 	}
 	if k.HasPool() {
-		ta, err := treasurer.FetchTokenAccount(ctx, c, k.Pool)
+		balance, withdrawable, err := k.PoolBalance(ctx, c, acc)
 		if err != nil {
-			return nil, fmt.Errorf("the reward pool: %w", err)
+			return nil, err
 		}
-		reserve := acc.Unclaimed + acc.Stakes + acc.Forfeited
-		s.Pool = &PoolSummary{Mint: k.Mint.String(), Account: k.Pool.String(), Balance: ta.Amount, RewardPerRound: acc.RewardPerRound,
-			Unclaimed: acc.Unclaimed, Stakes: acc.Stakes, Forfeited: acc.Forfeited, Withdrawable: ta.Amount - min(ta.Amount, reserve),
+		s.Pool = &PoolSummary{Mint: k.Mint.String(), Account: k.Pool.String(), Balance: balance, RewardPerRound: acc.RewardPerRound,
+			Unclaimed: acc.Unclaimed, Stakes: acc.Stakes, Forfeited: acc.Forfeited, Withdrawable: withdrawable,
 			TotalPaid: acc.TotalPaid, TotalBurned: acc.TotalBurned}
 	}
 	r := b.Round

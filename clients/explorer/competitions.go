@@ -346,26 +346,9 @@ func (x *Indexer) relistCompetitions(ctx context.Context, backfilled bool) ([]*c
 // first) and records what they hold in the competitions they name; with
 // refresh, those competitions are then re-read.
 func (x *Indexer) ingestCompetitions(ctx context.Context, sigs []solana.Signature, refresh bool) error {
-	var todo []solana.Signature
-	for _, s := range sigs {
-		if !x.compSeen.has(s) {
-			todo = append(todo, s)
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	res, err := x.fetchTransactions(ctx, todo)
-	if err != nil {
+	txs, err := x.unread(ctx, x.compSeen, sigs)
+	if err != nil || len(txs) == 0 {
 		return err
-	}
-	txs := make([]*txData, 0, len(res))
-	for i, r := range res {
-		tx, err := decodeTx(todo[i], r)
-		if err != nil {
-			return err
-		}
-		txs = append(txs, tx)
 	}
 	if x.mentionsUnknownCompetition(txs) {
 		// Created since the last listing: these transactions are its history.

@@ -13,29 +13,39 @@ import (
 	"github.com/psyche-go/psyche/clients/chain"
 )
 
-// ingest reads the transactions of sigs not read yet (oldest first),
-// records what they hold in the runs they touch, and re-reads those runs.
-func (x *Indexer) ingest(ctx context.Context, sigs []solana.Signature) error {
+// unread fetches and decodes the transactions of sigs that seen does not
+// hold yet, in order (marking them is the caller's, once recorded).
+func (x *Indexer) unread(ctx context.Context, seen *sigSet, sigs []solana.Signature) ([]*txData, error) {
 	var todo []solana.Signature
 	for _, s := range sigs {
-		if !x.seen.has(s) {
+		if !seen.has(s) {
 			todo = append(todo, s)
 		}
 	}
 	if len(todo) == 0 {
-		return nil
+		return nil, nil
 	}
 	res, err := x.fetchTransactions(ctx, todo)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	txs := make([]*txData, 0, len(res))
 	for i, r := range res {
 		tx, err := decodeTx(todo[i], r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		txs = append(txs, tx)
+	}
+	return txs, nil
+}
+
+// ingest reads the transactions of sigs not read yet (oldest first),
+// records what they hold in the runs they touch, and re-reads those runs.
+func (x *Indexer) ingest(ctx context.Context, sigs []solana.Signature) error {
+	txs, err := x.unread(ctx, x.seen, sigs)
+	if err != nil || len(txs) == 0 {
+		return err
 	}
 	if x.mentionsUnknownRun(txs) {
 		if _, err := x.relist(ctx); err != nil {

@@ -507,7 +507,7 @@ func competitionShow(c *cli.Context) error {
 		out := map[string]any{"id": acc.Id, "address": k.Address.String(), "authority": acc.Authority.String(), "closed": true,
 			"total_paid": acc.TotalPaid, "total_burned": acc.TotalBurned}
 		if k.HasPool() {
-			balance, withdrawable, err := poolWithdrawable(c.Context, cc.client, k, acc)
+			balance, withdrawable, err := k.PoolBalance(c.Context, cc.client, acc)
 			if err != nil {
 				return err
 			}
@@ -1066,15 +1066,11 @@ func competitionClaim(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	before, _ := treasurer.FetchTokenAccount(c.Context, cc.client, ata)
-	if err := cc.send(c, ixs, ""); err != nil {
-		return err
-	}
-	after, err := treasurer.FetchTokenAccount(c.Context, cc.client, ata)
+	before, after, err := sendMeasured(c, cc.client, cc.wallet, ixs, ata)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "claimed %d base units into %s (balance %d)\n", after.Amount-before.Amount, ata, after.Amount)
+	fmt.Fprintf(c.App.Writer, "claimed %d base units into %s (balance %d)\n", after-before, ata, after)
 	return nil
 }
 
@@ -1102,18 +1098,11 @@ func competitionBurnStakes(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	before, err := treasurer.FetchTokenAccount(c.Context, cc.client, k.Pool)
+	before, after, err := sendMeasured(c, cc.client, cc.wallet, []solana.Instruction{ix}, k.Pool)
 	if err != nil {
 		return err
 	}
-	if err := cc.send(c, []solana.Instruction{ix}, ""); err != nil {
-		return err
-	}
-	after, err := treasurer.FetchTokenAccount(c.Context, cc.client, k.Pool)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "burned %d base units of forfeited stakes\n", before.Amount-after.Amount)
+	fmt.Fprintf(c.App.Writer, "burned %d base units of forfeited stakes\n", before-after)
 	return nil
 }
 
@@ -1158,7 +1147,7 @@ func competitionWithdraw(c *cli.Context) error {
 			return err
 		}
 	} else {
-		balance, withdrawable, err := poolWithdrawable(c.Context, cc.client, k, acc)
+		balance, withdrawable, err := k.PoolBalance(c.Context, cc.client, acc)
 		if err != nil {
 			return err
 		}
@@ -1182,18 +1171,6 @@ func competitionWithdraw(c *cli.Context) error {
 		return err
 	}
 	return cc.send(c, []solana.Instruction{create, ix}, fmt.Sprintf("withdrew %d base units into %s", amount, to))
-}
-
-// poolWithdrawable is the pool's balance and what of it the authority may
-// withdraw: the balance less what it owes (Summarize's pool.withdrawable,
-// which needs the board; this works after close too).
-func poolWithdrawable(ctx context.Context, cl *chain.Client, k competition.Competition, acc *competition.Account) (balance, withdrawable uint64, err error) {
-	ta, err := treasurer.FetchTokenAccount(ctx, cl, k.Pool)
-	if err != nil {
-		return 0, 0, fmt.Errorf("the reward pool: %w", err)
-	}
-	reserve := acc.Unclaimed + acc.Stakes + acc.Forfeited
-	return ta.Amount, ta.Amount - min(ta.Amount, reserve), nil
 }
 
 func competitionCloseCommand() *cli.Command {
@@ -1284,15 +1261,7 @@ func newCompetitionReadCtx(c *cli.Context) (*competitionCtx, error) {
 }
 
 func (cc *competitionCtx) send(c *cli.Context, ixs []solana.Instruction, done string) error {
-	sig, err := cc.client.Send(c.Context, cc.wallet, ixs)
-	if err != nil {
-		return err
-	}
-	if done != "" {
-		fmt.Fprintln(c.App.Writer, done)
-	}
-	fmt.Fprintf(c.App.Writer, "signature: %s\n", sig)
-	return nil
+	return sendSigned(c, cc.client, cc.wallet, ixs, done)
 }
 
 // competitionID is --id, checked.

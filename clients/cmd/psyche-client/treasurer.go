@@ -419,15 +419,11 @@ func treasurerClaimRewards(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	before, _ := treasurer.FetchTokenAccount(c.Context, t.client, account)
-	if err := t.send(c, append(ixs, claim), ""); err != nil {
-		return err
-	}
-	after, err := treasurer.FetchTokenAccount(c.Context, t.client, account)
+	before, after, err := sendMeasured(c, t.client, t.wallet, append(ixs, claim), account)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "claimed %d base units into %s (balance %d)\n", after.Amount-before.Amount, account, after.Amount)
+	fmt.Fprintf(c.App.Writer, "claimed %d base units into %s (balance %d)\n", after-before, account, after)
 	return nil
 }
 
@@ -589,15 +585,11 @@ func treasurerWithdrawDeposit(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	before, _ := treasurer.FetchTokenAccount(c.Context, t.client, account)
-	if err := t.send(c, []solana.Instruction{create, ix}, ""); err != nil {
-		return err
-	}
-	after, err := treasurer.FetchTokenAccount(c.Context, t.client, account)
+	before, after, err := sendMeasured(c, t.client, t.wallet, []solana.Instruction{create, ix}, account)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "returned a deposit of %d base units into %s\n", after.Amount-before.Amount, account)
+	fmt.Fprintf(c.App.Writer, "returned a deposit of %d base units into %s\n", after-before, account)
 	return nil
 }
 
@@ -630,15 +622,11 @@ func treasurerBurnForfeited(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	before, _ := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
-	if err := t.send(c, []solana.Instruction{ix}, ""); err != nil {
-		return err
-	}
-	after, err := treasurer.FetchTokenAccount(c.Context, t.client, r.Collateral)
+	before, after, err := sendMeasured(c, t.client, t.wallet, []solana.Instruction{ix}, r.Collateral)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "burned %d base units forfeited by %s\n", before.Amount-after.Amount, user)
+	fmt.Fprintf(c.App.Writer, "burned %d base units forfeited by %s\n", before-after, user)
 	return nil
 }
 
@@ -937,7 +925,13 @@ func openTreasurerRunWith(c *cli.Context, newCtx func(*cli.Context) (*treasurerC
 }
 
 func (t *treasurerCtx) send(c *cli.Context, ixs []solana.Instruction, done string) error {
-	sig, err := t.client.Send(c.Context, t.wallet, ixs)
+	return sendSigned(c, t.client, t.wallet, ixs, done)
+}
+
+// sendSigned sends ixs signed by wallet and prints done (when given) and the
+// signature: what every treasurer and competition command that sends ends with.
+func sendSigned(c *cli.Context, client *chain.Client, wallet solana.PrivateKey, ixs []solana.Instruction, done string) error {
+	sig, err := client.Send(c.Context, wallet, ixs)
 	if err != nil {
 		return err
 	}
@@ -946,6 +940,25 @@ func (t *treasurerCtx) send(c *cli.Context, ixs []solana.Instruction, done strin
 	}
 	fmt.Fprintf(c.App.Writer, "signature: %s\n", sig)
 	return nil
+}
+
+// sendMeasured is sendSigned that also returns the token balance of account
+// before and after, for the commands that print what moved. An account the
+// transaction creates held 0 before; a failed read of an existing one is an
+// error, before anything is sent.
+func sendMeasured(c *cli.Context, client *chain.Client, wallet solana.PrivateKey, ixs []solana.Instruction, account solana.PublicKey) (before, after uint64, err error) {
+	b, err := treasurer.FetchTokenAccount(c.Context, client, account)
+	if err != nil && !errors.Is(err, chain.ErrAccountNotFound) {
+		return 0, 0, err
+	}
+	if err := sendSigned(c, client, wallet, ixs, ""); err != nil {
+		return 0, 0, err
+	}
+	a, err := treasurer.FetchTokenAccount(c.Context, client, account)
+	if err != nil {
+		return 0, 0, err
+	}
+	return b.Amount, a.Amount, nil
 }
 
 // parseAmount reads a token amount: base units ("1500"), or a decimal amount
